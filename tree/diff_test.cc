@@ -1,0 +1,278 @@
+#include "tree/diff.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tree/memory_tree_view.h"
+
+namespace tally {
+namespace tree {
+namespace {
+
+using Rows = std::map<std::string, RowEntry>;
+
+RowEntry MakeRow(const std::string& key, const std::string& value,
+                 uint64_t millis, const std::string& origin, bool deleted) {
+  RowEntry row;
+  row.key = key;
+  row.token = TokenOf(key);
+  row.version = Version{HlcTimestamp::FromParts(millis, 0), origin};
+  row.deleted = deleted;
+  row.digest = RowDigest("ks", key, row.version, deleted, value);
+  return row;
+}
+
+std::vector<RowEntry> ToVector(const Rows& rows) {
+  std::vector<RowEntry> out;
+  for (const auto& [key, row] : rows) out.push_back(row);
+  return out;
+}
+
+// The keys whose (version, deleted, value) differ, computed the slow way.
+std::set<std::string> ExpectedDifferences(const Rows& a, const Rows& b) {
+  std::set<std::string> out;
+  for (const auto& [key, row] : a) {
+    auto it = b.find(key);
+    if (it == b.end() || it->second.digest != row.digest) out.insert(key);
+  }
+  for (const auto& [key, row] : b) {
+    if (a.find(key) == a.end()) out.insert(key);
+  }
+  return out;
+}
+
+struct DiffResult {
+  std::set<std::string> keys;
+  DiffStats stats;
+};
+
+DiffResult RunDiff(const Rows& a, const Rows& b, int depth_a, int depth_b,
+                   const DiffOptions& options = DiffOptions{}) {
+  auto view_a = MemoryTreeView::Create(depth_a, ToVector(a));
+  auto view_b = MemoryTreeView::Create(depth_b, ToVector(b));
+  EXPECT_TRUE(view_a.ok() && view_b.ok());
+  DiffResult result;
+  absl::Status s = DiffViews(
+      **view_a, **view_b, options,
+      [&](const RowEntry* in_a, const RowEntry* in_b) {
+        const std::string& key = in_a != nullptr ? in_a->key : in_b->key;
+        if (in_a != nullptr && in_b != nullptr) {
+          EXPECT_EQ(in_a->key, in_b->key);
+        }
+        // Each side reported must be that side's row.
+        if (in_a != nullptr) {
+          EXPECT_EQ(a.at(key).digest, in_a->digest);
+        }
+        if (in_b != nullptr) {
+          EXPECT_EQ(b.at(key).digest, in_b->digest);
+        }
+        EXPECT_EQ(in_a == nullptr, a.count(key) == 0);
+        EXPECT_EQ(in_b == nullptr, b.count(key) == 0);
+        EXPECT_TRUE(result.keys.insert(key).second)
+            << "reported twice: " << key;
+        return absl::OkStatus();
+      },
+      &result.stats);
+  EXPECT_TRUE(s.ok()) << s;
+  return result;
+}
+
+// Makes `d` differences of every kind between two copies of `n` rows.
+void MakeReplicas(uint64_t seed, int n, int d, Rows* a, Rows* b) {
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < n; ++i) {
+    const std::string key = absl::StrCat("key-", i, "-", rng() % 1000);
+    (*a)[key] = MakeRow(key, absl::StrCat("v", rng()), 1000 + rng() % 1000,
+                        "origin-a", false);
+  }
+  *b = *a;
+  std::vector<std::string> keys;
+  for (const auto& [key, row] : *a) keys.push_back(key);
+  std::shuffle(keys.begin(), keys.end(), rng);
+  for (int i = 0; i < d; ++i) {
+    const uint64_t t = 5000 + i;
+    const std::string key =
+        i < static_cast<int>(keys.size()) ? keys[i] : absl::StrCat("new-", i);
+    switch (i % 8) {
+      case 0:  // updated on a
+        (*a)[key] = MakeRow(key, "new-a", t, "origin-a", false);
+        break;
+      case 1:  // updated on b
+        (*b)[key] = MakeRow(key, "new-b", t, "origin-b", false);
+        break;
+      case 2:  // deleted on a (tombstone)
+        (*a)[key] = MakeRow(key, "", t, "origin-a", true);
+        break;
+      case 3:  // deleted on b
+        (*b)[key] = MakeRow(key, "", t, "origin-b", true);
+        break;
+      case 4:  // present on a only
+        b->erase(key);
+        break;
+      case 5:  // present on b only
+        a->erase(key);
+        break;
+      case 6:  // changed on both sides
+        (*a)[key] = MakeRow(key, "both-a", t, "origin-a", false);
+        (*b)[key] = MakeRow(key, "both-b", t, "origin-b", false);
+        break;
+      case 7:  // same value, different version only
+        (*b)[key] = MakeRow(key, "v", t, "origin-b", false);
+        (*a)[key] = MakeRow(key, "v", t + 1, "origin-b", false);
+        break;
+    }
+  }
+}
+
+// Digests exchanged may grow with d * log N, never with N: every difference
+// costs at most a few expansions of 2^max_levels children on its way down,
+// and the first round is fixed.
+uint64_t DigestBound(uint64_t n, uint64_t d, const DiffOptions& o) {
+  const double log_n = std::log2(static_cast<double>(n) + 2);
+  return 2 * ((uint64_t{1} << o.first_round_levels) +
+              static_cast<uint64_t>(16.0 * static_cast<double>(d) * log_n));
+}
+
+struct Case {
+  int n;
+  int d;
+  int depth_a;
+  int depth_b;
+};
+
+class DiffPropertyTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DiffPropertyTest, FindsExactlyTheDifferingKeys) {
+  const Case c = GetParam();
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed=%llu n=%d d=%d depths=%d/%d\n",
+              static_cast<unsigned long long>(seed), c.n, c.d, c.depth_a,
+              c.depth_b);
+  Rows a, b;
+  MakeReplicas(seed, c.n, c.d, &a, &b);
+  const std::set<std::string> expected = ExpectedDifferences(a, b);
+  const DiffOptions options;
+  const DiffResult result = RunDiff(a, b, c.depth_a, c.depth_b, options);
+  EXPECT_EQ(result.keys, expected) << "seed " << seed;
+  EXPECT_EQ(result.stats.differences, expected.size());
+  std::printf("  %s\n", result.stats.DebugString().c_str());
+  if (expected.empty()) {
+    EXPECT_EQ(result.stats.rounds, 1u);
+    EXPECT_EQ(result.stats.digests, 0u);
+  }
+  EXPECT_LE(result.stats.digests, DigestBound(c.n, expected.size(), options))
+      << "seed " << seed;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EqualDepths, DiffPropertyTest,
+    ::testing::Values(Case{0, 0, 16, 16}, Case{1000, 0, 10, 10},
+                      Case{1000, 1, 10, 10}, Case{1000, 7, 10, 10},
+                      Case{1000, 1000, 10, 10}, Case{100000, 0, 16, 16},
+                      Case{100000, 1, 16, 16}, Case{100000, 8, 16, 16},
+                      Case{100000, 150, 16, 16}, Case{100000, 5000, 16, 16},
+                      Case{100000, 100000, 16, 16},
+                      Case{20000, 20000, 12, 12}));
+
+INSTANTIATE_TEST_SUITE_P(UnequalDepths, DiffPropertyTest,
+                         ::testing::Values(Case{1000, 5, 4, 12},
+                                           Case{100000, 1, 20, 8},
+                                           Case{100000, 150, 10, 16},
+                                           Case{100000, 3000, 16, 1},
+                                           Case{5000, 5000, 1, 24}));
+
+TEST(Diff, OneSideEmptyStreamsTheOtherWithoutDescending) {
+  Rows a, b;
+  MakeReplicas(7, 5000, 0, &a, &b);
+  b.clear();
+  const DiffResult result = RunDiff(a, b, 16, 16);
+  EXPECT_EQ(result.keys.size(), a.size());
+  EXPECT_EQ(result.stats.digests, 0u);
+  EXPECT_EQ(result.stats.rounds, 2u);
+  const DiffResult reverse = RunDiff(b, a, 8, 16);
+  EXPECT_EQ(reverse.keys.size(), a.size());
+  EXPECT_EQ(reverse.stats.digests, 0u);
+}
+
+TEST(Diff, BothEmptyIsOneRound) {
+  const DiffResult result = RunDiff(Rows{}, Rows{}, 16, 4);
+  EXPECT_TRUE(result.keys.empty());
+  EXPECT_EQ(result.stats.rounds, 1u);
+}
+
+TEST(Diff, DenseDifferencesFetchWholeLevels) {
+  // Every row differs: the descent must switch to whole levels rather than
+  // name tens of thousands of nodes, so requests stay small.
+  Rows a, b;
+  MakeReplicas(11, 50000, 50000, &a, &b);
+  const DiffResult result = RunDiff(a, b, 16, 16);
+  EXPECT_EQ(result.keys, ExpectedDifferences(a, b));
+  EXPECT_LT(result.stats.bytes_sent, result.stats.bytes_received / 4);
+}
+
+TEST(Diff, SparseDifferencesCostFewRounds) {
+  Rows a, b;
+  MakeReplicas(13, 100000, 100, &a, &b);
+  const DiffResult result = RunDiff(a, b, 16, 16);
+  EXPECT_EQ(result.keys.size(), ExpectedDifferences(a, b).size());
+  EXPECT_LE(result.stats.rounds, 6u) << result.stats.DebugString();
+}
+
+TEST(Diff, SinkErrorStopsTheDiff) {
+  Rows a, b;
+  MakeReplicas(17, 1000, 50, &a, &b);
+  auto view_a = MemoryTreeView::Create(10, ToVector(a));
+  auto view_b = MemoryTreeView::Create(10, ToVector(b));
+  ASSERT_TRUE(view_a.ok() && view_b.ok());
+  int calls = 0;
+  absl::Status s = DiffViews(
+      **view_a, **view_b, DiffOptions{},
+      [&](const RowEntry*, const RowEntry*) {
+        ++calls;
+        return absl::CancelledError("stop");
+      },
+      nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(MemoryTreeView, RejectsMalformedRequests) {
+  auto view = MemoryTreeView::Create(8, {});
+  ASSERT_TRUE(view.ok());
+  ViewRequest bad_level;
+  bad_level.descend.push_back({NodeRef{65, 0}, 1});
+  EXPECT_EQ((*view)->Exchange(bad_level).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ViewRequest bad_index;
+  bad_index.list.push_back(NodeRef{3, 8});
+  EXPECT_EQ((*view)->Exchange(bad_index).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ViewRequest too_far;
+  too_far.descend.push_back({NodeRef{60, 0}, 5});
+  EXPECT_EQ((*view)->Exchange(too_far).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ViewRequest too_many;
+  too_many.descend.push_back({NodeRef{0, 0}, 16});
+  too_many.descend.push_back({NodeRef{1, 0}, 1});
+  EXPECT_EQ((*view)->Exchange(too_many).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(MemoryTreeView, RejectsDuplicateKeys) {
+  std::vector<RowEntry> rows{MakeRow("k", "1", 1, "o", false),
+                             MakeRow("k", "2", 2, "o", false)};
+  EXPECT_EQ(MemoryTreeView::Create(8, rows).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tree
+}  // namespace tally

@@ -1,0 +1,116 @@
+#include "tree/tree_view.h"
+
+#include "absl/strings/str_format.h"
+
+namespace tally {
+namespace tree {
+namespace {
+
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+// A length-delimited field: tag, length, payload.
+size_t FieldSize(size_t payload) { return 1 + VarintSize(payload) + payload; }
+
+size_t NodeRefSize(const NodeRef& node) {
+  return 1 + VarintSize(node.level) + 1 + VarintSize(node.index);
+}
+
+}  // namespace
+
+absl::Status ValidateViewRequest(const ViewRequest& request) {
+  uint64_t descendants = 0;
+  for (const DescendRequest& d : request.descend) {
+    if (!d.node.IsValid()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "descend request names an invalid node: level %d, index %d "
+          "(level must be 0..64 and index below 2^level)",
+          d.node.level, d.node.index));
+    }
+    if (d.levels_ahead < 1 || d.levels_ahead > kMaxLevelsAhead ||
+        d.node.level + d.levels_ahead > kTokenBits) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "descend request for %s asks for %d levels ahead; it must be 1..%d "
+          "and not go below level 64",
+          d.node.DebugString(), d.levels_ahead, kMaxLevelsAhead));
+    }
+    descendants += uint64_t{1} << d.levels_ahead;
+  }
+  if (descendants > kMaxDescendantsPerExchange) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "request asks for %d node digests; the limit is %d per exchange",
+        descendants, kMaxDescendantsPerExchange));
+  }
+  if (request.list.size() > kMaxListRangesPerExchange) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("request lists %d ranges; the limit is %d per exchange",
+                        request.list.size(), kMaxListRangesPerExchange));
+  }
+  for (const NodeRef& range : request.list) {
+    if (!range.IsValid()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "list request names an invalid range: level %d, index %d",
+          range.level, range.index));
+    }
+  }
+  return absl::OkStatus();
+}
+
+DescendantAccumulator::DescendantAccumulator(const DescendRequest& request,
+                                             std::vector<NodeDigest>* out)
+    : out_(out),
+      base_(out->size()),
+      level_(request.node.level + request.levels_ahead),
+      mask_((uint64_t{1} << request.levels_ahead) - 1) {
+  out->resize(out->size() + (size_t{1} << request.levels_ahead));
+}
+
+size_t WireSize(const ViewRequest& request) {
+  size_t size = 0;
+  for (const DescendRequest& d : request.descend) {
+    size += FieldSize(NodeRefSize(d.node) + 1 + VarintSize(d.levels_ahead));
+  }
+  for (const NodeRef& range : request.list) {
+    size += FieldSize(NodeRefSize(range));
+  }
+  return size;
+}
+
+size_t WireSize(const RowEntry& entry) {
+  const size_t version = 1 + 8 + FieldSize(entry.version.origin.size());
+  return FieldSize(FieldSize(entry.key.size()) + FieldSize(version) +
+                   (entry.deleted ? 2 : 0) + FieldSize(16));
+}
+
+size_t WireSize(const ViewResponse& response) {
+  size_t size = 0;
+  if (!response.descendants.empty()) {
+    // Packed fixed64 fingerprints and packed varint counts.
+    size_t counts = 0;
+    for (const NodeDigest& d : response.descendants) {
+      counts += VarintSize(d.count);
+    }
+    size += FieldSize(8 * response.descendants.size()) + FieldSize(counts);
+  }
+  if (!response.entries_per_range.empty()) {
+    size_t counts = 0;
+    for (uint32_t n : response.entries_per_range) counts += VarintSize(n);
+    size += FieldSize(counts);
+  }
+  for (const RowEntry& e : response.entries) size += WireSize(e);
+  return size;
+}
+
+size_t WireSize(const ViewSummary& summary) {
+  return 1 + VarintSize(summary.depth) + FieldSize(16) + 1 +
+         VarintSize(summary.row_count);
+}
+
+}  // namespace tree
+}  // namespace tally

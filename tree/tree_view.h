@@ -1,0 +1,158 @@
+// TreeView: what the diff algorithm needs from one side of a comparison.
+//
+// A view answers batched questions about one replica's keyspace: its summary
+// (depth, root digest, row count); the digests of descendants of a set of
+// nodes several levels down, computed from the stored tree above its leaves
+// and by range scans below them; the rows (key, version, digest) of small
+// token ranges; and a streaming scan of large ranges. Every call is one round
+// trip when the view is remote, so the diff batches everything it can.
+//
+//   ViewRequest request;
+//   request.descend.push_back({NodeRef{0, 0}, 4});  // 16 children of root
+//   request.list.push_back(NodeRef{20, 1234});      // rows of one range
+//   absl::StatusOr<ViewResponse> response = view.Exchange(request);
+//
+// Implementations: MemoryTreeView (tree/memory_tree_view.h) over rows held in
+// memory, the store's view over one LevelDB snapshot per call, and the remote
+// view that carries the same calls over gRPC.
+//
+// Thread-safety: a view is used by one diff at a time; implementations say
+// whether more is allowed.
+#ifndef TALLY_TREE_TREE_VIEW_H_
+#define TALLY_TREE_TREE_VIEW_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "tree/digest.h"
+#include "tree/token.h"
+#include "tree/version.h"
+
+namespace tally {
+namespace tree {
+
+// One row as a comparison sees it. `digest` is RowDigest() of the row, so it
+// covers version, deleted flag and value.
+struct RowEntry {
+  Token token = 0;
+  std::string key;
+  Version version;
+  bool deleted = false;
+  Digest128 digest;
+};
+
+struct ViewSummary {
+  int depth = 0;
+  Digest128 root;
+  uint64_t row_count = 0;
+};
+
+// What travels for one node: a 64-bit fingerprint of its digest and its row
+// count. The fingerprint of a XOR is the XOR of the fingerprints.
+struct NodeDigest {
+  uint64_t fingerprint = 0;
+  uint64_t count = 0;
+
+  friend bool operator==(const NodeDigest& a, const NodeDigest& b) {
+    return a.fingerprint == b.fingerprint && a.count == b.count;
+  }
+  friend bool operator!=(const NodeDigest& a, const NodeDigest& b) {
+    return !(a == b);
+  }
+};
+
+// Asks for the 2^levels_ahead descendants of `node` at level
+// node.level + levels_ahead, in index order.
+struct DescendRequest {
+  NodeRef node;
+  int levels_ahead = 1;
+};
+
+struct ViewRequest {
+  std::vector<DescendRequest> descend;
+  // Token ranges whose rows to list, each expected to hold few rows.
+  std::vector<NodeRef> list;
+};
+
+struct ViewResponse {
+  // For each descend request in order, its 2^levels_ahead descendants.
+  std::vector<NodeDigest> descendants;
+  // For each list range in order, how many of `entries` belong to it; the
+  // entries of a range are sorted by (token, key).
+  std::vector<uint32_t> entries_per_range;
+  std::vector<RowEntry> entries;
+};
+
+// Limits every view enforces on one Exchange, so that a request and its
+// answer stay bounded in memory (and under gRPC's 4 MB message default).
+inline constexpr int kMaxLevelsAhead = 16;
+inline constexpr uint64_t kMaxDescendantsPerExchange = 1 << 16;
+inline constexpr uint64_t kMaxListRangesPerExchange = 1 << 14;
+inline constexpr uint64_t kMaxEntriesPerExchange = 1 << 15;
+
+// Receives rows streamed by TreeView::Scan, in (token, key) order per range.
+using EntrySink = std::function<absl::Status(const RowEntry&)>;
+
+class TreeView {
+ public:
+  virtual ~TreeView() = default;
+
+  // Depth, root digest (all 128 bits) and row count.
+  virtual absl::StatusOr<ViewSummary> Summary() = 0;
+
+  // Answers one batch. Returns kInvalidArgument for a malformed request
+  // (invalid node, levels_ahead outside 1..kMaxLevelsAhead or past level 64)
+  // and kResourceExhausted when the request exceeds a kMax*PerExchange limit.
+  virtual absl::StatusOr<ViewResponse> Exchange(const ViewRequest& request) = 0;
+
+  // Streams every row of `ranges` to `sink`, range by range. Stops at and
+  // returns the first error of the sink. Memory stays bounded whatever the
+  // number of rows.
+  virtual absl::Status Scan(absl::Span<const NodeRef> ranges,
+                            const EntrySink& sink) = 0;
+};
+
+// Checks a request against the limits above; views call it first.
+absl::Status ValidateViewRequest(const ViewRequest& request);
+
+// Adds rows of `node`'s range into the digests of its descendants
+// `levels_ahead` below: the way views answer a descend request below their
+// stored leaves.
+class DescendantAccumulator {
+ public:
+  // Appends 2^levels_ahead zero digests to `out`, to be filled by Add().
+  // REQUIRES: the request passed ValidateViewRequest().
+  DescendantAccumulator(const DescendRequest& request,
+                        std::vector<NodeDigest>* out);
+
+  // REQUIRES: request.node.Contains(token).
+  void Add(Token token, const Digest128& digest) {
+    NodeDigest& d = (*out_)[base_ + (NodeIndexOf(token, level_) & mask_)];
+    d.fingerprint ^= digest.Fingerprint();
+    d.count += 1;
+  }
+
+ private:
+  std::vector<NodeDigest>* out_;
+  size_t base_;
+  int level_;
+  uint64_t mask_;
+};
+
+// Payload sizes of the messages above in tally's wire encoding (protobuf:
+// varint lengths and counts, fixed 64-bit fingerprints), so that every view
+// and the diff count bytes the same way.
+size_t WireSize(const ViewRequest& request);
+size_t WireSize(const ViewResponse& response);
+size_t WireSize(const RowEntry& entry);
+size_t WireSize(const ViewSummary& summary);
+
+}  // namespace tree
+}  // namespace tally
+
+#endif  // TALLY_TREE_TREE_VIEW_H_
