@@ -1,0 +1,142 @@
+// The LevelDB record layout of a tally store (format version 1).
+//
+// Every record key starts with a one-byte tag; integers are fixed-width
+// big-endian (internal/coding.h), so that rows of one token range, leaves of
+// one keyspace and change-log entries in sequence order are contiguous.
+//
+//   'M' name                       -> metadata value (format, node, epoch ...)
+//   'K' keyspace-name              -> keyspace id (4) | depth (1)
+//   'R' ks-id (4) token (8) key    -> row: HLC (8) | origin id (4) | flags (1)
+//                                     | row digest (16) | backend payload
+//   'L' ks-id (4) leaf (4)         -> leaf digest (16) | row count (8)
+//   'C' sequence (8)               -> change: ks-id (4) | HLC (8)
+//                                     | origin id (4) | flags (1) | key
+//   'O' origin-id (4)              -> origin long name
+//   'N' origin long name           -> origin id (4)
+//   'P' upstream name              -> epoch (8) | sequence (8)
+//
+// A change-log entry does not copy the value: the row holds it, and an entry
+// whose version is no longer the row's has been superseded.
+#ifndef TALLY_STORAGE_INTERNAL_RECORDS_H_
+#define TALLY_STORAGE_INTERNAL_RECORDS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "storage/internal/coding.h"
+#include "tree/digest.h"
+#include "tree/hlc.h"
+#include "tree/token.h"
+
+namespace tally {
+namespace storage {
+namespace internal {
+
+inline constexpr char kMetaTag = 'M';
+inline constexpr char kKeyspaceTag = 'K';
+inline constexpr char kRowTag = 'R';
+inline constexpr char kLeafTag = 'L';
+inline constexpr char kChangeTag = 'C';
+inline constexpr char kOriginByIdTag = 'O';
+inline constexpr char kOriginByNameTag = 'N';
+inline constexpr char kProgressTag = 'P';
+
+// Metadata names.
+inline constexpr absl::string_view kMetaFormat = "format";
+inline constexpr absl::string_view kMetaNodeName = "node";
+inline constexpr absl::string_view kMetaEpoch = "epoch";
+inline constexpr absl::string_view kMetaLastSequence = "last_sequence";
+inline constexpr absl::string_view kMetaNextKeyspaceId = "next_keyspace";
+inline constexpr absl::string_view kMetaNextOriginId = "next_origin";
+
+inline constexpr uint32_t kFormatVersion = 1;
+
+// Row flags.
+inline constexpr uint8_t kRowDeleted = 1;
+
+inline std::string TaggedKey(char tag, absl::string_view name) {
+  std::string k(1, tag);
+  k.append(name.data(), name.size());
+  return k;
+}
+
+inline std::string RowKeyPrefix(uint32_t keyspace_id) {
+  std::string k(1, kRowTag);
+  PutFixed32(&k, keyspace_id);
+  return k;
+}
+
+inline std::string RowKey(uint32_t keyspace_id, tree::Token token,
+                          absl::string_view key) {
+  std::string k = RowKeyPrefix(keyspace_id);
+  PutFixed64(&k, token);
+  k.append(key.data(), key.size());
+  return k;
+}
+
+// Bytes before the user key in a row key.
+inline constexpr size_t kRowKeyHeader = 1 + 4 + 8;
+
+inline std::string LeafKey(uint32_t keyspace_id, uint32_t leaf) {
+  std::string k(1, kLeafTag);
+  PutFixed32(&k, keyspace_id);
+  PutFixed32(&k, leaf);
+  return k;
+}
+
+inline std::string ChangeKey(uint64_t sequence) {
+  std::string k(1, kChangeTag);
+  PutFixed64(&k, sequence);
+  return k;
+}
+
+inline std::string OriginByIdKey(uint32_t id) {
+  std::string k(1, kOriginByIdTag);
+  PutFixed32(&k, id);
+  return k;
+}
+
+// The fixed part of a row record, before the backend payload.
+struct RowHeader {
+  tree::HlcTimestamp timestamp;
+  uint32_t origin_id = 0;
+  bool deleted = false;
+  tree::Digest128 digest;
+};
+inline constexpr size_t kRowHeaderSize = 8 + 4 + 1 + 16;
+
+inline void EncodeRowHeader(const RowHeader& h, std::string* dst) {
+  PutFixed64(dst, h.timestamp.raw());
+  PutFixed32(dst, h.origin_id);
+  dst->push_back(static_cast<char>(h.deleted ? kRowDeleted : 0));
+  h.digest.AppendTo(dst);
+}
+
+// Splits a row record into header and payload. Returns false when the
+// record is malformed.
+inline bool DecodeRowRecord(absl::string_view record, RowHeader* h,
+                            absl::string_view* payload) {
+  if (record.size() < kRowHeaderSize) return false;
+  const uint8_t flags = static_cast<uint8_t>(record[12]);
+  if ((flags & ~kRowDeleted) != 0) return false;
+  h->timestamp = tree::HlcTimestamp::FromRaw(DecodeFixed64(record.data()));
+  h->origin_id = DecodeFixed32(record.data() + 8);
+  h->deleted = (flags & kRowDeleted) != 0;
+  h->digest = tree::Digest128::Load(record.data() + 13);
+  *payload = record.substr(kRowHeaderSize);
+  return true;
+}
+
+inline std::string EncodeLeaf(const tree::Digest128& digest, uint64_t count) {
+  std::string v;
+  digest.AppendTo(&v);
+  PutFixed64(&v, count);
+  return v;
+}
+
+}  // namespace internal
+}  // namespace storage
+}  // namespace tally
+
+#endif  // TALLY_STORAGE_INTERNAL_RECORDS_H_

@@ -1,0 +1,71 @@
+// RowBackend: where row payloads (values) live — the backend seam.
+//
+// The store always keeps, in its own LevelDB, everything the tree and the
+// change feed need: per row (keyspace, token, key) -> (version, deleted flag,
+// row digest), the leaves, the change log, origins and progress. The backend
+// decides where the value itself is kept:
+//
+//  - EmbeddedBackend (the default) keeps it in the same LevelDB record, so a
+//    commit is one WriteBatch and needs nothing else.
+//  - A PostgreSQL backend (a later issue) keeps rows in a table. It stores no
+//    payload in the record, applies rows through libpq under the change's
+//    replication origin, and records its own position (a WAL LSN) in the
+//    store's WriteBatch through StageCommit.
+//
+// The store calls the backend from its single commit leader, never
+// concurrently for writes; ReadValue may be called from any thread.
+#ifndef TALLY_STORAGE_ROW_BACKEND_H_
+#define TALLY_STORAGE_ROW_BACKEND_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tree/token.h"
+
+namespace leveldb {
+class WriteBatch;
+}  // namespace leveldb
+
+namespace tally {
+namespace storage {
+
+// Identifies one row to the backend.
+struct RowLocation {
+  absl::string_view keyspace;
+  tree::Token token = 0;
+  absl::string_view key;
+};
+
+class RowBackend {
+ public:
+  virtual ~RowBackend() = default;
+
+  // A short name for status output ("embedded", "postgresql").
+  virtual absl::string_view name() const = 0;
+
+  // Returns the bytes to keep in the row's index record for a new value:
+  // the value itself for the embedded backend, or nothing when the value
+  // lives elsewhere (the backend then writes it before returning OK).
+  virtual absl::StatusOr<std::string> StageValue(const RowLocation& row,
+                                                 absl::string_view value) = 0;
+
+  // Adds the backend's own records (its position, for one) to the batch
+  // that commits a group of rows. Called once per commit, last.
+  virtual absl::Status StageCommit(leveldb::WriteBatch* batch) = 0;
+
+  // Returns the value of a row given the payload StageValue returned for it.
+  // Returns kDataLoss when the payload cannot be the backend's.
+  virtual absl::StatusOr<std::string> ReadValue(
+      const RowLocation& row, absl::string_view stored_payload) const = 0;
+};
+
+// Values kept in the store's own LevelDB, inside the row record.
+std::unique_ptr<RowBackend> NewEmbeddedBackend();
+
+}  // namespace storage
+}  // namespace tally
+
+#endif  // TALLY_STORAGE_ROW_BACKEND_H_

@@ -1,0 +1,1282 @@
+#include "storage/store.h"
+
+#include <leveldb/cache.h>
+#include <leveldb/db.h>
+#include <leveldb/filter_policy.h>
+#include <leveldb/write_batch.h>
+
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/internal/coding.h"
+#include "storage/internal/leveldb_status.h"
+#include "storage/internal/records.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace storage {
+namespace {
+
+using internal::DecodeFixed32;
+using internal::DecodeFixed64;
+using internal::FromLevelDb;
+using internal::RowHeader;
+using tree::Digest128;
+using tree::HlcTimestamp;
+using tree::NodeRef;
+using tree::Token;
+using tree::Version;
+
+constexpr uint32_t kLocalOriginId = 1;
+
+bool IsKeyspaceChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+}
+
+std::string Fixed32String(uint32_t v) {
+  std::string s;
+  internal::PutFixed32(&s, v);
+  return s;
+}
+
+std::string Fixed64String(uint64_t v) {
+  std::string s;
+  internal::PutFixed64(&s, v);
+  return s;
+}
+
+absl::Status Corrupt(absl::string_view what, absl::string_view record_key) {
+  return absl::DataLossError(absl::StrFormat(
+      "corrupted %s record (key %s)", what, absl::CHexEscape(record_key)));
+}
+
+// A keyspace and its in-memory tree.
+struct Keyspace {
+  std::string name;
+  uint32_t id = 0;
+  int depth = 0;
+  tree::MerkleTree tree;
+};
+
+// One request waiting in the writer queue.
+struct Writer {
+  WriteRequest* request = nullptr;
+  // Set instead of `request` for CreateKeyspace.
+  std::optional<std::pair<std::string, int>> create_keyspace;
+  size_t bytes = 0;
+  absl::StatusOr<WriteResult> result;
+  bool done = false;
+  absl::CondVar cv;
+};
+
+// The latest known state of a row while a group is staged: what is in
+// LevelDB, overlaid with what earlier mutations of the same group did.
+struct StagedRow {
+  bool exists = false;
+  RowHeader header;
+};
+
+class StoreImpl;
+
+// TreeView over one keyspace; one LevelDB snapshot per call.
+class StoreTreeView : public tree::TreeView {
+ public:
+  StoreTreeView(StoreImpl* store, const Keyspace* keyspace)
+      : store_(store), keyspace_(keyspace) {}
+
+  absl::StatusOr<tree::ViewSummary> Summary() override;
+  absl::StatusOr<tree::ViewResponse> Exchange(
+      const tree::ViewRequest& request) override;
+  absl::Status Scan(absl::Span<const NodeRef> ranges,
+                    const tree::EntrySink& sink) override;
+
+ private:
+  StoreImpl* const store_;
+  const Keyspace* const keyspace_;
+};
+
+class StoreImpl : public Store {
+ public:
+  StoreImpl(StoreOptions options, std::unique_ptr<leveldb::DB> db,
+            std::unique_ptr<leveldb::Cache> cache,
+            std::unique_ptr<const leveldb::FilterPolicy> filter)
+      : options_(std::move(options)),
+        cache_(std::move(cache)),
+        filter_(std::move(filter)),
+        db_(std::move(db)),
+        backend_(options_.backend),
+        clock_(tree::HybridClock::Options{options_.max_clock_skew,
+                                          options_.physical_clock}) {}
+
+  ~StoreImpl() override {
+    // Writers hold no state beyond their call; LevelDB flushes on close.
+    db_.reset();
+  }
+
+  absl::Status Load();
+
+  const std::string& node_name() const override { return node_name_; }
+  Epoch epoch() const override { return epoch_; }
+  tree::HybridClock& clock() override { return clock_; }
+
+  absl::Status CreateKeyspace(absl::string_view name, int depth) override;
+  absl::StatusOr<WriteResult> Write(WriteRequest request) override;
+  absl::StatusOr<Row> Get(absl::string_view keyspace,
+                          absl::string_view key) override;
+  absl::Status ScanRows(
+      absl::string_view keyspace, const NodeRef& range,
+      const std::function<absl::Status(const Row&)>& sink) override;
+  absl::StatusOr<std::unique_ptr<tree::TreeView>> NewTreeView(
+      absl::string_view keyspace) override;
+  absl::StatusOr<KeyspaceInfo> GetKeyspace(
+      absl::string_view name) const override;
+  std::vector<KeyspaceInfo> ListKeyspaces() const override;
+  absl::StatusOr<std::vector<uint64_t>> LeafCounts(
+      absl::string_view keyspace) const override;
+  absl::StatusOr<tree::MerkleTree> CopyTree(
+      absl::string_view keyspace) const override;
+  absl::StatusOr<UpstreamProgress> GetProgress(
+      absl::string_view upstream) override;
+  absl::StatusOr<std::vector<ChangeEntry>> ReadChanges(Sequence after,
+                                                       size_t limit) override;
+  Sequence last_sequence() const override {
+    absl::MutexLock lock(&mu_);
+    return last_sequence_;
+  }
+  int AddChangeListener(ChangeListener listener) override;
+  void RemoveChangeListener(int id) override;
+  absl::StatusOr<VerifyReport> Verify() override;
+
+ private:
+  friend class StoreTreeView;
+
+  // Visits the row records of `range` in `keyspace_id` at `snapshot`.
+  // `fn(token, key, header, payload)` returns false to stop early.
+  template <typename Fn>
+  absl::Status ForEachRow(const leveldb::Snapshot* snapshot,
+                          uint32_t keyspace_id, const NodeRef& range, Fn fn);
+
+  absl::Status ValidateRequest(const WriteRequest& request) const;
+  // Runs `writer` through the queue; returns when its group has committed.
+  absl::StatusOr<WriteResult> Enqueue(Writer* writer)
+      ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Stages and commits one group; called by the leader only.
+  absl::Status CommitGroup(const std::vector<Writer*>& group)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  const Keyspace* FindKeyspace(absl::string_view name) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::string OriginName(uint32_t id) const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<tree::RowEntry> ToEntry(Token token, absl::string_view key,
+                                         const RowHeader& header) const;
+
+  // Constant after construction.
+  const StoreOptions options_;
+  const std::unique_ptr<leveldb::Cache> cache_;
+  const std::unique_ptr<const leveldb::FilterPolicy> filter_;
+  std::unique_ptr<leveldb::DB> db_;
+  const std::shared_ptr<RowBackend> backend_;
+  tree::HybridClock clock_;
+  // Constant after Load().
+  std::string node_name_;
+  Epoch epoch_ = 0;
+
+  // The writer queue (LevelDB's model): the writer at the front is the
+  // leader and commits a group for everyone behind it.
+  absl::Mutex queue_mu_;
+  std::deque<Writer*> writers_ ABSL_GUARDED_BY(queue_mu_);
+
+  // Held by the leader from staging to the tree update, so that Verify sees
+  // rows, leaves and tree at one commit boundary. Never held across waits.
+  absl::Mutex commit_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<Keyspace>, std::less<>> keyspaces_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, Keyspace*> keyspaces_by_id_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint32_t> origin_ids_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, std::string> origin_names_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_keyspace_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint32_t next_origin_id_ ABSL_GUARDED_BY(mu_) = kLocalOriginId + 1;
+  Sequence last_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int, ChangeListener> listeners_ ABSL_GUARDED_BY(mu_);
+  int next_listener_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+absl::Status StoreImpl::Load() {
+  std::string value;
+  leveldb::ReadOptions read;
+  const leveldb::Status format_status = db_->Get(
+      read, internal::TaggedKey(internal::kMetaTag, internal::kMetaFormat),
+      &value);
+  if (format_status.IsNotFound()) {
+    // A new store: write its identity in one batch.
+    TALLY_RETURN_IF_ERROR(ValidateNodeName(options_.node_name));
+    std::random_device random;
+    do {
+      epoch_ = (uint64_t{random()} << 32) | random();
+    } while (epoch_ == 0);
+    node_name_ = options_.node_name;
+    leveldb::WriteBatch batch;
+    using internal::TaggedKey;
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaFormat),
+              Fixed32String(internal::kFormatVersion));
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNodeName),
+              node_name_);
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaEpoch),
+              Fixed64String(epoch_));
+    batch.Put(internal::OriginByIdKey(kLocalOriginId), node_name_);
+    batch.Put(TaggedKey(internal::kOriginByNameTag, node_name_),
+              Fixed32String(kLocalOriginId));
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
+              Fixed32String(kLocalOriginId + 1));
+    leveldb::WriteOptions write;
+    write.sync = true;
+    TALLY_RETURN_IF_ERROR(
+        FromLevelDb(db_->Write(write, &batch), "writing a new store"));
+  } else {
+    TALLY_RETURN_IF_ERROR(FromLevelDb(format_status, "reading the format"));
+    if (value.size() != 4) {
+      return Corrupt("format", internal::kMetaFormat);
+    }
+    const uint32_t format = DecodeFixed32(value.data());
+    if (format != internal::kFormatVersion) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the store has format version %d; this build reads version %d "
+          "only",
+          format, internal::kFormatVersion));
+    }
+  }
+
+  // Every metadata record, origin and keyspace, then the leaves.
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
+  absl::MutexLock lock(&mu_);
+  for (it->Seek(std::string(1, internal::kMetaTag));
+       it->Valid() && it->key()[0] == internal::kMetaTag; it->Next()) {
+    const absl::string_view name(it->key().data() + 1, it->key().size() - 1);
+    const absl::string_view v(it->value().data(), it->value().size());
+    if (name == internal::kMetaNodeName) {
+      node_name_ = std::string(v);
+    } else if (name == internal::kMetaEpoch) {
+      if (v.size() != 8) return Corrupt("epoch", name);
+      epoch_ = DecodeFixed64(v.data());
+    } else if (name == internal::kMetaLastSequence) {
+      if (v.size() != 8) return Corrupt("last sequence", name);
+      last_sequence_ = DecodeFixed64(v.data());
+    } else if (name == internal::kMetaNextKeyspaceId) {
+      if (v.size() != 4) return Corrupt("keyspace counter", name);
+      next_keyspace_id_ = DecodeFixed32(v.data());
+    } else if (name == internal::kMetaNextOriginId) {
+      if (v.size() != 4) return Corrupt("origin counter", name);
+      next_origin_id_ = DecodeFixed32(v.data());
+    }
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading metadata"));
+  if (node_name_.empty() || epoch_ == 0) {
+    return absl::DataLossError("the store's node name or epoch is missing");
+  }
+  if (!options_.node_name.empty() && options_.node_name != node_name_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the store belongs to node '%s', not '%s'; a node keeps its name "
+        "for the life of its data directory",
+        node_name_, options_.node_name));
+  }
+
+  for (it->Seek(std::string(1, internal::kOriginByIdTag));
+       it->Valid() && it->key()[0] == internal::kOriginByIdTag; it->Next()) {
+    if (it->key().size() != 5) {
+      return Corrupt("origin", it->key().ToString());
+    }
+    const uint32_t id = DecodeFixed32(it->key().data() + 1);
+    origin_names_[id] = it->value().ToString();
+    origin_ids_[it->value().ToString()] = id;
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading origins"));
+
+  for (it->Seek(std::string(1, internal::kKeyspaceTag));
+       it->Valid() && it->key()[0] == internal::kKeyspaceTag; it->Next()) {
+    const std::string name(it->key().data() + 1, it->key().size() - 1);
+    if (it->value().size() != 5) return Corrupt("keyspace", name);
+    auto ks = std::make_unique<Keyspace>(
+        Keyspace{name, DecodeFixed32(it->value().data()),
+                 static_cast<uint8_t>(it->value()[4]),
+                 tree::MerkleTree::Create(0).value()});
+    if (ks->depth < tree::kMinDepth || ks->depth > tree::kMaxDepth) {
+      return Corrupt("keyspace depth", name);
+    }
+    keyspaces_by_id_[ks->id] = ks.get();
+    keyspaces_.emplace(name, std::move(ks));
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading keyspaces"));
+
+  // Leaves: O(leaves), never the rows.
+  for (auto& [name, ks] : keyspaces_) {
+    std::vector<tree::NodeState> leaves(uint64_t{1} << ks->depth);
+    const std::string prefix = internal::LeafKey(ks->id, 0).substr(0, 5);
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+         it->Next()) {
+      if (it->key().size() != 9 || it->value().size() != 24) {
+        return Corrupt("leaf", it->key().ToString());
+      }
+      const uint32_t leaf = DecodeFixed32(it->key().data() + 5);
+      if (leaf >= leaves.size()) return Corrupt("leaf", it->key().ToString());
+      leaves[leaf].digest = Digest128::Load(it->value().data());
+      leaves[leaf].count = DecodeFixed64(it->value().data() + 16);
+    }
+    TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading leaves"));
+    TALLY_ASSIGN_OR_RETURN(
+        ks->tree, tree::MerkleTree::FromLeaves(ks->depth, std::move(leaves)));
+  }
+  return absl::OkStatus();
+}
+
+const Keyspace* StoreImpl::FindKeyspace(absl::string_view name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = keyspaces_.find(name);
+  return it == keyspaces_.end() ? nullptr : it->second.get();
+}
+
+std::string StoreImpl::OriginName(uint32_t id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = origin_names_.find(id);
+  return it == origin_names_.end() ? std::string() : it->second;
+}
+
+absl::StatusOr<tree::RowEntry> StoreImpl::ToEntry(
+    Token token, absl::string_view key, const RowHeader& header) const {
+  tree::RowEntry entry;
+  entry.token = token;
+  entry.key = std::string(key);
+  entry.version.timestamp = header.timestamp;
+  entry.version.origin = OriginName(header.origin_id);
+  if (entry.version.origin.empty()) {
+    return absl::DataLossError(absl::StrFormat(
+        "row '%s' names origin id %d, which the origin table lacks",
+        absl::CHexEscape(key), header.origin_id));
+  }
+  entry.deleted = header.deleted;
+  entry.digest = header.digest;
+  return entry;
+}
+
+template <typename Fn>
+absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
+                                   uint32_t keyspace_id, const NodeRef& range,
+                                   Fn fn) {
+  leveldb::ReadOptions read;
+  read.snapshot = snapshot;
+  read.fill_cache = false;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
+  const std::string prefix = internal::RowKeyPrefix(keyspace_id);
+  const Token last = range.last_token();
+  for (it->Seek(internal::RowKey(keyspace_id, range.first_token(), ""));
+       it->Valid(); it->Next()) {
+    const leveldb::Slice k = it->key();
+    if (!k.starts_with(prefix)) break;
+    if (k.size() < internal::kRowKeyHeader) {
+      return Corrupt("row key", k.ToString());
+    }
+    const Token token = DecodeFixed64(k.data() + 5);
+    if (token > last) break;
+    RowHeader header;
+    absl::string_view payload;
+    if (!internal::DecodeRowRecord(
+            absl::string_view(it->value().data(), it->value().size()), &header,
+            &payload)) {
+      return Corrupt("row", k.ToString());
+    }
+    const absl::string_view key(k.data() + internal::kRowKeyHeader,
+                                k.size() - internal::kRowKeyHeader);
+    absl::StatusOr<bool> more = fn(token, key, header, payload);
+    if (!more.ok()) return more.status();
+    if (!*more) return absl::OkStatus();
+  }
+  return FromLevelDb(it->status(), "scanning rows");
+}
+
+// ---------------------------------------------------------------- writes
+
+absl::Status StoreImpl::ValidateRequest(const WriteRequest& request) const {
+  if (request.mutations.size() > options_.max_batch_mutations) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "batch has %d mutations; the limit is %d (max_batch_mutations)",
+        request.mutations.size(), options_.max_batch_mutations));
+  }
+  size_t bytes = 0;
+  for (const Mutation& m : request.mutations) {
+    TALLY_RETURN_IF_ERROR(ValidateKeyspaceName(m.keyspace));
+    if (m.key.empty()) {
+      return absl::InvalidArgumentError("key is empty; keys need 1 byte");
+    }
+    if (m.key.size() > options_.max_key_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("key is %d bytes; the limit is %d (max_key_bytes)",
+                          m.key.size(), options_.max_key_bytes));
+    }
+    if (m.value.size() > options_.max_value_bytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "value of key '%s' is %d bytes; the limit is %d (max_value_bytes)",
+          absl::CHexEscape(m.key.substr(0, 64)), m.value.size(),
+          options_.max_value_bytes));
+    }
+    if (m.deleted && !m.value.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "delete of key '%s' carries a value", absl::CHexEscape(m.key)));
+    }
+    if (m.version.has_value()) {
+      TALLY_RETURN_IF_ERROR(ValidateNodeName(m.version->origin));
+      if (m.version->timestamp.IsZero()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("replicated row '%s' has a zero timestamp",
+                            absl::CHexEscape(m.key)));
+      }
+      TALLY_RETURN_IF_ERROR(clock_.Check(m.version->timestamp));
+    }
+    bytes += m.keyspace.size() + m.key.size() + m.value.size();
+  }
+  if (bytes > options_.max_batch_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("batch is %d bytes; the limit is %d (max_batch_bytes)",
+                        bytes, options_.max_batch_bytes));
+  }
+  if (request.progress.has_value()) {
+    TALLY_RETURN_IF_ERROR(ValidateNodeName(request.progress->upstream));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WriteResult> StoreImpl::Write(WriteRequest request) {
+  TALLY_RETURN_IF_ERROR(ValidateRequest(request));
+  Writer writer;
+  writer.request = &request;
+  for (const Mutation& m : request.mutations) {
+    writer.bytes += m.keyspace.size() + m.key.size() + m.value.size();
+  }
+  return Enqueue(&writer);
+}
+
+absl::Status StoreImpl::CreateKeyspace(absl::string_view name, int depth) {
+  TALLY_RETURN_IF_ERROR(ValidateKeyspaceName(name));
+  if (depth < tree::kMinDepth || depth > tree::kMaxDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("keyspace depth %d is out of range; it must be %d..%d",
+                        depth, tree::kMinDepth, tree::kMaxDepth));
+  }
+  if (const Keyspace* ks = FindKeyspace(name); ks != nullptr) {
+    if (ks->depth == depth) return absl::OkStatus();
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "keyspace '%s' exists with depth %d, not %d", name, ks->depth, depth));
+  }
+  Writer writer;
+  writer.create_keyspace.emplace(std::string(name), depth);
+  TALLY_RETURN_IF_ERROR(Enqueue(&writer).status());
+  const Keyspace* ks = FindKeyspace(name);
+  if (ks != nullptr && ks->depth != depth) {
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "keyspace '%s' exists with depth %d, not %d", name, ks->depth, depth));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WriteResult> StoreImpl::Enqueue(Writer* writer) {
+  std::vector<Writer*> group;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    writers_.push_back(writer);
+    while (!writer->done && writer != writers_.front()) {
+      writer->cv.Wait(&queue_mu_);
+    }
+    if (writer->done) return std::move(writer->result);
+    // Leader: take followers while the group stays within the limits.
+    size_t mutations = 0;
+    size_t bytes = 0;
+    for (Writer* w : writers_) {
+      const size_t n = w->request != nullptr ? w->request->mutations.size() : 0;
+      if (!group.empty() && (mutations + n > options_.max_batch_mutations ||
+                             bytes + w->bytes > options_.max_batch_bytes)) {
+        break;
+      }
+      mutations += n;
+      bytes += w->bytes;
+      group.push_back(w);
+    }
+  }
+
+  const absl::Status status = CommitGroup(group);
+
+  absl::MutexLock lock(&queue_mu_);
+  for (Writer* w : group) {
+    writers_.pop_front();
+    if (!status.ok()) w->result = status;
+    w->done = true;
+    if (w != writer) w->cv.Signal();
+  }
+  if (!writers_.empty()) writers_.front()->cv.Signal();
+  return std::move(writer->result);
+}
+
+absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
+  absl::MutexLock commit_lock(&commit_mu_);
+  leveldb::WriteBatch batch;
+
+  // Snapshots of the in-memory state this group starts from; only the
+  // leader changes it, and only after the batch commits.
+  uint32_t next_keyspace_id;
+  uint32_t next_origin_id;
+  Sequence sequence;
+  {
+    absl::MutexLock lock(&mu_);
+    next_keyspace_id = next_keyspace_id_;
+    next_origin_id = next_origin_id_;
+    sequence = last_sequence_;
+  }
+  const uint32_t first_new_origin_id = next_origin_id;
+
+  struct NewKeyspace {
+    uint32_t id;
+    int depth;
+  };
+  std::map<std::string, NewKeyspace, std::less<>> new_keyspaces;
+  std::map<std::string, uint32_t, std::less<>> new_origins;
+  // Keyspace name -> (id, depth), existing or new in this group.
+  auto resolve_keyspace = [&](const std::string& name,
+                              int depth) -> std::pair<uint32_t, int> {
+    if (const Keyspace* ks = FindKeyspace(name); ks != nullptr) {
+      return {ks->id, ks->depth};
+    }
+    auto it = new_keyspaces.find(name);
+    if (it == new_keyspaces.end()) {
+      it = new_keyspaces.emplace(name, NewKeyspace{next_keyspace_id++, depth})
+               .first;
+      std::string v = Fixed32String(it->second.id);
+      v.push_back(static_cast<char>(depth));
+      batch.Put(internal::TaggedKey(internal::kKeyspaceTag, name), v);
+    }
+    return {it->second.id, it->second.depth};
+  };
+  auto resolve_origin = [&](const std::string& name) -> uint32_t {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = origin_ids_.find(name);
+      if (it != origin_ids_.end()) return it->second;
+    }
+    auto it = new_origins.find(name);
+    if (it == new_origins.end()) {
+      it = new_origins.emplace(name, next_origin_id++).first;
+      batch.Put(internal::OriginByIdKey(it->second), name);
+      batch.Put(internal::TaggedKey(internal::kOriginByNameTag, name),
+                Fixed32String(it->second));
+    }
+    return it->second;
+  };
+
+  // (keyspace id, leaf) -> accumulated change.
+  std::map<std::pair<uint32_t, uint32_t>, tree::NodeState> leaf_digests;
+  std::map<std::pair<uint32_t, uint32_t>, int64_t> leaf_counts;
+  std::map<std::string, StagedRow> staged;  // by row key
+  std::vector<HlcTimestamp> observed;
+  std::vector<WriteResult> results(group.size());
+  const leveldb::ReadOptions read;
+
+  for (size_t g = 0; g < group.size(); ++g) {
+    Writer* w = group[g];
+    if (w->create_keyspace.has_value()) {
+      resolve_keyspace(w->create_keyspace->first, w->create_keyspace->second);
+      continue;
+    }
+    WriteRequest& request = *w->request;
+    WriteResult& result = results[g];
+    for (Mutation& m : request.mutations) {
+      const auto [ks_id, depth] =
+          resolve_keyspace(m.keyspace, options_.default_depth);
+      const Token token = tree::TokenOf(m.key);
+      std::string row_key = internal::RowKey(ks_id, token, m.key);
+
+      auto staged_it = staged.find(row_key);
+      if (staged_it == staged.end()) {
+        StagedRow current;
+        std::string record;
+        leveldb::Status s = db_->Get(read, row_key, &record);
+        if (s.ok()) {
+          absl::string_view payload;
+          if (!internal::DecodeRowRecord(record, &current.header, &payload)) {
+            return Corrupt("row", row_key);
+          }
+          current.exists = true;
+        } else if (!s.IsNotFound()) {
+          return FromLevelDb(s, "reading a row before writing it");
+        }
+        staged_it = staged.emplace(row_key, current).first;
+      }
+      StagedRow& current = staged_it->second;
+
+      Version version;
+      uint32_t origin_id;
+      if (m.version.has_value()) {
+        version = *m.version;
+        origin_id = resolve_origin(version.origin);
+      } else {
+        // A local write must win over whatever is stored, even a row
+        // stamped by a peer whose clock runs ahead of ours.
+        version.timestamp = clock_.Now();
+        if (current.exists && !(current.header.timestamp < version.timestamp)) {
+          (void)clock_.Observe(current.header.timestamp);
+          version.timestamp = clock_.Now();
+          if (!(current.header.timestamp < version.timestamp)) {
+            version.timestamp =
+                HlcTimestamp::FromRaw(current.header.timestamp.raw() + 1);
+          }
+        }
+        version.origin = node_name_;
+        origin_id = kLocalOriginId;
+      }
+
+      if (current.exists) {
+        // Last writer wins: compare with the stored version.
+        std::string stored_origin;
+        if (current.header.origin_id >= first_new_origin_id) {
+          for (const auto& [name, id] : new_origins) {
+            if (id == current.header.origin_id) stored_origin = name;
+          }
+        } else {
+          stored_origin = OriginName(current.header.origin_id);
+        }
+        const Version stored{current.header.timestamp, stored_origin};
+        if (tree::CompareVersions(version, stored) <= 0) {
+          result.applied.push_back(false);
+          result.versions.push_back(stored);
+          continue;
+        }
+      }
+      if (m.version.has_value()) observed.push_back(version.timestamp);
+
+      RowHeader header;
+      header.timestamp = version.timestamp;
+      header.origin_id = origin_id;
+      header.deleted = m.deleted;
+      header.digest =
+          tree::RowDigest(m.keyspace, m.key, version, m.deleted, m.value);
+      TALLY_ASSIGN_OR_RETURN(
+          std::string payload,
+          backend_->StageValue(RowLocation{m.keyspace, token, m.key}, m.value));
+      std::string record;
+      record.reserve(internal::kRowHeaderSize + payload.size());
+      internal::EncodeRowHeader(header, &record);
+      record.append(payload);
+      batch.Put(row_key, record);
+
+      const uint32_t leaf =
+          static_cast<uint32_t>(tree::NodeIndexOf(token, depth));
+      tree::NodeState& delta = leaf_digests[{ks_id, leaf}];
+      delta.digest ^= header.digest;
+      if (current.exists) {
+        delta.digest ^= current.header.digest;
+      } else {
+        leaf_counts[{ks_id, leaf}] += 1;
+      }
+      current.exists = true;
+      current.header = header;
+
+      std::string change;
+      internal::PutFixed32(&change, ks_id);
+      internal::PutFixed64(&change, version.timestamp.raw());
+      internal::PutFixed32(&change, origin_id);
+      change.push_back(
+          static_cast<char>(m.deleted ? internal::kRowDeleted : 0));
+      change.append(m.key);
+      batch.Put(internal::ChangeKey(++sequence), change);
+
+      result.applied.push_back(true);
+      result.versions.push_back(std::move(version));
+      result.last_sequence = sequence;
+    }
+    if (request.progress.has_value()) {
+      std::string v = Fixed64String(request.progress->epoch);
+      internal::PutFixed64(&v, request.progress->sequence);
+      batch.Put(internal::TaggedKey(internal::kProgressTag,
+                                    request.progress->upstream),
+                v);
+    }
+  }
+
+  // The leaves this group changes, as they will be after it.
+  std::vector<std::tuple<uint32_t, uint32_t, tree::NodeState>> new_leaves;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [where, delta] : leaf_digests) {
+      const auto [ks_id, leaf] = where;
+      tree::NodeState state;
+      auto ks_it = keyspaces_by_id_.find(ks_id);
+      if (ks_it != keyspaces_by_id_.end())
+        state = ks_it->second->tree.leaf(leaf);
+      state.digest ^= delta.digest;
+      state.count += leaf_counts[where];
+      new_leaves.emplace_back(ks_id, leaf, state);
+    }
+  }
+  for (const auto& [ks_id, leaf, state] : new_leaves) {
+    if (state.count == 0 && state.digest.IsZero()) {
+      batch.Delete(internal::LeafKey(ks_id, leaf));
+    } else {
+      batch.Put(internal::LeafKey(ks_id, leaf),
+                internal::EncodeLeaf(state.digest, state.count));
+    }
+  }
+  if (!new_keyspaces.empty()) {
+    batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaNextKeyspaceId),
+        Fixed32String(next_keyspace_id));
+  }
+  if (!new_origins.empty()) {
+    batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
+        Fixed32String(next_origin_id));
+  }
+  Sequence first_sequence;
+  {
+    absl::MutexLock lock(&mu_);
+    first_sequence = last_sequence_;
+  }
+  if (sequence != first_sequence) {
+    batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaLastSequence),
+        Fixed64String(sequence));
+  }
+  TALLY_RETURN_IF_ERROR(backend_->StageCommit(&batch));
+
+  leveldb::WriteOptions write;
+  write.sync = options_.sync;
+  TALLY_RETURN_IF_ERROR(FromLevelDb(db_->Write(write, &batch), "committing"));
+
+  // Committed: publish to memory.
+  for (const HlcTimestamp& t : observed) (void)clock_.Observe(t);
+  std::vector<ChangeListener> listeners;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, nk] : new_keyspaces) {
+      auto ks = std::make_unique<Keyspace>(Keyspace{
+          name, nk.id, nk.depth, tree::MerkleTree::Create(nk.depth).value()});
+      keyspaces_by_id_[nk.id] = ks.get();
+      keyspaces_.emplace(name, std::move(ks));
+    }
+    next_keyspace_id_ = next_keyspace_id;
+    for (const auto& [name, id] : new_origins) {
+      origin_ids_[name] = id;
+      origin_names_[id] = name;
+    }
+    next_origin_id_ = next_origin_id;
+    for (const auto& [where, delta] : leaf_digests) {
+      Keyspace* ks = keyspaces_by_id_.at(where.first);
+      ks->tree.Update(where.second, delta.digest, leaf_counts[where]);
+    }
+    last_sequence_ = sequence;
+    if (sequence != first_sequence) {
+      for (const auto& [id, l] : listeners_) listeners.push_back(l);
+    }
+  }
+  for (size_t g = 0; g < group.size(); ++g)
+    group[g]->result = std::move(results[g]);
+  for (const ChangeListener& l : listeners) l(sequence);
+  return absl::OkStatus();
+}
+
+// ----------------------------------------------------------------- reads
+
+absl::StatusOr<Row> StoreImpl::Get(absl::string_view keyspace,
+                                   absl::string_view key) {
+  TALLY_RETURN_IF_ERROR(ValidateKeyspaceName(keyspace));
+  if (key.empty() || key.size() > options_.max_key_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("key is %d bytes; keys are 1..%d bytes (max_key_bytes)",
+                        key.size(), options_.max_key_bytes));
+  }
+  const Keyspace* ks = FindKeyspace(keyspace);
+  if (ks == nullptr) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+  }
+  const Token token = tree::TokenOf(key);
+  const std::string row_key = internal::RowKey(ks->id, token, key);
+  std::string record;
+  const leveldb::Status s = db_->Get(leveldb::ReadOptions(), row_key, &record);
+  if (s.IsNotFound()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "key '%s' is not in keyspace '%s'", absl::CHexEscape(key), keyspace));
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(s, "reading a row"));
+  RowHeader header;
+  absl::string_view payload;
+  if (!internal::DecodeRowRecord(record, &header, &payload)) {
+    return Corrupt("row", row_key);
+  }
+  TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry, ToEntry(token, key, header));
+  Row row;
+  row.key = std::string(key);
+  TALLY_ASSIGN_OR_RETURN(
+      row.value,
+      backend_->ReadValue(RowLocation{keyspace, token, key}, payload));
+  row.version = std::move(entry.version);
+  row.deleted = header.deleted;
+  row.digest = header.digest;
+  return row;
+}
+
+absl::Status StoreImpl::ScanRows(
+    absl::string_view keyspace, const NodeRef& range,
+    const std::function<absl::Status(const Row&)>& sink) {
+  if (!range.IsValid()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid token range: ", range.DebugString()));
+  }
+  const Keyspace* ks = FindKeyspace(keyspace);
+  if (ks == nullptr) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+  }
+  const leveldb::Snapshot* snapshot = db_->GetSnapshot();
+  absl::Status status = ForEachRow(
+      snapshot, ks->id, range,
+      [&](Token token, absl::string_view key, const RowHeader& header,
+          absl::string_view payload) -> absl::StatusOr<bool> {
+        TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
+                               ToEntry(token, key, header));
+        Row row;
+        row.key = std::move(entry.key);
+        TALLY_ASSIGN_OR_RETURN(
+            row.value,
+            backend_->ReadValue(RowLocation{keyspace, token, key}, payload));
+        row.version = std::move(entry.version);
+        row.deleted = header.deleted;
+        row.digest = header.digest;
+        TALLY_RETURN_IF_ERROR(sink(row));
+        return true;
+      });
+  db_->ReleaseSnapshot(snapshot);
+  return status;
+}
+
+absl::StatusOr<std::unique_ptr<tree::TreeView>> StoreImpl::NewTreeView(
+    absl::string_view keyspace) {
+  const Keyspace* ks = FindKeyspace(keyspace);
+  if (ks == nullptr) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+  }
+  return std::unique_ptr<tree::TreeView>(new StoreTreeView(this, ks));
+}
+
+absl::StatusOr<KeyspaceInfo> StoreImpl::GetKeyspace(
+    absl::string_view name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = keyspaces_.find(name);
+  if (it == keyspaces_.end()) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", name));
+  }
+  const Keyspace& ks = *it->second;
+  return KeyspaceInfo{ks.name, ks.depth, ks.tree.root().count,
+                      ks.tree.root().digest};
+}
+
+std::vector<KeyspaceInfo> StoreImpl::ListKeyspaces() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<KeyspaceInfo> out;
+  for (const auto& [name, ks] : keyspaces_) {
+    out.push_back(KeyspaceInfo{ks->name, ks->depth, ks->tree.root().count,
+                               ks->tree.root().digest});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<uint64_t>> StoreImpl::LeafCounts(
+    absl::string_view keyspace) const {
+  absl::MutexLock lock(&mu_);
+  auto it = keyspaces_.find(keyspace);
+  if (it == keyspaces_.end()) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+  }
+  const tree::MerkleTree& t = it->second->tree;
+  std::vector<uint64_t> counts(t.leaf_count());
+  for (uint64_t i = 0; i < counts.size(); ++i) counts[i] = t.leaf(i).count;
+  return counts;
+}
+
+absl::StatusOr<tree::MerkleTree> StoreImpl::CopyTree(
+    absl::string_view keyspace) const {
+  absl::MutexLock lock(&mu_);
+  auto it = keyspaces_.find(keyspace);
+  if (it == keyspaces_.end()) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+  }
+  return it->second->tree.Copy();
+}
+
+absl::StatusOr<UpstreamProgress> StoreImpl::GetProgress(
+    absl::string_view upstream) {
+  TALLY_RETURN_IF_ERROR(ValidateNodeName(upstream));
+  const std::string key = internal::TaggedKey(internal::kProgressTag, upstream);
+  std::string value;
+  const leveldb::Status s = db_->Get(leveldb::ReadOptions(), key, &value);
+  if (s.IsNotFound()) {
+    return absl::NotFoundError(
+        absl::StrFormat("no progress stored for upstream '%s'", upstream));
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(s, "reading progress"));
+  if (value.size() != 16) return Corrupt("progress", key);
+  return UpstreamProgress{std::string(upstream), DecodeFixed64(value.data()),
+                          DecodeFixed64(value.data() + 8)};
+}
+
+absl::StatusOr<std::vector<ChangeEntry>> StoreImpl::ReadChanges(Sequence after,
+                                                                size_t limit) {
+  std::vector<ChangeEntry> out;
+  std::unique_ptr<leveldb::Iterator> it(
+      db_->NewIterator(leveldb::ReadOptions()));
+  for (it->Seek(internal::ChangeKey(after + 1));
+       it->Valid() && it->key()[0] == internal::kChangeTag &&
+       out.size() < limit;
+       it->Next()) {
+    if (it->key().size() != 9 || it->value().size() < 17) {
+      return Corrupt("change", it->key().ToString());
+    }
+    const char* v = it->value().data();
+    ChangeEntry entry;
+    entry.sequence = DecodeFixed64(it->key().data() + 1);
+    const uint32_t ks_id = DecodeFixed32(v);
+    entry.version.timestamp = HlcTimestamp::FromRaw(DecodeFixed64(v + 4));
+    entry.version.origin = OriginName(DecodeFixed32(v + 12));
+    entry.deleted = (v[16] & internal::kRowDeleted) != 0;
+    entry.key.assign(v + 17, it->value().size() - 17);
+    {
+      absl::MutexLock lock(&mu_);
+      auto ks = keyspaces_by_id_.find(ks_id);
+      if (ks == keyspaces_by_id_.end()) {
+        return Corrupt("change (unknown keyspace)", it->key().ToString());
+      }
+      entry.keyspace = ks->second->name;
+    }
+    if (entry.version.origin.empty()) {
+      return Corrupt("change (unknown origin)", it->key().ToString());
+    }
+    out.push_back(std::move(entry));
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading the change log"));
+  return out;
+}
+
+int StoreImpl::AddChangeListener(ChangeListener listener) {
+  absl::MutexLock lock(&mu_);
+  const int id = next_listener_id_++;
+  listeners_[id] = std::move(listener);
+  return id;
+}
+
+void StoreImpl::RemoveChangeListener(int id) {
+  absl::MutexLock lock(&mu_);
+  listeners_.erase(id);
+}
+
+absl::StatusOr<VerifyReport> StoreImpl::Verify() {
+  // One commit boundary for rows, persisted leaves and the in-memory trees.
+  const leveldb::Snapshot* snapshot;
+  std::vector<std::pair<const Keyspace*, tree::MerkleTree>> trees;
+  {
+    absl::MutexLock commit_lock(&commit_mu_);
+    snapshot = db_->GetSnapshot();
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, ks] : keyspaces_) {
+      trees.emplace_back(ks.get(), ks->tree.Copy());
+    }
+  }
+  VerifyReport report;
+  absl::Status status;
+  for (const auto& [ks, memory_tree] : trees) {
+    ++report.keyspaces;
+    std::vector<tree::NodeState> leaves(uint64_t{1} << ks->depth);
+    status = ForEachRow(
+        snapshot, ks->id, NodeRef{0, 0},
+        [&](Token token, absl::string_view key, const RowHeader& header,
+            absl::string_view payload) -> absl::StatusOr<bool> {
+          ++report.rows;
+          if (token != tree::TokenOf(key)) {
+            report.problems.push_back(absl::StrFormat(
+                "keyspace '%s': row '%s' is stored under the wrong token",
+                ks->name, absl::CHexEscape(key)));
+          }
+          const std::string origin = OriginName(header.origin_id);
+          absl::StatusOr<std::string> value =
+              backend_->ReadValue(RowLocation{ks->name, token, key}, payload);
+          if (origin.empty() || !value.ok()) {
+            report.problems.push_back(absl::StrFormat(
+                "keyspace '%s': row '%s' cannot be read back (%s)", ks->name,
+                absl::CHexEscape(key),
+                origin.empty() ? "unknown origin" : value.status().ToString()));
+          } else {
+            const Digest128 digest = tree::RowDigest(
+                ks->name, key, Version{header.timestamp, origin},
+                header.deleted, *value);
+            if (digest != header.digest) {
+              report.problems.push_back(absl::StrFormat(
+                  "keyspace '%s': row '%s' has digest %s but its content "
+                  "digests to %s",
+                  ks->name, absl::CHexEscape(key), header.digest.ToHex(),
+                  digest.ToHex()));
+            }
+          }
+          tree::NodeState& leaf = leaves[tree::NodeIndexOf(token, ks->depth)];
+          leaf.digest ^= header.digest;
+          leaf.count += 1;
+          return true;
+        });
+    if (!status.ok()) break;
+
+    std::vector<tree::NodeState> persisted(leaves.size());
+    leveldb::ReadOptions read;
+    read.snapshot = snapshot;
+    std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
+    const std::string prefix = internal::LeafKey(ks->id, 0).substr(0, 5);
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+         it->Next()) {
+      const uint32_t leaf = it->key().size() == 9
+                                ? DecodeFixed32(it->key().data() + 5)
+                                : UINT32_MAX;
+      if (leaf >= persisted.size() || it->value().size() != 24) {
+        report.problems.push_back(
+            absl::StrFormat("keyspace '%s': malformed leaf record", ks->name));
+        continue;
+      }
+      persisted[leaf].digest = Digest128::Load(it->value().data());
+      persisted[leaf].count = DecodeFixed64(it->value().data() + 16);
+    }
+    for (uint64_t leaf = 0; leaf < leaves.size(); ++leaf) {
+      if (leaves[leaf] != persisted[leaf]) {
+        report.problems.push_back(absl::StrFormat(
+            "keyspace '%s' leaf %d: rows give %s/%d rows, the stored leaf "
+            "%s/%d",
+            ks->name, leaf, leaves[leaf].digest.ToHex(), leaves[leaf].count,
+            persisted[leaf].digest.ToHex(), persisted[leaf].count));
+      }
+      if (leaves[leaf] != memory_tree.leaf(leaf)) {
+        report.problems.push_back(absl::StrFormat(
+            "keyspace '%s' leaf %d: rows give %s/%d rows, the in-memory "
+            "tree %s/%d",
+            ks->name, leaf, leaves[leaf].digest.ToHex(), leaves[leaf].count,
+            memory_tree.leaf(leaf).digest.ToHex(),
+            memory_tree.leaf(leaf).count));
+      }
+    }
+  }
+  db_->ReleaseSnapshot(snapshot);
+  if (!status.ok()) return status;
+  return report;
+}
+
+// ------------------------------------------------------------ tree view
+
+absl::StatusOr<tree::ViewSummary> StoreTreeView::Summary() {
+  absl::MutexLock lock(&store_->mu_);
+  const tree::MerkleTree& t = keyspace_->tree;
+  return tree::ViewSummary{t.depth(), t.root().digest, t.root().count};
+}
+
+absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
+    const tree::ViewRequest& request) {
+  TALLY_RETURN_IF_ERROR(tree::ValidateViewRequest(request));
+  tree::ViewResponse response;
+  const int depth = keyspace_->depth;
+  // Nodes at or above the leaves come from the tree, under one lock.
+  {
+    absl::MutexLock lock(&store_->mu_);
+    for (const tree::DescendRequest& d : request.descend) {
+      const int target = d.node.level + d.levels_ahead;
+      if (target > depth) continue;
+      const uint64_t n = uint64_t{1} << d.levels_ahead;
+      for (uint64_t i = 0; i < n; ++i) {
+        const tree::NodeState& s =
+            keyspace_->tree.node(target, (d.node.index << d.levels_ahead) | i);
+        response.descendants.push_back(
+            tree::NodeDigest{s.digest.Fingerprint(), s.count});
+      }
+    }
+  }
+  const bool needs_scan =
+      !request.list.empty() ||
+      std::any_of(request.descend.begin(), request.descend.end(),
+                  [&](const tree::DescendRequest& d) {
+                    return d.node.level + d.levels_ahead > depth;
+                  });
+  if (!needs_scan) return response;
+
+  // Below the leaves: range scans over one snapshot. Rebuild the answer in
+  // request order, since tree answers were gathered first.
+  const leveldb::Snapshot* snapshot = store_->db_->GetSnapshot();
+  absl::Status status;
+  std::vector<tree::NodeDigest> ordered;
+  size_t from_tree = 0;
+  for (const tree::DescendRequest& d : request.descend) {
+    const uint64_t n = uint64_t{1} << d.levels_ahead;
+    if (d.node.level + d.levels_ahead <= depth) {
+      ordered.insert(ordered.end(), response.descendants.begin() + from_tree,
+                     response.descendants.begin() + from_tree + n);
+      from_tree += n;
+      continue;
+    }
+    tree::DescendantAccumulator acc(d, &ordered);
+    status = store_->ForEachRow(
+        snapshot, keyspace_->id, d.node,
+        [&](Token token, absl::string_view, const RowHeader& header,
+            absl::string_view) -> absl::StatusOr<bool> {
+          acc.Add(token, header.digest);
+          return true;
+        });
+    if (!status.ok()) break;
+  }
+  response.descendants = std::move(ordered);
+  for (const NodeRef& range : request.list) {
+    if (!status.ok()) break;
+    uint32_t count = 0;
+    status = store_->ForEachRow(
+        snapshot, keyspace_->id, range,
+        [&](Token token, absl::string_view key, const RowHeader& header,
+            absl::string_view) -> absl::StatusOr<bool> {
+          if (response.entries.size() >= tree::kMaxEntriesPerExchange) {
+            return absl::ResourceExhaustedError(absl::StrFormat(
+                "listing would return more than %d rows; list fewer ranges",
+                tree::kMaxEntriesPerExchange));
+          }
+          TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
+                                 store_->ToEntry(token, key, header));
+          response.entries.push_back(std::move(entry));
+          ++count;
+          return true;
+        });
+    response.entries_per_range.push_back(count);
+  }
+  store_->db_->ReleaseSnapshot(snapshot);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
+                                 const tree::EntrySink& sink) {
+  for (const NodeRef& range : ranges) {
+    if (!range.IsValid()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("scan names an invalid range: ", range.DebugString()));
+    }
+  }
+  const leveldb::Snapshot* snapshot = store_->db_->GetSnapshot();
+  absl::Status status;
+  for (const NodeRef& range : ranges) {
+    status = store_->ForEachRow(
+        snapshot, keyspace_->id, range,
+        [&](Token token, absl::string_view key, const RowHeader& header,
+            absl::string_view) -> absl::StatusOr<bool> {
+          TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
+                                 store_->ToEntry(token, key, header));
+          TALLY_RETURN_IF_ERROR(sink(entry));
+          return true;
+        });
+    if (!status.ok()) break;
+  }
+  store_->db_->ReleaseSnapshot(snapshot);
+  return status;
+}
+
+}  // namespace
+
+Mutation Mutation::Put(std::string keyspace, std::string key,
+                       std::string value) {
+  Mutation m;
+  m.keyspace = std::move(keyspace);
+  m.key = std::move(key);
+  m.value = std::move(value);
+  return m;
+}
+
+Mutation Mutation::Delete(std::string keyspace, std::string key) {
+  Mutation m;
+  m.keyspace = std::move(keyspace);
+  m.key = std::move(key);
+  m.deleted = true;
+  return m;
+}
+
+absl::Status ValidateKeyspaceName(absl::string_view name) {
+  if (name.empty() || name.size() > 128 ||
+      !std::all_of(name.begin(), name.end(), IsKeyspaceChar)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "keyspace name '%s' is invalid; use 1..128 characters of "
+        "[A-Za-z0-9_.-]",
+        absl::CHexEscape(name.substr(0, 200))));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNodeName(absl::string_view name) {
+  if (name.empty() || name.size() > 256 ||
+      !std::all_of(name.begin(), name.end(),
+                   [](char c) { return c > ' ' && c < 127; })) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "node name '%s' is invalid; use 1..256 printable ASCII characters "
+        "without spaces",
+        absl::CHexEscape(name.substr(0, 300))));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir,
+                                                   StoreOptions options) {
+  if (options.default_depth < tree::kMinDepth ||
+      options.default_depth > tree::kMaxDepth) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "default depth %d is out of range; it must be %d..%d",
+        options.default_depth, tree::kMinDepth, tree::kMaxDepth));
+  }
+  if (!options.node_name.empty()) {
+    TALLY_RETURN_IF_ERROR(ValidateNodeName(options.node_name));
+  }
+  if (options.backend == nullptr) options.backend = NewEmbeddedBackend();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot create data directory %s: %s", dir, ec.message()));
+  }
+  auto cache = std::unique_ptr<leveldb::Cache>(
+      leveldb::NewLRUCache(options.block_cache_bytes));
+  auto filter = std::unique_ptr<const leveldb::FilterPolicy>(
+      leveldb::NewBloomFilterPolicy(10));
+  leveldb::Options db_options;
+  db_options.create_if_missing = true;
+  db_options.write_buffer_size = options.write_buffer_bytes;
+  db_options.block_cache = cache.get();
+  db_options.filter_policy = filter.get();
+  db_options.max_file_size = 8 * 1024 * 1024;
+  leveldb::DB* raw = nullptr;
+  const leveldb::Status s = leveldb::DB::Open(db_options, dir, &raw);
+  if (!s.ok()) {
+    return FromLevelDb(s, absl::StrCat("opening the store in ", dir));
+  }
+  auto store = std::make_unique<StoreImpl>(std::move(options),
+                                           std::unique_ptr<leveldb::DB>(raw),
+                                           std::move(cache), std::move(filter));
+  TALLY_RETURN_IF_ERROR(store->Load());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace storage
+}  // namespace tally

@@ -1,0 +1,251 @@
+// Store: one node's rows, Merkle trees, change log, origins and progress in
+// one LevelDB.
+//
+// A store holds keyspaces (named sets of rows), each with a Merkle tree of a
+// depth fixed when the keyspace is created. Every commit is ONE LevelDB
+// WriteBatch holding the rows, the leaves they change, their change-log
+// entries and, for replicated changes, the upstream's progress — so after a
+// crash the tree matches the rows and progress matches what was applied.
+// Concurrent writers are grouped by a leader into one batch, as LevelDB's own
+// writer queue does. Inner tree levels live in memory and are rebuilt from
+// the persisted leaves when the store opens, in O(leaves).
+//
+//   StoreOptions options;
+//   options.node_name = "eu-west/db-3";
+//   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(dir, options);
+//   WriteRequest w;
+//   w.mutations.push_back(Mutation::Put("users", "alice", "{...}"));
+//   absl::StatusOr<WriteResult> r = (*store)->Write(std::move(w));
+//
+// Last writer wins per row: a mutation is applied only when its version is
+// higher than the stored one. Local mutations get a fresh HLC timestamp and
+// this node's origin; replicated ones keep their version and origin.
+//
+// Thread-safe: all methods may be called concurrently.
+#ifndef TALLY_STORAGE_STORE_H_
+#define TALLY_STORAGE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "storage/row_backend.h"
+#include "tree/hlc.h"
+#include "tree/merkle_tree.h"
+#include "tree/token.h"
+#include "tree/tree_view.h"
+#include "tree/version.h"
+
+namespace tally {
+namespace storage {
+
+// Position in a node's change log; 0 means "before the first entry".
+using Sequence = uint64_t;
+// Identifies one incarnation of a node's change log (random, never 0).
+using Epoch = uint64_t;
+
+struct StoreOptions {
+  // This node's origin long name: stamped on local writes. Required when the
+  // store is created; must match the stored name when it is reopened.
+  std::string node_name;
+
+  // Depth of keyspaces created on first write (1..24).
+  int default_depth = tree::kDefaultDepth;
+
+  // Sync every commit to disk before acknowledging it. With true (the
+  // default) an acknowledged write survives a machine crash. With false it
+  // survives a process crash but a power loss may lose the last commits
+  // (never half of one: the tree still matches the rows).
+  bool sync = true;
+
+  // Limits; exceeding one returns kInvalidArgument naming it.
+  size_t max_key_bytes = 16 * 1024;
+  size_t max_value_bytes = 1024 * 1024;
+  size_t max_batch_mutations = 10'000;
+  size_t max_batch_bytes = 16 * 1024 * 1024;
+
+  // LevelDB tuning.
+  size_t write_buffer_bytes = 32 * 1024 * 1024;
+  size_t block_cache_bytes = 64 * 1024 * 1024;
+
+  // Remote versions further ahead of the local clock are refused.
+  absl::Duration max_clock_skew = absl::Seconds(60);
+  // Milliseconds since the epoch; tests inject their own. Default: system.
+  tree::HybridClock::PhysicalClock physical_clock;
+
+  // Where values live; default: NewEmbeddedBackend().
+  std::shared_ptr<RowBackend> backend;
+};
+
+// One change to one row.
+struct Mutation {
+  std::string keyspace;
+  std::string key;
+  std::string value;  // empty for deletes
+  bool deleted = false;
+  // Unset for a local write (stamped at commit). Set for a replicated or
+  // repaired row, which keeps its version and origin.
+  std::optional<tree::Version> version;
+
+  static Mutation Put(std::string keyspace, std::string key, std::string value);
+  static Mutation Delete(std::string keyspace, std::string key);
+};
+
+// Upstream replication progress, committed together with the rows it
+// applied (seed 002's crash-safe progress).
+struct UpstreamProgress {
+  std::string upstream;  // the upstream node's name
+  Epoch epoch = 0;
+  Sequence sequence = 0;
+};
+
+struct WriteRequest {
+  std::vector<Mutation> mutations;
+  std::optional<UpstreamProgress> progress;
+};
+
+struct WriteResult {
+  // Per mutation, in order: true if applied; false if the stored version
+  // was equal or newer (last writer wins).
+  std::vector<bool> applied;
+  // The log sequence of the last entry this request wrote, or 0 if none.
+  Sequence last_sequence = 0;
+  // Versions given to (or kept by) each mutation, in order.
+  std::vector<tree::Version> versions;
+};
+
+// A row as stored.
+struct Row {
+  std::string key;
+  std::string value;
+  tree::Version version;
+  bool deleted = false;
+  tree::Digest128 digest;
+};
+
+struct KeyspaceInfo {
+  std::string name;
+  int depth = 0;
+  uint64_t row_count = 0;  // tombstones included
+  tree::Digest128 root;
+};
+
+// One change-log entry, as the change feed reads it.
+struct ChangeEntry {
+  Sequence sequence = 0;
+  std::string keyspace;
+  std::string key;
+  tree::Version version;
+  bool deleted = false;
+};
+
+struct VerifyReport {
+  uint64_t keyspaces = 0;
+  uint64_t rows = 0;
+  // Human-readable descriptions of every mismatch found (empty when sound).
+  std::vector<std::string> problems;
+  bool ok() const { return problems.empty(); }
+};
+
+// Called after each commit with the highest sequence it wrote. Runs on the
+// committing thread: it must be quick and must not call Write().
+using ChangeListener = std::function<void(Sequence last_sequence)>;
+
+class Store {
+ public:
+  // Opens (or creates) the store in directory `dir`. Returns
+  // kFailedPrecondition for a store of an unknown format version or of
+  // another node name, kInvalidArgument for bad options, kDataLoss for a
+  // corrupted record, kUnavailable when the directory cannot be opened or is
+  // locked by another process.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir,
+                                                     StoreOptions options);
+
+  virtual ~Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  virtual const std::string& node_name() const = 0;
+  virtual Epoch epoch() const = 0;
+
+  // Creates a keyspace with the given depth. Returns kAlreadyExists if it
+  // exists with another depth (OK if with the same), kInvalidArgument for a
+  // bad name or depth.
+  virtual absl::Status CreateKeyspace(absl::string_view name, int depth) = 0;
+
+  // Applies mutations atomically (all or none) under last writer wins.
+  // Unknown keyspaces are created with default_depth. Returns
+  // kInvalidArgument for a limit or a malformed mutation (nothing written),
+  // kOutOfRange for a remote version too far in the future, kUnavailable or
+  // kDataLoss when LevelDB fails.
+  virtual absl::StatusOr<WriteResult> Write(WriteRequest request) = 0;
+
+  // Returns the row (tombstones included); kNotFound if the keyspace or the
+  // key does not exist.
+  virtual absl::StatusOr<Row> Get(absl::string_view keyspace,
+                                  absl::string_view key) = 0;
+
+  // Streams the rows of a token range of a keyspace, in (token, key) order,
+  // from one snapshot. Stops at the first error of `sink`.
+  virtual absl::Status ScanRows(
+      absl::string_view keyspace, const tree::NodeRef& range,
+      const std::function<absl::Status(const Row&)>& sink) = 0;
+
+  // A TreeView over one keyspace for the diff algorithm; each call reads one
+  // LevelDB snapshot. kNotFound for an unknown keyspace. The view must not
+  // outlive the store.
+  virtual absl::StatusOr<std::unique_ptr<tree::TreeView>> NewTreeView(
+      absl::string_view keyspace) = 0;
+
+  virtual absl::StatusOr<KeyspaceInfo> GetKeyspace(
+      absl::string_view name) const = 0;
+  virtual std::vector<KeyspaceInfo> ListKeyspaces() const = 0;
+
+  // Row counts per leaf of a keyspace (2^depth entries).
+  virtual absl::StatusOr<std::vector<uint64_t>> LeafCounts(
+      absl::string_view keyspace) const = 0;
+
+  // A copy of a keyspace's current tree.
+  virtual absl::StatusOr<tree::MerkleTree> CopyTree(
+      absl::string_view keyspace) const = 0;
+
+  // Stored progress of an upstream; kNotFound if none.
+  virtual absl::StatusOr<UpstreamProgress> GetProgress(
+      absl::string_view upstream) = 0;
+
+  // Reads up to `limit` change-log entries after `after`.
+  virtual absl::StatusOr<std::vector<ChangeEntry>> ReadChanges(
+      Sequence after, size_t limit) = 0;
+  virtual Sequence last_sequence() const = 0;
+
+  // Registers a listener; returns an id for RemoveChangeListener.
+  virtual int AddChangeListener(ChangeListener listener) = 0;
+  virtual void RemoveChangeListener(int id) = 0;
+
+  // Recomputes every row digest and leaf from the rows and compares them
+  // with the stored rows, the persisted leaves and the in-memory tree.
+  // Returns an error only when it cannot read; mismatches go in the report.
+  virtual absl::StatusOr<VerifyReport> Verify() = 0;
+
+  // The clock that stamps local writes.
+  virtual tree::HybridClock& clock() = 0;
+
+ protected:
+  Store() = default;
+};
+
+// Validates a keyspace name: 1..128 bytes of [A-Za-z0-9_.-].
+absl::Status ValidateKeyspaceName(absl::string_view name);
+// Validates a node / origin name: 1..256 printable ASCII bytes, no spaces.
+absl::Status ValidateNodeName(absl::string_view name);
+
+}  // namespace storage
+}  // namespace tally
+
+#endif  // TALLY_STORAGE_STORE_H_

@@ -1,0 +1,624 @@
+#include "storage/store.h"
+
+#include <leveldb/db.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/internal/coding.h"
+#include "storage/internal/records.h"
+#include "tree/diff.h"
+
+namespace tally {
+namespace storage {
+namespace {
+
+using ::testing::HasSubstr;
+using tree::HlcTimestamp;
+using tree::Version;
+
+// A fresh directory under the test's temp dir, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "tally-store-test-XXXXXX")
+            .string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+StoreOptions Options(const std::string& name = "node-a") {
+  StoreOptions options;
+  options.node_name = name;
+  options.sync = false;  // tests do not need durability across power loss
+  options.default_depth = 10;
+  return options;
+}
+
+std::unique_ptr<Store> OpenOrDie(const std::string& dir,
+                                 StoreOptions options = Options()) {
+  auto store = Store::Open(dir, std::move(options));
+  EXPECT_TRUE(store.ok()) << store.status();
+  return std::move(store).value();
+}
+
+Mutation Remote(const std::string& key, const std::string& value,
+                uint64_t millis, const std::string& origin,
+                bool deleted = false) {
+  Mutation m =
+      deleted ? Mutation::Delete("ks", key) : Mutation::Put("ks", key, value);
+  // Remote timestamps near "now", so the skew check passes.
+  // One base for the whole test run, so equal offsets are equal versions.
+  static const uint64_t base = absl::ToUnixMillis(absl::Now()) - 100000;
+  m.version = Version{HlcTimestamp::FromParts(base + millis, 0), origin};
+  return m;
+}
+
+absl::StatusOr<WriteResult> WriteOne(Store& store, Mutation m) {
+  WriteRequest request;
+  request.mutations.push_back(std::move(m));
+  return store.Write(std::move(request));
+}
+
+void ExpectSound(Store& store) {
+  auto report = store.Verify();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->ok()) << report->problems.front();
+}
+
+TEST(Store, PutGetDeleteLocally) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(WriteOne(*store, Mutation::Put("ks", "alice", "v1")).ok());
+  auto row = store->Get("ks", "alice");
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ(row->value, "v1");
+  EXPECT_EQ(row->version.origin, "node-a");
+  EXPECT_FALSE(row->deleted);
+
+  ASSERT_TRUE(WriteOne(*store, Mutation::Delete("ks", "alice")).ok());
+  row = store->Get("ks", "alice");
+  ASSERT_TRUE(row.ok());
+  EXPECT_TRUE(row->deleted);  // a tombstone, with its own version
+  EXPECT_EQ(store->GetKeyspace("ks")->row_count, 1u);
+  EXPECT_EQ(store->Get("ks", "bob").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->Get("nope", "alice").status().code(),
+            absl::StatusCode::kNotFound);
+  ExpectSound(*store);
+}
+
+TEST(Store, LocalWritesWinOverStoredRowsFromTheFuture) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  // A peer's row stamped 50 s ahead (within the skew limit).
+  Mutation m = Mutation::Put("ks", "k", "remote");
+  m.version = Version{
+      HlcTimestamp::FromParts(absl::ToUnixMillis(absl::Now()) + 50000, 0),
+      "node-z"};
+  ASSERT_TRUE(WriteOne(*store, m).ok());
+  auto local = WriteOne(*store, Mutation::Put("ks", "k", "local"));
+  ASSERT_TRUE(local.ok());
+  EXPECT_TRUE(local->applied[0]);
+  EXPECT_EQ(store->Get("ks", "k")->value, "local");
+}
+
+TEST(Store, OlderRemoteVersionIsIgnored) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(WriteOne(*store, Remote("k", "new", 200, "node-b")).ok());
+  const Sequence before = store->last_sequence();
+  auto r = WriteOne(*store, Remote("k", "old", 100, "node-c"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->applied[0]);
+  EXPECT_EQ(store->Get("ks", "k")->value, "new");
+  // A change not applied is not logged.
+  EXPECT_EQ(store->last_sequence(), before);
+}
+
+TEST(Store, EqualVersionIsIdempotent) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(WriteOne(*store, Remote("k", "v", 100, "node-b")).ok());
+  const auto root = store->GetKeyspace("ks")->root;
+  auto again = WriteOne(*store, Remote("k", "v", 100, "node-b"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->applied[0]);
+  EXPECT_EQ(store->GetKeyspace("ks")->root, root);
+  EXPECT_EQ(store->GetKeyspace("ks")->row_count, 1u);
+}
+
+TEST(Store, TieOnTimestampIsBrokenByOriginName) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(WriteOne(*store, Remote("k", "from-b", 100, "node-b")).ok());
+  auto lower = WriteOne(*store, Remote("k", "from-a", 100, "node-a2"));
+  ASSERT_TRUE(lower.ok());
+  EXPECT_FALSE(lower->applied[0]);
+  auto higher = WriteOne(*store, Remote("k", "from-c", 100, "node-c"));
+  ASSERT_TRUE(higher.ok());
+  EXPECT_TRUE(higher->applied[0]);
+  EXPECT_EQ(store->Get("ks", "k")->value, "from-c");
+  EXPECT_EQ(store->Get("ks", "k")->version.origin, "node-c");
+}
+
+TEST(Store, RemoteTombstoneWinsOnlyWhenNewer) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(WriteOne(*store, Remote("k", "v", 100, "node-b")).ok());
+  ASSERT_TRUE(WriteOne(*store, Remote("k", "", 90, "node-b", true)).ok());
+  EXPECT_FALSE(store->Get("ks", "k")->deleted);
+  ASSERT_TRUE(WriteOne(*store, Remote("k", "", 110, "node-b", true)).ok());
+  EXPECT_TRUE(store->Get("ks", "k")->deleted);
+  ExpectSound(*store);
+}
+
+TEST(Store, SameKeyTwiceInOneBatchKeepsTheWinner) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  WriteRequest request;
+  request.mutations.push_back(Remote("k", "second", 200, "node-b"));
+  request.mutations.push_back(Remote("k", "first", 100, "node-b"));
+  request.mutations.push_back(Mutation::Put("ks", "j", "1"));
+  request.mutations.push_back(Mutation::Put("ks", "j", "2"));
+  auto r = store->Write(std::move(request));
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->applied, ::testing::ElementsAre(true, false, true, true));
+  EXPECT_EQ(store->Get("ks", "k")->value, "second");
+  EXPECT_EQ(store->Get("ks", "j")->value, "2");
+  EXPECT_EQ(store->GetKeyspace("ks")->row_count, 2u);
+  ExpectSound(*store);
+}
+
+TEST(Store, ChangeLogKeepsOriginalOrigins) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(WriteOne(*store, Mutation::Put("ks", "local", "1")).ok());
+  ASSERT_TRUE(
+      WriteOne(*store, Remote("remote", "2", 100, "eu-west/db-3")).ok());
+  ASSERT_TRUE(WriteOne(*store, Mutation::Delete("ks", "local")).ok());
+  auto changes = store->ReadChanges(0, 100);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  ASSERT_EQ(changes->size(), 3u);
+  EXPECT_EQ((*changes)[0].key, "local");
+  EXPECT_EQ((*changes)[0].version.origin, "node-a");
+  EXPECT_EQ((*changes)[1].key, "remote");
+  EXPECT_EQ((*changes)[1].version.origin, "eu-west/db-3");
+  EXPECT_TRUE((*changes)[2].deleted);
+  EXPECT_EQ((*changes)[2].sequence, 3u);
+  auto tail = store->ReadChanges(2, 100);
+  ASSERT_TRUE(tail.ok());
+  ASSERT_EQ(tail->size(), 1u);
+  EXPECT_EQ((*tail)[0].sequence, 3u);
+}
+
+TEST(Store, ProgressCommitsWithTheRows) {
+  TempDir dir;
+  {
+    auto store = OpenOrDie(dir.path());
+    EXPECT_EQ(store->GetProgress("node-b").status().code(),
+              absl::StatusCode::kNotFound);
+    WriteRequest request;
+    request.mutations.push_back(Remote("k", "v", 100, "node-b"));
+    request.progress = UpstreamProgress{"node-b", 77, 1234};
+    ASSERT_TRUE(store->Write(std::move(request)).ok());
+  }
+  auto store = OpenOrDie(dir.path());
+  auto progress = store->GetProgress("node-b");
+  ASSERT_TRUE(progress.ok());
+  EXPECT_EQ(progress->epoch, 77u);
+  EXPECT_EQ(progress->sequence, 1234u);
+  EXPECT_EQ(store->Get("ks", "k")->value, "v");
+}
+
+TEST(Store, ListenersHearEveryCommit) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  std::vector<Sequence> heard;
+  const int id =
+      store->AddChangeListener([&](Sequence s) { heard.push_back(s); });
+  ASSERT_TRUE(WriteOne(*store, Mutation::Put("ks", "a", "1")).ok());
+  ASSERT_TRUE(WriteOne(*store, Mutation::Put("ks", "b", "1")).ok());
+  store->RemoveChangeListener(id);
+  ASSERT_TRUE(WriteOne(*store, Mutation::Put("ks", "c", "1")).ok());
+  EXPECT_THAT(heard, ::testing::ElementsAre(1, 2));
+}
+
+TEST(Store, RandomOperationsKeepTreeEqualToRowsAcrossReopen) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed=%llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  TempDir dir;
+  std::vector<KeyspaceInfo> before;
+  {
+    auto store = OpenOrDie(dir.path());
+    ASSERT_TRUE(store->CreateKeyspace("deep", 16).ok());
+    for (int round = 0; round < 200; ++round) {
+      WriteRequest request;
+      for (int i = 0; i < 20; ++i) {
+        const std::string ks = rng() % 2 ? "ks" : "deep";
+        const std::string key = absl::StrCat("key-", rng() % 500);
+        switch (rng() % 4) {
+          case 0:
+            request.mutations.push_back(Mutation::Delete(ks, key));
+            break;
+          case 1: {
+            Mutation m = Remote(key, absl::StrCat("r", rng()), rng() % 150000,
+                                absl::StrCat("node-", rng() % 3));
+            m.keyspace = ks;
+            request.mutations.push_back(m);
+            break;
+          }
+          default:
+            request.mutations.push_back(
+                Mutation::Put(ks, key, absl::StrCat("v", rng())));
+        }
+      }
+      const absl::Status s = store->Write(std::move(request)).status();
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    ExpectSound(*store);
+    before = store->ListKeyspaces();
+  }
+  auto store = OpenOrDie(dir.path());
+  const std::vector<KeyspaceInfo> after = store->ListKeyspaces();
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].name, before[i].name);
+    EXPECT_EQ(after[i].depth, before[i].depth);
+    EXPECT_EQ(after[i].root, before[i].root) << "seed " << seed;
+    EXPECT_EQ(after[i].row_count, before[i].row_count);
+  }
+  ExpectSound(*store);
+}
+
+TEST(Store, ConcurrentWritersAreGroupedAndAllAcknowledgedWritesLand) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  constexpr int kThreads = 8;
+  constexpr int kWrites = 300;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kWrites; ++i) {
+        WriteRequest request;
+        request.mutations.push_back(
+            Mutation::Put("ks", absl::StrCat(t, "-", i), "v"));
+        // Some keys are shared, so concurrent writes race on them.
+        request.mutations.push_back(
+            Mutation::Put("ks", absl::StrCat("shared-", i % 10), "v"));
+        if (!store->Write(std::move(request)).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(store->GetKeyspace("ks")->row_count, kThreads * kWrites + 10u);
+  // Every write was logged exactly once.
+  EXPECT_EQ(store->last_sequence(), 2u * kThreads * kWrites);
+  ExpectSound(*store);
+}
+
+TEST(Store, LimitsAreEnforcedAndNothingIsWritten) {
+  TempDir dir;
+  StoreOptions options = Options();
+  options.max_key_bytes = 100;
+  options.max_value_bytes = 1000;
+  options.max_batch_mutations = 5;
+  options.max_batch_bytes = 3000;
+  auto store = OpenOrDie(dir.path(), options);
+  ASSERT_TRUE(WriteOne(*store, Mutation::Put("ks", "seed", "v")).ok());
+  const Sequence before = store->last_sequence();
+
+  auto status =
+      WriteOne(*store, Mutation::Put("ks", std::string(101, 'k'), "v"))
+          .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("key is 101 bytes; the limit is 100"));
+
+  status = WriteOne(*store, Mutation::Put("ks", "k", std::string(1001, 'v')))
+               .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("max_value_bytes"));
+
+  WriteRequest many;
+  for (int i = 0; i < 6; ++i) {
+    many.mutations.push_back(Mutation::Put("ks", absl::StrCat(i), "v"));
+  }
+  status = store->Write(std::move(many)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("max_batch_mutations"));
+
+  WriteRequest big;
+  for (int i = 0; i < 4; ++i) {
+    big.mutations.push_back(
+        Mutation::Put("ks", absl::StrCat(i), std::string(900, 'v')));
+  }
+  status = store->Write(std::move(big)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("max_batch_bytes"));
+
+  // One bad mutation spoils the whole request: nothing of it is written.
+  WriteRequest mixed;
+  mixed.mutations.push_back(Mutation::Put("ks", "good", "v"));
+  mixed.mutations.push_back(Mutation::Put("bad keyspace!", "k", "v"));
+  EXPECT_EQ(store->Write(std::move(mixed)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->Get("ks", "good").status().code(),
+            absl::StatusCode::kNotFound);
+
+  EXPECT_EQ(WriteOne(*store, Mutation::Put("ks", "", "v")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Mutation delete_with_value = Mutation::Delete("ks", "k");
+  delete_with_value.value = "x";
+  EXPECT_EQ(WriteOne(*store, delete_with_value).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Mutation bad_origin = Remote("k", "v", 1, "has space");
+  EXPECT_EQ(WriteOne(*store, bad_origin).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(store->last_sequence(), before);
+  EXPECT_EQ(store->GetKeyspace("ks")->row_count, 1u);
+  ExpectSound(*store);
+}
+
+TEST(Store, RemoteTimestampTooFarAheadIsRefused) {
+  TempDir dir;
+  StoreOptions options = Options();
+  options.max_clock_skew = absl::Seconds(5);
+  auto store = OpenOrDie(dir.path(), options);
+  Mutation m = Mutation::Put("ks", "k", "v");
+  m.version = Version{
+      HlcTimestamp::FromParts(absl::ToUnixMillis(absl::Now()) + 60000, 0),
+      "node-b"};
+  const absl::Status s = WriteOne(*store, m).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(s.message(), HasSubstr("ahead of the local clock"));
+  EXPECT_EQ(store->last_sequence(), 0u);
+}
+
+TEST(Store, KeyspacesKeepTheirDepth) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(store->CreateKeyspace("users", 12).ok());
+  EXPECT_TRUE(store->CreateKeyspace("users", 12).ok());
+  EXPECT_EQ(store->CreateKeyspace("users", 13).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store->CreateKeyspace("users2", 0).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->CreateKeyspace("users2", 25).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->CreateKeyspace("", 10).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(WriteOne(*store, Mutation::Put("auto", "k", "v")).ok());
+  EXPECT_EQ(store->GetKeyspace("users")->depth, 12);
+  EXPECT_EQ(store->GetKeyspace("auto")->depth, 10);  // default_depth
+  auto counts = store->LeafCounts("users");
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->size(), 4096u);
+}
+
+TEST(Store, BadOptionsAreRefused) {
+  TempDir dir;
+  StoreOptions no_name = Options("");
+  EXPECT_EQ(Store::Open(dir.path(), no_name).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  StoreOptions bad_depth = Options();
+  bad_depth.default_depth = 30;
+  EXPECT_EQ(Store::Open(dir.path(), bad_depth).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Store, ReopenChecksNodeNameAndAdoptsItWhenUnset) {
+  TempDir dir;
+  OpenOrDie(dir.path(), Options("node-a"));
+  auto other = Store::Open(dir.path(), Options("node-b"));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.status().message(), HasSubstr("belongs to node 'node-a'"));
+  auto adopt = Store::Open(dir.path(), Options(""));
+  ASSERT_TRUE(adopt.ok()) << adopt.status();
+  EXPECT_EQ((*adopt)->node_name(), "node-a");
+}
+
+TEST(Store, SecondOpenOfTheSameDirectoryIsRefused) {
+  TempDir dir;
+  auto first = OpenOrDie(dir.path());
+  auto second = Store::Open(dir.path(), Options());
+  EXPECT_FALSE(second.ok());
+}
+
+// Writes a raw record behind the store's back.
+void PutRaw(const std::string& dir, const std::string& key,
+            const std::string& value) {
+  leveldb::DB* db;
+  leveldb::Options options;
+  ASSERT_TRUE(leveldb::DB::Open(options, dir, &db).ok());
+  ASSERT_TRUE(db->Put(leveldb::WriteOptions(), key, value).ok());
+  delete db;
+}
+
+TEST(Store, UnknownFormatIsRefused) {
+  TempDir dir;
+  OpenOrDie(dir.path());
+  std::string v;
+  internal::PutFixed32(&v, 99);
+  PutRaw(dir.path(), internal::TaggedKey(internal::kMetaTag, "format"), v);
+  auto store = Store::Open(dir.path(), Options());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("format version 99"));
+}
+
+TEST(Store, CorruptedRowGivesDataLoss) {
+  TempDir dir;
+  uint32_t ks_id = 0;
+  {
+    auto store = OpenOrDie(dir.path());
+    ASSERT_TRUE(WriteOne(*store, Mutation::Put("ks", "k", "v")).ok());
+    ks_id = 1;
+  }
+  PutRaw(dir.path(), internal::RowKey(ks_id, tree::TokenOf("k"), "k"), "junk");
+  auto store = OpenOrDie(dir.path());
+  EXPECT_EQ(store->Get("ks", "k").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(WriteOne(*store, Mutation::Put("ks", "k", "v2")).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(store->Verify().status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(Store, CorruptedLeafGivesDataLossOnOpen) {
+  TempDir dir;
+  OpenOrDie(dir.path());
+  {
+    auto store = OpenOrDie(dir.path());
+    ASSERT_TRUE(WriteOne(*store, Mutation::Put("ks", "k", "v")).ok());
+  }
+  PutRaw(dir.path(), internal::LeafKey(1, 3), "short");
+  EXPECT_EQ(Store::Open(dir.path(), Options()).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(Store, VerifyReportsALeafThatDisagreesWithTheRows) {
+  TempDir dir;
+  {
+    auto store = OpenOrDie(dir.path());
+    ASSERT_TRUE(WriteOne(*store, Mutation::Put("ks", "k", "v")).ok());
+  }
+  // A well-formed but wrong leaf: the rows no longer add up to it.
+  const uint32_t leaf =
+      static_cast<uint32_t>(tree::NodeIndexOf(tree::TokenOf("k"), 10));
+  PutRaw(dir.path(), internal::LeafKey(1, leaf),
+         internal::EncodeLeaf(tree::Digest128{1, 2}, 1));
+  auto store = OpenOrDie(dir.path());
+  auto report = store->Verify();
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->ok());
+  EXPECT_THAT(report->problems.front(), HasSubstr("leaf"));
+}
+
+TEST(StoreTreeView, DiffOfTwoStoresFindsTheDifferences) {
+  TempDir dir_a, dir_b;
+  auto a = OpenOrDie(dir_a.path(), Options("node-a"));
+  auto b = OpenOrDie(dir_b.path(), Options("node-b"));
+  ASSERT_TRUE(a->CreateKeyspace("ks", 14).ok());
+  ASSERT_TRUE(b->CreateKeyspace("ks", 8).ok());  // unequal depths
+  WriteRequest same;
+  for (int i = 0; i < 5000; ++i) {
+    same.mutations.push_back(Remote(absl::StrCat("k", i), "v", i, "node-x"));
+  }
+  WriteRequest copy = same;
+  ASSERT_TRUE(a->Write(std::move(same)).ok());
+  ASSERT_TRUE(b->Write(std::move(copy)).ok());
+  ASSERT_TRUE(WriteOne(*a, Mutation::Put("ks", "k17", "changed")).ok());
+  ASSERT_TRUE(WriteOne(*b, Mutation::Delete("ks", "k4242")).ok());
+  ASSERT_TRUE(WriteOne(*b, Mutation::Put("ks", "only-b", "v")).ok());
+
+  auto view_a = a->NewTreeView("ks");
+  auto view_b = b->NewTreeView("ks");
+  ASSERT_TRUE(view_a.ok() && view_b.ok());
+  std::set<std::string> keys;
+  tree::DiffStats stats;
+  ASSERT_TRUE(tree::DiffViews(
+                  **view_a, **view_b, tree::DiffOptions{},
+                  [&](const tree::RowEntry* x, const tree::RowEntry* y) {
+                    keys.insert(x != nullptr ? x->key : y->key);
+                    return absl::OkStatus();
+                  },
+                  &stats)
+                  .ok());
+  EXPECT_EQ(keys, (std::set<std::string>{"k17", "k4242", "only-b"}));
+  EXPECT_EQ(a->NewTreeView("missing").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// The crash test: a child process writes with sync and prints every
+// acknowledged key; the parent kills it with SIGKILL at a random moment,
+// reopens the store, and checks that the tree matches the rows and that
+// every acknowledged key is there.
+TEST(StoreCrash, AcknowledgedWritesSurviveSigkill) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed=%llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  TempDir dir;
+  std::set<std::string> acknowledged;
+  for (int round = 0; round < 5; ++round) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      StoreOptions options = Options();
+      options.sync = true;
+      auto store = Store::Open(dir.path(), options);
+      if (!store.ok()) _exit(3);
+      FILE* out = fdopen(fds[1], "w");
+      std::mt19937_64 child_rng(seed + round);
+      for (int i = 0;; ++i) {
+        WriteRequest request;
+        std::vector<std::string> keys;
+        const int n = 1 + static_cast<int>(child_rng() % 20);
+        for (int j = 0; j < n; ++j) {
+          keys.push_back(absl::StrCat("r", round, "-", i, "-", j));
+          request.mutations.push_back(
+              Mutation::Put("ks", keys.back(), std::string(100, 'v')));
+        }
+        if (child_rng() % 4 == 0) {
+          // Overwrites and deletes of earlier keys, too.
+          request.mutations.push_back(Mutation::Delete(
+              "ks", absl::StrCat("r", round, "-", i / 2, "-0")));
+        }
+        if (!(*store)->Write(std::move(request)).ok()) _exit(4);
+        for (const std::string& k : keys) std::fprintf(out, "%s\n", k.c_str());
+        std::fflush(out);
+      }
+    }
+    close(fds[1]);
+    // Let it write for a random while, then kill it mid-flight.
+    usleep(50000 + static_cast<useconds_t>(rng() % 250000));
+    kill(pid, SIGKILL);
+    int wstatus;
+    waitpid(pid, &wstatus, 0);
+    ASSERT_TRUE(WIFSIGNALED(wstatus)) << "child exited early: " << wstatus;
+    std::string printed;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof(buf))) > 0) printed.append(buf, n);
+    close(fds[0]);
+    // A line cut by the kill is not an acknowledgement.
+    std::vector<std::string> lines = absl::StrSplit(printed, '\n');
+    lines.pop_back();
+    acknowledged.insert(lines.begin(), lines.end());
+
+    auto store = OpenOrDie(dir.path());
+    ExpectSound(*store);
+    for (const std::string& key : acknowledged) {
+      auto row = store->Get("ks", key);
+      ASSERT_TRUE(row.ok()) << "acknowledged key lost: " << key << " round "
+                            << round << " seed " << seed;
+    }
+  }
+  EXPECT_GT(acknowledged.size(), 100u);
+}
+
+}  // namespace
+}  // namespace storage
+}  // namespace tally
