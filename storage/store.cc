@@ -13,6 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -119,7 +120,12 @@ class StoreImpl : public Store {
                                           options_.physical_clock}) {}
 
   ~StoreImpl() override {
-    // Writers hold no state beyond their call; LevelDB flushes on close.
+    // A clean close checkpoints the leaves, so that the next open replays
+    // nothing. No writer can be running: the owner is destroying us.
+    if (db_ != nullptr) {
+      absl::MutexLock lock(&commit_mu_);
+      (void)CheckpointLeaves();
+    }
     db_.reset();
   }
 
@@ -173,6 +179,15 @@ class StoreImpl : public Store {
   // Stages and commits one group; called by the leader only.
   absl::Status CommitGroup(const std::vector<Writer*>& group)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Persists every leaf changed since the last checkpoint and the sequence
+  // they now include, in one batch.
+  absl::Status CheckpointLeaves() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads a keyspace's leaves as of `snapshot`: the persisted checkpoint
+  // plus the deltas of every change after it.
+  absl::StatusOr<std::vector<tree::NodeState>> RecoverLeaves(
+      const leveldb::Snapshot* snapshot, uint32_t keyspace_id, int depth,
+      Sequence leaves_sequence, std::vector<uint32_t>* replayed_leaves);
 
   const Keyspace* FindKeyspace(absl::string_view name) const
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -212,6 +227,11 @@ class StoreImpl : public Store {
   Sequence last_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int, ChangeListener> listeners_ ABSL_GUARDED_BY(mu_);
   int next_listener_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Leaf checkpointing (see internal/records.h). Leaves changed since the
+  // last checkpoint, as (keyspace id << 32 | leaf), and the last change the
+  // persisted leaves include.
+  absl::flat_hash_set<uint64_t> dirty_leaves_ ABSL_GUARDED_BY(mu_);
+  Sequence leaves_sequence_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 absl::Status StoreImpl::Load() {
@@ -277,6 +297,9 @@ absl::Status StoreImpl::Load() {
     } else if (name == internal::kMetaNextKeyspaceId) {
       if (v.size() != 4) return Corrupt("keyspace counter", name);
       next_keyspace_id_ = DecodeFixed32(v.data());
+    } else if (name == internal::kMetaLeavesSequence) {
+      if (v.size() != 8) return Corrupt("leaves sequence", name);
+      leaves_sequence_ = DecodeFixed64(v.data());
     } else if (name == internal::kMetaNextOriginId) {
       if (v.size() != 4) return Corrupt("origin counter", name);
       next_origin_id_ = DecodeFixed32(v.data());
@@ -320,25 +343,64 @@ absl::Status StoreImpl::Load() {
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading keyspaces"));
 
-  // Leaves: O(leaves), never the rows.
+  // Leaves: O(leaves) plus the changes since the last checkpoint, never
+  // the rows.
   for (auto& [name, ks] : keyspaces_) {
-    std::vector<tree::NodeState> leaves(uint64_t{1} << ks->depth);
-    const std::string prefix = internal::LeafKey(ks->id, 0).substr(0, 5);
-    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
-         it->Next()) {
-      if (it->key().size() != 9 || it->value().size() != 24) {
-        return Corrupt("leaf", it->key().ToString());
-      }
-      const uint32_t leaf = DecodeFixed32(it->key().data() + 5);
-      if (leaf >= leaves.size()) return Corrupt("leaf", it->key().ToString());
-      leaves[leaf].digest = Digest128::Load(it->value().data());
-      leaves[leaf].count = DecodeFixed64(it->value().data() + 16);
+    // Leaves the replay changed differ from their checkpoint: the next
+    // checkpoint must write them.
+    std::vector<uint32_t> replayed;
+    TALLY_ASSIGN_OR_RETURN(
+        std::vector<tree::NodeState> leaves,
+        RecoverLeaves(nullptr, ks->id, ks->depth, leaves_sequence_, &replayed));
+    for (uint32_t leaf : replayed) {
+      dirty_leaves_.insert((uint64_t{ks->id} << 32) | leaf);
     }
-    TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading leaves"));
     TALLY_ASSIGN_OR_RETURN(
         ks->tree, tree::MerkleTree::FromLeaves(ks->depth, std::move(leaves)));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<tree::NodeState>> StoreImpl::RecoverLeaves(
+    const leveldb::Snapshot* snapshot, uint32_t keyspace_id, int depth,
+    Sequence leaves_sequence, std::vector<uint32_t>* replayed_leaves) {
+  leveldb::ReadOptions read;
+  read.snapshot = snapshot;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
+  std::vector<tree::NodeState> leaves(uint64_t{1} << depth);
+  const std::string prefix = internal::LeafKey(keyspace_id, 0).substr(0, 5);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    if (it->key().size() != 9 || it->value().size() != 24) {
+      return Corrupt("leaf", it->key().ToString());
+    }
+    const uint32_t leaf = DecodeFixed32(it->key().data() + 5);
+    if (leaf >= leaves.size()) return Corrupt("leaf", it->key().ToString());
+    leaves[leaf].digest = Digest128::Load(it->value().data());
+    leaves[leaf].count = DecodeFixed64(it->value().data() + 16);
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading leaves"));
+  // Changes committed after the checkpoint carry their leaf deltas.
+  for (it->Seek(internal::ChangeKey(leaves_sequence + 1));
+       it->Valid() && it->key()[0] == internal::kChangeTag; it->Next()) {
+    internal::ChangeRecord change;
+    if (it->key().size() != 9 ||
+        !internal::DecodeChangeRecord(
+            absl::string_view(it->value().data(), it->value().size()),
+            &change)) {
+      return Corrupt("change", it->key().ToString());
+    }
+    if (change.keyspace_id != keyspace_id) continue;
+    const uint64_t index = tree::NodeIndexOf(tree::TokenOf(change.key), depth);
+    if (replayed_leaves != nullptr) {
+      replayed_leaves->push_back(static_cast<uint32_t>(index));
+    }
+    tree::NodeState& leaf = leaves[index];
+    leaf.digest ^= change.digest_delta;
+    leaf.count += change.count_delta;
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "replaying changes"));
+  return leaves;
 }
 
 const Keyspace* StoreImpl::FindKeyspace(absl::string_view name) const {
@@ -581,9 +643,14 @@ absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
     return it->second;
   };
 
-  // (keyspace id, leaf) -> accumulated change.
-  std::map<std::pair<uint32_t, uint32_t>, tree::NodeState> leaf_digests;
-  std::map<std::pair<uint32_t, uint32_t>, int64_t> leaf_counts;
+  // Changes to apply to the in-memory trees once the batch commits.
+  struct LeafDelta {
+    uint32_t keyspace_id;
+    uint32_t leaf;
+    Digest128 digest;
+    int64_t count;
+  };
+  std::vector<LeafDelta> leaf_deltas;
   std::map<std::string, StagedRow> staged;  // by row key
   std::vector<HlcTimestamp> observed;
   std::vector<WriteResult> results(group.size());
@@ -676,26 +743,23 @@ absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
       record.append(payload);
       batch.Put(row_key, record);
 
-      const uint32_t leaf =
-          static_cast<uint32_t>(tree::NodeIndexOf(token, depth));
-      tree::NodeState& delta = leaf_digests[{ks_id, leaf}];
-      delta.digest ^= header.digest;
-      if (current.exists) {
-        delta.digest ^= current.header.digest;
-      } else {
-        leaf_counts[{ks_id, leaf}] += 1;
-      }
+      internal::ChangeRecord change;
+      change.keyspace_id = ks_id;
+      change.timestamp = version.timestamp;
+      change.origin_id = origin_id;
+      change.deleted = m.deleted;
+      change.digest_delta = header.digest;
+      if (current.exists) change.digest_delta ^= current.header.digest;
+      change.count_delta = current.exists ? 0 : 1;
+      change.key = m.key;
+      std::string change_record;
+      internal::EncodeChangeRecord(change, &change_record);
+      batch.Put(internal::ChangeKey(++sequence), change_record);
+      leaf_deltas.push_back(LeafDelta{
+          ks_id, static_cast<uint32_t>(tree::NodeIndexOf(token, depth)),
+          change.digest_delta, change.count_delta});
       current.exists = true;
       current.header = header;
-
-      std::string change;
-      internal::PutFixed32(&change, ks_id);
-      internal::PutFixed64(&change, version.timestamp.raw());
-      internal::PutFixed32(&change, origin_id);
-      change.push_back(
-          static_cast<char>(m.deleted ? internal::kRowDeleted : 0));
-      change.append(m.key);
-      batch.Put(internal::ChangeKey(++sequence), change);
 
       result.applied.push_back(true);
       result.versions.push_back(std::move(version));
@@ -710,29 +774,6 @@ absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
     }
   }
 
-  // The leaves this group changes, as they will be after it.
-  std::vector<std::tuple<uint32_t, uint32_t, tree::NodeState>> new_leaves;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [where, delta] : leaf_digests) {
-      const auto [ks_id, leaf] = where;
-      tree::NodeState state;
-      auto ks_it = keyspaces_by_id_.find(ks_id);
-      if (ks_it != keyspaces_by_id_.end())
-        state = ks_it->second->tree.leaf(leaf);
-      state.digest ^= delta.digest;
-      state.count += leaf_counts[where];
-      new_leaves.emplace_back(ks_id, leaf, state);
-    }
-  }
-  for (const auto& [ks_id, leaf, state] : new_leaves) {
-    if (state.count == 0 && state.digest.IsZero()) {
-      batch.Delete(internal::LeafKey(ks_id, leaf));
-    } else {
-      batch.Put(internal::LeafKey(ks_id, leaf),
-                internal::EncodeLeaf(state.digest, state.count));
-    }
-  }
   if (!new_keyspaces.empty()) {
     batch.Put(
         internal::TaggedKey(internal::kMetaTag, internal::kMetaNextKeyspaceId),
@@ -776,9 +817,10 @@ absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
       origin_names_[id] = name;
     }
     next_origin_id_ = next_origin_id;
-    for (const auto& [where, delta] : leaf_digests) {
-      Keyspace* ks = keyspaces_by_id_.at(where.first);
-      ks->tree.Update(where.second, delta.digest, leaf_counts[where]);
+    for (const LeafDelta& d : leaf_deltas) {
+      keyspaces_by_id_.at(d.keyspace_id)
+          ->tree.Update(d.leaf, d.digest, d.count);
+      dirty_leaves_.insert((uint64_t{d.keyspace_id} << 32) | d.leaf);
     }
     last_sequence_ = sequence;
     if (sequence != first_sequence) {
@@ -788,6 +830,50 @@ absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
   for (size_t g = 0; g < group.size(); ++g)
     group[g]->result = std::move(results[g]);
   for (const ChangeListener& l : listeners) l(sequence);
+  bool checkpoint_due;
+  {
+    absl::MutexLock lock(&mu_);
+    checkpoint_due =
+        sequence - leaves_sequence_ >= options_.leaf_checkpoint_interval;
+  }
+  if (checkpoint_due) {
+    // The batch is durable whatever this returns; a failed checkpoint only
+    // means a longer replay at the next open.
+    (void)CheckpointLeaves();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::CheckpointLeaves() {
+  leveldb::WriteBatch batch;
+  Sequence sequence;
+  {
+    absl::MutexLock lock(&mu_);
+    sequence = last_sequence_;
+    if (sequence == leaves_sequence_) return absl::OkStatus();
+    for (uint64_t where : dirty_leaves_) {
+      const uint32_t ks_id = static_cast<uint32_t>(where >> 32);
+      const uint32_t leaf = static_cast<uint32_t>(where);
+      const tree::NodeState& state =
+          keyspaces_by_id_.at(ks_id)->tree.leaf(leaf);
+      if (state.count == 0 && state.digest.IsZero()) {
+        batch.Delete(internal::LeafKey(ks_id, leaf));
+      } else {
+        batch.Put(internal::LeafKey(ks_id, leaf),
+                  internal::EncodeLeaf(state.digest, state.count));
+      }
+    }
+  }
+  batch.Put(
+      internal::TaggedKey(internal::kMetaTag, internal::kMetaLeavesSequence),
+      Fixed64String(sequence));
+  leveldb::WriteOptions write;
+  write.sync = options_.sync;
+  TALLY_RETURN_IF_ERROR(
+      FromLevelDb(db_->Write(write, &batch), "checkpointing leaves"));
+  absl::MutexLock lock(&mu_);
+  dirty_leaves_.clear();
+  leaves_sequence_ = sequence;
   return absl::OkStatus();
 }
 
@@ -949,17 +1035,20 @@ absl::StatusOr<std::vector<ChangeEntry>> StoreImpl::ReadChanges(Sequence after,
        it->Valid() && it->key()[0] == internal::kChangeTag &&
        out.size() < limit;
        it->Next()) {
-    if (it->key().size() != 9 || it->value().size() < 17) {
+    internal::ChangeRecord change;
+    if (it->key().size() != 9 ||
+        !internal::DecodeChangeRecord(
+            absl::string_view(it->value().data(), it->value().size()),
+            &change)) {
       return Corrupt("change", it->key().ToString());
     }
-    const char* v = it->value().data();
     ChangeEntry entry;
     entry.sequence = DecodeFixed64(it->key().data() + 1);
-    const uint32_t ks_id = DecodeFixed32(v);
-    entry.version.timestamp = HlcTimestamp::FromRaw(DecodeFixed64(v + 4));
-    entry.version.origin = OriginName(DecodeFixed32(v + 12));
-    entry.deleted = (v[16] & internal::kRowDeleted) != 0;
-    entry.key.assign(v + 17, it->value().size() - 17);
+    const uint32_t ks_id = change.keyspace_id;
+    entry.version.timestamp = change.timestamp;
+    entry.version.origin = OriginName(change.origin_id);
+    entry.deleted = change.deleted;
+    entry.key = std::string(change.key);
     {
       absl::MutexLock lock(&mu_);
       auto ks = keyspaces_by_id_.find(ks_id);
@@ -992,11 +1081,13 @@ void StoreImpl::RemoveChangeListener(int id) {
 absl::StatusOr<VerifyReport> StoreImpl::Verify() {
   // One commit boundary for rows, persisted leaves and the in-memory trees.
   const leveldb::Snapshot* snapshot;
+  Sequence leaves_sequence;
   std::vector<std::pair<const Keyspace*, tree::MerkleTree>> trees;
   {
     absl::MutexLock commit_lock(&commit_mu_);
     snapshot = db_->GetSnapshot();
     absl::MutexLock lock(&mu_);
+    leaves_sequence = leaves_sequence_;
     for (const auto& [name, ks] : keyspaces_) {
       trees.emplace_back(ks.get(), ks->tree.Copy());
     }
@@ -1043,31 +1134,22 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
         });
     if (!status.ok()) break;
 
-    std::vector<tree::NodeState> persisted(leaves.size());
-    leveldb::ReadOptions read;
-    read.snapshot = snapshot;
-    std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-    const std::string prefix = internal::LeafKey(ks->id, 0).substr(0, 5);
-    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
-         it->Next()) {
-      const uint32_t leaf = it->key().size() == 9
-                                ? DecodeFixed32(it->key().data() + 5)
-                                : UINT32_MAX;
-      if (leaf >= persisted.size() || it->value().size() != 24) {
-        report.problems.push_back(
-            absl::StrFormat("keyspace '%s': malformed leaf record", ks->name));
-        continue;
-      }
-      persisted[leaf].digest = Digest128::Load(it->value().data());
-      persisted[leaf].count = DecodeFixed64(it->value().data() + 16);
+    absl::StatusOr<std::vector<tree::NodeState>> persisted =
+        RecoverLeaves(snapshot, ks->id, ks->depth, leaves_sequence, nullptr);
+    if (!persisted.ok()) {
+      report.problems.push_back(absl::StrFormat(
+          "keyspace '%s': the persisted leaves cannot be read: %s", ks->name,
+          persisted.status().ToString()));
+      continue;
     }
     for (uint64_t leaf = 0; leaf < leaves.size(); ++leaf) {
-      if (leaves[leaf] != persisted[leaf]) {
+      const tree::NodeState& stored = (*persisted)[leaf];
+      if (leaves[leaf] != stored) {
         report.problems.push_back(absl::StrFormat(
             "keyspace '%s' leaf %d: rows give %s/%d rows, the stored leaf "
             "%s/%d",
             ks->name, leaf, leaves[leaf].digest.ToHex(), leaves[leaf].count,
-            persisted[leaf].digest.ToHex(), persisted[leaf].count));
+            stored.digest.ToHex(), stored.count));
       }
       if (leaves[leaf] != memory_tree.leaf(leaf)) {
         report.problems.push_back(absl::StrFormat(

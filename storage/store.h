@@ -64,6 +64,10 @@ struct StoreOptions {
   // (never half of one: the tree still matches the rows).
   bool sync = true;
 
+  // Leaves are checkpointed after this many changes (and at a clean close);
+  // an open after a crash replays at most this many change-log entries.
+  uint64_t leaf_checkpoint_interval = 1 << 18;
+
   // Limits; exceeding one returns kInvalidArgument naming it.
   size_t max_key_bytes = 16 * 1024;
   size_t max_value_bytes = 1024 * 1024;

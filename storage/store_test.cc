@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/records.h"
+#include "tests/temp_dir.h"
 #include "tree/diff.h"
 
 namespace tally {
@@ -29,21 +30,7 @@ using ::testing::HasSubstr;
 using tree::HlcTimestamp;
 using tree::Version;
 
-// A fresh directory under the test's temp dir, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "tally-store-test-XXXXXX")
-            .string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::tally::testing::TempDir;
 
 StoreOptions Options(const std::string& name = "node-a") {
   StoreOptions options;
@@ -248,8 +235,12 @@ TEST(Store, RandomOperationsKeepTreeEqualToRowsAcrossReopen) {
   std::mt19937_64 rng(seed);
   TempDir dir;
   std::vector<KeyspaceInfo> before;
+  // Checkpoint leaves often, so that reopening mixes checkpointed leaves
+  // with replayed changes.
+  StoreOptions options = Options();
+  options.leaf_checkpoint_interval = 37;
   {
-    auto store = OpenOrDie(dir.path());
+    auto store = OpenOrDie(dir.path(), options);
     ASSERT_TRUE(store->CreateKeyspace("deep", 16).ok());
     for (int round = 0; round < 200; ++round) {
       WriteRequest request;
@@ -278,7 +269,7 @@ TEST(Store, RandomOperationsKeepTreeEqualToRowsAcrossReopen) {
     ExpectSound(*store);
     before = store->ListKeyspaces();
   }
-  auto store = OpenOrDie(dir.path());
+  auto store = OpenOrDie(dir.path(), options);
   const std::vector<KeyspaceInfo> after = store->ListKeyspaces();
   ASSERT_EQ(after.size(), before.size());
   for (size_t i = 0; i < after.size(); ++i) {
@@ -568,6 +559,8 @@ TEST(StoreCrash, AcknowledgedWritesSurviveSigkill) {
       close(fds[0]);
       StoreOptions options = Options();
       options.sync = true;
+      // Odd rounds checkpoint leaves often, even rounds rely on replay.
+      if (round % 2 == 1) options.leaf_checkpoint_interval = 50;
       auto store = Store::Open(dir.path(), options);
       if (!store.ok()) _exit(3);
       FILE* out = fdopen(fds[1], "w");

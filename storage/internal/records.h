@@ -10,13 +10,22 @@
 //                                     | row digest (16) | backend payload
 //   'L' ks-id (4) leaf (4)         -> leaf digest (16) | row count (8)
 //   'C' sequence (8)               -> change: ks-id (4) | HLC (8)
-//                                     | origin id (4) | flags (1) | key
+//                                     | origin id (4) | flags (1)
+//                                     | leaf digest delta (16)
+//                                     | row count delta (1, signed) | key
 //   'O' origin-id (4)              -> origin long name
 //   'N' origin long name           -> origin id (4)
 //   'P' upstream name              -> epoch (8) | sequence (8)
 //
 // A change-log entry does not copy the value: the row holds it, and an entry
 // whose version is no longer the row's has been superseded.
+//
+// Leaves are not written by every commit. Each change-log entry carries the
+// change it made to its leaf (old digest ^ new digest, row count delta), and
+// the leaf records are checkpointed every so many changes and at a clean
+// close, together with 'M' leaves_sequence: the last change they include.
+// Opening replays the entries after it, so leaves and rows always agree
+// after a crash while a commit writes two records per row, not three.
 #ifndef TALLY_STORAGE_INTERNAL_RECORDS_H_
 #define TALLY_STORAGE_INTERNAL_RECORDS_H_
 
@@ -49,6 +58,7 @@ inline constexpr absl::string_view kMetaEpoch = "epoch";
 inline constexpr absl::string_view kMetaLastSequence = "last_sequence";
 inline constexpr absl::string_view kMetaNextKeyspaceId = "next_keyspace";
 inline constexpr absl::string_view kMetaNextOriginId = "next_origin";
+inline constexpr absl::string_view kMetaLeavesSequence = "leaves_sequence";
 
 inline constexpr uint32_t kFormatVersion = 1;
 
@@ -133,6 +143,45 @@ inline std::string EncodeLeaf(const tree::Digest128& digest, uint64_t count) {
   digest.AppendTo(&v);
   PutFixed64(&v, count);
   return v;
+}
+
+// One change-log record. `key` points into the decoded buffer.
+struct ChangeRecord {
+  uint32_t keyspace_id = 0;
+  tree::HlcTimestamp timestamp;
+  uint32_t origin_id = 0;
+  bool deleted = false;
+  tree::Digest128 digest_delta;
+  int8_t count_delta = 0;
+  absl::string_view key;
+};
+inline constexpr size_t kChangeHeaderSize = 4 + 8 + 4 + 1 + 16 + 1;
+
+inline void EncodeChangeRecord(const ChangeRecord& c, std::string* dst) {
+  dst->reserve(dst->size() + kChangeHeaderSize + c.key.size());
+  PutFixed32(dst, c.keyspace_id);
+  PutFixed64(dst, c.timestamp.raw());
+  PutFixed32(dst, c.origin_id);
+  dst->push_back(static_cast<char>(c.deleted ? kRowDeleted : 0));
+  c.digest_delta.AppendTo(dst);
+  dst->push_back(static_cast<char>(c.count_delta));
+  dst->append(c.key.data(), c.key.size());
+}
+
+// Returns false when the record is malformed.
+inline bool DecodeChangeRecord(absl::string_view record, ChangeRecord* c) {
+  if (record.size() <= kChangeHeaderSize) return false;
+  const char* p = record.data();
+  const uint8_t flags = static_cast<uint8_t>(p[16]);
+  if ((flags & ~kRowDeleted) != 0) return false;
+  c->keyspace_id = DecodeFixed32(p);
+  c->timestamp = tree::HlcTimestamp::FromRaw(DecodeFixed64(p + 4));
+  c->origin_id = DecodeFixed32(p + 12);
+  c->deleted = (flags & kRowDeleted) != 0;
+  c->digest_delta = tree::Digest128::Load(p + 17);
+  c->count_delta = static_cast<int8_t>(p[33]);
+  c->key = record.substr(kChangeHeaderSize);
+  return true;
 }
 
 }  // namespace internal
