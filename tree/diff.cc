@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "tree/status_macros.h"
@@ -29,18 +32,104 @@ struct Planned {
   int levels_ahead = 0;
 };
 
-int CeilLog2(double x) {
-  if (x <= 1) return 0;
-  return static_cast<int>(std::ceil(std::log2(x)));
-}
-
 bool EntryLess(const RowEntry& x, const RowEntry& y) {
   if (x.token != y.token) return x.token < y.token;
   return x.key < y.key;
 }
 
-// Runs one diff. Holds the work stack of mismatched nodes; every iteration
-// of Run() takes a bounded batch from it and costs one round trip.
+size_t VarintBytes(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+// What the wire costs, both views together, in the units WireSize counts:
+// the expected bytes to resolve a mismatched node, and the expansion that
+// achieves them. A node digest costs ~9-10 bytes per view and naming a node
+// in a request ~10; a row ~60-100 bytes per view (keys and origin names
+// vary), which is why listing is the expensive step and expansions deep
+// enough to isolate single rows usually pay for themselves.
+//
+// The model: a node holds `rows` rows per view and `expected` differences
+// spread uniformly (Poisson); expanding it 2^L ways leaves
+// 2^L(1 - e^{-expected/2^L}) mismatched children, each resolved with one
+// round fewer. With one round left the node is listed. Results are memoised
+// on a log-scale grid, so a round plans thousands of nodes cheaply.
+class CostModel {
+ public:
+  explicit CostModel(double entry_bytes) : entry_bytes_(entry_bytes) {}
+
+  struct Choice {
+    double bytes = 0;
+    int levels = 0;  // 0: list now
+  };
+
+  // REQUIRES: rounds >= 1, expected >= 1, 1 <= max_levels <= 16.
+  Choice Best(double rows, double expected, int rounds, int max_levels) {
+    const int qr = static_cast<int>(std::lround(std::log2(rows + 1) * 16));
+    const int qe = static_cast<int>(std::lround(std::log2(expected) * 16));
+    const uint64_t key = (uint64_t(rounds) << 56) |
+                         (uint64_t(max_levels) << 48) |
+                         (uint64_t(uint32_t(qr)) << 24) | uint32_t(qe);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    Choice best{ListBytes(rows, expected), 0};
+    if (rounds > 1 && rows > 1) {
+      for (int levels = 1; levels <= max_levels; ++levels) {
+        const double n = std::ldexp(1.0, levels);
+        const double own =
+            kNamedNodeBytes +
+            2 * n * (8 + VarintBytes(static_cast<uint64_t>(rows / n)));
+        if (own >= best.bytes) break;  // grows with levels; cannot win
+        const double mismatched = std::max(1.0, n * -std::expm1(-expected / n));
+        const double child_expected = std::max(1.0, expected / mismatched);
+        // The child that holds a difference holds it plus its share of the
+        // rest.
+        const double child_rows =
+            child_expected + std::max(0.0, rows - expected) / n;
+        const double bytes =
+            own + mismatched * Best(child_rows, child_expected, rounds - 1,
+                                    std::min(max_levels, 16))
+                                   .bytes;
+        if (bytes < best.bytes) best = Choice{bytes, levels};
+      }
+    }
+    memo_.emplace(key, best);
+    return best;
+  }
+
+  double ListBytes(double rows, double expected) const {
+    // The differing rows are there in both views (updates) or one (inserts,
+    // deletes); count them on both, the rest once per view.
+    return kNamedNodeBytes + entry_bytes_ * 2 * std::max(rows, expected);
+  }
+
+ private:
+  // A node named in a request, to both views: tag, level, index, levels.
+  static constexpr double kNamedNodeBytes = 20;
+
+  const double entry_bytes_;
+  std::unordered_map<uint64_t, Choice> memo_;
+};
+
+// One Exchange to each view: the request and where each planned descend's
+// children sit in the answer.
+struct Batch {
+  ViewRequest request;
+  uint64_t descendants = 0;
+  uint64_t listed_rows = 0;
+  std::vector<std::pair<const Planned*, size_t>> descended;  // node, slot
+  std::vector<const Planned*> listed;
+};
+
+// Runs one diff as a sequence of rounds. A round plans every pending node
+// from what earlier rounds saw, then sends the plan as one or more
+// exchanges; the exchanges of a round do not depend on one another, so a
+// remote view may pipeline them (as the two views are asked side by side),
+// and a round costs one round trip of latency however many it holds.
 class Differ {
  public:
   Differ(TreeView& a, TreeView& b, const DiffOptions& options,
@@ -48,32 +137,45 @@ class Differ {
       : a_(a), b_(b), options_(options), sink_(sink), stats_(*stats) {}
 
   absl::Status Run() {
+    // Handshake: the summaries, and with them (independent of them, so in
+    // the same round) the first expansion of the root, which any mismatch
+    // needs and whose size nothing known yet can improve on.
+    stats_.rounds = 1;
     TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_a, a_.Summary());
     TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_b, b_.Summary());
-    stats_.rounds = 1;
     stats_.bytes_sent += 2 * kSummaryRequestBytes;
     stats_.bytes_received += WireSize(summary_a) + WireSize(summary_b);
+    const NodeRef root{0, 0};
+    const uint64_t gap = summary_a.row_count > summary_b.row_count
+                             ? summary_a.row_count - summary_b.row_count
+                             : summary_b.row_count - summary_a.row_count;
+    Planned handshake{Pending{root, summary_a.row_count, summary_b.row_count,
+                              std::max<double>(1, static_cast<double>(gap))},
+                      Step::kDescend,
+                      std::clamp(options_.handshake_levels, 0,
+                                 static_cast<int>(kMaxLevelsAhead))};
+    std::vector<Pending> next;
+    if (handshake.levels_ahead > 0) {
+      TALLY_RETURN_IF_ERROR(RunBatches({handshake}, &next));
+    }
     if (summary_a.root == summary_b.root &&
         summary_a.row_count == summary_b.row_count) {
       return absl::OkStatus();
     }
-    const NodeRef root{0, 0};
     if (summary_a.row_count == 0 || summary_b.row_count == 0) {
       // Nothing to compare against: stream the side that has rows.
       ++stats_.rounds;
       std::vector<NodeRef> ranges{root};
-      if (summary_a.row_count > 0)
+      if (summary_a.row_count > 0) {
         TALLY_RETURN_IF_ERROR(ScanSide(true, ranges));
+      }
       if (summary_b.row_count > 0) {
         TALLY_RETURN_IF_ERROR(ScanSide(false, ranges));
       }
       return absl::OkStatus();
     }
-    const uint64_t gap = summary_a.row_count > summary_b.row_count
-                             ? summary_a.row_count - summary_b.row_count
-                             : summary_b.row_count - summary_a.row_count;
-    work_.push_back(Pending{root, summary_a.row_count, summary_b.row_count,
-                            std::max<double>(1, static_cast<double>(gap))});
+    if (handshake.levels_ahead == 0) next.push_back(handshake.pending);
+    work_ = std::move(next);
     while (!work_.empty()) {
       TALLY_RETURN_IF_ERROR(RunRound());
     }
@@ -84,8 +186,9 @@ class Differ {
   // A summary request carries little more than the keyspace name.
   static constexpr size_t kSummaryRequestBytes = 16;
 
-  // Decides what to do with one mismatched node.
-  Planned Plan(const Pending& p) const {
+  // Decides what to do with one mismatched node, with `rounds` rounds left
+  // (this one included) in the budget.
+  Planned Plan(const Pending& p, int rounds, CostModel& model) const {
     Planned planned{p, Step::kList, 0};
     if (p.count_a == 0) {
       planned.step = Step::kScanB;
@@ -99,65 +202,56 @@ class Differ {
     if (rows <= options_.list_threshold || p.node.level == kTokenBits) {
       return planned;
     }
+    // Past the budget, keep listing cheap rather than adding rounds, except
+    // for ranges too large to list.
+    if (rounds <= 1 && rows > options_.max_list_rows) rounds = 2;
+    const int max_levels =
+        std::min(options_.max_levels_per_round, kTokenBits - p.node.level);
+    const CostModel::Choice choice =
+        model.Best(0.5 * static_cast<double>(p.count_a + p.count_b), p.expected,
+                   std::max(rounds, 1), std::max(max_levels, 1));
+    if (choice.levels == 0 && rows <= options_.max_list_rows) return planned;
     planned.step = Step::kDescend;
-    // Levels to reach ranges small enough to list.
-    const int to_list = std::max(
-        1, CeilLog2(static_cast<double>(rows) / options_.list_threshold));
-    // Levels to spread the expected differences over distinct children.
-    int levels = std::max(CeilLog2(p.expected * options_.spread),
-                          options_.min_levels_per_round);
-    if (p.node.level == 0) {
-      levels = std::max(levels, options_.first_round_levels);
-    }
-    levels = std::min({levels, to_list, options_.max_levels_per_round,
-                       kMaxLevelsAhead, kTokenBits - p.node.level});
-    planned.levels_ahead = std::max(levels, 1);
+    planned.levels_ahead = std::max(choice.levels, 1);
     return planned;
   }
 
-  // Takes a batch off the work stack, within the per-exchange limits.
-  std::vector<Planned> TakeBatch() {
-    std::vector<Planned> batch;
-    uint64_t descendants = 0;
-    uint64_t list_ranges = 0;
-    uint64_t listed_rows = 0;
+  absl::Status RunRound() {
+    ++stats_.rounds;
+    const int rounds_left =
+        options_.target_rounds - static_cast<int>(stats_.rounds) + 1;
+    CostModel model(EntryBytes());
+    // Take the frontier, up to what one round may carry; the rest waits.
+    std::vector<Planned> plan;
+    uint64_t budget = kMaxDescendantsPerExchange *
+                      static_cast<uint64_t>(options_.max_exchanges_per_round);
     while (!work_.empty()) {
-      Planned planned = Plan(work_.back());
-      if (planned.step == Step::kDescend) {
-        const uint64_t n = uint64_t{1} << planned.levels_ahead;
-        if (!batch.empty() && descendants + n > kMaxDescendantsPerExchange) {
-          break;
-        }
-        descendants += n;
-      } else if (planned.step == Step::kList) {
-        const uint64_t rows =
-            std::max(planned.pending.count_a, planned.pending.count_b);
-        // Leave headroom: counts may have moved since they were read.
-        if (!batch.empty() &&
-            (list_ranges + 1 > kMaxListRangesPerExchange ||
-             listed_rows + rows > kMaxEntriesPerExchange / 2)) {
-          break;
-        }
-        ++list_ranges;
-        listed_rows += rows;
-      }
-      batch.push_back(std::move(planned));
+      Planned p = Plan(work_.back(), rounds_left, model);
+      const uint64_t weight =
+          p.step == Step::kDescend
+              ? uint64_t{1} << p.levels_ahead
+              : std::max(p.pending.count_a, p.pending.count_b);
+      if (!plan.empty() && weight > budget) break;
+      budget -= std::min(budget, weight);
+      plan.push_back(std::move(p));
       work_.pop_back();
     }
-    return batch;
+    std::vector<Pending> next;
+    TALLY_RETURN_IF_ERROR(RunBatches(plan, &next));
+    // Deepest first keeps the stack short; `next` goes on top of what waits.
+    work_.insert(work_.end(), next.begin(), next.end());
+    return absl::OkStatus();
   }
 
-  absl::Status RunRound() {
-    std::vector<Planned> batch = TakeBatch();
-    ++stats_.rounds;
-
-    // Streams first: they need no comparison.
+  // Sends `plan` as exchanges within the per-exchange limits and appends the
+  // mismatched children to `next`.
+  absl::Status RunBatches(const std::vector<Planned>& plan,
+                          std::vector<Pending>* next) {
     std::vector<NodeRef> scan_a;
     std::vector<NodeRef> scan_b;
-    ViewRequest request;
     std::vector<const Planned*> descended;
     std::vector<const Planned*> listed;
-    for (const Planned& p : batch) {
+    for (const Planned& p : plan) {
       switch (p.step) {
         case Step::kScanA:
           scan_a.push_back(p.pending.node);
@@ -166,7 +260,6 @@ class Differ {
           scan_b.push_back(p.pending.node);
           break;
         case Step::kList:
-          request.list.push_back(p.pending.node);
           listed.push_back(&p);
           break;
         case Step::kDescend:
@@ -174,67 +267,90 @@ class Differ {
           break;
       }
     }
+    // Streams first: they need no comparison.
     if (!scan_a.empty()) TALLY_RETURN_IF_ERROR(ScanSide(true, scan_a));
     if (!scan_b.empty()) TALLY_RETURN_IF_ERROR(ScanSide(false, scan_b));
 
-    // Dense levels: when most nodes of a level are pending with the same
-    // expansion, fetch the whole level below instead of naming each node.
-    std::map<std::pair<int, int>, uint64_t> group_sizes;
+    std::vector<Batch> batches;
+    auto batch_with_room = [&](uint64_t descendants, uint64_t rows,
+                               bool list) -> Batch& {
+      if (batches.empty() ||
+          batches.back().descendants + descendants >
+              kMaxDescendantsPerExchange ||
+          // Leave headroom: counts may have moved since they were read.
+          batches.back().listed_rows + rows > kMaxEntriesPerExchange / 2 ||
+          (list && batches.back().request.list.size() + 1 >
+                       kMaxListRangesPerExchange)) {
+        batches.emplace_back();
+      }
+      return batches.back();
+    };
+
+    // Dense levels: when most nodes of a level are expanded alike, fetch the
+    // whole level below by one request instead of naming each node.
+    std::map<std::pair<int, int>, std::vector<const Planned*>> groups;
+    std::vector<const Planned*> named;
     for (const Planned* p : descended) {
-      ++group_sizes[{p->pending.node.level, p->levels_ahead}];
+      groups[{p->pending.node.level, p->levels_ahead}].push_back(p);
     }
-    uint64_t total_descendants = 0;
-    for (const Planned* p : descended) {
-      total_descendants += uint64_t{1} << p->levels_ahead;
-    }
-    std::map<std::pair<int, int>, size_t> whole_level_slot;
-    std::vector<size_t> slot_of(descended.size());
-    size_t next_slot = 0;
-    for (const auto& [group, size] : group_sizes) {
+    for (auto& [group, members] : groups) {
       const auto [level, ahead] = group;
       const int target = level + ahead;
-      if (level == 0 || target > kMaxLevelsAhead) continue;
-      const uint64_t whole = uint64_t{1} << target;
-      const uint64_t named = size << ahead;
-      if (static_cast<double>(size) >=
+      if (level > 0 && target <= kMaxLevelsAhead &&
+          static_cast<double>(members.size()) >=
               options_.dense_fraction *
-                  static_cast<double>(uint64_t{1} << level) &&
-          total_descendants - named + whole <= kMaxDescendantsPerExchange) {
-        total_descendants = total_descendants - named + whole;
-        whole_level_slot[group] = next_slot;
-        next_slot += uint64_t{1} << target;
-        request.descend.push_back(DescendRequest{NodeRef{0, 0}, target});
-      }
-    }
-    for (size_t i = 0; i < descended.size(); ++i) {
-      const Planned& p = *descended[i];
-      auto it = whole_level_slot.find({p.pending.node.level, p.levels_ahead});
-      if (it != whole_level_slot.end()) {
-        slot_of[i] = it->second + (p.pending.node.index << p.levels_ahead);
+                  static_cast<double>(uint64_t{1} << level)) {
+        Batch& batch = batch_with_room(uint64_t{1} << target, 0, false);
+        const size_t base = batch.descendants;
+        batch.request.descend.push_back(DescendRequest{NodeRef{0, 0}, target});
+        batch.descendants += uint64_t{1} << target;
+        for (const Planned* p : members) {
+          batch.descended.emplace_back(p,
+                                       base + (p->pending.node.index << ahead));
+        }
       } else {
-        slot_of[i] = next_slot;
-        next_slot += uint64_t{1} << p.levels_ahead;
-        request.descend.push_back(
-            DescendRequest{p.pending.node, p.levels_ahead});
+        named.insert(named.end(), members.begin(), members.end());
       }
     }
-    if (request.descend.empty() && request.list.empty()) {
-      return absl::OkStatus();
+    for (const Planned* p : named) {
+      const uint64_t n = uint64_t{1} << p->levels_ahead;
+      Batch& batch = batch_with_room(n, 0, false);
+      batch.descended.emplace_back(p, batch.descendants);
+      batch.request.descend.push_back(
+          DescendRequest{p->pending.node, p->levels_ahead});
+      batch.descendants += n;
     }
+    for (const Planned* p : listed) {
+      const uint64_t rows = std::max(p->pending.count_a, p->pending.count_b);
+      Batch& batch = batch_with_room(0, rows, true);
+      batch.request.list.push_back(p->pending.node);
+      batch.listed.push_back(p);
+      batch.listed_rows += rows;
+    }
+    for (const Batch& batch : batches) {
+      TALLY_RETURN_IF_ERROR(RunBatch(batch, next));
+    }
+    return absl::OkStatus();
+  }
 
-    TALLY_ASSIGN_OR_RETURN(ViewResponse response_a, a_.Exchange(request));
-    TALLY_ASSIGN_OR_RETURN(ViewResponse response_b, b_.Exchange(request));
-    const size_t request_size = WireSize(request);
+  absl::Status RunBatch(const Batch& batch, std::vector<Pending>* next) {
+    ++stats_.exchanges;
+    TALLY_ASSIGN_OR_RETURN(ViewResponse response_a, a_.Exchange(batch.request));
+    TALLY_ASSIGN_OR_RETURN(ViewResponse response_b, b_.Exchange(batch.request));
+    const size_t request_size = WireSize(batch.request);
     stats_.bytes_sent += 2 * request_size;
     stats_.bytes_received += WireSize(response_a) + WireSize(response_b);
-    TALLY_RETURN_IF_ERROR(CheckShape(request, response_a));
-    TALLY_RETURN_IF_ERROR(CheckShape(request, response_b));
+    TALLY_RETURN_IF_ERROR(CheckShape(batch.request, response_a));
+    TALLY_RETURN_IF_ERROR(CheckShape(batch.request, response_b));
     stats_.digests +=
         response_a.descendants.size() + response_b.descendants.size();
     stats_.entries += response_a.entries.size() + response_b.entries.size();
+    for (const RowEntry& e : response_a.entries) entry_bytes_ += WireSize(e);
+    for (const RowEntry& e : response_b.entries) entry_bytes_ += WireSize(e);
+    entries_seen_ += response_a.entries.size() + response_b.entries.size();
 
-    for (size_t i = 0; i < descended.size(); ++i) {
-      CompareDescendants(*descended[i], response_a, response_b, slot_of[i]);
+    for (const auto& [planned, slot] : batch.descended) {
+      CompareDescendants(*planned, response_a, response_b, slot, next);
     }
     return CompareLists(response_a, response_b);
   }
@@ -260,29 +376,37 @@ class Differ {
   }
 
   void CompareDescendants(const Planned& p, const ViewResponse& response_a,
-                          const ViewResponse& response_b, size_t slot) {
+                          const ViewResponse& response_b, size_t slot,
+                          std::vector<Pending>* next) {
     const uint64_t n = uint64_t{1} << p.levels_ahead;
-    std::vector<Pending> children;
+    const size_t first = next->size();
+    double count_gap = 0;
     for (uint64_t j = 0; j < n; ++j) {
       const NodeDigest& da = response_a.descendants[slot + j];
       const NodeDigest& db = response_b.descendants[slot + j];
       if (da == db) continue;
-      children.push_back(Pending{p.pending.node.Descendant(p.levels_ahead, j),
-                                 da.count, db.count, 1});
+      next->push_back(Pending{p.pending.node.Descendant(p.levels_ahead, j),
+                              da.count, db.count, 1});
+      count_gap += std::fabs(static_cast<double>(da.count) -
+                             static_cast<double>(db.count));
     }
-    if (children.empty()) return;
+    const size_t hit_count = next->size() - first;
+    if (hit_count == 0) return;
     // Estimate the differences below from the share of children that
-    // differed (Poisson occupancy); when all did, assume at least a
-    // coupon-collector's worth.
+    // differed (Poisson occupancy). When all did, that share says only
+    // "many": take it as if one had not, and keep the parent's estimate if
+    // larger. Row count gaps are differences too, whatever the share says.
     const double slots = static_cast<double>(n);
-    const double hit = static_cast<double>(children.size());
-    double total = hit < slots ? -slots * std::log1p(-hit / slots)
-                               : std::max(p.pending.expected,
-                                          1.5 * slots * std::log(slots + 1));
-    total = std::max(total, hit);
-    for (Pending& child : children) {
-      child.expected = std::max(1.0, total / hit);
-      work_.push_back(child);
+    const double hit = static_cast<double>(hit_count);
+    double total;
+    if (hit < slots) {
+      total = -slots * std::log1p(-hit / slots);
+    } else {
+      total = std::max(p.pending.expected, slots * std::log(2 * slots));
+    }
+    total = std::max({total, hit, count_gap});
+    for (size_t i = first; i < next->size(); ++i) {
+      (*next)[i].expected = std::max(1.0, total / hit);
     }
   }
 
@@ -330,6 +454,13 @@ class Differ {
     return sink_(in_a, in_b);
   }
 
+  // Mean wire size of the rows seen so far; a guess before any.
+  double EntryBytes() const {
+    return entries_seen_ == 0 ? options_.entry_bytes_guess
+                              : static_cast<double>(entry_bytes_) /
+                                    static_cast<double>(entries_seen_);
+  }
+
   TreeView& a_;
   TreeView& b_;
   const DiffOptions& options_;
@@ -338,15 +469,18 @@ class Differ {
   // Mismatched nodes still to examine; a stack, so that the descent goes
   // deep before wide and the stack stays bounded.
   std::vector<Pending> work_;
+  uint64_t entry_bytes_ = 0;
+  uint64_t entries_seen_ = 0;
 };
 
 }  // namespace
 
 std::string DiffStats::DebugString() const {
   return absl::StrFormat(
-      "differences=%d rounds=%d digests=%d entries=%d bytes_sent=%d "
-      "bytes_received=%d",
-      differences, rounds, digests, entries, bytes_sent, bytes_received);
+      "differences=%d rounds=%d exchanges=%d digests=%d entries=%d "
+      "bytes_sent=%d bytes_received=%d",
+      differences, rounds, exchanges, digests, entries, bytes_sent,
+      bytes_received);
 }
 
 absl::Status DiffViews(TreeView& a, TreeView& b, const DiffOptions& options,

@@ -5,19 +5,29 @@
 // iterative method does, but batches and adapts so that its cost follows the
 // number of differences d, not the number of rows N:
 //
-//  1. Summaries: equal roots and counts end the diff in one round. An empty
-//     side skips the tree: the other side is streamed.
+//  1. Handshake: the summaries, and in the same round the root expanded
+//     `handshake_levels` levels. Equal roots and counts end the diff in one
+//     round. An empty side skips the tree: the other side is streamed.
 //  2. Descent: every mismatched node is expanded several levels in one round.
-//     How many depends on what the previous round saw: the share of children
-//     that differed estimates how many differences lie below each node, and
-//     the node's row count says how far listing is. When most nodes of a
-//     level differ, the whole level is fetched instead of node by node.
+//     How many is chosen by a cost model of the wire (a node digest ~9-10
+//     bytes per view, a listed row ~60-100) to finish within
+//     `target_rounds`: the share of children that differed in the previous
+//     round estimates how many differences lie below each node, and its row
+//     count says what listing it would cost. When most nodes of a level
+//     differ, the whole level is fetched instead of node by node. A round
+//     may hold several exchanges (within the per-exchange limits); they do
+//     not depend on one another, so it costs one round trip.
 //  3. Below the leaves the same descent continues over token sub-ranges,
-//     which the views answer by range scans, until a range holds at most
-//     `list_threshold` rows on both sides.
+//     which the views answer by range scans, until listing a range costs
+//     less than expanding it further.
 //  4. Listing: both sides list (key, version, digest) for those ranges; keys
 //     missing on one side or with different digests are the differences.
 //     A range that is empty on one side is streamed from the other.
+//
+// Cost at N = 1M rows (tally-bench --scenario=diff-mem): 4 rounds, ~1.3 KB
+// per difference at d = 1000, ~0.8 KB at d = 10000. With only both views'
+// digests and rows on the wire, bytes and rounds trade against each other:
+// target_rounds = 5 gives ~0.95 KB, 6 ~0.8 KB at d = 1000.
 //
 // The views may have different depths: nodes are token ranges, and every
 // view answers for any level (from its tree above its depth, by scanning
@@ -26,8 +36,9 @@
 // Concurrent writes on either side may make a key appear or vanish from the
 // result; the next diff sees the settled state.
 //
-// Memory: bounded by the per-exchange limits in tree_view.h and the depth of
-// the descent, whatever N and d are; differences are delivered through a sink
+// Memory: bounded by the per-exchange limits in tree_view.h times
+// `max_exchanges_per_round` and the depth of the descent, whatever N and d
+// are; differences are delivered through a sink
 // rather than collected.
 //
 //   DiffStats stats;
@@ -51,16 +62,26 @@ namespace tally {
 namespace tree {
 
 struct DiffOptions {
-  // Ranges with at most this many rows on both sides are listed row by row.
-  uint64_t list_threshold = 8;
-  // Bounds on how many levels one node is expanded in one round.
-  int min_levels_per_round = 3;
-  int max_levels_per_round = 8;
-  // Levels fetched below the root in the first descent round, before
-  // anything is known about how many differences there are.
-  int first_round_levels = 5;
-  // Children per expected difference: 2^levels ~ spread * expected.
-  double spread = 2.0;
+  // Rounds a diff aims to finish in, the handshake included. The expansion
+  // of each node is chosen by a cost model (bytes on the wire) to finish
+  // within what is left; estimates can be wrong, so it is a target.
+  int target_rounds = 4;
+  // Levels of the root fetched with the summaries, in the same round.
+  // Costs 2 * 2^levels node digests even when the views are equal; views
+  // shallower than this answer it by a scan. 5 keeps an in-sync check
+  // under 1 KB (about 800 bytes) and costs ~10% more per difference at
+  // d = 1000 than 8 levels would (tally-bench --scenario=diff-mem).
+  int handshake_levels = 5;
+  // Ranges with at most this many rows on both sides are listed.
+  uint64_t list_threshold = 1;
+  // Ranges with more rows than this are never listed, whatever the budget.
+  uint64_t max_list_rows = 64;
+  // Bound on how many levels one node is expanded in one round.
+  int max_levels_per_round = 16;
+  // Exchanges per view one round may send; bounds the memory of a round.
+  int max_exchanges_per_round = 16;
+  // Wire size of a listed row, until rows have been seen.
+  double entry_bytes_guess = 80;
   // When the pending nodes of one level are at least this share of that
   // level, the whole level below is fetched without naming nodes.
   double dense_fraction = 0.5;
@@ -68,6 +89,7 @@ struct DiffOptions {
 
 struct DiffStats {
   uint64_t rounds = 0;          // round trips (one per batch to both views)
+  uint64_t exchanges = 0;       // Exchange calls per view, over all rounds
   uint64_t digests = 0;         // node digests received from both views
   uint64_t entries = 0;         // rows listed or streamed by both views
   uint64_t bytes_sent = 0;      // request payload, both views

@@ -1,0 +1,254 @@
+// diff-mem: DiffViews between two in-memory views of N rows, for several
+// numbers of differences, against a Cassandra-style baseline over the same
+// views (every leaf digest at depth 16 from both sides, then every row of
+// each mismatched leaf from both sides).
+//
+// What it shows: bytes and rounds per session as d grows, with N fixed, and
+// how far below the leaf-exchange baseline tally stays. It checks that the
+// diff found exactly the keys it changed.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <random>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "tools/bench/scenario.h"
+#include "tree/diff.h"
+#include "tree/digest.h"
+#include "tree/memory_tree_view.h"
+#include "tree/status_macros.h"
+#include "tree/token.h"
+#include "tree/tree_view.h"
+
+ABSL_FLAG(std::string, diffs, "0,1,100,10000",
+          "diff-mem: comma-separated numbers of differing keys.");
+ABSL_FLAG(int, target_rounds, tally::tree::DiffOptions{}.target_rounds,
+          "diff-mem: DiffOptions::target_rounds.");
+ABSL_FLAG(int, handshake_levels, tally::tree::DiffOptions{}.handshake_levels,
+          "diff-mem: DiffOptions::handshake_levels.");
+
+namespace tally {
+namespace bench {
+namespace {
+
+using tree::RowEntry;
+
+constexpr int kDepth = 16;
+constexpr int kBaselineDepth = 16;
+constexpr size_t kKeyBytes = 16;
+constexpr size_t kValueBytes = 100;
+constexpr char kKeyspace[] = "bench";
+// Origins travel by long name, so their length is part of every row's wire
+// size; these are as long as a host:port name.
+constexpr char kOriginA[] = "tally-a.example.internal:7000";
+constexpr char kOriginB[] = "tally-b.example.internal:7000";
+
+// A 16-byte key; distinct for distinct `i` (multiplying by an odd constant
+// is a bijection on 64-bit integers).
+std::string KeyOf(uint64_t i) {
+  return absl::StrFormat("%016x", (i + 1) * 0x9E3779B97F4A7C15ull);
+}
+
+RowEntry MakeRow(std::string key, uint64_t millis, const char* origin,
+                 bool deleted, std::mt19937_64& rng) {
+  std::string value;
+  if (!deleted) {
+    value.resize(kValueBytes);
+    for (char& c : value) c = static_cast<char>('a' + rng() % 26);
+  }
+  RowEntry row;
+  row.token = tree::TokenOf(key);
+  row.key = std::move(key);
+  row.version = tree::Version{tree::HlcTimestamp::FromParts(millis, 0), origin};
+  row.deleted = deleted;
+  row.digest = tree::RowDigest(kKeyspace, row.key, row.version, deleted, value);
+  return row;
+}
+
+// Replica b: a copy of `base` with `d` distinct keys changed on b alone,
+// mixing updates, deletes (tombstones), keys b lacks and keys only b has.
+std::vector<RowEntry> MakeReplicaB(const std::vector<RowEntry>& base,
+                                   uint64_t d, std::mt19937_64& rng,
+                                   std::unordered_set<std::string>* changed) {
+  std::vector<RowEntry> b = base;
+  std::vector<bool> erased(b.size(), false);
+  std::vector<RowEntry> added;
+  std::unordered_set<uint64_t> picked;
+  for (uint64_t i = 0; i < d; ++i) {
+    const uint64_t t = 2'000'000 + i;
+    if (i % 10 == 9) {  // only on b
+      added.push_back(MakeRow(KeyOf(base.size() + i), t, kOriginB, false, rng));
+      changed->insert(added.back().key);
+      continue;
+    }
+    uint64_t index;
+    do {
+      index = rng() % b.size();
+    } while (!picked.insert(index).second);
+    changed->insert(b[index].key);
+    switch (i % 10) {
+      case 6:
+      case 7:  // deleted on b
+        b[index] = MakeRow(b[index].key, t, kOriginB, true, rng);
+        break;
+      case 8:  // only on a
+        erased[index] = true;
+        break;
+      default:  // updated on b
+        b[index] = MakeRow(b[index].key, t, kOriginB, false, rng);
+        break;
+    }
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (erased[i]) continue;
+    if (kept != i) b[kept] = std::move(b[i]);
+    ++kept;
+  }
+  b.resize(kept);
+  for (RowEntry& row : added) b.push_back(std::move(row));
+  return b;
+}
+
+// Cassandra-style repair over the same views: both sides send every leaf
+// digest at depth 16, then both stream every row of each leaf that differs.
+// Counted with the diff's own wire model (tree::WireSize).
+absl::StatusOr<uint64_t> BaselinePayload(tree::TreeView& a, tree::TreeView& b) {
+  tree::ViewRequest request;
+  request.descend.push_back({tree::NodeRef{0, 0}, kBaselineDepth});
+  TALLY_ASSIGN_OR_RETURN(const tree::ViewResponse leaves_a,
+                         a.Exchange(request));
+  TALLY_ASSIGN_OR_RETURN(const tree::ViewResponse leaves_b,
+                         b.Exchange(request));
+  uint64_t bytes = 2 * tree::WireSize(request) + tree::WireSize(leaves_a) +
+                   tree::WireSize(leaves_b);
+  std::vector<tree::NodeRef> mismatched;
+  for (size_t i = 0; i < leaves_a.descendants.size(); ++i) {
+    if (leaves_a.descendants[i] != leaves_b.descendants[i]) {
+      mismatched.push_back(tree::NodeRef{kBaselineDepth, i});
+    }
+  }
+  const tree::EntrySink count = [&bytes](const RowEntry& entry) {
+    bytes += tree::WireSize(entry);
+    return absl::OkStatus();
+  };
+  TALLY_RETURN_IF_ERROR(a.Scan(mismatched, count));
+  TALLY_RETURN_IF_ERROR(b.Scan(mismatched, count));
+  return bytes;
+}
+
+absl::StatusOr<std::vector<uint64_t>> ParseDiffs(const std::string& flag) {
+  std::vector<uint64_t> out;
+  for (absl::string_view part : absl::StrSplit(flag, ',', absl::SkipEmpty())) {
+    uint64_t d;
+    if (!absl::SimpleAtoi(part, &d)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--diffs: '%s' is not a number", part));
+    }
+    out.push_back(d);
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError("--diffs names no number of differences");
+  }
+  return out;
+}
+
+absl::Status RunDiffMem(std::ostream& out) {
+  const uint64_t n = absl::GetFlag(FLAGS_rows);
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  TALLY_ASSIGN_OR_RETURN(const std::vector<uint64_t> diffs,
+                         ParseDiffs(absl::GetFlag(FLAGS_diffs)));
+  for (uint64_t d : diffs) {
+    if (n == 0 || d > n / 2) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--diffs=%d with --rows=%d: at most half the rows may differ", d, n));
+    }
+  }
+
+  std::mt19937_64 rng(seed);
+  std::vector<RowEntry> base;
+  base.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    base.push_back(
+        MakeRow(KeyOf(i), 1'000'000 + rng() % 1'000'000, kOriginA, false, rng));
+  }
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<tree::MemoryTreeView> view_a,
+                         tree::MemoryTreeView::Create(kDepth, base));
+
+  tree::DiffOptions options;
+  options.target_rounds = absl::GetFlag(FLAGS_target_rounds);
+  options.handshake_levels = absl::GetFlag(FLAGS_handshake_levels);
+  out << absl::StrFormat(
+      "rows: %d-byte keys, %d-byte values, depth %d on both sides; seed %d\n"
+      "diff: target_rounds=%d handshake_levels=%d\n"
+      "baseline: every depth-%d leaf digest from both sides, then every row "
+      "of each mismatched leaf from both sides\n\n",
+      kKeyBytes, kValueBytes, kDepth, seed, options.target_rounds,
+      options.handshake_levels, kBaselineDepth);
+  const char* const kHeader =
+      "%9s %6s %6s %5s %8s %8s %10s %11s %11s %8s %8s %12s %11s\n";
+  const char* const kRow =
+      "%9d %6d %6d %5d %8d %8d %10d %11d %11d %8s %8.1f %12d %11s\n";
+  out << absl::StrFormat(kHeader, "N", "d", "rounds", "exch", "digests",
+                         "entries", "sent", "received", "payload", "B/diff",
+                         "ms", "base_payload", "tally/base");
+  for (uint64_t d : diffs) {
+    std::unordered_set<std::string> changed;
+    TALLY_ASSIGN_OR_RETURN(std::unique_ptr<tree::MemoryTreeView> view_b,
+                           tree::MemoryTreeView::Create(
+                               kDepth, MakeReplicaB(base, d, rng, &changed)));
+
+    tree::DiffStats stats;
+    uint64_t unexpected = 0;
+    const auto start = std::chrono::steady_clock::now();
+    TALLY_RETURN_IF_ERROR(tree::DiffViews(
+        *view_a, *view_b, options,
+        [&](const RowEntry* in_a, const RowEntry* in_b) {
+          const std::string& key = in_a != nullptr ? in_a->key : in_b->key;
+          if (changed.count(key) == 0) ++unexpected;
+          return absl::OkStatus();
+        },
+        &stats));
+    const double millis = std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - start)
+                              .count();
+    if (stats.differences != d || unexpected != 0) {
+      return absl::InternalError(absl::StrFormat(
+          "diff with d=%d reported %d differences, %d of them unchanged keys",
+          d, stats.differences, unexpected));
+    }
+
+    TALLY_ASSIGN_OR_RETURN(const uint64_t baseline,
+                           BaselinePayload(*view_a, *view_b));
+    const std::string per_diff =
+        d == 0 ? "-" : absl::StrFormat("%d", stats.payload_bytes() / d);
+    const std::string ratio = absl::StrFormat(
+        "%.4f", static_cast<double>(stats.payload_bytes()) /
+                    static_cast<double>(std::max<uint64_t>(baseline, 1)));
+    out << absl::StrFormat(kRow, n, d, stats.rounds, stats.exchanges,
+                           stats.digests, stats.entries, stats.bytes_sent,
+                           stats.bytes_received, stats.payload_bytes(),
+                           per_diff, millis, baseline, ratio);
+    out.flush();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Scenario DiffMemScenario() {
+  return {"diff-mem",
+          "DiffViews between two in-memory views vs. a leaf-exchange baseline",
+          &RunDiffMem};
+}
+
+}  // namespace bench
+}  // namespace tally

@@ -1,0 +1,183 @@
+// Scenario "ingest": rows through the store (tree maintenance, change log,
+// one WriteBatch per commit) against raw LevelDB WriteBatches of the same
+// keys and values, with the same LevelDB options, in the same run.
+#include <leveldb/cache.h>
+#include <leveldb/db.h>
+#include <leveldb/filter_policy.h>
+#include <leveldb/write_batch.h>
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "storage/store.h"
+#include "tools/bench/scenario.h"
+#include "tools/bench/store_fixture.h"
+
+ABSL_FLAG(uint64_t, ingest_batch, 100, "ingest: rows per write batch");
+ABSL_FLAG(uint64_t, ingest_sync_rows, 100000,
+          "ingest: rows for the sync=true comparison (0 to skip)");
+
+namespace tally {
+namespace bench {
+namespace {
+
+constexpr size_t kKeyBytes = 16;
+constexpr size_t kValueBytes = 100;
+
+struct Run {
+  double seconds = 0;
+  uint64_t disk_bytes = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// Raw LevelDB with the options Store::Open uses. With `same_work`, it also
+// does what any last-writer-wins store with a change log must: read the key
+// before writing it, and write a change record beside the row.
+absl::StatusOr<Run> IngestRaw(uint64_t rows, uint64_t batch_rows, bool sync,
+                              bool same_work, uint64_t seed) {
+  ScratchDir dir("raw");
+  storage::StoreOptions store_defaults;
+  std::unique_ptr<leveldb::Cache> cache(
+      leveldb::NewLRUCache(store_defaults.block_cache_bytes));
+  std::unique_ptr<const leveldb::FilterPolicy> filter(
+      leveldb::NewBloomFilterPolicy(10));
+  leveldb::Options options;
+  options.create_if_missing = true;
+  options.write_buffer_size = store_defaults.write_buffer_bytes;
+  options.block_cache = cache.get();
+  options.filter_policy = filter.get();
+  options.max_file_size = 8 * 1024 * 1024;
+  leveldb::DB* raw = nullptr;
+  leveldb::Status s = leveldb::DB::Open(options, dir.path(), &raw);
+  if (!s.ok()) return absl::UnavailableError(s.ToString());
+  std::unique_ptr<leveldb::DB> db(raw);
+  std::mt19937_64 rng(seed);
+  leveldb::WriteOptions write;
+  write.sync = sync;
+  Run run;
+  const auto start = Clock::now();
+  for (uint64_t done = 0; done < rows;) {
+    leveldb::WriteBatch batch;
+    for (uint64_t i = 0; i < batch_rows && done < rows; ++i, ++done) {
+      const std::string key = RandomBytes(rng, kKeyBytes);
+      const std::string value = RandomBytes(rng, kValueBytes);
+      if (!same_work) {
+        batch.Put(key, value);
+        continue;
+      }
+      std::string existing;
+      s = db->Get(leveldb::ReadOptions(), key, &existing);
+      if (!s.ok() && !s.IsNotFound()) {
+        return absl::UnavailableError(s.ToString());
+      }
+      batch.Put(key, value);
+      char change_key[9] = {'C'};
+      for (int b = 0; b < 8; ++b) {
+        change_key[1 + b] = static_cast<char>(done >> (56 - 8 * b));
+      }
+      batch.Put(leveldb::Slice(change_key, 9), key);
+    }
+    s = db->Write(write, &batch);
+    if (!s.ok()) return absl::UnavailableError(s.ToString());
+  }
+  run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  db.reset();
+  run.disk_bytes = DirectoryBytes(dir.path());
+  return run;
+}
+
+absl::StatusOr<Run> IngestStore(uint64_t rows, uint64_t batch_rows, bool sync,
+                                uint64_t seed) {
+  ScratchDir dir("store");
+  storage::StoreOptions options;
+  options.node_name = "bench";
+  options.sync = sync;
+  auto store = storage::Store::Open(dir.path(), options);
+  if (!store.ok()) return store.status();
+  absl::Status s = (*store)->CreateKeyspace("bench", tree::kDefaultDepth);
+  if (!s.ok()) return s;
+  std::mt19937_64 rng(seed);
+  Run run;
+  const auto start = Clock::now();
+  for (uint64_t done = 0; done < rows;) {
+    storage::WriteRequest request;
+    request.mutations.reserve(batch_rows);
+    for (uint64_t i = 0; i < batch_rows && done < rows; ++i, ++done) {
+      request.mutations.push_back(storage::Mutation::Put(
+          "bench", RandomBytes(rng, kKeyBytes), RandomBytes(rng, kValueBytes)));
+    }
+    auto result = (*store)->Write(std::move(request));
+    if (!result.ok()) return result.status();
+  }
+  run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  auto info = (*store)->GetKeyspace("bench");
+  if (!info.ok()) return info.status();
+  if (info->row_count != rows) {
+    return absl::InternalError(absl::StrFormat(
+        "the store holds %d rows after ingesting %d", info->row_count, rows));
+  }
+  store->reset();
+  run.disk_bytes = DirectoryBytes(dir.path());
+  return run;
+}
+
+absl::Status RunIngest(std::ostream& out) {
+  const uint64_t rows = absl::GetFlag(FLAGS_rows);
+  const uint64_t batch = absl::GetFlag(FLAGS_ingest_batch);
+  const uint64_t sync_rows = absl::GetFlag(FLAGS_ingest_sync_rows);
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  if (rows == 0 || batch == 0) {
+    return absl::InvalidArgumentError("--rows and --ingest_batch must be > 0");
+  }
+  out << absl::StrFormat(
+      "ingest: %d-byte keys, %d-byte values, batches of %d, depth %d\n",
+      kKeyBytes, kValueBytes, batch, tree::kDefaultDepth);
+  out << absl::StrFormat("%-5s %8s %11s %11s %12s %8s %8s %8s %8s\n", "sync",
+                         "rows", "raw rows/s", "raw+lww+log", "store rows/s",
+                         "raw MB", "store MB", "ratio", "ratio2");
+  struct Mode {
+    bool sync;
+    uint64_t rows;
+  };
+  std::vector<Mode> modes{{false, rows}};
+  if (sync_rows > 0) modes.push_back({true, std::min(sync_rows, rows)});
+  for (const Mode& mode : modes) {
+    auto raw = IngestRaw(mode.rows, batch, mode.sync, false, seed);
+    if (!raw.ok()) return raw.status();
+    auto same = IngestRaw(mode.rows, batch, mode.sync, true, seed);
+    if (!same.ok()) return same.status();
+    auto store = IngestStore(mode.rows, batch, mode.sync, seed);
+    if (!store.ok()) return store.status();
+    const double raw_rate = static_cast<double>(mode.rows) / raw->seconds;
+    const double same_rate = static_cast<double>(mode.rows) / same->seconds;
+    const double store_rate = static_cast<double>(mode.rows) / store->seconds;
+    out << absl::StrFormat(
+        "%-5s %8d %11.0f %11.0f %12.0f %8.1f %8.1f %8.2f %8.2f\n",
+        mode.sync ? "on" : "off", mode.rows, raw_rate, same_rate, store_rate,
+        raw->disk_bytes / 1e6, store->disk_bytes / 1e6, store_rate / raw_rate,
+        store_rate / same_rate);
+  }
+  out << "ratio  = store / raw LevelDB blind writes of the same rows (goal "
+         ">= 0.85)\n"
+         "ratio2 = store / raw LevelDB doing the unavoidable work of LWW with "
+         "a change log\n         (read each key first, write row and change "
+         "record): the cost of the tree itself\n";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Scenario IngestScenario() {
+  return {"ingest",
+          "rows into the store vs raw LevelDB WriteBatches of the same rows",
+          &RunIngest};
+}
+
+}  // namespace bench
+}  // namespace tally
