@@ -496,6 +496,23 @@ absl::Status StoreImpl::ValidateRequest(const WriteRequest& request) const {
       return absl::InvalidArgumentError(absl::StrFormat(
           "delete of key '%s' carries a value", absl::CHexEscape(m.key)));
     }
+    if (m.erase && request.mode != ApplyMode::kSourceOverride) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "erase of key '%s' outside a source override; use a delete",
+          absl::CHexEscape(m.key)));
+    }
+    if (m.erase && (m.deleted || !m.value.empty())) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("erase of key '%s' carries a value or a delete flag",
+                          absl::CHexEscape(m.key)));
+    }
+    if (request.mode == ApplyMode::kSourceOverride && !m.erase &&
+        !m.version.has_value()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "row '%s' of a source override has no version; the source's "
+          "version is required",
+          absl::CHexEscape(m.key)));
+    }
     if (m.version.has_value()) {
       TALLY_RETURN_IF_ERROR(ValidateNodeName(m.version->origin));
       if (m.version->timestamp.IsZero()) {
@@ -709,7 +726,46 @@ absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
         origin_id = kLocalOriginId;
       }
 
-      if (current.exists) {
+      if (m.erase) {
+        // Source override: the source lacks this row.
+        if (!current.exists) {
+          result.applied.push_back(false);
+          result.versions.push_back(version);
+          continue;
+        }
+        batch.Delete(row_key);
+        internal::ChangeRecord change;
+        change.keyspace_id = ks_id;
+        change.timestamp = version.timestamp;
+        change.origin_id = origin_id;
+        change.erased = true;
+        change.digest_delta = current.header.digest;
+        change.count_delta = -1;
+        change.key = m.key;
+        std::string change_record;
+        internal::EncodeChangeRecord(change, &change_record);
+        batch.Put(internal::ChangeKey(++sequence), change_record);
+        leaf_deltas.push_back(LeafDelta{
+            ks_id, static_cast<uint32_t>(tree::NodeIndexOf(token, depth)),
+            change.digest_delta, -1});
+        current.exists = false;
+        current.header = RowHeader{};
+        result.applied.push_back(true);
+        result.versions.push_back(std::move(version));
+        result.last_sequence = sequence;
+        continue;
+      }
+
+      const Digest128 digest =
+          tree::RowDigest(m.keyspace, m.key, version, m.deleted, m.value);
+      if (current.exists && request.mode == ApplyMode::kSourceOverride) {
+        // The source's row replaces ours whenever they differ.
+        if (current.header.digest == digest) {
+          result.applied.push_back(false);
+          result.versions.push_back(version);
+          continue;
+        }
+      } else if (current.exists) {
         // Last writer wins: compare with the stored version.
         std::string stored_origin;
         if (current.header.origin_id >= first_new_origin_id) {
@@ -732,8 +788,7 @@ absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
       header.timestamp = version.timestamp;
       header.origin_id = origin_id;
       header.deleted = m.deleted;
-      header.digest =
-          tree::RowDigest(m.keyspace, m.key, version, m.deleted, m.value);
+      header.digest = digest;
       TALLY_ASSIGN_OR_RETURN(
           std::string payload,
           backend_->StageValue(RowLocation{m.keyspace, token, m.key}, m.value));
@@ -1048,6 +1103,7 @@ absl::StatusOr<std::vector<ChangeEntry>> StoreImpl::ReadChanges(Sequence after,
     entry.version.timestamp = change.timestamp;
     entry.version.origin = OriginName(change.origin_id);
     entry.deleted = change.deleted;
+    entry.erased = change.erased;
     entry.key = std::string(change.key);
     {
       absl::MutexLock lock(&mu_);
@@ -1286,6 +1342,14 @@ Mutation Mutation::Put(std::string keyspace, std::string key,
   m.keyspace = std::move(keyspace);
   m.key = std::move(key);
   m.value = std::move(value);
+  return m;
+}
+
+Mutation Mutation::Erase(std::string keyspace, std::string key) {
+  Mutation m;
+  m.keyspace = std::move(keyspace);
+  m.key = std::move(key);
+  m.erase = true;
   return m;
 }
 

@@ -96,9 +96,14 @@ struct Mutation {
   // Unset for a local write (stamped at commit). Set for a replicated or
   // repaired row, which keeps its version and origin.
   std::optional<tree::Version> version;
+  // Removes the row altogether, leaving no tombstone. Only with
+  // ApplyMode::kSourceOverride: the source does not have the row, so the
+  // copy must not have it either.
+  bool erase = false;
 
   static Mutation Put(std::string keyspace, std::string key, std::string value);
   static Mutation Delete(std::string keyspace, std::string key);
+  static Mutation Erase(std::string keyspace, std::string key);
 };
 
 // Upstream replication progress, committed together with the rows it
@@ -109,9 +114,22 @@ struct UpstreamProgress {
   Sequence sequence = 0;
 };
 
+// How a request's mutations meet the stored rows.
+enum class ApplyMode {
+  // A mutation is applied only when its version is higher than the stored
+  // one (last writer wins).
+  kLastWriterWins,
+  // The mutations come from an authoritative source (seed 000's master):
+  // each replaces the stored row whenever the two differ, whatever their
+  // versions, and `erase` mutations remove rows the source does not have.
+  // Every mutation must carry a version (the source's).
+  kSourceOverride,
+};
+
 struct WriteRequest {
   std::vector<Mutation> mutations;
   std::optional<UpstreamProgress> progress;
+  ApplyMode mode = ApplyMode::kLastWriterWins;
 };
 
 struct WriteResult {
@@ -147,6 +165,8 @@ struct ChangeEntry {
   std::string key;
   tree::Version version;
   bool deleted = false;
+  // The row was removed by a source override (no tombstone remains).
+  bool erased = false;
 };
 
 struct VerifyReport {

@@ -175,6 +175,48 @@ TEST(Store, SameKeyTwiceInOneBatchKeepsTheWinner) {
   ExpectSound(*store);
 }
 
+TEST(Store, SourceOverrideReplacesNewerRowsAndErasesExtras) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(WriteOne(*store, Mutation::Put("ks", "newer", "local")).ok());
+  ASSERT_TRUE(WriteOne(*store, Mutation::Put("ks", "extra", "local")).ok());
+  ASSERT_TRUE(WriteOne(*store, Remote("same", "v", 100, "src")).ok());
+
+  WriteRequest request;
+  request.mode = ApplyMode::kSourceOverride;
+  request.mutations.push_back(Remote("newer", "from-source", 5, "src"));
+  request.mutations.push_back(Remote("same", "v", 100, "src"));
+  request.mutations.push_back(Mutation::Erase("ks", "extra"));
+  request.mutations.push_back(Mutation::Erase("ks", "never-existed"));
+  auto r = store->Write(std::move(request));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->applied, ::testing::ElementsAre(true, false, true, false));
+  auto row = store->Get("ks", "newer");
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->value, "from-source");
+  EXPECT_EQ(row->version.origin, "src");  // the source's version, kept
+  EXPECT_EQ(store->Get("ks", "extra").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->GetKeyspace("ks")->row_count, 2u);
+  auto changes = store->ReadChanges(0, 100);
+  ASSERT_TRUE(changes.ok());
+  EXPECT_TRUE(changes->back().erased);
+  ExpectSound(*store);
+}
+
+TEST(Store, EraseAndVersionlessOverrideAreRefused) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  EXPECT_EQ(WriteOne(*store, Mutation::Erase("ks", "k")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  WriteRequest request;
+  request.mode = ApplyMode::kSourceOverride;
+  request.mutations.push_back(Mutation::Put("ks", "k", "v"));
+  EXPECT_EQ(store->Write(std::move(request)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->last_sequence(), 0u);
+}
+
 TEST(Store, ChangeLogKeepsOriginalOrigins) {
   TempDir dir;
   auto store = OpenOrDie(dir.path());

@@ -64,6 +64,8 @@ inline constexpr uint32_t kFormatVersion = 1;
 
 // Row flags.
 inline constexpr uint8_t kRowDeleted = 1;
+// Change flags: the change removed the row (a source override's erase).
+inline constexpr uint8_t kChangeErased = 2;
 
 inline std::string TaggedKey(char tag, absl::string_view name) {
   std::string k(1, tag);
@@ -151,6 +153,7 @@ struct ChangeRecord {
   tree::HlcTimestamp timestamp;
   uint32_t origin_id = 0;
   bool deleted = false;
+  bool erased = false;
   tree::Digest128 digest_delta;
   int8_t count_delta = 0;
   absl::string_view key;
@@ -162,7 +165,8 @@ inline void EncodeChangeRecord(const ChangeRecord& c, std::string* dst) {
   PutFixed32(dst, c.keyspace_id);
   PutFixed64(dst, c.timestamp.raw());
   PutFixed32(dst, c.origin_id);
-  dst->push_back(static_cast<char>(c.deleted ? kRowDeleted : 0));
+  dst->push_back(static_cast<char>((c.deleted ? kRowDeleted : 0) |
+                                   (c.erased ? kChangeErased : 0)));
   c.digest_delta.AppendTo(dst);
   dst->push_back(static_cast<char>(c.count_delta));
   dst->append(c.key.data(), c.key.size());
@@ -173,7 +177,8 @@ inline bool DecodeChangeRecord(absl::string_view record, ChangeRecord* c) {
   if (record.size() <= kChangeHeaderSize) return false;
   const char* p = record.data();
   const uint8_t flags = static_cast<uint8_t>(p[16]);
-  if ((flags & ~kRowDeleted) != 0) return false;
+  if ((flags & ~(kRowDeleted | kChangeErased)) != 0) return false;
+  c->erased = (flags & kChangeErased) != 0;
   c->keyspace_id = DecodeFixed32(p);
   c->timestamp = tree::HlcTimestamp::FromRaw(DecodeFixed64(p + 4));
   c->origin_id = DecodeFixed32(p + 12);
