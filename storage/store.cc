@@ -95,7 +95,11 @@ class StoreTreeView : public tree::TreeView {
   StoreTreeView(StoreImpl* store, const Keyspace* keyspace)
       : store_(store), keyspace_(keyspace) {}
 
-  absl::StatusOr<tree::ViewSummary> Summary() override;
+  absl::StatusOr<tree::ViewSummary> Summary(int top_levels) override;
+  // A store is local: nothing crosses a network.
+  std::optional<tree::ViewTraffic> MeasuredTraffic() const override {
+    return tree::ViewTraffic{};
+  }
   absl::StatusOr<tree::ViewResponse> Exchange(
       const tree::ViewRequest& request) override;
   absl::Status Scan(absl::Span<const NodeRef> ranges,
@@ -1224,10 +1228,21 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
 
 // ------------------------------------------------------------ tree view
 
-absl::StatusOr<tree::ViewSummary> StoreTreeView::Summary() {
-  absl::MutexLock lock(&store_->mu_);
-  const tree::MerkleTree& t = keyspace_->tree;
-  return tree::ViewSummary{t.depth(), t.root().digest, t.root().count};
+absl::StatusOr<tree::ViewSummary> StoreTreeView::Summary(int top_levels) {
+  TALLY_RETURN_IF_ERROR(tree::ValidateSummaryTopLevels(top_levels));
+  tree::ViewSummary summary;
+  {
+    absl::MutexLock lock(&store_->mu_);
+    const tree::MerkleTree& t = keyspace_->tree;
+    summary = tree::ViewSummary{t.depth(), t.root().digest, t.root().count, {}};
+  }
+  if (top_levels > 0) {
+    tree::ViewRequest request;
+    request.descend.push_back(tree::DescendRequest{NodeRef{0, 0}, top_levels});
+    TALLY_ASSIGN_OR_RETURN(tree::ViewResponse response, Exchange(request));
+    summary.top = std::move(response.descendants);
+  }
+  return summary;
 }
 
 absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(

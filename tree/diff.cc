@@ -141,22 +141,34 @@ class Differ {
     // the same round) the first expansion of the root, which any mismatch
     // needs and whose size nothing known yet can improve on.
     stats_.rounds = 1;
-    TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_a, a_.Summary());
-    TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_b, b_.Summary());
-    stats_.bytes_sent += 2 * kSummaryRequestBytes;
-    stats_.bytes_received += WireSize(summary_a) + WireSize(summary_b);
+    const int top_levels =
+        std::clamp(options_.handshake_levels, 0, kMaxSummaryTopLevels);
+    TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_a, a_.Summary(top_levels));
+    TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_b, b_.Summary(top_levels));
+    Count(true, kSummaryRequestBytes, WireSize(summary_a));
+    Count(false, kSummaryRequestBytes, WireSize(summary_b));
     const NodeRef root{0, 0};
     const uint64_t gap = summary_a.row_count > summary_b.row_count
                              ? summary_a.row_count - summary_b.row_count
                              : summary_b.row_count - summary_a.row_count;
     Planned handshake{Pending{root, summary_a.row_count, summary_b.row_count,
                               std::max<double>(1, static_cast<double>(gap))},
-                      Step::kDescend,
-                      std::clamp(options_.handshake_levels, 0,
-                                 static_cast<int>(kMaxLevelsAhead))};
+                      Step::kDescend, top_levels};
+    const size_t top_size = size_t{1} << top_levels;
+    if (top_levels > 0 && (summary_a.top.size() != top_size ||
+                           summary_b.top.size() != top_size)) {
+      return absl::DataLossError(absl::StrFormat(
+          "a view's summary carried %d and %d top nodes; %d were asked for",
+          summary_a.top.size(), summary_b.top.size(), top_size));
+    }
+    stats_.digests += summary_a.top.size() + summary_b.top.size();
     std::vector<Pending> next;
-    if (handshake.levels_ahead > 0) {
-      TALLY_RETURN_IF_ERROR(RunBatches({handshake}, &next));
+    if (top_levels > 0) {
+      ViewResponse top_a;
+      ViewResponse top_b;
+      top_a.descendants = summary_a.top;
+      top_b.descendants = summary_b.top;
+      CompareDescendants(handshake, top_a, top_b, 0, &next);
     }
     if (summary_a.root == summary_b.root &&
         summary_a.row_count == summary_b.row_count) {
@@ -338,8 +350,8 @@ class Differ {
     TALLY_ASSIGN_OR_RETURN(ViewResponse response_a, a_.Exchange(batch.request));
     TALLY_ASSIGN_OR_RETURN(ViewResponse response_b, b_.Exchange(batch.request));
     const size_t request_size = WireSize(batch.request);
-    stats_.bytes_sent += 2 * request_size;
-    stats_.bytes_received += WireSize(response_a) + WireSize(response_b);
+    Count(true, request_size, WireSize(response_a));
+    Count(false, request_size, WireSize(response_b));
     TALLY_RETURN_IF_ERROR(CheckShape(batch.request, response_a));
     TALLY_RETURN_IF_ERROR(CheckShape(batch.request, response_b));
     stats_.digests +=
@@ -441,14 +453,43 @@ class Differ {
   // Streams ranges that are empty on the other side: every row differs.
   absl::Status ScanSide(bool side_a, const std::vector<NodeRef>& ranges) {
     TreeView& view = side_a ? a_ : b_;
-    stats_.bytes_sent += ranges.size() * 8;
+    Count(side_a, ranges.size() * 8, 0);
     return view.Scan(ranges, [&](const RowEntry& entry) {
       ++stats_.entries;
-      stats_.bytes_received += WireSize(entry);
+      Count(side_a, 0, WireSize(entry));
       return side_a ? Emit(&entry, nullptr) : Emit(nullptr, &entry);
     });
   }
 
+  // Counts modeled payload (WireSize) for one side.
+  void Count(bool side_a, size_t sent, size_t received) {
+    ViewTraffic& t = side_a ? modeled_a_ : modeled_b_;
+    t.bytes_sent += sent;
+    t.bytes_received += received;
+  }
+
+ public:
+  // Fills the byte counts: what a view measured where it can, the model
+  // where it cannot.
+  void FinishTraffic(const std::optional<ViewTraffic>& start_a,
+                     const std::optional<ViewTraffic>& start_b) {
+    ViewTraffic a = modeled_a_;
+    ViewTraffic b = modeled_b_;
+    if (std::optional<ViewTraffic> end = a_.MeasuredTraffic();
+        end.has_value() && start_a.has_value()) {
+      a = ViewTraffic{end->bytes_sent - start_a->bytes_sent,
+                      end->bytes_received - start_a->bytes_received};
+    }
+    if (std::optional<ViewTraffic> end = b_.MeasuredTraffic();
+        end.has_value() && start_b.has_value()) {
+      b = ViewTraffic{end->bytes_sent - start_b->bytes_sent,
+                      end->bytes_received - start_b->bytes_received};
+    }
+    stats_.bytes_sent = a.bytes_sent + b.bytes_sent;
+    stats_.bytes_received = a.bytes_received + b.bytes_received;
+  }
+
+ private:
   absl::Status Emit(const RowEntry* in_a, const RowEntry* in_b) {
     ++stats_.differences;
     return sink_(in_a, in_b);
@@ -466,6 +507,8 @@ class Differ {
   const DiffOptions& options_;
   const DifferenceSink& sink_;
   DiffStats& stats_;
+  ViewTraffic modeled_a_;
+  ViewTraffic modeled_b_;
   // Mismatched nodes still to examine; a stack, so that the descent goes
   // deep before wide and the stack stays bounded.
   std::vector<Pending> work_;
@@ -488,8 +531,12 @@ absl::Status DiffViews(TreeView& a, TreeView& b, const DiffOptions& options,
   DiffStats local_stats;
   DiffStats* out = stats != nullptr ? stats : &local_stats;
   *out = DiffStats{};
+  const std::optional<ViewTraffic> start_a = a.MeasuredTraffic();
+  const std::optional<ViewTraffic> start_b = b.MeasuredTraffic();
   Differ differ(a, b, options, sink, out);
-  return differ.Run();
+  const absl::Status status = differ.Run();
+  differ.FinishTraffic(start_a, start_b);
+  return status;
 }
 
 }  // namespace tree

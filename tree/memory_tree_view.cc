@@ -30,8 +30,17 @@ absl::StatusOr<std::unique_ptr<MemoryTreeView>> MemoryTreeView::Create(
       new MemoryTreeView(std::move(tree), std::move(rows)));
 }
 
-absl::StatusOr<ViewSummary> MemoryTreeView::Summary() {
-  return ViewSummary{tree_.depth(), tree_.root().digest, tree_.root().count};
+absl::StatusOr<ViewSummary> MemoryTreeView::Summary(int top_levels) {
+  TALLY_RETURN_IF_ERROR(ValidateSummaryTopLevels(top_levels));
+  ViewSummary summary{
+      tree_.depth(), tree_.root().digest, tree_.root().count, {}};
+  if (top_levels > 0) {
+    ViewRequest request;
+    request.descend.push_back(DescendRequest{NodeRef{0, 0}, top_levels});
+    TALLY_ASSIGN_OR_RETURN(ViewResponse response, Exchange(request));
+    summary.top = std::move(response.descendants);
+  }
+  return summary;
 }
 
 std::pair<size_t, size_t> MemoryTreeView::RowsOf(const NodeRef& node) const {

@@ -30,7 +30,7 @@ class MemoryTreeView : public TreeView {
   static absl::StatusOr<std::unique_ptr<MemoryTreeView>> Create(
       int depth, std::vector<RowEntry> rows);
 
-  absl::StatusOr<ViewSummary> Summary() override;
+  absl::StatusOr<ViewSummary> Summary(int top_levels) override;
   absl::StatusOr<ViewResponse> Exchange(const ViewRequest& request) override;
   absl::Status Scan(absl::Span<const NodeRef> ranges,
                     const EntrySink& sink) override;

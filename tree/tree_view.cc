@@ -62,6 +62,15 @@ absl::Status ValidateViewRequest(const ViewRequest& request) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateSummaryTopLevels(int top_levels) {
+  if (top_levels < 0 || top_levels > kMaxSummaryTopLevels) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a summary carries 0..%d levels below the root, not %d",
+                        kMaxSummaryTopLevels, top_levels));
+  }
+  return absl::OkStatus();
+}
+
 DescendantAccumulator::DescendantAccumulator(const DescendRequest& request,
                                              std::vector<NodeDigest>* out)
     : out_(out),
@@ -108,8 +117,14 @@ size_t WireSize(const ViewResponse& response) {
 }
 
 size_t WireSize(const ViewSummary& summary) {
-  return 1 + VarintSize(summary.depth) + FieldSize(16) + 1 +
-         VarintSize(summary.row_count);
+  size_t size = 1 + VarintSize(summary.depth) + FieldSize(16) + 1 +
+                VarintSize(summary.row_count);
+  if (!summary.top.empty()) {
+    size_t counts = 0;
+    for (const NodeDigest& d : summary.top) counts += VarintSize(d.count);
+    size += FieldSize(8 * summary.top.size()) + FieldSize(counts);
+  }
+  return size;
 }
 
 }  // namespace tree

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,12 +47,6 @@ struct RowEntry {
   Digest128 digest;
 };
 
-struct ViewSummary {
-  int depth = 0;
-  Digest128 root;
-  uint64_t row_count = 0;
-};
-
 // What travels for one node: a 64-bit fingerprint of its digest and its row
 // count. The fingerprint of a XOR is the XOR of the fingerprints.
 struct NodeDigest {
@@ -65,6 +60,24 @@ struct NodeDigest {
     return !(a == b);
   }
 };
+
+struct ViewSummary {
+  int depth = 0;
+  Digest128 root;
+  uint64_t row_count = 0;
+  // The 2^top_levels nodes `top_levels` below the root, when asked for:
+  // the first descent step travels with the summary, in the same round.
+  std::vector<NodeDigest> top;
+};
+
+// Bytes a view moved over a network, as serialized.
+struct ViewTraffic {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+};
+
+// The most levels a summary may carry below the root.
+inline constexpr int kMaxSummaryTopLevels = 8;
 
 // Asks for the 2^levels_ahead descendants of `node` at level
 // node.level + levels_ahead, in index order.
@@ -102,8 +115,17 @@ class TreeView {
  public:
   virtual ~TreeView() = default;
 
-  // Depth, root digest (all 128 bits) and row count.
-  virtual absl::StatusOr<ViewSummary> Summary() = 0;
+  // Depth, root digest (all 128 bits) and row count, and the nodes
+  // `top_levels` (0..kMaxSummaryTopLevels) below the root. Returns
+  // kInvalidArgument for top_levels out of range.
+  virtual absl::StatusOr<ViewSummary> Summary(int top_levels) = 0;
+
+  // What this view has moved over a network so far: zero for a local view,
+  // the serialized sizes for a remote one, or nullopt when the view cannot
+  // tell (the diff then counts bytes with WireSize(), as if it were remote).
+  virtual std::optional<ViewTraffic> MeasuredTraffic() const {
+    return std::nullopt;
+  }
 
   // Answers one batch. Returns kInvalidArgument for a malformed request
   // (invalid node, levels_ahead outside 1..kMaxLevelsAhead or past level 64)
@@ -119,6 +141,9 @@ class TreeView {
 
 // Checks a request against the limits above; views call it first.
 absl::Status ValidateViewRequest(const ViewRequest& request);
+
+// Checks Summary()'s argument.
+absl::Status ValidateSummaryTopLevels(int top_levels);
 
 // Adds rows of `node`'s range into the digests of its descendants
 // `levels_ahead` below: the way views answer a descend request below their
