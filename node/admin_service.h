@@ -1,0 +1,63 @@
+// AdminService: the tally.v1.Admin gRPC service — Put, Get, Delete, Load and
+// Status for tools and applications.
+//
+// Callback API; store work runs on the node's WorkerPool. Every request is
+// validated and bad input answered with a clear status. Status combines the
+// store's keyspaces with what the node's scheduler knows about peers and
+// sessions (StatusSource).
+//
+// Thread-safe. `store`, `pool` and `status_source` must outlive the service.
+#ifndef TALLY_NODE_ADMIN_SERVICE_H_
+#define TALLY_NODE_ADMIN_SERVICE_H_
+
+#include <string>
+
+#include "node/worker_pool.h"
+#include "storage/store.h"
+#include "tally/v1/tally.grpc.pb.h"
+
+namespace tally {
+namespace node {
+
+// Fills the parts of a StatusResponse only the running node knows: peers,
+// sessions, the listen address.
+class StatusSource {
+ public:
+  virtual ~StatusSource() = default;
+  virtual void FillStatus(::tally::v1::StatusResponse* response) = 0;
+};
+
+class AdminService final : public ::tally::v1::Admin::CallbackService {
+ public:
+  // `status_source` may be null (no peers to report).
+  AdminService(storage::Store* store, WorkerPool* pool,
+               StatusSource* status_source);
+
+  grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context,
+                                const ::tally::v1::PutRequest* request,
+                                ::tally::v1::PutResponse* response) override;
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
+                                const ::tally::v1::GetRequest* request,
+                                ::tally::v1::GetResponse* response) override;
+  grpc::ServerUnaryReactor* Delete(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::DeleteRequest* request,
+      ::tally::v1::DeleteResponse* response) override;
+  grpc::ServerReadReactor<::tally::v1::LoadRequest>* Load(
+      grpc::CallbackServerContext* context,
+      ::tally::v1::LoadResponse* response) override;
+  grpc::ServerUnaryReactor* Status(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::StatusRequest* request,
+      ::tally::v1::StatusResponse* response) override;
+
+ private:
+  storage::Store* const store_;
+  WorkerPool* const pool_;
+  StatusSource* const status_source_;
+};
+
+}  // namespace node
+}  // namespace tally
+
+#endif  // TALLY_NODE_ADMIN_SERVICE_H_

@@ -1,0 +1,381 @@
+#include "node/client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "node/grpc_status.h"
+#include "node/wire.h"
+#include "tally/v1/tally.grpc.pb.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace node {
+
+struct NodeClient::Stubs {
+  std::unique_ptr<v1::Peer::Stub> peer;
+  std::unique_ptr<v1::Admin::Stub> admin;
+};
+
+namespace {
+
+// Adds context to an RPC failure: which node, which call.
+absl::Status CallError(const grpc::Status& s, const std::string& address,
+                       absl::string_view call) {
+  absl::Status status = ToAbslStatus(s);
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::Status(status.code(),
+                        absl::StrFormat("node %s is unreachable (%s): %s",
+                                        address, call, s.error_message()));
+  }
+  return absl::Status(
+      status.code(),
+      absl::StrFormat("%s on %s: %s", call, address, s.error_message()));
+}
+
+// A TreeView of one keyspace on a remote node.
+class RemoteTreeView : public tree::TreeView {
+ public:
+  RemoteTreeView(NodeClient* client, std::string keyspace)
+      : client_(client), keyspace_(std::move(keyspace)) {}
+
+  absl::StatusOr<tree::ViewSummary> Summary(int top_levels) override {
+    TALLY_RETURN_IF_ERROR(tree::ValidateSummaryTopLevels(top_levels));
+    TALLY_ASSIGN_OR_RETURN(v1::HandshakeResponse response,
+                           client_->Handshake({keyspace_}, top_levels));
+    for (const v1::KeyspaceSummary& ks : response.keyspaces()) {
+      if (ks.name() == keyspace_) return SummaryFromProto(ks);
+    }
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist on node %s", keyspace_,
+                        client_->address()));
+  }
+
+  absl::StatusOr<tree::ViewResponse> Exchange(
+      const tree::ViewRequest& request) override {
+    v1::ExchangeRequest proto;
+    proto.set_keyspace(keyspace_);
+    ToProto(request, &proto);
+    TALLY_ASSIGN_OR_RETURN(v1::ExchangeResponse response,
+                           client_->Exchange(proto));
+    return FromProto(response);
+  }
+
+  absl::Status Scan(absl::Span<const tree::NodeRef> ranges,
+                    const tree::EntrySink& sink) override {
+    // Ranges go in requests of at most kMaxScanRanges.
+    for (size_t start = 0; start < ranges.size(); start += kMaxScanRanges) {
+      v1::ScanRequest request;
+      request.set_keyspace(keyspace_);
+      for (size_t i = start;
+           i < std::min(ranges.size(), start + kMaxScanRanges); ++i) {
+        ToProto(ranges[i], request.add_ranges());
+      }
+      TALLY_RETURN_IF_ERROR(client_->Scan(
+          request, [&](const v1::ScanResponse& response) -> absl::Status {
+            for (const v1::RowEntry& e : response.entries()) {
+              TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
+                                     FromProto(e, response.origins()));
+              TALLY_RETURN_IF_ERROR(sink(entry));
+            }
+            return absl::OkStatus();
+          }));
+    }
+    return absl::OkStatus();
+  }
+
+  std::optional<tree::ViewTraffic> MeasuredTraffic() const override {
+    return client_->traffic();
+  }
+
+ private:
+  NodeClient* const client_;
+  const std::string keyspace_;
+};
+
+}  // namespace
+
+absl::Status ValidateAddress(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("address '%s' has no port; use HOST:PORT", address));
+  }
+  const absl::string_view host = address.substr(0, colon);
+  const absl::string_view port = address.substr(colon + 1);
+  int port_number = 0;
+  if (host.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("address '%s' has no host; use HOST:PORT", address));
+  }
+  if (!absl::SimpleAtoi(port, &port_number) || port_number < 0 ||
+      port_number > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "address '%s' has an invalid port; ports are 0..65535", address));
+  }
+  return absl::OkStatus();
+}
+
+NodeClient::NodeClient(std::string address, ClientOptions options,
+                       std::shared_ptr<grpc::Channel> channel)
+    : address_(std::move(address)),
+      options_(std::move(options)),
+      channel_(std::move(channel)),
+      stubs_(std::make_unique<Stubs>()) {
+  stubs_->peer = v1::Peer::NewStub(channel_);
+  stubs_->admin = v1::Admin::NewStub(channel_);
+}
+
+NodeClient::~NodeClient() = default;
+
+absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(
+    const std::string& address, ClientOptions options) {
+  TALLY_RETURN_IF_ERROR(ValidateAddress(address));
+  grpc::ChannelArguments args;
+  // Fail calls to a dead node quickly instead of waiting out the deadline.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  auto channel = grpc::CreateCustomChannel(
+      address, grpc::InsecureChannelCredentials(), args);
+  return std::unique_ptr<NodeClient>(
+      new NodeClient(address, std::move(options), std::move(channel)));
+}
+
+tree::ViewTraffic NodeClient::traffic() const {
+  return tree::ViewTraffic{sent_.load(), received_.load()};
+}
+
+std::unique_ptr<tree::TreeView> NodeClient::NewTreeView(
+    const std::string& keyspace) {
+  return std::make_unique<RemoteTreeView>(this, keyspace);
+}
+
+namespace {
+
+void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+}  // namespace
+
+absl::StatusOr<v1::HandshakeResponse> NodeClient::Handshake(
+    const std::vector<std::string>& keyspaces, int top_levels) {
+  v1::HandshakeRequest request;
+  request.set_protocol_version(kProtocolVersion);
+  request.set_node_name(options_.node_name);
+  request.set_epoch(options_.epoch);
+  for (const std::string& ks : keyspaces) request.add_keyspaces(ks);
+  request.set_top_levels(static_cast<uint32_t>(top_levels));
+  v1::HandshakeResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.rpc_timeout);
+  CountSent(request.ByteSizeLong());
+  const grpc::Status s = stubs_->peer->Handshake(&context, request, &response);
+  if (!s.ok()) return CallError(s, address_, "Handshake");
+  CountReceived(response.ByteSizeLong());
+  if (response.protocol_version() != kProtocolVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "node %s speaks protocol %d; this build speaks %d", address_,
+        response.protocol_version(), kProtocolVersion));
+  }
+  return response;
+}
+
+absl::StatusOr<v1::ExchangeResponse> NodeClient::Exchange(
+    const v1::ExchangeRequest& request) {
+  v1::ExchangeResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.rpc_timeout);
+  CountSent(request.ByteSizeLong());
+  const grpc::Status s = stubs_->peer->Exchange(&context, request, &response);
+  if (!s.ok()) return CallError(s, address_, "Exchange");
+  CountReceived(response.ByteSizeLong());
+  return response;
+}
+
+absl::Status NodeClient::Scan(
+    const v1::ScanRequest& request,
+    const std::function<absl::Status(const v1::ScanResponse&)>& sink) {
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.stream_timeout);
+  CountSent(request.ByteSizeLong());
+  std::unique_ptr<grpc::ClientReader<v1::ScanResponse>> reader(
+      stubs_->peer->Scan(&context, request));
+  v1::ScanResponse response;
+  absl::Status sink_status;
+  while (reader->Read(&response)) {
+    CountReceived(response.ByteSizeLong());
+    sink_status = sink(response);
+    if (!sink_status.ok()) {
+      context.TryCancel();
+      break;
+    }
+  }
+  const grpc::Status s = reader->Finish();
+  if (!sink_status.ok()) return sink_status;
+  if (!s.ok()) return CallError(s, address_, "Scan");
+  return absl::OkStatus();
+}
+
+absl::Status NodeClient::FetchRows(
+    const v1::FetchRowsRequest& request,
+    const std::function<absl::Status(const v1::FetchRowsResponse&)>& sink) {
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.stream_timeout);
+  CountSent(request.ByteSizeLong());
+  std::unique_ptr<grpc::ClientReader<v1::FetchRowsResponse>> reader(
+      stubs_->peer->FetchRows(&context, request));
+  v1::FetchRowsResponse response;
+  absl::Status sink_status;
+  while (reader->Read(&response)) {
+    CountReceived(response.ByteSizeLong());
+    sink_status = sink(response);
+    if (!sink_status.ok()) {
+      context.TryCancel();
+      break;
+    }
+  }
+  const grpc::Status s = reader->Finish();
+  if (!sink_status.ok()) return sink_status;
+  if (!s.ok()) return CallError(s, address_, "FetchRows");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::PushRowsResponse> NodeClient::PushRows(
+    const std::string& keyspace, v1::ApplyMode mode,
+    const std::vector<v1::Row>& rows, const std::vector<std::string>& erase) {
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.stream_timeout);
+  v1::PushRowsResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::PushRowsRequest>> writer(
+      stubs_->peer->PushRows(&context, &response));
+  v1::PushRowsRequest message;
+  auto flush = [&]() -> bool {
+    message.set_keyspace(keyspace);
+    message.set_mode(mode);
+    CountSent(message.ByteSizeLong());
+    const bool ok = writer->Write(message);
+    message.Clear();
+    return ok;
+  };
+  size_t bytes = 0;
+  bool ok = true;
+  for (const v1::Row& row : rows) {
+    *message.add_rows() = row;
+    bytes += row.key().size() + row.value().size();
+    if (static_cast<size_t>(message.rows_size()) >= kMaxRowsPerMessage ||
+        bytes >= kStreamChunkBytes) {
+      if (!(ok = flush())) break;
+      bytes = 0;
+    }
+  }
+  for (size_t i = 0; ok && i < erase.size(); ++i) {
+    message.add_erase(erase[i]);
+    bytes += erase[i].size();
+    if (static_cast<size_t>(message.erase_size()) >= kMaxRowsPerMessage ||
+        bytes >= kStreamChunkBytes) {
+      if (!(ok = flush())) break;
+      bytes = 0;
+    }
+  }
+  if (ok && (message.rows_size() > 0 || message.erase_size() > 0)) {
+    ok = flush();
+  }
+  writer->WritesDone();
+  const grpc::Status s = writer->Finish();
+  if (!s.ok()) return CallError(s, address_, "PushRows");
+  CountReceived(response.ByteSizeLong());
+  return response;
+}
+
+absl::StatusOr<v1::PutResponse> NodeClient::Put(const std::string& keyspace,
+                                                const std::string& key,
+                                                const std::string& value) {
+  v1::PutRequest request;
+  request.set_keyspace(keyspace);
+  request.set_key(key);
+  request.set_value(value);
+  v1::PutResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.rpc_timeout);
+  const grpc::Status s = stubs_->admin->Put(&context, request, &response);
+  if (!s.ok()) return CallError(s, address_, "Put");
+  return response;
+}
+
+absl::StatusOr<v1::GetResponse> NodeClient::Get(const std::string& keyspace,
+                                                const std::string& key) {
+  v1::GetRequest request;
+  request.set_keyspace(keyspace);
+  request.set_key(key);
+  v1::GetResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.rpc_timeout);
+  const grpc::Status s = stubs_->admin->Get(&context, request, &response);
+  if (!s.ok()) return CallError(s, address_, "Get");
+  return response;
+}
+
+absl::StatusOr<v1::DeleteResponse> NodeClient::Delete(
+    const std::string& keyspace, const std::string& key) {
+  v1::DeleteRequest request;
+  request.set_keyspace(keyspace);
+  request.set_key(key);
+  v1::DeleteResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.rpc_timeout);
+  const grpc::Status s = stubs_->admin->Delete(&context, request, &response);
+  if (!s.ok()) return CallError(s, address_, "Delete");
+  return response;
+}
+
+absl::StatusOr<v1::LoadResponse> NodeClient::Load(
+    const std::string& keyspace,
+    const std::function<bool(std::string* key, std::string* value)>& next) {
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.stream_timeout);
+  v1::LoadResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::LoadRequest>> writer(
+      stubs_->admin->Load(&context, &response));
+  v1::LoadRequest message;
+  size_t bytes = 0;
+  std::string key;
+  std::string value;
+  bool ok = true;
+  while (ok && next(&key, &value)) {
+    v1::Row* row = message.add_rows();
+    bytes += key.size() + value.size();
+    row->set_key(std::move(key));
+    row->set_value(std::move(value));
+    if (static_cast<size_t>(message.rows_size()) >= kMaxRowsPerMessage ||
+        bytes >= kStreamChunkBytes) {
+      message.set_keyspace(keyspace);
+      ok = writer->Write(message);
+      message.Clear();
+      bytes = 0;
+    }
+  }
+  if (ok && message.rows_size() > 0) {
+    message.set_keyspace(keyspace);
+    writer->Write(message);
+  }
+  writer->WritesDone();
+  const grpc::Status s = writer->Finish();
+  if (!s.ok()) return CallError(s, address_, "Load");
+  return response;
+}
+
+absl::StatusOr<v1::StatusResponse> NodeClient::Status() {
+  v1::StatusRequest request;
+  v1::StatusResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.rpc_timeout);
+  const grpc::Status s = stubs_->admin->Status(&context, request, &response);
+  if (!s.ok()) return CallError(s, address_, "Status");
+  return response;
+}
+
+}  // namespace node
+}  // namespace tally

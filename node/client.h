@@ -1,0 +1,120 @@
+// NodeClient: a connection to one tallyd, for tools and for peers.
+//
+// Wraps one gRPC channel and the Peer and Admin stubs. Every call has a
+// deadline; streams are read and written in bounded messages. The client
+// counts the serialized payload of every request and response, so that
+// `tally diff` and sessions report the bytes they really moved.
+//
+//   absl::StatusOr<std::unique_ptr<NodeClient>> c =
+//       NodeClient::Connect("127.0.0.1:7400", ClientOptions{});
+//   absl::StatusOr<v1::PutResponse> r = (*c)->Put("default", "k", "v");
+//   std::unique_ptr<tree::TreeView> view = (*c)->NewTreeView("default");
+//
+// Thread-safe: calls may run concurrently; the views it makes are used by
+// one diff at a time.
+#ifndef TALLY_NODE_CLIENT_H_
+#define TALLY_NODE_CLIENT_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tally/v1/tally.pb.h"
+#include "tree/tree_view.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
+namespace tally {
+namespace node {
+
+namespace v1 = ::tally::v1;
+
+struct ClientOptions {
+  // Deadline of each unary call and of each message of a stream.
+  absl::Duration rpc_timeout = absl::Seconds(30);
+  // Deadline of a whole stream (scans and fetches of many rows).
+  absl::Duration stream_timeout = absl::Minutes(30);
+  // This node's name and epoch, sent in handshakes; empty for a tool.
+  std::string node_name;
+  uint64_t epoch = 0;
+};
+
+// Splits and checks "HOST:PORT". Returns kInvalidArgument naming the
+// problem (no port, port out of range, empty host).
+absl::Status ValidateAddress(absl::string_view address);
+
+class NodeClient {
+ public:
+  // Creates the channel (connection is lazy) after validating `address`.
+  static absl::StatusOr<std::unique_ptr<NodeClient>> Connect(
+      const std::string& address, ClientOptions options);
+  ~NodeClient();
+  NodeClient(const NodeClient&) = delete;
+  NodeClient& operator=(const NodeClient&) = delete;
+
+  const std::string& address() const { return address_; }
+
+  // ---- Peer service.
+  absl::StatusOr<v1::HandshakeResponse> Handshake(
+      const std::vector<std::string>& keyspaces, int top_levels);
+  absl::StatusOr<v1::ExchangeResponse> Exchange(
+      const v1::ExchangeRequest& request);
+  // Calls `sink` for every message of the stream; stops at its first error.
+  absl::Status Scan(
+      const v1::ScanRequest& request,
+      const std::function<absl::Status(const v1::ScanResponse&)>& sink);
+  absl::Status FetchRows(
+      const v1::FetchRowsRequest& request,
+      const std::function<absl::Status(const v1::FetchRowsResponse&)>& sink);
+  // Sends rows (and erases) in messages of at most kMaxRowsPerMessage.
+  absl::StatusOr<v1::PushRowsResponse> PushRows(
+      const std::string& keyspace, v1::ApplyMode mode,
+      const std::vector<v1::Row>& rows, const std::vector<std::string>& erase);
+
+  // ---- Admin service.
+  absl::StatusOr<v1::PutResponse> Put(const std::string& keyspace,
+                                      const std::string& key,
+                                      const std::string& value);
+  absl::StatusOr<v1::GetResponse> Get(const std::string& keyspace,
+                                      const std::string& key);
+  absl::StatusOr<v1::DeleteResponse> Delete(const std::string& keyspace,
+                                            const std::string& key);
+  // Streams rows produced by `next` (which returns false when done) to the
+  // node, in messages of at most kMaxRowsPerMessage rows and ~1 MB.
+  absl::StatusOr<v1::LoadResponse> Load(
+      const std::string& keyspace,
+      const std::function<bool(std::string* key, std::string* value)>& next);
+  absl::StatusOr<v1::StatusResponse> Status();
+
+  // A TreeView of `keyspace` on this node. Summary() answers kNotFound when
+  // the node has no such keyspace.
+  std::unique_ptr<tree::TreeView> NewTreeView(const std::string& keyspace);
+
+  // Serialized payload moved by this client so far.
+  tree::ViewTraffic traffic() const;
+
+ private:
+  NodeClient(std::string address, ClientOptions options,
+             std::shared_ptr<grpc::Channel> channel);
+  void CountSent(size_t bytes) { sent_ += bytes; }
+  void CountReceived(size_t bytes) { received_ += bytes; }
+
+  const std::string address_;
+  const ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  struct Stubs;
+  std::unique_ptr<Stubs> stubs_;
+  std::atomic<uint64_t> sent_{0};
+  std::atomic<uint64_t> received_{0};
+};
+
+}  // namespace node
+}  // namespace tally
+
+#endif  // TALLY_NODE_CLIENT_H_

@@ -1,0 +1,88 @@
+// NodeConfig: everything tallyd is told, from flags or a config file.
+//
+// The config file holds the same settings as the flags, one `name = value`
+// per line (`#` starts a comment); `peer` may repeat. Flags given on the
+// command line override the file.
+//
+//   name = eu-west/db-3
+//   data-dir = /var/lib/tally
+//   listen = 127.0.0.1:7400
+//   peer = 10.0.0.2:7400
+//   peer = 10.0.0.3:7400,role=source
+//   sync-interval = 30s
+//
+// Thread-compatible value types.
+#ifndef TALLY_NODE_CONFIG_H_
+#define TALLY_NODE_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "tree/token.h"
+
+namespace tally {
+namespace node {
+
+enum class PeerRole {
+  kPeer,    // two-way, last writer wins
+  kSource,  // authoritative: this node copies it exactly
+};
+
+struct PeerConfig {
+  std::string address;  // HOST:PORT
+  PeerRole role = PeerRole::kPeer;
+};
+
+struct NodeConfig {
+  std::string name;
+  std::string data_dir;
+  std::string listen = "127.0.0.1:7400";
+  std::vector<PeerConfig> peers;
+  // Time between sessions with each peer; each wait is jittered by ±20%.
+  absl::Duration sync_interval = absl::Seconds(30);
+  // Sessions running at once, over all peers and keyspaces.
+  int max_sessions = 2;
+  // Repair traffic per session, MB/s; 0 is unlimited.
+  double repair_bandwidth_mb = 0;
+  int default_depth = tree::kDefaultDepth;
+  // Allow a non-loopback listen address without TLS.
+  bool insecure = false;
+  // fsync every commit (see storage/store.h).
+  bool sync_writes = true;
+  // A session that runs longer is abandoned and retried later.
+  absl::Duration session_timeout = absl::Minutes(10);
+  // Threads serving RPCs that touch the store.
+  int rpc_threads = 4;
+};
+
+// Parses "HOST:PORT" or "HOST:PORT,role=source" (or role=peer).
+absl::StatusOr<PeerConfig> ParsePeer(absl::string_view spec);
+
+// Parses a duration such as "30s", "500ms", "2m" or a bare number of
+// seconds.
+absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text);
+
+// Applies the settings of a config file's text to `config`. Returns
+// kInvalidArgument naming the line for an unknown setting or a bad value.
+absl::Status ApplyConfigText(absl::string_view text, NodeConfig* config);
+// Reads and applies a config file.
+absl::Status ApplyConfigFile(const std::string& path, NodeConfig* config);
+
+// Applies one setting (`name` as in the file and the flags).
+absl::Status ApplySetting(absl::string_view name, absl::string_view value,
+                          NodeConfig* config);
+
+// Checks a complete config: a name, a data directory, a valid listen
+// address that is loopback unless `insecure`, valid peers, sane numbers.
+absl::Status ValidateConfig(const NodeConfig& config);
+
+// True for "127.x.y.z", "::1", "[::1]" and "localhost".
+bool IsLoopbackHost(absl::string_view host);
+
+}  // namespace node
+}  // namespace tally
+
+#endif  // TALLY_NODE_CONFIG_H_

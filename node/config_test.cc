@@ -1,0 +1,125 @@
+#include "node/config.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tally {
+namespace node {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ParsePeer, ReadsAddressAndRole) {
+  auto peer = ParsePeer("10.0.0.2:7400");
+  ASSERT_TRUE(peer.ok());
+  EXPECT_EQ(peer->address, "10.0.0.2:7400");
+  EXPECT_EQ(peer->role, PeerRole::kPeer);
+  auto source = ParsePeer("10.0.0.3:7400,role=source");
+  ASSERT_TRUE(source.ok());
+  EXPECT_EQ(source->role, PeerRole::kSource);
+}
+
+TEST(ParsePeer, RejectsBadSpecs) {
+  EXPECT_EQ(ParsePeer("no-port").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParsePeer("h:99999").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ParsePeer("h:1,role=boss").status().message()),
+              HasSubstr("role=peer or role=source"));
+}
+
+TEST(ParseDuration, AcceptsUnitsAndBareSeconds) {
+  EXPECT_EQ(*ParseDuration("30s"), absl::Seconds(30));
+  EXPECT_EQ(*ParseDuration("500ms"), absl::Milliseconds(500));
+  EXPECT_EQ(*ParseDuration("2"), absl::Seconds(2));
+  EXPECT_FALSE(ParseDuration("soon").ok());
+  EXPECT_FALSE(ParseDuration("-1s").ok());
+  EXPECT_FALSE(ParseDuration("0").ok());
+}
+
+TEST(ConfigText, SetsEverySettingTheFlagsHave) {
+  NodeConfig config;
+  ASSERT_TRUE(ApplyConfigText(R"(
+# a comment
+name = eu-west/db-3
+data-dir = /var/lib/tally   # trailing comment
+listen = 127.0.0.1:7500
+peer = 127.0.0.1:7401
+peer = 127.0.0.1:7402,role=source
+sync-interval = 5s
+max-sessions = 3
+repair-bandwidth = 12.5
+default-depth = 20
+session-timeout = 1m
+rpc-threads = 6
+sync-writes = false
+insecure = true
+)",
+                              &config)
+                  .ok());
+  EXPECT_EQ(config.name, "eu-west/db-3");
+  EXPECT_EQ(config.data_dir, "/var/lib/tally");
+  EXPECT_EQ(config.listen, "127.0.0.1:7500");
+  ASSERT_EQ(config.peers.size(), 2u);
+  EXPECT_EQ(config.peers[1].role, PeerRole::kSource);
+  EXPECT_EQ(config.sync_interval, absl::Seconds(5));
+  EXPECT_EQ(config.max_sessions, 3);
+  EXPECT_DOUBLE_EQ(config.repair_bandwidth_mb, 12.5);
+  EXPECT_EQ(config.default_depth, 20);
+  EXPECT_EQ(config.session_timeout, absl::Minutes(1));
+  EXPECT_EQ(config.rpc_threads, 6);
+  EXPECT_FALSE(config.sync_writes);
+  EXPECT_TRUE(config.insecure);
+}
+
+TEST(ConfigText, NamesTheLineOfABadSetting) {
+  NodeConfig config;
+  const absl::Status unknown =
+      ApplyConfigText("name = a\nfrobs = 3\n", &config);
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unknown.message()), HasSubstr("line 2"));
+  EXPECT_THAT(std::string(unknown.message()), HasSubstr("frobs"));
+  EXPECT_FALSE(ApplyConfigText("default-depth = 30", &config).ok());
+  EXPECT_FALSE(ApplyConfigText("max-sessions = none", &config).ok());
+  EXPECT_FALSE(ApplyConfigText("just words", &config).ok());
+}
+
+TEST(ValidateConfig, RequiresNameAndDataDir) {
+  NodeConfig config;
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              HasSubstr("--name"));
+  config.name = "a";
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              HasSubstr("--data-dir"));
+  config.data_dir = "/tmp/x";
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
+TEST(ValidateConfig, RefusesNonLoopbackListenUnlessInsecure) {
+  NodeConfig config;
+  config.name = "a";
+  config.data_dir = "/tmp/x";
+  config.listen = "0.0.0.0:7400";
+  const absl::Status refused = ValidateConfig(config);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("--insecure"));
+  config.insecure = true;
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.insecure = false;
+  for (const char* loopback : {"127.0.0.1:1", "localhost:1", "[::1]:1"}) {
+    config.listen = loopback;
+    EXPECT_TRUE(ValidateConfig(config).ok()) << loopback;
+  }
+}
+
+TEST(ValidateConfig, RefusesPeeringWithItself) {
+  NodeConfig config;
+  config.name = "a";
+  config.data_dir = "/tmp/x";
+  config.peers.push_back(PeerConfig{config.listen, PeerRole::kPeer});
+  EXPECT_EQ(ValidateConfig(config).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace node
+}  // namespace tally

@@ -1,0 +1,82 @@
+#include "node/node_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "node/admin_service.h"
+#include "node/peer_service.h"
+#include "node/session_scheduler.h"
+#include "node/worker_pool.h"
+#include "storage/store.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace node {
+
+absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
+    const NodeConfig& config) {
+  TALLY_RETURN_IF_ERROR(ValidateConfig(config));
+  std::unique_ptr<NodeServer> node(new NodeServer());
+
+  storage::StoreOptions store_options;
+  store_options.node_name = config.name;
+  store_options.default_depth = config.default_depth;
+  store_options.sync = config.sync_writes;
+  TALLY_ASSIGN_OR_RETURN(node->store_,
+                         storage::Store::Open(config.data_dir, store_options));
+
+  node->pool_ = std::make_unique<WorkerPool>(config.rpc_threads, 1024);
+  ClientOptions client_options;
+  client_options.node_name = config.name;
+  client_options.epoch = node->store_->epoch();
+  client_options.rpc_timeout = absl::Seconds(10);
+  node->scheduler_ = std::make_unique<SessionScheduler>(node->store_.get(),
+                                                        config, client_options);
+  node->peer_service_ =
+      std::make_unique<PeerService>(node->store_.get(), node->pool_.get());
+  node->admin_service_ = std::make_unique<AdminService>(
+      node->store_.get(), node->pool_.get(), node->scheduler_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  // Linked in explicitly: with --as-needed the plugin is dropped otherwise.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(node->peer_service_.get());
+  builder.RegisterService(node->admin_service_.get());
+  node->server_ = builder.BuildAndStart();
+  if (node->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot listen on %s (address in use, or not an address of this "
+        "machine)",
+        config.listen));
+  }
+  node->listen_address_ = absl::StrCat(
+      config.listen.substr(0, config.listen.rfind(':')), ":", port);
+  TALLY_RETURN_IF_ERROR(node->scheduler_->Start());
+  return node;
+}
+
+NodeServer::~NodeServer() { Shutdown(); }
+
+void NodeServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (scheduler_ != nullptr) scheduler_->Shutdown();
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(5));
+    server_->Wait();
+  }
+  pool_.reset();
+  server_.reset();
+  store_.reset();
+}
+
+}  // namespace node
+}  // namespace tally

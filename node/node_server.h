@@ -1,0 +1,70 @@
+// NodeServer: a running tallyd — the store, the gRPC services, the session
+// scheduler — assembled from a NodeConfig.
+//
+//   absl::StatusOr<std::unique_ptr<NodeServer>> node = NodeServer::Start(c);
+//   std::cout << (*node)->listen_address();  // with the port bound
+//   (*node)->Shutdown();
+//
+// Shutdown order: stop starting sessions and end running ones; stop
+// accepting RPCs and finish those in flight (5 s grace); drain the worker
+// pool; close the store (a clean close checkpoints the leaves).
+//
+// Thread-safe.
+#ifndef TALLY_NODE_NODE_SERVER_H_
+#define TALLY_NODE_NODE_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "node/config.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace tally {
+namespace storage {
+class Store;
+}  // namespace storage
+
+namespace node {
+
+class AdminService;
+class PeerService;
+class SessionScheduler;
+class WorkerPool;
+
+class NodeServer {
+ public:
+  // Validates `config`, opens the store, starts serving and the sessions.
+  static absl::StatusOr<std::unique_ptr<NodeServer>> Start(
+      const NodeConfig& config);
+  ~NodeServer();
+  NodeServer(const NodeServer&) = delete;
+  NodeServer& operator=(const NodeServer&) = delete;
+
+  // The address it listens on, with the port it bound (for --listen ...:0).
+  const std::string& listen_address() const { return listen_address_; }
+  storage::Store& store() { return *store_; }
+
+  // Idempotent.
+  void Shutdown();
+
+ private:
+  NodeServer() = default;
+
+  std::string listen_address_;
+  std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<SessionScheduler> scheduler_;
+  std::unique_ptr<PeerService> peer_service_;
+  std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<grpc::Server> server_;
+  bool shut_down_ = false;
+};
+
+}  // namespace node
+}  // namespace tally
+
+#endif  // TALLY_NODE_NODE_SERVER_H_

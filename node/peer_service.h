@@ -1,0 +1,65 @@
+// PeerService: the tally.v1.Peer gRPC service over a node's store.
+//
+// Serves the diff algorithm's calls (Handshake with per-keyspace summaries,
+// Exchange, Scan), FetchRows and PushRows for repair. Uses gRPC's callback
+// API: reactions never block; reads and writes of the store run on the
+// node's WorkerPool, and a full pool answers RESOURCE_EXHAUSTED.
+//
+// Every request is validated (protocol version, keyspace names, node refs,
+// levels, counts, key and value sizes, versions) and answered with
+// INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION or RESOURCE_EXHAUSTED
+// and a message a person understands.
+//
+// Thread-safe. `store` and `pool` must outlive the service.
+#ifndef TALLY_NODE_PEER_SERVICE_H_
+#define TALLY_NODE_PEER_SERVICE_H_
+
+#include <functional>
+#include <string>
+
+#include "node/worker_pool.h"
+#include "storage/store.h"
+#include "tally/v1/tally.grpc.pb.h"
+
+namespace tally {
+namespace node {
+
+// Called after a peer's handshake: its address, its name and epoch. Lets
+// the node show peer names in status. Optional.
+using HandshakeObserver =
+    std::function<void(const std::string& peer_address,
+                       const std::string& node_name, uint64_t epoch)>;
+
+class PeerService final : public ::tally::v1::Peer::CallbackService {
+ public:
+  PeerService(storage::Store* store, WorkerPool* pool,
+              HandshakeObserver observer = nullptr);
+
+  grpc::ServerUnaryReactor* Handshake(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::HandshakeRequest* request,
+      ::tally::v1::HandshakeResponse* response) override;
+  grpc::ServerUnaryReactor* Exchange(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::ExchangeRequest* request,
+      ::tally::v1::ExchangeResponse* response) override;
+  grpc::ServerWriteReactor<::tally::v1::ScanResponse>* Scan(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::ScanRequest* request) override;
+  grpc::ServerWriteReactor<::tally::v1::FetchRowsResponse>* FetchRows(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::FetchRowsRequest* request) override;
+  grpc::ServerReadReactor<::tally::v1::PushRowsRequest>* PushRows(
+      grpc::CallbackServerContext* context,
+      ::tally::v1::PushRowsResponse* response) override;
+
+ private:
+  storage::Store* const store_;
+  WorkerPool* const pool_;
+  const HandshakeObserver observer_;
+};
+
+}  // namespace node
+}  // namespace tally
+
+#endif  // TALLY_NODE_PEER_SERVICE_H_

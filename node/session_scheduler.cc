@@ -1,0 +1,223 @@
+#include "node/session_scheduler.h"
+
+#include <random>
+#include <set>
+
+#include "absl/strings/str_format.h"
+#include "node/log.h"
+#include "node/replica.h"
+#include "node/sync.h"
+
+namespace tally {
+namespace node {
+namespace {
+
+// How often the timer thread looks for due sessions.
+constexpr absl::Duration kTick = absl::Milliseconds(100);
+
+}  // namespace
+
+SessionScheduler::SessionScheduler(storage::Store* store,
+                                   const NodeConfig& config,
+                                   ClientOptions client_options)
+    : store_(store),
+      config_(config),
+      client_options_(std::move(client_options)),
+      jitter_state_(std::random_device{}()) {}
+
+SessionScheduler::~SessionScheduler() { Shutdown(); }
+
+absl::Status SessionScheduler::Start() {
+  for (const PeerConfig& peer_config : config_.peers) {
+    auto peer = std::make_unique<Peer>();
+    peer->config = peer_config;
+    absl::StatusOr<std::unique_ptr<NodeClient>> client =
+        NodeClient::Connect(peer_config.address, client_options_);
+    if (!client.ok()) return client.status();
+    peer->client = std::move(*client);
+    // First sessions soon, but spread out.
+    {
+      absl::MutexLock lock(&mu_);
+      peer->next_due = absl::Now() + JitteredLocked(absl::Milliseconds(500));
+    }
+    peers_.push_back(std::move(peer));
+  }
+  pool_ = std::make_unique<WorkerPool>(config_.max_sessions,
+                                       std::max<size_t>(peers_.size(), 1));
+  timer_ = std::thread([this] { TimerLoop(); });
+  return absl::OkStatus();
+}
+
+void SessionScheduler::Shutdown() {
+  if (stopping_.exchange(true)) return;
+  if (timer_.joinable()) timer_.join();
+  // Running sessions see stopping_ at their next step; the pool's
+  // destructor waits for them.
+  pool_.reset();
+}
+
+absl::Duration SessionScheduler::JitteredLocked(absl::Duration d) {
+  // A 64-bit LCG is plenty to spread sessions out.
+  jitter_state_ =
+      jitter_state_ * 6364136223846793005ULL + 1442695040888963407ULL;
+  const double unit = static_cast<double>(jitter_state_ >> 11) /
+                      static_cast<double>(1ULL << 53);
+  return d * (0.8 + 0.4 * unit);
+}
+
+void SessionScheduler::TimerLoop() {
+  while (!stopping_.load()) {
+    const absl::Time now = absl::Now();
+    for (const auto& peer_ptr : peers_) {
+      Peer* peer = peer_ptr.get();
+      {
+        absl::MutexLock lock(&mu_);
+        if (peer->running || peer->next_due > now) continue;
+        peer->running = true;
+        ++sessions_running_;
+      }
+      if (!pool_->Schedule([this, peer] { RunSession(peer); })) {
+        absl::MutexLock lock(&mu_);
+        peer->running = false;
+        --sessions_running_;
+      }
+    }
+    absl::SleepFor(kTick);
+  }
+}
+
+absl::Status SessionScheduler::RunSessionNow(const std::string& address) {
+  for (const auto& peer_ptr : peers_) {
+    Peer* peer = peer_ptr.get();
+    if (peer->config.address != address) continue;
+    {
+      absl::MutexLock lock(&mu_);
+      if (peer->running) {
+        return absl::FailedPreconditionError(
+            absl::StrFormat("a session with %s is already running", address));
+      }
+      peer->running = true;
+      ++sessions_running_;
+    }
+    RunSession(peer);
+    absl::MutexLock lock(&mu_);
+    return peer->last_outcome == "ok"
+               ? absl::OkStatus()
+               : absl::UnavailableError(peer->last_outcome);
+  }
+  return absl::NotFoundError(absl::StrFormat("no peer %s", address));
+}
+
+void SessionScheduler::RunSession(Peer* peer) {
+  const absl::Time start = absl::Now();
+  const bool from_source = peer->config.role == PeerRole::kSource;
+  absl::Status status;
+  uint64_t rows_received = 0;
+  uint64_t rows_sent = 0;
+
+  // Which keyspaces: every one either side has.
+  std::set<std::string> keyspaces;
+  for (const storage::KeyspaceInfo& ks : store_->ListKeyspaces()) {
+    keyspaces.insert(ks.name);
+  }
+  absl::StatusOr<v1::HandshakeResponse> handshake =
+      peer->client->Handshake({}, 0);
+  if (!handshake.ok()) {
+    status = handshake.status();
+  } else {
+    {
+      absl::MutexLock lock(&mu_);
+      peer->name = handshake->node_name();
+    }
+    if (handshake->node_name() == store_->node_name()) {
+      status = absl::FailedPreconditionError(absl::StrFormat(
+          "peer %s has this node's own name '%s'; node names must be unique",
+          peer->config.address, store_->node_name()));
+    }
+    for (const v1::KeyspaceSummary& ks : handshake->keyspaces()) {
+      keyspaces.insert(ks.name());
+    }
+  }
+
+  std::unique_ptr<Replica> local = NewLocalReplica(store_);
+  std::unique_ptr<Replica> remote = NewRemoteReplica(peer->client.get());
+  for (const std::string& keyspace : keyspaces) {
+    if (!status.ok()) break;
+    SyncOptions options;
+    options.keyspace = keyspace;
+    options.a_is_source = from_source;
+    options.deadline = start + config_.session_timeout;
+    options.cancelled = &stopping_;
+    options.bandwidth_bytes_per_second = config_.repair_bandwidth_mb * 1e6;
+    const tree::ViewTraffic before = peer->client->traffic();
+    const absl::Time keyspace_start = absl::Now();
+    absl::StatusOr<SyncStats> stats =
+        from_source ? SyncKeyspace(*remote, *local, options)
+                    : SyncKeyspace(*local, *remote, options);
+    const tree::ViewTraffic after = peer->client->traffic();
+    uint64_t in = 0;
+    uint64_t out = 0;
+    if (stats.ok()) {
+      in = from_source ? stats->rows_to_b : stats->rows_to_a;
+      out = from_source ? 0 : stats->rows_to_b;
+      rows_received += in;
+      rows_sent += out;
+    } else {
+      status = stats.status();
+    }
+    LogInfo(absl::StrFormat(
+        "session peer=%s name=%s keyspace=%s mode=%s outcome=%s rounds=%d "
+        "bytes_sent=%d bytes_received=%d rows_sent=%d rows_received=%d "
+        "erased=%d conflicts=%d duration_ms=%d",
+        peer->config.address, handshake.ok() ? handshake->node_name() : "?",
+        keyspace, from_source ? "from-source" : "two-way",
+        stats.ok() ? "ok" : stats.status().ToString(),
+        stats.ok() ? stats->diff.rounds : 0,
+        after.bytes_sent - before.bytes_sent,
+        after.bytes_received - before.bytes_received, out, in,
+        stats.ok() ? stats->erased_from_b : 0,
+        stats.ok() ? stats->conflicts : 0,
+        absl::ToInt64Milliseconds(absl::Now() - keyspace_start)));
+  }
+  if (!handshake.ok() || (keyspaces.empty() && !status.ok())) {
+    LogWarning(absl::StrFormat("session peer=%s outcome=%s",
+                               peer->config.address, status.ToString()));
+  }
+
+  absl::MutexLock lock(&mu_);
+  peer->running = false;
+  --sessions_running_;
+  peer->last_session = start;
+  peer->last_outcome = status.ok() ? "ok" : status.ToString();
+  if (status.ok()) {
+    ++peer->sessions_ok;
+  } else {
+    ++peer->sessions_failed;
+  }
+  peer->rows_received += rows_received;
+  peer->rows_sent += rows_sent;
+  peer->next_due = absl::Now() + JitteredLocked(config_.sync_interval);
+}
+
+void SessionScheduler::FillStatus(v1::StatusResponse* response) {
+  absl::MutexLock lock(&mu_);
+  response->set_sessions_running(static_cast<uint32_t>(sessions_running_));
+  for (const auto& peer : peers_) {
+    v1::PeerStatus* p = response->add_peers();
+    p->set_address(peer->config.address);
+    p->set_role(peer->config.role == PeerRole::kSource ? "source" : "peer");
+    p->set_name(peer->name);
+    if (peer->last_session != absl::InfinitePast()) {
+      p->set_last_session_unix_ms(absl::ToUnixMillis(peer->last_session));
+    }
+    p->set_last_outcome(peer->last_outcome);
+    p->set_session_running(peer->running);
+    p->set_sessions_ok(peer->sessions_ok);
+    p->set_sessions_failed(peer->sessions_failed);
+    p->set_rows_received(peer->rows_received);
+    p->set_rows_sent(peer->rows_sent);
+  }
+}
+
+}  // namespace node
+}  // namespace tally

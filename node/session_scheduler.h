@@ -1,0 +1,103 @@
+// SessionScheduler: runs anti-entropy sessions with every peer, on an
+// interval, from one bounded pool.
+//
+// Each peer gets a session every `sync_interval` (jittered by ±20% so that
+// peers do not synchronise their load), never two at once for the same
+// peer. A session handshakes with the peer, then for every keyspace either
+// side has runs SyncKeyspace (node/sync.h): two-way last-writer-wins with a
+// peer, one-way from a `role=source` peer (this node becomes its copy).
+// Sessions have a deadline and stop at the next step when the scheduler
+// shuts down. Each keyspace's session is logged on one line.
+//
+//   SessionScheduler scheduler(store, config, client_options);
+//   scheduler.Start();
+//   ...
+//   scheduler.Shutdown();  // waits for running sessions to stop
+//
+// Thread-safe.
+#ifndef TALLY_NODE_SESSION_SCHEDULER_H_
+#define TALLY_NODE_SESSION_SCHEDULER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "node/admin_service.h"
+#include "node/client.h"
+#include "node/config.h"
+#include "node/worker_pool.h"
+#include "storage/store.h"
+
+namespace tally {
+namespace node {
+
+class SessionScheduler : public StatusSource {
+ public:
+  SessionScheduler(storage::Store* store, const NodeConfig& config,
+                   ClientOptions client_options);
+  ~SessionScheduler() override;
+  SessionScheduler(const SessionScheduler&) = delete;
+  SessionScheduler& operator=(const SessionScheduler&) = delete;
+
+  // Creates the peers' clients and starts the timer thread. The first
+  // session with each peer starts after a short random delay.
+  absl::Status Start();
+
+  // Stops starting sessions, asks running ones to stop, and waits for them.
+  void Shutdown();
+
+  // Runs a session with the peer at `address` now, on the calling thread.
+  // Returns kFailedPrecondition if one is already running with that peer.
+  absl::Status RunSessionNow(const std::string& address);
+
+  // StatusSource: peers and sessions.
+  void FillStatus(::tally::v1::StatusResponse* response) override;
+
+ private:
+  struct Peer {
+    PeerConfig config;
+    std::unique_ptr<NodeClient> client;
+    // Protected by SessionScheduler::mu_.
+    std::string name;
+    bool running = false;
+    absl::Time next_due = absl::InfinitePast();
+    absl::Time last_session = absl::InfinitePast();
+    std::string last_outcome;
+    uint64_t sessions_ok = 0;
+    uint64_t sessions_failed = 0;
+    uint64_t rows_received = 0;
+    uint64_t rows_sent = 0;
+  };
+
+  void TimerLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs one session with `peer`; REQUIRES: peer->running was set by us.
+  void RunSession(Peer* peer) ABSL_LOCKS_EXCLUDED(mu_);
+  // `d` scaled by a random factor in [0.8, 1.2).
+  absl::Duration JitteredLocked(absl::Duration d)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  storage::Store* const store_;
+  const NodeConfig config_;
+  const ClientOptions client_options_;
+
+  std::unique_ptr<WorkerPool> pool_;
+  std::thread timer_;
+  std::atomic<bool> stopping_{false};
+
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Peer>> peers_;  // the vector is constant after
+                                              // Start(); fields under mu_
+  int sessions_running_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t jitter_state_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace node
+}  // namespace tally
+
+#endif  // TALLY_NODE_SESSION_SCHEDULER_H_

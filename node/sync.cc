@@ -1,0 +1,228 @@
+#include "node/sync.h"
+
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "tree/memory_tree_view.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace node {
+namespace {
+
+// A view that answers as an empty keyspace when the replica does not have
+// the keyspace at all: a new node is simply empty, and repair creates the
+// keyspace on it with its first rows.
+class EmptyIfMissingView : public tree::TreeView {
+ public:
+  explicit EmptyIfMissingView(std::unique_ptr<tree::TreeView> view)
+      : view_(std::move(view)) {}
+
+  bool missing() const { return missing_; }
+
+  // `view` null: the replica is already known to lack the keyspace.
+  absl::StatusOr<tree::ViewSummary> Summary(int top_levels) override {
+    if (view_ != nullptr) {
+      absl::StatusOr<tree::ViewSummary> summary = view_->Summary(top_levels);
+      if (!absl::IsNotFound(summary.status())) return summary;
+    }
+    missing_ = true;
+    TALLY_ASSIGN_OR_RETURN(
+        empty_, tree::MemoryTreeView::Create(tree::kDefaultDepth, {}));
+    return empty_->Summary(top_levels);
+  }
+
+  absl::StatusOr<tree::ViewResponse> Exchange(
+      const tree::ViewRequest& request) override {
+    return missing_ ? empty_->Exchange(request) : view_->Exchange(request);
+  }
+
+  absl::Status Scan(absl::Span<const tree::NodeRef> ranges,
+                    const tree::EntrySink& sink) override {
+    return missing_ ? empty_->Scan(ranges, sink) : view_->Scan(ranges, sink);
+  }
+
+  std::optional<tree::ViewTraffic> MeasuredTraffic() const override {
+    if (view_ == nullptr) return tree::ViewTraffic{};
+    return view_->MeasuredTraffic();
+  }
+
+ private:
+  std::unique_ptr<tree::TreeView> view_;
+  std::unique_ptr<tree::MemoryTreeView> empty_;
+  bool missing_ = false;
+};
+
+// The repair half of a sync: collects keys to move as the diff finds them
+// and moves them in batches.
+class Repairer {
+ public:
+  Repairer(Replica& a, Replica& b, const SyncOptions& options, SyncStats* stats)
+      : a_(a), b_(b), options_(options), stats_(*stats) {}
+
+  absl::Status Add(const tree::RowEntry* in_a, const tree::RowEntry* in_b) {
+    KeyDifference d;
+    d.key = in_a != nullptr ? in_a->key : in_b->key;
+    d.in_a = in_a;
+    d.in_b = in_b;
+    if (options_.a_is_source) {
+      d.action = in_a != nullptr ? KeyDifference::Action::kCopyToB
+                                 : KeyDifference::Action::kEraseFromB;
+    } else if (in_b == nullptr) {
+      d.action = KeyDifference::Action::kCopyToB;
+    } else if (in_a == nullptr) {
+      d.action = KeyDifference::Action::kCopyToA;
+    } else {
+      const int c = tree::CompareVersions(in_a->version, in_b->version);
+      d.action = c > 0   ? KeyDifference::Action::kCopyToB
+                 : c < 0 ? KeyDifference::Action::kCopyToA
+                         : KeyDifference::Action::kConflict;
+    }
+    ++progress_.differences;
+    if (options_.on_difference) options_.on_difference(d);
+    TALLY_RETURN_IF_ERROR(CheckStop());
+    switch (d.action) {
+      case KeyDifference::Action::kCopyToB:
+        to_b_.push_back(std::move(d.key));
+        break;
+      case KeyDifference::Action::kCopyToA:
+        to_a_.push_back(std::move(d.key));
+        break;
+      case KeyDifference::Action::kEraseFromB:
+        erase_from_b_.push_back(std::move(d.key));
+        break;
+      case KeyDifference::Action::kConflict:
+        ++stats_.conflicts;
+        break;
+    }
+    if (to_a_.size() + to_b_.size() + erase_from_b_.size() >=
+        options_.batch_rows) {
+      return Flush();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckStop() const {
+    if (options_.cancelled != nullptr && options_.cancelled->load()) {
+      return absl::CancelledError("the sync was cancelled (shutdown)");
+    }
+    if (absl::Now() > options_.deadline) {
+      return absl::DeadlineExceededError("the sync ran past its deadline");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Flush() {
+    TALLY_RETURN_IF_ERROR(CheckStop());
+    if (options_.dry_run) {
+      to_a_.clear();
+      to_b_.clear();
+      erase_from_b_.clear();
+      return absl::OkStatus();
+    }
+    const storage::ApplyMode mode_b = options_.a_is_source
+                                          ? storage::ApplyMode::kSourceOverride
+                                          : storage::ApplyMode::kLastWriterWins;
+    if (!to_b_.empty() || !erase_from_b_.empty()) {
+      TALLY_ASSIGN_OR_RETURN(std::vector<storage::Row> rows, Fetch(a_, to_b_));
+      TALLY_ASSIGN_OR_RETURN(
+          ApplyResult r,
+          b_.ApplyRows(options_.keyspace, rows, erase_from_b_, mode_b));
+      stats_.rows_to_b += r.applied;
+      stats_.erased_from_b += r.erased;
+      stats_.ignored += r.ignored;
+      progress_.rows_to_b += r.applied;
+      to_b_.clear();
+      erase_from_b_.clear();
+    }
+    if (!to_a_.empty()) {
+      TALLY_ASSIGN_OR_RETURN(std::vector<storage::Row> rows, Fetch(b_, to_a_));
+      TALLY_ASSIGN_OR_RETURN(ApplyResult r,
+                             a_.ApplyRows(options_.keyspace, rows, {},
+                                          storage::ApplyMode::kLastWriterWins));
+      stats_.rows_to_a += r.applied;
+      stats_.ignored += r.ignored;
+      progress_.rows_to_a += r.applied;
+      to_a_.clear();
+    }
+    if (options_.on_progress) options_.on_progress(progress_);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::StatusOr<std::vector<storage::Row>> Fetch(
+      Replica& from, const std::vector<std::string>& keys) {
+    std::vector<storage::Row> rows;
+    if (keys.empty()) return rows;
+    size_t bytes = 0;
+    TALLY_RETURN_IF_ERROR(
+        from.FetchRows(options_.keyspace, keys, [&](const storage::Row& row) {
+          bytes += row.key.size() + row.value.size();
+          rows.push_back(row);
+          return absl::OkStatus();
+        }));
+    stats_.repair_bytes += bytes;
+    Throttle(bytes);
+    return rows;
+  }
+
+  // Sleeps as long as the bytes moved so far are ahead of the limit.
+  void Throttle(size_t bytes) {
+    if (options_.bandwidth_bytes_per_second <= 0) return;
+    throttled_bytes_ += bytes;
+    const absl::Duration due =
+        absl::Seconds(static_cast<double>(throttled_bytes_) /
+                      options_.bandwidth_bytes_per_second);
+    const absl::Duration elapsed = absl::Now() - start_;
+    if (due > elapsed) absl::SleepFor(due - elapsed);
+  }
+
+  Replica& a_;
+  Replica& b_;
+  const SyncOptions& options_;
+  SyncStats& stats_;
+  SyncProgress progress_;
+  std::vector<std::string> to_a_;
+  std::vector<std::string> to_b_;
+  std::vector<std::string> erase_from_b_;
+  const absl::Time start_ = absl::Now();
+  uint64_t throttled_bytes_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<SyncStats> SyncKeyspace(Replica& a, Replica& b,
+                                       const SyncOptions& options) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<tree::TreeView>> raw_a =
+      a.NewView(options.keyspace);
+  if (!raw_a.ok() && !absl::IsNotFound(raw_a.status())) return raw_a.status();
+  absl::StatusOr<std::unique_ptr<tree::TreeView>> raw_b =
+      b.NewView(options.keyspace);
+  if (!raw_b.ok() && !absl::IsNotFound(raw_b.status())) return raw_b.status();
+  EmptyIfMissingView view_a(raw_a.ok() ? std::move(*raw_a) : nullptr);
+  EmptyIfMissingView view_b(raw_b.ok() ? std::move(*raw_b) : nullptr);
+
+  SyncStats stats;
+  Repairer repairer(a, b, options, &stats);
+  absl::Status status = tree::DiffViews(
+      view_a, view_b, options.diff,
+      [&](const tree::RowEntry* in_a, const tree::RowEntry* in_b) {
+        return repairer.Add(in_a, in_b);
+      },
+      &stats.diff);
+  if (view_a.missing() && view_b.missing()) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' exists on neither %s nor %s",
+                        options.keyspace, a.name(), b.name()));
+  }
+  if (status.ok()) status = repairer.Flush();
+  if (!status.ok()) return status;
+  stats.duration = absl::Now() - start;
+  return stats;
+}
+
+}  // namespace node
+}  // namespace tally

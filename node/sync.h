@@ -1,0 +1,87 @@
+// SyncKeyspace: diff two replicas of a keyspace and repair what differs.
+//
+// This is the anti-entropy session's work, and `tally repair`'s:
+//
+//  1. Diff (tree/diff.h): handshake, descent, sub-leaf ranges, row lists —
+//     the exact set of differing keys with each side's version.
+//  2. Repair, in batches as differences arrive (memory stays bounded):
+//     - two-way (last writer wins): for each key the side with the higher
+//       version wins; its row is fetched and written to the other side,
+//       keeping its version and origin. Equal versions with different
+//       content cannot be ordered and are counted as conflicts.
+//     - one-way from a source (`a_is_source`): b becomes equal to a. a's row
+//       replaces b's whatever the versions; rows a lacks are erased from b.
+//  3. Rows move under a bandwidth limit, if set.
+//
+// A replica that lacks the keyspace is treated as empty. Concurrent writes
+// on either side are normal: a key that changed mid-sync may be repaired
+// again next time.
+#ifndef TALLY_NODE_SYNC_H_
+#define TALLY_NODE_SYNC_H_
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "node/replica.h"
+#include "tree/diff.h"
+
+namespace tally {
+namespace node {
+
+// One differing key, as the sync saw it.
+struct KeyDifference {
+  std::string key;
+  const tree::RowEntry* in_a = nullptr;  // nullptr: absent on a
+  const tree::RowEntry* in_b = nullptr;
+  // What the repair does with it.
+  enum class Action { kCopyToB, kCopyToA, kEraseFromB, kConflict } action;
+};
+
+struct SyncProgress {
+  uint64_t differences = 0;
+  uint64_t rows_to_a = 0;
+  uint64_t rows_to_b = 0;
+};
+
+struct SyncOptions {
+  std::string keyspace;
+  // One-way: b becomes an exact copy of a.
+  bool a_is_source = false;
+  // Find and report, but change nothing.
+  bool dry_run = false;
+  // Repair traffic limit in bytes per second; 0 is unlimited.
+  double bandwidth_bytes_per_second = 0;
+  // Rows fetched and written per repair batch.
+  size_t batch_rows = 1000;
+  // Give up (kDeadlineExceeded) after this time.
+  absl::Time deadline = absl::InfiniteFuture();
+  // When set and true, stop at the next step with kCancelled (shutdown).
+  const std::atomic<bool>* cancelled = nullptr;
+  tree::DiffOptions diff;
+  // Called for every differing key (e.g. to print it). Optional.
+  std::function<void(const KeyDifference&)> on_difference;
+  // Called now and then while a long sync runs. Optional.
+  std::function<void(const SyncProgress&)> on_progress;
+};
+
+struct SyncStats {
+  tree::DiffStats diff;
+  uint64_t rows_to_a = 0;
+  uint64_t rows_to_b = 0;
+  uint64_t erased_from_b = 0;
+  uint64_t ignored = 0;       // repaired rows the target already had newer
+  uint64_t conflicts = 0;     // equal versions, different content
+  uint64_t repair_bytes = 0;  // value and key bytes moved by the repair
+  absl::Duration duration;
+};
+
+absl::StatusOr<SyncStats> SyncKeyspace(Replica& a, Replica& b,
+                                       const SyncOptions& options);
+
+}  // namespace node
+}  // namespace tally
+
+#endif  // TALLY_NODE_SYNC_H_

@@ -1,0 +1,146 @@
+#include "node/sync.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "node/replica.h"
+#include "tests/temp_dir.h"
+
+namespace tally {
+namespace node {
+namespace {
+
+using ::tally::testing::TempDir;
+
+std::unique_ptr<storage::Store> Open(const TempDir& dir,
+                                     const std::string& name) {
+  storage::StoreOptions options;
+  options.node_name = name;
+  options.sync = false;
+  options.default_depth = 10;
+  auto store = storage::Store::Open(dir.path(), options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return std::move(*store);
+}
+
+void Put(storage::Store& s, const std::string& key, const std::string& value) {
+  storage::WriteRequest w;
+  w.mutations.push_back(storage::Mutation::Put("ks", key, value));
+  ASSERT_TRUE(s.Write(std::move(w)).ok());
+}
+
+std::string Value(storage::Store& s, const std::string& key) {
+  auto row = s.Get("ks", key);
+  if (!row.ok()) return "<missing>";
+  return row->deleted ? "<deleted>" : row->value;
+}
+
+class SyncTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = Open(dir_a_, "node-a");
+    b_ = Open(dir_b_, "node-b");
+    ra_ = NewLocalReplica(a_.get());
+    rb_ = NewLocalReplica(b_.get());
+  }
+
+  absl::StatusOr<SyncStats> Sync(bool a_is_source = false,
+                                 bool dry_run = false) {
+    SyncOptions options;
+    options.keyspace = "ks";
+    options.a_is_source = a_is_source;
+    options.dry_run = dry_run;
+    options.batch_rows = 7;  // several repair batches
+    options.on_difference = [&](const KeyDifference& d) {
+      seen_.insert(d.key);
+    };
+    return SyncKeyspace(*ra_, *rb_, options);
+  }
+
+  TempDir dir_a_, dir_b_;
+  std::unique_ptr<storage::Store> a_, b_;
+  std::unique_ptr<Replica> ra_, rb_;
+  std::set<std::string> seen_;
+};
+
+TEST_F(SyncTest, TwoWayCopiesEachKeysNewerVersionToTheOtherSide) {
+  for (int i = 0; i < 50; ++i) Put(*a_, absl::StrCat("a", i), "from-a");
+  for (int i = 0; i < 30; ++i) Put(*b_, absl::StrCat("b", i), "from-b");
+  Put(*a_, "both", "older");
+  Put(*b_, "both", "newer");  // later local write: higher HLC
+  auto stats = Sync();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->rows_to_b, 50u);
+  EXPECT_EQ(stats->rows_to_a, 31u);
+  EXPECT_EQ(Value(*a_, "both"), "newer");
+  EXPECT_EQ(Value(*b_, "a7"), "from-a");
+  EXPECT_EQ(a_->GetKeyspace("ks")->root, b_->GetKeyspace("ks")->root);
+  // Versions travel unchanged: the row on b is a's row.
+  EXPECT_EQ(b_->Get("ks", "a7")->version, a_->Get("ks", "a7")->version);
+  auto again = Sync();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->diff.differences, 0u);
+  EXPECT_EQ(again->diff.rounds, 1u);
+}
+
+TEST_F(SyncTest, DeletesTravelAsTombstones) {
+  Put(*a_, "k", "v");
+  ASSERT_TRUE(Sync().ok());
+  storage::WriteRequest del;
+  del.mutations.push_back(storage::Mutation::Delete("ks", "k"));
+  ASSERT_TRUE(b_->Write(std::move(del)).ok());
+  ASSERT_TRUE(Sync().ok());
+  EXPECT_EQ(Value(*a_, "k"), "<deleted>");
+}
+
+TEST_F(SyncTest, SourceModeMakesBAnExactCopyOfA) {
+  for (int i = 0; i < 20; ++i) Put(*a_, absl::StrCat("k", i), "source");
+  ASSERT_TRUE(Sync().ok());
+  Put(*b_, "k3", "newer-on-b");
+  Put(*b_, "extra", "only-on-b");
+  auto stats = Sync(/*a_is_source=*/true);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->erased_from_b, 1u);
+  EXPECT_EQ(stats->rows_to_a, 0u);
+  EXPECT_EQ(Value(*b_, "k3"), "source");
+  EXPECT_EQ(Value(*b_, "extra"), "<missing>");
+  EXPECT_EQ(Value(*a_, "extra"), "<missing>");
+  EXPECT_EQ(a_->GetKeyspace("ks")->root, b_->GetKeyspace("ks")->root);
+}
+
+TEST_F(SyncTest, DryRunReportsAndChangesNothing) {
+  Put(*a_, "x", "1");
+  Put(*b_, "y", "2");
+  auto stats = Sync(false, /*dry_run=*/true);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(seen_, (std::set<std::string>{"x", "y"}));
+  EXPECT_EQ(Value(*b_, "x"), "<missing>");
+  EXPECT_EQ(stats->rows_to_a + stats->rows_to_b, 0u);
+}
+
+TEST_F(SyncTest, AMissingKeyspaceIsEmptyAndBothMissingIsNotFound) {
+  Put(*a_, "k", "v");
+  auto stats = Sync();  // b has no keyspace "ks" yet
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(Value(*b_, "k"), "v");
+  SyncOptions options;
+  options.keyspace = "nowhere";
+  EXPECT_EQ(SyncKeyspace(*ra_, *rb_, options).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(SyncTest, CancelledSyncStops) {
+  for (int i = 0; i < 100; ++i) Put(*a_, absl::StrCat("k", i), "v");
+  std::atomic<bool> cancelled{true};
+  SyncOptions options;
+  options.keyspace = "ks";
+  options.cancelled = &cancelled;
+  EXPECT_EQ(SyncKeyspace(*ra_, *rb_, options).status().code(),
+            absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace node
+}  // namespace tally

@@ -1,0 +1,148 @@
+// tallyd: the tally node.
+//
+//   tallyd --name eu-west/db-3 --data-dir /var/lib/tally
+//          --listen 127.0.0.1:7400 --peer 10.0.0.2:7400
+//          --peer 10.0.0.3:7400,role=source --sync-interval 30s
+//   tallyd --config /etc/tally/tallyd.conf
+//
+// Every flag is a setting of the config file (node/config.h) and is parsed
+// by the same code: `--name value` or `--name=value`; `--peer` repeats.
+// Flags override the file. SIGTERM or SIGINT stop the node cleanly: no new
+// RPCs or sessions, running sessions end, the store is closed, exit 0.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "node/config.h"
+#include "node/log.h"
+#include "node/node_server.h"
+
+namespace tally {
+namespace node {
+namespace {
+
+constexpr char kUsage[] = R"(usage: tallyd [--config FILE] [--SETTING VALUE]...
+
+Runs a tally node: keeps a Merkle tree over its store, serves peers and
+tools over gRPC, and runs anti-entropy sessions with its peers.
+
+Settings (flags, or `name = value` lines in --config FILE):
+  --name NAME              this node's origin name, unique in the mesh (required)
+  --data-dir DIR           where the store lives (required)
+  --listen HOST:PORT       gRPC address (default 127.0.0.1:7400; port 0 picks one)
+  --peer HOST:PORT[,role=source]
+                           a peer; repeat for several. role=source marks an
+                           authoritative source this node copies exactly
+  --sync-interval DURATION time between sessions with each peer, jittered
+                           by +-20% (default 30s)
+  --max-sessions N         sessions running at once, all peers (default 2)
+  --repair-bandwidth MB    repair traffic per session in MB/s (default 0 = unlimited)
+  --default-depth D        tree depth of new keyspaces, 1..24 (default 16)
+  --session-timeout DURATION  abandon a session after this (default 10m)
+  --rpc-threads N          threads serving store reads and writes (default 4)
+  --sync-writes BOOL       fsync every commit (default true)
+  --insecure               allow a non-loopback --listen without TLS
+
+On start it prints "tallyd NAME listening on HOST:PORT" to stderr.
+)";
+
+bool IsBoolSetting(const std::string& name) { return name == "insecure"; }
+
+int Main(int argc, char** argv) {
+  // Signals go to the thread that waits for them, never to gRPC's or the
+  // store's threads: block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // (name, value) pairs in command-line order; --config applies first.
+  std::vector<std::pair<std::string, std::string>> settings;
+  std::string config_file;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h" || arg == "help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (!absl::StartsWith(arg, "--")) {
+      std::fprintf(stderr, "tallyd: unexpected argument '%s' (see --help)\n",
+                   arg.c_str());
+      return 2;
+    }
+    std::string name = arg.substr(2);
+    std::string value;
+    const size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (IsBoolSetting(name)) {
+      value = "true";
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      std::fprintf(stderr, "tallyd: --%s needs a value (see --help)\n",
+                   name.c_str());
+      return 2;
+    }
+    // Underscores too, for habit: --data_dir is --data-dir.
+    for (char& c : name) c = c == '_' ? '-' : c;
+    if (name == "config") {
+      config_file = value;
+    } else {
+      settings.emplace_back(name, value);
+    }
+  }
+
+  NodeConfig config;
+  if (!config_file.empty()) {
+    absl::Status s = ApplyConfigFile(config_file, &config);
+    if (!s.ok()) {
+      std::fprintf(stderr, "tallyd: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  for (const auto& [name, value] : settings) {
+    absl::Status s = ApplySetting(name, value, &config);
+    if (!s.ok()) {
+      std::fprintf(stderr, "tallyd: --%s: %s\n", name.c_str(),
+                   std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  absl::Status valid = ValidateConfig(config);
+  if (!valid.ok()) {
+    std::fprintf(stderr, "tallyd: %s\n", std::string(valid.message()).c_str());
+    return 2;
+  }
+
+  absl::StatusOr<std::unique_ptr<NodeServer>> node = NodeServer::Start(config);
+  if (!node.ok()) {
+    std::fprintf(stderr, "tallyd: %s\n", node.status().ToString().c_str());
+    return 1;
+  }
+  LogInfo(absl::StrFormat("tallyd %s listening on %s (data %s, %d peers)",
+                          config.name, (*node)->listen_address(),
+                          config.data_dir, config.peers.size()));
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  LogInfo(absl::StrFormat("tallyd %s: %s received, shutting down", config.name,
+                          strsignal(signal_number)));
+  (*node)->Shutdown();
+  node->reset();
+  LogInfo(absl::StrFormat("tallyd %s: stopped", config.name));
+  return 0;
+}
+
+}  // namespace
+}  // namespace node
+}  // namespace tally
+
+int main(int argc, char** argv) { return tally::node::Main(argc, argv); }

@@ -1,0 +1,244 @@
+#include "node/wire.h"
+
+#include <algorithm>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_format.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace node {
+namespace {
+
+absl::StatusOr<tree::Digest128> DigestFromBytes(const std::string& bytes,
+                                                absl::string_view what) {
+  if (bytes.size() != 16) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s is %d bytes; digests are 16 bytes", what, bytes.size()));
+  }
+  return tree::Digest128::Load(bytes.data());
+}
+
+std::string DigestBytes(const tree::Digest128& d) {
+  std::string out;
+  d.AppendTo(&out);
+  return out;
+}
+
+}  // namespace
+
+uint32_t OriginDictionary::Index(const std::string& origin) {
+  auto [it, inserted] =
+      index_.emplace(origin, static_cast<uint32_t>(names_.size()));
+  if (inserted) names_.push_back(origin);
+  return it->second;
+}
+
+void OriginDictionary::MoveTo(
+    google::protobuf::RepeatedPtrField<std::string>* out) {
+  for (std::string& name : names_) out->Add(std::move(name));
+  names_.clear();
+  index_.clear();
+}
+
+void ToProto(const tree::Version& version, v1::Version* out) {
+  out->set_hlc(version.timestamp.raw());
+  out->set_origin(version.origin);
+}
+
+absl::StatusOr<tree::Version> FromProto(const v1::Version& version) {
+  TALLY_RETURN_IF_ERROR(storage::ValidateNodeName(version.origin()));
+  if (version.hlc() == 0) {
+    return absl::InvalidArgumentError("version has a zero timestamp");
+  }
+  return tree::Version{tree::HlcTimestamp::FromRaw(version.hlc()),
+                       version.origin()};
+}
+
+void ToProto(const tree::NodeRef& node, v1::NodeRef* out) {
+  out->set_level(static_cast<uint32_t>(node.level));
+  out->set_index(node.index);
+}
+
+absl::StatusOr<tree::NodeRef> FromProto(const v1::NodeRef& node) {
+  const tree::NodeRef ref{
+      static_cast<int>(std::min<uint32_t>(node.level(), 65)), node.index()};
+  if (node.level() > 64 || !ref.IsValid()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "invalid token range: level %d, index %d (level must be 0..64 and "
+        "index below 2^level)",
+        node.level(), node.index()));
+  }
+  return ref;
+}
+
+void ToProto(const tree::RowEntry& entry, OriginDictionary* origins,
+             v1::RowEntry* out) {
+  out->set_key(entry.key);
+  out->set_hlc(entry.version.timestamp.raw());
+  out->set_origin(origins->Index(entry.version.origin));
+  out->set_deleted(entry.deleted);
+  out->set_digest(DigestBytes(entry.digest));
+}
+
+absl::StatusOr<tree::RowEntry> FromProto(
+    const v1::RowEntry& entry,
+    const google::protobuf::RepeatedPtrField<std::string>& origins) {
+  if (entry.origin() >= static_cast<uint32_t>(origins.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "row entry names origin %d of %d", entry.origin(), origins.size()));
+  }
+  if (entry.key().empty()) {
+    return absl::InvalidArgumentError("row entry has an empty key");
+  }
+  tree::RowEntry out;
+  out.key = entry.key();
+  out.token = tree::TokenOf(out.key);
+  out.version.timestamp = tree::HlcTimestamp::FromRaw(entry.hlc());
+  out.version.origin = origins.Get(static_cast<int>(entry.origin()));
+  out.deleted = entry.deleted();
+  TALLY_ASSIGN_OR_RETURN(out.digest,
+                         DigestFromBytes(entry.digest(), "row entry digest"));
+  return out;
+}
+
+void ToProto(const storage::Row& row, v1::Row* out) {
+  out->set_key(row.key);
+  out->set_value(row.value);
+  ToProto(row.version, out->mutable_version());
+  out->set_deleted(row.deleted);
+}
+
+absl::StatusOr<storage::Mutation> MutationFromProto(const std::string& keyspace,
+                                                    const v1::Row& row) {
+  if (!row.has_version()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("row '%s' has no version; replicated rows keep theirs",
+                        absl::CHexEscape(row.key().substr(0, 64))));
+  }
+  if (row.deleted() && !row.value().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tombstone '%s' carries a value",
+                        absl::CHexEscape(row.key().substr(0, 64))));
+  }
+  storage::Mutation m;
+  m.keyspace = keyspace;
+  m.key = row.key();
+  m.value = row.value();
+  m.deleted = row.deleted();
+  TALLY_ASSIGN_OR_RETURN(m.version, FromProto(row.version()));
+  return m;
+}
+
+void ToProto(const tree::ViewRequest& request, v1::ExchangeRequest* out) {
+  for (const tree::DescendRequest& d : request.descend) {
+    v1::DescendRequest* p = out->add_descend();
+    ToProto(d.node, p->mutable_node());
+    p->set_levels_ahead(static_cast<uint32_t>(d.levels_ahead));
+  }
+  for (const tree::NodeRef& range : request.list) {
+    ToProto(range, out->add_list());
+  }
+}
+
+absl::StatusOr<tree::ViewRequest> FromProto(
+    const v1::ExchangeRequest& request) {
+  // Check sizes before building anything from them.
+  if (static_cast<uint64_t>(request.descend_size()) >
+          tree::kMaxDescendantsPerExchange ||
+      static_cast<uint64_t>(request.list_size()) >
+          tree::kMaxListRangesPerExchange) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "exchange names %d nodes and %d ranges; the limits are %d and %d",
+        request.descend_size(), request.list_size(),
+        tree::kMaxDescendantsPerExchange, tree::kMaxListRangesPerExchange));
+  }
+  tree::ViewRequest out;
+  for (const v1::DescendRequest& d : request.descend()) {
+    TALLY_ASSIGN_OR_RETURN(tree::NodeRef node, FromProto(d.node()));
+    const int ahead =
+        static_cast<int>(std::min<uint32_t>(d.levels_ahead(), 1000));
+    out.descend.push_back(tree::DescendRequest{node, ahead});
+  }
+  for (const v1::NodeRef& range : request.list()) {
+    TALLY_ASSIGN_OR_RETURN(tree::NodeRef node, FromProto(range));
+    out.list.push_back(node);
+  }
+  TALLY_RETURN_IF_ERROR(tree::ValidateViewRequest(out));
+  return out;
+}
+
+void ToProto(const tree::ViewResponse& response, v1::ExchangeResponse* out) {
+  out->mutable_fingerprints()->Reserve(
+      static_cast<int>(response.descendants.size()));
+  out->mutable_counts()->Reserve(static_cast<int>(response.descendants.size()));
+  for (const tree::NodeDigest& d : response.descendants) {
+    out->add_fingerprints(d.fingerprint);
+    out->add_counts(d.count);
+  }
+  for (uint32_t n : response.entries_per_range) out->add_entries_per_range(n);
+  OriginDictionary origins;
+  for (const tree::RowEntry& e : response.entries) {
+    ToProto(e, &origins, out->add_entries());
+  }
+  origins.MoveTo(out->mutable_origins());
+}
+
+absl::StatusOr<tree::ViewResponse> FromProto(
+    const v1::ExchangeResponse& response) {
+  if (response.fingerprints_size() != response.counts_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("exchange answer has %d fingerprints but %d counts",
+                        response.fingerprints_size(), response.counts_size()));
+  }
+  tree::ViewResponse out;
+  out.descendants.reserve(response.fingerprints_size());
+  for (int i = 0; i < response.fingerprints_size(); ++i) {
+    out.descendants.push_back(
+        tree::NodeDigest{response.fingerprints(i), response.counts(i)});
+  }
+  out.entries_per_range.assign(response.entries_per_range().begin(),
+                               response.entries_per_range().end());
+  out.entries.reserve(response.entries_size());
+  for (const v1::RowEntry& e : response.entries()) {
+    TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
+                           FromProto(e, response.origins()));
+    out.entries.push_back(std::move(entry));
+  }
+  return out;
+}
+
+absl::Status SummaryToProto(tree::TreeView& view, absl::string_view name,
+                            int top_levels, v1::KeyspaceSummary* out) {
+  TALLY_ASSIGN_OR_RETURN(tree::ViewSummary summary, view.Summary(top_levels));
+  out->set_name(std::string(name));
+  out->set_depth(static_cast<uint32_t>(summary.depth));
+  out->set_root(DigestBytes(summary.root));
+  out->set_row_count(summary.row_count);
+  for (const tree::NodeDigest& d : summary.top) {
+    out->add_top_fingerprints(d.fingerprint);
+    out->add_top_counts(d.count);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<tree::ViewSummary> SummaryFromProto(
+    const v1::KeyspaceSummary& summary) {
+  if (summary.top_fingerprints_size() != summary.top_counts_size()) {
+    return absl::InvalidArgumentError(
+        "keyspace summary has mismatched top fingerprints and counts");
+  }
+  tree::ViewSummary out;
+  out.depth = static_cast<int>(summary.depth());
+  TALLY_ASSIGN_OR_RETURN(out.root,
+                         DigestFromBytes(summary.root(), "root digest"));
+  out.row_count = summary.row_count();
+  for (int i = 0; i < summary.top_fingerprints_size(); ++i) {
+    out.top.push_back(
+        tree::NodeDigest{summary.top_fingerprints(i), summary.top_counts(i)});
+  }
+  return out;
+}
+
+}  // namespace node
+}  // namespace tally
