@@ -58,6 +58,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   }
   node->listen_address_ = absl::StrCat(
       config.listen.substr(0, config.listen.rfind(':')), ":", port);
+  node->scheduler_->SetListenAddress(node->listen_address_);
   TALLY_RETURN_IF_ERROR(node->scheduler_->Start());
   return node;
 }

@@ -551,7 +551,7 @@ void ExpectSameEntry(const tree::RowEntry& got, const tree::RowEntry& want) {
   EXPECT_EQ(got.key, want.key);
   EXPECT_EQ(got.version, want.version);
   EXPECT_EQ(got.deleted, want.deleted);
-  EXPECT_EQ(got.digest, want.digest);
+  EXPECT_EQ(got.digest.Fingerprint(), want.digest.Fingerprint());
 }
 
 TEST_F(PeerServiceTest, ExchangeAnswersAsTheStoreViewDoes) {

@@ -199,8 +199,14 @@ void SessionScheduler::RunSession(Peer* peer) {
   peer->next_due = absl::Now() + JitteredLocked(config_.sync_interval);
 }
 
+void SessionScheduler::SetListenAddress(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  listen_address_ = address;
+}
+
 void SessionScheduler::FillStatus(v1::StatusResponse* response) {
   absl::MutexLock lock(&mu_);
+  response->set_listen(listen_address_);
   response->set_sessions_running(static_cast<uint32_t>(sessions_running_));
   for (const auto& peer : peers_) {
     v1::PeerStatus* p = response->add_peers();

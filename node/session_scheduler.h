@@ -55,6 +55,9 @@ class SessionScheduler : public StatusSource {
   // Returns kFailedPrecondition if one is already running with that peer.
   absl::Status RunSessionNow(const std::string& address);
 
+  // The address the node listens on, for status.
+  void SetListenAddress(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+
   // StatusSource: peers and sessions.
   void FillStatus(::tally::v1::StatusResponse* response) override;
 
@@ -94,6 +97,7 @@ class SessionScheduler : public StatusSource {
   std::vector<std::unique_ptr<Peer>> peers_;  // the vector is constant after
                                               // Start(); fields under mu_
   int sessions_running_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string listen_address_ ABSL_GUARDED_BY(mu_);
   uint64_t jitter_state_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -78,7 +78,7 @@ void ToProto(const tree::RowEntry& entry, OriginDictionary* origins,
   out->set_hlc(entry.version.timestamp.raw());
   out->set_origin(origins->Index(entry.version.origin));
   out->set_deleted(entry.deleted);
-  out->set_digest(DigestBytes(entry.digest));
+  out->set_fingerprint(entry.digest.Fingerprint());
 }
 
 absl::StatusOr<tree::RowEntry> FromProto(
@@ -97,8 +97,8 @@ absl::StatusOr<tree::RowEntry> FromProto(
   out.version.timestamp = tree::HlcTimestamp::FromRaw(entry.hlc());
   out.version.origin = origins.Get(static_cast<int>(entry.origin()));
   out.deleted = entry.deleted();
-  TALLY_ASSIGN_OR_RETURN(out.digest,
-                         DigestFromBytes(entry.digest(), "row entry digest"));
+  // Only the fingerprint travels; the diff compares fingerprints.
+  out.digest = tree::Digest128{0, entry.fingerprint()};
   return out;
 }
 

@@ -441,7 +441,10 @@ class Differ {
           TALLY_RETURN_IF_ERROR(Emit(nullptr, eb));
           ++pos_b;
         } else {
-          if (ea->digest != eb->digest) TALLY_RETURN_IF_ERROR(Emit(ea, eb));
+          // Rows travel with 64-bit digest fingerprints.
+          if (ea->digest.Fingerprint() != eb->digest.Fingerprint()) {
+            TALLY_RETURN_IF_ERROR(Emit(ea, eb));
+          }
           ++pos_a;
           ++pos_b;
         }

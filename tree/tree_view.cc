@@ -92,9 +92,10 @@ size_t WireSize(const ViewRequest& request) {
 }
 
 size_t WireSize(const RowEntry& entry) {
-  const size_t version = 1 + 8 + FieldSize(entry.version.origin.size());
-  return FieldSize(FieldSize(entry.key.size()) + FieldSize(version) +
-                   (entry.deleted ? 2 : 0) + FieldSize(16));
+  // Key, HLC (fixed64), origin as an index into the message's origin list
+  // (names travel once per message), deleted flag, digest fingerprint.
+  return FieldSize(FieldSize(entry.key.size()) + 1 + 8 + 2 +
+                   (entry.deleted ? 2 : 0) + 1 + 8);
 }
 
 size_t WireSize(const ViewResponse& response) {

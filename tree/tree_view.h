@@ -38,7 +38,9 @@ namespace tally {
 namespace tree {
 
 // One row as a comparison sees it. `digest` is RowDigest() of the row, so it
-// covers version, deleted flag and value.
+// covers version, deleted flag and value. Over a network only its
+// Fingerprint() travels (the high half is then zero): compare entries by
+// Fingerprint().
 struct RowEntry {
   Token token = 0;
   std::string key;
