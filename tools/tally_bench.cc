@@ -34,9 +34,8 @@ namespace {
 // The registry, in the order --scenario=all runs them.
 std::vector<Scenario> AllScenarios() {
   return {
-      DiffMemScenario(),
-      IngestScenario(),
-      OpenScenario(),
+      DiffMemScenario(),  IngestScenario(),    OpenScenario(),
+      NodeDiffScenario(), BootstrapScenario(),
   };
 }
 

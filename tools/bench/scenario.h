@@ -44,6 +44,8 @@ struct Scenario {
 Scenario DiffMemScenario();
 Scenario IngestScenario();
 Scenario OpenScenario();
+Scenario NodeDiffScenario();
+Scenario BootstrapScenario();
 
 }  // namespace bench
 }  // namespace tally

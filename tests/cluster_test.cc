@@ -1,0 +1,421 @@
+// Multi-process tests: real tallyd processes on loopback ports, real gRPC,
+// and the tally CLI as a user runs it.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "node/client.h"
+#include "node/wire.h"
+#include "tests/process.h"
+#include "tests/temp_dir.h"
+
+namespace tally {
+namespace {
+
+using ::tally::node::NodeClient;
+using ::tally::testing::CommandResult;
+using ::tally::testing::NodeProcess;
+using ::tally::testing::RunTally;
+using ::tally::testing::TempDir;
+using ::testing::HasSubstr;
+
+constexpr char kKeyspace[] = "default";
+
+// Fast writes for tests that do not test durability.
+const std::vector<std::string> kNoSync = {"--sync-writes", "false"};
+
+std::unique_ptr<NodeProcess> StartNode(
+    const std::string& name, const std::string& dir,
+    std::vector<std::string> extra = kNoSync,
+    const std::string& listen = "127.0.0.1:0") {
+  auto node = NodeProcess::Start(name, dir, extra, listen);
+  EXPECT_TRUE(node.ok()) << node.status();
+  return node.ok() ? std::move(*node) : nullptr;
+}
+
+std::unique_ptr<NodeClient> Connect(const std::string& address) {
+  auto client = NodeClient::Connect(address, node::ClientOptions{});
+  EXPECT_TRUE(client.ok()) << client.status();
+  return std::move(*client);
+}
+
+std::string Key(int i) { return absl::StrFormat("key-%07d", i); }
+
+void Load(const std::string& address, int first, int count) {
+  auto client = Connect(address);
+  int i = first;
+  auto loaded = client->Load(kKeyspace, [&](std::string* k, std::string* v) {
+    if (i >= first + count) return false;
+    *k = Key(i);
+    *v = absl::StrCat("value-", i, "-", std::string(40, 'x'));
+    ++i;
+    return true;
+  });
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->rows(), static_cast<uint64_t>(count));
+}
+
+// Root digest bytes and row count of the keyspace ("" and 0 if absent).
+std::pair<std::string, uint64_t> Root(const std::string& address) {
+  auto client = Connect(address);
+  auto hs = client->Handshake({kKeyspace}, 0);
+  EXPECT_TRUE(hs.ok()) << hs.status();
+  if (!hs.ok() || hs->keyspaces_size() == 0) return {"", 0};
+  return {hs->keyspaces(0).root(), hs->keyspaces(0).row_count()};
+}
+
+struct DiffResult {
+  int exit_code = -1;
+  std::set<std::string> keys;
+  int rounds = -1;
+  int differences = -1;
+  std::string output;
+};
+
+// Runs `tally diff A B --json` and parses its lines.
+DiffResult Diff(const std::string& a, const std::string& b) {
+  const CommandResult r =
+      RunTally({"diff", a, b, "--keyspace", kKeyspace, "--json"});
+  DiffResult d;
+  d.exit_code = r.exit_code;
+  d.output = r.out + r.err;
+  static const std::regex kKey("^\\{\"key\":\"([^\"]*)\"");
+  static const std::regex kRounds("\"rounds\":([0-9]+)");
+  static const std::regex kDifferences("\"differences\":([0-9]+)");
+  for (const std::string& line :
+       std::vector<std::string>(absl::StrSplit(r.out, '\n'))) {
+    std::smatch m;
+    if (std::regex_search(line, m, kKey)) d.keys.insert(m[1]);
+    if (line.find("\"summary\"") != std::string::npos) {
+      if (std::regex_search(line, m, kRounds)) d.rounds = std::stoi(m[1]);
+      if (std::regex_search(line, m, kDifferences)) {
+        d.differences = std::stoi(m[1]);
+      }
+    }
+  }
+  return d;
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+// Two nodes with the same 100k rows: A loaded, B filled by one repair.
+class TwoNodes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = StartNode("node-a", dir_a_.path());
+    b_ = StartNode("node-b", dir_b_.path());
+    ASSERT_TRUE(a_ && b_);
+    Load(a_->address(), 0, 100000);
+    const CommandResult repair = RunTally(
+        {"repair", a_->address(), b_->address(), "--keyspace", kKeyspace});
+    ASSERT_EQ(repair.exit_code, 0) << repair.out << repair.err;
+  }
+
+  TempDir dir_a_;
+  TempDir dir_b_;
+  std::unique_ptr<NodeProcess> a_;
+  std::unique_ptr<NodeProcess> b_;
+};
+
+TEST_F(TwoNodes, OneRepairFillsAnEmptyNodeAndEqualNodesDiffInOneRound) {
+  EXPECT_EQ(Root(a_->address()), Root(b_->address()));
+  EXPECT_EQ(Root(b_->address()).second, 100000u);
+  const DiffResult d = Diff(a_->address(), b_->address());
+  EXPECT_EQ(d.exit_code, 0) << d.output;
+  EXPECT_EQ(d.rounds, 1) << d.output;
+  EXPECT_EQ(d.differences, 0);
+}
+
+TEST_F(TwoNodes, DiffListsExactlyTheDriftAndRepairAppliesLastWriterWins) {
+  auto a = Connect(a_->address());
+  auto b = Connect(b_->address());
+  std::set<std::string> changed;
+  std::map<std::string, std::string> winner;  // key -> value ("" = deleted)
+  int next = 0;
+  auto pick = [&] {
+    const std::string k = Key(next);
+    next += 487;  // spread over the key space
+    changed.insert(k);
+    return k;
+  };
+  for (int i = 0; i < 25; ++i) {
+    std::string k = pick();  // updated on a
+    ASSERT_TRUE(a->Put(kKeyspace, k, "a-new").ok());
+    winner[k] = "a-new";
+    k = pick();  // updated on b
+    ASSERT_TRUE(b->Put(kKeyspace, k, "b-new").ok());
+    winner[k] = "b-new";
+    k = pick();  // deleted on a
+    ASSERT_TRUE(a->Delete(kKeyspace, k).ok());
+    winner[k] = "";
+    k = pick();  // deleted on b
+    ASSERT_TRUE(b->Delete(kKeyspace, k).ok());
+    winner[k] = "";
+    k = absl::StrCat("only-a-", i);  // present on a only
+    changed.insert(k);
+    ASSERT_TRUE(a->Put(kKeyspace, k, "a").ok());
+    winner[k] = "a";
+    k = absl::StrCat("only-b-", i);  // present on b only
+    changed.insert(k);
+    ASSERT_TRUE(b->Put(kKeyspace, k, "b").ok());
+    winner[k] = "b";
+    k = pick();  // changed on both: the later write (b) wins
+    ASSERT_TRUE(a->Put(kKeyspace, k, "both-a").ok());
+    absl::SleepFor(absl::Milliseconds(2));
+    ASSERT_TRUE(b->Put(kKeyspace, k, "both-b").ok());
+    winner[k] = "both-b";
+  }
+  ASSERT_EQ(changed.size(), 175u);
+
+  const DiffResult d = Diff(a_->address(), b_->address());
+  EXPECT_EQ(d.exit_code, 1) << d.output;
+  EXPECT_EQ(d.keys, changed);
+  EXPECT_EQ(d.differences, 175);
+
+  const CommandResult repair = RunTally(
+      {"repair", a_->address(), b_->address(), "--keyspace", kKeyspace});
+  ASSERT_EQ(repair.exit_code, 0) << repair.out << repair.err;
+  EXPECT_EQ(Root(a_->address()), Root(b_->address()));
+  for (const auto& [key, value] : winner) {
+    for (NodeClient* c : {a.get(), b.get()}) {
+      auto got = c->Get(kKeyspace, key);
+      ASSERT_TRUE(got.ok()) << key << ": " << got.status();
+      if (value.empty()) {
+        EXPECT_TRUE(got->row().deleted()) << key;
+      } else {
+        EXPECT_EQ(got->row().value(), value) << key;
+      }
+    }
+  }
+  EXPECT_EQ(Diff(a_->address(), b_->address()).exit_code, 0);
+}
+
+TEST_F(TwoNodes, SourceModeDeletesExtrasAndOverridesNewerVersions) {
+  auto b = Connect(b_->address());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(b->Put(kKeyspace, absl::StrCat("extra-", i), "x").ok());
+    ASSERT_TRUE(b->Put(kKeyspace, Key(i * 1000), "newer-on-b").ok());
+  }
+  ASSERT_TRUE(b->Delete(kKeyspace, Key(5)).ok());
+  const CommandResult repair =
+      RunTally({"repair", a_->address(), b_->address(), "--keyspace", kKeyspace,
+                "--source", a_->address()});
+  ASSERT_EQ(repair.exit_code, 0) << repair.out << repair.err;
+  EXPECT_EQ(Root(a_->address()), Root(b_->address()));
+  EXPECT_EQ(b->Get(kKeyspace, "extra-3").status().code(),
+            absl::StatusCode::kNotFound);
+  auto got = b->Get(kKeyspace, Key(3000));
+  ASSERT_TRUE(got.ok());
+  EXPECT_NE(got->row().value(), "newer-on-b");
+  EXPECT_FALSE(b->Get(kKeyspace, Key(5))->row().deleted());
+}
+
+TEST(Cluster, NodeWithSourcePeerBecomesItsCopyOnItsOwn) {
+  TempDir dir_a, dir_c;
+  auto a = StartNode("source-a", dir_a.path());
+  ASSERT_TRUE(a);
+  Load(a->address(), 0, 5000);
+  auto c = StartNode("copy-c", dir_c.path(),
+                     {"--sync-writes", "false", "--sync-interval", "300ms",
+                      "--peer", a->address() + ",role=source"});
+  ASSERT_TRUE(c);
+  auto client = Connect(c->address());
+  ASSERT_TRUE(client->Put(kKeyspace, "extra", "only-on-c").ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (Root(c->address()) != Root(a->address()) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_EQ(Root(c->address()), Root(a->address()));
+  EXPECT_EQ(client->Get(kKeyspace, "extra").status().code(),
+            absl::StatusCode::kNotFound);
+  // The source never takes the copy's rows.
+  EXPECT_EQ(Connect(a->address())->Get(kKeyspace, "extra").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(Cluster, PeerKilledMidRepairLeavesSoundStoresAndTheNextRepairCompletes) {
+  TempDir dir_a, dir_b, scratch;
+  auto a = StartNode("node-a", dir_a.path(), {});  // default: sync writes
+  auto b = StartNode("node-b", dir_b.path(), {});
+  ASSERT_TRUE(a && b);
+  Load(a->address(), 0, 200000);
+  const std::string out = scratch.path() + "/repair.out";
+  const pid_t repair = ::tally::testing::SpawnCommand(
+      {::tally::testing::TallyPath(), "repair", a->address(), b->address(),
+       "--keyspace", kKeyspace},
+      out);
+  // Let it move some rows, then kill the target mid-stream.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (Root(b->address()).second < 20000 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  b->Kill();
+  int status = 0;
+  waitpid(repair, &status, 0);
+  EXPECT_NE(WEXITSTATUS(status), 0) << "repair should fail when B dies";
+  ASSERT_EQ(a->Stop(), 0);
+
+  for (const std::string& dir : {dir_a.path(), dir_b.path()}) {
+    const CommandResult verify = RunTally({"verify", "--data-dir", dir});
+    EXPECT_EQ(verify.exit_code, 0) << dir << ": " << verify.out << verify.err;
+  }
+  a = StartNode("node-a", dir_a.path(), {});
+  b = StartNode("node-b", dir_b.path(), {});
+  ASSERT_TRUE(a && b);
+  const CommandResult again =
+      RunTally({"repair", a->address(), b->address(), "--keyspace", kKeyspace});
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_EQ(Root(a->address()), Root(b->address()));
+  EXPECT_EQ(Root(b->address()).second, 200000u);
+}
+
+TEST(Cluster, BadRequestsGetClearErrorsAndTheNodeKeepsServing) {
+  TempDir dir;
+  auto n = StartNode("node-a", dir.path());
+  ASSERT_TRUE(n);
+  auto c = Connect(n->address());
+  ASSERT_TRUE(c->Put(kKeyspace, "k", "v").ok());
+
+  auto put = c->Put(kKeyspace, std::string(20000, 'k'), "v");
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(put.status().message(), HasSubstr("limit"));
+
+  auto bad_keyspace = c->Put("no spaces allowed", "k", "v");
+  EXPECT_EQ(bad_keyspace.status().code(), absl::StatusCode::kInvalidArgument);
+
+  v1::ExchangeRequest unknown;
+  unknown.set_keyspace("nope");
+  unknown.add_list()->set_level(3);
+  EXPECT_EQ(c->Exchange(unknown).status().code(), absl::StatusCode::kNotFound);
+
+  v1::ExchangeRequest bad_level;
+  bad_level.set_keyspace(kKeyspace);
+  bad_level.add_list()->set_level(70);
+  EXPECT_EQ(c->Exchange(bad_level).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  v1::ExchangeRequest bad_index;
+  bad_index.set_keyspace(kKeyspace);
+  v1::NodeRef* node = bad_index.add_list();
+  node->set_level(2);
+  node->set_index(4);
+  EXPECT_EQ(c->Exchange(bad_index).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  v1::ExchangeRequest too_deep;
+  too_deep.set_keyspace(kKeyspace);
+  too_deep.add_descend()->set_levels_ahead(17);
+  EXPECT_EQ(c->Exchange(too_deep).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(c->Handshake({kKeyspace}, 9).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  v1::FetchRowsRequest many;
+  many.set_keyspace(kKeyspace);
+  for (int i = 0; i < 10001; ++i) many.add_keys(absl::StrCat(i));
+  EXPECT_EQ(
+      c->FetchRows(
+           many, [](const v1::FetchRowsResponse&) { return absl::OkStatus(); })
+          .code(),
+      absl::StatusCode::kResourceExhausted);
+
+  std::vector<v1::Row> unversioned(1);
+  unversioned[0].set_key("k");
+  EXPECT_EQ(
+      c->PushRows(kKeyspace, v1::APPLY_MODE_LAST_WRITER_WINS, unversioned, {})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->PushRows(kKeyspace, v1::APPLY_MODE_LAST_WRITER_WINS, {}, {"k"})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // Still serving.
+  auto got = c->Get(kKeyspace, "k");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->row().value(), "v");
+}
+
+TEST(Cluster, CliRejectsBadArgumentsWithOneLineAndExitTwo) {
+  TempDir dir;
+  auto n = StartNode("node-a", dir.path());
+  ASSERT_TRUE(n);
+  const std::vector<std::vector<std::string>> bad = {
+      {"frobnicate"},
+      {"--node", n->address(), "get"},
+      {"--node", "no-port", "get", "k"},
+      {"--node", "127.0.0.1:1", "get", "k"},  // unreachable
+      {"diff", n->address(), n->address(), "--keyspace", "missing"},
+      {"load", "--node", n->address(), "--count", "many"},
+      {"verify"},
+  };
+  for (const std::vector<std::string>& args : bad) {
+    const CommandResult r = RunTally(args, absl::Seconds(60));
+    EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(args, " ") << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("tally: ")) << absl::StrJoin(args, " ");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1)
+        << absl::StrJoin(args, " ") << ": " << r.err;
+  }
+}
+
+TEST(Cluster, PeersConvergeOnTheirOwn) {
+  TempDir dir_a, dir_b;
+  const std::string addr_a = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string addr_b = absl::StrCat("127.0.0.1:", FreePort());
+  auto a = StartNode(
+      "node-a", dir_a.path(),
+      {"--sync-writes", "false", "--sync-interval", "300ms", "--peer", addr_b},
+      addr_a);
+  auto b = StartNode(
+      "node-b", dir_b.path(),
+      {"--sync-writes", "false", "--sync-interval", "300ms", "--peer", addr_a},
+      addr_b);
+  ASSERT_TRUE(a && b);
+  Load(addr_a, 0, 2000);
+  Load(addr_b, 1000, 2000);  // overlapping keys: the later load wins
+  ASSERT_TRUE(Connect(addr_a)->Delete(kKeyspace, Key(10)).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while ((Root(addr_a) != Root(addr_b) || Root(addr_a).second != 3000) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_EQ(Root(addr_a), Root(addr_b));
+  EXPECT_EQ(Root(addr_a).second, 3000u);
+  EXPECT_TRUE(Connect(addr_b)->Get(kKeyspace, Key(10))->row().deleted());
+  EXPECT_THAT(a->Log(), HasSubstr("session peer=" + addr_b));
+  EXPECT_EQ(a->Stop(), 0);
+  EXPECT_EQ(b->Stop(), 0);
+}
+
+}  // namespace
+}  // namespace tally

@@ -1,0 +1,327 @@
+// Scenarios "diff" and "bootstrap": real tallyd processes on loopback,
+// driven over gRPC through the same client library the CLI uses.
+//
+// diff: N rows on node A, copied to node B; then d differences are made on
+// B and `tally diff`'s algorithm runs between the two nodes. In the same
+// run, a Cassandra-style baseline compares the same nodes: every leaf
+// digest at depth 16 from both sides, then every row of every mismatched
+// leaf from both sides. Bytes are serialized message sizes, counted by the
+// client.
+//
+// bootstrap: rows/s and MB/s into an empty node by one repair, against
+// loading the same rows through the Admin service (the node's own ingest
+// over gRPC) in the same run.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "node/client.h"
+#include "node/replica.h"
+#include "node/sync.h"
+#include "node/wire.h"
+#include "tests/process.h"
+#include "tools/bench/scenario.h"
+#include "tools/bench/store_fixture.h"
+#include "tree/diff.h"
+
+ABSL_FLAG(std::string, tallyd, "",
+          "diff, bootstrap: path of tallyd (default: ../node/tallyd next to "
+          "this binary)");
+ABSL_FLAG(std::string, node_diffs, "0,1,100,1000,100000",
+          "diff: numbers of differences to measure (cumulative, ascending)");
+
+namespace tally {
+namespace bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr char kKeyspace[] = "bench";
+
+std::string DefaultTallydPath() {
+  const std::string flag = absl::GetFlag(FLAGS_tallyd);
+  if (!flag.empty()) return flag;
+  std::error_code ec;
+  const std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (self.parent_path().parent_path() / "node" / "tallyd").string();
+}
+
+std::string RowKey(uint64_t i) { return absl::StrFormat("k%015d", i); }
+
+// Two (or more) nodes in scratch directories, stopped at the end.
+struct Cluster {
+  std::vector<std::unique_ptr<ScratchDir>> dirs;
+  std::vector<std::unique_ptr<testing::NodeProcess>> nodes;
+  std::vector<std::unique_ptr<node::NodeClient>> clients;
+
+  absl::Status Add(const std::string& name) {
+    dirs.push_back(std::make_unique<ScratchDir>(name));
+    auto node = testing::NodeProcess::Start(name, dirs.back()->path() + "/data",
+                                            {"--sync-writes", "false"},
+                                            "127.0.0.1:0", DefaultTallydPath());
+    if (!node.ok()) return node.status();
+    auto client = node::NodeClient::Connect((*node)->address(), {});
+    if (!client.ok()) return client.status();
+    nodes.push_back(std::move(*node));
+    clients.push_back(std::move(*client));
+    return absl::OkStatus();
+  }
+};
+
+// Loads rows [0, n) with 100-byte values.
+absl::StatusOr<double> LoadRows(node::NodeClient& client, uint64_t n,
+                                uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  uint64_t i = 0;
+  const auto start = Clock::now();
+  auto loaded = client.Load(kKeyspace, [&](std::string* k, std::string* v) {
+    if (i >= n) return false;
+    *k = RowKey(i++);
+    *v = RandomBytes(rng, 100);
+    return true;
+  });
+  if (!loaded.ok()) return loaded.status();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+struct Measured {
+  uint64_t rounds = 0;
+  uint64_t bytes = 0;
+  uint64_t differences = 0;
+  double seconds = 0;
+};
+
+// tally's diff between two nodes, as `tally diff` runs it.
+absl::StatusOr<Measured> TallyDiff(const std::string& a, const std::string& b) {
+  auto ca = node::NodeClient::Connect(a, {});
+  auto cb = node::NodeClient::Connect(b, {});
+  if (!ca.ok()) return ca.status();
+  if (!cb.ok()) return cb.status();
+  auto va = (*ca)->NewTreeView(kKeyspace);
+  auto vb = (*cb)->NewTreeView(kKeyspace);
+  tree::DiffStats stats;
+  const auto start = Clock::now();
+  absl::Status s = tree::DiffViews(
+      *va, *vb, tree::DiffOptions{},
+      [](const tree::RowEntry*, const tree::RowEntry*) {
+        return absl::OkStatus();
+      },
+      &stats);
+  if (!s.ok()) return s;
+  Measured m;
+  m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  m.rounds = stats.rounds;
+  m.bytes = stats.payload_bytes();
+  m.differences = stats.differences;
+  return m;
+}
+
+// Cassandra-style: all leaves at depth 16 from both sides, then every row of
+// each mismatched leaf from both sides.
+absl::StatusOr<Measured> LeafExchangeBaseline(const std::string& a,
+                                              const std::string& b) {
+  constexpr int kDepth = 16;
+  auto ca = node::NodeClient::Connect(a, {});
+  auto cb = node::NodeClient::Connect(b, {});
+  if (!ca.ok()) return ca.status();
+  if (!cb.ok()) return cb.status();
+  const auto start = Clock::now();
+  v1::ExchangeRequest request;
+  request.set_keyspace(kKeyspace);
+  v1::DescendRequest* d = request.add_descend();
+  d->mutable_node()->set_level(0);
+  d->set_levels_ahead(kDepth);
+  auto ra = (*ca)->Exchange(request);
+  auto rb = (*cb)->Exchange(request);
+  if (!ra.ok()) return ra.status();
+  if (!rb.ok()) return rb.status();
+  std::vector<tree::NodeRef> mismatched;
+  for (int i = 0; i < ra->fingerprints_size(); ++i) {
+    if (ra->fingerprints(i) != rb->fingerprints(i) ||
+        ra->counts(i) != rb->counts(i)) {
+      mismatched.push_back(tree::NodeRef{kDepth, static_cast<uint64_t>(i)});
+    }
+  }
+  // Every row of each mismatched leaf, both sides; the keys that differ
+  // are found by comparing the two lists.
+  std::map<std::string, std::pair<uint64_t, uint64_t>> rows;
+  uint64_t rounds = 1;
+  for (size_t start_i = 0; start_i < mismatched.size();
+       start_i += node::kMaxScanRanges) {
+    ++rounds;
+    v1::ScanRequest scan;
+    scan.set_keyspace(kKeyspace);
+    for (size_t i = start_i;
+         i < std::min(mismatched.size(), start_i + node::kMaxScanRanges); ++i) {
+      node::ToProto(mismatched[i], scan.add_ranges());
+    }
+    for (int side = 0; side < 2; ++side) {
+      node::NodeClient& c = side == 0 ? **ca : **cb;
+      absl::Status s = c.Scan(scan, [&](const v1::ScanResponse& response) {
+        for (const v1::RowEntry& e : response.entries()) {
+          (side == 0 ? rows[e.key()].first : rows[e.key()].second) =
+              e.fingerprint();
+        }
+        return absl::OkStatus();
+      });
+      if (!s.ok()) return s;
+    }
+  }
+  Measured m;
+  m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  m.rounds = rounds;
+  const tree::ViewTraffic ta = (*ca)->traffic();
+  const tree::ViewTraffic tb = (*cb)->traffic();
+  m.bytes =
+      ta.bytes_sent + ta.bytes_received + tb.bytes_sent + tb.bytes_received;
+  for (const auto& [key, digests] : rows) {
+    if (digests.first != digests.second) ++m.differences;
+  }
+  return m;
+}
+
+// Makes B a copy of A with one repair; returns seconds.
+absl::StatusOr<node::SyncStats> Bootstrap(node::NodeClient& a,
+                                          node::NodeClient& b) {
+  auto ra = node::NewRemoteReplica(&a);
+  auto rb = node::NewRemoteReplica(&b);
+  node::SyncOptions options;
+  options.keyspace = kKeyspace;
+  options.batch_rows = 5000;
+  return node::SyncKeyspace(*ra, *rb, options);
+}
+
+absl::Status RunNodeDiff(std::ostream& out) {
+  const uint64_t rows = absl::GetFlag(FLAGS_rows);
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  std::vector<uint64_t> diffs;
+  for (absl::string_view part :
+       absl::StrSplit(absl::GetFlag(FLAGS_node_diffs), ',')) {
+    uint64_t d;
+    if (!absl::SimpleAtoi(part, &d) || d > rows) {
+      return absl::InvalidArgumentError(
+          "--node_diffs must be numbers no larger than --rows");
+    }
+    diffs.push_back(d);
+  }
+  std::sort(diffs.begin(), diffs.end());
+  Cluster cluster;
+  if (absl::Status s = cluster.Add("a"); !s.ok()) return s;
+  if (absl::Status s = cluster.Add("b"); !s.ok()) return s;
+  auto loaded = LoadRows(*cluster.clients[0], rows, seed);
+  if (!loaded.ok()) return loaded.status();
+  auto copied = Bootstrap(*cluster.clients[0], *cluster.clients[1]);
+  if (!copied.ok()) return copied.status();
+
+  out << absl::StrFormat(
+      "diff between two tallyd over gRPC on loopback, N = %d, depth 16; "
+      "baseline: every\ndepth-16 leaf from both nodes, then every row of "
+      "each mismatched leaf from both\n\n",
+      rows);
+  out << absl::StrFormat("%9s %7s %6s %11s %8s %8s %6s %12s %8s %10s\n", "N",
+                         "d", "rounds", "payload B", "B/diff", "seconds",
+                         "b.rnd", "baseline B", "b.secs", "tally/base");
+  // Distinct keys to change, in a fixed random order.
+  std::vector<uint64_t> order(rows);
+  for (uint64_t i = 0; i < rows; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed + 1));
+  uint64_t made = 0;
+  std::mt19937_64 rng(seed + 2);
+  for (uint64_t d : diffs) {
+    // Updates on B of keys not yet changed.
+    uint64_t i = made;
+    auto drift = cluster.clients[1]->Load(kKeyspace,
+                                          [&](std::string* k, std::string* v) {
+                                            if (i >= d) return false;
+                                            *k = RowKey(order[i++]);
+                                            *v = RandomBytes(rng, 100);
+                                            return true;
+                                          });
+    if (!drift.ok()) return drift.status();
+    made = d;
+    auto tally =
+        TallyDiff(cluster.nodes[0]->address(), cluster.nodes[1]->address());
+    if (!tally.ok()) return tally.status();
+    auto base = LeafExchangeBaseline(cluster.nodes[0]->address(),
+                                     cluster.nodes[1]->address());
+    if (!base.ok()) return base.status();
+    if (tally->differences != d || base->differences != d) {
+      return absl::InternalError(absl::StrFormat(
+          "made %d differences; tally found %d, the baseline %d", d,
+          tally->differences, base->differences));
+    }
+    out << absl::StrFormat(
+        "%9d %7d %6d %11d %8s %8.3f %6d %12d %8.3f %10.4f\n", rows, d,
+        tally->rounds, tally->bytes,
+        d == 0 ? "-" : absl::StrFormat("%.0f", 1.0 * tally->bytes / d),
+        tally->seconds, base->rounds, base->bytes, base->seconds,
+        1.0 * tally->bytes / base->bytes);
+  }
+  out << "payload = serialized request and response bytes, both nodes; "
+         "tally/base = payload ratio\n";
+  return absl::OkStatus();
+}
+
+absl::Status RunBootstrap(std::ostream& out) {
+  const uint64_t rows = absl::GetFlag(FLAGS_rows);
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  Cluster cluster;
+  for (const char* name : {"a", "b", "c"}) {
+    if (absl::Status s = cluster.Add(name); !s.ok()) return s;
+  }
+  auto loaded = LoadRows(*cluster.clients[0], rows, seed);
+  if (!loaded.ok()) return loaded.status();
+  // Baseline: the same rows loaded into an empty node through Admin.Load.
+  auto baseline = LoadRows(*cluster.clients[2], rows, seed);
+  if (!baseline.ok()) return baseline.status();
+  const auto start = Clock::now();
+  auto copied = Bootstrap(*cluster.clients[0], *cluster.clients[1]);
+  if (!copied.ok()) return copied.status();
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  if (copied->rows_to_b != rows) {
+    return absl::InternalError(absl::StrFormat(
+        "bootstrap copied %d rows, not %d", copied->rows_to_b, rows));
+  }
+  const double mb = static_cast<double>(copied->repair_bytes) / 1e6;
+  out << absl::StrFormat(
+      "bootstrap: %d rows of 100 bytes into an empty node by one repair\n",
+      rows);
+  out << absl::StrFormat("%-28s %10s %10s %8s\n", "", "rows/s", "MB/s",
+                         "seconds");
+  out << absl::StrFormat("%-28s %10.0f %10.1f %8.2f\n",
+                         "repair into empty node", rows / seconds, mb / seconds,
+                         seconds);
+  out << absl::StrFormat("%-28s %10.0f %10.1f %8.2f\n", "baseline: Admin.Load",
+                         rows / *baseline, mb / *baseline, *baseline);
+  out << absl::StrFormat(
+      "ratio (repair / load): %.2f (goal: repair >= "
+      "100000 rows/s)\n",
+      *baseline / seconds);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Scenario NodeDiffScenario() {
+  return {"diff",
+          "tally diff between two real tallyd over gRPC vs a leaf-exchange "
+          "baseline",
+          &RunNodeDiff};
+}
+
+Scenario BootstrapScenario() {
+  return {"bootstrap", "one repair into an empty node vs Admin.Load",
+          &RunBootstrap};
+}
+
+}  // namespace bench
+}  // namespace tally

@@ -1,0 +1,287 @@
+#include "tools/cli/args.h"
+
+#include <algorithm>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace tally {
+namespace cli {
+
+const std::vector<CommandSpec>& Commands() {
+  static const auto* const kCommands = new std::vector<CommandSpec>{
+      {"put",
+       2,
+       2,
+       "put KEY VALUE [--escaped]",
+       "write one row",
+       "tally put user:1 '{\"name\":\"Ada\"}'",
+       {"escaped"}},
+      {"get",
+       1,
+       1,
+       "get KEY [--escaped]",
+       "print a row's value (exit 1 if the key is absent or deleted)",
+       "tally --json get user:1",
+       {"escaped"}},
+      {"del",
+       1,
+       1,
+       "del KEY [--escaped]",
+       "delete a row (it becomes a tombstone)",
+       "tally del --escaped 'k\\x00'",
+       {"escaped"}},
+      {"load",
+       0,
+       0,
+       "load --file FILE.jsonl | --count N [--seed S] [--value-size B]",
+       "bulk-load rows from JSON Lines ({\"key\":...,\"value\":...} per line) "
+       "or synthetic rows key-0..key-<N-1>",
+       "tally --keyspace=users load --count=100000 --seed=7",
+       {"file", "count", "seed", "value_size"}},
+      {"status",
+       0,
+       0,
+       "status",
+       "show a node: name, epoch, keyspaces with roots, peers, sessions",
+       "tally --node=10.0.0.5:7400 status",
+       {}},
+      {"diff",
+       2,
+       2,
+       "diff A B",
+       "list the keys that differ between nodes A and B (exit 1 if any)",
+       "tally --keyspace=users diff 127.0.0.1:7400 127.0.0.1:7401",
+       {}},
+      {"repair",
+       2,
+       2,
+       "repair A B [--source=A|B] [--dry-run]",
+       "make A and B equal: two-way last writer wins, or one-way from "
+       "--source",
+       "tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401",
+       {"source", "dry_run"}},
+      {"verify",
+       0,
+       0,
+       "verify --data-dir DIR",
+       "offline: recompute a stopped node's trees from its rows and report "
+       "every mismatch (exit 1 if any)",
+       "tally verify --data-dir=/var/lib/tally",
+       {"data_dir"}},
+      {"help", 0, 0, "help", "print this text", "tally help", {}},
+  };
+  return *kCommands;
+}
+
+const CommandSpec* FindCommand(absl::string_view name) {
+  for (const CommandSpec& c : Commands()) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+std::string UsageText() {
+  std::string out =
+      "usage: tally [flags] COMMAND ARGS...\n\n"
+      "Talks to tally nodes (tallyd): writes and reads rows, shows status, "
+      "diffs and repairs any two nodes. Flags may come before or after the "
+      "command; put '--' before a key or value that starts with '-'.\n\n"
+      "commands:\n";
+  for (const CommandSpec& c : Commands()) {
+    absl::StrAppendFormat(&out, "  %s\n      %s\n      e.g. %s\n", c.synopsis,
+                          c.summary, c.example);
+  }
+  absl::StrAppend(
+      &out,
+      "\nglobal flags:\n"
+      "  --node=HOST:PORT   the node for put/get/del/load/status "
+      "(default 127.0.0.1:7400)\n"
+      "  --keyspace=NAME    the keyspace (default 'default')\n"
+      "  --json             machine-readable output: one JSON object per "
+      "line\n"
+      "  --timeout=SECONDS  deadline of each call to a node (default 30)\n"
+      "\nexit codes (like diff(1) and grep(1)):\n"
+      "  0  success; diff: the nodes are equal; verify: the store is sound\n"
+      "  1  get: no such key (or deleted); diff: the nodes differ; "
+      "verify: problems found\n"
+      "  2  trouble: bad arguments, unknown keyspace, unreachable node, "
+      "failed repair\n");
+  return out;
+}
+
+std::string FlagsText(absl::string_view defining_file) {
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::StrContains(flag->Filename(), defining_file)) {
+      flags.push_back(flag);
+    }
+  }
+  std::sort(flags.begin(), flags.end(),
+            [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
+  std::string out =
+      "flags (a dash and an underscore are the same: --dry-run, "
+      "--dry_run):\n";
+  for (const absl::CommandLineFlag* flag : flags) {
+    std::string name(flag->Name());
+    std::replace(name.begin(), name.end(), '_', '-');
+    absl::StrAppendFormat(&out, "  --%s (default: %s)\n      %s\n", name,
+                          flag->DefaultValue().empty() ? std::string("\"\"")
+                                                       : flag->DefaultValue(),
+                          flag->Help());
+  }
+  return out;
+}
+
+bool WantsHelp(const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") return false;
+    if (arg == "--help" || arg == "-help" || arg == "--helpshort" ||
+        arg == "-helpshort") {
+      return true;
+    }
+  }
+  return false;
+}
+
+void NormalizeFlagNames(std::vector<std::string>* args) {
+  for (std::string& arg : *args) {
+    if (arg == "--") return;
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    const size_t start = arg[1] == '-' ? 2 : 1;
+    // A negative number is a value, not a flag.
+    if (start >= arg.size() || !absl::ascii_isalpha(arg[start])) continue;
+    const size_t end = std::min(arg.find('='), arg.size());
+    for (size_t i = start; i < end; ++i) {
+      if (arg[i] == '-') arg[i] = '_';
+    }
+  }
+}
+
+namespace {
+
+bool IsAbslBuiltinFlag(absl::string_view name) {
+  for (absl::string_view builtin :
+       {"help", "helpfull", "helpshort", "helppackage", "helpmatch", "helpon",
+        "version", "only_check_args", "flagfile", "fromenv", "tryfromenv",
+        "undefok"}) {
+    if (name == builtin) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<FlagSet> ScanFlags(const std::vector<std::string>& args) {
+  FlagSet given;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    absl::string_view body(arg);
+    body.remove_prefix(arg[1] == '-' ? 2 : 1);
+    const size_t eq = body.find('=');
+    const bool has_value = eq != absl::string_view::npos;
+    absl::string_view name = body.substr(0, eq);
+    absl::string_view value = has_value ? body.substr(eq + 1) : "";
+    // What the user typed, for messages: dashes as they wrote them.
+    const std::string shown = absl::StrCat("--", name);
+
+    // absl's own flags (--help, --flagfile, ...) are absl's business; they
+    // are not all in the registry this build can search.
+    if (IsAbslBuiltinFlag(name)) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    bool negated = false;
+    if (flag == nullptr && absl::StartsWith(name, "no")) {
+      flag = absl::FindCommandLineFlag(name.substr(2));
+      negated = flag != nullptr && flag->IsOfType<bool>();
+      if (!negated) flag = nullptr;
+    }
+    if (flag == nullptr || flag->IsRetired()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "unknown flag '%s'; 'tally help' lists the commands and flags",
+          shown));
+    }
+    std::string parse_value;
+    if (flag->IsOfType<bool>()) {
+      if (negated && has_value) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("'%s' takes no value", arg));
+      }
+      parse_value = negated ? "false" : has_value ? std::string(value) : "true";
+    } else if (has_value) {
+      parse_value = std::string(value);
+    } else if (i + 1 < args.size()) {
+      parse_value = args[++i];
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("flag %s needs a value", shown));
+    }
+    std::string error;
+    if (!flag->ParseFrom(parse_value, &error)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("bad value '%s' for %s: %s",
+                          absl::CHexEscape(parse_value), shown, error));
+    }
+    given.insert(std::string(flag->Name()));
+  }
+  return given;
+}
+
+absl::Status CheckCommandLine(const CommandSpec& command, size_t args,
+                              const FlagSet& given) {
+  if (args < command.min_args || args > command.max_args) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s takes %s; got %d argument%s (usage: tally %s)", command.name,
+        command.min_args == command.max_args
+            ? (command.max_args == 0
+                   ? std::string("no arguments")
+                   : absl::StrCat(command.max_args, " argument",
+                                  command.max_args == 1 ? "" : "s"))
+            : absl::StrCat(command.min_args, "..", command.max_args,
+                           " arguments"),
+        args, args == 1 ? "" : "s", command.synopsis));
+  }
+  // Flags that some command owns must belong to this one: `tally get k
+  // --dry-run` would otherwise silently do something else than asked.
+  for (const CommandSpec& other : Commands()) {
+    if (other.name == command.name) continue;
+    for (absl::string_view flag : other.flags) {
+      const bool mine = std::find(command.flags.begin(), command.flags.end(),
+                                  flag) != command.flags.end();
+      if (!mine && given.count(std::string(flag)) > 0) {
+        std::string dashed(flag);
+        std::replace(dashed.begin(), dashed.end(), '_', '-');
+        return absl::InvalidArgumentError(
+            absl::StrFormat("--%s applies to '%s', not to '%s'", dashed,
+                            other.name, command.name));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Side> ParseSide(absl::string_view source,
+                               absl::string_view address_a,
+                               absl::string_view address_b) {
+  const bool is_a = absl::EqualsIgnoreCase(source, "a") || source == address_a;
+  const bool is_b = absl::EqualsIgnoreCase(source, "b") || source == address_b;
+  if (is_a && is_b) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--source=%s names both A and B; use --source=A or --source=B",
+        source));
+  }
+  if (is_a) return Side::kA;
+  if (is_b) return Side::kB;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--source must be A, B or one of the two addresses; got '%s'", source));
+}
+
+}  // namespace cli
+}  // namespace tally
