@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/replica.h"
@@ -69,7 +70,10 @@ TEST_F(SyncTest, TwoWayCopiesEachKeysNewerVersionToTheOtherSide) {
   for (int i = 0; i < 50; ++i) Put(*a_, absl::StrCat("a", i), "from-a");
   for (int i = 0; i < 30; ++i) Put(*b_, absl::StrCat("b", i), "from-b");
   Put(*a_, "both", "older");
-  Put(*b_, "both", "newer");  // later local write: higher HLC
+  // Each store has its own clock: let physical time move so b's later
+  // write carries the higher timestamp.
+  absl::SleepFor(absl::Milliseconds(5));
+  Put(*b_, "both", "newer");
   auto stats = Sync();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->rows_to_b, 50u);

@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "node/client.h"
+#include "node/node_server.h"
 #include "node/replica.h"
 #include "node/sync.h"
 #include "node/wire.h"
@@ -111,6 +112,31 @@ absl::StatusOr<Measured> TallyDiff(const std::string& a, const std::string& b) {
   const auto start = Clock::now();
   absl::Status s = tree::DiffViews(
       *va, *vb, tree::DiffOptions{},
+      [](const tree::RowEntry*, const tree::RowEntry*) {
+        return absl::OkStatus();
+      },
+      &stats);
+  if (!s.ok()) return s;
+  Measured m;
+  m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  m.rounds = stats.rounds;
+  m.bytes = stats.payload_bytes();
+  m.differences = stats.differences;
+  return m;
+}
+
+// A node's own session with a peer: its store is local (nothing of it
+// crosses the network), the peer is remote.
+absl::StatusOr<Measured> SessionDiff(storage::Store& a, const std::string& b) {
+  auto cb = node::NodeClient::Connect(b, {});
+  if (!cb.ok()) return cb.status();
+  auto va = a.NewTreeView(kKeyspace);
+  if (!va.ok()) return va.status();
+  auto vb = (*cb)->NewTreeView(kKeyspace);
+  tree::DiffStats stats;
+  const auto start = Clock::now();
+  absl::Status s = tree::DiffViews(
+      **va, *vb, tree::DiffOptions{},
       [](const tree::RowEntry*, const tree::RowEntry*) {
         return absl::OkStatus();
       },
@@ -213,12 +239,25 @@ absl::Status RunNodeDiff(std::ostream& out) {
     diffs.push_back(d);
   }
   std::sort(diffs.begin(), diffs.end());
+  // Node A runs inside this process, so that its own session with B can be
+  // measured as tallyd runs it (A's tree local); B is a tallyd process.
+  ScratchDir dir_a("a");
+  node::NodeConfig config_a;
+  config_a.name = "a";
+  config_a.data_dir = dir_a.path() + "/data";
+  config_a.listen = "127.0.0.1:0";
+  config_a.sync_writes = false;
+  auto node_a = node::NodeServer::Start(config_a);
+  if (!node_a.ok()) return node_a.status();
+  const std::string address_a = (*node_a)->listen_address();
+  auto client_a = node::NodeClient::Connect(address_a, {});
+  if (!client_a.ok()) return client_a.status();
   Cluster cluster;
-  if (absl::Status s = cluster.Add("a"); !s.ok()) return s;
   if (absl::Status s = cluster.Add("b"); !s.ok()) return s;
-  auto loaded = LoadRows(*cluster.clients[0], rows, seed);
+  const std::string address_b = cluster.nodes[0]->address();
+  auto loaded = LoadRows(**client_a, rows, seed);
   if (!loaded.ok()) return loaded.status();
-  auto copied = Bootstrap(*cluster.clients[0], *cluster.clients[1]);
+  auto copied = Bootstrap(**client_a, *cluster.clients[0]);
   if (!copied.ok()) return copied.status();
 
   out << absl::StrFormat(
@@ -226,9 +265,13 @@ absl::Status RunNodeDiff(std::ostream& out) {
       "baseline: every\ndepth-16 leaf from both nodes, then every row of "
       "each mismatched leaf from both\n\n",
       rows);
-  out << absl::StrFormat("%9s %7s %6s %11s %8s %8s %6s %12s %8s %10s\n", "N",
-                         "d", "rounds", "payload B", "B/diff", "seconds",
-                         "b.rnd", "baseline B", "b.secs", "tally/base");
+  out << "tally diff: a third party asks both nodes (both sides' answers "
+         "travel);\nsession: node A's own session with B (A's tree is "
+         "local, only B's answers travel)\n\n";
+  out << absl::StrFormat(
+      "%9s %7s %6s %11s %8s %8s | %11s %8s | %6s %12s %8s %10s\n", "N", "d",
+      "rounds", "diff B", "B/diff", "seconds", "session B", "B/diff",
+      "b.rnd", "baseline B", "b.secs", "diff/base");
   // Distinct keys to change, in a fixed random order.
   std::vector<uint64_t> order(rows);
   for (uint64_t i = 0; i < rows; ++i) order[i] = i;
@@ -238,7 +281,7 @@ absl::Status RunNodeDiff(std::ostream& out) {
   for (uint64_t d : diffs) {
     // Updates on B of keys not yet changed.
     uint64_t i = made;
-    auto drift = cluster.clients[1]->Load(kKeyspace,
+    auto drift = cluster.clients[0]->Load(kKeyspace,
                                           [&](std::string* k, std::string* v) {
                                             if (i >= d) return false;
                                             *k = RowKey(order[i++]);
@@ -247,26 +290,32 @@ absl::Status RunNodeDiff(std::ostream& out) {
                                           });
     if (!drift.ok()) return drift.status();
     made = d;
-    auto tally =
-        TallyDiff(cluster.nodes[0]->address(), cluster.nodes[1]->address());
+    auto tally = TallyDiff(address_a, address_b);
     if (!tally.ok()) return tally.status();
-    auto base = LeafExchangeBaseline(cluster.nodes[0]->address(),
-                                     cluster.nodes[1]->address());
+    auto session = SessionDiff((*node_a)->store(), address_b);
+    if (!session.ok()) return session.status();
+    auto base = LeafExchangeBaseline(address_a, address_b);
     if (!base.ok()) return base.status();
-    if (tally->differences != d || base->differences != d) {
+    if (tally->differences != d || session->differences != d ||
+        base->differences != d) {
       return absl::InternalError(absl::StrFormat(
-          "made %d differences; tally found %d, the baseline %d", d,
-          tally->differences, base->differences));
+          "made %d differences; tally found %d, the session %d, the "
+          "baseline %d",
+          d, tally->differences, session->differences, base->differences));
     }
+    auto per_diff = [d](uint64_t bytes) {
+      return d == 0 ? std::string("-")
+                    : absl::StrFormat("%.0f", 1.0 * bytes / d);
+    };
     out << absl::StrFormat(
-        "%9d %7d %6d %11d %8s %8.3f %6d %12d %8.3f %10.4f\n", rows, d,
-        tally->rounds, tally->bytes,
-        d == 0 ? "-" : absl::StrFormat("%.0f", 1.0 * tally->bytes / d),
-        tally->seconds, base->rounds, base->bytes, base->seconds,
+        "%9d %7d %6d %11d %8s %8.3f | %11d %8s | %6d %12d %8.3f %10.4f\n",
+        rows, d, tally->rounds, tally->bytes, per_diff(tally->bytes),
+        tally->seconds, session->bytes, per_diff(session->bytes),
+        base->rounds, base->bytes, base->seconds,
         1.0 * tally->bytes / base->bytes);
   }
-  out << "payload = serialized request and response bytes, both nodes; "
-         "tally/base = payload ratio\n";
+  out << "bytes = serialized request and response payload; diff/base = "
+         "payload ratio\n";
   return absl::OkStatus();
 }
 
