@@ -9,6 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "node/grpc_status.h"
+#include "node/internal/unary.h"
 #include "node/wire.h"
 #include "tree/status_macros.h"
 
@@ -16,34 +17,9 @@ namespace tally {
 namespace node {
 namespace {
 
-// As in the Peer service: reactions validate what needs no store; store work
-// runs on the WorkerPool; whichever step finishes a call touches nothing of
-// it afterwards, since Finish may delete the reactor.
-
-grpc::Status Overloaded() {
-  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                      "node is overloaded; retry later");
-}
-
-// Runs `work` on the pool and finishes the unary call with its status.
-// `work` may use the call's request and response: they live until Finish.
-grpc::ServerUnaryReactor* FinishOnPool(grpc::CallbackServerContext* context,
-                                       WorkerPool* pool,
-                                       std::function<absl::Status()> work) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const bool scheduled = pool->Schedule([reactor, work = std::move(work)] {
-    reactor->Finish(ToGrpcStatus(work()));
-  });
-  if (!scheduled) reactor->Finish(Overloaded());
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
-                                    const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
+using internal::FinishNow;
+using internal::FinishOnPool;
+using internal::Overloaded;
 
 // Keyspace and key of a single-row call. Size limits are the store's: its
 // errors name them.

@@ -158,7 +158,46 @@ void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
 
+// One unary call with a deadline; `call(context, response)` invokes the stub.
+template <typename Response, typename Call>
+absl::StatusOr<Response> CallUnary(absl::Duration timeout,
+                                   const std::string& address,
+                                   absl::string_view name, const Call& call) {
+  Response response;
+  grpc::ClientContext context;
+  SetDeadline(&context, timeout);
+  const grpc::Status s = call(&context, &response);
+  if (!s.ok()) return CallError(s, address, name);
+  return response;
+}
+
 }  // namespace
+
+template <typename Response, typename Start>
+absl::Status NodeClient::ReadStream(
+    absl::string_view name, size_t request_bytes,
+    const std::function<absl::Status(const Response&)>& sink,
+    const Start& start) {
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.stream_timeout);
+  CountSent(request_bytes);
+  std::unique_ptr<grpc::ClientReader<Response>> reader = start(&context);
+  Response response;
+  absl::Status sink_status;
+  while (reader->Read(&response)) {
+    CountReceived(response.ByteSizeLong());
+    sink_status = sink(response);
+    if (!sink_status.ok()) {
+      // Stop the server too; the sink's error is the answer.
+      context.TryCancel();
+      break;
+    }
+  }
+  const grpc::Status s = reader->Finish();
+  if (!sink_status.ok()) return sink_status;
+  if (!s.ok()) return CallError(s, address_, name);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<v1::HandshakeResponse> NodeClient::Handshake(
     const std::vector<std::string>& keyspaces, int top_levels) {
@@ -168,12 +207,14 @@ absl::StatusOr<v1::HandshakeResponse> NodeClient::Handshake(
   request.set_epoch(options_.epoch);
   for (const std::string& ks : keyspaces) request.add_keyspaces(ks);
   request.set_top_levels(static_cast<uint32_t>(top_levels));
-  v1::HandshakeResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, options_.rpc_timeout);
   CountSent(request.ByteSizeLong());
-  const grpc::Status s = stubs_->peer->Handshake(&context, request, &response);
-  if (!s.ok()) return CallError(s, address_, "Handshake");
+  TALLY_ASSIGN_OR_RETURN(
+      v1::HandshakeResponse response,
+      CallUnary<v1::HandshakeResponse>(
+          options_.rpc_timeout, address_, "Handshake",
+          [&](grpc::ClientContext* c, v1::HandshakeResponse* r) {
+            return stubs_->peer->Handshake(c, request, r);
+          }));
   CountReceived(response.ByteSizeLong());
   if (response.protocol_version() != kProtocolVersion) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -185,12 +226,14 @@ absl::StatusOr<v1::HandshakeResponse> NodeClient::Handshake(
 
 absl::StatusOr<v1::ExchangeResponse> NodeClient::Exchange(
     const v1::ExchangeRequest& request) {
-  v1::ExchangeResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, options_.rpc_timeout);
   CountSent(request.ByteSizeLong());
-  const grpc::Status s = stubs_->peer->Exchange(&context, request, &response);
-  if (!s.ok()) return CallError(s, address_, "Exchange");
+  TALLY_ASSIGN_OR_RETURN(
+      v1::ExchangeResponse response,
+      CallUnary<v1::ExchangeResponse>(
+          options_.rpc_timeout, address_, "Exchange",
+          [&](grpc::ClientContext* c, v1::ExchangeResponse* r) {
+            return stubs_->peer->Exchange(c, request, r);
+          }));
   CountReceived(response.ByteSizeLong());
   return response;
 }
@@ -198,49 +241,18 @@ absl::StatusOr<v1::ExchangeResponse> NodeClient::Exchange(
 absl::Status NodeClient::Scan(
     const v1::ScanRequest& request,
     const std::function<absl::Status(const v1::ScanResponse&)>& sink) {
-  grpc::ClientContext context;
-  SetDeadline(&context, options_.stream_timeout);
-  CountSent(request.ByteSizeLong());
-  std::unique_ptr<grpc::ClientReader<v1::ScanResponse>> reader(
-      stubs_->peer->Scan(&context, request));
-  v1::ScanResponse response;
-  absl::Status sink_status;
-  while (reader->Read(&response)) {
-    CountReceived(response.ByteSizeLong());
-    sink_status = sink(response);
-    if (!sink_status.ok()) {
-      context.TryCancel();
-      break;
-    }
-  }
-  const grpc::Status s = reader->Finish();
-  if (!sink_status.ok()) return sink_status;
-  if (!s.ok()) return CallError(s, address_, "Scan");
-  return absl::OkStatus();
+  return ReadStream<v1::ScanResponse>(
+      "Scan", request.ByteSizeLong(), sink,
+      [&](grpc::ClientContext* c) { return stubs_->peer->Scan(c, request); });
 }
 
 absl::Status NodeClient::FetchRows(
     const v1::FetchRowsRequest& request,
     const std::function<absl::Status(const v1::FetchRowsResponse&)>& sink) {
-  grpc::ClientContext context;
-  SetDeadline(&context, options_.stream_timeout);
-  CountSent(request.ByteSizeLong());
-  std::unique_ptr<grpc::ClientReader<v1::FetchRowsResponse>> reader(
-      stubs_->peer->FetchRows(&context, request));
-  v1::FetchRowsResponse response;
-  absl::Status sink_status;
-  while (reader->Read(&response)) {
-    CountReceived(response.ByteSizeLong());
-    sink_status = sink(response);
-    if (!sink_status.ok()) {
-      context.TryCancel();
-      break;
-    }
-  }
-  const grpc::Status s = reader->Finish();
-  if (!sink_status.ok()) return sink_status;
-  if (!s.ok()) return CallError(s, address_, "FetchRows");
-  return absl::OkStatus();
+  return ReadStream<v1::FetchRowsResponse>(
+      "FetchRows", request.ByteSizeLong(), sink, [&](grpc::ClientContext* c) {
+        return stubs_->peer->FetchRows(c, request);
+      });
 }
 
 absl::StatusOr<v1::PushRowsResponse> NodeClient::PushRows(
@@ -297,12 +309,11 @@ absl::StatusOr<v1::PutResponse> NodeClient::Put(const std::string& keyspace,
   request.set_keyspace(keyspace);
   request.set_key(key);
   request.set_value(value);
-  v1::PutResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, options_.rpc_timeout);
-  const grpc::Status s = stubs_->admin->Put(&context, request, &response);
-  if (!s.ok()) return CallError(s, address_, "Put");
-  return response;
+  return CallUnary<v1::PutResponse>(
+      options_.rpc_timeout, address_, "Put",
+      [&](grpc::ClientContext* c, v1::PutResponse* r) {
+        return stubs_->admin->Put(c, request, r);
+      });
 }
 
 absl::StatusOr<v1::GetResponse> NodeClient::Get(const std::string& keyspace,
@@ -310,12 +321,11 @@ absl::StatusOr<v1::GetResponse> NodeClient::Get(const std::string& keyspace,
   v1::GetRequest request;
   request.set_keyspace(keyspace);
   request.set_key(key);
-  v1::GetResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, options_.rpc_timeout);
-  const grpc::Status s = stubs_->admin->Get(&context, request, &response);
-  if (!s.ok()) return CallError(s, address_, "Get");
-  return response;
+  return CallUnary<v1::GetResponse>(
+      options_.rpc_timeout, address_, "Get",
+      [&](grpc::ClientContext* c, v1::GetResponse* r) {
+        return stubs_->admin->Get(c, request, r);
+      });
 }
 
 absl::StatusOr<v1::DeleteResponse> NodeClient::Delete(
@@ -323,12 +333,11 @@ absl::StatusOr<v1::DeleteResponse> NodeClient::Delete(
   v1::DeleteRequest request;
   request.set_keyspace(keyspace);
   request.set_key(key);
-  v1::DeleteResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, options_.rpc_timeout);
-  const grpc::Status s = stubs_->admin->Delete(&context, request, &response);
-  if (!s.ok()) return CallError(s, address_, "Delete");
-  return response;
+  return CallUnary<v1::DeleteResponse>(
+      options_.rpc_timeout, address_, "Delete",
+      [&](grpc::ClientContext* c, v1::DeleteResponse* r) {
+        return stubs_->admin->Delete(c, request, r);
+      });
 }
 
 absl::StatusOr<v1::LoadResponse> NodeClient::Load(
@@ -368,13 +377,12 @@ absl::StatusOr<v1::LoadResponse> NodeClient::Load(
 }
 
 absl::StatusOr<v1::StatusResponse> NodeClient::Status() {
-  v1::StatusRequest request;
-  v1::StatusResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context, options_.rpc_timeout);
-  const grpc::Status s = stubs_->admin->Status(&context, request, &response);
-  if (!s.ok()) return CallError(s, address_, "Status");
-  return response;
+  const v1::StatusRequest request;
+  return CallUnary<v1::StatusResponse>(
+      options_.rpc_timeout, address_, "Status",
+      [&](grpc::ClientContext* c, v1::StatusResponse* r) {
+        return stubs_->admin->Status(c, request, r);
+      });
 }
 
 }  // namespace node

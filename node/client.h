@@ -102,6 +102,13 @@ class NodeClient {
  private:
   NodeClient(std::string address, ClientOptions options,
              std::shared_ptr<grpc::Channel> channel);
+  // Reads a server stream started by `start(context)` to its end, counting
+  // its bytes and handing each message to `sink`.
+  template <typename Response, typename Start>
+  absl::Status ReadStream(
+      absl::string_view name, size_t request_bytes,
+      const std::function<absl::Status(const Response&)>& sink,
+      const Start& start);
   void CountSent(size_t bytes) { sent_ += bytes; }
   void CountReceived(size_t bytes) { received_ += bytes; }
 

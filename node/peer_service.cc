@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "node/grpc_status.h"
+#include "node/internal/unary.h"
 #include "node/wire.h"
 #include "tree/status_macros.h"
 
@@ -19,36 +20,9 @@ namespace tally {
 namespace node {
 namespace {
 
-// Every call follows one rule: the reaction (the gRPC thread) validates what
-// it can without the store, and everything that reads or writes the store
-// runs on the WorkerPool. A reactor is finished exactly once, by whichever
-// step ends the call, and that step touches nothing of the call afterwards:
-// Finish may run OnDone, which deletes the reactor, on another thread.
-
-grpc::Status Overloaded() {
-  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                      "node is overloaded; retry later");
-}
-
-// Runs `work` on the pool and finishes the unary call with its status.
-// `work` may use the call's request and response: they live until Finish.
-grpc::ServerUnaryReactor* FinishOnPool(grpc::CallbackServerContext* context,
-                                       WorkerPool* pool,
-                                       std::function<absl::Status()> work) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const bool scheduled = pool->Schedule([reactor, work = std::move(work)] {
-    reactor->Finish(ToGrpcStatus(work()));
-  });
-  if (!scheduled) reactor->Finish(Overloaded());
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
-                                    const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
+using internal::FinishNow;
+using internal::FinishOnPool;
+using internal::Overloaded;
 
 // The store's kNotFound does not say which node answered; a person reading
 // the error on the other side of a session needs to know.

@@ -59,12 +59,12 @@ std::string RowKey(uint64_t i) { return absl::StrFormat("k%015d", i); }
 
 // Two (or more) nodes in scratch directories, stopped at the end.
 struct Cluster {
-  std::vector<std::unique_ptr<ScratchDir>> dirs;
+  std::vector<std::unique_ptr<testing::TempDir>> dirs;
   std::vector<std::unique_ptr<testing::NodeProcess>> nodes;
   std::vector<std::unique_ptr<node::NodeClient>> clients;
 
   absl::Status Add(const std::string& name) {
-    dirs.push_back(std::make_unique<ScratchDir>(name));
+    dirs.push_back(std::make_unique<testing::TempDir>());
     auto node = testing::NodeProcess::Start(name, dirs.back()->path() + "/data",
                                             {"--sync-writes", "false"},
                                             "127.0.0.1:0", DefaultTallydPath());
@@ -100,18 +100,12 @@ struct Measured {
   double seconds = 0;
 };
 
-// tally's diff between two nodes, as `tally diff` runs it.
-absl::StatusOr<Measured> TallyDiff(const std::string& a, const std::string& b) {
-  auto ca = node::NodeClient::Connect(a, {});
-  auto cb = node::NodeClient::Connect(b, {});
-  if (!ca.ok()) return ca.status();
-  if (!cb.ok()) return cb.status();
-  auto va = (*ca)->NewTreeView(kKeyspace);
-  auto vb = (*cb)->NewTreeView(kKeyspace);
+// Runs the diff algorithm between two views and measures it.
+absl::StatusOr<Measured> MeasureDiff(tree::TreeView& a, tree::TreeView& b) {
   tree::DiffStats stats;
   const auto start = Clock::now();
   absl::Status s = tree::DiffViews(
-      *va, *vb, tree::DiffOptions{},
+      a, b, tree::DiffOptions{},
       [](const tree::RowEntry*, const tree::RowEntry*) {
         return absl::OkStatus();
       },
@@ -125,6 +119,16 @@ absl::StatusOr<Measured> TallyDiff(const std::string& a, const std::string& b) {
   return m;
 }
 
+// tally's diff between two nodes, as `tally diff` runs it.
+absl::StatusOr<Measured> TallyDiff(const std::string& a, const std::string& b) {
+  auto ca = node::NodeClient::Connect(a, {});
+  auto cb = node::NodeClient::Connect(b, {});
+  if (!ca.ok()) return ca.status();
+  if (!cb.ok()) return cb.status();
+  return MeasureDiff(*(*ca)->NewTreeView(kKeyspace),
+                     *(*cb)->NewTreeView(kKeyspace));
+}
+
 // A node's own session with a peer: its store is local (nothing of it
 // crosses the network), the peer is remote.
 absl::StatusOr<Measured> SessionDiff(storage::Store& a, const std::string& b) {
@@ -132,22 +136,7 @@ absl::StatusOr<Measured> SessionDiff(storage::Store& a, const std::string& b) {
   if (!cb.ok()) return cb.status();
   auto va = a.NewTreeView(kKeyspace);
   if (!va.ok()) return va.status();
-  auto vb = (*cb)->NewTreeView(kKeyspace);
-  tree::DiffStats stats;
-  const auto start = Clock::now();
-  absl::Status s = tree::DiffViews(
-      **va, *vb, tree::DiffOptions{},
-      [](const tree::RowEntry*, const tree::RowEntry*) {
-        return absl::OkStatus();
-      },
-      &stats);
-  if (!s.ok()) return s;
-  Measured m;
-  m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  m.rounds = stats.rounds;
-  m.bytes = stats.payload_bytes();
-  m.differences = stats.differences;
-  return m;
+  return MeasureDiff(**va, *(*cb)->NewTreeView(kKeyspace));
 }
 
 // Cassandra-style: all leaves at depth 16 from both sides, then every row of
@@ -241,7 +230,7 @@ absl::Status RunNodeDiff(std::ostream& out) {
   std::sort(diffs.begin(), diffs.end());
   // Node A runs inside this process, so that its own session with B can be
   // measured as tallyd runs it (A's tree local); B is a tallyd process.
-  ScratchDir dir_a("a");
+  testing::TempDir dir_a;
   node::NodeConfig config_a;
   config_a.name = "a";
   config_a.data_dir = dir_a.path() + "/data";
@@ -270,8 +259,8 @@ absl::Status RunNodeDiff(std::ostream& out) {
          "local, only B's answers travel)\n\n";
   out << absl::StrFormat(
       "%9s %7s %6s %11s %8s %8s | %11s %8s | %6s %12s %8s %10s\n", "N", "d",
-      "rounds", "diff B", "B/diff", "seconds", "session B", "B/diff",
-      "b.rnd", "baseline B", "b.secs", "diff/base");
+      "rounds", "diff B", "B/diff", "seconds", "session B", "B/diff", "b.rnd",
+      "baseline B", "b.secs", "diff/base");
   // Distinct keys to change, in a fixed random order.
   std::vector<uint64_t> order(rows);
   for (uint64_t i = 0; i < rows; ++i) order[i] = i;
@@ -308,11 +297,10 @@ absl::Status RunNodeDiff(std::ostream& out) {
                     : absl::StrFormat("%.0f", 1.0 * bytes / d);
     };
     out << absl::StrFormat(
-        "%9d %7d %6d %11d %8s %8.3f | %11d %8s | %6d %12d %8.3f %10.4f\n",
-        rows, d, tally->rounds, tally->bytes, per_diff(tally->bytes),
-        tally->seconds, session->bytes, per_diff(session->bytes),
-        base->rounds, base->bytes, base->seconds,
-        1.0 * tally->bytes / base->bytes);
+        "%9d %7d %6d %11d %8s %8.3f | %11d %8s | %6d %12d %8.3f %10.4f\n", rows,
+        d, tally->rounds, tally->bytes, per_diff(tally->bytes), tally->seconds,
+        session->bytes, per_diff(session->bytes), base->rounds, base->bytes,
+        base->seconds, 1.0 * tally->bytes / base->bytes);
   }
   out << "bytes = serialized request and response payload; diff/base = "
          "payload ratio\n";

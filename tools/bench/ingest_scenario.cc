@@ -41,7 +41,7 @@ using Clock = std::chrono::steady_clock;
 // before writing it, and write a change record beside the row.
 absl::StatusOr<Run> IngestRaw(uint64_t rows, uint64_t batch_rows, bool sync,
                               bool same_work, uint64_t seed) {
-  ScratchDir dir("raw");
+  testing::TempDir dir;
   storage::StoreOptions store_defaults;
   std::unique_ptr<leveldb::Cache> cache(
       leveldb::NewLRUCache(store_defaults.block_cache_bytes));
@@ -94,7 +94,7 @@ absl::StatusOr<Run> IngestRaw(uint64_t rows, uint64_t batch_rows, bool sync,
 
 absl::StatusOr<Run> IngestStore(uint64_t rows, uint64_t batch_rows, bool sync,
                                 uint64_t seed) {
-  ScratchDir dir("store");
+  testing::TempDir dir;
   storage::StoreOptions options;
   options.node_name = "bench";
   options.sync = sync;

@@ -90,7 +90,7 @@ absl::Status RunOpen(std::ostream& out) {
                          "us/leaf");
   for (int depth : {16, 20}) {
     for (uint64_t n : {rows / 10, rows}) {
-      ScratchDir dir("open");
+      testing::TempDir dir;
       absl::Status s = Fill(dir.path(), depth, n, seed);
       if (!s.ok()) return s;
       uint64_t leaves = 0;

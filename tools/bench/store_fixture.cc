@@ -1,23 +1,9 @@
 #include "tools/bench/store_fixture.h"
 
-#include <stdlib.h>
-
 #include <filesystem>
 
 namespace tally {
 namespace bench {
-
-ScratchDir::ScratchDir(const std::string& label) {
-  std::string tmpl = (std::filesystem::temp_directory_path() /
-                      ("tally-bench-" + label + "-XXXXXX"))
-                         .string();
-  path_ = mkdtemp(tmpl.data());
-}
-
-ScratchDir::~ScratchDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
 
 std::string RandomBytes(std::mt19937_64& rng, size_t n) {
   std::string s(n, '\0');

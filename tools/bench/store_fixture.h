@@ -1,5 +1,5 @@
-// Shared pieces of the store benchmarks: temporary directories, synthetic
-// rows, and the LevelDB options a store uses (so baselines match them).
+// Shared pieces of the store benchmarks: synthetic rows and disk usage.
+// Scratch directories are tests/temp_dir.h's TempDir.
 #ifndef TALLY_TOOLS_BENCH_STORE_FIXTURE_H_
 #define TALLY_TOOLS_BENCH_STORE_FIXTURE_H_
 
@@ -7,21 +7,10 @@
 #include <random>
 #include <string>
 
+#include "tests/temp_dir.h"
+
 namespace tally {
 namespace bench {
-
-// A directory under $TMPDIR, removed when the object goes.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& label);
-  ~ScratchDir();
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Random bytes of the given length (keys and values are incompressible, so
 // LevelDB's compression neither helps nor hides anything).
