@@ -130,14 +130,61 @@ absl::StatusOr<storage::Mutation> MutationFromProto(const std::string& keyspace,
   return m;
 }
 
-void ToProto(const tree::ViewRequest& request, v1::ExchangeRequest* out) {
-  for (const tree::DescendRequest& d : request.descend) {
-    v1::DescendRequest* p = out->add_descend();
-    ToProto(d.node, p->mutable_node());
-    p->set_levels_ahead(static_cast<uint32_t>(d.levels_ahead));
+namespace {
+
+// Appends `node` to the last group when it continues it (same level and
+// expansion, index not below the last), else starts a group.
+void AddToGroups(const tree::NodeRef& node, int levels_ahead,
+                 google::protobuf::RepeatedPtrField<v1::NodeGroup>* groups,
+                 uint64_t* last_index) {
+  v1::NodeGroup* group =
+      groups->empty() ? nullptr : &groups->at(groups->size() - 1);
+  if (group == nullptr || group->level() != static_cast<uint32_t>(node.level) ||
+      group->levels_ahead() != static_cast<uint32_t>(levels_ahead) ||
+      node.index < *last_index) {
+    group = groups->Add();
+    group->set_level(static_cast<uint32_t>(node.level));
+    group->set_levels_ahead(static_cast<uint32_t>(levels_ahead));
+    group->add_index_deltas(node.index);
+  } else {
+    group->add_index_deltas(node.index - *last_index);
   }
+  *last_index = node.index;
+}
+
+// Expands groups into nodes, validating each.
+absl::Status ExpandGroups(
+    const google::protobuf::RepeatedPtrField<v1::NodeGroup>& groups,
+    const std::function<absl::Status(const tree::NodeRef&, int)>& add) {
+  for (const v1::NodeGroup& group : groups) {
+    uint64_t index = 0;
+    for (int i = 0; i < group.index_deltas_size(); ++i) {
+      const uint64_t next = index + group.index_deltas(i);
+      if (i > 0 && next < index) {
+        return absl::InvalidArgumentError("node group indexes overflow");
+      }
+      index = i == 0 ? group.index_deltas(0) : next;
+      v1::NodeRef ref;
+      ref.set_level(group.level());
+      ref.set_index(index);
+      TALLY_ASSIGN_OR_RETURN(tree::NodeRef node, FromProto(ref));
+      TALLY_RETURN_IF_ERROR(add(node, static_cast<int>(std::min<uint32_t>(
+                                          group.levels_ahead(), 1000))));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ToProto(const tree::ViewRequest& request, v1::ExchangeRequest* out) {
+  uint64_t last = 0;
+  for (const tree::DescendRequest& d : request.descend) {
+    AddToGroups(d.node, d.levels_ahead, out->mutable_descend_groups(), &last);
+  }
+  last = 0;
   for (const tree::NodeRef& range : request.list) {
-    ToProto(range, out->add_list());
+    AddToGroups(range, 0, out->mutable_list_groups(), &last);
   }
 }
 
@@ -153,7 +200,37 @@ absl::StatusOr<tree::ViewRequest> FromProto(
         request.descend_size(), request.list_size(),
         tree::kMaxDescendantsPerExchange, tree::kMaxListRangesPerExchange));
   }
+  uint64_t grouped_descend = 0;
+  uint64_t grouped_list = 0;
+  for (const v1::NodeGroup& g : request.descend_groups()) {
+    grouped_descend += g.index_deltas_size();
+  }
+  for (const v1::NodeGroup& g : request.list_groups()) {
+    grouped_list += g.index_deltas_size();
+  }
+  if ((grouped_descend > 0 || grouped_list > 0) &&
+      (request.descend_size() > 0 || request.list_size() > 0)) {
+    return absl::InvalidArgumentError(
+        "an exchange names its nodes one by one or in groups, not both");
+  }
+  if (grouped_descend > tree::kMaxDescendantsPerExchange ||
+      grouped_list > tree::kMaxListRangesPerExchange) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "exchange names %d nodes and %d ranges; the limits are %d and %d",
+        grouped_descend, grouped_list, tree::kMaxDescendantsPerExchange,
+        tree::kMaxListRangesPerExchange));
+  }
   tree::ViewRequest out;
+  TALLY_RETURN_IF_ERROR(ExpandGroups(
+      request.descend_groups(), [&](const tree::NodeRef& node, int ahead) {
+        out.descend.push_back(tree::DescendRequest{node, ahead});
+        return absl::OkStatus();
+      }));
+  TALLY_RETURN_IF_ERROR(
+      ExpandGroups(request.list_groups(), [&](const tree::NodeRef& node, int) {
+        out.list.push_back(node);
+        return absl::OkStatus();
+      }));
   for (const v1::DescendRequest& d : request.descend()) {
     TALLY_ASSIGN_OR_RETURN(tree::NodeRef node, FromProto(d.node()));
     const int ahead =

@@ -18,10 +18,6 @@ size_t VarintSize(uint64_t v) {
 // A length-delimited field: tag, length, payload.
 size_t FieldSize(size_t payload) { return 1 + VarintSize(payload) + payload; }
 
-size_t NodeRefSize(const NodeRef& node) {
-  return 1 + VarintSize(node.level) + 1 + VarintSize(node.index);
-}
-
 }  // namespace
 
 absl::Status ValidateViewRequest(const ViewRequest& request) {
@@ -80,15 +76,53 @@ DescendantAccumulator::DescendantAccumulator(const DescendRequest& request,
   out->resize(out->size() + (size_t{1} << request.levels_ahead));
 }
 
+// Nodes travel in groups: runs of one level and expansion with ascending
+// indexes, each index as the delta from the one before (node/wire.cc).
+class GroupSizer {
+ public:
+  void Add(const NodeRef& node, int levels_ahead) {
+    if (!open_ || node.level != level_ || levels_ahead != ahead_ ||
+        node.index < last_) {
+      Close();
+      open_ = true;
+      level_ = node.level;
+      ahead_ = levels_ahead;
+      deltas_ = VarintSize(node.index);
+    } else {
+      deltas_ += VarintSize(node.index - last_);
+    }
+    last_ = node.index;
+  }
+  size_t Finish() {
+    Close();
+    return size_;
+  }
+
+ private:
+  void Close() {
+    if (!open_) return;
+    // Protobuf leaves out fields that are zero.
+    size_ += FieldSize((level_ != 0 ? 1 + VarintSize(level_) : 0) +
+                       (ahead_ != 0 ? 1 + VarintSize(ahead_) : 0) +
+                       FieldSize(deltas_));
+    open_ = false;
+  }
+  bool open_ = false;
+  int level_ = 0;
+  int ahead_ = 0;
+  uint64_t last_ = 0;
+  size_t deltas_ = 0;
+  size_t size_ = 0;
+};
+
 size_t WireSize(const ViewRequest& request) {
-  size_t size = 0;
+  GroupSizer descend;
   for (const DescendRequest& d : request.descend) {
-    size += FieldSize(NodeRefSize(d.node) + 1 + VarintSize(d.levels_ahead));
+    descend.Add(d.node, d.levels_ahead);
   }
-  for (const NodeRef& range : request.list) {
-    size += FieldSize(NodeRefSize(range));
-  }
-  return size;
+  GroupSizer list;
+  for (const NodeRef& range : request.list) list.Add(range, 0);
+  return descend.Finish() + list.Finish();
 }
 
 size_t WireSize(const RowEntry& entry) {
