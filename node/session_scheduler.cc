@@ -86,28 +86,6 @@ void SessionScheduler::TimerLoop() {
   }
 }
 
-absl::Status SessionScheduler::RunSessionNow(const std::string& address) {
-  for (const auto& peer_ptr : peers_) {
-    Peer* peer = peer_ptr.get();
-    if (peer->config.address != address) continue;
-    {
-      absl::MutexLock lock(&mu_);
-      if (peer->running) {
-        return absl::FailedPreconditionError(
-            absl::StrFormat("a session with %s is already running", address));
-      }
-      peer->running = true;
-      ++sessions_running_;
-    }
-    RunSession(peer);
-    absl::MutexLock lock(&mu_);
-    return peer->last_outcome == "ok"
-               ? absl::OkStatus()
-               : absl::UnavailableError(peer->last_outcome);
-  }
-  return absl::NotFoundError(absl::StrFormat("no peer %s", address));
-}
-
 void SessionScheduler::RunSession(Peer* peer) {
   const absl::Time start = absl::Now();
   const bool from_source = peer->config.role == PeerRole::kSource;

@@ -51,10 +51,6 @@ class SessionScheduler : public StatusSource {
   // Stops starting sessions, asks running ones to stop, and waits for them.
   void Shutdown();
 
-  // Runs a session with the peer at `address` now, on the calling thread.
-  // Returns kFailedPrecondition if one is already running with that peer.
-  absl::Status RunSessionNow(const std::string& address);
-
   // The address the node listens on, for status.
   void SetListenAddress(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -43,9 +43,10 @@ struct Digest128 {
     return !(a == b);
   }
 
-  // The 64-bit fingerprint that inner nodes travel as. A false "equal" on a
-  // fingerprint hides a difference only until the next session, whose root
-  // comparison (full 128 bits) sees it again.
+  // The 64-bit fingerprint that nodes and rows travel as. A false "equal"
+  // (probability 2^-64 per comparison) would hide one key from the descent
+  // until a row under that node changes; the root comparison uses all 128
+  // bits, so the replicas are still seen to differ.
   uint64_t Fingerprint() const { return low; }
 
   // 32 lower-case hex digits, high half first.
