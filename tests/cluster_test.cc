@@ -1,5 +1,7 @@
 // Multi-process tests: real tallyd processes on loopback ports, real gRPC,
 // and the tally CLI as a user runs it.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -17,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -386,6 +389,95 @@ TEST(Cluster, CliRejectsBadArgumentsWithOneLineAndExitTwo) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1)
         << absl::StrJoin(args, " ") << ": " << r.err;
   }
+}
+
+grpc::ByteBuffer Bytes(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string ToString(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  (void)buffer.Dump(&slices);
+  std::string out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
+TEST(Cluster, HealthServiceAndReflectionAreOn) {
+  TempDir dir;
+  auto n = StartNode("node-a", dir.path());
+  ASSERT_TRUE(n);
+  auto channel =
+      grpc::CreateChannel(n->address(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+
+  // grpc.health.v1.Health/Check with an empty request (the whole server):
+  // the answer is HealthCheckResponse{status: SERVING} = 08 01.
+  grpc::ClientContext health_context;
+  health_context.set_deadline(std::chrono::system_clock::now() +
+                              std::chrono::seconds(10));
+  const grpc::ByteBuffer request = Bytes("");
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&health_context, "/grpc.health.v1.Health/Check",
+                 grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(ToString(response), std::string("\x08\x01", 2));
+
+  // Server reflection lists the services: ServerReflectionRequest with
+  // list_services = "" (field 7) is 3a 00.
+  grpc::ClientContext reflection_context;
+  reflection_context.set_deadline(std::chrono::system_clock::now() +
+                                  std::chrono::seconds(10));
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareCall(
+      &reflection_context,
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  call->Write(Bytes(std::string("\x3a\x00", 2)), reinterpret_cast<void*>(2));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  grpc::ByteBuffer answer;
+  call->Read(&answer, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  const std::string listed = ToString(answer);
+  EXPECT_THAT(listed, HasSubstr("tally.v1.Peer"));
+  EXPECT_THAT(listed, HasSubstr("tally.v1.Admin"));
+  reflection_context.TryCancel();
+  call->Finish(&status, reinterpret_cast<void*>(4));
+  while (cq.Next(&tag, &ok) && tag != reinterpret_cast<void*>(4)) {
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+TEST(Cluster, NonLoopbackListenIsRefusedWithoutInsecure) {
+  TempDir dir;
+  const CommandResult refused = ::tally::testing::RunCommand(
+      {::tally::testing::TallydPath(), "--name", "n", "--data-dir", dir.path(),
+       "--listen", "0.0.0.0:0"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("--insecure"));
+  const CommandResult bad_flag = ::tally::testing::RunCommand(
+      {::tally::testing::TallydPath(), "--name", "n", "--data-dir", dir.path(),
+       "--sync-interval", "soon"});
+  EXPECT_EQ(bad_flag.exit_code, 2);
+  EXPECT_THAT(bad_flag.err, HasSubstr("sync-interval"));
+  auto insecure =
+      NodeProcess::Start("n", dir.path(), {"--insecure"}, "0.0.0.0:0");
+  ASSERT_TRUE(insecure.ok()) << insecure.status();
+  EXPECT_EQ((*insecure)->Stop(), 0);
 }
 
 TEST(Cluster, PeersConvergeOnTheirOwn) {
