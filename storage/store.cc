@@ -672,7 +672,7 @@ absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
     int64_t count;
   };
   std::vector<LeafDelta> leaf_deltas;
-  std::map<std::string, StagedRow> staged;  // by row key
+  absl::flat_hash_map<std::string, StagedRow> staged;  // by row key
   std::vector<HlcTimestamp> observed;
   std::vector<WriteResult> results(group.size());
   const leveldb::ReadOptions read;

@@ -18,6 +18,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "tools/bench/scenario.h"
 
 ABSL_FLAG(std::string, scenario, "",
@@ -47,6 +48,8 @@ bool IsBenchFlagFile(absl::string_view file) {
 }
 
 int Main(int argc, char** argv) {
+  // As in tallyd: measure without Abseil's debug lock-cycle detection.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::FlagsUsageConfig usage_config;
   usage_config.contains_help_flags = &IsBenchFlagFile;
   usage_config.contains_helpshort_flags = &IsBenchFlagFile;
