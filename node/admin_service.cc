@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "node/grpc_status.h"
 #include "node/internal/unary.h"
+#include "node/internal/write_stream.h"
 #include "node/wire.h"
 #include "tree/status_macros.h"
 
@@ -48,63 +49,25 @@ absl::Status WriteOne(storage::Store& store, storage::Mutation mutation,
 
 // ------------------------------------------------------------------ Load
 
-// Bulk local writes: each message is one atomic store write.
-//
-// Steps:
-//   Read (reaction): OnReadDone checks the message (keyspace, count, plain
-//     key/value rows) and schedules Apply; at the end of the stream it
-//     finishes with the number of rows written.
-//   Apply (pool): writes the rows and starts the next read. The first error
-//     finishes the call; earlier messages stay written, the failed one is
-//     not written at all.
-// Steps never overlap, so the fields below need no lock.
-class LoadReactor final : public grpc::ServerReadReactor<v1::LoadRequest> {
+// Bulk local writes: each message is one atomic store write of plain
+// key/value rows (internal/write_stream.h has the steps).
+class LoadReactor final : public internal::WriteStreamReactor<v1::LoadRequest> {
  public:
   LoadReactor(storage::Store* store, WorkerPool* pool,
               v1::LoadResponse* response)
-      : store_(store), pool_(pool), response_(response) {
-    StartRead(&request_);
+      : WriteStreamReactor(pool, "load"), store_(store), response_(response) {
+    Start();
   }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      // End of the stream (or a cancelled call, which ignores the status).
-      Finish(grpc::Status::OK);
-      return;
-    }
-    absl::Status status = Check();
-    if (!status.ok()) {
-      Finish(ToGrpcStatus(status));
-      return;
-    }
-    if (!pool_->Schedule([this] { Apply(); })) Finish(Overloaded());
-  }
-
-  void OnDone() override { delete this; }
 
  private:
-  absl::Status Check() {
-    if (keyspace_.empty()) {
-      if (request_.keyspace().empty()) {
-        return absl::InvalidArgumentError(
-            "the first message of a load must name the keyspace");
-      }
-      TALLY_RETURN_IF_ERROR(storage::ValidateKeyspaceName(request_.keyspace()));
-      keyspace_ = request_.keyspace();
-    } else if (!request_.keyspace().empty() &&
-               request_.keyspace() != keyspace_) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "a load carries one keyspace: it began with '%s' and a later "
-          "message names '%s'",
-          keyspace_, absl::CHexEscape(request_.keyspace())));
-    }
-    if (static_cast<size_t>(request_.rows_size()) > kMaxRowsPerMessage) {
+  absl::Status CheckMessage(const v1::LoadRequest& request) override {
+    if (static_cast<size_t>(request.rows_size()) > kMaxRowsPerMessage) {
       return absl::ResourceExhaustedError(
           absl::StrFormat("load message has %d rows; the limit is %d per "
                           "message",
-                          request_.rows_size(), kMaxRowsPerMessage));
+                          request.rows_size(), kMaxRowsPerMessage));
     }
-    for (const v1::Row& row : request_.rows()) {
+    for (const v1::Row& row : request.rows()) {
       if (row.has_version() || row.deleted()) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "row '%s' carries a version or a delete flag; load takes plain "
@@ -115,23 +78,13 @@ class LoadReactor final : public grpc::ServerReadReactor<v1::LoadRequest> {
     return absl::OkStatus();
   }
 
-  void Apply() {
-    absl::Status status = Write();
-    if (!status.ok()) {
-      Finish(ToGrpcStatus(status));
-      return;
-    }
-    request_.Clear();
-    StartRead(&request_);
-  }
-
-  absl::Status Write() {
-    if (request_.rows_size() == 0) return absl::OkStatus();
+  absl::Status WriteMessage(v1::LoadRequest& request) override {
+    if (request.rows_size() == 0) return absl::OkStatus();
     storage::WriteRequest write;
-    write.mutations.reserve(request_.rows_size());
-    for (v1::Row& row : *request_.mutable_rows()) {
+    write.mutations.reserve(request.rows_size());
+    for (v1::Row& row : *request.mutable_rows()) {
       write.mutations.push_back(
-          storage::Mutation::Put(keyspace_, std::move(*row.mutable_key()),
+          storage::Mutation::Put(keyspace(), std::move(*row.mutable_key()),
                                  std::move(*row.mutable_value())));
     }
     TALLY_ASSIGN_OR_RETURN(storage::WriteResult result,
@@ -140,14 +93,8 @@ class LoadReactor final : public grpc::ServerReadReactor<v1::LoadRequest> {
     return absl::OkStatus();
   }
 
-  // Constant after construction.
   storage::Store* const store_;
-  WorkerPool* const pool_;
   v1::LoadResponse* const response_;
-
-  // Used by one step at a time (see above).
-  std::string keyspace_;  // from the first message
-  v1::LoadRequest request_;
 };
 
 }  // namespace

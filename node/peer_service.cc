@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "node/grpc_status.h"
 #include "node/internal/unary.h"
+#include "node/internal/write_stream.h"
 #include "node/wire.h"
 #include "tree/status_macros.h"
 
@@ -347,67 +348,30 @@ class FetchRowsReactor final
 
 // -------------------------------------------------------------- PushRows
 
-// Applies a stream of row batches, each message as one atomic store write.
-//
-// Steps:
-//   Read (reaction): OnReadDone checks the message (keyspace, counts, erase
-//     only under source override) and schedules Apply; at the end of the
-//     stream it finishes with the totals.
-//   Apply (pool): converts the rows, writes them, counts the outcome and
-//     starts the next read. The first error finishes the call; the messages
-//     applied before it stay applied, the failed one is not written at all.
-// Steps never overlap, so the fields below need no lock.
+// Rows from a peer or a repair: each message is one atomic store write
+// under last writer wins or source override (internal/write_stream.h has
+// the steps).
 class PushRowsReactor final
-    : public grpc::ServerReadReactor<v1::PushRowsRequest> {
+    : public internal::WriteStreamReactor<v1::PushRowsRequest> {
  public:
   PushRowsReactor(storage::Store* store, WorkerPool* pool,
                   v1::PushRowsResponse* response)
-      : store_(store), pool_(pool), response_(response) {
-    StartRead(&request_);
+      : WriteStreamReactor(pool, "push"), store_(store), response_(response) {
+    Start();
   }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      // End of the stream (or a cancelled call, which ignores the status).
-      Finish(grpc::Status::OK);
-      return;
-    }
-    absl::Status status = Check();
-    if (!status.ok()) {
-      Finish(ToGrpcStatus(status));
-      return;
-    }
-    if (!pool_->Schedule([this] { Apply(); })) Finish(Overloaded());
-  }
-
-  void OnDone() override { delete this; }
 
  private:
-  absl::Status Check() {
-    if (keyspace_.empty()) {
-      if (request_.keyspace().empty()) {
-        return absl::InvalidArgumentError(
-            "the first message of a push must name the keyspace");
-      }
-      TALLY_RETURN_IF_ERROR(storage::ValidateKeyspaceName(request_.keyspace()));
-      keyspace_ = request_.keyspace();
-    } else if (!request_.keyspace().empty() &&
-               request_.keyspace() != keyspace_) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "a push carries one keyspace: it began with '%s' and a later "
-          "message names '%s'",
-          keyspace_, absl::CHexEscape(request_.keyspace())));
-    }
+  absl::Status CheckMessage(const v1::PushRowsRequest& request) override {
     const size_t mutations =
-        static_cast<size_t>(request_.rows_size() + request_.erase_size());
+        static_cast<size_t>(request.rows_size() + request.erase_size());
     if (mutations > kMaxRowsPerMessage) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "push message has %d rows and %d erases; the limit is %d per "
           "message",
-          request_.rows_size(), request_.erase_size(), kMaxRowsPerMessage));
+          request.rows_size(), request.erase_size(), kMaxRowsPerMessage));
     }
-    if (request_.erase_size() > 0 &&
-        request_.mode() != v1::APPLY_MODE_SOURCE_OVERRIDE) {
+    if (request.erase_size() > 0 &&
+        request.mode() != v1::APPLY_MODE_SOURCE_OVERRIDE) {
       return absl::InvalidArgumentError(
           "erase is only allowed with APPLY_MODE_SOURCE_OVERRIDE; under last "
           "writer wins, send tombstones");
@@ -415,34 +379,24 @@ class PushRowsReactor final
     return absl::OkStatus();
   }
 
-  void Apply() {
-    absl::Status status = Write();
-    if (!status.ok()) {
-      Finish(ToGrpcStatus(status));
-      return;
-    }
-    request_.Clear();
-    StartRead(&request_);
-  }
-
-  absl::Status Write() {
+  absl::Status WriteMessage(v1::PushRowsRequest& request) override {
     storage::WriteRequest write;
-    write.mode = request_.mode() == v1::APPLY_MODE_SOURCE_OVERRIDE
+    write.mode = request.mode() == v1::APPLY_MODE_SOURCE_OVERRIDE
                      ? storage::ApplyMode::kSourceOverride
                      : storage::ApplyMode::kLastWriterWins;
-    write.mutations.reserve(request_.rows_size() + request_.erase_size());
-    for (const v1::Row& row : request_.rows()) {
+    write.mutations.reserve(request.rows_size() + request.erase_size());
+    for (const v1::Row& row : request.rows()) {
       TALLY_ASSIGN_OR_RETURN(storage::Mutation m,
-                             MutationFromProto(keyspace_, row));
+                             MutationFromProto(keyspace(), row));
       write.mutations.push_back(std::move(m));
     }
-    for (const std::string& key : request_.erase()) {
-      write.mutations.push_back(storage::Mutation::Erase(keyspace_, key));
+    for (const std::string& key : request.erase()) {
+      write.mutations.push_back(storage::Mutation::Erase(keyspace(), key));
     }
     if (write.mutations.empty()) return absl::OkStatus();
     TALLY_ASSIGN_OR_RETURN(storage::WriteResult result,
                            store_->Write(std::move(write)));
-    const size_t rows = static_cast<size_t>(request_.rows_size());
+    const size_t rows = static_cast<size_t>(request.rows_size());
     for (size_t i = 0; i < result.applied.size(); ++i) {
       if (!result.applied[i]) {
         response_->set_ignored(response_->ignored() + 1);
@@ -455,14 +409,8 @@ class PushRowsReactor final
     return absl::OkStatus();
   }
 
-  // Constant after construction.
   storage::Store* const store_;
-  WorkerPool* const pool_;
   v1::PushRowsResponse* const response_;
-
-  // Used by one step at a time (see above).
-  std::string keyspace_;  // from the first message
-  v1::PushRowsRequest request_;
 };
 
 }  // namespace
