@@ -183,6 +183,60 @@ class StoreImpl : public Store {
   // Stages and commits one group; called by the leader only.
   absl::Status CommitGroup(const std::vector<Writer*>& group)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // What one group commit stages before it writes: the batch, and the
+  // in-memory changes to publish once the batch is durable. Only the leader
+  // builds one, under commit_mu_.
+  struct Group {
+    struct NewKeyspace {
+      uint32_t id;
+      int depth;
+    };
+    // A change to apply to an in-memory tree after the commit.
+    struct LeafDelta {
+      uint32_t keyspace_id;
+      uint32_t leaf;
+      Digest128 digest;
+      int64_t count;
+    };
+    leveldb::WriteBatch batch;
+    uint32_t next_keyspace_id = 0;
+    uint32_t next_origin_id = 0;
+    uint32_t first_new_origin_id = 0;
+    Sequence first_sequence = 0;
+    Sequence sequence = 0;  // the last sequence staged
+    std::map<std::string, NewKeyspace, std::less<>> new_keyspaces;
+    std::map<std::string, uint32_t, std::less<>> new_origins;
+    std::vector<LeafDelta> leaf_deltas;
+    // Rows as this group leaves them, by row key: a key written twice in
+    // one group sees its first write.
+    absl::flat_hash_map<std::string, StagedRow> staged;
+    // Remote timestamps to observe once committed.
+    std::vector<HlcTimestamp> observed;
+  };
+  Group StartGroup() ABSL_LOCKS_EXCLUDED(mu_);
+  // Keyspace id and depth, creating the keyspace in this group if new.
+  std::pair<uint32_t, int> ResolveKeyspace(Group& g, const std::string& name,
+                                           int depth) ABSL_LOCKS_EXCLUDED(mu_);
+  // Short id of an origin, adding it to the origin table if new.
+  uint32_t ResolveOrigin(Group& g, const std::string& name)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::string OriginNameIn(const Group& g, uint32_t id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The row as the group sees it: staged, or read from LevelDB.
+  absl::StatusOr<StagedRow*> CurrentRow(Group& g, const std::string& row_key);
+  HlcTimestamp StampLocalWrite(const StagedRow& current);
+  // Adds a change record and its leaf delta.
+  void StageChange(Group& g, const internal::ChangeRecord& change, Token token,
+                   int depth);
+  // Applies one mutation to the group under `mode`, recording the outcome.
+  absl::Status StageMutation(Group& g, Mutation& m, ApplyMode mode,
+                             WriteResult* result);
+  // Adds the group's metadata records and the backend's.
+  absl::Status FinishGroup(Group& g);
+  // After the batch committed: trees, tables, listeners, checkpoint.
+  void Publish(const Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Persists every leaf changed since the last checkpoint and the sequence
   // they now include, in one batch.
   absl::Status CheckpointLeaves() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
@@ -611,296 +665,270 @@ absl::StatusOr<WriteResult> StoreImpl::Enqueue(Writer* writer) {
 
 absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
   absl::MutexLock commit_lock(&commit_mu_);
-  leveldb::WriteBatch batch;
-
-  // Snapshots of the in-memory state this group starts from; only the
-  // leader changes it, and only after the batch commits.
-  uint32_t next_keyspace_id;
-  uint32_t next_origin_id;
-  Sequence sequence;
-  {
-    absl::MutexLock lock(&mu_);
-    next_keyspace_id = next_keyspace_id_;
-    next_origin_id = next_origin_id_;
-    sequence = last_sequence_;
-  }
-  const uint32_t first_new_origin_id = next_origin_id;
-
-  struct NewKeyspace {
-    uint32_t id;
-    int depth;
-  };
-  std::map<std::string, NewKeyspace, std::less<>> new_keyspaces;
-  std::map<std::string, uint32_t, std::less<>> new_origins;
-  // Keyspace name -> (id, depth), existing or new in this group.
-  auto resolve_keyspace = [&](const std::string& name,
-                              int depth) -> std::pair<uint32_t, int> {
-    if (const Keyspace* ks = FindKeyspace(name); ks != nullptr) {
-      return {ks->id, ks->depth};
-    }
-    auto it = new_keyspaces.find(name);
-    if (it == new_keyspaces.end()) {
-      it = new_keyspaces.emplace(name, NewKeyspace{next_keyspace_id++, depth})
-               .first;
-      std::string v = Fixed32String(it->second.id);
-      v.push_back(static_cast<char>(depth));
-      batch.Put(internal::TaggedKey(internal::kKeyspaceTag, name), v);
-    }
-    return {it->second.id, it->second.depth};
-  };
-  auto resolve_origin = [&](const std::string& name) -> uint32_t {
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = origin_ids_.find(name);
-      if (it != origin_ids_.end()) return it->second;
-    }
-    auto it = new_origins.find(name);
-    if (it == new_origins.end()) {
-      it = new_origins.emplace(name, next_origin_id++).first;
-      batch.Put(internal::OriginByIdKey(it->second), name);
-      batch.Put(internal::TaggedKey(internal::kOriginByNameTag, name),
-                Fixed32String(it->second));
-    }
-    return it->second;
-  };
-
-  // Changes to apply to the in-memory trees once the batch commits.
-  struct LeafDelta {
-    uint32_t keyspace_id;
-    uint32_t leaf;
-    Digest128 digest;
-    int64_t count;
-  };
-  std::vector<LeafDelta> leaf_deltas;
-  absl::flat_hash_map<std::string, StagedRow> staged;  // by row key
-  std::vector<HlcTimestamp> observed;
+  Group g = StartGroup();
   std::vector<WriteResult> results(group.size());
-  const leveldb::ReadOptions read;
-
-  for (size_t g = 0; g < group.size(); ++g) {
-    Writer* w = group[g];
+  for (size_t i = 0; i < group.size(); ++i) {
+    Writer* w = group[i];
     if (w->create_keyspace.has_value()) {
-      resolve_keyspace(w->create_keyspace->first, w->create_keyspace->second);
+      ResolveKeyspace(g, w->create_keyspace->first, w->create_keyspace->second);
       continue;
     }
     WriteRequest& request = *w->request;
-    WriteResult& result = results[g];
     for (Mutation& m : request.mutations) {
-      const auto [ks_id, depth] =
-          resolve_keyspace(m.keyspace, options_.default_depth);
-      const Token token = tree::TokenOf(m.key);
-      std::string row_key = internal::RowKey(ks_id, token, m.key);
-
-      auto staged_it = staged.find(row_key);
-      if (staged_it == staged.end()) {
-        StagedRow current;
-        std::string record;
-        leveldb::Status s = db_->Get(read, row_key, &record);
-        if (s.ok()) {
-          absl::string_view payload;
-          if (!internal::DecodeRowRecord(record, &current.header, &payload)) {
-            return Corrupt("row", row_key);
-          }
-          current.exists = true;
-        } else if (!s.IsNotFound()) {
-          return FromLevelDb(s, "reading a row before writing it");
-        }
-        staged_it = staged.emplace(row_key, current).first;
-      }
-      StagedRow& current = staged_it->second;
-
-      Version version;
-      uint32_t origin_id;
-      if (m.version.has_value()) {
-        version = *m.version;
-        origin_id = resolve_origin(version.origin);
-      } else {
-        // A local write must win over whatever is stored, even a row
-        // stamped by a peer whose clock runs ahead of ours.
-        version.timestamp = clock_.Now();
-        if (current.exists && !(current.header.timestamp < version.timestamp)) {
-          (void)clock_.Observe(current.header.timestamp);
-          version.timestamp = clock_.Now();
-          if (!(current.header.timestamp < version.timestamp)) {
-            version.timestamp =
-                HlcTimestamp::FromRaw(current.header.timestamp.raw() + 1);
-          }
-        }
-        version.origin = node_name_;
-        origin_id = kLocalOriginId;
-      }
-
-      if (m.erase) {
-        // Source override: the source lacks this row.
-        if (!current.exists) {
-          result.applied.push_back(false);
-          result.versions.push_back(version);
-          continue;
-        }
-        batch.Delete(row_key);
-        internal::ChangeRecord change;
-        change.keyspace_id = ks_id;
-        change.timestamp = version.timestamp;
-        change.origin_id = origin_id;
-        change.erased = true;
-        change.digest_delta = current.header.digest;
-        change.count_delta = -1;
-        change.key = m.key;
-        std::string change_record;
-        internal::EncodeChangeRecord(change, &change_record);
-        batch.Put(internal::ChangeKey(++sequence), change_record);
-        leaf_deltas.push_back(LeafDelta{
-            ks_id, static_cast<uint32_t>(tree::NodeIndexOf(token, depth)),
-            change.digest_delta, -1});
-        current.exists = false;
-        current.header = RowHeader{};
-        result.applied.push_back(true);
-        result.versions.push_back(std::move(version));
-        result.last_sequence = sequence;
-        continue;
-      }
-
-      const Digest128 digest =
-          tree::RowDigest(m.keyspace, m.key, version, m.deleted, m.value);
-      if (current.exists && request.mode == ApplyMode::kSourceOverride) {
-        // The source's row replaces ours whenever they differ.
-        if (current.header.digest == digest) {
-          result.applied.push_back(false);
-          result.versions.push_back(version);
-          continue;
-        }
-      } else if (current.exists) {
-        // Last writer wins: compare with the stored version.
-        std::string stored_origin;
-        if (current.header.origin_id >= first_new_origin_id) {
-          for (const auto& [name, id] : new_origins) {
-            if (id == current.header.origin_id) stored_origin = name;
-          }
-        } else {
-          stored_origin = OriginName(current.header.origin_id);
-        }
-        const Version stored{current.header.timestamp, stored_origin};
-        if (tree::CompareVersions(version, stored) <= 0) {
-          result.applied.push_back(false);
-          result.versions.push_back(stored);
-          continue;
-        }
-      }
-      if (m.version.has_value()) observed.push_back(version.timestamp);
-
-      RowHeader header;
-      header.timestamp = version.timestamp;
-      header.origin_id = origin_id;
-      header.deleted = m.deleted;
-      header.digest = digest;
-      TALLY_ASSIGN_OR_RETURN(
-          std::string payload,
-          backend_->StageValue(RowLocation{m.keyspace, token, m.key}, m.value));
-      std::string record;
-      record.reserve(internal::kRowHeaderSize + payload.size());
-      internal::EncodeRowHeader(header, &record);
-      record.append(payload);
-      batch.Put(row_key, record);
-
-      internal::ChangeRecord change;
-      change.keyspace_id = ks_id;
-      change.timestamp = version.timestamp;
-      change.origin_id = origin_id;
-      change.deleted = m.deleted;
-      change.digest_delta = header.digest;
-      if (current.exists) change.digest_delta ^= current.header.digest;
-      change.count_delta = current.exists ? 0 : 1;
-      change.key = m.key;
-      std::string change_record;
-      internal::EncodeChangeRecord(change, &change_record);
-      batch.Put(internal::ChangeKey(++sequence), change_record);
-      leaf_deltas.push_back(LeafDelta{
-          ks_id, static_cast<uint32_t>(tree::NodeIndexOf(token, depth)),
-          change.digest_delta, change.count_delta});
-      current.exists = true;
-      current.header = header;
-
-      result.applied.push_back(true);
-      result.versions.push_back(std::move(version));
-      result.last_sequence = sequence;
+      TALLY_RETURN_IF_ERROR(StageMutation(g, m, request.mode, &results[i]));
     }
     if (request.progress.has_value()) {
       std::string v = Fixed64String(request.progress->epoch);
       internal::PutFixed64(&v, request.progress->sequence);
-      batch.Put(internal::TaggedKey(internal::kProgressTag,
-                                    request.progress->upstream),
-                v);
+      g.batch.Put(internal::TaggedKey(internal::kProgressTag,
+                                      request.progress->upstream),
+                  v);
     }
   }
-
-  if (!new_keyspaces.empty()) {
-    batch.Put(
-        internal::TaggedKey(internal::kMetaTag, internal::kMetaNextKeyspaceId),
-        Fixed32String(next_keyspace_id));
-  }
-  if (!new_origins.empty()) {
-    batch.Put(
-        internal::TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
-        Fixed32String(next_origin_id));
-  }
-  Sequence first_sequence;
-  {
-    absl::MutexLock lock(&mu_);
-    first_sequence = last_sequence_;
-  }
-  if (sequence != first_sequence) {
-    batch.Put(
-        internal::TaggedKey(internal::kMetaTag, internal::kMetaLastSequence),
-        Fixed64String(sequence));
-  }
-  TALLY_RETURN_IF_ERROR(backend_->StageCommit(&batch));
-
+  TALLY_RETURN_IF_ERROR(FinishGroup(g));
   leveldb::WriteOptions write;
   write.sync = options_.sync;
-  TALLY_RETURN_IF_ERROR(FromLevelDb(db_->Write(write, &batch), "committing"));
+  TALLY_RETURN_IF_ERROR(FromLevelDb(db_->Write(write, &g.batch), "committing"));
+  for (size_t i = 0; i < group.size(); ++i) {
+    group[i]->result = std::move(results[i]);
+  }
+  Publish(g);
+  return absl::OkStatus();
+}
 
-  // Committed: publish to memory.
-  for (const HlcTimestamp& t : observed) (void)clock_.Observe(t);
-  std::vector<ChangeListener> listeners;
+StoreImpl::Group StoreImpl::StartGroup() {
+  Group g;
+  absl::MutexLock lock(&mu_);
+  g.next_keyspace_id = next_keyspace_id_;
+  g.next_origin_id = next_origin_id_;
+  g.first_new_origin_id = next_origin_id_;
+  g.first_sequence = last_sequence_;
+  g.sequence = last_sequence_;
+  return g;
+}
+
+std::pair<uint32_t, int> StoreImpl::ResolveKeyspace(Group& g,
+                                                    const std::string& name,
+                                                    int depth) {
+  if (const Keyspace* ks = FindKeyspace(name); ks != nullptr) {
+    return {ks->id, ks->depth};
+  }
+  auto it = g.new_keyspaces.find(name);
+  if (it == g.new_keyspaces.end()) {
+    it = g.new_keyspaces
+             .emplace(name, Group::NewKeyspace{g.next_keyspace_id++, depth})
+             .first;
+    std::string v = Fixed32String(it->second.id);
+    v.push_back(static_cast<char>(depth));
+    g.batch.Put(internal::TaggedKey(internal::kKeyspaceTag, name), v);
+  }
+  return {it->second.id, it->second.depth};
+}
+
+uint32_t StoreImpl::ResolveOrigin(Group& g, const std::string& name) {
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [name, nk] : new_keyspaces) {
+    auto it = origin_ids_.find(name);
+    if (it != origin_ids_.end()) return it->second;
+  }
+  auto it = g.new_origins.find(name);
+  if (it == g.new_origins.end()) {
+    it = g.new_origins.emplace(name, g.next_origin_id++).first;
+    g.batch.Put(internal::OriginByIdKey(it->second), name);
+    g.batch.Put(internal::TaggedKey(internal::kOriginByNameTag, name),
+                Fixed32String(it->second));
+  }
+  return it->second;
+}
+
+std::string StoreImpl::OriginNameIn(const Group& g, uint32_t id) const {
+  if (id < g.first_new_origin_id) return OriginName(id);
+  for (const auto& [name, new_id] : g.new_origins) {
+    if (new_id == id) return name;
+  }
+  return std::string();
+}
+
+absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(Group& g,
+                                                 const std::string& row_key) {
+  auto it = g.staged.find(row_key);
+  if (it != g.staged.end()) return &it->second;
+  StagedRow current;
+  std::string record;
+  const leveldb::Status s = db_->Get(leveldb::ReadOptions(), row_key, &record);
+  if (s.ok()) {
+    absl::string_view payload;
+    if (!internal::DecodeRowRecord(record, &current.header, &payload)) {
+      return Corrupt("row", row_key);
+    }
+    current.exists = true;
+  } else if (!s.IsNotFound()) {
+    return FromLevelDb(s, "reading a row before writing it");
+  }
+  return &g.staged.emplace(row_key, current).first->second;
+}
+
+HlcTimestamp StoreImpl::StampLocalWrite(const StagedRow& current) {
+  // A local write must win over whatever is stored, even a row stamped by a
+  // peer whose clock runs ahead of ours.
+  HlcTimestamp t = clock_.Now();
+  if (current.exists && !(current.header.timestamp < t)) {
+    (void)clock_.Observe(current.header.timestamp);
+    t = clock_.Now();
+    if (!(current.header.timestamp < t)) {
+      t = HlcTimestamp::FromRaw(current.header.timestamp.raw() + 1);
+    }
+  }
+  return t;
+}
+
+void StoreImpl::StageChange(Group& g, const internal::ChangeRecord& change,
+                            Token token, int depth) {
+  std::string record;
+  internal::EncodeChangeRecord(change, &record);
+  g.batch.Put(internal::ChangeKey(++g.sequence), record);
+  g.leaf_deltas.push_back(
+      Group::LeafDelta{change.keyspace_id,
+                       static_cast<uint32_t>(tree::NodeIndexOf(token, depth)),
+                       change.digest_delta, change.count_delta});
+}
+
+absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
+                                      WriteResult* result) {
+  const auto [ks_id, depth] =
+      ResolveKeyspace(g, m.keyspace, options_.default_depth);
+  const Token token = tree::TokenOf(m.key);
+  const std::string row_key = internal::RowKey(ks_id, token, m.key);
+  TALLY_ASSIGN_OR_RETURN(StagedRow * current, CurrentRow(g, row_key));
+
+  Version version;
+  uint32_t origin_id;
+  if (m.version.has_value()) {
+    version = *m.version;
+    origin_id = ResolveOrigin(g, version.origin);
+  } else {
+    version = Version{StampLocalWrite(*current), node_name_};
+    origin_id = kLocalOriginId;
+  }
+  auto not_applied = [&](Version kept) {
+    result->applied.push_back(false);
+    result->versions.push_back(std::move(kept));
+    return absl::OkStatus();
+  };
+
+  internal::ChangeRecord change;
+  change.keyspace_id = ks_id;
+  change.timestamp = version.timestamp;
+  change.origin_id = origin_id;
+  change.key = m.key;
+  if (m.erase) {
+    // Source override: the source lacks this row.
+    if (!current->exists) return not_applied(version);
+    g.batch.Delete(row_key);
+    change.erased = true;
+    change.digest_delta = current->header.digest;
+    change.count_delta = -1;
+    StageChange(g, change, token, depth);
+    *current = StagedRow{};
+  } else {
+    const Digest128 digest =
+        tree::RowDigest(m.keyspace, m.key, version, m.deleted, m.value);
+    if (current->exists && mode == ApplyMode::kSourceOverride) {
+      // The source's row replaces ours whenever they differ.
+      if (current->header.digest == digest) return not_applied(version);
+    } else if (current->exists) {
+      // Last writer wins: compare with the stored version.
+      const Version stored{current->header.timestamp,
+                           OriginNameIn(g, current->header.origin_id)};
+      if (tree::CompareVersions(version, stored) <= 0) {
+        return not_applied(stored);
+      }
+    }
+    if (m.version.has_value()) g.observed.push_back(version.timestamp);
+
+    RowHeader header;
+    header.timestamp = version.timestamp;
+    header.origin_id = origin_id;
+    header.deleted = m.deleted;
+    header.digest = digest;
+    TALLY_ASSIGN_OR_RETURN(
+        std::string payload,
+        backend_->StageValue(RowLocation{m.keyspace, token, m.key}, m.value));
+    std::string record;
+    record.reserve(internal::kRowHeaderSize + payload.size());
+    internal::EncodeRowHeader(header, &record);
+    record.append(payload);
+    g.batch.Put(row_key, record);
+
+    change.deleted = m.deleted;
+    change.digest_delta = header.digest;
+    if (current->exists) change.digest_delta ^= current->header.digest;
+    change.count_delta = current->exists ? 0 : 1;
+    StageChange(g, change, token, depth);
+    current->exists = true;
+    current->header = header;
+  }
+  result->applied.push_back(true);
+  result->versions.push_back(std::move(version));
+  result->last_sequence = g.sequence;
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::FinishGroup(Group& g) {
+  if (!g.new_keyspaces.empty()) {
+    g.batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaNextKeyspaceId),
+        Fixed32String(g.next_keyspace_id));
+  }
+  if (!g.new_origins.empty()) {
+    g.batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
+        Fixed32String(g.next_origin_id));
+  }
+  if (g.sequence != g.first_sequence) {
+    g.batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaLastSequence),
+        Fixed64String(g.sequence));
+  }
+  return backend_->StageCommit(&g.batch);
+}
+
+void StoreImpl::Publish(const Group& g) {
+  for (const HlcTimestamp& t : g.observed) (void)clock_.Observe(t);
+  std::vector<ChangeListener> listeners;
+  bool checkpoint_due;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, nk] : g.new_keyspaces) {
       auto ks = std::make_unique<Keyspace>(Keyspace{
           name, nk.id, nk.depth, tree::MerkleTree::Create(nk.depth).value()});
       keyspaces_by_id_[nk.id] = ks.get();
       keyspaces_.emplace(name, std::move(ks));
     }
-    next_keyspace_id_ = next_keyspace_id;
-    for (const auto& [name, id] : new_origins) {
+    next_keyspace_id_ = g.next_keyspace_id;
+    for (const auto& [name, id] : g.new_origins) {
       origin_ids_[name] = id;
       origin_names_[id] = name;
     }
-    next_origin_id_ = next_origin_id;
-    for (const LeafDelta& d : leaf_deltas) {
+    next_origin_id_ = g.next_origin_id;
+    for (const Group::LeafDelta& d : g.leaf_deltas) {
       keyspaces_by_id_.at(d.keyspace_id)
           ->tree.Update(d.leaf, d.digest, d.count);
       dirty_leaves_.insert((uint64_t{d.keyspace_id} << 32) | d.leaf);
     }
-    last_sequence_ = sequence;
-    if (sequence != first_sequence) {
+    last_sequence_ = g.sequence;
+    if (g.sequence != g.first_sequence) {
       for (const auto& [id, l] : listeners_) listeners.push_back(l);
     }
-  }
-  for (size_t g = 0; g < group.size(); ++g)
-    group[g]->result = std::move(results[g]);
-  for (const ChangeListener& l : listeners) l(sequence);
-  bool checkpoint_due;
-  {
-    absl::MutexLock lock(&mu_);
     checkpoint_due =
-        sequence - leaves_sequence_ >= options_.leaf_checkpoint_interval;
+        g.sequence - leaves_sequence_ >= options_.leaf_checkpoint_interval;
   }
+  for (const ChangeListener& l : listeners) l(g.sequence);
   if (checkpoint_due) {
     // The batch is durable whatever this returns; a failed checkpoint only
     // means a longer replay at the next open.
     (void)CheckpointLeaves();
   }
-  return absl::OkStatus();
 }
 
 absl::Status StoreImpl::CheckpointLeaves() {
