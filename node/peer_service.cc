@@ -416,8 +416,16 @@ class PushRowsReactor final
 }  // namespace
 
 PeerService::PeerService(storage::Store* store, WorkerPool* pool,
-                         HandshakeObserver observer)
-    : store_(store), pool_(pool), observer_(std::move(observer)) {}
+                         HandshakeObserver observer, FeedOptions feed_options)
+    : store_(store),
+      pool_(pool),
+      observer_(std::move(observer)),
+      feed_(store, feed_options) {}
+
+grpc::ServerWriteReactor<v1::FeedBatch>* PeerService::Subscribe(
+    grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
+  return feed_.Subscribe(context, request);
+}
 
 grpc::ServerUnaryReactor* PeerService::Handshake(
     grpc::CallbackServerContext* context, const v1::HandshakeRequest* request,

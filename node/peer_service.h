@@ -17,6 +17,7 @@
 #include <functional>
 #include <string>
 
+#include "node/feed_publisher.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 #include "tally/v1/tally.grpc.pb.h"
@@ -33,7 +34,8 @@ using HandshakeObserver =
 class PeerService final : public ::tally::v1::Peer::CallbackService {
  public:
   PeerService(storage::Store* store, WorkerPool* pool,
-              HandshakeObserver observer = nullptr);
+              HandshakeObserver observer = nullptr,
+              FeedOptions feed_options = FeedOptions{});
 
   grpc::ServerUnaryReactor* Handshake(
       grpc::CallbackServerContext* context,
@@ -52,11 +54,16 @@ class PeerService final : public ::tally::v1::Peer::CallbackService {
   grpc::ServerReadReactor<::tally::v1::PushRowsRequest>* PushRows(
       grpc::CallbackServerContext* context,
       ::tally::v1::PushRowsResponse* response) override;
+  // The change feed (node/feed_publisher.h).
+  grpc::ServerWriteReactor<::tally::v1::FeedBatch>* Subscribe(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::SubscribeRequest* request) override;
 
  private:
   storage::Store* const store_;
   WorkerPool* const pool_;
   const HandshakeObserver observer_;
+  FeedPublisher feed_;
 };
 
 }  // namespace node

@@ -283,8 +283,11 @@ class StoreImpl : public Store {
   uint32_t next_keyspace_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint32_t next_origin_id_ ABSL_GUARDED_BY(mu_) = kLocalOriginId + 1;
   Sequence last_sequence_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<int, ChangeListener> listeners_ ABSL_GUARDED_BY(mu_);
-  int next_listener_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Listeners are called under their own mutex, so that once
+  // RemoveChangeListener returns the listener is never called again.
+  absl::Mutex listeners_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::map<int, ChangeListener> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  int next_listener_id_ ABSL_GUARDED_BY(listeners_mu_) = 1;
   // Leaf checkpointing (see internal/records.h). Leaves changed since the
   // last checkpoint, as (keyspace id << 32 | leaf), and the last change the
   // persisted leaves include.
@@ -895,7 +898,6 @@ absl::Status StoreImpl::FinishGroup(Group& g) {
 
 void StoreImpl::Publish(const Group& g) {
   for (const HlcTimestamp& t : g.observed) (void)clock_.Observe(t);
-  std::vector<ChangeListener> listeners;
   bool checkpoint_due;
   {
     absl::MutexLock lock(&mu_);
@@ -917,13 +919,13 @@ void StoreImpl::Publish(const Group& g) {
       dirty_leaves_.insert((uint64_t{d.keyspace_id} << 32) | d.leaf);
     }
     last_sequence_ = g.sequence;
-    if (g.sequence != g.first_sequence) {
-      for (const auto& [id, l] : listeners_) listeners.push_back(l);
-    }
     checkpoint_due =
         g.sequence - leaves_sequence_ >= options_.leaf_checkpoint_interval;
   }
-  for (const ChangeListener& l : listeners) l(g.sequence);
+  if (g.sequence != g.first_sequence) {
+    absl::MutexLock lock(&listeners_mu_);
+    for (const auto& [id, listener] : listeners_) listener(g.sequence);
+  }
   if (checkpoint_due) {
     // The batch is durable whatever this returns; a failed checkpoint only
     // means a longer replay at the next open.
@@ -1155,14 +1157,14 @@ absl::StatusOr<std::vector<ChangeEntry>> StoreImpl::ReadChanges(Sequence after,
 }
 
 int StoreImpl::AddChangeListener(ChangeListener listener) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&listeners_mu_);
   const int id = next_listener_id_++;
   listeners_[id] = std::move(listener);
   return id;
 }
 
 void StoreImpl::RemoveChangeListener(int id) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&listeners_mu_);
   listeners_.erase(id);
 }
 

@@ -178,7 +178,8 @@ struct VerifyReport {
 };
 
 // Called after each commit with the highest sequence it wrote. Runs on the
-// committing thread: it must be quick and must not call Write().
+// committing thread under the store's listener lock: it must be quick and
+// must not call Write(), AddChangeListener() or RemoveChangeListener().
 using ChangeListener = std::function<void(Sequence last_sequence)>;
 
 class Store {
@@ -248,7 +249,9 @@ class Store {
       Sequence after, size_t limit) = 0;
   virtual Sequence last_sequence() const = 0;
 
-  // Registers a listener; returns an id for RemoveChangeListener.
+  // Registers a listener; returns an id for RemoveChangeListener. Once
+  // RemoveChangeListener returns, the listener is not running and is never
+  // called again, so what it refers to may be destroyed.
   virtual int AddChangeListener(ChangeListener listener) = 0;
   virtual void RemoveChangeListener(int id) = 0;
 

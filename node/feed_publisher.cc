@@ -1,0 +1,219 @@
+#include "node/feed_publisher.h"
+
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "node/grpc_status.h"
+#include "node/wire.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace node {
+namespace {
+
+constexpr uint32_t kDefaultBatch = 1000;
+constexpr uint32_t kMaxBatch = 10'000;
+
+// One subscription. Its thread runs the loop below and calls Finish as its
+// very last action; OnDone (after Finish) deletes the reactor. Nothing
+// touches the reactor after Finish.
+class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
+ public:
+  SubscribeReactor(storage::Store* store, const FeedOptions& options,
+                   std::atomic<int>* subscriptions,
+                   v1::SubscribeRequest request, storage::Sequence start)
+      : store_(store),
+        options_(options),
+        subscriptions_(subscriptions),
+        request_(std::move(request)),
+        position_(start) {
+    listener_ = store_->AddChangeListener([this](storage::Sequence) {
+      absl::MutexLock lock(&mu_);
+      changed_ = true;
+    });
+    std::thread([this] { Run(); }).detach();
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) cancelled_ = true;
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Run() {
+    const absl::Status status = Loop();
+    store_->RemoveChangeListener(listener_);
+    --*subscriptions_;
+    Finish(ToGrpcStatus(status));  // last: OnDone may delete us
+  }
+
+  absl::Status Loop() {
+    const uint32_t max_batch =
+        request_.max_batch() == 0 ? kDefaultBatch : request_.max_batch();
+    absl::Time last_sent = absl::InfinitePast();
+    bool first = true;
+    while (true) {
+      TALLY_ASSIGN_OR_RETURN(std::vector<storage::ChangeEntry> entries,
+                             store_->ReadChanges(position_, max_batch));
+      v1::FeedBatch batch;
+      batch.set_epoch(store_->epoch());
+      for (const storage::ChangeEntry& entry : entries) {
+        TALLY_RETURN_IF_ERROR(Add(entry, &batch));
+        position_ = entry.sequence;
+      }
+      batch.set_position(position_);
+      // Send changes, a first message (it tells a from-head subscriber
+      // where the head is), or a heartbeat when quiet for too long.
+      if (batch.changes_size() > 0 || !entries.empty() || first ||
+          absl::Now() - last_sent >= options_.heartbeat) {
+        if (!Write(batch)) return absl::CancelledError("subscriber went away");
+        last_sent = absl::Now();
+        first = false;
+      }
+      if (entries.size() == max_batch) continue;  // more to read now
+      // Wait for a commit, a heartbeat due, or the end.
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](SubscribeReactor* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
+                return r->changed_ || r->cancelled_;
+              },
+              this),
+          std::max(absl::ZeroDuration(),
+                   options_.heartbeat - (absl::Now() - last_sent)));
+      if (cancelled_) return absl::CancelledError("subscription cancelled");
+      changed_ = false;
+    }
+  }
+
+  // Adds an entry to the batch, or counts why it is skipped.
+  absl::Status Add(const storage::ChangeEntry& entry, v1::FeedBatch* batch) {
+    if (entry.version.origin == request_.subscriber()) {
+      batch->set_skipped_own(batch->skipped_own() + 1);
+      return absl::OkStatus();
+    }
+    if (entry.erased) {
+      batch->set_skipped_superseded(batch->skipped_superseded() + 1);
+      return absl::OkStatus();
+    }
+    absl::StatusOr<storage::Row> row = store_->Get(entry.keyspace, entry.key);
+    if (absl::IsNotFound(row.status()) ||
+        (row.ok() && row->version != entry.version)) {
+      // A later entry (or an erase) replaced this one.
+      batch->set_skipped_superseded(batch->skipped_superseded() + 1);
+      return absl::OkStatus();
+    }
+    if (!row.ok()) return row.status();
+    v1::FeedChange* change = batch->add_changes();
+    change->set_sequence(entry.sequence);
+    change->set_keyspace(entry.keyspace);
+    ToProto(*row, change->mutable_row());
+    return absl::OkStatus();
+  }
+
+  // Writes one message and waits until it is sent. False when the stream
+  // ended.
+  bool Write(const v1::FeedBatch& batch) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) return false;
+      writing_ = true;
+    }
+    StartWrite(&batch);
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](SubscribeReactor* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
+          return !r->writing_ || r->cancelled_;
+        },
+        this));
+    // A cancelled write may still be in flight: wait for its OnWriteDone
+    // before the batch goes out of scope.
+    mu_.Await(absl::Condition(
+        +[](SubscribeReactor* r)
+             ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) { return !r->writing_; },
+        this));
+    return !cancelled_;
+  }
+
+  // Constant after construction.
+  storage::Store* const store_;
+  const FeedOptions options_;
+  std::atomic<int>* const subscriptions_;
+  const v1::SubscribeRequest request_;
+  int listener_ = 0;
+  // Used by the subscription's thread only.
+  storage::Sequence position_;
+
+  absl::Mutex mu_;
+  bool changed_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+absl::Status ValidateSubscribe(const v1::SubscribeRequest& request) {
+  TALLY_RETURN_IF_ERROR(storage::ValidateNodeName(request.subscriber()));
+  if (request.max_batch() > kMaxBatch) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max_batch is %d; the limit is %d", request.max_batch(), kMaxBatch));
+  }
+  return absl::OkStatus();
+}
+
+// A reactor that only finishes (bad request).
+class RefusedReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
+ public:
+  explicit RefusedReactor(const absl::Status& status) {
+    Finish(ToGrpcStatus(status));
+  }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+FeedPublisher::FeedPublisher(storage::Store* store, FeedOptions options)
+    : store_(store), options_(options) {}
+
+grpc::ServerWriteReactor<v1::FeedBatch>* FeedPublisher::Subscribe(
+    grpc::CallbackServerContext*, const v1::SubscribeRequest* request) {
+  absl::Status status = ValidateSubscribe(*request);
+  if (!status.ok()) return new RefusedReactor(status);
+  const storage::Sequence head = store_->last_sequence();
+  storage::Sequence start = head;
+  if (!request->from_head()) {
+    if (request->epoch() != store_->epoch()) {
+      return new RefusedReactor(absl::FailedPreconditionError(absl::StrFormat(
+          "epoch mismatch: the position is in epoch %016x, this node's log "
+          "is epoch %016x (its data was reset); run anti-entropy and "
+          "subscribe from the head",
+          request->epoch(), store_->epoch())));
+    }
+    if (request->after() > head) {
+      return new RefusedReactor(absl::FailedPreconditionError(absl::StrFormat(
+          "position %d is beyond the end of this node's log (%d); run "
+          "anti-entropy and subscribe from the head",
+          request->after(), head)));
+    }
+    start = request->after();
+  }
+  if (++subscriptions_ > options_.max_subscriptions) {
+    --subscriptions_;
+    return new RefusedReactor(absl::ResourceExhaustedError(
+        absl::StrFormat("this node serves at most %d feed subscriptions",
+                        options_.max_subscriptions)));
+  }
+  return new SubscribeReactor(store_, options_, &subscriptions_, *request,
+                              start);
+}
+
+}  // namespace node
+}  // namespace tally

@@ -1,0 +1,61 @@
+// FeedPublisher: the publishing side of the change feed (Peer.Subscribe).
+//
+// A subscriber gives its node name, the epoch and the last sequence it
+// applied. The publisher streams the change-log entries after it, in
+// batches, each change with its row's current value and original version,
+// skipping
+//   - entries born at the subscriber (origin == subscriber): loop prevention;
+//   - entries a later entry for the same key superseded (the row's version
+//     is no longer the entry's): the later one carries the row;
+//   - erases (source overrides are between a source and its copy only).
+// Every batch carries the position it brings the subscriber to, skipped
+// entries included, so that progress moves even when nothing is sent. When
+// the log is quiet a heartbeat (an empty batch) goes out every `heartbeat`.
+//
+// A wrong epoch, or a position beyond the end of the log, answers
+// FAILED_PRECONDITION: the subscriber must run an anti-entropy session and
+// subscribe again from the head.
+//
+// Each subscription runs on a thread of its own (it waits for changes for
+// as long as the link lives), at most `max_subscriptions` at once; more
+// answer RESOURCE_EXHAUSTED.
+//
+// Thread-safe. `store` must outlive the publisher; the gRPC server must be
+// shut down (ending every subscription) before the publisher is destroyed.
+#ifndef TALLY_NODE_FEED_PUBLISHER_H_
+#define TALLY_NODE_FEED_PUBLISHER_H_
+
+#include <atomic>
+
+#include "absl/time/time.h"
+#include "storage/store.h"
+#include "tally/v1/tally.grpc.pb.h"
+
+namespace tally {
+namespace node {
+
+struct FeedOptions {
+  absl::Duration heartbeat = absl::Seconds(1);
+  int max_subscriptions = 64;
+};
+
+class FeedPublisher {
+ public:
+  FeedPublisher(storage::Store* store, FeedOptions options);
+  FeedPublisher(const FeedPublisher&) = delete;
+  FeedPublisher& operator=(const FeedPublisher&) = delete;
+
+  grpc::ServerWriteReactor<::tally::v1::FeedBatch>* Subscribe(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::SubscribeRequest* request);
+
+ private:
+  storage::Store* const store_;
+  const FeedOptions options_;
+  std::atomic<int> subscriptions_{0};
+};
+
+}  // namespace node
+}  // namespace tally
+
+#endif  // TALLY_NODE_FEED_PUBLISHER_H_

@@ -1,0 +1,229 @@
+#include "node/feed_publisher.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "node/peer_service.h"
+#include "node/worker_pool.h"
+#include "tests/temp_dir.h"
+
+namespace tally {
+namespace node {
+namespace {
+
+using ::tally::testing::TempDir;
+
+// A real server with the Peer service over a real store.
+class FeedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    storage::StoreOptions options;
+    options.node_name = "publisher";
+    options.sync = false;
+    auto store = storage::Store::Open(dir_.path(), options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    pool_ = std::make_unique<WorkerPool>(2, 64);
+    FeedOptions feed;
+    feed.heartbeat = absl::Milliseconds(100);
+    feed.max_subscriptions = 2;
+    service_ =
+        std::make_unique<PeerService>(store_.get(), pool_.get(), nullptr, feed);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    stub_ = v1::Peer::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(5));
+    server_->Wait();
+    pool_.reset();
+  }
+
+  void Put(const std::string& key, const std::string& value) {
+    storage::WriteRequest w;
+    w.mutations.push_back(storage::Mutation::Put("ks", key, value));
+    ASSERT_TRUE(store_->Write(std::move(w)).ok());
+  }
+
+  void PutFrom(const std::string& origin, const std::string& key) {
+    storage::WriteRequest w;
+    storage::Mutation m = storage::Mutation::Put("ks", key, "remote");
+    m.version = tree::Version{store_->clock().Now(), origin};
+    w.mutations.push_back(std::move(m));
+    ASSERT_TRUE(store_->Write(std::move(w)).ok());
+  }
+
+  v1::SubscribeRequest Request(uint64_t after, const std::string& who = "sub") {
+    v1::SubscribeRequest r;
+    r.set_subscriber(who);
+    r.set_epoch(store_->epoch());
+    r.set_after(after);
+    return r;
+  }
+
+  // Reads batches until `done` says stop or 5 s pass; returns them.
+  std::vector<v1::FeedBatch> Read(
+      const v1::SubscribeRequest& request,
+      const std::function<bool(const std::vector<v1::FeedBatch>&)>& done,
+      grpc::Status* status = nullptr) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(5));
+    auto reader = stub_->Subscribe(&context, request);
+    std::vector<v1::FeedBatch> batches;
+    v1::FeedBatch batch;
+    while (reader->Read(&batch)) {
+      batches.push_back(batch);
+      if (done(batches)) {
+        context.TryCancel();
+        break;
+      }
+    }
+    const grpc::Status s = reader->Finish();
+    if (status != nullptr) *status = s;
+    return batches;
+  }
+
+  static std::vector<std::string> Keys(const std::vector<v1::FeedBatch>& bs) {
+    std::vector<std::string> keys;
+    for (const v1::FeedBatch& b : bs) {
+      for (const v1::FeedChange& c : b.changes()) keys.push_back(c.row().key());
+    }
+    return keys;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<PeerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Peer::Stub> stub_;
+};
+
+TEST_F(FeedTest, StreamsChangesAfterThePositionWithTheirRows) {
+  Put("a", "1");
+  Put("b", "2");
+  Put("c", "3");
+  const auto batches = Read(Request(1), [](const auto& bs) {
+    return !bs.empty() && bs.back().position() >= 3;
+  });
+  EXPECT_THAT(Keys(batches), ::testing::ElementsAre("b", "c"));
+  const v1::FeedChange& c =
+      batches.back().changes(batches.back().changes_size() - 1);
+  EXPECT_EQ(c.sequence(), 3u);
+  EXPECT_EQ(c.keyspace(), "ks");
+  EXPECT_EQ(c.row().value(), "3");
+  EXPECT_EQ(c.row().version().origin(), "publisher");
+  EXPECT_EQ(batches.back().epoch(), store_->epoch());
+}
+
+TEST_F(FeedTest, SkipsChangesBornAtTheSubscriberAndSupersededOnes) {
+  PutFrom("sub", "theirs");
+  Put("twice", "old");
+  Put("twice", "new");
+  Put("mine", "x");
+  uint64_t own = 0, superseded = 0;
+  const auto batches = Read(Request(0), [&](const auto& bs) {
+    return !bs.empty() && bs.back().position() >= 4;
+  });
+  for (const auto& b : batches) {
+    own += b.skipped_own();
+    superseded += b.skipped_superseded();
+  }
+  EXPECT_THAT(Keys(batches), ::testing::ElementsAre("twice", "mine"));
+  EXPECT_EQ(own, 1u);
+  EXPECT_EQ(superseded, 1u);
+}
+
+TEST_F(FeedTest, DeliversNewCommitsLiveAndHeartbeatsWhenQuiet) {
+  Put("before", "1");
+  std::thread writer([this] {
+    absl::SleepFor(absl::Milliseconds(300));
+    Put("later", "2");
+  });
+  int heartbeats = 0;
+  const auto batches = Read(Request(1), [&](const auto& bs) {
+    if (bs.back().changes_size() == 0) ++heartbeats;
+    return !Keys(bs).empty();
+  });
+  writer.join();
+  EXPECT_THAT(Keys(batches), ::testing::ElementsAre("later"));
+  // 300 ms of quiet at a 100 ms heartbeat.
+  EXPECT_GE(heartbeats, 2);
+}
+
+TEST_F(FeedTest, FromHeadStartsAtTheEndOfTheLog) {
+  Put("a", "1");
+  Put("b", "2");
+  v1::SubscribeRequest request = Request(0);
+  request.set_from_head(true);
+  request.set_epoch(0);
+  const auto batches = Read(request, [](const auto&) { return true; });
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].position(), 2u);
+  EXPECT_EQ(batches[0].changes_size(), 0);
+}
+
+TEST_F(FeedTest, RefusesAWrongEpochAPositionAheadAndBadRequests) {
+  Put("a", "1");
+  grpc::Status status;
+  v1::SubscribeRequest wrong_epoch = Request(0);
+  wrong_epoch.set_epoch(store_->epoch() + 1);
+  Read(
+      wrong_epoch, [](const auto&) { return true; }, &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("epoch"));
+
+  Read(
+      Request(99), [](const auto&) { return true; }, &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("beyond"));
+
+  Read(
+      Request(0, "has space"), [](const auto&) { return true; }, &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  v1::SubscribeRequest huge = Request(0);
+  huge.set_max_batch(10'001);
+  Read(
+      huge, [](const auto&) { return true; }, &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(FeedTest, BoundsTheNumberOfSubscriptions) {
+  // Two long-lived subscriptions fill the limit of 2; a third is refused.
+  grpc::ClientContext c1, c2;
+  auto r1 = stub_->Subscribe(&c1, Request(0));
+  auto r2 = stub_->Subscribe(&c2, Request(0));
+  v1::FeedBatch batch;
+  ASSERT_TRUE(r1->Read(&batch));
+  ASSERT_TRUE(r2->Read(&batch));
+  grpc::Status status;
+  Read(
+      Request(0), [](const auto&) { return true; }, &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  c1.TryCancel();
+  c2.TryCancel();
+  while (r1->Read(&batch)) {
+  }
+  while (r2->Read(&batch)) {
+  }
+  r1->Finish();
+  r2->Finish();
+}
+
+}  // namespace
+}  // namespace node
+}  // namespace tally
