@@ -177,9 +177,9 @@ template <typename Response, typename Start>
 absl::Status NodeClient::ReadStream(
     absl::string_view name, size_t request_bytes,
     const std::function<absl::Status(const Response&)>& sink,
-    const Start& start) {
+    const Start& start, absl::Duration timeout) {
   grpc::ClientContext context;
-  SetDeadline(&context, options_.stream_timeout);
+  if (timeout != absl::InfiniteDuration()) SetDeadline(&context, timeout);
   CountSent(request_bytes);
   std::unique_ptr<grpc::ClientReader<Response>> reader = start(&context);
   Response response;
@@ -243,16 +243,35 @@ absl::Status NodeClient::Scan(
     const std::function<absl::Status(const v1::ScanResponse&)>& sink) {
   return ReadStream<v1::ScanResponse>(
       "Scan", request.ByteSizeLong(), sink,
-      [&](grpc::ClientContext* c) { return stubs_->peer->Scan(c, request); });
+      [&](grpc::ClientContext* c) { return stubs_->peer->Scan(c, request); },
+      options_.stream_timeout);
 }
 
 absl::Status NodeClient::FetchRows(
     const v1::FetchRowsRequest& request,
     const std::function<absl::Status(const v1::FetchRowsResponse&)>& sink) {
   return ReadStream<v1::FetchRowsResponse>(
-      "FetchRows", request.ByteSizeLong(), sink, [&](grpc::ClientContext* c) {
+      "FetchRows", request.ByteSizeLong(), sink,
+      [&](grpc::ClientContext* c) {
         return stubs_->peer->FetchRows(c, request);
-      });
+      },
+      options_.stream_timeout);
+}
+
+absl::Status NodeClient::Subscribe(
+    const v1::SubscribeRequest& request,
+    const std::function<absl::Status(const v1::FeedBatch&)>& sink,
+    const std::atomic<bool>& stop) {
+  return ReadStream<v1::FeedBatch>(
+      "Subscribe", request.ByteSizeLong(),
+      [&](const v1::FeedBatch& batch) {
+        if (stop.load()) return absl::CancelledError("feed stopped");
+        return sink(batch);
+      },
+      [&](grpc::ClientContext* c) {
+        return stubs_->peer->Subscribe(c, request);
+      },
+      absl::InfiniteDuration());
 }
 
 absl::StatusOr<v1::PushRowsResponse> NodeClient::PushRows(

@@ -72,6 +72,13 @@ class NodeClient {
   absl::Status FetchRows(
       const v1::FetchRowsRequest& request,
       const std::function<absl::Status(const v1::FetchRowsResponse&)>& sink);
+  // Follows a change feed: calls `sink` for every batch until the sink
+  // fails, `stop` becomes true (checked at every batch; publishers send a
+  // heartbeat every second), or the stream ends. No stream deadline.
+  absl::Status Subscribe(
+      const v1::SubscribeRequest& request,
+      const std::function<absl::Status(const v1::FeedBatch&)>& sink,
+      const std::atomic<bool>& stop);
   // Sends rows (and erases) in messages of at most kMaxRowsPerMessage.
   absl::StatusOr<v1::PushRowsResponse> PushRows(
       const std::string& keyspace, v1::ApplyMode mode,
@@ -108,7 +115,7 @@ class NodeClient {
   absl::Status ReadStream(
       absl::string_view name, size_t request_bytes,
       const std::function<absl::Status(const Response&)>& sink,
-      const Start& start);
+      const Start& start, absl::Duration timeout);
   void CountSent(size_t bytes) { sent_ += bytes; }
   void CountReceived(size_t bytes) { received_ += bytes; }
 

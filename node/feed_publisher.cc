@@ -22,11 +22,11 @@ constexpr uint32_t kMaxBatch = 10'000;
 class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
  public:
   SubscribeReactor(storage::Store* store, const FeedOptions& options,
-                   std::atomic<int>* subscriptions,
-                   v1::SubscribeRequest request, storage::Sequence start)
+                   FeedPublisher* publisher, v1::SubscribeRequest request,
+                   storage::Sequence start)
       : store_(store),
         options_(options),
-        subscriptions_(subscriptions),
+        publisher_(publisher),
         request_(std::move(request)),
         position_(start) {
     listener_ = store_->AddChangeListener([this](storage::Sequence) {
@@ -53,7 +53,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
   void Run() {
     const absl::Status status = Loop();
     store_->RemoveChangeListener(listener_);
-    --*subscriptions_;
+    publisher_->SubscriptionEnded();
     Finish(ToGrpcStatus(status));  // last: OnDone may delete us
   }
 
@@ -92,6 +92,9 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
           std::max(absl::ZeroDuration(),
                    options_.heartbeat - (absl::Now() - last_sent)));
       if (cancelled_) return absl::CancelledError("subscription cancelled");
+      if (publisher_->stopping()) {
+        return absl::UnavailableError("the node is shutting down");
+      }
       changed_ = false;
     }
   }
@@ -148,7 +151,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
   // Constant after construction.
   storage::Store* const store_;
   const FeedOptions options_;
-  std::atomic<int>* const subscriptions_;
+  FeedPublisher* const publisher_;
   const v1::SubscribeRequest request_;
   int listener_ = 0;
   // Used by the subscription's thread only.
@@ -183,10 +186,32 @@ class RefusedReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
 FeedPublisher::FeedPublisher(storage::Store* store, FeedOptions options)
     : store_(store), options_(options) {}
 
+bool FeedPublisher::SubscriptionStarted() {
+  absl::MutexLock lock(&mu_);
+  if (subscriptions_ >= options_.max_subscriptions) return false;
+  ++subscriptions_;
+  return true;
+}
+
+void FeedPublisher::SubscriptionEnded() {
+  absl::MutexLock lock(&mu_);
+  --subscriptions_;
+}
+
+void FeedPublisher::WaitForSubscriptions() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* n) { return *n == 0; }, &subscriptions_));
+}
+
 grpc::ServerWriteReactor<v1::FeedBatch>* FeedPublisher::Subscribe(
     grpc::CallbackServerContext*, const v1::SubscribeRequest* request) {
   absl::Status status = ValidateSubscribe(*request);
   if (!status.ok()) return new RefusedReactor(status);
+  if (stopping_.load()) {
+    return new RefusedReactor(
+        absl::UnavailableError("the node is shutting down"));
+  }
   const storage::Sequence head = store_->last_sequence();
   storage::Sequence start = head;
   if (!request->from_head()) {
@@ -205,14 +230,12 @@ grpc::ServerWriteReactor<v1::FeedBatch>* FeedPublisher::Subscribe(
     }
     start = request->after();
   }
-  if (++subscriptions_ > options_.max_subscriptions) {
-    --subscriptions_;
+  if (!SubscriptionStarted()) {
     return new RefusedReactor(absl::ResourceExhaustedError(
         absl::StrFormat("this node serves at most %d feed subscriptions",
                         options_.max_subscriptions)));
   }
-  return new SubscribeReactor(store_, options_, &subscriptions_, *request,
-                              start);
+  return new SubscribeReactor(store_, options_, this, *request, start);
 }
 
 }  // namespace node

@@ -27,6 +27,8 @@
 
 #include <atomic>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "storage/store.h"
 #include "tally/v1/tally.grpc.pb.h"
@@ -49,10 +51,27 @@ class FeedPublisher {
       grpc::CallbackServerContext* context,
       const ::tally::v1::SubscribeRequest* request);
 
+  // Ends every subscription within about a heartbeat, and refuses new ones
+  // (UNAVAILABLE): call before shutting the server down, which otherwise
+  // waits out its grace period for streams that never end on their own.
+  void Shutdown() { stopping_ = true; }
+
+  // Waits until every subscription's thread is done with the store. Call
+  // after Shutdown() and after the server shut down (which cancels streams
+  // whose subscriber stopped reading), before the store goes away.
+  void WaitForSubscriptions() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // For subscriptions: one more or one fewer running.
+  bool SubscriptionStarted() ABSL_LOCKS_EXCLUDED(mu_);
+  void SubscriptionEnded() ABSL_LOCKS_EXCLUDED(mu_);
+  bool stopping() const { return stopping_.load(); }
+
  private:
   storage::Store* const store_;
   const FeedOptions options_;
-  std::atomic<int> subscriptions_{0};
+  std::atomic<bool> stopping_{false};
+  absl::Mutex mu_;
+  int subscriptions_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace node

@@ -45,9 +45,11 @@ class FeedTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    service_->StopFeeds();
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(5));
     server_->Wait();
+    service_->WaitForFeeds();
     pool_.reset();
   }
 

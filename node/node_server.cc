@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "node/admin_service.h"
+#include "node/log.h"
 #include "node/peer_service.h"
 #include "node/session_scheduler.h"
 #include "node/worker_pool.h"
@@ -69,11 +70,20 @@ void NodeServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (scheduler_ != nullptr) scheduler_->Shutdown();
+  LogInfo("shutdown: sessions and feed subscriptions stopped");
+  if (peer_service_ != nullptr) peer_service_->StopFeeds();
   if (server_ != nullptr) {
+    // In-flight calls get a second, then are cancelled: every write is
+    // atomic, so a cancelled call leaves nothing half-done. (A feed stream
+    // can hold the server for the whole grace period; see the README.)
     server_->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::seconds(5));
+                      std::chrono::seconds(1));
     server_->Wait();
   }
+  LogInfo("shutdown: server stopped");
+  // Subscription threads outlive their calls by a moment; the store must
+  // outlive them.
+  if (peer_service_ != nullptr) peer_service_->WaitForFeeds();
   pool_.reset();
   server_.reset();
   store_.reset();

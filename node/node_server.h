@@ -5,9 +5,11 @@
 //   std::cout << (*node)->listen_address();  // with the port bound
 //   (*node)->Shutdown();
 //
-// Shutdown order: stop starting sessions and end running ones; stop
-// accepting RPCs and finish those in flight (5 s grace); drain the worker
-// pool; close the store (a clean close checkpoints the leaves).
+// Shutdown order: stop starting sessions and feed subscriptions and end
+// running ones; end the feed streams this node serves; stop accepting RPCs
+// and finish those in flight (1 s grace, then they are cancelled); wait for
+// the feed threads; drain the worker pool; close the store (a clean close
+// checkpoints the leaves).
 //
 // Thread-safe.
 #ifndef TALLY_NODE_NODE_SERVER_H_

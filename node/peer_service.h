@@ -54,6 +54,11 @@ class PeerService final : public ::tally::v1::Peer::CallbackService {
   grpc::ServerReadReactor<::tally::v1::PushRowsRequest>* PushRows(
       grpc::CallbackServerContext* context,
       ::tally::v1::PushRowsResponse* response) override;
+  // Ends the change feed's subscriptions (before the server shuts down).
+  void StopFeeds() { feed_.Shutdown(); }
+  // Waits until no subscription uses the store (after the server shut down).
+  void WaitForFeeds() { feed_.WaitForSubscriptions(); }
+
   // The change feed (node/feed_publisher.h).
   grpc::ServerWriteReactor<::tally::v1::FeedBatch>* Subscribe(
       grpc::CallbackServerContext* context,

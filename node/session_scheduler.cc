@@ -44,12 +44,24 @@ absl::Status SessionScheduler::Start() {
   }
   pool_ = std::make_unique<WorkerPool>(config_.max_sessions,
                                        std::max<size_t>(peers_.size(), 1));
+  for (const auto& peer_ptr : peers_) {
+    Peer* peer = peer_ptr.get();
+    peer->feed = std::make_unique<FeedSubscriber>(
+        store_, peer->client.get(), [this, peer] {
+          absl::MutexLock lock(&mu_);
+          peer->next_due = absl::Now();
+        });
+    peer->feed->Start();
+  }
   timer_ = std::thread([this] { TimerLoop(); });
   return absl::OkStatus();
 }
 
 void SessionScheduler::Shutdown() {
   if (stopping_.exchange(true)) return;
+  for (const auto& peer : peers_) {
+    if (peer->feed != nullptr) peer->feed->Stop();
+  }
   if (timer_.joinable()) timer_.join();
   // Running sessions see stopping_ at their next step; the pool's
   // destructor waits for them.
@@ -200,6 +212,14 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     p->set_sessions_failed(peer->sessions_failed);
     p->set_rows_received(peer->rows_received);
     p->set_rows_sent(peer->rows_sent);
+    if (peer->feed != nullptr) {
+      const FeedCounters feed = peer->feed->counters();
+      p->set_feed_received(feed.received);
+      p->set_feed_applied(feed.applied);
+      p->set_feed_position(feed.position);
+      p->set_feed_reconnects(feed.reconnects);
+      p->set_feed_refused_skew(feed.refused_skew);
+    }
   }
 }
 

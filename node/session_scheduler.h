@@ -9,6 +9,10 @@
 // Sessions have a deadline and stop at the next step when the scheduler
 // shuts down. Each keyspace's session is logged on one line.
 //
+// Every peer is also followed through its change feed (FeedSubscriber); a
+// feed that has no position in its publisher's log asks for a session with
+// that peer at once.
+//
 //   SessionScheduler scheduler(store, config, client_options);
 //   scheduler.Start();
 //   ...
@@ -30,6 +34,7 @@
 #include "node/admin_service.h"
 #include "node/client.h"
 #include "node/config.h"
+#include "node/feed_subscriber.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 
@@ -61,6 +66,7 @@ class SessionScheduler : public StatusSource {
   struct Peer {
     PeerConfig config;
     std::unique_ptr<NodeClient> client;
+    std::unique_ptr<FeedSubscriber> feed;
     // Protected by SessionScheduler::mu_.
     std::string name;
     bool running = false;
