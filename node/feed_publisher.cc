@@ -28,13 +28,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
         options_(options),
         publisher_(publisher),
         request_(std::move(request)),
-        position_(start) {
-    listener_ = store_->AddChangeListener([this](storage::Sequence) {
-      absl::MutexLock lock(&mu_);
-      changed_ = true;
-    });
-    std::thread([this] { Run(); }).detach();
-  }
+        position_(start) {}
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
@@ -49,11 +43,27 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
 
   void OnDone() override { delete this; }
 
+  // Wakes the subscription's wait (shutdown).
+  void Wake() {
+    absl::MutexLock lock(&mu_);
+    changed_ = true;
+  }
+
+  void StartThread(int id) {
+    id_ = id;
+    listener_ = store_->AddChangeListener([this](storage::Sequence) {
+      absl::MutexLock lock(&mu_);
+      changed_ = true;
+    });
+
+    std::thread([this] { Run(); }).detach();
+  }
+
  private:
   void Run() {
     const absl::Status status = Loop();
     store_->RemoveChangeListener(listener_);
-    publisher_->SubscriptionEnded();
+    publisher_->SubscriptionEnded(id_);
     Finish(ToGrpcStatus(status));  // last: OnDone may delete us
   }
 
@@ -152,6 +162,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
   storage::Store* const store_;
   const FeedOptions options_;
   FeedPublisher* const publisher_;
+  int id_ = 0;
   const v1::SubscribeRequest request_;
   int listener_ = 0;
   // Used by the subscription's thread only.
@@ -186,16 +197,27 @@ class RefusedReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
 FeedPublisher::FeedPublisher(storage::Store* store, FeedOptions options)
     : store_(store), options_(options) {}
 
-bool FeedPublisher::SubscriptionStarted() {
+int FeedPublisher::SubscriptionStarted(std::function<void()> wake) {
   absl::MutexLock lock(&mu_);
-  if (subscriptions_ >= options_.max_subscriptions) return false;
+  if (subscriptions_ >= options_.max_subscriptions) return 0;
   ++subscriptions_;
-  return true;
+  const int id = next_id_++;
+  wakers_[id] = std::move(wake);
+  return id;
 }
 
-void FeedPublisher::SubscriptionEnded() {
+void FeedPublisher::SubscriptionEnded(int id) {
   absl::MutexLock lock(&mu_);
   --subscriptions_;
+  wakers_.erase(id);
+}
+
+void FeedPublisher::Shutdown() {
+  stopping_ = true;
+  // Wake every subscription now rather than at its next heartbeat, so that
+  // the server's shutdown does not wait for them.
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, wake] : wakers_) wake();
 }
 
 void FeedPublisher::WaitForSubscriptions() {
@@ -230,12 +252,18 @@ grpc::ServerWriteReactor<v1::FeedBatch>* FeedPublisher::Subscribe(
     }
     start = request->after();
   }
-  if (!SubscriptionStarted()) {
+  // The reactor starts its thread only once registered, so that a
+  // shutdown can always wake it.
+  auto* reactor = new SubscribeReactor(store_, options_, this, *request, start);
+  const int id = SubscriptionStarted([reactor] { reactor->Wake(); });
+  if (id == 0) {
+    delete reactor;
     return new RefusedReactor(absl::ResourceExhaustedError(
         absl::StrFormat("this node serves at most %d feed subscriptions",
                         options_.max_subscriptions)));
   }
-  return new SubscribeReactor(store_, options_, this, *request, start);
+  reactor->StartThread(id);
+  return reactor;
 }
 
 }  // namespace node

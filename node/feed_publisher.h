@@ -26,6 +26,8 @@
 #define TALLY_NODE_FEED_PUBLISHER_H_
 
 #include <atomic>
+#include <functional>
+#include <map>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -54,16 +56,17 @@ class FeedPublisher {
   // Ends every subscription within about a heartbeat, and refuses new ones
   // (UNAVAILABLE): call before shutting the server down, which otherwise
   // waits out its grace period for streams that never end on their own.
-  void Shutdown() { stopping_ = true; }
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits until every subscription's thread is done with the store. Call
   // after Shutdown() and after the server shut down (which cancels streams
   // whose subscriber stopped reading), before the store goes away.
   void WaitForSubscriptions() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // For subscriptions: one more or one fewer running.
-  bool SubscriptionStarted() ABSL_LOCKS_EXCLUDED(mu_);
-  void SubscriptionEnded() ABSL_LOCKS_EXCLUDED(mu_);
+  // For subscriptions: one more (with a function that wakes it; returns 0
+  // when the limit is reached) or one fewer running.
+  int SubscriptionStarted(std::function<void()> wake) ABSL_LOCKS_EXCLUDED(mu_);
+  void SubscriptionEnded(int id) ABSL_LOCKS_EXCLUDED(mu_);
   bool stopping() const { return stopping_.load(); }
 
  private:
@@ -72,6 +75,8 @@ class FeedPublisher {
   std::atomic<bool> stopping_{false};
   absl::Mutex mu_;
   int subscriptions_ ABSL_GUARDED_BY(mu_) = 0;
+  int next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<int, std::function<void()>> wakers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace node

@@ -53,6 +53,9 @@ class FeedSubscriber {
   FeedSubscriber& operator=(const FeedSubscriber&) = delete;
 
   void Start();
+  // Asks the thread to stop without waiting (so that many stop at once).
+  void RequestStop() { stopping_ = true; }
+  // Stops and waits for the thread.
   void Stop();
 
   FeedCounters counters() const;

@@ -74,8 +74,7 @@ void NodeServer::Shutdown() {
   if (peer_service_ != nullptr) peer_service_->StopFeeds();
   if (server_ != nullptr) {
     // In-flight calls get a second, then are cancelled: every write is
-    // atomic, so a cancelled call leaves nothing half-done. (A feed stream
-    // can hold the server for the whole grace period; see the README.)
+    // atomic, so a cancelled call leaves nothing half-done.
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(1));
     server_->Wait();

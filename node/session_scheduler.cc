@@ -59,6 +59,10 @@ absl::Status SessionScheduler::Start() {
 
 void SessionScheduler::Shutdown() {
   if (stopping_.exchange(true)) return;
+  // All feeds at once: each notices within a heartbeat.
+  for (const auto& peer : peers_) {
+    if (peer->feed != nullptr) peer->feed->RequestStop();
+  }
   for (const auto& peer : peers_) {
     if (peer->feed != nullptr) peer->feed->Stop();
   }
