@@ -118,15 +118,14 @@ absl::Status FeedSubscriber::Apply(const std::string& upstream,
     }
     write.mutations.push_back(std::move(m));
   }
-  storage::Sequence stored_position;
   {
+    // Heartbeats that move nothing write nothing.
     absl::MutexLock lock(&mu_);
-    stored_position = counters_.position;
-  }
-  // Heartbeats that move nothing write nothing.
-  if (write.mutations.empty() && batch.position() == stored_position &&
-      stored_position != 0) {
-    return absl::OkStatus();
+    if (write.mutations.empty() && position_stored_ &&
+        batch.position() == counters_.position &&
+        batch.epoch() == stored_epoch_) {
+      return absl::OkStatus();
+    }
   }
   write.progress =
       storage::UpstreamProgress{upstream, batch.epoch(), batch.position()};
@@ -143,6 +142,8 @@ absl::Status FeedSubscriber::Apply(const std::string& upstream,
   counters_.skipped_own += batch.skipped_own();
   counters_.skipped_superseded += batch.skipped_superseded();
   counters_.position = batch.position();
+  stored_epoch_ = batch.epoch();
+  position_stored_ = true;
   return absl::OkStatus();
 }
 

@@ -74,6 +74,9 @@ class FeedSubscriber {
 
   mutable absl::Mutex mu_;
   FeedCounters counters_ ABSL_GUARDED_BY(mu_);
+  // What progress this subscriber last committed.
+  bool position_stored_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t stored_epoch_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace node
