@@ -1,8 +1,6 @@
 #include "storage/store.h"
 
-#include <leveldb/cache.h>
 #include <leveldb/db.h>
-#include <leveldb/filter_policy.h>
 #include <leveldb/write_batch.h>
 
 #include <deque>
@@ -21,6 +19,7 @@
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
+#include "storage/leveldb_config.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -113,11 +112,9 @@ class StoreTreeView : public tree::TreeView {
 class StoreImpl : public Store {
  public:
   StoreImpl(StoreOptions options, std::unique_ptr<leveldb::DB> db,
-            std::unique_ptr<leveldb::Cache> cache,
-            std::unique_ptr<const leveldb::FilterPolicy> filter)
+            std::unique_ptr<LevelDbConfig> config)
       : options_(std::move(options)),
-        cache_(std::move(cache)),
-        filter_(std::move(filter)),
+        config_(std::move(config)),
         db_(std::move(db)),
         backend_(options_.backend),
         clock_(tree::HybridClock::Options{options_.max_clock_skew,
@@ -255,8 +252,8 @@ class StoreImpl : public Store {
 
   // Constant after construction.
   const StoreOptions options_;
-  const std::unique_ptr<leveldb::Cache> cache_;
-  const std::unique_ptr<const leveldb::FilterPolicy> filter_;
+  // The database's cache and filter; outlives db_.
+  const std::unique_ptr<LevelDbConfig> config_;
   std::unique_ptr<leveldb::DB> db_;
   const std::shared_ptr<RowBackend> backend_;
   tree::HybridClock clock_;
@@ -1447,24 +1444,14 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir,
     return absl::UnavailableError(absl::StrFormat(
         "cannot create data directory %s: %s", dir, ec.message()));
   }
-  auto cache = std::unique_ptr<leveldb::Cache>(
-      leveldb::NewLRUCache(options.block_cache_bytes));
-  auto filter = std::unique_ptr<const leveldb::FilterPolicy>(
-      leveldb::NewBloomFilterPolicy(10));
-  leveldb::Options db_options;
-  db_options.create_if_missing = true;
-  db_options.write_buffer_size = options.write_buffer_bytes;
-  db_options.block_cache = cache.get();
-  db_options.filter_policy = filter.get();
-  db_options.max_file_size = 8 * 1024 * 1024;
+  std::unique_ptr<LevelDbConfig> config = MakeLevelDbConfig(options);
   leveldb::DB* raw = nullptr;
-  const leveldb::Status s = leveldb::DB::Open(db_options, dir, &raw);
+  const leveldb::Status s = leveldb::DB::Open(config->options, dir, &raw);
   if (!s.ok()) {
     return FromLevelDb(s, absl::StrCat("opening the store in ", dir));
   }
-  auto store = std::make_unique<StoreImpl>(std::move(options),
-                                           std::unique_ptr<leveldb::DB>(raw),
-                                           std::move(cache), std::move(filter));
+  auto store = std::make_unique<StoreImpl>(
+      std::move(options), std::unique_ptr<leveldb::DB>(raw), std::move(config));
   TALLY_RETURN_IF_ERROR(store->Load());
   return std::unique_ptr<Store>(std::move(store));
 }

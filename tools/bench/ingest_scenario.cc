@@ -1,9 +1,7 @@
 // Scenario "ingest": rows through the store (tree maintenance, change log,
 // one WriteBatch per commit) against raw LevelDB WriteBatches of the same
 // keys and values, with the same LevelDB options, in the same run.
-#include <leveldb/cache.h>
 #include <leveldb/db.h>
-#include <leveldb/filter_policy.h>
 #include <leveldb/write_batch.h>
 
 #include <chrono>
@@ -14,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "storage/leveldb_config.h"
 #include "storage/store.h"
 #include "tools/bench/scenario.h"
 #include "tools/bench/store_fixture.h"
@@ -42,19 +41,10 @@ using Clock = std::chrono::steady_clock;
 absl::StatusOr<Run> IngestRaw(uint64_t rows, uint64_t batch_rows, bool sync,
                               bool same_work, uint64_t seed) {
   testing::TempDir dir;
-  storage::StoreOptions store_defaults;
-  std::unique_ptr<leveldb::Cache> cache(
-      leveldb::NewLRUCache(store_defaults.block_cache_bytes));
-  std::unique_ptr<const leveldb::FilterPolicy> filter(
-      leveldb::NewBloomFilterPolicy(10));
-  leveldb::Options options;
-  options.create_if_missing = true;
-  options.write_buffer_size = store_defaults.write_buffer_bytes;
-  options.block_cache = cache.get();
-  options.filter_policy = filter.get();
-  options.max_file_size = 8 * 1024 * 1024;
+  const std::unique_ptr<storage::LevelDbConfig> config =
+      storage::MakeLevelDbConfig(storage::StoreOptions{});
   leveldb::DB* raw = nullptr;
-  leveldb::Status s = leveldb::DB::Open(options, dir.path(), &raw);
+  leveldb::Status s = leveldb::DB::Open(config->options, dir.path(), &raw);
   if (!s.ok()) return absl::UnavailableError(s.ToString());
   std::unique_ptr<leveldb::DB> db(raw);
   std::mt19937_64 rng(seed);
