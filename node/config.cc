@@ -120,6 +120,30 @@ absl::Status ApplySetting(absl::string_view name, absl::string_view value,
     TALLY_ASSIGN_OR_RETURN(config->insecure, ParseBool(name, value));
   } else if (name == "sync-writes") {
     TALLY_ASSIGN_OR_RETURN(config->sync_writes, ParseBool(name, value));
+  } else if (name == "tls-cert") {
+    config->tls_cert = std::string(value);
+  } else if (name == "tls-key") {
+    config->tls_key = std::string(value);
+  } else if (name == "tls-ca") {
+    config->tls_ca = std::string(value);
+  } else if (name == "metrics-listen") {
+    config->metrics_listen = value == "off" ? "" : std::string(value);
+  } else if (name == "log-retention-entries") {
+    if (!absl::SimpleAtoi(value, &config->log_retention_entries)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "log-retention-entries must be a count >= 0 (0: no limit), not '%s'",
+          value));
+    }
+  } else if (name == "log-retention-age") {
+    if (value == "0" || value == "off") {
+      config->log_retention_age = absl::ZeroDuration();
+    } else {
+      TALLY_ASSIGN_OR_RETURN(config->log_retention_age, ParseDuration(value));
+    }
+  } else if (name == "tombstone-min-age") {
+    TALLY_ASSIGN_OR_RETURN(config->tombstone_min_age, ParseDuration(value));
+  } else if (name == "maintenance-interval") {
+    TALLY_ASSIGN_OR_RETURN(config->maintenance_interval, ParseDuration(value));
   } else {
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown setting '%s'", name));

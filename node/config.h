@@ -15,6 +15,7 @@
 #ifndef TALLY_NODE_CONFIG_H_
 #define TALLY_NODE_CONFIG_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,28 @@ struct NodeConfig {
   absl::Duration session_timeout = absl::Minutes(10);
   // Threads serving RPCs that touch the store.
   int rpc_threads = 4;
+
+  // TLS (PEM files). With a certificate and key the node serves and dials
+  // TLS only; with a CA as well, peers and clients must present a
+  // certificate signed by it (mutual TLS), and peers' certificates are
+  // checked against it.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+
+  // Prometheus metrics over HTTP at HOST:PORT; empty is off.
+  std::string metrics_listen;
+
+  // Change-log retention: keep at most this many entries (0: no limit) and
+  // entries younger than this age (zero: no limit). Trimmed in the
+  // background every `maintenance_interval`.
+  uint64_t log_retention_entries = 10'000'000;
+  absl::Duration log_retention_age = absl::Hours(24 * 7);
+  // A tombstone is purged once it is older than this and every peer has
+  // completed a session that started after it.
+  absl::Duration tombstone_min_age = absl::Hours(24);
+  // How often retention and tombstone purge run.
+  absl::Duration maintenance_interval = absl::Seconds(10);
 };
 
 // Parses "HOST:PORT" or "HOST:PORT,role=source" (or role=peer).

@@ -48,6 +48,19 @@ Settings (flags, or `name = value` lines in --config FILE):
   --rpc-threads N          threads serving store reads and writes (default 4)
   --sync-writes BOOL       fsync every commit (default true)
   --insecure               allow a non-loopback --listen without TLS
+  --tls-cert FILE          PEM certificate: serve and dial TLS only
+  --tls-key FILE           PEM private key of --tls-cert
+  --tls-ca FILE            PEM CA: require and check certificates it signed
+                           (mutual TLS) on every connection
+  --metrics-listen HOST:PORT  Prometheus metrics over HTTP (default off)
+  --log-retention-entries N   keep at most N change-log entries
+                           (default 10000000; 0 = no limit)
+  --log-retention-age DURATION  keep change-log entries this long
+                           (default 168h; 0 = no limit)
+  --tombstone-min-age DURATION  purge tombstones older than this once every
+                           peer has synced past them (default 24h)
+  --maintenance-interval DURATION  how often the log is trimmed and
+                           tombstones purged (default 10s)
 
 On start it prints "tallyd NAME listening on HOST:PORT" to stderr.
 )";
