@@ -100,8 +100,8 @@ class LoadReactor final : public internal::WriteStreamReactor<v1::LoadRequest> {
 }  // namespace
 
 AdminService::AdminService(storage::Store* store, WorkerPool* pool,
-                           StatusSource* status_source)
-    : store_(store), pool_(pool), status_source_(status_source) {}
+                           std::vector<StatusSource*> status_sources)
+    : store_(store), pool_(pool), status_sources_(std::move(status_sources)) {}
 
 grpc::ServerUnaryReactor* AdminService::Put(
     grpc::CallbackServerContext* context, const v1::PutRequest* request,
@@ -161,7 +161,7 @@ grpc::ServerUnaryReactor* AdminService::Status(
       TALLY_RETURN_IF_ERROR(SummaryToProto(*view, info.name, /*top_levels=*/0,
                                            response->add_keyspaces()));
     }
-    if (status_source_ != nullptr) status_source_->FillStatus(response);
+    for (StatusSource* source : status_sources_) source->FillStatus(response);
     return absl::OkStatus();
   });
 }

@@ -25,6 +25,9 @@
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "node/client.h"
 #include "storage/store.h"
 
@@ -40,6 +43,13 @@ struct FeedCounters {
   uint64_t skipped_superseded = 0;
   uint64_t reconnects = 0;
   uint64_t position = 0;  // upstream sequence applied up to
+  uint64_t head = 0;      // the upstream's last sequence, as last heard
+  // Entries of the upstream's log not applied yet (head - position).
+  uint64_t lag_entries = 0;
+  // Time since this node was last caught up with the upstream (zero when
+  // caught up now).
+  absl::Duration lag = absl::ZeroDuration();
+  bool connected = false;  // a stream is open and has sent a message
 };
 
 class FeedSubscriber {
@@ -77,6 +87,9 @@ class FeedSubscriber {
   // What progress this subscriber last committed.
   bool position_stored_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t stored_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the position last reached the upstream's head (or, before that,
+  // when following started).
+  absl::Time caught_up_at_ ABSL_GUARDED_BY(mu_) = absl::Now();
 };
 
 }  // namespace node

@@ -39,7 +39,9 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   node->peer_service_ =
       std::make_unique<PeerService>(node->store_.get(), node->pool_.get());
   node->admin_service_ = std::make_unique<AdminService>(
-      node->store_.get(), node->pool_.get(), node->scheduler_.get());
+      node->store_.get(), node->pool_.get(),
+      std::vector<StatusSource*>{node->scheduler_.get(),
+                                 node->peer_service_->feed_status()});
 
   grpc::EnableDefaultHealthCheckService(true);
   // Linked in explicitly: with --as-needed the plugin is dropped otherwise.

@@ -223,6 +223,17 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
       p->set_feed_position(feed.position);
       p->set_feed_reconnects(feed.reconnects);
       p->set_feed_refused_skew(feed.refused_skew);
+      p->set_feed_not_newer(feed.not_newer);
+      p->set_feed_skipped_own(feed.skipped_own);
+      p->set_feed_skipped_superseded(feed.skipped_superseded);
+      p->set_feed_lag_entries(feed.lag_entries);
+      p->set_feed_lag_seconds(absl::ToDoubleSeconds(feed.lag));
+      p->set_feed_connected(feed.connected);
+      v1::FeedTotals* totals = response->mutable_feed();
+      totals->set_received(totals->received() + feed.received);
+      totals->set_applied(totals->applied() + feed.applied);
+      totals->set_not_newer(totals->not_newer() + feed.not_newer);
+      totals->set_refused_skew(totals->refused_skew() + feed.refused_skew);
     }
   }
 }

@@ -547,9 +547,23 @@ TEST(Cluster, ChangeFeedCarriesWritesAroundARingWithoutEchoes) {
     sequences.push_back(status->last_sequence());
   }
   absl::SleepFor(absl::Seconds(2));
+  uint64_t sent = 0;
   for (size_t i = 0; i < clients.size(); ++i) {
-    EXPECT_EQ(clients[i]->Status()->last_sequence(), sequences[i]) << i;
+    auto status = clients[i]->Status();
+    ASSERT_TRUE(status.ok());
+    EXPECT_EQ(status->last_sequence(), sequences[i]) << i;
+    // Each node serves its two neighbours and follows both, caught up.
+    EXPECT_EQ(status->subscriptions_size(), 2) << i;
+    sent += status->feed().sent();
+    for (const auto& peer : status->peers()) {
+      EXPECT_TRUE(peer.feed_connected()) << i << " " << peer.address();
+      EXPECT_EQ(peer.feed_lag_entries(), 0u) << i << " " << peer.address();
+      EXPECT_EQ(peer.feed_lag_seconds(), 0.0) << i << " " << peer.address();
+    }
   }
+  // 240 changes over 8 directed links (sessions may have carried some).
+  EXPECT_GT(sent, 0u);
+  EXPECT_LE(sent, 8u * 240u);
   for (auto& n : nodes) EXPECT_EQ(n->Stop(), 0);
 }
 
