@@ -137,6 +137,19 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(
   // Fail calls to a dead node quickly instead of waiting out the deadline.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // Keepalive pings while calls are open, so that a link that died
+  // silently (a partition that drops packets without a reset, a NAT that
+  // forgot the connection) fails its calls within kKeepaliveTime +
+  // kKeepaliveTimeout. Without them a feed subscription, which only reads,
+  // waits forever for its next heartbeat, and every later call reuses the
+  // dead connection. A subscriber sends no data on its stream, so pings
+  // must not wait for data frames. (Servers accept pings this often:
+  // node_server.cc.)
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              absl::ToInt64Milliseconds(kKeepaliveTime));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              absl::ToInt64Milliseconds(kKeepaliveTimeout));
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   auto channel = grpc::CreateCustomChannel(
       address, grpc::InsecureChannelCredentials(), args);
   return std::unique_ptr<NodeClient>(

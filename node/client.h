@@ -35,6 +35,13 @@ namespace node {
 
 namespace v1 = ::tally::v1;
 
+// Every channel pings its node every kKeepaliveTime while calls are open
+// and drops the connection when a ping is not answered within
+// kKeepaliveTimeout: a silently dead link fails its calls (and a feed
+// subscription notices) within about 10 s.
+inline constexpr absl::Duration kKeepaliveTime = absl::Seconds(5);
+inline constexpr absl::Duration kKeepaliveTimeout = absl::Seconds(5);
+
 struct ClientOptions {
   // Deadline of each unary call and of each message of a stream.
   absl::Duration rpc_timeout = absl::Seconds(30);

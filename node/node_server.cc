@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "node/admin_service.h"
+#include "node/client.h"
 #include "node/log.h"
 #include "node/peer_service.h"
 #include "node/session_scheduler.h"
@@ -50,6 +51,14 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   int port = 0;
   builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
                            &port);
+  // Accept the clients' keepalive pings (node/client.h) even on calls that
+  // send nothing for a while (a long Load, a quiet feed between
+  // heartbeats): by default gRPC answers pings more often than every 5
+  // minutes without data with GOAWAY.
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(kKeepaliveTime) / 2));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.RegisterService(node->peer_service_.get());
   builder.RegisterService(node->admin_service_.get());
   node->server_ = builder.BuildAndStart();
