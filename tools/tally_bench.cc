@@ -36,7 +36,7 @@ namespace {
 std::vector<Scenario> AllScenarios() {
   return {
       DiffMemScenario(),  IngestScenario(),    OpenScenario(),
-      NodeDiffScenario(), BootstrapScenario(),
+      NodeDiffScenario(), BootstrapScenario(), FeedScenario(),
   };
 }
 

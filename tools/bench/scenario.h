@@ -46,6 +46,7 @@ Scenario IngestScenario();
 Scenario OpenScenario();
 Scenario NodeDiffScenario();
 Scenario BootstrapScenario();
+Scenario FeedScenario();
 
 }  // namespace bench
 }  // namespace tally
