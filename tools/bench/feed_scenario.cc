@@ -22,6 +22,8 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -29,6 +31,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "node/client.h"
 #include "tests/mesh.h"
@@ -61,6 +64,33 @@ std::string TallydPath() {
   return (self.parent_path().parent_path() / "node" / "tallyd").string();
 }
 
+// CPU seconds (user + system) a process has used so far; 0 if unknown.
+double CpuSeconds(const testing::NodeProcess* process) {
+  if (process == nullptr) return 0;
+  std::ifstream in(absl::StrCat("/proc/", process->pid(), "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces) in parentheses.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::vector<std::string> fields =
+      absl::StrSplit(stat.substr(close + 2), ' ', absl::SkipEmpty());
+  uint64_t utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
+      !absl::SimpleAtoi(fields[12], &stime)) {
+    return 0;
+  }
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+// CPU seconds of nodes A, B and C so far.
+std::vector<double> MeshCpu(testing::Mesh& mesh) {
+  std::vector<double> cpu;
+  for (int i = 0; i < mesh.size(); ++i)
+    cpu.push_back(CpuSeconds(mesh.process(i)));
+  return cpu;
+}
+
 absl::StatusOr<uint64_t> LastSequence(testing::Mesh& mesh, int i) {
   auto status = mesh.Status(i);
   if (!status.ok()) return status.status();
@@ -84,7 +114,8 @@ absl::StatusOr<double> LoadInto(testing::Mesh& mesh, uint64_t first,
   return Since(start);
 }
 
-// Polls nodes' last sequences every 2 ms until each reached `target`;
+// Polls nodes' last sequences every 20 ms (rarely enough not to
+// load them) until each reached `target`;
 // returns the seconds from `start` at which each did (for node i,
 // `reached[i]`), and when each first moved past `from` (`moved[i]`).
 absl::Status WaitForSequences(testing::Mesh& mesh,
@@ -109,7 +140,7 @@ absl::Status WaitForSequences(testing::Mesh& mesh,
       }
     }
     if (all) return absl::OkStatus();
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return absl::DeadlineExceededError("the chain did not catch up in 5 minutes");
 }
@@ -147,6 +178,7 @@ absl::Status RunFeed(std::ostream& out) {
 
   // Live: B and C follow while A ingests rows [0, N).
   std::vector<double> moved, reached;
+  const std::vector<double> cpu0 = MeshCpu(mesh);
   auto start = Clock::now();
   absl::StatusOr<double> live_load;
   std::thread loader([&] { live_load = LoadInto(mesh, 0, n); });
@@ -156,6 +188,7 @@ absl::Status RunFeed(std::ostream& out) {
   if (!live_load.ok()) return live_load.status();
   if (!live.ok()) return live;
   const std::vector<double> live_reached = reached;
+  const std::vector<double> cpu1 = MeshCpu(mesh);
 
   // One link at a time: A ingests rows [N, 2N) with both links cut (the
   // baseline), then A -> B heals and B applies the backlog while C is still
@@ -165,6 +198,7 @@ absl::Status RunFeed(std::ostream& out) {
   (*proxy_bc)->Cut(testing::TcpProxy::CutMode::kReset);
   auto ingest = LoadInto(mesh, n, n);
   if (!ingest.ok()) return ingest.status();
+  const std::vector<double> cpu2 = MeshCpu(mesh);
   (*proxy_ab)->Heal();
   start = Clock::now();
   if (absl::Status s =
@@ -173,6 +207,7 @@ absl::Status RunFeed(std::ostream& out) {
     return s;
   }
   const double b_seconds = reached[1] - moved[1];
+  const std::vector<double> cpu3 = MeshCpu(mesh);
   (*proxy_bc)->Heal();
   start = Clock::now();
   if (absl::Status s =
@@ -181,25 +216,43 @@ absl::Status RunFeed(std::ostream& out) {
     return s;
   }
   const double c_seconds = reached[2] - moved[2];
+  const std::vector<double> cpu4 = MeshCpu(mesh);
 
   out << absl::StrFormat(
       "feed along a chain A -> B -> C of tallyd (sync-writes off), N = %d "
       "changes of 100 bytes\n\n",
       n);
-  auto row = [&](const std::string& what, double seconds) {
-    out << absl::StrFormat("%-52s %10.0f %8.2f\n", what, n / seconds, seconds);
+  // CPU: seconds the receiving node (and the sending one) used in the
+  // phase, and changes per CPU-second of the receiver: what one core
+  // would apply with nothing else running on it. The machine may be
+  // shared; wall-clock rates depend on what else runs.
+  auto row = [&](const std::string& what, double seconds, double cpu,
+                 double sender_cpu) {
+    out << absl::StrFormat("%-46s %10.0f %8.2f %8.2f %8.2f %12.0f\n", what,
+                           n / seconds, seconds, cpu, sender_cpu,
+                           cpu > 0 ? n / cpu : 0);
   };
-  out << absl::StrFormat("%-52s %10s %8s\n", "", "changes/s", "seconds");
-  row("baseline: A ingests N (Admin.Load), links cut", *ingest);
-  row("one link: B applies A's backlog (C cut off)", b_seconds);
-  row("one link: C applies B's backlog (A idle)", c_seconds);
-  row("live chain: A ingests while B and C follow", live_reached[0]);
-  row("live chain: all N applied at B", live_reached[1]);
-  row("live chain: all N applied at C", live_reached[2]);
+  out << absl::StrFormat("%-46s %10s %8s %8s %8s %12s\n", "", "changes/s",
+                         "seconds", "cpu s", "send cpu", "per cpu-s");
+  row("baseline: A ingests N (Admin.Load), links cut", *ingest,
+      cpu2[0] - cpu1[0], 0);
+  row("one link: B applies A's backlog (C cut off)", b_seconds,
+      cpu3[1] - cpu2[1], cpu3[0] - cpu2[0]);
+  row("one link: C applies B's backlog (A idle)", c_seconds, cpu4[2] - cpu3[2],
+      cpu4[1] - cpu3[1]);
+  row("live chain: A ingests while B and C follow", live_reached[0],
+      cpu1[0] - cpu0[0], 0);
+  row("live chain: all N applied at B", live_reached[1], cpu1[1] - cpu0[1],
+      cpu1[0] - cpu0[0]);
+  row("live chain: all N applied at C", live_reached[2], cpu1[2] - cpu0[2],
+      cpu1[1] - cpu0[1]);
   out << absl::StrFormat(
-      "ratios to the baseline: B %.2f, C %.2f, live chain at C %.2f (goal: "
-      ">= 100000 changes/s applied)\n\n",
-      *ingest / b_seconds, *ingest / c_seconds, *ingest / live_reached[2]);
+      "ratios to the baseline (changes/s): B %.2f, C %.2f, live chain at C "
+      "%.2f; per CPU-second: B %.2f, C %.2f (goal: >= 100000 changes/s "
+      "applied)\n\n",
+      *ingest / b_seconds, *ingest / c_seconds, *ingest / live_reached[2],
+      (cpu2[0] - cpu1[0]) / (cpu3[1] - cpu2[1]),
+      (cpu2[0] - cpu1[0]) / (cpu4[2] - cpu3[2]));
 
   // Lag: fixed-rate writes at A, arrivals observed on C's own feed.
   const uint64_t total = static_cast<uint64_t>(rate * lag_seconds);
