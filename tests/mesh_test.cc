@@ -380,6 +380,23 @@ TEST(Mesh, SubscriberKilledMidStreamResumesFromItsStoredProgress) {
   // brought was new.
   EXPECT_GE(after.feed_applied() + after.rows_received(),
             after.feed_received());
+  // The publisher's side agrees: the subscription it serves now (the one
+  // since the restart) sent exactly what node 1 received since then.
+  std::vector<v1::FeedSubscriptionStatus> served;
+  EXPECT_TRUE(Mesh::WaitUntil(
+      [&] {
+        served.clear();
+        auto publisher = mesh.Status(0);
+        if (!publisher.ok()) return false;
+        for (const v1::FeedSubscriptionStatus& s : publisher->subscriptions()) {
+          if (s.subscriber() == mesh.name(1)) served.push_back(s);
+        }
+        return served.size() == 1 && served[0].position() == kRows;
+      },
+      absl::Seconds(10)));
+  if (served.size() == 1) {
+    EXPECT_EQ(served[0].sent(), after.feed_received());
+  }
   if (after.rows_received() == 0) {
     EXPECT_EQ(after.feed_not_newer(), 0u);
   }
