@@ -27,6 +27,14 @@ class StatusSource {
   virtual void FillStatus(::tally::v1::StatusResponse* response) = 0;
 };
 
+// Fills `response` with the node's status: the store's keyspaces (with
+// their root changes) and rows per origin, then what `status_source` (may
+// be null) adds. Admin.Status and the metrics page (node/metrics.h) both
+// answer from it. Returns an error only when the store cannot be read.
+absl::Status CollectNodeStatus(storage::Store* store,
+                               StatusSource* status_source,
+                               ::tally::v1::StatusResponse* response);
+
 class AdminService final : public ::tally::v1::Admin::CallbackService {
  public:
   // `status_source` may be null (no peers to report).

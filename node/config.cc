@@ -44,6 +44,29 @@ absl::string_view HostOf(absl::string_view address) {
   return host;
 }
 
+// Like ValidateAddress, but with the flag's name in the message; port 0
+// picks a free port.
+absl::Status ValidateMetricsListen(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--metrics-listen '%s' is not HOST:PORT (e.g. 127.0.0.1:9400; empty "
+        "or 'off' turns metrics off)",
+        address));
+  }
+  int port = 0;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--metrics-listen '%s' has a bad port; ports are 0..65535", address));
+  }
+  if (HostOf(address).empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--metrics-listen '%s' has no host; use HOST:PORT", address));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool IsLoopbackHost(absl::string_view host) {
@@ -211,6 +234,17 @@ absl::Status ValidateConfig(const NodeConfig& config) {
         "reach it can read and write every row. Pass --insecure to do it "
         "anyway.",
         config.listen));
+  }
+  if (!config.metrics_listen.empty()) {
+    // Metrics are plain HTTP, never TLS: off loopback only on request.
+    TALLY_RETURN_IF_ERROR(ValidateMetricsListen(config.metrics_listen));
+    if (!IsLoopbackHost(HostOf(config.metrics_listen)) && !config.insecure) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "--metrics-listen %s is not a loopback address: metrics are served "
+          "over plain HTTP, without TLS, to anyone who can reach it. Pass "
+          "--insecure to do it anyway.",
+          config.metrics_listen));
+    }
   }
   for (const PeerConfig& peer : config.peers) {
     if (peer.address == config.listen) {

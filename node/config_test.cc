@@ -7,6 +7,7 @@ namespace tally {
 namespace node {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST(ParsePeer, ReadsAddressAndRole) {
@@ -118,6 +119,46 @@ TEST(ValidateConfig, RefusesPeeringWithItself) {
   config.data_dir = "/tmp/x";
   config.peers.push_back(PeerConfig{config.listen, PeerRole::kPeer});
   EXPECT_EQ(ValidateConfig(config).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ValidateConfig, RefusesMalformedMetricsListen) {
+  NodeConfig config;
+  config.name = "a";
+  config.data_dir = "/tmp/x";
+  for (const char* bad : {"9400", ":9400", "127.0.0.1:", "127.0.0.1:http",
+                          "127.0.0.1:65536", "127.0.0.1:-1", "[]:9400"}) {
+    config.metrics_listen = bad;
+    const absl::Status s = ValidateConfig(config);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("--metrics-listen")) << bad;
+  }
+  for (const char* good :
+       {"127.0.0.1:0", "127.0.0.1:9400", "localhost:9400", "[::1]:9400"}) {
+    config.metrics_listen = good;
+    EXPECT_TRUE(ValidateConfig(config).ok()) << good;
+  }
+}
+
+TEST(ValidateConfig, RefusesNonLoopbackMetricsListenUnlessInsecure) {
+  NodeConfig config;
+  config.name = "a";
+  config.data_dir = "/tmp/x";
+  config.metrics_listen = "0.0.0.0:9400";
+  const absl::Status refused = ValidateConfig(config);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.message()),
+              AllOf(HasSubstr("--metrics-listen 0.0.0.0:9400"),
+                    HasSubstr("--insecure")));
+  config.insecure = true;
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
+TEST(ConfigText, MetricsListenOffIsEmpty) {
+  NodeConfig config;
+  ASSERT_TRUE(ApplySetting("metrics-listen", "127.0.0.1:9400", &config).ok());
+  EXPECT_EQ(config.metrics_listen, "127.0.0.1:9400");
+  ASSERT_TRUE(ApplySetting("metrics-listen", "off", &config).ok());
+  EXPECT_EQ(config.metrics_listen, "");
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "node/admin_service.h"
 #include "node/log.h"
+#include "node/metrics.h"
+#include "node/metrics_server.h"
 #include "node/peer_service.h"
 #include "node/session_scheduler.h"
 #include "node/worker_pool.h"
@@ -61,7 +63,27 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
       config.listen.substr(0, config.listen.rfind(':')), ":", port);
   node->scheduler_->SetListenAddress(node->listen_address_);
   TALLY_RETURN_IF_ERROR(node->scheduler_->Start());
+  if (!config.metrics_listen.empty()) {
+    storage::Store* store = node->store_.get();
+    SessionScheduler* scheduler = node->scheduler_.get();
+    TALLY_ASSIGN_OR_RETURN(
+        node->metrics_,
+        MetricsServer::Start(
+            config.metrics_listen,
+            [store, scheduler]() -> absl::StatusOr<std::string> {
+              v1::StatusResponse status;
+              TALLY_RETURN_IF_ERROR(
+                  CollectNodeStatus(store, scheduler, &status));
+              return RenderPrometheus(status);
+            }));
+    LogInfo(absl::StrFormat("metrics on http://%s/metrics",
+                            node->metrics_->address()));
+  }
   return node;
+}
+
+int NodeServer::metrics_port() const {
+  return metrics_ == nullptr ? 0 : metrics_->port();
 }
 
 NodeServer::~NodeServer() { Shutdown(); }
@@ -69,6 +91,8 @@ NodeServer::~NodeServer() { Shutdown(); }
 void NodeServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // First: a scrape reads the store and the scheduler.
+  if (metrics_ != nullptr) metrics_->Stop();
   if (scheduler_ != nullptr) scheduler_->Shutdown();
   LogInfo("shutdown: sessions and feed subscriptions stopped");
   if (peer_service_ != nullptr) peer_service_->StopFeeds();

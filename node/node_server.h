@@ -33,6 +33,7 @@ class Store;
 namespace node {
 
 class AdminService;
+class MetricsServer;
 class PeerService;
 class SessionScheduler;
 class WorkerPool;
@@ -49,6 +50,8 @@ class NodeServer {
   // The address it listens on, with the port it bound (for --listen ...:0).
   const std::string& listen_address() const { return listen_address_; }
   storage::Store& store() { return *store_; }
+  // The port serving /metrics (for --metrics-listen ...:0); 0 when off.
+  int metrics_port() const;
 
   // Idempotent.
   void Shutdown();
@@ -63,6 +66,7 @@ class NodeServer {
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsServer> metrics_;
   bool shut_down_ = false;
 };
 

@@ -77,6 +77,7 @@ class SessionScheduler : public StatusSource {
     uint64_t sessions_failed = 0;
     uint64_t rows_received = 0;
     uint64_t rows_sent = 0;
+    uint64_t bytes_repaired = 0;
   };
 
   void TimerLoop() ABSL_LOCKS_EXCLUDED(mu_);

@@ -54,6 +54,7 @@
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
 #include "tools/cli/jsonl.h"
+#include "tools/cli/status.h"
 #include "tools/cli/synthetic.h"
 #include "tree/diff.h"
 #include "tree/memory_tree_view.h"
@@ -193,10 +194,6 @@ absl::StatusOr<std::optional<v1::KeyspaceSummary>> FindKeyspace(
     if (ks.name() == keyspace) return ks;
   }
   return std::nullopt;
-}
-
-std::string RootHex(const std::string& root) {
-  return root.empty() ? std::string(32, '0') : absl::BytesToHexString(root);
 }
 
 // ------------------------------------------------------------ put, get, del
@@ -418,110 +415,15 @@ CommandResult Load(const Context& ctx) {
 
 // ------------------------------------------------------------------ status
 
-// Left-aligned columns, two spaces apart.
-std::string Table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    if (width.size() < row.size()) width.resize(row.size(), 0);
-    for (size_t i = 0; i < row.size(); ++i) {
-      width[i] = std::max(width[i], row[i].size());
-    }
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      absl::StrAppend(&line, row[i]);
-      if (i + 1 < row.size()) {
-        line.append(width[i] - row[i].size() + 2, ' ');
-      }
-    }
-    absl::StrAppend(&out, "  ", line, "\n");
-  }
-  return out;
-}
-
-std::string SessionTime(int64_t unix_ms) {
-  if (unix_ms <= 0) return "never";
-  const absl::Time t = absl::FromUnixMillis(unix_ms);
-  const int64_t ago = absl::ToInt64Seconds(absl::Now() - t);
-  return absl::StrFormat(
-      "%s (%ds ago)",
-      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone()), ago);
-}
-
 CommandResult Status(const Context& ctx) {
   TALLY_ASSIGN_OR_RETURN(auto client, Connect(ctx, absl::GetFlag(FLAGS_node)));
   absl::StatusOr<v1::StatusResponse> r = client->Status();
   if (!r.ok()) return CallFailed(ctx, r.status());
   if (ctx.json) {
-    Json out = Json::object();
-    out["name"] = r->node_name();
-    out["listen"] = r->listen().empty() ? client->address() : r->listen();
-    out["epoch"] = r->epoch();
-    out["last_sequence"] = r->last_sequence();
-    out["sessions_running"] = r->sessions_running();
-    out["keyspaces"] = Json::array();
-    for (const v1::KeyspaceSummary& ks : r->keyspaces()) {
-      out["keyspaces"].push_back({{"name", ks.name()},
-                                  {"rows", ks.row_count()},
-                                  {"depth", ks.depth()},
-                                  {"root", RootHex(ks.root())}});
-    }
-    out["peers"] = Json::array();
-    for (const v1::PeerStatus& p : r->peers()) {
-      Json peer = {{"address", p.address()},
-                   {"role", p.role()},
-                   {"name", p.name()},
-                   {"last_session_unix_ms", p.last_session_unix_ms()},
-                   {"last_outcome", p.last_outcome()},
-                   {"session_running", p.session_running()},
-                   {"sessions_ok", p.sessions_ok()},
-                   {"sessions_failed", p.sessions_failed()},
-                   {"rows_received", p.rows_received()},
-                   {"rows_sent", p.rows_sent()}};
-      out["peers"].push_back(std::move(peer));
-    }
-    PrintJson(out);
-    return 0;
-  }
-  std::string text = Table({
-      {"node", r->node_name()},
-      {"listen", r->listen().empty() ? client->address() : r->listen()},
-      {"epoch", absl::StrFormat("%016x", r->epoch())},
-      {"last sequence", absl::StrCat(r->last_sequence())},
-      {"sessions", absl::StrCat(r->sessions_running(), " running")},
-  });
-  std::vector<std::vector<std::string>> keyspaces = {
-      {"KEYSPACE", "ROWS", "DEPTH", "ROOT"}};
-  for (const v1::KeyspaceSummary& ks : r->keyspaces()) {
-    keyspaces.push_back({ks.name(), absl::StrCat(ks.row_count()),
-                         absl::StrCat(ks.depth()), RootHex(ks.root())});
-  }
-  absl::StrAppend(&text, "\n");
-  if (keyspaces.size() == 1) {
-    absl::StrAppend(&text, "  no keyspaces\n");
+    PrintJson(StatusJson(*r, client->address()));
   } else {
-    absl::StrAppend(&text, Table(keyspaces));
+    std::cout << StatusText(*r, client->address(), absl::Now());
   }
-  std::vector<std::vector<std::string>> peers = {
-      {"PEER", "ROLE", "NAME", "LAST SESSION", "OUTCOME", "RUNNING",
-       "OK/FAILED", "ROWS IN/OUT"}};
-  for (const v1::PeerStatus& p : r->peers()) {
-    peers.push_back({p.address(), p.role(), p.name().empty() ? "-" : p.name(),
-                     SessionTime(p.last_session_unix_ms()),
-                     p.last_outcome().empty() ? "-" : p.last_outcome(),
-                     p.session_running() ? "yes" : "no",
-                     absl::StrCat(p.sessions_ok(), "/", p.sessions_failed()),
-                     absl::StrCat(p.rows_received(), "/", p.rows_sent())});
-  }
-  absl::StrAppend(&text, "\n");
-  if (peers.size() == 1) {
-    absl::StrAppend(&text, "  no peers\n");
-  } else {
-    absl::StrAppend(&text, Table(peers));
-  }
-  std::cout << text;
   return 0;
 }
 
