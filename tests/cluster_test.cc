@@ -2,6 +2,7 @@
 // and the tally CLI as a user runs it.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -588,6 +589,120 @@ TEST(Cluster, PeersConvergeOnTheirOwn) {
   EXPECT_THAT(a->Log(), HasSubstr("session peer=" + addr_b));
   EXPECT_EQ(a->Stop(), 0);
   EXPECT_EQ(b->Stop(), 0);
+}
+
+// The metrics port tallyd logged ("metrics on http://HOST:PORT/metrics").
+int MetricsPort(const NodeProcess& node) {
+  std::smatch m;
+  const std::string log = node.Log();
+  if (!std::regex_search(log, m,
+                         std::regex("metrics on http://127\\.0\\.0\\.1:(\\d+)/"
+                                    "metrics"))) {
+    return 0;
+  }
+  return std::stoi(m[1]);
+}
+
+std::string Scrape(int port) {
+  httplib::Client client("127.0.0.1", port);
+  httplib::Result r = client.Get("/metrics");
+  if (!r) return "scrape failed: " + httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"),
+            "text/plain; version=0.0.4; charset=utf-8");
+  return r->body;
+}
+
+TEST(Cluster, StatusAndMetricsShowTheFeedAndRowsPerOrigin) {
+  TempDir dir_a, dir_b;
+  const std::string addr_a = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string addr_b = absl::StrCat("127.0.0.1:", FreePort());
+  auto a = StartNode(
+      "node-a", dir_a.path(),
+      {"--sync-writes", "false", "--sync-interval", "1s", "--peer", addr_b},
+      addr_a);
+  auto b = StartNode("node-b", dir_b.path(),
+                     {"--sync-writes", "false", "--sync-interval", "1s",
+                      "--peer", addr_a, "--metrics-listen", "127.0.0.1:0"},
+                     addr_b);
+  ASSERT_TRUE(a && b);
+  const int port = MetricsPort(*b);
+  ASSERT_GT(port, 0) << b->Log();
+
+  for (int i = 0; i < 3; ++i) {
+    const CommandResult put =
+        RunTally({"put", "--node", addr_a, absl::StrCat("k", i), "v"});
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (Root(addr_b).second != 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(Root(addr_b).second, 3u);
+
+  const CommandResult text = RunTally({"status", "--node", addr_b});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("  feed sent  "));
+  EXPECT_THAT(text.out, HasSubstr("  feed received  "));
+  EXPECT_THAT(text.out, HasSubstr("ROOT CHANGES"));
+  EXPECT_TRUE(std::regex_search(text.out, std::regex("\n  ORIGIN +ROWS\n"
+                                                     "  node-a +3\n")))
+      << text.out;
+  EXPECT_TRUE(std::regex_search(
+      text.out,
+      std::regex("\n  FEED FROM +CONNECTED +POSITION +LAG .*\n  " +
+                 std::regex_replace(addr_a, std::regex("\\."), "\\.") +
+                 " +(yes|no) ")))
+      << text.out;
+  // a follows b's feed: b lists it once the feed reports subscriptions.
+  EXPECT_TRUE(std::regex_search(
+      text.out, std::regex("\n  (SUBSCRIBER .*\n  node-a |no subscribers)")))
+      << text.out;
+
+  const CommandResult json = RunTally({"status", "--node", addr_b, "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out,
+              HasSubstr(R"("origins":[{"origin":"node-a","rows":3}])"));
+  for (const char* field :
+       {R"("feed":{"sent":)", R"("lag_entries":)", R"("lag_seconds":)",
+        R"("connected":)", R"("root_changes":)", R"("bytes_repaired":)",
+        R"("subscriptions":[)", R"("sessions_ok":)"}) {
+    EXPECT_THAT(json.out, HasSubstr(field));
+  }
+
+  const std::string before = Scrape(port);
+  EXPECT_THAT(before,
+              HasSubstr("tally_keyspace_rows{keyspace=\"default\"} 3\n"));
+  EXPECT_THAT(before, HasSubstr("tally_origin_rows{origin=\"node-a\"} 3\n"));
+  EXPECT_THAT(before, HasSubstr(absl::StrCat("tally_feed_connected{peer=\"",
+                                             addr_a, "\"}")));
+  // A row written on b itself shows up under b's own origin.
+  ASSERT_EQ(RunTally({"put", "--node", addr_b, "mine", "v"}).exit_code, 0);
+  const std::string after = Scrape(port);
+  EXPECT_THAT(after,
+              HasSubstr("tally_keyspace_rows{keyspace=\"default\"} 4\n"));
+  EXPECT_THAT(after, HasSubstr("tally_origin_rows{origin=\"node-b\"} 1\n"));
+  httplib::Client client("127.0.0.1", port);
+  httplib::Result other = client.Get("/");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  EXPECT_EQ(a->Stop(), 0);
+  EXPECT_EQ(b->Stop(), 0);
+}
+
+TEST(Cluster, NonLoopbackMetricsListenIsRefusedWithoutInsecure) {
+  TempDir dir;
+  const CommandResult refused = ::tally::testing::RunCommand(
+      {::tally::testing::TallydPath(), "--name", "n", "--data-dir", dir.path(),
+       "--listen", "127.0.0.1:0", "--metrics-listen", "0.0.0.0:0"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("--metrics-listen 0.0.0.0:0"));
+  EXPECT_THAT(refused.err, HasSubstr("--insecure"));
+  const CommandResult malformed = ::tally::testing::RunCommand(
+      {::tally::testing::TallydPath(), "--name", "n", "--data-dir", dir.path(),
+       "--listen", "127.0.0.1:0", "--metrics-listen", "9400"});
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_THAT(malformed.err, HasSubstr("--metrics-listen '9400'"));
 }
 
 }  // namespace
