@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -223,8 +224,10 @@ class StoreImpl : public Store {
     std::vector<HlcTimestamp> observed;
     // Rows gained (+) or lost (-) per origin id, and the counts they make,
     // as FinishGroup writes them.
-    absl::flat_hash_map<uint32_t, int64_t> origin_row_deltas;
-    std::vector<std::pair<uint32_t, uint64_t>> origin_rows;
+    // A group touches few origins (usually one): small inline vectors,
+    // searched linearly, cost no allocation per commit.
+    absl::InlinedVector<std::pair<uint32_t, int64_t>, 4> origin_row_deltas;
+    absl::InlinedVector<std::pair<uint32_t, uint64_t>, 4> origin_rows;
   };
   Group StartGroup() ABSL_LOCKS_EXCLUDED(mu_);
   // Keyspace id and depth, creating the keyspace in this group if new.
@@ -880,8 +883,17 @@ HlcTimestamp StoreImpl::StampLocalWrite(const StagedRow& current) {
 void StoreImpl::CountRowChange(Group& g, const StagedRow& before,
                                std::optional<uint32_t> after) {
   if (before.exists && after == before.header.origin_id) return;
-  if (before.exists) --g.origin_row_deltas[before.header.origin_id];
-  if (after.has_value()) ++g.origin_row_deltas[*after];
+  auto add = [&g](uint32_t origin_id, int64_t delta) {
+    for (auto& [id, sum] : g.origin_row_deltas) {
+      if (id == origin_id) {
+        sum += delta;
+        return;
+      }
+    }
+    g.origin_row_deltas.emplace_back(origin_id, delta);
+  };
+  if (before.exists) add(before.header.origin_id, -1);
+  if (after.has_value()) add(*after, +1);
 }
 
 void StoreImpl::StageChange(Group& g, const internal::ChangeRecord& change,
