@@ -52,7 +52,9 @@ Settings (flags, or `name = value` lines in --config FILE):
   --tls-key FILE           PEM private key of --tls-cert
   --tls-ca FILE            PEM CA: require and check certificates it signed
                            (mutual TLS) on every connection
-  --metrics-listen HOST:PORT  Prometheus metrics over HTTP (default off)
+  --metrics-listen HOST:PORT  Prometheus metrics over HTTP at /metrics
+                           (default off; port 0 picks one; a non-loopback
+                           address needs --insecure: plain HTTP, no TLS)
   --log-retention-entries N   keep at most N change-log entries
                            (default 10000000; 0 = no limit)
   --log-retention-age DURATION  keep change-log entries this long
@@ -62,7 +64,8 @@ Settings (flags, or `name = value` lines in --config FILE):
   --maintenance-interval DURATION  how often the log is trimmed and
                            tombstones purged (default 10s)
 
-On start it prints "tallyd NAME listening on HOST:PORT" to stderr.
+On start it prints "tallyd NAME listening on HOST:PORT" to stderr, and with
+--metrics-listen "metrics on http://HOST:PORT/metrics".
 )";
 
 bool IsBoolSetting(const std::string& name) { return name == "insecure"; }
