@@ -80,14 +80,14 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     }
     res.set_content(std::move(*body), std::string(kPrometheusContentType));
   });
-  http.set_error_handler(
-      [](const httplib::Request& req, httplib::Response& res) {
-        if (res.status == 404) {
-          res.set_content(absl::StrCat("no such page: ", req.path,
-                                       "; metrics are at /metrics\n"),
-                          "text/plain; charset=utf-8");
-        }
-      });
+  http.set_error_handler([](const httplib::Request& req,
+                            httplib::Response& res) {
+    if (res.status == 404) {
+      res.set_content(absl::StrCat("no such page: ", req.method, " ", req.path,
+                                   "; metrics are at GET /metrics\n"),
+                      "text/plain; charset=utf-8");
+    }
+  });
 
   if (where->port == 0) {
     server->port_ = http.bind_to_any_port(where->host);

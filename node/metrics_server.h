@@ -1,6 +1,6 @@
 // MetricsServer: a small HTTP server for Prometheus — GET /metrics answers
-// the node's metrics (node/metrics.h) as text/plain; version=0.0.4; every
-// other path is 404 and every other method 405.
+// the node's metrics (node/metrics.h) as text/plain; version=0.0.4;
+// anything else (another path or method) is 404.
 //
 //   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
 //       MetricsServer::Start("127.0.0.1:9400", [&] { return Render(); });

@@ -245,7 +245,8 @@ TEST(MetricsServer, ServesMetricsOnAnyPortAnd404Elsewhere) {
   EXPECT_THAT(other->body, HasSubstr("/metrics"));
   httplib::Result post = client.Post("/metrics", "", "text/plain");
   ASSERT_TRUE(post);
-  EXPECT_NE(post->status, 200);
+  EXPECT_EQ(post->status, 404);
+  EXPECT_THAT(post->body, HasSubstr("POST /metrics"));
   EXPECT_EQ(scrapes, 2);
   (*server)->Stop();
   EXPECT_FALSE(client.Get("/metrics"));
