@@ -142,6 +142,8 @@ absl::Status ApplySetting(absl::string_view name, absl::string_view value,
     }
   } else if (name == "tombstone-min-age") {
     TALLY_ASSIGN_OR_RETURN(config->tombstone_min_age, ParseDuration(value));
+  } else if (name == "max-clock-skew") {
+    TALLY_ASSIGN_OR_RETURN(config->max_clock_skew, ParseDuration(value));
   } else if (name == "maintenance-interval") {
     TALLY_ASSIGN_OR_RETURN(config->maintenance_interval, ParseDuration(value));
   } else {

@@ -77,6 +77,9 @@ struct NodeConfig {
   // A tombstone is purged once it is older than this and every peer has
   // completed a session that started after it.
   absl::Duration tombstone_min_age = absl::Hours(24);
+  // Remote timestamps further ahead of this node's clock are refused; also
+  // the margin the tombstone purge allows for clocks that disagree.
+  absl::Duration max_clock_skew = absl::Seconds(60);
   // How often retention and tombstone purge run.
   absl::Duration maintenance_interval = absl::Seconds(10);
 };

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "node/admin_service.h"
 #include "node/log.h"
+#include "node/maintenance.h"
 #include "node/peer_service.h"
 #include "node/session_scheduler.h"
 #include "node/worker_pool.h"
@@ -26,6 +27,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   store_options.node_name = config.name;
   store_options.default_depth = config.default_depth;
   store_options.sync = config.sync_writes;
+  store_options.max_clock_skew = config.max_clock_skew;
   TALLY_ASSIGN_OR_RETURN(node->store_,
                          storage::Store::Open(config.data_dir, store_options));
 
@@ -38,10 +40,21 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
                                                         config, client_options);
   node->peer_service_ =
       std::make_unique<PeerService>(node->store_.get(), node->pool_.get());
+  MaintenanceOptions maintenance;
+  maintenance.log_retention_entries = config.log_retention_entries;
+  maintenance.log_retention_age = config.log_retention_age;
+  maintenance.tombstone_min_age = config.tombstone_min_age;
+  maintenance.max_clock_skew = config.max_clock_skew;
+  maintenance.interval = config.maintenance_interval;
+  SessionScheduler* scheduler = node->scheduler_.get();
+  node->maintenance_ = std::make_unique<Maintenance>(
+      node->store_.get(), maintenance,
+      [scheduler] { return scheduler->PeersSyncedSince(); });
   node->admin_service_ = std::make_unique<AdminService>(
       node->store_.get(), node->pool_.get(),
       std::vector<StatusSource*>{node->scheduler_.get(),
-                                 node->peer_service_->feed_status()});
+                                 node->peer_service_->feed_status(),
+                                 node->maintenance_.get()});
 
   grpc::EnableDefaultHealthCheckService(true);
   // Linked in explicitly: with --as-needed the plugin is dropped otherwise.
@@ -63,6 +76,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
       config.listen.substr(0, config.listen.rfind(':')), ":", port);
   node->scheduler_->SetListenAddress(node->listen_address_);
   TALLY_RETURN_IF_ERROR(node->scheduler_->Start());
+  node->maintenance_->Start();
   return node;
 }
 
@@ -71,6 +85,7 @@ NodeServer::~NodeServer() { Shutdown(); }
 void NodeServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  if (maintenance_ != nullptr) maintenance_->Shutdown();
   if (scheduler_ != nullptr) scheduler_->Shutdown();
   LogInfo("shutdown: sessions and feed subscriptions stopped");
   if (peer_service_ != nullptr) peer_service_->StopFeeds();

@@ -1,5 +1,6 @@
 #include "node/session_scheduler.h"
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -185,12 +186,20 @@ void SessionScheduler::RunSession(Peer* peer) {
   peer->last_outcome = status.ok() ? "ok" : status.ToString();
   if (status.ok()) {
     ++peer->sessions_ok;
+    peer->synced_since = start;
   } else {
     ++peer->sessions_failed;
   }
   peer->rows_received += rows_received;
   peer->rows_sent += rows_sent;
   peer->next_due = absl::Now() + JitteredLocked(config_.sync_interval);
+}
+
+absl::Time SessionScheduler::PeersSyncedSince() const {
+  absl::MutexLock lock(&mu_);
+  absl::Time since = absl::InfiniteFuture();
+  for (const auto& peer : peers_) since = std::min(since, peer->synced_since);
+  return since;
 }
 
 void SessionScheduler::SetListenAddress(const std::string& address) {
