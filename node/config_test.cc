@@ -123,3 +123,49 @@ TEST(ValidateConfig, RefusesPeeringWithItself) {
 }  // namespace
 }  // namespace node
 }  // namespace tally
+
+namespace tally {
+namespace node {
+namespace {
+
+TEST(ConfigText, ReadsTheMaintenanceSettings) {
+  NodeConfig config;
+  ASSERT_TRUE(ApplyConfigText("log-retention-entries = 5000\n"
+                              "log-retention-age = 2h\n"
+                              "tombstone-min-age = 90m\n"
+                              "max-clock-skew = 5s\n"
+                              "maintenance-interval = 500ms\n",
+                              &config)
+                  .ok());
+  EXPECT_EQ(config.log_retention_entries, 5000u);
+  EXPECT_EQ(config.log_retention_age, absl::Hours(2));
+  EXPECT_EQ(config.tombstone_min_age, absl::Minutes(90));
+  EXPECT_EQ(config.max_clock_skew, absl::Seconds(5));
+  EXPECT_EQ(config.maintenance_interval, absl::Milliseconds(500));
+  // Zero turns retention limits off.
+  ASSERT_TRUE(ApplySetting("log-retention-entries", "0", &config).ok());
+  ASSERT_TRUE(ApplySetting("log-retention-age", "0", &config).ok());
+  EXPECT_EQ(config.log_retention_entries, 0u);
+  EXPECT_EQ(config.log_retention_age, absl::ZeroDuration());
+}
+
+TEST(ConfigText, RefusesBadMaintenanceValues) {
+  NodeConfig config;
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"log-retention-entries", "-5"},
+           {"log-retention-entries", "lots"},
+           {"log-retention-age", "a week"},
+           {"tombstone-min-age", "0"},
+           {"tombstone-min-age", "-1h"},
+           {"max-clock-skew", "never"},
+           {"maintenance-interval", "0"}}) {
+    absl::Status s = ApplySetting(name, value, &config);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+        << name << "=" << value;
+  }
+}
+
+}  // namespace
+}  // namespace node
+}  // namespace tally
