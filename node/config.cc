@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "node/client.h"
+#include "node/tls.h"
 #include "storage/store.h"
 #include "tree/status_macros.h"
 
@@ -207,11 +208,16 @@ absl::Status ValidateConfig(const NodeConfig& config) {
         "--data-dir is required: where the node keeps its store");
   }
   TALLY_RETURN_IF_ERROR(ValidateAddress(config.listen));
-  if (!IsLoopbackHost(HostOf(config.listen)) && !config.insecure) {
+  TALLY_RETURN_IF_ERROR(ValidateServerTlsFiles(
+      TlsFiles{config.tls_cert, config.tls_key, config.tls_ca}));
+  // Validated above: a certificate comes with its key.
+  const bool tls = !config.tls_cert.empty();
+  if (!IsLoopbackHost(HostOf(config.listen)) && !tls && !config.insecure) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "--listen %s is not a loopback address: without TLS, anyone who can "
-        "reach it can read and write every row. Pass --insecure to do it "
-        "anyway.",
+        "reach it can read and write every row. Give --tls-cert and "
+        "--tls-key (and --tls-ca to require client certificates), or pass "
+        "--insecure to do it anyway.",
         config.listen));
   }
   for (const PeerConfig& peer : config.peers) {

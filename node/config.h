@@ -102,7 +102,9 @@ absl::Status ApplySetting(absl::string_view name, absl::string_view value,
                           NodeConfig* config);
 
 // Checks a complete config: a name, a data directory, a valid listen
-// address that is loopback unless `insecure`, valid peers, sane numbers.
+// address that is loopback unless TLS is on (tls_cert and tls_key) or
+// `insecure`, TLS files that can be read and fit together (node/tls.h),
+// valid peers, sane numbers.
 absl::Status ValidateConfig(const NodeConfig& config);
 
 // True for "127.x.y.z", "::1", "[::1]" and "localhost".

@@ -2,6 +2,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/temp_dir.h"
+#include "tests/test_certs.h"
 
 namespace tally {
 namespace node {
@@ -110,6 +112,54 @@ TEST(ValidateConfig, RefusesNonLoopbackListenUnlessInsecure) {
     config.listen = loopback;
     EXPECT_TRUE(ValidateConfig(config).ok()) << loopback;
   }
+}
+
+TEST(ValidateConfig, AllowsNonLoopbackListenWithTls) {
+  testing::TempDir dir;
+  auto ca = testing::TestCa::Create(dir.path(), "ca");
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  auto cert = ca->Issue("node");
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  NodeConfig config;
+  config.name = "a";
+  config.data_dir = "/tmp/x";
+  config.listen = "0.0.0.0:7400";
+  const absl::Status refused = ValidateConfig(config);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("--tls-cert"));
+  config.tls_cert = cert->cert;
+  config.tls_key = cert->key;
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.tls_ca = ca->cert();
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
+TEST(ValidateConfig, ChecksTlsFiles) {
+  testing::TempDir dir;
+  auto ca = testing::TestCa::Create(dir.path(), "ca");
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  auto cert = ca->Issue("node");
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  NodeConfig config;
+  config.name = "a";
+  config.data_dir = "/tmp/x";
+  // On loopback too: a bad file is a mistake wherever the node listens.
+  config.tls_cert = cert->cert;
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              HasSubstr("without --tls-key"));
+  config.tls_key = dir.path() + "/missing.key";
+  EXPECT_EQ(ValidateConfig(config).code(), absl::StatusCode::kNotFound);
+  config.tls_cert.clear();
+  config.tls_key.clear();
+  config.tls_ca = ca->cert();
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              HasSubstr("--tls-ca is given without"));
+  // A non-loopback listen with --insecure still gets its TLS files checked.
+  config.listen = "0.0.0.0:7400";
+  config.insecure = true;
+  EXPECT_EQ(ValidateConfig(config).code(), absl::StatusCode::kInvalidArgument);
+  config.tls_ca.clear();
+  EXPECT_TRUE(ValidateConfig(config).ok());
 }
 
 TEST(ValidateConfig, RefusesPeeringWithItself) {

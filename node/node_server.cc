@@ -11,6 +11,7 @@
 #include "node/maintenance.h"
 #include "node/peer_service.h"
 #include "node/session_scheduler.h"
+#include "node/tls.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 #include "tree/status_macros.h"
@@ -36,6 +37,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   client_options.node_name = config.name;
   client_options.epoch = node->store_->epoch();
   client_options.rpc_timeout = absl::Seconds(10);
+  // Peers are dialled with the node's own certificate (node/tls.h).
+  const TlsFiles tls{config.tls_cert, config.tls_key, config.tls_ca};
+  TALLY_ASSIGN_OR_RETURN(client_options.credentials,
+                         MakeChannelCredentials(tls));
   node->scheduler_ = std::make_unique<SessionScheduler>(node->store_.get(),
                                                         config, client_options);
   node->peer_service_ =
@@ -61,8 +66,9 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
-                           &port);
+  TALLY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                         MakeServerCredentials(tls));
+  builder.AddListeningPort(config.listen, credentials, &port);
   builder.RegisterService(node->peer_service_.get());
   builder.RegisterService(node->admin_service_.get());
   node->server_ = builder.BuildAndStart();
@@ -75,6 +81,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   node->listen_address_ = absl::StrCat(
       config.listen.substr(0, config.listen.rfind(':')), ":", port);
   node->scheduler_->SetListenAddress(node->listen_address_);
+  LogInfo(DescribeServerTls(tls));
   TALLY_RETURN_IF_ERROR(node->scheduler_->Start());
   node->maintenance_->Start();
   return node;
