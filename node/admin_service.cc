@@ -100,8 +100,8 @@ class LoadReactor final : public internal::WriteStreamReactor<v1::LoadRequest> {
 }  // namespace
 
 AdminService::AdminService(storage::Store* store, WorkerPool* pool,
-                           StatusSource* status_source)
-    : store_(store), pool_(pool), status_source_(status_source) {}
+                           std::vector<StatusSource*> status_sources)
+    : store_(store), pool_(pool), status_sources_(std::move(status_sources)) {}
 
 grpc::ServerUnaryReactor* AdminService::Put(
     grpc::CallbackServerContext* context, const v1::PutRequest* request,
@@ -152,12 +152,12 @@ grpc::ServerUnaryReactor* AdminService::Status(
     grpc::CallbackServerContext* context, const v1::StatusRequest* /*request*/,
     v1::StatusResponse* response) {
   return FinishOnPool(context, pool_, [this, response]() -> absl::Status {
-    return CollectNodeStatus(store_, status_source_, response);
+    return CollectNodeStatus(store_, status_sources_, response);
   });
 }
 
 absl::Status CollectNodeStatus(storage::Store* store,
-                               StatusSource* status_source,
+                               const std::vector<StatusSource*>& status_sources,
                                v1::StatusResponse* response) {
   response->set_node_name(store->node_name());
   response->set_epoch(store->epoch());
@@ -175,7 +175,7 @@ absl::Status CollectNodeStatus(storage::Store* store,
     row->set_origin(origin.origin);
     row->set_rows(origin.rows);
   }
-  if (status_source != nullptr) status_source->FillStatus(response);
+  for (StatusSource* source : status_sources) source->FillStatus(response);
   return absl::OkStatus();
 }
 

@@ -4,14 +4,16 @@
 // Callback API; store work runs on the node's WorkerPool. Every request is
 // validated and bad input answered with a clear status. Status combines the
 // store's keyspaces with what the node's scheduler knows about peers and
-// sessions (StatusSource).
+// sessions and the change feed (StatusSource).
 //
 // Thread-safe. `store`, `pool` and `status_source` must outlive the service.
 #ifndef TALLY_NODE_ADMIN_SERVICE_H_
 #define TALLY_NODE_ADMIN_SERVICE_H_
 
 #include <string>
+#include <vector>
 
+#include "node/status_source.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 #include "tally/v1/tally.grpc.pb.h"
@@ -19,27 +21,19 @@
 namespace tally {
 namespace node {
 
-// Fills the parts of a StatusResponse only the running node knows: peers,
-// sessions, the listen address.
-class StatusSource {
- public:
-  virtual ~StatusSource() = default;
-  virtual void FillStatus(::tally::v1::StatusResponse* response) = 0;
-};
-
 // Fills `response` with the node's status: the store's keyspaces (with
-// their root changes) and rows per origin, then what `status_source` (may
-// be null) adds. Admin.Status and the metrics page (node/metrics.h) both
-// answer from it. Returns an error only when the store cannot be read.
+// their root changes) and rows per origin, then what each of
+// `status_sources` adds. Admin.Status and the metrics page (node/metrics.h)
+// both answer from it. Returns an error only when the store cannot be read.
 absl::Status CollectNodeStatus(storage::Store* store,
-                               StatusSource* status_source,
+                               const std::vector<StatusSource*>& status_sources,
                                ::tally::v1::StatusResponse* response);
 
 class AdminService final : public ::tally::v1::Admin::CallbackService {
  public:
-  // `status_source` may be null (no peers to report).
+  // `status_sources` (peers, sessions, the feed) may be empty.
   AdminService(storage::Store* store, WorkerPool* pool,
-               StatusSource* status_source);
+               std::vector<StatusSource*> status_sources);
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context,
                                 const ::tally::v1::PutRequest* request,
@@ -62,7 +56,7 @@ class AdminService final : public ::tally::v1::Admin::CallbackService {
  private:
   storage::Store* const store_;
   WorkerPool* const pool_;
-  StatusSource* const status_source_;
+  const std::vector<StatusSource*> status_sources_;
 };
 
 }  // namespace node

@@ -138,7 +138,10 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   auto channel = grpc::CreateCustomChannel(
-      address, grpc::InsecureChannelCredentials(), args);
+      address,
+      options.credentials != nullptr ? options.credentials
+                                     : grpc::InsecureChannelCredentials(),
+      args);
   return std::unique_ptr<NodeClient>(
       new NodeClient(address, std::move(options), std::move(channel)));
 }

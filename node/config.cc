@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "node/client.h"
+#include "node/tls.h"
 #include "storage/store.h"
 #include "tree/status_macros.h"
 
@@ -165,6 +166,8 @@ absl::Status ApplySetting(absl::string_view name, absl::string_view value,
     }
   } else if (name == "tombstone-min-age") {
     TALLY_ASSIGN_OR_RETURN(config->tombstone_min_age, ParseDuration(value));
+  } else if (name == "max-clock-skew") {
+    TALLY_ASSIGN_OR_RETURN(config->max_clock_skew, ParseDuration(value));
   } else if (name == "maintenance-interval") {
     TALLY_ASSIGN_OR_RETURN(config->maintenance_interval, ParseDuration(value));
   } else {
@@ -228,11 +231,16 @@ absl::Status ValidateConfig(const NodeConfig& config) {
         "--data-dir is required: where the node keeps its store");
   }
   TALLY_RETURN_IF_ERROR(ValidateAddress(config.listen));
-  if (!IsLoopbackHost(HostOf(config.listen)) && !config.insecure) {
+  TALLY_RETURN_IF_ERROR(ValidateServerTlsFiles(
+      TlsFiles{config.tls_cert, config.tls_key, config.tls_ca}));
+  // Validated above: a certificate comes with its key.
+  const bool tls = !config.tls_cert.empty();
+  if (!IsLoopbackHost(HostOf(config.listen)) && !tls && !config.insecure) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "--listen %s is not a loopback address: without TLS, anyone who can "
-        "reach it can read and write every row. Pass --insecure to do it "
-        "anyway.",
+        "reach it can read and write every row. Give --tls-cert and "
+        "--tls-key (and --tls-ca to require client certificates), or pass "
+        "--insecure to do it anyway.",
         config.listen));
   }
   if (!config.metrics_listen.empty()) {

@@ -1,5 +1,6 @@
 #include "node/feed_publisher.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -33,6 +34,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
     writing_ = false;
+    last_write_ok_ = ok;
     if (!ok) cancelled_ = true;
   }
 
@@ -82,11 +84,13 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
         position_ = entry.sequence;
       }
       batch.set_position(position_);
+      batch.set_head(std::max(position_, store_->last_sequence()));
       // Send changes, a first message (it tells a from-head subscriber
       // where the head is), or a heartbeat when quiet for too long.
       if (batch.changes_size() > 0 || !entries.empty() || first ||
           absl::Now() - last_sent >= options_.heartbeat) {
         if (!Write(batch)) return absl::CancelledError("subscriber went away");
+        publisher_->BatchSent(id_, batch);
         last_sent = absl::Now();
         first = false;
       }
@@ -134,8 +138,9 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
     return absl::OkStatus();
   }
 
-  // Writes one message and waits until it is sent. False when the stream
-  // ended.
+  // Writes one message and waits until it is sent. False when it was not
+  // (the stream ended); a cancellation after it was sent is seen at the
+  // next wait.
   bool Write(const v1::FeedBatch& batch) {
     {
       absl::MutexLock lock(&mu_);
@@ -155,7 +160,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
         +[](SubscribeReactor* r)
              ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) { return !r->writing_; },
         this));
-    return !cancelled_;
+    return last_write_ok_;
   }
 
   // Constant after construction.
@@ -171,6 +176,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
   absl::Mutex mu_;
   bool changed_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool last_write_ok_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -197,12 +203,17 @@ class RefusedReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
 FeedPublisher::FeedPublisher(storage::Store* store, FeedOptions options)
     : store_(store), options_(options) {}
 
-int FeedPublisher::SubscriptionStarted(std::function<void()> wake) {
+int FeedPublisher::SubscriptionStarted(const std::string& subscriber,
+                                       uint64_t position,
+                                       std::function<void()> wake) {
   absl::MutexLock lock(&mu_);
   if (subscriptions_ >= options_.max_subscriptions) return 0;
   ++subscriptions_;
   const int id = next_id_++;
   wakers_[id] = std::move(wake);
+  SubscriptionStats& stats = stats_[id];
+  stats.subscriber = subscriber;
+  stats.position = position;
   return id;
 }
 
@@ -210,6 +221,35 @@ void FeedPublisher::SubscriptionEnded(int id) {
   absl::MutexLock lock(&mu_);
   --subscriptions_;
   wakers_.erase(id);
+  stats_.erase(id);
+}
+
+void FeedPublisher::BatchSent(int id, const v1::FeedBatch& batch) {
+  absl::MutexLock lock(&mu_);
+  auto it = stats_.find(id);
+  if (it == stats_.end()) return;
+  for (SubscriptionStats* s : {&it->second, &totals_}) {
+    s->position = batch.position();
+    s->sent += batch.changes_size();
+    s->skipped_own += batch.skipped_own();
+    s->skipped_superseded += batch.skipped_superseded();
+  }
+}
+
+void FeedPublisher::FillStatus(v1::StatusResponse* response) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, stats] : stats_) {
+    v1::FeedSubscriptionStatus* s = response->add_subscriptions();
+    s->set_subscriber(stats.subscriber);
+    s->set_position(stats.position);
+    s->set_sent(stats.sent);
+    s->set_skipped_own(stats.skipped_own);
+    s->set_skipped_superseded(stats.skipped_superseded);
+  }
+  v1::FeedTotals* totals = response->mutable_feed();
+  totals->set_sent(totals_.sent);
+  totals->set_skipped_own(totals_.skipped_own);
+  totals->set_skipped_superseded(totals_.skipped_superseded);
 }
 
 void FeedPublisher::Shutdown() {
@@ -255,7 +295,8 @@ grpc::ServerWriteReactor<v1::FeedBatch>* FeedPublisher::Subscribe(
   // The reactor starts its thread only once registered, so that a
   // shutdown can always wake it.
   auto* reactor = new SubscribeReactor(store_, options_, this, *request, start);
-  const int id = SubscriptionStarted([reactor] { reactor->Wake(); });
+  const int id = SubscriptionStarted(request->subscriber(), start,
+                                     [reactor] { reactor->Wake(); });
   if (id == 0) {
     delete reactor;
     return new RefusedReactor(absl::ResourceExhaustedError(

@@ -12,7 +12,8 @@
 // entries included, so that progress moves even when nothing is sent. When
 // the log is quiet a heartbeat (an empty batch) goes out every `heartbeat`.
 //
-// A wrong epoch, or a position beyond the end of the log, answers
+// A wrong epoch, a position beyond the end of the log, or one older than
+// the retained log (retention trimmed what follows it) answers
 // FAILED_PRECONDITION: the subscriber must run an anti-entropy session and
 // subscribe again from the head.
 //
@@ -28,10 +29,12 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "node/status_source.h"
 #include "storage/store.h"
 #include "tally/v1/tally.grpc.pb.h"
 
@@ -43,7 +46,7 @@ struct FeedOptions {
   int max_subscriptions = 64;
 };
 
-class FeedPublisher {
+class FeedPublisher : public StatusSource {
  public:
   FeedPublisher(storage::Store* store, FeedOptions options);
   FeedPublisher(const FeedPublisher&) = delete;
@@ -65,11 +68,27 @@ class FeedPublisher {
 
   // For subscriptions: one more (with a function that wakes it; returns 0
   // when the limit is reached) or one fewer running.
-  int SubscriptionStarted(std::function<void()> wake) ABSL_LOCKS_EXCLUDED(mu_);
+  int SubscriptionStarted(const std::string& subscriber, uint64_t position,
+                          std::function<void()> wake) ABSL_LOCKS_EXCLUDED(mu_);
   void SubscriptionEnded(int id) ABSL_LOCKS_EXCLUDED(mu_);
   bool stopping() const { return stopping_.load(); }
+  // Counts a message a subscription sent.
+  void BatchSent(int id, const ::tally::v1::FeedBatch& batch)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // StatusSource: the subscriptions served now and the publishing totals.
+  void FillStatus(::tally::v1::StatusResponse* response) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  struct SubscriptionStats {
+    std::string subscriber;
+    uint64_t position = 0;
+    uint64_t sent = 0;
+    uint64_t skipped_own = 0;
+    uint64_t skipped_superseded = 0;
+  };
+
   storage::Store* const store_;
   const FeedOptions options_;
   std::atomic<bool> stopping_{false};
@@ -77,6 +96,9 @@ class FeedPublisher {
   int subscriptions_ ABSL_GUARDED_BY(mu_) = 0;
   int next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int, std::function<void()>> wakers_ ABSL_GUARDED_BY(mu_);
+  std::map<int, SubscriptionStats> stats_ ABSL_GUARDED_BY(mu_);
+  // Totals since start, over all subscriptions (ended ones too).
+  SubscriptionStats totals_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace node

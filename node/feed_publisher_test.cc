@@ -149,6 +149,62 @@ TEST_F(FeedTest, SkipsChangesBornAtTheSubscriberAndSupersededOnes) {
   EXPECT_EQ(superseded, 1u);
 }
 
+TEST_F(FeedTest, CountsWhatItSentAndSkippedAndTellsTheHead) {
+  PutFrom("sub", "theirs");
+  Put("twice", "old");
+  Put("twice", "new");
+  Put("mine", "x");
+  const auto batches = Read(Request(0), [&](const auto& bs) {
+    return !bs.empty() && bs.back().position() >= 4;
+  });
+  ASSERT_FALSE(batches.empty());
+  EXPECT_EQ(batches.back().head(), 4u);
+  v1::StatusResponse status;
+  // A message is counted once its write completed, which may be just after
+  // the subscriber read it.
+  for (int i = 0; i < 100; ++i) {
+    status.Clear();
+    service_->feed_status()->FillStatus(&status);
+    if (status.feed().skipped_superseded() == 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(status.feed().sent(), 2u);
+  EXPECT_EQ(status.feed().skipped_own(), 1u);
+  EXPECT_EQ(status.feed().skipped_superseded(), 1u);
+  // The subscription ended with the stream: totals stay, the entry goes.
+  for (int i = 0; i < 100 && status.subscriptions_size() > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+    status.Clear();
+    service_->feed_status()->FillStatus(&status);
+  }
+  EXPECT_EQ(status.subscriptions_size(), 0);
+  EXPECT_EQ(status.feed().sent(), 2u);
+}
+
+TEST_F(FeedTest, ListsTheSubscriptionsItServes) {
+  Put("a", "1");
+  v1::StatusResponse status;
+  Read(Request(0, "watcher"), [&](const auto& bs) {
+    if (bs.empty() || bs.back().position() < 1) return false;
+    // The publisher counts a message once its write completed, which may
+    // be just after the subscriber read it.
+    for (int i = 0; i < 100; ++i) {
+      status.Clear();
+      service_->feed_status()->FillStatus(&status);
+      if (status.subscriptions_size() == 1 &&
+          status.subscriptions(0).position() == 1) {
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return true;
+  });
+  ASSERT_EQ(status.subscriptions_size(), 1);
+  EXPECT_EQ(status.subscriptions(0).subscriber(), "watcher");
+  EXPECT_EQ(status.subscriptions(0).position(), 1u);
+  EXPECT_EQ(status.subscriptions(0).sent(), 1u);
+}
+
 TEST_F(FeedTest, DeliversNewCommitsLiveAndHeartbeatsWhenQuiet) {
   Put("before", "1");
   std::thread writer([this] {

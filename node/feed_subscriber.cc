@@ -1,5 +1,6 @@
 #include "node/feed_subscriber.h"
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/escaping.h"
@@ -31,7 +32,12 @@ void FeedSubscriber::Stop() {
 
 FeedCounters FeedSubscriber::counters() const {
   absl::MutexLock lock(&mu_);
-  return counters_;
+  FeedCounters counters = counters_;
+  if (counters.head > counters.position) {
+    counters.lag_entries = counters.head - counters.position;
+    counters.lag = absl::Now() - caught_up_at_;
+  }
+  return counters;
 }
 
 void FeedSubscriber::Run() {
@@ -87,6 +93,10 @@ absl::Status FeedSubscriber::FollowOnce() {
       request,
       [&](const v1::FeedBatch& batch) { return Apply(upstream, batch); },
       stopping_);
+  {
+    absl::MutexLock lock(&mu_);
+    counters_.connected = false;
+  }
   if (absl::IsFailedPrecondition(status)) {
     // The publisher's epoch changed (or our position is past its log):
     // resynchronise by anti-entropy and follow from its head.
@@ -119,8 +129,10 @@ absl::Status FeedSubscriber::Apply(const std::string& upstream,
     write.mutations.push_back(std::move(m));
   }
   {
-    // Heartbeats that move nothing write nothing.
     absl::MutexLock lock(&mu_);
+    counters_.connected = true;
+    counters_.head = std::max(batch.head(), batch.position());
+    // Heartbeats that move nothing write nothing.
     if (write.mutations.empty() && position_stored_ &&
         batch.position() == counters_.position &&
         batch.epoch() == stored_epoch_) {
@@ -142,6 +154,7 @@ absl::Status FeedSubscriber::Apply(const std::string& upstream,
   counters_.skipped_own += batch.skipped_own();
   counters_.skipped_superseded += batch.skipped_superseded();
   counters_.position = batch.position();
+  if (counters_.position >= counters_.head) caught_up_at_ = absl::Now();
   stored_epoch_ = batch.epoch();
   position_stored_ = true;
   return absl::OkStatus();

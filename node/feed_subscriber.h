@@ -8,7 +8,8 @@
 // 002's crash-safe progress), so a restart resumes exactly.
 //
 // Without stored progress, or when the publisher answers
-// FAILED_PRECONDITION (its epoch changed: its data was reset), the
+// FAILED_PRECONDITION (its epoch changed: its data was reset; or retention
+// trimmed the log past this subscriber's position), the
 // subscriber subscribes from the publisher's head and asks for an
 // anti-entropy session with the peer, which covers everything before it.
 // Broken links reconnect with exponential backoff (100 ms .. 5 s) and jitter.
@@ -25,6 +26,9 @@
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "node/client.h"
 #include "storage/store.h"
 
@@ -40,6 +44,13 @@ struct FeedCounters {
   uint64_t skipped_superseded = 0;
   uint64_t reconnects = 0;
   uint64_t position = 0;  // upstream sequence applied up to
+  uint64_t head = 0;      // the upstream's last sequence, as last heard
+  // Entries of the upstream's log not applied yet (head - position).
+  uint64_t lag_entries = 0;
+  // Time since this node was last caught up with the upstream (zero when
+  // caught up now).
+  absl::Duration lag = absl::ZeroDuration();
+  bool connected = false;  // a stream is open and has sent a message
 };
 
 class FeedSubscriber {
@@ -77,6 +88,9 @@ class FeedSubscriber {
   // What progress this subscriber last committed.
   bool position_stored_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t stored_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the position last reached the upstream's head (or, before that,
+  // when following started).
+  absl::Time caught_up_at_ ABSL_GUARDED_BY(mu_) = absl::Now();
 };
 
 }  // namespace node

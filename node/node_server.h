@@ -5,7 +5,8 @@
 //   std::cout << (*node)->listen_address();  // with the port bound
 //   (*node)->Shutdown();
 //
-// Shutdown order: stop starting sessions and feed subscriptions and end
+// Shutdown order: stop the maintenance (log retention, tombstone purge);
+// stop starting sessions and feed subscriptions and end
 // running ones; end the feed streams this node serves; stop accepting RPCs
 // and finish those in flight (1 s grace, then they are cancelled); wait for
 // the feed threads; drain the worker pool; close the store (a clean close
@@ -34,6 +35,7 @@ namespace node {
 
 class AdminService;
 class MetricsServer;
+class Maintenance;
 class PeerService;
 class SessionScheduler;
 class WorkerPool;
@@ -63,6 +65,7 @@ class NodeServer {
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<SessionScheduler> scheduler_;
+  std::unique_ptr<Maintenance> maintenance_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;

@@ -58,6 +58,8 @@ class PeerService final : public ::tally::v1::Peer::CallbackService {
   void StopFeeds() { feed_.Shutdown(); }
   // Waits until no subscription uses the store (after the server shut down).
   void WaitForFeeds() { feed_.WaitForSubscriptions(); }
+  // Reports the subscriptions served and the publishing totals.
+  StatusSource* feed_status() { return &feed_; }
 
   // The change feed (node/feed_publisher.h).
   grpc::ServerWriteReactor<::tally::v1::FeedBatch>* Subscribe(

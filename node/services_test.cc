@@ -89,8 +89,10 @@ class TestNode {
           absl::MutexLock lock(&mu_);
           handshakes_.push_back(ObservedHandshake{address, name, epoch});
         });
-    admin_service_ = std::make_unique<AdminService>(store_.get(), pool_.get(),
-                                                    &status_source_);
+    admin_service_ = std::make_unique<AdminService>(
+        store_.get(), pool_.get(),
+        std::vector<StatusSource*>{&status_source_,
+                                   peer_service_->feed_status()});
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),

@@ -1,5 +1,6 @@
 #include "node/session_scheduler.h"
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -187,6 +188,7 @@ void SessionScheduler::RunSession(Peer* peer) {
   peer->last_outcome = status.ok() ? "ok" : status.ToString();
   if (status.ok()) {
     ++peer->sessions_ok;
+    peer->synced_since = start;
   } else {
     ++peer->sessions_failed;
   }
@@ -194,6 +196,13 @@ void SessionScheduler::RunSession(Peer* peer) {
   peer->rows_sent += rows_sent;
   peer->bytes_repaired += bytes_repaired;
   peer->next_due = absl::Now() + JitteredLocked(config_.sync_interval);
+}
+
+absl::Time SessionScheduler::PeersSyncedSince() const {
+  absl::MutexLock lock(&mu_);
+  absl::Time since = absl::InfiniteFuture();
+  for (const auto& peer : peers_) since = std::min(since, peer->synced_since);
+  return since;
 }
 
 void SessionScheduler::SetListenAddress(const std::string& address) {
@@ -231,6 +240,17 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
       p->set_feed_position(feed.position);
       p->set_feed_reconnects(feed.reconnects);
       p->set_feed_refused_skew(feed.refused_skew);
+      p->set_feed_not_newer(feed.not_newer);
+      p->set_feed_skipped_own(feed.skipped_own);
+      p->set_feed_skipped_superseded(feed.skipped_superseded);
+      p->set_feed_lag_entries(feed.lag_entries);
+      p->set_feed_lag_seconds(absl::ToDoubleSeconds(feed.lag));
+      p->set_feed_connected(feed.connected);
+      v1::FeedTotals* totals = response->mutable_feed();
+      totals->set_received(totals->received() + feed.received);
+      totals->set_applied(totals->applied() + feed.applied);
+      totals->set_not_newer(totals->not_newer() + feed.not_newer);
+      totals->set_refused_skew(totals->refused_skew() + feed.refused_skew);
     }
   }
   response->set_sessions_ok(sessions_ok);

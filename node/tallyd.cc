@@ -61,6 +61,8 @@ Settings (flags, or `name = value` lines in --config FILE):
                            (default 168h; 0 = no limit)
   --tombstone-min-age DURATION  purge tombstones older than this once every
                            peer has synced past them (default 24h)
+  --max-clock-skew DURATION  refuse remote timestamps further ahead of this
+                           node's clock (default 60s)
   --maintenance-interval DURATION  how often the log is trimmed and
                            tombstones purged (default 10s)
 

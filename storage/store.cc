@@ -4,6 +4,7 @@
 #include <leveldb/write_batch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -166,6 +167,14 @@ class StoreImpl : public Store {
     absl::MutexLock lock(&mu_);
     return last_sequence_;
   }
+  Sequence first_sequence() const override {
+    absl::MutexLock lock(&mu_);
+    return trimmed_through_ + 1;
+  }
+  absl::StatusOr<uint64_t> TrimChangeLog(Sequence through) override
+      ABSL_LOCKS_EXCLUDED(trim_mu_, commit_mu_, mu_);
+  absl::StatusOr<uint64_t> PurgeTombstones(tree::HlcTimestamp before,
+                                           size_t limit) override;
   int AddChangeListener(ChangeListener listener) override;
   void RemoveChangeListener(int id) override;
   absl::StatusOr<VerifyReport> Verify() override;
@@ -321,6 +330,17 @@ class StoreImpl : public Store {
   Sequence leaves_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   // Rows per origin id, as the 'Q' records hold them (zero counts absent).
   absl::flat_hash_map<uint32_t, uint64_t> origin_rows_ ABSL_GUARDED_BY(mu_);
+  // Retention: entries up to here are gone (or being removed: it is set
+  // before the batch that removes them, so readers never miss one).
+  Sequence trimmed_through_ ABSL_GUARDED_BY(mu_) = 0;
+  // One trim at a time.
+  absl::Mutex trim_mu_ ABSL_ACQUIRED_BEFORE(commit_mu_);
+  // Replicated tombstones older than this (raw HLC) for absent keys are
+  // not applied: this store purged its own.
+  std::atomic<uint64_t> purged_before_{0};
+
+  // Builds the tombstone index of a store written before it existed.
+  absl::Status IndexTombstones();
 };
 
 absl::Status StoreImpl::Load() {
@@ -352,6 +372,7 @@ absl::Status StoreImpl::Load() {
               Fixed32String(kLocalOriginId + 1));
     batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
               Fixed32String(1));
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex), "");
     leveldb::WriteOptions write;
     write.sync = true;
     TALLY_RETURN_IF_ERROR(
@@ -398,6 +419,7 @@ absl::Status StoreImpl::Load() {
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
   absl::MutexLock lock(&mu_);
   origin_rows_ = std::move(origin_rows);
+  bool tombstones_indexed = false;
   for (it->Seek(std::string(1, internal::kMetaTag));
        it->Valid() && it->key()[0] == internal::kMetaTag; it->Next()) {
     const absl::string_view name(it->key().data() + 1, it->key().size() - 1);
@@ -419,6 +441,11 @@ absl::Status StoreImpl::Load() {
     } else if (name == internal::kMetaNextOriginId) {
       if (v.size() != 4) return Corrupt("origin counter", name);
       next_origin_id_ = DecodeFixed32(v.data());
+    } else if (name == internal::kMetaTrimmedThrough) {
+      if (v.size() != 8) return Corrupt("trimmed sequence", name);
+      trimmed_through_ = DecodeFixed64(v.data());
+    } else if (name == internal::kMetaTombstoneIndex) {
+      tombstones_indexed = true;
     }
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading metadata"));
@@ -474,6 +501,7 @@ absl::Status StoreImpl::Load() {
     TALLY_ASSIGN_OR_RETURN(
         ks->tree, tree::MerkleTree::FromLeaves(ks->depth, std::move(leaves)));
   }
+  if (!tombstones_indexed) return IndexTombstones();
   return absl::OkStatus();
 }
 
@@ -515,6 +543,37 @@ StoreImpl::ReadOriginRows(const leveldb::Snapshot* snapshot) {
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading rows per origin"));
   return counts;
+}
+
+absl::Status StoreImpl::IndexTombstones() {
+  // One pass over the rows, once in the life of a store; one batch, so
+  // that the index is complete or absent.
+  leveldb::WriteBatch batch;
+  std::unique_ptr<leveldb::Iterator> it(
+      db_->NewIterator(leveldb::ReadOptions()));
+  for (it->Seek(std::string(1, internal::kRowTag));
+       it->Valid() && it->key()[0] == internal::kRowTag; it->Next()) {
+    RowHeader header;
+    absl::string_view payload;
+    if (!internal::DecodeRowRecord(
+            absl::string_view(it->value().data(), it->value().size()), &header,
+            &payload)) {
+      return Corrupt("row", it->key().ToString());
+    }
+    if (header.deleted) {
+      batch.Put(internal::TombstoneKey(
+                    header.timestamp,
+                    absl::string_view(it->key().data(), it->key().size())),
+                "");
+    }
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "indexing tombstones"));
+  batch.Put(
+      internal::TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex),
+      "");
+  leveldb::WriteOptions write;
+  write.sync = true;
+  return FromLevelDb(db_->Write(write, &batch), "indexing tombstones");
 }
 
 absl::StatusOr<std::vector<tree::NodeState>> StoreImpl::RecoverLeaves(
@@ -652,7 +711,14 @@ absl::Status StoreImpl::ValidateRequest(const WriteRequest& request) const {
       return absl::InvalidArgumentError(absl::StrFormat(
           "delete of key '%s' carries a value", absl::CHexEscape(m.key)));
     }
-    if (m.erase && request.mode != ApplyMode::kSourceOverride) {
+    if (request.mode == ApplyMode::kPurgeTombstones &&
+        (!m.erase || !m.version.has_value())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a tombstone purge holds only erases with the tombstone's version "
+          "(key '%s')",
+          absl::CHexEscape(m.key)));
+    }
+    if (m.erase && request.mode == ApplyMode::kLastWriterWins) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "erase of key '%s' outside a source override; use a delete",
           absl::CHexEscape(m.key)));
@@ -936,9 +1002,20 @@ absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
   change.origin_id = origin_id;
   change.key = m.key;
   if (m.erase) {
-    // Source override: the source lacks this row.
+    // Source override: the source lacks this row. Purge: the tombstone is
+    // old enough and every peer has it.
     if (!current->exists) return not_applied(version);
+    if (mode == ApplyMode::kPurgeTombstones &&
+        (!current->header.deleted ||
+         current->header.timestamp != version.timestamp ||
+         current->header.origin_id != origin_id)) {
+      return not_applied(version);  // written again since
+    }
     g.batch.Delete(row_key);
+    if (current->header.deleted) {
+      g.batch.Delete(
+          internal::TombstoneKey(current->header.timestamp, row_key));
+    }
     change.erased = true;
     change.digest_delta = current->header.digest;
     change.count_delta = -1;
@@ -951,6 +1028,11 @@ absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
     if (current->exists && mode == ApplyMode::kSourceOverride) {
       // The source's row replaces ours whenever they differ.
       if (current->header.digest == digest) return not_applied(version);
+    } else if (!current->exists && m.deleted && m.version.has_value() &&
+               version.timestamp.raw() < purged_before_.load()) {
+      // This store purged its tombstones this old: one arriving from a
+      // peer that has not purged yet has nothing to delete here.
+      return not_applied(version);
     } else if (current->exists) {
       // Last writer wins: compare with the stored version.
       const Version stored{current->header.timestamp,
@@ -974,6 +1056,13 @@ absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
     internal::EncodeRowHeader(header, &record);
     record.append(payload);
     g.batch.Put(row_key, record);
+    if (current->exists && current->header.deleted) {
+      g.batch.Delete(
+          internal::TombstoneKey(current->header.timestamp, row_key));
+    }
+    if (m.deleted) {
+      g.batch.Put(internal::TombstoneKey(version.timestamp, row_key), "");
+    }
 
     change.deleted = m.deleted;
     change.digest_delta = header.digest;
@@ -1284,6 +1373,17 @@ absl::StatusOr<UpstreamProgress> StoreImpl::GetProgress(
 
 absl::StatusOr<std::vector<ChangeEntry>> StoreImpl::ReadChanges(Sequence after,
                                                                 size_t limit) {
+  auto check_retained = [&]() -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    if (after < trimmed_through_) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "position %d is older than the retained change log, which starts "
+          "at %d",
+          after, trimmed_through_ + 1));
+    }
+    return absl::OkStatus();
+  };
+  TALLY_RETURN_IF_ERROR(check_retained());
   std::vector<ChangeEntry> out;
   std::unique_ptr<leveldb::Iterator> it(
       db_->NewIterator(leveldb::ReadOptions()));
@@ -1320,7 +1420,111 @@ absl::StatusOr<std::vector<ChangeEntry>> StoreImpl::ReadChanges(Sequence after,
     out.push_back(std::move(entry));
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading the change log"));
+  // A trim that started meanwhile may have removed entries under the
+  // iterator.
+  TALLY_RETURN_IF_ERROR(check_retained());
   return out;
+}
+
+absl::StatusOr<uint64_t> StoreImpl::TrimChangeLog(Sequence through) {
+  absl::MutexLock trim_lock(&trim_mu_);
+  Sequence start;
+  bool checkpoint_needed;
+  {
+    absl::MutexLock lock(&mu_);
+    through = std::min(through, last_sequence_);
+    start = trimmed_through_;
+    checkpoint_needed = through > leaves_sequence_;
+  }
+  if (through <= start) return 0;
+  if (checkpoint_needed) {
+    // An open replays the entries after the leaf checkpoint: they must
+    // stay until a checkpoint covers them.
+    absl::MutexLock commit_lock(&commit_mu_);
+    TALLY_RETURN_IF_ERROR(CheckpointLeaves());
+  }
+  constexpr Sequence kEntriesPerBatch = 10'000;
+  leveldb::WriteOptions write;
+  write.sync = options_.sync;
+  for (Sequence first = start + 1; first <= through;) {
+    const Sequence last = std::min(through, first + kEntriesPerBatch - 1);
+    leveldb::WriteBatch batch;
+    for (Sequence s = first; s <= last; ++s) {
+      batch.Delete(internal::ChangeKey(s));
+    }
+    batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaTrimmedThrough),
+        Fixed64String(last));
+    {
+      absl::MutexLock lock(&mu_);
+      trimmed_through_ = last;
+    }
+    TALLY_RETURN_IF_ERROR(
+        FromLevelDb(db_->Write(write, &batch), "trimming the change log"));
+    first = last + 1;
+  }
+  return through - start;
+}
+
+absl::StatusOr<uint64_t> StoreImpl::PurgeTombstones(tree::HlcTimestamp before,
+                                                    size_t limit) {
+  // From here on, tombstones this old that arrive for absent keys are
+  // dropped; the ones stored are erased below.
+  uint64_t horizon = purged_before_.load();
+  while (horizon < before.raw() &&
+         !purged_before_.compare_exchange_weak(horizon, before.raw())) {
+  }
+  const std::string end = internal::TombstoneKey(before, "");
+  std::vector<Mutation> erases;
+  {
+    std::unique_ptr<leveldb::Iterator> it(
+        db_->NewIterator(leveldb::ReadOptions()));
+    for (it->Seek(std::string(1, internal::kTombstoneTag));
+         it->Valid() && it->key().compare(end) < 0 && erases.size() < limit;
+         it->Next()) {
+      const absl::string_view index_key(it->key().data(), it->key().size());
+      if (index_key.size() <= 9 + internal::kRowKeyHeader ||
+          index_key[9] != internal::kRowTag) {
+        return Corrupt("tombstone index", it->key().ToString());
+      }
+      const absl::string_view row_key = index_key.substr(9);
+      std::string record;
+      const leveldb::Status s =
+          db_->Get(leveldb::ReadOptions(), std::string(row_key), &record);
+      if (s.IsNotFound()) continue;  // erased since
+      TALLY_RETURN_IF_ERROR(FromLevelDb(s, "reading a tombstone"));
+      RowHeader header;
+      absl::string_view payload;
+      if (!internal::DecodeRowRecord(record, &header, &payload)) {
+        return Corrupt("row", row_key);
+      }
+      if (!header.deleted) continue;  // written again since
+      const uint32_t ks_id = DecodeFixed32(row_key.data() + 1);
+      Mutation m;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ks = keyspaces_by_id_.find(ks_id);
+        if (ks == keyspaces_by_id_.end()) return Corrupt("row", row_key);
+        m.keyspace = ks->second->name;
+      }
+      m.key = std::string(row_key.substr(internal::kRowKeyHeader));
+      m.erase = true;
+      m.version = Version{header.timestamp, OriginName(header.origin_id)};
+      erases.push_back(std::move(m));
+    }
+    TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading tombstones"));
+  }
+  uint64_t purged = 0;
+  for (size_t i = 0; i < erases.size(); i += options_.max_batch_mutations) {
+    WriteRequest request;
+    request.mode = ApplyMode::kPurgeTombstones;
+    const size_t n = std::min(options_.max_batch_mutations, erases.size() - i);
+    request.mutations.assign(std::make_move_iterator(erases.begin() + i),
+                             std::make_move_iterator(erases.begin() + i + n));
+    TALLY_ASSIGN_OR_RETURN(WriteResult result, Write(std::move(request)));
+    for (bool applied : result.applied) purged += applied ? 1 : 0;
+  }
+  return purged;
 }
 
 int StoreImpl::AddChangeListener(ChangeListener listener) {

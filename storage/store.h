@@ -124,6 +124,10 @@ enum class ApplyMode {
   // versions, and `erase` mutations remove rows the source does not have.
   // Every mutation must carry a version (the source's).
   kSourceOverride,
+  // Tombstone purge (PurgeTombstones): each mutation is an erase that
+  // removes the row only if it is still a tombstone of exactly the given
+  // version.
+  kPurgeTombstones,
 };
 
 struct WriteRequest {
@@ -260,10 +264,32 @@ class Store {
   virtual absl::StatusOr<UpstreamProgress> GetProgress(
       absl::string_view upstream) = 0;
 
-  // Reads up to `limit` change-log entries after `after`.
+  // Reads up to `limit` change-log entries after `after`. Returns
+  // kFailedPrecondition when entries after `after` were trimmed (the
+  // reader must resynchronise some other way).
   virtual absl::StatusOr<std::vector<ChangeEntry>> ReadChanges(
       Sequence after, size_t limit) = 0;
   virtual Sequence last_sequence() const = 0;
+  // The oldest entry the change log still holds (last_sequence() + 1 when
+  // it is empty): retention removed the ones before it.
+  virtual Sequence first_sequence() const = 0;
+
+  // Retention: removes the change-log entries up to `through` (clamped to
+  // last_sequence()), in batches, each recording the new start in the same
+  // WriteBatch. The leaves are checkpointed first when the entries still
+  // carry leaf changes an open would replay. Returns how many were removed.
+  virtual absl::StatusOr<uint64_t> TrimChangeLog(Sequence through) = 0;
+
+  // Removes up to `limit` tombstones whose timestamps are before `before`
+  // (oldest first; found through an index, not a scan) through the commit
+  // path: each is erased only if it is still that tombstone, and the tree
+  // changes with it. Afterwards replicated tombstones older than `before`
+  // for keys this store does not hold are not applied, so that a peer that
+  // has not purged yet cannot bring them back. The caller decides when a
+  // tombstone is safe to purge (every peer has seen it). Returns how many
+  // were removed.
+  virtual absl::StatusOr<uint64_t> PurgeTombstones(tree::HlcTimestamp before,
+                                                   size_t limit) = 0;
 
   // Registers a listener; returns an id for RemoveChangeListener. Once
   // RemoveChangeListener returns, the listener is not running and is never

@@ -548,9 +548,23 @@ TEST(Cluster, ChangeFeedCarriesWritesAroundARingWithoutEchoes) {
     sequences.push_back(status->last_sequence());
   }
   absl::SleepFor(absl::Seconds(2));
+  uint64_t sent = 0;
   for (size_t i = 0; i < clients.size(); ++i) {
-    EXPECT_EQ(clients[i]->Status()->last_sequence(), sequences[i]) << i;
+    auto status = clients[i]->Status();
+    ASSERT_TRUE(status.ok());
+    EXPECT_EQ(status->last_sequence(), sequences[i]) << i;
+    // Each node serves its two neighbours and follows both, caught up.
+    EXPECT_EQ(status->subscriptions_size(), 2) << i;
+    sent += status->feed().sent();
+    for (const auto& peer : status->peers()) {
+      EXPECT_TRUE(peer.feed_connected()) << i << " " << peer.address();
+      EXPECT_EQ(peer.feed_lag_entries(), 0u) << i << " " << peer.address();
+      EXPECT_EQ(peer.feed_lag_seconds(), 0.0) << i << " " << peer.address();
+    }
   }
+  // 240 changes over 8 directed links (sessions may have carried some).
+  EXPECT_GT(sent, 0u);
+  EXPECT_LE(sent, 8u * 240u);
   for (auto& n : nodes) EXPECT_EQ(n->Stop(), 0);
 }
 
@@ -703,6 +717,171 @@ TEST(Cluster, NonLoopbackMetricsListenIsRefusedWithoutInsecure) {
        "--listen", "127.0.0.1:0", "--metrics-listen", "9400"});
   EXPECT_EQ(malformed.exit_code, 2);
   EXPECT_THAT(malformed.err, HasSubstr("--metrics-listen '9400'"));
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+// How a key looks on one node: "live", "tombstone" or "absent".
+std::string KeyState(NodeClient& client, const std::string& key) {
+  auto got = client.Get(kKeyspace, key);
+  if (!got.ok()) return absl::IsNotFound(got.status()) ? "absent" : "error";
+  return got->row().deleted() ? "tombstone" : "live";
+}
+
+// Issue 4, test 6: a tombstone is purged only once every peer has synced
+// past it; a node that missed the delete and comes back receives it and
+// never brings the row back.
+TEST(Cluster, TombstonesOutliveADownPeerAndThenGo) {
+  const std::vector<std::string> addresses = {
+      absl::StrCat("127.0.0.1:", FreePort()),
+      absl::StrCat("127.0.0.1:", FreePort()),
+      absl::StrCat("127.0.0.1:", FreePort())};
+  std::vector<TempDir> dirs(3);
+  auto start = [&](int i) {
+    std::vector<std::string> flags = {
+        "--sync-writes",          "false", "--sync-interval",  "1s",
+        "--tombstone-min-age",    "1s",    "--max-clock-skew", "1s",
+        "--maintenance-interval", "200ms"};
+    for (int j = 0; j < 3; ++j) {
+      if (j != i) flags.insert(flags.end(), {"--peer", addresses[j]});
+    }
+    return StartNode(absl::StrCat("site-", i), dirs[i].path(), flags,
+                     addresses[i]);
+  };
+  std::vector<std::unique_ptr<NodeProcess>> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(start(i));
+  for (const auto& n : nodes) ASSERT_TRUE(n);
+  std::vector<std::unique_ptr<NodeClient>> clients;
+  for (const std::string& a : addresses) clients.push_back(Connect(a));
+
+  ASSERT_TRUE(clients[0]->Put(kKeyspace, "doomed", "v").ok());
+  ASSERT_TRUE(clients[0]->Put(kKeyspace, "kept", "v").ok());
+  auto everywhere = [&](const std::string& key, const std::string& state,
+                        absl::Duration timeout, int skip = -1) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      bool all = true;
+      for (int i = 0; i < 3; ++i) {
+        if (i != skip && KeyState(*clients[i], key) != state) all = false;
+      }
+      if (all) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  };
+  ASSERT_TRUE(everywhere("doomed", "live", absl::Seconds(10)));
+
+  // site-2 goes down; the row is deleted meanwhile.
+  ASSERT_EQ(nodes[2]->Stop(), 0);
+  ASSERT_TRUE(clients[0]->Delete(kKeyspace, "doomed").ok());
+  ASSERT_TRUE(everywhere("doomed", "tombstone", absl::Seconds(10), 2));
+
+  // Well past the minimum age, and with sessions between the two live
+  // nodes every second, the tombstone stays: site-2 has not synced.
+  absl::SleepFor(absl::Seconds(4));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(KeyState(*clients[i], "doomed"), "tombstone") << i;
+    EXPECT_EQ(clients[i]->Status()->tombstones_purged(), 0u) << i;
+  }
+
+  // site-2 comes back with the live row: it receives the delete, and once
+  // every node has synced the tombstone is purged everywhere. The row is
+  // never live again on any node.
+  nodes[2] = start(2);
+  ASSERT_TRUE(nodes[2]);
+  bool resurrected = false;
+  bool gone = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!gone && absl::Now() < deadline) {
+    int absent = 0;
+    for (int i = 0; i < 3; ++i) {
+      const std::string state = KeyState(*clients[i], "doomed");
+      // site-2 is live only until its first sync after the restart.
+      if (state == "live" && i != 2) resurrected = true;
+      if (state == "absent") ++absent;
+    }
+    gone = absent == 3;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_FALSE(resurrected);
+  ASSERT_TRUE(gone) << "tombstone not purged everywhere";
+  // And it stays gone: no peer hands the row or the tombstone back.
+  absl::SleepFor(absl::Seconds(2));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(KeyState(*clients[i], "doomed"), "absent") << i;
+    EXPECT_EQ(KeyState(*clients[i], "kept"), "live") << i;
+  }
+  EXPECT_EQ(Root(addresses[0]), Root(addresses[1]));
+  EXPECT_EQ(Root(addresses[0]), Root(addresses[2]));
+  uint64_t purged = 0;
+  for (const auto& c : clients) purged += c->Status()->tombstones_purged();
+  EXPECT_GE(purged, 3u);
+  for (auto& n : nodes) EXPECT_EQ(n->Stop(), 0);
+}
+
+// A subscriber whose position fell out of the publisher's retained log is
+// told so, falls back to anti-entropy and follows from the head.
+TEST(Cluster, ASubscriberBehindTheRetainedLogFallsBackToAntiEntropy) {
+  TempDir dir_a, dir_b;
+  const std::string addr_a = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string addr_b = absl::StrCat("127.0.0.1:", FreePort());
+  auto a = StartNode("pub", dir_a.path(),
+                     {"--sync-writes", "false", "--log-retention-entries", "10",
+                      "--maintenance-interval", "100ms"},
+                     addr_a);
+  ASSERT_TRUE(a);
+  auto start_b = [&] {
+    return StartNode(
+        "sub", dir_b.path(),
+        {"--sync-writes", "false", "--sync-interval", "1h", "--peer", addr_a},
+        addr_b);
+  };
+  auto b = start_b();
+  ASSERT_TRUE(b);
+  auto client_a = Connect(addr_a);
+  auto client_b = Connect(addr_b);
+  ASSERT_TRUE(client_a->Put(kKeyspace, "first", "v").ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (KeyState(*client_b, "first") != "live" && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(KeyState(*client_b, "first"), "live");
+  ASSERT_EQ(b->Stop(), 0);
+
+  Load(addr_a, 0, 200);
+  // The publisher keeps 10 entries.
+  const absl::Time trimmed_by = absl::Now() + absl::Seconds(10);
+  while (client_a->Status()->first_sequence() < 190 &&
+         absl::Now() < trimmed_by) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  auto status = client_a->Status();
+  ASSERT_TRUE(status.ok());
+  EXPECT_GE(status->first_sequence(), 190u);
+  EXPECT_GE(status->log_entries_trimmed(), 180u);
+
+  b = start_b();
+  ASSERT_TRUE(b);
+  client_b = Connect(addr_b);
+  const absl::Time converged_by = absl::Now() + absl::Seconds(20);
+  while (Root(addr_b) != Root(addr_a) && absl::Now() < converged_by) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(Root(addr_b), Root(addr_a));
+  EXPECT_THAT(b->Log(), HasSubstr("older than the retained change log"));
+  // And it follows the feed again from the head.
+  ASSERT_TRUE(client_a->Put(kKeyspace, "after", "v").ok());
+  const absl::Time followed_by = absl::Now() + absl::Seconds(10);
+  while (KeyState(*client_b, "after") != "live" && absl::Now() < followed_by) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(KeyState(*client_b, "after"), "live");
+  EXPECT_EQ(b->Stop(), 0);
+  EXPECT_EQ(a->Stop(), 0);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libleveldb-dev libsnappy-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libssl-dev openssl
   nlohmann-json3-dev libcpp-httplib-dev
 )
 

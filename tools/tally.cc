@@ -16,6 +16,7 @@
 //
 // The flags live in this file because absl's --help lists the flags of the
 // file named after the program.
+#include <grpc/support/log.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -23,6 +24,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -50,6 +52,7 @@
 #include "node/client.h"
 #include "node/replica.h"
 #include "node/sync.h"
+#include "node/tls.h"
 #include "storage/store.h"
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
@@ -92,6 +95,14 @@ ABSL_FLAG(bool, dry_run, false,
           "repair: print what would change, per key, and change nothing.");
 ABSL_FLAG(std::string, data_dir, "",
           "verify: data directory of a stopped node.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate to present to nodes (with --tls-key); "
+          "needed by nodes that run mutual TLS (--tls-ca).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA to check nodes' certificates against. Any --tls-* flag "
+          "makes every connection TLS; without --tls-ca the system's roots "
+          "check the node.");
 
 namespace tally {
 namespace cli {
@@ -104,6 +115,7 @@ struct Context {
   std::string keyspace;
   bool json = false;
   node::ClientOptions client_options;
+  node::TlsFiles tls;  // what client_options.credentials were made of
 };
 
 // Commands return their exit code (0 or 1); an error status means exit 2
@@ -170,8 +182,12 @@ absl::StatusOr<std::unique_ptr<node::NodeClient>> Connect(
 }
 
 // The client's errors already name the node and the call; a deadline
-// additionally says which knob sets it.
+// additionally says which knob sets it, and a refused TLS handshake which
+// --tls-* setting is the likely cause.
 absl::Status CallFailed(const Context& ctx, const absl::Status& s) {
+  if (s.code() == absl::StatusCode::kUnavailable) {
+    return node::ExplainTlsFailure(s, ctx.tls);
+  }
   if (s.code() != absl::StatusCode::kDeadlineExceeded) return s;
   return absl::Status(
       s.code(),
@@ -855,7 +871,15 @@ int Trouble(const absl::Status& status) {
   return kTrouble;
 }
 
+void DiscardGrpcLog(gpr_log_func_args*) {}
+
 int Main(int argc, char** argv) {
+  // gRPC logs a refused TLS handshake on stderr itself; tally promises one
+  // line there, and the error it returns says it all. GRPC_VERBOSITY set
+  // brings gRPC's lines back for debugging.
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) {
+    gpr_set_log_function(DiscardGrpcLog);
+  }
   absl::SetProgramUsageMessage(UsageText());
   std::vector<std::string> args(argv + 1, argv + argc);
   NormalizeFlagNames(&args);
@@ -899,6 +923,13 @@ int Main(int argc, char** argv) {
   ctx.client_options.rpc_timeout = absl::Seconds(timeout);
   ctx.client_options.stream_timeout =
       std::max(ctx.client_options.stream_timeout, absl::Seconds(timeout));
+  ctx.tls =
+      node::TlsFiles{absl::GetFlag(FLAGS_tls_cert),
+                     absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca)};
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      node::MakeChannelCredentials(ctx.tls);
+  if (!credentials.ok()) return Trouble(credentials.status());
+  ctx.client_options.credentials = *std::move(credentials);
 
   CommandResult result = Run(command, ctx);
   std::cout.flush();

@@ -17,6 +17,8 @@
 //   'N' origin long name           -> origin id (4)
 //   'P' upstream name              -> epoch (8) | sequence (8)
 //   'Q' origin-id (4)              -> rows whose version it wrote (8)
+//   'T' HLC (8) row key            -> (empty): an index of tombstones by
+//                                     timestamp, for the purge
 //
 // A change-log entry does not copy the value: the row holds it, and an entry
 // whose version is no longer the row's has been superseded.
@@ -59,6 +61,7 @@ inline constexpr char kOriginByIdTag = 'O';
 inline constexpr char kOriginByNameTag = 'N';
 inline constexpr char kProgressTag = 'P';
 inline constexpr char kOriginRowsTag = 'Q';
+inline constexpr char kTombstoneTag = 'T';
 
 // Metadata names.
 inline constexpr absl::string_view kMetaFormat = "format";
@@ -69,6 +72,10 @@ inline constexpr absl::string_view kMetaNextKeyspaceId = "next_keyspace";
 inline constexpr absl::string_view kMetaNextOriginId = "next_origin";
 inline constexpr absl::string_view kMetaLeavesSequence = "leaves_sequence";
 inline constexpr absl::string_view kMetaOriginRows = "origin_rows";
+// The last change-log entry removed by retention (0: none).
+inline constexpr absl::string_view kMetaTrimmedThrough = "trimmed_through";
+// Present once every tombstone has its 'T' record.
+inline constexpr absl::string_view kMetaTombstoneIndex = "tombstone_index";
 
 inline constexpr uint32_t kFormatVersion = 1;
 
@@ -110,6 +117,14 @@ inline std::string LeafKey(uint32_t keyspace_id, uint32_t leaf) {
 inline std::string ChangeKey(uint64_t sequence) {
   std::string k(1, kChangeTag);
   PutFixed64(&k, sequence);
+  return k;
+}
+
+inline std::string TombstoneKey(tree::HlcTimestamp timestamp,
+                                absl::string_view row_key) {
+  std::string k(1, kTombstoneTag);
+  PutFixed64(&k, timestamp.raw());
+  k.append(row_key.data(), row_key.size());
   return k;
 }
 
