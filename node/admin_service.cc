@@ -152,18 +152,31 @@ grpc::ServerUnaryReactor* AdminService::Status(
     grpc::CallbackServerContext* context, const v1::StatusRequest* /*request*/,
     v1::StatusResponse* response) {
   return FinishOnPool(context, pool_, [this, response]() -> absl::Status {
-    response->set_node_name(store_->node_name());
-    response->set_epoch(store_->epoch());
-    response->set_last_sequence(store_->last_sequence());
-    for (const storage::KeyspaceInfo& info : store_->ListKeyspaces()) {
-      TALLY_ASSIGN_OR_RETURN(std::unique_ptr<tree::TreeView> view,
-                             store_->NewTreeView(info.name));
-      TALLY_RETURN_IF_ERROR(SummaryToProto(*view, info.name, /*top_levels=*/0,
-                                           response->add_keyspaces()));
-    }
-    for (StatusSource* source : status_sources_) source->FillStatus(response);
-    return absl::OkStatus();
+    return CollectNodeStatus(store_, status_sources_, response);
   });
+}
+
+absl::Status CollectNodeStatus(storage::Store* store,
+                               const std::vector<StatusSource*>& status_sources,
+                               v1::StatusResponse* response) {
+  response->set_node_name(store->node_name());
+  response->set_epoch(store->epoch());
+  response->set_last_sequence(store->last_sequence());
+  for (const storage::KeyspaceInfo& info : store->ListKeyspaces()) {
+    TALLY_ASSIGN_OR_RETURN(std::unique_ptr<tree::TreeView> view,
+                           store->NewTreeView(info.name));
+    v1::KeyspaceSummary* summary = response->add_keyspaces();
+    TALLY_RETURN_IF_ERROR(
+        SummaryToProto(*view, info.name, /*top_levels=*/0, summary));
+    summary->set_root_changes(info.root_changes);
+  }
+  for (const storage::OriginRowCount& origin : store->OriginRowCounts()) {
+    v1::OriginRows* row = response->add_origins();
+    row->set_origin(origin.origin);
+    row->set_rows(origin.rows);
+  }
+  for (StatusSource* source : status_sources) source->FillStatus(response);
+  return absl::OkStatus();
 }
 
 }  // namespace node

@@ -21,6 +21,14 @@
 namespace tally {
 namespace node {
 
+// Fills `response` with the node's status: the store's keyspaces (with
+// their root changes) and rows per origin, then what each of
+// `status_sources` adds. Admin.Status and the metrics page (node/metrics.h)
+// both answer from it. Returns an error only when the store cannot be read.
+absl::Status CollectNodeStatus(storage::Store* store,
+                               const std::vector<StatusSource*>& status_sources,
+                               ::tally::v1::StatusResponse* response);
+
 class AdminService final : public ::tally::v1::Admin::CallbackService {
  public:
   // `status_sources` (peers, sessions, the feed) may be empty.

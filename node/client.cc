@@ -151,7 +151,10 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(
               absl::ToInt64Milliseconds(kKeepaliveTimeout));
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   auto channel = grpc::CreateCustomChannel(
-      address, grpc::InsecureChannelCredentials(), args);
+      address,
+      options.credentials != nullptr ? options.credentials
+                                     : grpc::InsecureChannelCredentials(),
+      args);
   return std::unique_ptr<NodeClient>(
       new NodeClient(address, std::move(options), std::move(channel)));
 }

@@ -28,6 +28,7 @@
 
 namespace grpc {
 class Channel;
+class ChannelCredentials;
 }  // namespace grpc
 
 namespace tally {
@@ -50,6 +51,9 @@ struct ClientOptions {
   // This node's name and epoch, sent in handshakes; empty for a tool.
   std::string node_name;
   uint64_t epoch = 0;
+  // How to secure the channel (node/tls.h MakeChannelCredentials); null is
+  // plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
 };
 
 // Splits and checks "HOST:PORT". Returns kInvalidArgument naming the

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "node/client.h"
+#include "node/tls.h"
 #include "storage/store.h"
 #include "tree/status_macros.h"
 
@@ -42,6 +43,29 @@ absl::string_view HostOf(absl::string_view address) {
   absl::ConsumePrefix(&host, "[");
   absl::ConsumeSuffix(&host, "]");
   return host;
+}
+
+// Like ValidateAddress, but with the flag's name in the message; port 0
+// picks a free port.
+absl::Status ValidateMetricsListen(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--metrics-listen '%s' is not HOST:PORT (e.g. 127.0.0.1:9400; empty "
+        "or 'off' turns metrics off)",
+        address));
+  }
+  int port = 0;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--metrics-listen '%s' has a bad port; ports are 0..65535", address));
+  }
+  if (HostOf(address).empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--metrics-listen '%s' has no host; use HOST:PORT", address));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -142,6 +166,8 @@ absl::Status ApplySetting(absl::string_view name, absl::string_view value,
     }
   } else if (name == "tombstone-min-age") {
     TALLY_ASSIGN_OR_RETURN(config->tombstone_min_age, ParseDuration(value));
+  } else if (name == "max-clock-skew") {
+    TALLY_ASSIGN_OR_RETURN(config->max_clock_skew, ParseDuration(value));
   } else if (name == "maintenance-interval") {
     TALLY_ASSIGN_OR_RETURN(config->maintenance_interval, ParseDuration(value));
   } else {
@@ -205,12 +231,28 @@ absl::Status ValidateConfig(const NodeConfig& config) {
         "--data-dir is required: where the node keeps its store");
   }
   TALLY_RETURN_IF_ERROR(ValidateAddress(config.listen));
-  if (!IsLoopbackHost(HostOf(config.listen)) && !config.insecure) {
+  TALLY_RETURN_IF_ERROR(ValidateServerTlsFiles(
+      TlsFiles{config.tls_cert, config.tls_key, config.tls_ca}));
+  // Validated above: a certificate comes with its key.
+  const bool tls = !config.tls_cert.empty();
+  if (!IsLoopbackHost(HostOf(config.listen)) && !tls && !config.insecure) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "--listen %s is not a loopback address: without TLS, anyone who can "
-        "reach it can read and write every row. Pass --insecure to do it "
-        "anyway.",
+        "reach it can read and write every row. Give --tls-cert and "
+        "--tls-key (and --tls-ca to require client certificates), or pass "
+        "--insecure to do it anyway.",
         config.listen));
+  }
+  if (!config.metrics_listen.empty()) {
+    // Metrics are plain HTTP, never TLS: off loopback only on request.
+    TALLY_RETURN_IF_ERROR(ValidateMetricsListen(config.metrics_listen));
+    if (!IsLoopbackHost(HostOf(config.metrics_listen)) && !config.insecure) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "--metrics-listen %s is not a loopback address: metrics are served "
+          "over plain HTTP, without TLS, to anyone who can reach it. Pass "
+          "--insecure to do it anyway.",
+          config.metrics_listen));
+    }
   }
   for (const PeerConfig& peer : config.peers) {
     if (peer.address == config.listen) {

@@ -77,6 +77,9 @@ struct NodeConfig {
   // A tombstone is purged once it is older than this and every peer has
   // completed a session that started after it.
   absl::Duration tombstone_min_age = absl::Hours(24);
+  // Remote timestamps further ahead of this node's clock are refused; also
+  // the margin the tombstone purge allows for clocks that disagree.
+  absl::Duration max_clock_skew = absl::Seconds(60);
   // How often retention and tombstone purge run.
   absl::Duration maintenance_interval = absl::Seconds(10);
 };
@@ -99,7 +102,9 @@ absl::Status ApplySetting(absl::string_view name, absl::string_view value,
                           NodeConfig* config);
 
 // Checks a complete config: a name, a data directory, a valid listen
-// address that is loopback unless `insecure`, valid peers, sane numbers.
+// address that is loopback unless TLS is on (tls_cert and tls_key) or
+// `insecure`, TLS files that can be read and fit together (node/tls.h),
+// valid peers, sane numbers.
 absl::Status ValidateConfig(const NodeConfig& config);
 
 // True for "127.x.y.z", "::1", "[::1]" and "localhost".

@@ -2,11 +2,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/temp_dir.h"
+#include "tests/test_certs.h"
 
 namespace tally {
 namespace node {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST(ParsePeer, ReadsAddressAndRole) {
@@ -112,12 +115,146 @@ TEST(ValidateConfig, RefusesNonLoopbackListenUnlessInsecure) {
   }
 }
 
+TEST(ValidateConfig, AllowsNonLoopbackListenWithTls) {
+  testing::TempDir dir;
+  auto ca = testing::TestCa::Create(dir.path(), "ca");
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  auto cert = ca->Issue("node");
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  NodeConfig config;
+  config.name = "a";
+  config.data_dir = "/tmp/x";
+  config.listen = "0.0.0.0:7400";
+  const absl::Status refused = ValidateConfig(config);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("--tls-cert"));
+  config.tls_cert = cert->cert;
+  config.tls_key = cert->key;
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.tls_ca = ca->cert();
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
+TEST(ValidateConfig, ChecksTlsFiles) {
+  testing::TempDir dir;
+  auto ca = testing::TestCa::Create(dir.path(), "ca");
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  auto cert = ca->Issue("node");
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  NodeConfig config;
+  config.name = "a";
+  config.data_dir = "/tmp/x";
+  // On loopback too: a bad file is a mistake wherever the node listens.
+  config.tls_cert = cert->cert;
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              HasSubstr("without --tls-key"));
+  config.tls_key = dir.path() + "/missing.key";
+  EXPECT_EQ(ValidateConfig(config).code(), absl::StatusCode::kNotFound);
+  config.tls_cert.clear();
+  config.tls_key.clear();
+  config.tls_ca = ca->cert();
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              HasSubstr("--tls-ca is given without"));
+  // A non-loopback listen with --insecure still gets its TLS files checked.
+  config.listen = "0.0.0.0:7400";
+  config.insecure = true;
+  EXPECT_EQ(ValidateConfig(config).code(), absl::StatusCode::kInvalidArgument);
+  config.tls_ca.clear();
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
 TEST(ValidateConfig, RefusesPeeringWithItself) {
   NodeConfig config;
   config.name = "a";
   config.data_dir = "/tmp/x";
   config.peers.push_back(PeerConfig{config.listen, PeerRole::kPeer});
   EXPECT_EQ(ValidateConfig(config).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ValidateConfig, RefusesMalformedMetricsListen) {
+  NodeConfig config;
+  config.name = "a";
+  config.data_dir = "/tmp/x";
+  for (const char* bad : {"9400", ":9400", "127.0.0.1:", "127.0.0.1:http",
+                          "127.0.0.1:65536", "127.0.0.1:-1", "[]:9400"}) {
+    config.metrics_listen = bad;
+    const absl::Status s = ValidateConfig(config);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("--metrics-listen")) << bad;
+  }
+  for (const char* good :
+       {"127.0.0.1:0", "127.0.0.1:9400", "localhost:9400", "[::1]:9400"}) {
+    config.metrics_listen = good;
+    EXPECT_TRUE(ValidateConfig(config).ok()) << good;
+  }
+}
+
+TEST(ValidateConfig, RefusesNonLoopbackMetricsListenUnlessInsecure) {
+  NodeConfig config;
+  config.name = "a";
+  config.data_dir = "/tmp/x";
+  config.metrics_listen = "0.0.0.0:9400";
+  const absl::Status refused = ValidateConfig(config);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.message()),
+              AllOf(HasSubstr("--metrics-listen 0.0.0.0:9400"),
+                    HasSubstr("--insecure")));
+  config.insecure = true;
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
+TEST(ConfigText, MetricsListenOffIsEmpty) {
+  NodeConfig config;
+  ASSERT_TRUE(ApplySetting("metrics-listen", "127.0.0.1:9400", &config).ok());
+  EXPECT_EQ(config.metrics_listen, "127.0.0.1:9400");
+  ASSERT_TRUE(ApplySetting("metrics-listen", "off", &config).ok());
+  EXPECT_EQ(config.metrics_listen, "");
+}
+
+}  // namespace
+}  // namespace node
+}  // namespace tally
+
+namespace tally {
+namespace node {
+namespace {
+
+TEST(ConfigText, ReadsTheMaintenanceSettings) {
+  NodeConfig config;
+  ASSERT_TRUE(ApplyConfigText("log-retention-entries = 5000\n"
+                              "log-retention-age = 2h\n"
+                              "tombstone-min-age = 90m\n"
+                              "max-clock-skew = 5s\n"
+                              "maintenance-interval = 500ms\n",
+                              &config)
+                  .ok());
+  EXPECT_EQ(config.log_retention_entries, 5000u);
+  EXPECT_EQ(config.log_retention_age, absl::Hours(2));
+  EXPECT_EQ(config.tombstone_min_age, absl::Minutes(90));
+  EXPECT_EQ(config.max_clock_skew, absl::Seconds(5));
+  EXPECT_EQ(config.maintenance_interval, absl::Milliseconds(500));
+  // Zero turns retention limits off.
+  ASSERT_TRUE(ApplySetting("log-retention-entries", "0", &config).ok());
+  ASSERT_TRUE(ApplySetting("log-retention-age", "0", &config).ok());
+  EXPECT_EQ(config.log_retention_entries, 0u);
+  EXPECT_EQ(config.log_retention_age, absl::ZeroDuration());
+}
+
+TEST(ConfigText, RefusesBadMaintenanceValues) {
+  NodeConfig config;
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"log-retention-entries", "-5"},
+           {"log-retention-entries", "lots"},
+           {"log-retention-age", "a week"},
+           {"tombstone-min-age", "0"},
+           {"tombstone-min-age", "-1h"},
+           {"max-clock-skew", "never"},
+           {"maintenance-interval", "0"}}) {
+    absl::Status s = ApplySetting(name, value, &config);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+        << name << "=" << value;
+  }
 }
 
 }  // namespace

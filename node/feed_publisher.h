@@ -12,7 +12,8 @@
 // entries included, so that progress moves even when nothing is sent. When
 // the log is quiet a heartbeat (an empty batch) goes out every `heartbeat`.
 //
-// A wrong epoch, or a position beyond the end of the log, answers
+// A wrong epoch, a position beyond the end of the log, or one older than
+// the retained log (retention trimmed what follows it) answers
 // FAILED_PRECONDITION: the subscriber must run an anti-entropy session and
 // subscribe again from the head.
 //

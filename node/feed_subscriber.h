@@ -8,7 +8,8 @@
 // 002's crash-safe progress), so a restart resumes exactly.
 //
 // Without stored progress, or when the publisher answers
-// FAILED_PRECONDITION (its epoch changed: its data was reset), the
+// FAILED_PRECONDITION (its epoch changed: its data was reset; or retention
+// trimmed the log past this subscriber's position), the
 // subscriber subscribes from the publisher's head and asks for an
 // anti-entropy session with the peer, which covers everything before it.
 // Broken links reconnect with exponential backoff (100 ms .. 5 s) and jitter.

@@ -9,8 +9,12 @@
 #include "node/admin_service.h"
 #include "node/client.h"
 #include "node/log.h"
+#include "node/maintenance.h"
+#include "node/metrics.h"
+#include "node/metrics_server.h"
 #include "node/peer_service.h"
 #include "node/session_scheduler.h"
+#include "node/tls.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 #include "tree/status_macros.h"
@@ -27,6 +31,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   store_options.node_name = config.name;
   store_options.default_depth = config.default_depth;
   store_options.sync = config.sync_writes;
+  store_options.max_clock_skew = config.max_clock_skew;
   TALLY_ASSIGN_OR_RETURN(node->store_,
                          storage::Store::Open(config.data_dir, store_options));
 
@@ -35,22 +40,39 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   client_options.node_name = config.name;
   client_options.epoch = node->store_->epoch();
   client_options.rpc_timeout = absl::Seconds(10);
+  // Peers are dialled with the node's own certificate (node/tls.h).
+  const TlsFiles tls{config.tls_cert, config.tls_key, config.tls_ca};
+  TALLY_ASSIGN_OR_RETURN(client_options.credentials,
+                         MakeChannelCredentials(tls));
   node->scheduler_ = std::make_unique<SessionScheduler>(node->store_.get(),
                                                         config, client_options);
   node->peer_service_ =
       std::make_unique<PeerService>(node->store_.get(), node->pool_.get());
+  MaintenanceOptions maintenance;
+  maintenance.log_retention_entries = config.log_retention_entries;
+  maintenance.log_retention_age = config.log_retention_age;
+  maintenance.tombstone_min_age = config.tombstone_min_age;
+  maintenance.max_clock_skew = config.max_clock_skew;
+  maintenance.interval = config.maintenance_interval;
+  SessionScheduler* scheduler = node->scheduler_.get();
+  node->maintenance_ = std::make_unique<Maintenance>(
+      node->store_.get(), maintenance,
+      [scheduler] { return scheduler->PeersSyncedSince(); });
+  // Admin.Status and the metrics page report the same sources.
+  const std::vector<StatusSource*> status_sources = {
+      node->scheduler_.get(), node->peer_service_->feed_status(),
+      node->maintenance_.get()};
   node->admin_service_ = std::make_unique<AdminService>(
-      node->store_.get(), node->pool_.get(),
-      std::vector<StatusSource*>{node->scheduler_.get(),
-                                 node->peer_service_->feed_status()});
+      node->store_.get(), node->pool_.get(), status_sources);
 
   grpc::EnableDefaultHealthCheckService(true);
   // Linked in explicitly: with --as-needed the plugin is dropped otherwise.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
-                           &port);
+  TALLY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                         MakeServerCredentials(tls));
+  builder.AddListeningPort(config.listen, credentials, &port);
   // Accept the clients' keepalive pings (node/client.h) even on calls that
   // send nothing for a while (a long Load, a quiet feed between
   // heartbeats): by default gRPC answers pings more often than every 5
@@ -71,8 +93,29 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   node->listen_address_ = absl::StrCat(
       config.listen.substr(0, config.listen.rfind(':')), ":", port);
   node->scheduler_->SetListenAddress(node->listen_address_);
+  LogInfo(DescribeServerTls(tls));
   TALLY_RETURN_IF_ERROR(node->scheduler_->Start());
+  node->maintenance_->Start();
+  if (!config.metrics_listen.empty()) {
+    storage::Store* store = node->store_.get();
+    TALLY_ASSIGN_OR_RETURN(
+        node->metrics_,
+        MetricsServer::Start(
+            config.metrics_listen,
+            [store, status_sources]() -> absl::StatusOr<std::string> {
+              v1::StatusResponse status;
+              TALLY_RETURN_IF_ERROR(
+                  CollectNodeStatus(store, status_sources, &status));
+              return RenderPrometheus(status);
+            }));
+    LogInfo(absl::StrFormat("metrics on http://%s/metrics",
+                            node->metrics_->address()));
+  }
   return node;
+}
+
+int NodeServer::metrics_port() const {
+  return metrics_ == nullptr ? 0 : metrics_->port();
 }
 
 NodeServer::~NodeServer() { Shutdown(); }
@@ -80,6 +123,9 @@ NodeServer::~NodeServer() { Shutdown(); }
 void NodeServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // First: a scrape reads the store and every status source.
+  if (metrics_ != nullptr) metrics_->Stop();
+  if (maintenance_ != nullptr) maintenance_->Shutdown();
   if (scheduler_ != nullptr) scheduler_->Shutdown();
   LogInfo("shutdown: sessions and feed subscriptions stopped");
   if (peer_service_ != nullptr) peer_service_->StopFeeds();

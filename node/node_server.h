@@ -5,7 +5,8 @@
 //   std::cout << (*node)->listen_address();  // with the port bound
 //   (*node)->Shutdown();
 //
-// Shutdown order: stop starting sessions and feed subscriptions and end
+// Shutdown order: stop the maintenance (log retention, tombstone purge);
+// stop starting sessions and feed subscriptions and end
 // running ones; end the feed streams this node serves; stop accepting RPCs
 // and finish those in flight (1 s grace, then they are cancelled); wait for
 // the feed threads; drain the worker pool; close the store (a clean close
@@ -33,6 +34,8 @@ class Store;
 namespace node {
 
 class AdminService;
+class MetricsServer;
+class Maintenance;
 class PeerService;
 class SessionScheduler;
 class WorkerPool;
@@ -49,6 +52,8 @@ class NodeServer {
   // The address it listens on, with the port it bound (for --listen ...:0).
   const std::string& listen_address() const { return listen_address_; }
   storage::Store& store() { return *store_; }
+  // The port serving /metrics (for --metrics-listen ...:0); 0 when off.
+  int metrics_port() const;
 
   // Idempotent.
   void Shutdown();
@@ -60,9 +65,11 @@ class NodeServer {
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<SessionScheduler> scheduler_;
+  std::unique_ptr<Maintenance> maintenance_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsServer> metrics_;
   bool shut_down_ = false;
 };
 

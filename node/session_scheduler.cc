@@ -1,5 +1,6 @@
 #include "node/session_scheduler.h"
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -108,6 +109,7 @@ void SessionScheduler::RunSession(Peer* peer) {
   absl::Status status;
   uint64_t rows_received = 0;
   uint64_t rows_sent = 0;
+  uint64_t bytes_repaired = 0;
 
   // Which keyspaces: every one either side has.
   std::set<std::string> keyspaces;
@@ -156,6 +158,7 @@ void SessionScheduler::RunSession(Peer* peer) {
       out = from_source ? 0 : stats->rows_to_b;
       rows_received += in;
       rows_sent += out;
+      bytes_repaired += stats->repair_bytes;
     } else {
       status = stats.status();
     }
@@ -185,12 +188,21 @@ void SessionScheduler::RunSession(Peer* peer) {
   peer->last_outcome = status.ok() ? "ok" : status.ToString();
   if (status.ok()) {
     ++peer->sessions_ok;
+    peer->synced_since = start;
   } else {
     ++peer->sessions_failed;
   }
   peer->rows_received += rows_received;
   peer->rows_sent += rows_sent;
+  peer->bytes_repaired += bytes_repaired;
   peer->next_due = absl::Now() + JitteredLocked(config_.sync_interval);
+}
+
+absl::Time SessionScheduler::PeersSyncedSince() const {
+  absl::MutexLock lock(&mu_);
+  absl::Time since = absl::InfiniteFuture();
+  for (const auto& peer : peers_) since = std::min(since, peer->synced_since);
+  return since;
 }
 
 void SessionScheduler::SetListenAddress(const std::string& address) {
@@ -202,7 +214,11 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
   absl::MutexLock lock(&mu_);
   response->set_listen(listen_address_);
   response->set_sessions_running(static_cast<uint32_t>(sessions_running_));
+  uint64_t sessions_ok = 0;
+  uint64_t sessions_failed = 0;
   for (const auto& peer : peers_) {
+    sessions_ok += peer->sessions_ok;
+    sessions_failed += peer->sessions_failed;
     v1::PeerStatus* p = response->add_peers();
     p->set_address(peer->config.address);
     p->set_role(peer->config.role == PeerRole::kSource ? "source" : "peer");
@@ -216,6 +232,7 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     p->set_sessions_failed(peer->sessions_failed);
     p->set_rows_received(peer->rows_received);
     p->set_rows_sent(peer->rows_sent);
+    p->set_bytes_repaired(peer->bytes_repaired);
     if (peer->feed != nullptr) {
       const FeedCounters feed = peer->feed->counters();
       p->set_feed_received(feed.received);
@@ -236,6 +253,8 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
       totals->set_refused_skew(totals->refused_skew() + feed.refused_skew);
     }
   }
+  response->set_sessions_ok(sessions_ok);
+  response->set_sessions_failed(sessions_failed);
 }
 
 }  // namespace node

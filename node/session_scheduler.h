@@ -59,6 +59,13 @@ class SessionScheduler : public StatusSource {
   // The address the node listens on, for status.
   void SetListenAddress(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The start of the oldest of the peers' last successful sessions: every
+  // peer has completed a session (every keyspace synced) that started at or
+  // after it. InfinitePast while some peer has not completed one since this
+  // node started; InfiniteFuture when there are no peers. Tombstones older
+  // than this have reached every peer (section "Tombstone purge").
+  absl::Time PeersSyncedSince() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // StatusSource: peers and sessions.
   void FillStatus(::tally::v1::StatusResponse* response) override;
 
@@ -72,11 +79,14 @@ class SessionScheduler : public StatusSource {
     bool running = false;
     absl::Time next_due = absl::InfinitePast();
     absl::Time last_session = absl::InfinitePast();
+    // Start of the last session that completed without error.
+    absl::Time synced_since = absl::InfinitePast();
     std::string last_outcome;
     uint64_t sessions_ok = 0;
     uint64_t sessions_failed = 0;
     uint64_t rows_received = 0;
     uint64_t rows_sent = 0;
+    uint64_t bytes_repaired = 0;
   };
 
   void TimerLoop() ABSL_LOCKS_EXCLUDED(mu_);

@@ -52,17 +52,22 @@ Settings (flags, or `name = value` lines in --config FILE):
   --tls-key FILE           PEM private key of --tls-cert
   --tls-ca FILE            PEM CA: require and check certificates it signed
                            (mutual TLS) on every connection
-  --metrics-listen HOST:PORT  Prometheus metrics over HTTP (default off)
+  --metrics-listen HOST:PORT  Prometheus metrics over HTTP at /metrics
+                           (default off; port 0 picks one; a non-loopback
+                           address needs --insecure: plain HTTP, no TLS)
   --log-retention-entries N   keep at most N change-log entries
                            (default 10000000; 0 = no limit)
   --log-retention-age DURATION  keep change-log entries this long
                            (default 168h; 0 = no limit)
   --tombstone-min-age DURATION  purge tombstones older than this once every
                            peer has synced past them (default 24h)
+  --max-clock-skew DURATION  refuse remote timestamps further ahead of this
+                           node's clock (default 60s)
   --maintenance-interval DURATION  how often the log is trimmed and
                            tombstones purged (default 10s)
 
-On start it prints "tallyd NAME listening on HOST:PORT" to stderr.
+On start it prints "tallyd NAME listening on HOST:PORT" to stderr, and with
+--metrics-listen "metrics on http://HOST:PORT/metrics".
 )";
 
 bool IsBoolSetting(const std::string& name) { return name == "insecure"; }

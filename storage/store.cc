@@ -3,16 +3,19 @@
 #include <leveldb/db.h>
 #include <leveldb/write_batch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -67,6 +70,8 @@ struct Keyspace {
   uint32_t id = 0;
   int depth = 0;
   tree::MerkleTree tree;
+  // Commits that changed the root since the store opened.
+  uint64_t root_changes = 0;
 };
 
 // One request waiting in the writer queue.
@@ -149,6 +154,7 @@ class StoreImpl : public Store {
   absl::StatusOr<KeyspaceInfo> GetKeyspace(
       absl::string_view name) const override;
   std::vector<KeyspaceInfo> ListKeyspaces() const override;
+  std::vector<OriginRowCount> OriginRowCounts() const override;
   absl::StatusOr<std::vector<uint64_t>> LeafCounts(
       absl::string_view keyspace) const override;
   absl::StatusOr<tree::MerkleTree> CopyTree(
@@ -174,6 +180,12 @@ class StoreImpl : public Store {
   absl::StatusOr<VerifyReport> Verify() override;
 
  private:
+  // Compares the rows per origin counted from the rows at `snapshot` with
+  // the persisted counts and `in_memory`; mismatches go in `report`.
+  absl::Status VerifyOriginRows(
+      const leveldb::Snapshot* snapshot,
+      const absl::flat_hash_map<uint32_t, uint64_t>& in_memory,
+      VerifyReport* report);
   friend class StoreTreeView;
 
   // Visits the row records of `range` in `keyspace_id` at `snapshot`.
@@ -219,6 +231,12 @@ class StoreImpl : public Store {
     absl::flat_hash_map<std::string, StagedRow> staged;
     // Remote timestamps to observe once committed.
     std::vector<HlcTimestamp> observed;
+    // Rows gained (+) or lost (-) per origin id, and the counts they make,
+    // as FinishGroup writes them.
+    // A group touches few origins (usually one): small inline vectors,
+    // searched linearly, cost no allocation per commit.
+    absl::InlinedVector<std::pair<uint32_t, int64_t>, 4> origin_row_deltas;
+    absl::InlinedVector<std::pair<uint32_t, uint64_t>, 4> origin_rows;
   };
   Group StartGroup() ABSL_LOCKS_EXCLUDED(mu_);
   // Keyspace id and depth, creating the keyspace in this group if new.
@@ -232,6 +250,11 @@ class StoreImpl : public Store {
   // The row as the group sees it: staged, or read from LevelDB.
   absl::StatusOr<StagedRow*> CurrentRow(Group& g, const std::string& row_key);
   HlcTimestamp StampLocalWrite(const StagedRow& current);
+  // Counts a row that changes hands: `before` (if it exists) loses it, the
+  // origin `after` (if set) gains it. Every change to a row's existence or
+  // origin must pass here, so that the per-origin counts stay exact.
+  static void CountRowChange(Group& g, const StagedRow& before,
+                             std::optional<uint32_t> after);
   // Adds a change record and its leaf delta.
   void StageChange(Group& g, const internal::ChangeRecord& change, Token token,
                    int depth);
@@ -247,6 +270,12 @@ class StoreImpl : public Store {
   // they now include, in one batch.
   absl::Status CheckpointLeaves() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts rows per origin id by scanning every row at `snapshot`.
+  absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>> CountOriginRows(
+      const leveldb::Snapshot* snapshot);
+  // Reads the persisted per-origin counts at `snapshot`.
+  absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>> ReadOriginRows(
+      const leveldb::Snapshot* snapshot);
   // Reads a keyspace's leaves as of `snapshot`: the persisted checkpoint
   // plus the deltas of every change after it.
   absl::StatusOr<std::vector<tree::NodeState>> RecoverLeaves(
@@ -299,6 +328,8 @@ class StoreImpl : public Store {
   // persisted leaves include.
   absl::flat_hash_set<uint64_t> dirty_leaves_ ABSL_GUARDED_BY(mu_);
   Sequence leaves_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  // Rows per origin id, as the 'Q' records hold them (zero counts absent).
+  absl::flat_hash_map<uint32_t, uint64_t> origin_rows_ ABSL_GUARDED_BY(mu_);
   // Retention: entries up to here are gone (or being removed: it is set
   // before the batch that removes them, so readers never miss one).
   Sequence trimmed_through_ ABSL_GUARDED_BY(mu_) = 0;
@@ -339,6 +370,8 @@ absl::Status StoreImpl::Load() {
               Fixed32String(kLocalOriginId));
     batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
               Fixed32String(kLocalOriginId + 1));
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
+              Fixed32String(1));
     batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex), "");
     leveldb::WriteOptions write;
     write.sync = true;
@@ -358,9 +391,34 @@ absl::Status StoreImpl::Load() {
     }
   }
 
+  // A store written before the per-origin counts were kept is counted
+  // once, from its rows, and marked.
+  value.clear();
+  const leveldb::Status counted = db_->Get(
+      read, internal::TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
+      &value);
+  if (counted.IsNotFound()) {
+    TALLY_ASSIGN_OR_RETURN(auto counts, CountOriginRows(nullptr));
+    leveldb::WriteBatch batch;
+    for (const auto& [id, rows] : counts) {
+      batch.Put(internal::OriginRowsKey(id), Fixed64String(rows));
+    }
+    batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
+        Fixed32String(1));
+    leveldb::WriteOptions write;
+    write.sync = true;
+    TALLY_RETURN_IF_ERROR(
+        FromLevelDb(db_->Write(write, &batch), "writing the rows per origin"));
+  } else {
+    TALLY_RETURN_IF_ERROR(FromLevelDb(counted, "reading the metadata"));
+  }
+  TALLY_ASSIGN_OR_RETURN(auto origin_rows, ReadOriginRows(nullptr));
+
   // Every metadata record, origin and keyspace, then the leaves.
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
   absl::MutexLock lock(&mu_);
+  origin_rows_ = std::move(origin_rows);
   bool tombstones_indexed = false;
   for (it->Seek(std::string(1, internal::kMetaTag));
        it->Valid() && it->key()[0] == internal::kMetaTag; it->Next()) {
@@ -445,6 +503,46 @@ absl::Status StoreImpl::Load() {
   }
   if (!tombstones_indexed) return IndexTombstones();
   return absl::OkStatus();
+}
+
+absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>>
+StoreImpl::CountOriginRows(const leveldb::Snapshot* snapshot) {
+  leveldb::ReadOptions read;
+  read.snapshot = snapshot;
+  read.fill_cache = false;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
+  absl::flat_hash_map<uint32_t, uint64_t> counts;
+  for (it->Seek(std::string(1, internal::kRowTag));
+       it->Valid() && it->key()[0] == internal::kRowTag; it->Next()) {
+    RowHeader header;
+    absl::string_view payload;
+    if (!internal::DecodeRowRecord(
+            absl::string_view(it->value().data(), it->value().size()), &header,
+            &payload)) {
+      return Corrupt("row", it->key().ToString());
+    }
+    ++counts[header.origin_id];
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "counting rows per origin"));
+  return counts;
+}
+
+absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>>
+StoreImpl::ReadOriginRows(const leveldb::Snapshot* snapshot) {
+  leveldb::ReadOptions read;
+  read.snapshot = snapshot;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
+  absl::flat_hash_map<uint32_t, uint64_t> counts;
+  for (it->Seek(std::string(1, internal::kOriginRowsTag));
+       it->Valid() && it->key()[0] == internal::kOriginRowsTag; it->Next()) {
+    if (it->key().size() != 5 || it->value().size() != 8) {
+      return Corrupt("rows per origin", it->key().ToString());
+    }
+    counts[DecodeFixed32(it->key().data() + 1)] =
+        DecodeFixed64(it->value().data());
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading rows per origin"));
+  return counts;
 }
 
 absl::Status StoreImpl::IndexTombstones() {
@@ -848,6 +946,22 @@ HlcTimestamp StoreImpl::StampLocalWrite(const StagedRow& current) {
   return t;
 }
 
+void StoreImpl::CountRowChange(Group& g, const StagedRow& before,
+                               std::optional<uint32_t> after) {
+  if (before.exists && after == before.header.origin_id) return;
+  auto add = [&g](uint32_t origin_id, int64_t delta) {
+    for (auto& [id, sum] : g.origin_row_deltas) {
+      if (id == origin_id) {
+        sum += delta;
+        return;
+      }
+    }
+    g.origin_row_deltas.emplace_back(origin_id, delta);
+  };
+  if (before.exists) add(before.header.origin_id, -1);
+  if (after.has_value()) add(*after, +1);
+}
+
 void StoreImpl::StageChange(Group& g, const internal::ChangeRecord& change,
                             Token token, int depth) {
   std::string record;
@@ -906,6 +1020,7 @@ absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
     change.digest_delta = current->header.digest;
     change.count_delta = -1;
     StageChange(g, change, token, depth);
+    CountRowChange(g, *current, std::nullopt);
     *current = StagedRow{};
   } else {
     const Digest128 digest =
@@ -954,6 +1069,7 @@ absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
     if (current->exists) change.digest_delta ^= current->header.digest;
     change.count_delta = current->exists ? 0 : 1;
     StageChange(g, change, token, depth);
+    CountRowChange(g, *current, origin_id);
     current->exists = true;
     current->header = header;
   }
@@ -979,6 +1095,25 @@ absl::Status StoreImpl::FinishGroup(Group& g) {
         internal::TaggedKey(internal::kMetaTag, internal::kMetaLastSequence),
         Fixed64String(g.sequence));
   }
+  // The leader holds commit_mu_: nobody else changes origin_rows_ meanwhile.
+  if (!g.origin_row_deltas.empty()) {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, delta] : g.origin_row_deltas) {
+      if (delta == 0) continue;
+      auto it = origin_rows_.find(id);
+      const int64_t before = it == origin_rows_.end() ? 0 : it->second;
+      // Never below zero: Verify() reports a count that disagrees with the
+      // rows, and a wrapped counter would hide how far off it is.
+      const uint64_t after =
+          static_cast<uint64_t>(std::max<int64_t>(0, before + delta));
+      if (after == 0) {
+        g.batch.Delete(internal::OriginRowsKey(id));
+      } else {
+        g.batch.Put(internal::OriginRowsKey(id), Fixed64String(after));
+      }
+      g.origin_rows.emplace_back(id, after);
+    }
+  }
   return backend_->StageCommit(&g.batch);
 }
 
@@ -999,10 +1134,27 @@ void StoreImpl::Publish(const Group& g) {
       origin_names_[id] = name;
     }
     next_origin_id_ = g.next_origin_id;
+    // Roots before the group, per keyspace it touches (usually one).
+    std::vector<std::pair<Keyspace*, Digest128>> roots;
     for (const Group::LeafDelta& d : g.leaf_deltas) {
-      keyspaces_by_id_.at(d.keyspace_id)
-          ->tree.Update(d.leaf, d.digest, d.count);
+      Keyspace* ks = keyspaces_by_id_.at(d.keyspace_id);
+      if (roots.empty() || roots.back().first != ks) {
+        auto seen = std::find_if(roots.begin(), roots.end(),
+                                 [ks](const auto& r) { return r.first == ks; });
+        if (seen == roots.end()) roots.emplace_back(ks, ks->tree.root().digest);
+      }
+      ks->tree.Update(d.leaf, d.digest, d.count);
       dirty_leaves_.insert((uint64_t{d.keyspace_id} << 32) | d.leaf);
+    }
+    for (const auto& [ks, root] : roots) {
+      if (ks->tree.root().digest != root) ++ks->root_changes;
+    }
+    for (const auto& [id, rows] : g.origin_rows) {
+      if (rows == 0) {
+        origin_rows_.erase(id);
+      } else {
+        origin_rows_[id] = rows;
+      }
     }
     last_sequence_ = g.sequence;
     checkpoint_due =
@@ -1147,7 +1299,7 @@ absl::StatusOr<KeyspaceInfo> StoreImpl::GetKeyspace(
   }
   const Keyspace& ks = *it->second;
   return KeyspaceInfo{ks.name, ks.depth, ks.tree.root().count,
-                      ks.tree.root().digest};
+                      ks.tree.root().digest, ks.root_changes};
 }
 
 std::vector<KeyspaceInfo> StoreImpl::ListKeyspaces() const {
@@ -1155,8 +1307,26 @@ std::vector<KeyspaceInfo> StoreImpl::ListKeyspaces() const {
   std::vector<KeyspaceInfo> out;
   for (const auto& [name, ks] : keyspaces_) {
     out.push_back(KeyspaceInfo{ks->name, ks->depth, ks->tree.root().count,
-                               ks->tree.root().digest});
+                               ks->tree.root().digest, ks->root_changes});
   }
+  return out;
+}
+
+std::vector<OriginRowCount> StoreImpl::OriginRowCounts() const {
+  std::vector<OriginRowCount> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, rows] : origin_rows_) {
+      auto name = origin_names_.find(id);
+      out.push_back(OriginRowCount{
+          name == origin_names_.end() ? absl::StrCat("#", id) : name->second,
+          rows});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const OriginRowCount& a, const OriginRowCount& b) {
+              return a.origin < b.origin;
+            });
   return out;
 }
 
@@ -1369,16 +1539,49 @@ void StoreImpl::RemoveChangeListener(int id) {
   listeners_.erase(id);
 }
 
+absl::Status StoreImpl::VerifyOriginRows(
+    const leveldb::Snapshot* snapshot,
+    const absl::flat_hash_map<uint32_t, uint64_t>& in_memory,
+    VerifyReport* report) {
+  TALLY_ASSIGN_OR_RETURN(auto from_rows, CountOriginRows(snapshot));
+  TALLY_ASSIGN_OR_RETURN(auto stored, ReadOriginRows(snapshot));
+  std::set<uint32_t> ids;
+  using Counts = absl::flat_hash_map<uint32_t, uint64_t>;
+  for (const Counts* counts :
+       std::initializer_list<const Counts*>{&from_rows, &stored, &in_memory}) {
+    for (const auto& [id, rows] : *counts) ids.insert(id);
+  }
+  auto count = [](const absl::flat_hash_map<uint32_t, uint64_t>& counts,
+                  uint32_t id) {
+    auto it = counts.find(id);
+    return it == counts.end() ? uint64_t{0} : it->second;
+  };
+  for (uint32_t id : ids) {
+    const uint64_t rows = count(from_rows, id);
+    if (count(stored, id) != rows || count(in_memory, id) != rows) {
+      std::string name = OriginName(id);
+      report->problems.push_back(absl::StrFormat(
+          "origin '%s' (id %d): the rows give %d rows, the stored count %d, "
+          "the in-memory count %d",
+          name.empty() ? "?" : name, id, rows, count(stored, id),
+          count(in_memory, id)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<VerifyReport> StoreImpl::Verify() {
   // One commit boundary for rows, persisted leaves and the in-memory trees.
   const leveldb::Snapshot* snapshot;
   Sequence leaves_sequence;
   std::vector<std::pair<const Keyspace*, tree::MerkleTree>> trees;
+  absl::flat_hash_map<uint32_t, uint64_t> memory_origin_rows;
   {
     absl::MutexLock commit_lock(&commit_mu_);
     snapshot = db_->GetSnapshot();
     absl::MutexLock lock(&mu_);
     leaves_sequence = leaves_sequence_;
+    memory_origin_rows = origin_rows_;
     for (const auto& [name, ks] : keyspaces_) {
       trees.emplace_back(ks.get(), ks->tree.Copy());
     }
@@ -1451,6 +1654,9 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
             memory_tree.leaf(leaf).count));
       }
     }
+  }
+  if (status.ok()) {
+    status = VerifyOriginRows(snapshot, memory_origin_rows, &report);
   }
   db_->ReleaseSnapshot(snapshot);
   if (!status.ok()) return status;

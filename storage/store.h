@@ -160,6 +160,16 @@ struct KeyspaceInfo {
   int depth = 0;
   uint64_t row_count = 0;  // tombstones included
   tree::Digest128 root;
+  // Commits that changed the root since the store was opened (in memory
+  // only: a restart starts again at 0, as a Prometheus counter may).
+  uint64_t root_changes = 0;
+};
+
+// Rows (tombstones included, over all keyspaces) whose current version was
+// born at one origin.
+struct OriginRowCount {
+  std::string origin;  // the origin's long name
+  uint64_t rows = 0;
 };
 
 // One change-log entry, as the change feed reads it.
@@ -236,6 +246,12 @@ class Store {
       absl::string_view name) const = 0;
   virtual std::vector<KeyspaceInfo> ListKeyspaces() const = 0;
 
+  // Rows per origin, over all keyspaces, tombstones included; origins
+  // with no rows are left out; sorted by origin name. The counts are
+  // persisted with every commit that changes them (crash-consistent with
+  // the rows) and checked by Verify().
+  virtual std::vector<OriginRowCount> OriginRowCounts() const = 0;
+
   // Row counts per leaf of a keyspace (2^depth entries).
   virtual absl::StatusOr<std::vector<uint64_t>> LeafCounts(
       absl::string_view keyspace) const = 0;
@@ -282,7 +298,8 @@ class Store {
   virtual void RemoveChangeListener(int id) = 0;
 
   // Recomputes every row digest and leaf from the rows and compares them
-  // with the stored rows, the persisted leaves and the in-memory tree.
+  // with the stored rows, the persisted leaves and the in-memory tree;
+  // also the rows per origin with the stored and in-memory counts.
   // Returns an error only when it cannot read; mismatches go in the report.
   virtual absl::StatusOr<VerifyReport> Verify() = 0;
 

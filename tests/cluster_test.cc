@@ -2,6 +2,7 @@
 // and the tally CLI as a user runs it.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -602,6 +603,285 @@ TEST(Cluster, PeersConvergeOnTheirOwn) {
   EXPECT_THAT(a->Log(), HasSubstr("session peer=" + addr_b));
   EXPECT_EQ(a->Stop(), 0);
   EXPECT_EQ(b->Stop(), 0);
+}
+
+// The metrics port tallyd logged ("metrics on http://HOST:PORT/metrics").
+int MetricsPort(const NodeProcess& node) {
+  std::smatch m;
+  const std::string log = node.Log();
+  if (!std::regex_search(log, m,
+                         std::regex("metrics on http://127\\.0\\.0\\.1:(\\d+)/"
+                                    "metrics"))) {
+    return 0;
+  }
+  return std::stoi(m[1]);
+}
+
+std::string Scrape(int port) {
+  httplib::Client client("127.0.0.1", port);
+  httplib::Result r = client.Get("/metrics");
+  if (!r) return "scrape failed: " + httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"),
+            "text/plain; version=0.0.4; charset=utf-8");
+  return r->body;
+}
+
+TEST(Cluster, StatusAndMetricsShowTheFeedAndRowsPerOrigin) {
+  TempDir dir_a, dir_b;
+  const std::string addr_a = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string addr_b = absl::StrCat("127.0.0.1:", FreePort());
+  auto a = StartNode(
+      "node-a", dir_a.path(),
+      {"--sync-writes", "false", "--sync-interval", "1s", "--peer", addr_b},
+      addr_a);
+  auto b = StartNode("node-b", dir_b.path(),
+                     {"--sync-writes", "false", "--sync-interval", "1s",
+                      "--peer", addr_a, "--metrics-listen", "127.0.0.1:0"},
+                     addr_b);
+  ASSERT_TRUE(a && b);
+  const int port = MetricsPort(*b);
+  ASSERT_GT(port, 0) << b->Log();
+
+  for (int i = 0; i < 3; ++i) {
+    const CommandResult put =
+        RunTally({"put", "--node", addr_a, absl::StrCat("k", i), "v"});
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (Root(addr_b).second != 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(Root(addr_b).second, 3u);
+
+  const CommandResult text = RunTally({"status", "--node", addr_b});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("  feed sent  "));
+  EXPECT_THAT(text.out, HasSubstr("  feed received  "));
+  EXPECT_THAT(text.out, HasSubstr("ROOT CHANGES"));
+  EXPECT_TRUE(std::regex_search(text.out, std::regex("\n  ORIGIN +ROWS\n"
+                                                     "  node-a +3\n")))
+      << text.out;
+  EXPECT_TRUE(std::regex_search(
+      text.out,
+      std::regex("\n  FEED FROM +CONNECTED +POSITION +LAG .*\n  " +
+                 std::regex_replace(addr_a, std::regex("\\."), "\\.") +
+                 " +(yes|no) ")))
+      << text.out;
+  // a follows b's feed: b lists it once the feed reports subscriptions.
+  EXPECT_TRUE(std::regex_search(
+      text.out, std::regex("\n  (SUBSCRIBER .*\n  node-a |no subscribers)")))
+      << text.out;
+
+  const CommandResult json = RunTally({"status", "--node", addr_b, "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out,
+              HasSubstr(R"("origins":[{"origin":"node-a","rows":3}])"));
+  for (const char* field :
+       {R"("feed":{"sent":)", R"("lag_entries":)", R"("lag_seconds":)",
+        R"("connected":)", R"("root_changes":)", R"("bytes_repaired":)",
+        R"("subscriptions":[)", R"("sessions_ok":)"}) {
+    EXPECT_THAT(json.out, HasSubstr(field));
+  }
+
+  const std::string before = Scrape(port);
+  EXPECT_THAT(before,
+              HasSubstr("tally_keyspace_rows{keyspace=\"default\"} 3\n"));
+  EXPECT_THAT(before, HasSubstr("tally_origin_rows{origin=\"node-a\"} 3\n"));
+  EXPECT_THAT(before, HasSubstr(absl::StrCat("tally_feed_connected{peer=\"",
+                                             addr_a, "\"}")));
+  // A row written on b itself shows up under b's own origin.
+  ASSERT_EQ(RunTally({"put", "--node", addr_b, "mine", "v"}).exit_code, 0);
+  const std::string after = Scrape(port);
+  EXPECT_THAT(after,
+              HasSubstr("tally_keyspace_rows{keyspace=\"default\"} 4\n"));
+  EXPECT_THAT(after, HasSubstr("tally_origin_rows{origin=\"node-b\"} 1\n"));
+  httplib::Client client("127.0.0.1", port);
+  httplib::Result other = client.Get("/");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  EXPECT_EQ(a->Stop(), 0);
+  EXPECT_EQ(b->Stop(), 0);
+}
+
+TEST(Cluster, NonLoopbackMetricsListenIsRefusedWithoutInsecure) {
+  TempDir dir;
+  const CommandResult refused = ::tally::testing::RunCommand(
+      {::tally::testing::TallydPath(), "--name", "n", "--data-dir", dir.path(),
+       "--listen", "127.0.0.1:0", "--metrics-listen", "0.0.0.0:0"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("--metrics-listen 0.0.0.0:0"));
+  EXPECT_THAT(refused.err, HasSubstr("--insecure"));
+  const CommandResult malformed = ::tally::testing::RunCommand(
+      {::tally::testing::TallydPath(), "--name", "n", "--data-dir", dir.path(),
+       "--listen", "127.0.0.1:0", "--metrics-listen", "9400"});
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_THAT(malformed.err, HasSubstr("--metrics-listen '9400'"));
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+// How a key looks on one node: "live", "tombstone" or "absent".
+std::string KeyState(NodeClient& client, const std::string& key) {
+  auto got = client.Get(kKeyspace, key);
+  if (!got.ok()) return absl::IsNotFound(got.status()) ? "absent" : "error";
+  return got->row().deleted() ? "tombstone" : "live";
+}
+
+// Issue 4, test 6: a tombstone is purged only once every peer has synced
+// past it; a node that missed the delete and comes back receives it and
+// never brings the row back.
+TEST(Cluster, TombstonesOutliveADownPeerAndThenGo) {
+  const std::vector<std::string> addresses = {
+      absl::StrCat("127.0.0.1:", FreePort()),
+      absl::StrCat("127.0.0.1:", FreePort()),
+      absl::StrCat("127.0.0.1:", FreePort())};
+  std::vector<TempDir> dirs(3);
+  auto start = [&](int i) {
+    std::vector<std::string> flags = {
+        "--sync-writes",          "false", "--sync-interval",  "1s",
+        "--tombstone-min-age",    "1s",    "--max-clock-skew", "1s",
+        "--maintenance-interval", "200ms"};
+    for (int j = 0; j < 3; ++j) {
+      if (j != i) flags.insert(flags.end(), {"--peer", addresses[j]});
+    }
+    return StartNode(absl::StrCat("site-", i), dirs[i].path(), flags,
+                     addresses[i]);
+  };
+  std::vector<std::unique_ptr<NodeProcess>> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(start(i));
+  for (const auto& n : nodes) ASSERT_TRUE(n);
+  std::vector<std::unique_ptr<NodeClient>> clients;
+  for (const std::string& a : addresses) clients.push_back(Connect(a));
+
+  ASSERT_TRUE(clients[0]->Put(kKeyspace, "doomed", "v").ok());
+  ASSERT_TRUE(clients[0]->Put(kKeyspace, "kept", "v").ok());
+  auto everywhere = [&](const std::string& key, const std::string& state,
+                        absl::Duration timeout, int skip = -1) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      bool all = true;
+      for (int i = 0; i < 3; ++i) {
+        if (i != skip && KeyState(*clients[i], key) != state) all = false;
+      }
+      if (all) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  };
+  ASSERT_TRUE(everywhere("doomed", "live", absl::Seconds(10)));
+
+  // site-2 goes down; the row is deleted meanwhile.
+  ASSERT_EQ(nodes[2]->Stop(), 0);
+  ASSERT_TRUE(clients[0]->Delete(kKeyspace, "doomed").ok());
+  ASSERT_TRUE(everywhere("doomed", "tombstone", absl::Seconds(10), 2));
+
+  // Well past the minimum age, and with sessions between the two live
+  // nodes every second, the tombstone stays: site-2 has not synced.
+  absl::SleepFor(absl::Seconds(4));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(KeyState(*clients[i], "doomed"), "tombstone") << i;
+    EXPECT_EQ(clients[i]->Status()->tombstones_purged(), 0u) << i;
+  }
+
+  // site-2 comes back with the live row: it receives the delete, and once
+  // every node has synced the tombstone is purged everywhere. The row is
+  // never live again on any node.
+  nodes[2] = start(2);
+  ASSERT_TRUE(nodes[2]);
+  bool resurrected = false;
+  bool gone = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!gone && absl::Now() < deadline) {
+    int absent = 0;
+    for (int i = 0; i < 3; ++i) {
+      const std::string state = KeyState(*clients[i], "doomed");
+      // site-2 is live only until its first sync after the restart.
+      if (state == "live" && i != 2) resurrected = true;
+      if (state == "absent") ++absent;
+    }
+    gone = absent == 3;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_FALSE(resurrected);
+  ASSERT_TRUE(gone) << "tombstone not purged everywhere";
+  // And it stays gone: no peer hands the row or the tombstone back.
+  absl::SleepFor(absl::Seconds(2));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(KeyState(*clients[i], "doomed"), "absent") << i;
+    EXPECT_EQ(KeyState(*clients[i], "kept"), "live") << i;
+  }
+  EXPECT_EQ(Root(addresses[0]), Root(addresses[1]));
+  EXPECT_EQ(Root(addresses[0]), Root(addresses[2]));
+  uint64_t purged = 0;
+  for (const auto& c : clients) purged += c->Status()->tombstones_purged();
+  EXPECT_GE(purged, 3u);
+  for (auto& n : nodes) EXPECT_EQ(n->Stop(), 0);
+}
+
+// A subscriber whose position fell out of the publisher's retained log is
+// told so, falls back to anti-entropy and follows from the head.
+TEST(Cluster, ASubscriberBehindTheRetainedLogFallsBackToAntiEntropy) {
+  TempDir dir_a, dir_b;
+  const std::string addr_a = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string addr_b = absl::StrCat("127.0.0.1:", FreePort());
+  auto a = StartNode("pub", dir_a.path(),
+                     {"--sync-writes", "false", "--log-retention-entries", "10",
+                      "--maintenance-interval", "100ms"},
+                     addr_a);
+  ASSERT_TRUE(a);
+  auto start_b = [&] {
+    return StartNode(
+        "sub", dir_b.path(),
+        {"--sync-writes", "false", "--sync-interval", "1h", "--peer", addr_a},
+        addr_b);
+  };
+  auto b = start_b();
+  ASSERT_TRUE(b);
+  auto client_a = Connect(addr_a);
+  auto client_b = Connect(addr_b);
+  ASSERT_TRUE(client_a->Put(kKeyspace, "first", "v").ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (KeyState(*client_b, "first") != "live" && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(KeyState(*client_b, "first"), "live");
+  ASSERT_EQ(b->Stop(), 0);
+
+  Load(addr_a, 0, 200);
+  // The publisher keeps 10 entries.
+  const absl::Time trimmed_by = absl::Now() + absl::Seconds(10);
+  while (client_a->Status()->first_sequence() < 190 &&
+         absl::Now() < trimmed_by) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  auto status = client_a->Status();
+  ASSERT_TRUE(status.ok());
+  EXPECT_GE(status->first_sequence(), 190u);
+  EXPECT_GE(status->log_entries_trimmed(), 180u);
+
+  b = start_b();
+  ASSERT_TRUE(b);
+  client_b = Connect(addr_b);
+  const absl::Time converged_by = absl::Now() + absl::Seconds(20);
+  while (Root(addr_b) != Root(addr_a) && absl::Now() < converged_by) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(Root(addr_b), Root(addr_a));
+  EXPECT_THAT(b->Log(), HasSubstr("older than the retained change log"));
+  // And it follows the feed again from the head.
+  ASSERT_TRUE(client_a->Put(kKeyspace, "after", "v").ok());
+  const absl::Time followed_by = absl::Now() + absl::Seconds(10);
+  while (KeyState(*client_b, "after") != "live" && absl::Now() < followed_by) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(KeyState(*client_b, "after"), "live");
+  EXPECT_EQ(b->Stop(), 0);
+  EXPECT_EQ(a->Stop(), 0);
 }
 
 }  // namespace

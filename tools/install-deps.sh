@@ -8,7 +8,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libleveldb-dev libsnappy-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev
+  libssl-dev openssl
+  nlohmann-json3-dev libcpp-httplib-dev
 )
 
 missing=()

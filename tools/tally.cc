@@ -16,6 +16,7 @@
 //
 // The flags live in this file because absl's --help lists the flags of the
 // file named after the program.
+#include <grpc/support/log.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -23,6 +24,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -50,10 +52,12 @@
 #include "node/client.h"
 #include "node/replica.h"
 #include "node/sync.h"
+#include "node/tls.h"
 #include "storage/store.h"
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
 #include "tools/cli/jsonl.h"
+#include "tools/cli/status.h"
 #include "tools/cli/synthetic.h"
 #include "tree/diff.h"
 #include "tree/memory_tree_view.h"
@@ -91,6 +95,14 @@ ABSL_FLAG(bool, dry_run, false,
           "repair: print what would change, per key, and change nothing.");
 ABSL_FLAG(std::string, data_dir, "",
           "verify: data directory of a stopped node.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate to present to nodes (with --tls-key); "
+          "needed by nodes that run mutual TLS (--tls-ca).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA to check nodes' certificates against. Any --tls-* flag "
+          "makes every connection TLS; without --tls-ca the system's roots "
+          "check the node.");
 
 namespace tally {
 namespace cli {
@@ -103,6 +115,7 @@ struct Context {
   std::string keyspace;
   bool json = false;
   node::ClientOptions client_options;
+  node::TlsFiles tls;  // what client_options.credentials were made of
 };
 
 // Commands return their exit code (0 or 1); an error status means exit 2
@@ -169,8 +182,12 @@ absl::StatusOr<std::unique_ptr<node::NodeClient>> Connect(
 }
 
 // The client's errors already name the node and the call; a deadline
-// additionally says which knob sets it.
+// additionally says which knob sets it, and a refused TLS handshake which
+// --tls-* setting is the likely cause.
 absl::Status CallFailed(const Context& ctx, const absl::Status& s) {
+  if (s.code() == absl::StatusCode::kUnavailable) {
+    return node::ExplainTlsFailure(s, ctx.tls);
+  }
   if (s.code() != absl::StatusCode::kDeadlineExceeded) return s;
   return absl::Status(
       s.code(),
@@ -193,10 +210,6 @@ absl::StatusOr<std::optional<v1::KeyspaceSummary>> FindKeyspace(
     if (ks.name() == keyspace) return ks;
   }
   return std::nullopt;
-}
-
-std::string RootHex(const std::string& root) {
-  return root.empty() ? std::string(32, '0') : absl::BytesToHexString(root);
 }
 
 // ------------------------------------------------------------ put, get, del
@@ -418,110 +431,15 @@ CommandResult Load(const Context& ctx) {
 
 // ------------------------------------------------------------------ status
 
-// Left-aligned columns, two spaces apart.
-std::string Table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    if (width.size() < row.size()) width.resize(row.size(), 0);
-    for (size_t i = 0; i < row.size(); ++i) {
-      width[i] = std::max(width[i], row[i].size());
-    }
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      absl::StrAppend(&line, row[i]);
-      if (i + 1 < row.size()) {
-        line.append(width[i] - row[i].size() + 2, ' ');
-      }
-    }
-    absl::StrAppend(&out, "  ", line, "\n");
-  }
-  return out;
-}
-
-std::string SessionTime(int64_t unix_ms) {
-  if (unix_ms <= 0) return "never";
-  const absl::Time t = absl::FromUnixMillis(unix_ms);
-  const int64_t ago = absl::ToInt64Seconds(absl::Now() - t);
-  return absl::StrFormat(
-      "%s (%ds ago)",
-      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone()), ago);
-}
-
 CommandResult Status(const Context& ctx) {
   TALLY_ASSIGN_OR_RETURN(auto client, Connect(ctx, absl::GetFlag(FLAGS_node)));
   absl::StatusOr<v1::StatusResponse> r = client->Status();
   if (!r.ok()) return CallFailed(ctx, r.status());
   if (ctx.json) {
-    Json out = Json::object();
-    out["name"] = r->node_name();
-    out["listen"] = r->listen().empty() ? client->address() : r->listen();
-    out["epoch"] = r->epoch();
-    out["last_sequence"] = r->last_sequence();
-    out["sessions_running"] = r->sessions_running();
-    out["keyspaces"] = Json::array();
-    for (const v1::KeyspaceSummary& ks : r->keyspaces()) {
-      out["keyspaces"].push_back({{"name", ks.name()},
-                                  {"rows", ks.row_count()},
-                                  {"depth", ks.depth()},
-                                  {"root", RootHex(ks.root())}});
-    }
-    out["peers"] = Json::array();
-    for (const v1::PeerStatus& p : r->peers()) {
-      Json peer = {{"address", p.address()},
-                   {"role", p.role()},
-                   {"name", p.name()},
-                   {"last_session_unix_ms", p.last_session_unix_ms()},
-                   {"last_outcome", p.last_outcome()},
-                   {"session_running", p.session_running()},
-                   {"sessions_ok", p.sessions_ok()},
-                   {"sessions_failed", p.sessions_failed()},
-                   {"rows_received", p.rows_received()},
-                   {"rows_sent", p.rows_sent()}};
-      out["peers"].push_back(std::move(peer));
-    }
-    PrintJson(out);
-    return 0;
-  }
-  std::string text = Table({
-      {"node", r->node_name()},
-      {"listen", r->listen().empty() ? client->address() : r->listen()},
-      {"epoch", absl::StrFormat("%016x", r->epoch())},
-      {"last sequence", absl::StrCat(r->last_sequence())},
-      {"sessions", absl::StrCat(r->sessions_running(), " running")},
-  });
-  std::vector<std::vector<std::string>> keyspaces = {
-      {"KEYSPACE", "ROWS", "DEPTH", "ROOT"}};
-  for (const v1::KeyspaceSummary& ks : r->keyspaces()) {
-    keyspaces.push_back({ks.name(), absl::StrCat(ks.row_count()),
-                         absl::StrCat(ks.depth()), RootHex(ks.root())});
-  }
-  absl::StrAppend(&text, "\n");
-  if (keyspaces.size() == 1) {
-    absl::StrAppend(&text, "  no keyspaces\n");
+    PrintJson(StatusJson(*r, client->address()));
   } else {
-    absl::StrAppend(&text, Table(keyspaces));
+    std::cout << StatusText(*r, client->address(), absl::Now());
   }
-  std::vector<std::vector<std::string>> peers = {
-      {"PEER", "ROLE", "NAME", "LAST SESSION", "OUTCOME", "RUNNING",
-       "OK/FAILED", "ROWS IN/OUT"}};
-  for (const v1::PeerStatus& p : r->peers()) {
-    peers.push_back({p.address(), p.role(), p.name().empty() ? "-" : p.name(),
-                     SessionTime(p.last_session_unix_ms()),
-                     p.last_outcome().empty() ? "-" : p.last_outcome(),
-                     p.session_running() ? "yes" : "no",
-                     absl::StrCat(p.sessions_ok(), "/", p.sessions_failed()),
-                     absl::StrCat(p.rows_received(), "/", p.rows_sent())});
-  }
-  absl::StrAppend(&text, "\n");
-  if (peers.size() == 1) {
-    absl::StrAppend(&text, "  no peers\n");
-  } else {
-    absl::StrAppend(&text, Table(peers));
-  }
-  std::cout << text;
   return 0;
 }
 
@@ -953,7 +871,15 @@ int Trouble(const absl::Status& status) {
   return kTrouble;
 }
 
+void DiscardGrpcLog(gpr_log_func_args*) {}
+
 int Main(int argc, char** argv) {
+  // gRPC logs a refused TLS handshake on stderr itself; tally promises one
+  // line there, and the error it returns says it all. GRPC_VERBOSITY set
+  // brings gRPC's lines back for debugging.
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) {
+    gpr_set_log_function(DiscardGrpcLog);
+  }
   absl::SetProgramUsageMessage(UsageText());
   std::vector<std::string> args(argv + 1, argv + argc);
   NormalizeFlagNames(&args);
@@ -997,6 +923,13 @@ int Main(int argc, char** argv) {
   ctx.client_options.rpc_timeout = absl::Seconds(timeout);
   ctx.client_options.stream_timeout =
       std::max(ctx.client_options.stream_timeout, absl::Seconds(timeout));
+  ctx.tls =
+      node::TlsFiles{absl::GetFlag(FLAGS_tls_cert),
+                     absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca)};
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      node::MakeChannelCredentials(ctx.tls);
+  if (!credentials.ok()) return Trouble(credentials.status());
+  ctx.client_options.credentials = *std::move(credentials);
 
   CommandResult result = Run(command, ctx);
   std::cout.flush();

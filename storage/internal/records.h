@@ -16,11 +16,19 @@
 //   'O' origin-id (4)              -> origin long name
 //   'N' origin long name           -> origin id (4)
 //   'P' upstream name              -> epoch (8) | sequence (8)
+//   'Q' origin-id (4)              -> rows whose version it wrote (8)
 //   'T' HLC (8) row key            -> (empty): an index of tombstones by
 //                                     timestamp, for the purge
 //
 // A change-log entry does not copy the value: the row holds it, and an entry
 // whose version is no longer the row's has been superseded.
+//
+// The 'Q' records count rows (tombstones included, all keyspaces) per
+// origin of their current version. Unlike the leaves they are written by
+// every commit that changes them — one small record per origin touched, not
+// per row — so they never need a replay. 'M' origin_rows marks a store
+// whose counts are kept; a store written before them is counted once, from
+// its rows, when it is opened.
 //
 // Leaves are not written by every commit. Each change-log entry carries the
 // change it made to its leaf (old digest ^ new digest, row count delta), and
@@ -52,6 +60,7 @@ inline constexpr char kChangeTag = 'C';
 inline constexpr char kOriginByIdTag = 'O';
 inline constexpr char kOriginByNameTag = 'N';
 inline constexpr char kProgressTag = 'P';
+inline constexpr char kOriginRowsTag = 'Q';
 inline constexpr char kTombstoneTag = 'T';
 
 // Metadata names.
@@ -62,6 +71,7 @@ inline constexpr absl::string_view kMetaLastSequence = "last_sequence";
 inline constexpr absl::string_view kMetaNextKeyspaceId = "next_keyspace";
 inline constexpr absl::string_view kMetaNextOriginId = "next_origin";
 inline constexpr absl::string_view kMetaLeavesSequence = "leaves_sequence";
+inline constexpr absl::string_view kMetaOriginRows = "origin_rows";
 // The last change-log entry removed by retention (0: none).
 inline constexpr absl::string_view kMetaTrimmedThrough = "trimmed_through";
 // Present once every tombstone has its 'T' record.
@@ -121,6 +131,12 @@ inline std::string TombstoneKey(tree::HlcTimestamp timestamp,
 inline std::string OriginByIdKey(uint32_t id) {
   std::string k(1, kOriginByIdTag);
   PutFixed32(&k, id);
+  return k;
+}
+
+inline std::string OriginRowsKey(uint32_t origin_id) {
+  std::string k(1, kOriginRowsTag);
+  PutFixed32(&k, origin_id);
   return k;
 }
 

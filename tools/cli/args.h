@@ -37,8 +37,8 @@ struct CommandSpec {
   absl::string_view summary;   // one line: what it does
   absl::string_view example;
   // Flags only this command accepts, by absl name. The global flags
-  // (--node, --keyspace, --json, --timeout) are accepted everywhere so that
-  // an alias like `tally --node=X --keyspace=Y` works with every command.
+  // (--node, --keyspace, --json, --timeout, --tls-*) are accepted everywhere so
+  // that an alias like `tally --node=X --keyspace=Y` works with every command.
   std::vector<absl::string_view> flags;
 };
 

@@ -1,5 +1,7 @@
 #include "tools/cli/format.h"
 
+#include <algorithm>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -132,6 +134,32 @@ std::string HumanBytes(uint64_t bytes) {
     ++unit;
   }
   return absl::StrFormat("%.1f %s", v, units[unit]);
+}
+
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      absl::StrAppend(&line, row[i]);
+      if (i + 1 < row.size()) {
+        line.append(width[i] - row[i].size() + 2, ' ');
+      }
+    }
+    absl::StrAppend(&out, "  ", line, "\n");
+  }
+  return out;
+}
+
+std::string RootHex(const std::string& root) {
+  return root.empty() ? std::string(32, '0') : absl::BytesToHexString(root);
 }
 
 }  // namespace cli

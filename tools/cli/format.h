@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "tree/tree_view.h"
@@ -74,6 +75,14 @@ std::string DumpJson(const Json& value);
 
 // "1.2 KB", "3.4 MB": byte counts for people.
 std::string HumanBytes(uint64_t bytes);
+
+// Rows as left-aligned columns two spaces apart, each line indented by two
+// spaces and ended by a newline.
+std::string Table(const std::vector<std::vector<std::string>>& rows);
+
+// A 16-byte root digest as 32 hex digits; an empty one (an empty keyspace
+// on the wire) as 32 zeros.
+std::string RootHex(const std::string& root);
 
 }  // namespace cli
 }  // namespace tally

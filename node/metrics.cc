@@ -1,0 +1,267 @@
+#include "node/metrics.h"
+
+#include <cmath>
+#include <initializer_list>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tally {
+namespace node {
+namespace {
+
+using Labels =
+    std::initializer_list<std::pair<absl::string_view, absl::string_view>>;
+
+// HELP text escapes only backslash and newline.
+std::string EscapeHelp(absl::string_view help) {
+  std::string out;
+  for (char c : help) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string FormatValue(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  return absl::StrCat(v);
+}
+
+// Builds the exposition one family at a time. A family's # HELP and # TYPE
+// lines are written with its first sample, so a family without samples
+// leaves no trace.
+class Exposition {
+ public:
+  void Family(absl::string_view name, absl::string_view type,
+              absl::string_view help) {
+    name_ = std::string(name);
+    pending_header_ = absl::StrCat("# HELP ", name, " ", EscapeHelp(help),
+                                   "\n# TYPE ", name, " ", type, "\n");
+  }
+
+  void Sample(Labels labels, uint64_t value) {
+    Line(labels, absl::StrCat(value));
+  }
+  void Sample(Labels labels, double value) { Line(labels, FormatValue(value)); }
+  void Sample(uint64_t value) { Line({}, absl::StrCat(value)); }
+
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Line(Labels labels, const std::string& value) {
+    out_ += pending_header_;
+    pending_header_.clear();
+    out_ += name_;
+    if (labels.size() > 0) {
+      out_ += '{';
+      bool first = true;
+      for (const auto& [label, label_value] : labels) {
+        if (!first) out_ += ',';
+        first = false;
+        absl::StrAppend(&out_, label, "=\"",
+                        EscapePrometheusLabelValue(label_value), "\"");
+      }
+      out_ += '}';
+    }
+    absl::StrAppend(&out_, " ", value, "\n");
+  }
+
+  std::string out_;
+  std::string name_;
+  std::string pending_header_;
+};
+
+}  // namespace
+
+std::string EscapePrometheusLabelValue(absl::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string RenderPrometheus(const v1::StatusResponse& status) {
+  Exposition e;
+  constexpr absl::string_view kCounter = "counter";
+  constexpr absl::string_view kGauge = "gauge";
+
+  e.Family("tally_node_info", kGauge,
+           "Always 1; the labels name the node and its change-log epoch.");
+  e.Sample({{"node", status.node_name()},
+            {"epoch", absl::StrFormat("%016x", status.epoch())}},
+           uint64_t{1});
+
+  // Keyspaces.
+  e.Family("tally_keyspace_rows", kGauge,
+           "Rows in the keyspace, tombstones included.");
+  for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
+    e.Sample({{"keyspace", ks.name()}}, ks.row_count());
+  }
+  e.Family("tally_keyspace_root_changes_total", kCounter,
+           "Commits that changed the keyspace's Merkle root.");
+  for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
+    e.Sample({{"keyspace", ks.name()}}, ks.root_changes());
+  }
+  e.Family("tally_origin_rows", kGauge,
+           "Rows (tombstones included, all keyspaces) whose version was "
+           "written by the origin.");
+  for (const v1::OriginRows& o : status.origins()) {
+    e.Sample({{"origin", o.origin()}}, o.rows());
+  }
+
+  // Anti-entropy sessions.
+  e.Family("tally_sessions_running", kGauge,
+           "Anti-entropy sessions running now.");
+  e.Sample(uint64_t{status.sessions_running()});
+  e.Family("tally_sessions_total", kCounter,
+           "Anti-entropy sessions finished, by outcome, over all peers.");
+  e.Sample({{"outcome", "ok"}}, status.sessions_ok());
+  e.Sample({{"outcome", "failed"}}, status.sessions_failed());
+  e.Family("tally_peer_sessions_total", kCounter,
+           "Anti-entropy sessions finished with the peer, by outcome.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}, {"outcome", "ok"}}, p.sessions_ok());
+    e.Sample({{"peer", p.address()}, {"outcome", "failed"}},
+             p.sessions_failed());
+  }
+  e.Family("tally_repair_rows_total", kCounter,
+           "Rows repaired by anti-entropy sessions with the peer, by "
+           "direction (received: written here; sent: written there).");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}, {"direction", "received"}},
+             p.rows_received());
+    e.Sample({{"peer", p.address()}, {"direction", "sent"}}, p.rows_sent());
+  }
+  e.Family("tally_repair_bytes_total", kCounter,
+           "Key and value bytes moved by repairs with the peer, both ways.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.bytes_repaired());
+  }
+
+  // The change feed, node totals.
+  const v1::FeedTotals& feed = status.feed();
+  e.Family("tally_feed_entries_sent_total", kCounter,
+           "Change-log entries this node's feed sent, over all subscribers.");
+  e.Sample(feed.sent());
+  e.Family("tally_feed_entries_received_total", kCounter,
+           "Changes received from upstream feeds, over all upstreams.");
+  e.Sample(feed.received());
+  e.Family("tally_feed_entries_applied_total", kCounter,
+           "Received changes applied here (newer than the stored row).");
+  e.Sample(feed.applied());
+  e.Family("tally_feed_entries_skipped_total", kCounter,
+           "Feed entries not applied, by reason: own and superseded are "
+           "skipped by this node's feed before sending; not_newer are "
+           "received changes no newer than the stored row.");
+  e.Sample({{"reason", "own"}}, feed.skipped_own());
+  e.Sample({{"reason", "superseded"}}, feed.skipped_superseded());
+  e.Sample({{"reason", "not_newer"}}, feed.not_newer());
+  e.Family("tally_refused_timestamps_total", kCounter,
+           "Received changes refused because their timestamp was too far "
+           "ahead of this node's clock.");
+  e.Sample(feed.refused_skew());
+
+  // The change feed, per upstream peer.
+  e.Family("tally_feed_upstream_entries_received_total", kCounter,
+           "Changes received from the peer's feed.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.feed_received());
+  }
+  e.Family("tally_feed_upstream_entries_applied_total", kCounter,
+           "Changes from the peer's feed applied here.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.feed_applied());
+  }
+  e.Family("tally_feed_upstream_entries_skipped_total", kCounter,
+           "Entries of the peer's feed not applied here, by reason (own and "
+           "superseded as the peer reported them).");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}, {"reason", "own"}}, p.feed_skipped_own());
+    e.Sample({{"peer", p.address()}, {"reason", "superseded"}},
+             p.feed_skipped_superseded());
+    e.Sample({{"peer", p.address()}, {"reason", "not_newer"}},
+             p.feed_not_newer());
+  }
+  e.Family("tally_feed_upstream_refused_timestamps_total", kCounter,
+           "Changes from the peer refused for a timestamp too far ahead.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.feed_refused_skew());
+  }
+  e.Family("tally_feed_lag_entries", kGauge,
+           "Entries of the peer's change log not yet applied here, as of "
+           "its last message.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.feed_lag_entries());
+  }
+  e.Family("tally_feed_lag_seconds", kGauge,
+           "Seconds since this node was last caught up with the peer's feed "
+           "(0 when caught up).");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.feed_lag_seconds());
+  }
+  e.Family("tally_feed_connected", kGauge,
+           "1 while the subscription to the peer's feed is connected.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, uint64_t{p.feed_connected() ? 1u : 0u});
+  }
+  e.Family("tally_feed_reconnects_total", kCounter,
+           "Times the subscription to the peer's feed was re-established.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.feed_reconnects());
+  }
+  e.Family("tally_feed_upstream_position", kGauge,
+           "The peer's change-log sequence applied up to.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.feed_position());
+  }
+
+  // The change feed, per subscriber this node serves.
+  e.Family("tally_feed_subscriber_entries_sent_total", kCounter,
+           "Change-log entries sent to the subscriber by its current "
+           "subscription.");
+  for (const v1::FeedSubscriptionStatus& s : status.subscriptions()) {
+    e.Sample({{"subscriber", s.subscriber()}}, s.sent());
+  }
+  e.Family("tally_feed_subscriber_position", kGauge,
+           "The last sequence sent or skipped for the subscriber.");
+  for (const v1::FeedSubscriptionStatus& s : status.subscriptions()) {
+    e.Sample({{"subscriber", s.subscriber()}}, s.position());
+  }
+
+  // The change log and tombstones.
+  e.Family("tally_log_last_sequence", kGauge,
+           "The newest change-log sequence.");
+  e.Sample(status.last_sequence());
+  e.Family("tally_log_first_sequence", kGauge,
+           "The oldest change-log sequence kept (older entries were "
+           "trimmed).");
+  e.Sample(status.first_sequence());
+  e.Family("tally_log_entries_trimmed_total", kCounter,
+           "Change-log entries removed by retention.");
+  e.Sample(status.log_entries_trimmed());
+  e.Family("tally_tombstones_purged_total", kCounter,
+           "Tombstones purged once every peer had seen them.");
+  e.Sample(status.tombstones_purged());
+  return e.Take();
+}
+
+}  // namespace node
+}  // namespace tally

@@ -1,0 +1,353 @@
+// Metrics: the Prometheus rendering of a status, the HTTP server, and a
+// node that serves its own metrics.
+#include "node/metrics.h"
+
+#include <httplib.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "node/config.h"
+#include "node/metrics_server.h"
+#include "node/node_server.h"
+#include "storage/store.h"
+#include "tests/temp_dir.h"
+
+namespace tally {
+namespace node {
+namespace {
+
+using ::tally::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::StatusResponse SmallStatus() {
+  v1::StatusResponse s;
+  s.set_node_name("eu/db-1");
+  s.set_epoch(0x2a);
+  s.set_last_sequence(9);
+  s.set_first_sequence(3);
+  s.set_log_entries_trimmed(2);
+  s.set_tombstones_purged(1);
+  s.set_sessions_ok(4);
+  s.set_sessions_failed(1);
+  v1::KeyspaceSummary* ks = s.add_keyspaces();
+  ks->set_name("users");
+  ks->set_row_count(3);
+  ks->set_root_changes(5);
+  v1::OriginRows* o = s.add_origins();
+  o->set_origin("eu/db-1");
+  o->set_rows(2);
+  o = s.add_origins();
+  o->set_origin("us/db-2");
+  o->set_rows(1);
+  v1::FeedTotals* feed = s.mutable_feed();
+  feed->set_sent(10);
+  feed->set_skipped_own(6);
+  feed->set_skipped_superseded(2);
+  feed->set_received(7);
+  feed->set_applied(5);
+  feed->set_not_newer(2);
+  feed->set_refused_skew(1);
+  return s;
+}
+
+TEST(RenderPrometheus, SmallStatusRendersExactly) {
+  const std::string expected =
+      R"(# HELP tally_node_info Always 1; the labels name the node and its change-log epoch.
+# TYPE tally_node_info gauge
+tally_node_info{node="eu/db-1",epoch="000000000000002a"} 1
+# HELP tally_keyspace_rows Rows in the keyspace, tombstones included.
+# TYPE tally_keyspace_rows gauge
+tally_keyspace_rows{keyspace="users"} 3
+# HELP tally_keyspace_root_changes_total Commits that changed the keyspace's Merkle root.
+# TYPE tally_keyspace_root_changes_total counter
+tally_keyspace_root_changes_total{keyspace="users"} 5
+# HELP tally_origin_rows Rows (tombstones included, all keyspaces) whose version was written by the origin.
+# TYPE tally_origin_rows gauge
+tally_origin_rows{origin="eu/db-1"} 2
+tally_origin_rows{origin="us/db-2"} 1
+# HELP tally_sessions_running Anti-entropy sessions running now.
+# TYPE tally_sessions_running gauge
+tally_sessions_running 0
+# HELP tally_sessions_total Anti-entropy sessions finished, by outcome, over all peers.
+# TYPE tally_sessions_total counter
+tally_sessions_total{outcome="ok"} 4
+tally_sessions_total{outcome="failed"} 1
+# HELP tally_feed_entries_sent_total Change-log entries this node's feed sent, over all subscribers.
+# TYPE tally_feed_entries_sent_total counter
+tally_feed_entries_sent_total 10
+# HELP tally_feed_entries_received_total Changes received from upstream feeds, over all upstreams.
+# TYPE tally_feed_entries_received_total counter
+tally_feed_entries_received_total 7
+# HELP tally_feed_entries_applied_total Received changes applied here (newer than the stored row).
+# TYPE tally_feed_entries_applied_total counter
+tally_feed_entries_applied_total 5
+# HELP tally_feed_entries_skipped_total Feed entries not applied, by reason: own and superseded are skipped by this node's feed before sending; not_newer are received changes no newer than the stored row.
+# TYPE tally_feed_entries_skipped_total counter
+tally_feed_entries_skipped_total{reason="own"} 6
+tally_feed_entries_skipped_total{reason="superseded"} 2
+tally_feed_entries_skipped_total{reason="not_newer"} 2
+# HELP tally_refused_timestamps_total Received changes refused because their timestamp was too far ahead of this node's clock.
+# TYPE tally_refused_timestamps_total counter
+tally_refused_timestamps_total 1
+# HELP tally_log_last_sequence The newest change-log sequence.
+# TYPE tally_log_last_sequence gauge
+tally_log_last_sequence 9
+# HELP tally_log_first_sequence The oldest change-log sequence kept (older entries were trimmed).
+# TYPE tally_log_first_sequence gauge
+tally_log_first_sequence 3
+# HELP tally_log_entries_trimmed_total Change-log entries removed by retention.
+# TYPE tally_log_entries_trimmed_total counter
+tally_log_entries_trimmed_total 2
+# HELP tally_tombstones_purged_total Tombstones purged once every peer had seen them.
+# TYPE tally_tombstones_purged_total counter
+tally_tombstones_purged_total 1
+)";
+  EXPECT_EQ(RenderPrometheus(SmallStatus()), expected);
+}
+
+TEST(RenderPrometheus, PeersAndSubscribersGetTheirOwnSeries) {
+  v1::StatusResponse s = SmallStatus();
+  v1::PeerStatus* p = s.add_peers();
+  p->set_address("127.0.0.1:7401");
+  p->set_sessions_ok(3);
+  p->set_sessions_failed(1);
+  p->set_rows_received(11);
+  p->set_rows_sent(12);
+  p->set_bytes_repaired(4096);
+  p->set_feed_received(7);
+  p->set_feed_applied(5);
+  p->set_feed_not_newer(2);
+  p->set_feed_skipped_own(6);
+  p->set_feed_lag_entries(40);
+  p->set_feed_lag_seconds(1.5);
+  p->set_feed_connected(true);
+  p->set_feed_reconnects(2);
+  p->set_feed_position(77);
+  v1::FeedSubscriptionStatus* sub = s.add_subscriptions();
+  sub->set_subscriber("us/db-2");
+  sub->set_sent(10);
+  sub->set_position(9);
+  const std::string text = RenderPrometheus(s);
+  for (const char* line : {
+           "tally_peer_sessions_total{peer=\"127.0.0.1:7401\",outcome=\"ok\"} "
+           "3\n",
+           "tally_peer_sessions_total{peer=\"127.0.0.1:7401\",outcome="
+           "\"failed\"} 1\n",
+           "tally_repair_rows_total{peer=\"127.0.0.1:7401\",direction="
+           "\"received\"} 11\n",
+           "tally_repair_rows_total{peer=\"127.0.0.1:7401\",direction="
+           "\"sent\"} 12\n",
+           "tally_repair_bytes_total{peer=\"127.0.0.1:7401\"} 4096\n",
+           "tally_feed_upstream_entries_received_total{peer=\"127.0.0.1:"
+           "7401\"} 7\n",
+           "tally_feed_upstream_entries_applied_total{peer=\"127.0.0.1:"
+           "7401\"} 5\n",
+           "tally_feed_upstream_entries_skipped_total{peer=\"127.0.0.1:7401\","
+           "reason=\"own\"} 6\n",
+           "tally_feed_upstream_entries_skipped_total{peer=\"127.0.0.1:7401\","
+           "reason=\"not_newer\"} 2\n",
+           "tally_feed_lag_entries{peer=\"127.0.0.1:7401\"} 40\n",
+           "tally_feed_lag_seconds{peer=\"127.0.0.1:7401\"} 1.5\n",
+           "tally_feed_connected{peer=\"127.0.0.1:7401\"} 1\n",
+           "tally_feed_reconnects_total{peer=\"127.0.0.1:7401\"} 2\n",
+           "tally_feed_upstream_position{peer=\"127.0.0.1:7401\"} 77\n",
+           "tally_feed_subscriber_entries_sent_total{subscriber=\"us/db-2\"} "
+           "10\n",
+           "tally_feed_subscriber_position{subscriber=\"us/db-2\"} 9\n",
+           "# TYPE tally_feed_lag_seconds gauge\n",
+           "# TYPE tally_repair_bytes_total counter\n",
+       }) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+}
+
+TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
+  v1::StatusResponse s = SmallStatus();
+  s.add_peers()->set_address("127.0.0.1:1");
+  s.add_subscriptions()->set_subscriber("x");
+  const std::string text = RenderPrometheus(s);
+  std::string family;
+  std::set<std::string> seen;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (line.empty()) continue;
+    if (absl::StartsWith(line, "# HELP ")) {
+      std::vector<std::string> words = absl::StrSplit(line, ' ');
+      family = words[2];
+      EXPECT_TRUE(seen.insert(family).second) << "twice: " << family;
+      continue;
+    }
+    if (absl::StartsWith(line, "# TYPE ")) {
+      EXPECT_TRUE(line == absl::StrCat("# TYPE ", family, " counter") ||
+                  line == absl::StrCat("# TYPE ", family, " gauge"))
+          << line;
+      EXPECT_EQ(absl::EndsWith(family, "_total"),
+                absl::EndsWith(line, " counter"))
+          << line;
+      continue;
+    }
+    // A sample of the current family: name, optional labels, value.
+    EXPECT_TRUE(absl::StartsWith(line, family + "{") ||
+                absl::StartsWith(line, family + " "))
+        << line << " under " << family;
+  }
+  EXPECT_EQ(seen.size(), 29u);  // every family, with a peer and a subscriber
+}
+
+TEST(RenderPrometheus, LabelValuesAreEscaped) {
+  EXPECT_EQ(EscapePrometheusLabelValue("plain/name-1"), "plain/name-1");
+  EXPECT_EQ(EscapePrometheusLabelValue("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+  v1::StatusResponse s;
+  s.set_node_name("we\"ird\\node\n");
+  v1::OriginRows* o = s.add_origins();
+  o->set_origin("x\"y");
+  o->set_rows(1);
+  const std::string text = RenderPrometheus(s);
+  EXPECT_THAT(text, HasSubstr("tally_node_info{node=\"we\\\"ird\\\\node\\n\","
+                              "epoch=\"0000000000000000\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tally_origin_rows{origin=\"x\\\"y\"} 1\n"));
+}
+
+// ------------------------------------------------------------ the server
+
+TEST(MetricsServer, ServesMetricsOnAnyPortAnd404Elsewhere) {
+  int scrapes = 0;
+  auto server = MetricsServer::Start("127.0.0.1:0", [&scrapes] {
+    ++scrapes;
+    return absl::StatusOr<std::string>(absl::StrCat("x_total ", scrapes, "\n"));
+  });
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_GT((*server)->port(), 0);
+  EXPECT_EQ((*server)->address(),
+            absl::StrCat("127.0.0.1:", (*server)->port()));
+
+  httplib::Client client("127.0.0.1", (*server)->port());
+  httplib::Result first = client.Get("/metrics");
+  ASSERT_TRUE(first) << httplib::to_string(first.error());
+  EXPECT_EQ(first->status, 200);
+  EXPECT_EQ(first->body, "x_total 1\n");
+  EXPECT_EQ(first->get_header_value("Content-Type"),
+            "text/plain; version=0.0.4; charset=utf-8");
+  httplib::Result second = client.Get("/metrics");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->body, "x_total 2\n");
+
+  httplib::Result other = client.Get("/");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  EXPECT_THAT(other->body, HasSubstr("/metrics"));
+  httplib::Result post = client.Post("/metrics", "", "text/plain");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 404);
+  EXPECT_THAT(post->body, HasSubstr("POST /metrics"));
+  EXPECT_EQ(scrapes, 2);
+  (*server)->Stop();
+  EXPECT_FALSE(client.Get("/metrics"));
+}
+
+TEST(MetricsServer, RenderErrorAnswers500) {
+  auto server = MetricsServer::Start("127.0.0.1:0", [] {
+    return absl::StatusOr<std::string>(absl::UnavailableError("store closed"));
+  });
+  ASSERT_TRUE(server.ok()) << server.status();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  httplib::Result r = client.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 500);
+  EXPECT_THAT(r->body, HasSubstr("store closed"));
+}
+
+TEST(MetricsServer, BadAddressesAreRefused) {
+  auto render = [] { return absl::StatusOr<std::string>(""); };
+  for (const char* bad : {"9400", "127.0.0.1:x", ":9400", "127.0.0.1:70000"}) {
+    EXPECT_EQ(MetricsServer::Start(bad, render).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  auto first = MetricsServer::Start("127.0.0.1:0", render);
+  ASSERT_TRUE(first.ok());
+  // The port is taken.
+  auto second = MetricsServer::Start((*first)->address(), render);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr((*first)->address()));
+}
+
+TEST(MetricsServer, StopRightAfterStartReturns) {
+  for (int i = 0; i < 20; ++i) {
+    auto server = MetricsServer::Start(
+        "127.0.0.1:0", [] { return absl::StatusOr<std::string>(""); });
+    ASSERT_TRUE(server.ok());
+    (*server)->Stop();
+    (*server)->Stop();  // idempotent
+  }
+}
+
+// ------------------------------------------------------- a running node
+
+std::string Scrape(int port) {
+  httplib::Client client("127.0.0.1", port);
+  httplib::Result r = client.Get("/metrics");
+  if (!r) return "scrape failed: " + httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  return r->body;
+}
+
+TEST(NodeServerMetrics, ScrapeSeesAPutAndTheOrigin) {
+  TempDir dir;
+  NodeConfig config;
+  config.name = "metrics-node";
+  config.data_dir = dir.path();
+  config.listen = "127.0.0.1:0";
+  config.metrics_listen = "127.0.0.1:0";
+  config.sync_writes = false;
+  auto node = NodeServer::Start(config);
+  ASSERT_TRUE(node.ok()) << node.status();
+  const int port = (*node)->metrics_port();
+  ASSERT_GT(port, 0);
+
+  const std::string before = Scrape(port);
+  EXPECT_THAT(before, HasSubstr("tally_node_info{node=\"metrics-node\","));
+  EXPECT_THAT(before, Not(HasSubstr("tally_keyspace_rows{")));
+
+  storage::WriteRequest write;
+  write.mutations.push_back(storage::Mutation::Put("ks", "k1", "v"));
+  write.mutations.push_back(storage::Mutation::Put("ks", "k2", "v"));
+  ASSERT_TRUE((*node)->store().Write(std::move(write)).ok());
+  storage::WriteRequest del;
+  del.mutations.push_back(storage::Mutation::Delete("ks", "k2"));
+  ASSERT_TRUE((*node)->store().Write(std::move(del)).ok());
+
+  const std::string after = Scrape(port);
+  EXPECT_THAT(after, HasSubstr("tally_keyspace_rows{keyspace=\"ks\"} 2\n"));
+  EXPECT_THAT(after, HasSubstr("tally_keyspace_root_changes_total{keyspace="
+                               "\"ks\"} 2\n"));
+  EXPECT_THAT(after,
+              HasSubstr("tally_origin_rows{origin=\"metrics-node\"} 2\n"));
+  EXPECT_THAT(after, HasSubstr("tally_log_last_sequence 3\n"));
+  (*node)->Shutdown();
+  httplib::Client client("127.0.0.1", port);
+  EXPECT_FALSE(client.Get("/metrics")) << "still serving after Shutdown";
+}
+
+TEST(NodeServerMetrics, NoMetricsListenServesNothing) {
+  TempDir dir;
+  NodeConfig config;
+  config.name = "quiet-node";
+  config.data_dir = dir.path();
+  config.listen = "127.0.0.1:0";
+  auto node = NodeServer::Start(config);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ((*node)->metrics_port(), 0);
+}
+
+}  // namespace
+}  // namespace node
+}  // namespace tally

@@ -1,0 +1,191 @@
+#include "tools/cli/status.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tally {
+namespace cli {
+namespace {
+
+std::string SessionTime(int64_t unix_ms, absl::Time now) {
+  if (unix_ms <= 0) return "never";
+  const absl::Time t = absl::FromUnixMillis(unix_ms);
+  const int64_t ago = absl::ToInt64Seconds(now - t);
+  return absl::StrFormat(
+      "%s (%ds ago)",
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone()), ago);
+}
+
+std::string Listen(const v1::StatusResponse& status, absl::string_view dialed) {
+  return status.listen().empty() ? std::string(dialed) : status.listen();
+}
+
+// A table with its header row, or `none` when it has no other rows.
+std::string Section(const std::vector<std::vector<std::string>>& rows,
+                    absl::string_view none) {
+  if (rows.size() <= 1) return absl::StrCat("  ", none, "\n");
+  return Table(rows);
+}
+
+}  // namespace
+
+std::string StatusText(const v1::StatusResponse& status,
+                       absl::string_view dialed, absl::Time now) {
+  const v1::FeedTotals& feed = status.feed();
+  std::string log = absl::StrCat(status.last_sequence());
+  if (status.first_sequence() > 0 || status.log_entries_trimmed() > 0) {
+    absl::StrAppend(&log, " (oldest kept ", status.first_sequence(), ", ",
+                    status.log_entries_trimmed(), " trimmed)");
+  }
+  std::string text = Table({
+      {"node", status.node_name()},
+      {"listen", Listen(status, dialed)},
+      {"epoch", absl::StrFormat("%016x", status.epoch())},
+      {"last sequence", log},
+      {"sessions",
+       absl::StrFormat("%d running, %d ok, %d failed",
+                       status.sessions_running(), status.sessions_ok(),
+                       status.sessions_failed())},
+      {"feed sent",
+       absl::StrFormat("%d (skipped: %d own, %d superseded)", feed.sent(),
+                       feed.skipped_own(), feed.skipped_superseded())},
+      {"feed received",
+       absl::StrFormat("%d (applied %d, not newer %d, refused timestamps %d)",
+                       feed.received(), feed.applied(), feed.not_newer(),
+                       feed.refused_skew())},
+      {"tombstones purged", absl::StrCat(status.tombstones_purged())},
+  });
+
+  std::vector<std::vector<std::string>> keyspaces = {
+      {"KEYSPACE", "ROWS", "DEPTH", "ROOT", "ROOT CHANGES"}};
+  for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
+    keyspaces.push_back({ks.name(), absl::StrCat(ks.row_count()),
+                         absl::StrCat(ks.depth()), RootHex(ks.root()),
+                         absl::StrCat(ks.root_changes())});
+  }
+  absl::StrAppend(&text, "\n", Section(keyspaces, "no keyspaces"));
+
+  std::vector<std::vector<std::string>> origins = {{"ORIGIN", "ROWS"}};
+  for (const v1::OriginRows& o : status.origins()) {
+    origins.push_back({o.origin(), absl::StrCat(o.rows())});
+  }
+  absl::StrAppend(&text, "\n", Section(origins, "no rows from any origin"));
+
+  std::vector<std::vector<std::string>> peers = {
+      {"PEER", "ROLE", "NAME", "LAST SESSION", "OUTCOME", "RUNNING",
+       "OK/FAILED", "ROWS IN/OUT", "REPAIRED"}};
+  for (const v1::PeerStatus& p : status.peers()) {
+    peers.push_back({p.address(), p.role(), p.name().empty() ? "-" : p.name(),
+                     SessionTime(p.last_session_unix_ms(), now),
+                     p.last_outcome().empty() ? "-" : p.last_outcome(),
+                     p.session_running() ? "yes" : "no",
+                     absl::StrCat(p.sessions_ok(), "/", p.sessions_failed()),
+                     absl::StrCat(p.rows_received(), "/", p.rows_sent()),
+                     HumanBytes(p.bytes_repaired())});
+  }
+  absl::StrAppend(&text, "\n", Section(peers, "no peers"));
+
+  if (status.peers_size() > 0) {
+    std::vector<std::vector<std::string>> feeds = {
+        {"FEED FROM", "CONNECTED", "POSITION", "LAG", "RECEIVED", "APPLIED",
+         "NOT NEWER", "SKIPPED OWN/SUPERSEDED", "REFUSED", "RECONNECTS"}};
+    for (const v1::PeerStatus& p : status.peers()) {
+      feeds.push_back(
+          {p.address(), p.feed_connected() ? "yes" : "no",
+           absl::StrCat(p.feed_position()),
+           absl::StrFormat("%d entries, %.1f s", p.feed_lag_entries(),
+                           p.feed_lag_seconds()),
+           absl::StrCat(p.feed_received()), absl::StrCat(p.feed_applied()),
+           absl::StrCat(p.feed_not_newer()),
+           absl::StrCat(p.feed_skipped_own(), "/", p.feed_skipped_superseded()),
+           absl::StrCat(p.feed_refused_skew()),
+           absl::StrCat(p.feed_reconnects())});
+    }
+    absl::StrAppend(&text, "\n", Table(feeds));
+  }
+
+  std::vector<std::vector<std::string>> subscribers = {
+      {"SUBSCRIBER", "POSITION", "SENT", "SKIPPED OWN/SUPERSEDED"}};
+  for (const v1::FeedSubscriptionStatus& s : status.subscriptions()) {
+    subscribers.push_back(
+        {s.subscriber(), absl::StrCat(s.position()), absl::StrCat(s.sent()),
+         absl::StrCat(s.skipped_own(), "/", s.skipped_superseded())});
+  }
+  absl::StrAppend(&text, "\n", Section(subscribers, "no subscribers"));
+  return text;
+}
+
+Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
+  Json out = Json::object();
+  out["name"] = status.node_name();
+  out["listen"] = Listen(status, dialed);
+  out["epoch"] = status.epoch();
+  out["last_sequence"] = status.last_sequence();
+  out["first_sequence"] = status.first_sequence();
+  out["log_entries_trimmed"] = status.log_entries_trimmed();
+  out["tombstones_purged"] = status.tombstones_purged();
+  out["sessions_running"] = status.sessions_running();
+  out["sessions_ok"] = status.sessions_ok();
+  out["sessions_failed"] = status.sessions_failed();
+  const v1::FeedTotals& feed = status.feed();
+  out["feed"] = {{"sent", feed.sent()},
+                 {"skipped_own", feed.skipped_own()},
+                 {"skipped_superseded", feed.skipped_superseded()},
+                 {"received", feed.received()},
+                 {"applied", feed.applied()},
+                 {"not_newer", feed.not_newer()},
+                 {"refused_skew", feed.refused_skew()}};
+  out["keyspaces"] = Json::array();
+  for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
+    out["keyspaces"].push_back({{"name", ks.name()},
+                                {"rows", ks.row_count()},
+                                {"depth", ks.depth()},
+                                {"root", RootHex(ks.root())},
+                                {"root_changes", ks.root_changes()}});
+  }
+  out["origins"] = Json::array();
+  for (const v1::OriginRows& o : status.origins()) {
+    out["origins"].push_back({{"origin", o.origin()}, {"rows", o.rows()}});
+  }
+  out["peers"] = Json::array();
+  for (const v1::PeerStatus& p : status.peers()) {
+    Json peer = {{"address", p.address()},
+                 {"role", p.role()},
+                 {"name", p.name()},
+                 {"last_session_unix_ms", p.last_session_unix_ms()},
+                 {"last_outcome", p.last_outcome()},
+                 {"session_running", p.session_running()},
+                 {"sessions_ok", p.sessions_ok()},
+                 {"sessions_failed", p.sessions_failed()},
+                 {"rows_received", p.rows_received()},
+                 {"rows_sent", p.rows_sent()},
+                 {"bytes_repaired", p.bytes_repaired()}};
+    peer["feed"] = {{"connected", p.feed_connected()},
+                    {"position", p.feed_position()},
+                    {"lag_entries", p.feed_lag_entries()},
+                    {"lag_seconds", p.feed_lag_seconds()},
+                    {"received", p.feed_received()},
+                    {"applied", p.feed_applied()},
+                    {"not_newer", p.feed_not_newer()},
+                    {"skipped_own", p.feed_skipped_own()},
+                    {"skipped_superseded", p.feed_skipped_superseded()},
+                    {"refused_skew", p.feed_refused_skew()},
+                    {"reconnects", p.feed_reconnects()}};
+    out["peers"].push_back(std::move(peer));
+  }
+  out["subscriptions"] = Json::array();
+  for (const v1::FeedSubscriptionStatus& s : status.subscriptions()) {
+    out["subscriptions"].push_back(
+        {{"subscriber", s.subscriber()},
+         {"position", s.position()},
+         {"sent", s.sent()},
+         {"skipped_own", s.skipped_own()},
+         {"skipped_superseded", s.skipped_superseded()}});
+  }
+  return out;
+}
+
+}  // namespace cli
+}  // namespace tally

@@ -1,0 +1,37 @@
+// `tally status` output: a node's StatusResponse as text for people or as
+// one JSON object for machines.
+//
+// The text has a summary (node, sequences, sessions, feed totals), then
+// tables: keyspaces, rows per origin, peers (sessions and repairs), the
+// feeds this node follows (per peer: connected, lag, counters) and the
+// subscribers it serves. The JSON holds every field of the response.
+//
+//   std::cout << StatusText(response, client->address(), absl::Now());
+//   std::cout << DumpJson(StatusJson(response, client->address())) << "\n";
+//
+// Thread-safe: pure functions.
+#ifndef TALLY_TOOLS_CLI_STATUS_H_
+#define TALLY_TOOLS_CLI_STATUS_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "tally/v1/tally.pb.h"
+#include "tools/cli/format.h"
+
+namespace tally {
+namespace cli {
+
+// `dialed` is the address the tool connected to, shown when the node does
+// not report its listen address; `now` dates "last session ... ago".
+std::string StatusText(const ::tally::v1::StatusResponse& status,
+                       absl::string_view dialed, absl::Time now);
+
+Json StatusJson(const ::tally::v1::StatusResponse& status,
+                absl::string_view dialed);
+
+}  // namespace cli
+}  // namespace tally
+
+#endif  // TALLY_TOOLS_CLI_STATUS_H_

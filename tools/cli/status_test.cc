@@ -1,0 +1,144 @@
+#include "tools/cli/status.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tally {
+namespace cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::StatusResponse MeshStatus() {
+  v1::StatusResponse s;
+  s.set_node_name("eu/db-1");
+  s.set_listen("127.0.0.1:7400");
+  s.set_epoch(0x2a);
+  s.set_last_sequence(9);
+  s.set_first_sequence(3);
+  s.set_log_entries_trimmed(2);
+  s.set_sessions_ok(4);
+  s.set_sessions_failed(1);
+  v1::KeyspaceSummary* ks = s.add_keyspaces();
+  ks->set_name("users");
+  ks->set_row_count(3);
+  ks->set_depth(16);
+  ks->set_root(std::string(16, '\x01'));
+  ks->set_root_changes(5);
+  v1::OriginRows* o = s.add_origins();
+  o->set_origin("eu/db-1");
+  o->set_rows(2);
+  o = s.add_origins();
+  o->set_origin("us/db-2");
+  o->set_rows(1);
+  v1::FeedTotals* feed = s.mutable_feed();
+  feed->set_sent(10);
+  feed->set_skipped_own(6);
+  feed->set_skipped_superseded(2);
+  feed->set_received(7);
+  feed->set_applied(5);
+  feed->set_not_newer(2);
+  v1::PeerStatus* p = s.add_peers();
+  p->set_address("127.0.0.1:7401");
+  p->set_role("peer");
+  p->set_name("us/db-2");
+  p->set_last_outcome("ok");
+  p->set_sessions_ok(4);
+  p->set_sessions_failed(1);
+  p->set_rows_received(11);
+  p->set_rows_sent(12);
+  p->set_bytes_repaired(4096);
+  p->set_feed_connected(true);
+  p->set_feed_position(77);
+  p->set_feed_lag_entries(40);
+  p->set_feed_lag_seconds(1.5);
+  p->set_feed_received(7);
+  p->set_feed_applied(5);
+  p->set_feed_not_newer(2);
+  p->set_feed_skipped_own(6);
+  p->set_feed_skipped_superseded(2);
+  p->set_feed_reconnects(1);
+  v1::FeedSubscriptionStatus* sub = s.add_subscriptions();
+  sub->set_subscriber("us/db-2");
+  sub->set_position(9);
+  sub->set_sent(10);
+  sub->set_skipped_own(6);
+  sub->set_skipped_superseded(2);
+  return s;
+}
+
+TEST(StatusText, ShowsFeedCountersLagAndOrigins) {
+  const std::string text =
+      StatusText(MeshStatus(), "localhost:7400", absl::UnixEpoch());
+  EXPECT_EQ(text, R"(  node               eu/db-1
+  listen             127.0.0.1:7400
+  epoch              000000000000002a
+  last sequence      9 (oldest kept 3, 2 trimmed)
+  sessions           0 running, 4 ok, 1 failed
+  feed sent          10 (skipped: 6 own, 2 superseded)
+  feed received      7 (applied 5, not newer 2, refused timestamps 0)
+  tombstones purged  0
+
+  KEYSPACE  ROWS  DEPTH  ROOT                              ROOT CHANGES
+  users     3     16     01010101010101010101010101010101  5
+
+  ORIGIN   ROWS
+  eu/db-1  2
+  us/db-2  1
+
+  PEER            ROLE  NAME     LAST SESSION  OUTCOME  RUNNING  OK/FAILED  ROWS IN/OUT  REPAIRED
+  127.0.0.1:7401  peer  us/db-2  never         ok       no       4/1        11/12        4.0 KB
+
+  FEED FROM       CONNECTED  POSITION  LAG                RECEIVED  APPLIED  NOT NEWER  SKIPPED OWN/SUPERSEDED  REFUSED  RECONNECTS
+  127.0.0.1:7401  yes        77        40 entries, 1.5 s  7         5        2          6/2                     0        1
+
+  SUBSCRIBER  POSITION  SENT  SKIPPED OWN/SUPERSEDED
+  us/db-2     9         10    6/2
+)");
+}
+
+TEST(StatusText, EmptyNodeSaysSo) {
+  v1::StatusResponse s;
+  s.set_node_name("n");
+  const std::string text = StatusText(s, "127.0.0.1:1", absl::UnixEpoch());
+  EXPECT_THAT(text, HasSubstr("  listen             127.0.0.1:1\n"));
+  EXPECT_THAT(text, HasSubstr("  last sequence      0\n"));
+  EXPECT_THAT(text, HasSubstr("  no keyspaces\n"));
+  EXPECT_THAT(text, HasSubstr("  no rows from any origin\n"));
+  EXPECT_THAT(text, HasSubstr("  no peers\n"));
+  EXPECT_THAT(text, HasSubstr("  no subscribers\n"));
+  EXPECT_THAT(text, testing::Not(HasSubstr("FEED FROM")));
+}
+
+TEST(StatusJson, HoldsFeedLagAndOrigins) {
+  const Json j = StatusJson(MeshStatus(), "x:1");
+  EXPECT_EQ(j["listen"], "127.0.0.1:7400");
+  EXPECT_EQ(j["first_sequence"], 3);
+  EXPECT_EQ(j["log_entries_trimmed"], 2);
+  EXPECT_EQ(j["sessions_ok"], 4);
+  EXPECT_EQ(j["feed"]["sent"], 10);
+  EXPECT_EQ(j["feed"]["skipped_own"], 6);
+  EXPECT_EQ(j["feed"]["skipped_superseded"], 2);
+  EXPECT_EQ(j["feed"]["received"], 7);
+  EXPECT_EQ(j["feed"]["applied"], 5);
+  EXPECT_EQ(j["feed"]["not_newer"], 2);
+  EXPECT_EQ(j["keyspaces"][0]["root_changes"], 5);
+  EXPECT_EQ(j["origins"][1]["origin"], "us/db-2");
+  EXPECT_EQ(j["origins"][1]["rows"], 1);
+  const Json& peer = j["peers"][0];
+  EXPECT_EQ(peer["bytes_repaired"], 4096);
+  EXPECT_EQ(peer["feed"]["connected"], true);
+  EXPECT_EQ(peer["feed"]["lag_entries"], 40);
+  EXPECT_EQ(peer["feed"]["lag_seconds"], 1.5);
+  EXPECT_EQ(peer["feed"]["skipped_superseded"], 2);
+  EXPECT_EQ(j["subscriptions"][0]["subscriber"], "us/db-2");
+  EXPECT_EQ(j["subscriptions"][0]["sent"], 10);
+  // One line, parseable.
+  const std::string line = DumpJson(j);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_EQ(Json::parse(line), j);
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace tally
