@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <map>
 #include <random>
-#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -24,7 +23,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/client.h"
-#include "tests/process.h"
 #include "tests/tcp_proxy.h"
 
 namespace tally {
