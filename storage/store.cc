@@ -341,6 +341,11 @@ class StoreImpl : public Store {
 
   // Builds the tombstone index of a store written before it existed.
   absl::Status IndexTombstones();
+  // Calls `fn` for every row of every keyspace (one pass, not cached).
+  absl::Status ForEachStoredRow(
+      const leveldb::Snapshot* snapshot, absl::string_view what,
+      const std::function<void(absl::string_view row_key,
+                               const RowHeader& header)>& fn);
 };
 
 absl::Status StoreImpl::Load() {
@@ -505,13 +510,14 @@ absl::Status StoreImpl::Load() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>>
-StoreImpl::CountOriginRows(const leveldb::Snapshot* snapshot) {
+absl::Status StoreImpl::ForEachStoredRow(
+    const leveldb::Snapshot* snapshot, absl::string_view what,
+    const std::function<void(absl::string_view row_key,
+                             const RowHeader& header)>& fn) {
   leveldb::ReadOptions read;
   read.snapshot = snapshot;
-  read.fill_cache = false;
+  read.fill_cache = false;  // one pass over everything: keep the cache
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  absl::flat_hash_map<uint32_t, uint64_t> counts;
   for (it->Seek(std::string(1, internal::kRowTag));
        it->Valid() && it->key()[0] == internal::kRowTag; it->Next()) {
     RowHeader header;
@@ -521,9 +527,19 @@ StoreImpl::CountOriginRows(const leveldb::Snapshot* snapshot) {
             &payload)) {
       return Corrupt("row", it->key().ToString());
     }
-    ++counts[header.origin_id];
+    fn(absl::string_view(it->key().data(), it->key().size()), header);
   }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "counting rows per origin"));
+  return FromLevelDb(it->status(), what);
+}
+
+absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>>
+StoreImpl::CountOriginRows(const leveldb::Snapshot* snapshot) {
+  absl::flat_hash_map<uint32_t, uint64_t> counts;
+  TALLY_RETURN_IF_ERROR(
+      ForEachStoredRow(snapshot, "counting rows per origin",
+                       [&](absl::string_view, const RowHeader& header) {
+                         ++counts[header.origin_id];
+                       }));
   return counts;
 }
 
@@ -549,25 +565,13 @@ absl::Status StoreImpl::IndexTombstones() {
   // One pass over the rows, once in the life of a store; one batch, so
   // that the index is complete or absent.
   leveldb::WriteBatch batch;
-  std::unique_ptr<leveldb::Iterator> it(
-      db_->NewIterator(leveldb::ReadOptions()));
-  for (it->Seek(std::string(1, internal::kRowTag));
-       it->Valid() && it->key()[0] == internal::kRowTag; it->Next()) {
-    RowHeader header;
-    absl::string_view payload;
-    if (!internal::DecodeRowRecord(
-            absl::string_view(it->value().data(), it->value().size()), &header,
-            &payload)) {
-      return Corrupt("row", it->key().ToString());
-    }
-    if (header.deleted) {
-      batch.Put(internal::TombstoneKey(
-                    header.timestamp,
-                    absl::string_view(it->key().data(), it->key().size())),
-                "");
-    }
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "indexing tombstones"));
+  TALLY_RETURN_IF_ERROR(ForEachStoredRow(
+      nullptr, "indexing tombstones",
+      [&](absl::string_view row_key, const RowHeader& header) {
+        if (header.deleted) {
+          batch.Put(internal::TombstoneKey(header.timestamp, row_key), "");
+        }
+      }));
   batch.Put(
       internal::TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex),
       "");

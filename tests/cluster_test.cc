@@ -35,6 +35,7 @@ namespace {
 
 using ::tally::node::NodeClient;
 using ::tally::testing::CommandResult;
+using ::tally::testing::FreeLoopbackAddress;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::RunTally;
 using ::tally::testing::TempDir;
@@ -115,20 +116,6 @@ DiffResult Diff(const std::string& a, const std::string& b) {
     }
   }
   return d;
-}
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
 }
 
 // Two nodes with the same 100k rows: A loaded, B filled by one repair.
@@ -489,7 +476,7 @@ TEST(Cluster, ChangeFeedCarriesWritesAroundARingWithoutEchoes) {
   constexpr int kNodes = 4;
   std::vector<std::string> addresses;
   for (int i = 0; i < kNodes; ++i) {
-    addresses.push_back(absl::StrCat("127.0.0.1:", FreePort()));
+    addresses.push_back(FreeLoopbackAddress());
   }
   std::vector<TempDir> dirs(kNodes);
   std::vector<std::unique_ptr<NodeProcess>> nodes;
@@ -570,8 +557,8 @@ TEST(Cluster, ChangeFeedCarriesWritesAroundARingWithoutEchoes) {
 
 TEST(Cluster, PeersConvergeOnTheirOwn) {
   TempDir dir_a, dir_b;
-  const std::string addr_a = absl::StrCat("127.0.0.1:", FreePort());
-  const std::string addr_b = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string addr_a = FreeLoopbackAddress();
+  const std::string addr_b = FreeLoopbackAddress();
   auto a = StartNode(
       "node-a", dir_a.path(),
       {"--sync-writes", "false", "--sync-interval", "300ms", "--peer", addr_b},
@@ -629,8 +616,8 @@ std::string Scrape(int port) {
 
 TEST(Cluster, StatusAndMetricsShowTheFeedAndRowsPerOrigin) {
   TempDir dir_a, dir_b;
-  const std::string addr_a = absl::StrCat("127.0.0.1:", FreePort());
-  const std::string addr_b = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string addr_a = FreeLoopbackAddress();
+  const std::string addr_b = FreeLoopbackAddress();
   auto a = StartNode(
       "node-a", dir_a.path(),
       {"--sync-writes", "false", "--sync-interval", "1s", "--peer", addr_b},
@@ -737,9 +724,7 @@ std::string KeyState(NodeClient& client, const std::string& key) {
 // never brings the row back.
 TEST(Cluster, TombstonesOutliveADownPeerAndThenGo) {
   const std::vector<std::string> addresses = {
-      absl::StrCat("127.0.0.1:", FreePort()),
-      absl::StrCat("127.0.0.1:", FreePort()),
-      absl::StrCat("127.0.0.1:", FreePort())};
+      FreeLoopbackAddress(), FreeLoopbackAddress(), FreeLoopbackAddress()};
   std::vector<TempDir> dirs(3);
   auto start = [&](int i) {
     std::vector<std::string> flags = {
@@ -827,8 +812,8 @@ TEST(Cluster, TombstonesOutliveADownPeerAndThenGo) {
 // told so, falls back to anti-entropy and follows from the head.
 TEST(Cluster, ASubscriberBehindTheRetainedLogFallsBackToAntiEntropy) {
   TempDir dir_a, dir_b;
-  const std::string addr_a = absl::StrCat("127.0.0.1:", FreePort());
-  const std::string addr_b = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string addr_a = FreeLoopbackAddress();
+  const std::string addr_b = FreeLoopbackAddress();
   auto a = StartNode("pub", dir_a.path(),
                      {"--sync-writes", "false", "--log-retention-entries", "10",
                       "--maintenance-interval", "100ms"},

@@ -1,7 +1,5 @@
 #include "tests/mesh.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -38,19 +36,6 @@ std::vector<std::pair<int, int>> ChainLinks(int nodes) {
     links.emplace_back(i + 1, i);
   }
   return links;
-}
-
-std::string FreeLoopbackAddress() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
 }
 
 Mesh::Mesh(std::string prefix, int nodes, std::vector<std::string> flags,

@@ -39,10 +39,6 @@ std::vector<std::pair<int, int>> RingLinks(int nodes);
 std::vector<std::pair<int, int>> FullMeshLinks(int nodes);
 std::vector<std::pair<int, int>> ChainLinks(int nodes);
 
-// A free loopback port, as "127.0.0.1:PORT" (free when asked; a test that
-// starts a process on it right away rarely loses it).
-std::string FreeLoopbackAddress();
-
 class Mesh {
  public:
   // `nodes` nodes named "<prefix>-<i>", each started with `flags`, by the

@@ -1,7 +1,9 @@
 #include "tests/process.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -173,6 +175,19 @@ CommandResult RunTally(const std::vector<std::string>& args,
 pid_t SpawnCommand(const std::vector<std::string>& argv,
                    const std::string& out_path) {
   return Spawn(argv, out_path, out_path + ".err");
+}
+
+std::string FreeLoopbackAddress() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
 }
 
 }  // namespace testing

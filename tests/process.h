@@ -67,6 +67,11 @@ struct CommandResult {
   std::string err;
 };
 
+// A free loopback address, "127.0.0.1:PORT" (free when asked; a test that
+// starts a process on it right away rarely loses it). For nodes that must
+// know each other's addresses before they start, or restart on the same one.
+std::string FreeLoopbackAddress();
+
 // Runs a command to completion (killed after `timeout`).
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          absl::Duration timeout = absl::Seconds(120));

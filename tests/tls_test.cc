@@ -25,6 +25,7 @@ namespace {
 
 using ::tally::testing::CertFiles;
 using ::tally::testing::CommandResult;
+using ::tally::testing::FreeLoopbackAddress;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::RunCommand;
 using ::tally::testing::RunTally;
@@ -33,20 +34,6 @@ using ::tally::testing::TempDir;
 using ::tally::testing::TestCa;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
 
 std::vector<std::string> TlsFlags(const CertFiles& cert,
                                   const std::string& ca) {
@@ -72,8 +59,8 @@ class MutualTls : public ::testing::Test {
     stranger_ = *stranger;
     other_ca_cert_ = other_ca->cert();
 
-    address_a_ = absl::StrCat("127.0.0.1:", FreePort());
-    address_b_ = absl::StrCat("127.0.0.1:", FreePort());
+    address_a_ = FreeLoopbackAddress();
+    address_b_ = FreeLoopbackAddress();
     std::vector<std::string> flags_a = TlsFlags(*node_a, ca_->cert());
     std::vector<std::string> flags_b = TlsFlags(*node_b, ca_->cert());
     for (auto* flags : {&flags_a, &flags_b}) {
