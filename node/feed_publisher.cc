@@ -79,8 +79,16 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
                              store_->ReadChanges(position_, max_batch));
       v1::FeedBatch batch;
       batch.set_epoch(store_->epoch());
+      // A batch ends at max_batch entries or about kStreamChunkBytes of
+      // rows, whichever comes first; what is left is read again next.
+      size_t bytes = 0;
+      bool full = entries.size() == max_batch;
       for (const storage::ChangeEntry& entry : entries) {
-        TALLY_RETURN_IF_ERROR(Add(entry, &batch));
+        if (bytes >= kStreamChunkBytes) {
+          full = true;
+          break;
+        }
+        TALLY_RETURN_IF_ERROR(Add(entry, &batch, &bytes));
         position_ = entry.sequence;
       }
       batch.set_position(position_);
@@ -94,7 +102,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
         last_sent = absl::Now();
         first = false;
       }
-      if (entries.size() == max_batch) continue;  // more to read now
+      if (full) continue;  // more to read now
       // Wait for a commit, a heartbeat due, or the end.
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(
@@ -113,8 +121,10 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
     }
   }
 
-  // Adds an entry to the batch, or counts why it is skipped.
-  absl::Status Add(const storage::ChangeEntry& entry, v1::FeedBatch* batch) {
+  // Adds an entry to the batch (adding its row's size to `bytes`), or
+  // counts why it is skipped.
+  absl::Status Add(const storage::ChangeEntry& entry, v1::FeedBatch* batch,
+                   size_t* bytes) {
     if (entry.version.origin == request_.subscriber()) {
       batch->set_skipped_own(batch->skipped_own() + 1);
       return absl::OkStatus();
@@ -131,6 +141,8 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
       return absl::OkStatus();
     }
     if (!row.ok()) return row.status();
+    *bytes += entry.keyspace.size() + row->key.size() + row->value.size() +
+              row->version.origin.size() + 32;
     v1::FeedChange* change = batch->add_changes();
     change->set_sequence(entry.sequence);
     change->set_keyspace(entry.keyspace);
