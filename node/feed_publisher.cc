@@ -74,35 +74,42 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
         request_.max_batch() == 0 ? kDefaultBatch : request_.max_batch();
     absl::Time last_sent = absl::InfinitePast();
     bool first = true;
+    // Entries read from the log and not sent yet: [next, end).
+    std::vector<storage::ChangeEntry> entries;
+    size_t next = 0;
+    bool read_full = false;  // the last read may have left entries behind
     while (true) {
-      TALLY_ASSIGN_OR_RETURN(std::vector<storage::ChangeEntry> entries,
-                             store_->ReadChanges(position_, max_batch));
+      if (next == entries.size()) {
+        TALLY_ASSIGN_OR_RETURN(entries,
+                               store_->ReadChanges(position_, max_batch));
+        next = 0;
+        read_full = entries.size() == max_batch;
+      }
       v1::FeedBatch batch;
       batch.set_epoch(store_->epoch());
       // A batch ends at max_batch entries or about kStreamChunkBytes of
-      // rows, whichever comes first; what is left is read again next.
+      // rows, whichever comes first; the entries left wait for the next.
       size_t bytes = 0;
-      bool full = entries.size() == max_batch;
-      for (const storage::ChangeEntry& entry : entries) {
-        if (bytes >= kStreamChunkBytes) {
-          full = true;
-          break;
-        }
-        TALLY_RETURN_IF_ERROR(Add(entry, &batch, &bytes));
-        position_ = entry.sequence;
+      const size_t taken_from = next;
+      while (next < entries.size() && bytes < kStreamChunkBytes) {
+        TALLY_RETURN_IF_ERROR(Add(entries[next], &batch, &bytes));
+        position_ = entries[next].sequence;
+        ++next;
       }
+      const bool took = next > taken_from;
+      const bool more = next < entries.size() || read_full;
       batch.set_position(position_);
       batch.set_head(std::max(position_, store_->last_sequence()));
       // Send changes, a first message (it tells a from-head subscriber
       // where the head is), or a heartbeat when quiet for too long.
-      if (batch.changes_size() > 0 || !entries.empty() || first ||
+      if (batch.changes_size() > 0 || took || first ||
           absl::Now() - last_sent >= options_.heartbeat) {
         if (!Write(batch)) return absl::CancelledError("subscriber went away");
         publisher_->BatchSent(id_, batch);
         last_sent = absl::Now();
         first = false;
       }
-      if (full) continue;  // more to read now
+      if (more) continue;  // more to read now
       // Wait for a commit, a heartbeat due, or the end.
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(
