@@ -16,6 +16,8 @@
 // Remote timestamps too far ahead of the local clock are refused, counted
 // and logged; the rest of the batch is applied.
 //
+// It asks for batches of up to 10,000 changes (the publisher also bounds
+// them to about 1 MB) and commits each in one WriteBatch, with its progress.
 // Two threads share the work while a stream is open: one receives and
 // decodes batches, the other commits them in order, so that the next batch
 // is read and decoded while the previous one is written. At most one
@@ -24,7 +26,9 @@
 // Thread-safe. Stop() (or the destructor) ends it promptly: it cancels the
 // open stream, even one waiting on a silently dead link, and drops a
 // decoded batch not yet committed (its progress was not stored either, so
-// it is received again after a restart).
+// it is received again after a restart). A reconnection's handshake is not
+// cancelled: on a dead link it waits out the keepalive (~10 s) or its
+// deadline.
 #ifndef TALLY_NODE_FEED_SUBSCRIBER_H_
 #define TALLY_NODE_FEED_SUBSCRIBER_H_
 
