@@ -274,20 +274,62 @@ absl::Status NodeClient::FetchRows(
       options_.stream_timeout);
 }
 
+void StreamCanceller::Cancel() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  if (context_ != nullptr) context_->TryCancel();
+}
+
+bool StreamCanceller::cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return cancelled_;
+}
+
+bool StreamCanceller::Attach(grpc::ClientContext* context) {
+  absl::MutexLock lock(&mu_);
+  if (cancelled_) return false;
+  context_ = context;
+  return true;
+}
+
+void StreamCanceller::Detach() {
+  absl::MutexLock lock(&mu_);
+  context_ = nullptr;
+}
+
 absl::Status NodeClient::Subscribe(
     const v1::SubscribeRequest& request,
-    const std::function<absl::Status(const v1::FeedBatch&)>& sink,
-    const std::atomic<bool>& stop) {
-  return ReadStream<v1::FeedBatch>(
-      "Subscribe", request.ByteSizeLong(),
-      [&](const v1::FeedBatch& batch) {
-        if (stop.load()) return absl::CancelledError("feed stopped");
-        return sink(batch);
-      },
-      [&](grpc::ClientContext* c) {
-        return stubs_->peer->Subscribe(c, request);
-      },
-      absl::InfiniteDuration());
+    const std::function<absl::Status(v1::FeedBatch&)>& sink,
+    const std::atomic<bool>& stop, StreamCanceller* canceller) {
+  grpc::ClientContext context;
+  if (canceller != nullptr && !canceller->Attach(&context)) {
+    return absl::CancelledError("feed stopped");
+  }
+  CountSent(request.ByteSizeLong());
+  std::unique_ptr<grpc::ClientReader<v1::FeedBatch>> reader =
+      stubs_->peer->Subscribe(&context, request);
+  v1::FeedBatch batch;
+  absl::Status sink_status;
+  while (reader->Read(&batch)) {
+    CountReceived(batch.ByteSizeLong());
+    sink_status =
+        stop.load() ? absl::CancelledError("feed stopped") : sink(batch);
+    if (!sink_status.ok()) {
+      // Stop the server too; the sink's error is the answer.
+      context.TryCancel();
+      break;
+    }
+  }
+  const grpc::Status s = reader->Finish();
+  if (canceller != nullptr) {
+    canceller->Detach();
+    if (sink_status.ok() && canceller->cancelled()) {
+      return absl::CancelledError("feed stopped");
+    }
+  }
+  if (!sink_status.ok()) return sink_status;
+  if (!s.ok()) return CallError(s, address_, "Subscribe");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::PushRowsResponse> NodeClient::PushRows(

@@ -21,7 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "tally/v1/tally.pb.h"
 #include "tree/tree_view.h"
@@ -29,6 +31,7 @@
 namespace grpc {
 class Channel;
 class ChannelCredentials;
+class ClientContext;
 }  // namespace grpc
 
 namespace tally {
@@ -42,6 +45,37 @@ namespace v1 = ::tally::v1;
 // subscription notices) within about 10 s.
 inline constexpr absl::Duration kKeepaliveTime = absl::Seconds(5);
 inline constexpr absl::Duration kKeepaliveTimeout = absl::Seconds(5);
+
+// Lets another thread end a call that may be waiting for a message that
+// never comes (a silently dead link): Cancel() cancels the call in progress
+// at once and makes any later call with this handle end before it starts.
+//
+//   StreamCanceller canceller;
+//   std::thread t([&] { client->Subscribe(request, sink, stop, &canceller); });
+//   canceller.Cancel();  // Subscribe returns kCancelled promptly
+//   t.join();
+//
+// Thread-safe. One call at a time uses a handle; it must outlive the call.
+class StreamCanceller {
+ public:
+  StreamCanceller() = default;
+  StreamCanceller(const StreamCanceller&) = delete;
+  StreamCanceller& operator=(const StreamCanceller&) = delete;
+
+  void Cancel() ABSL_LOCKS_EXCLUDED(mu_);
+  bool cancelled() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  friend class NodeClient;
+  // For the call: registers its context; false when already cancelled (the
+  // call must not start). Detach() before the context goes away.
+  bool Attach(grpc::ClientContext* context) ABSL_LOCKS_EXCLUDED(mu_);
+  void Detach() ABSL_LOCKS_EXCLUDED(mu_);
+
+  mutable absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
 
 struct ClientOptions {
   // Deadline of each unary call and of each message of a stream.
@@ -85,11 +119,14 @@ class NodeClient {
       const std::function<absl::Status(const v1::FetchRowsResponse&)>& sink);
   // Follows a change feed: calls `sink` for every batch until the sink
   // fails, `stop` becomes true (checked at every batch; publishers send a
-  // heartbeat every second), or the stream ends. No stream deadline.
+  // heartbeat every second), `canceller` (if not null) is cancelled — at
+  // once, even while waiting for a batch — or the stream ends. Returns the
+  // sink's error, kCancelled when stopped, or the stream's status. No
+  // stream deadline. The sink may move from the batch it is given.
   absl::Status Subscribe(
       const v1::SubscribeRequest& request,
-      const std::function<absl::Status(const v1::FeedBatch&)>& sink,
-      const std::atomic<bool>& stop);
+      const std::function<absl::Status(v1::FeedBatch&)>& sink,
+      const std::atomic<bool>& stop, StreamCanceller* canceller = nullptr);
   // Sends rows (and erases) in messages of at most kMaxRowsPerMessage.
   absl::StatusOr<v1::PushRowsResponse> PushRows(
       const std::string& keyspace, v1::ApplyMode mode,

@@ -74,27 +74,42 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
         request_.max_batch() == 0 ? kDefaultBatch : request_.max_batch();
     absl::Time last_sent = absl::InfinitePast();
     bool first = true;
+    // Entries read from the log and not sent yet: [next, end).
+    std::vector<storage::ChangeEntry> entries;
+    size_t next = 0;
+    bool read_full = false;  // the last read may have left entries behind
     while (true) {
-      TALLY_ASSIGN_OR_RETURN(std::vector<storage::ChangeEntry> entries,
-                             store_->ReadChanges(position_, max_batch));
+      if (next == entries.size()) {
+        TALLY_ASSIGN_OR_RETURN(entries,
+                               store_->ReadChanges(position_, max_batch));
+        next = 0;
+        read_full = entries.size() == max_batch;
+      }
       v1::FeedBatch batch;
       batch.set_epoch(store_->epoch());
-      for (const storage::ChangeEntry& entry : entries) {
-        TALLY_RETURN_IF_ERROR(Add(entry, &batch));
-        position_ = entry.sequence;
+      // A batch ends at max_batch entries or about kStreamChunkBytes of
+      // rows, whichever comes first; the entries left wait for the next.
+      size_t bytes = 0;
+      const size_t taken_from = next;
+      while (next < entries.size() && bytes < kStreamChunkBytes) {
+        TALLY_RETURN_IF_ERROR(Add(entries[next], &batch, &bytes));
+        position_ = entries[next].sequence;
+        ++next;
       }
+      const bool took = next > taken_from;
+      const bool more = next < entries.size() || read_full;
       batch.set_position(position_);
       batch.set_head(std::max(position_, store_->last_sequence()));
       // Send changes, a first message (it tells a from-head subscriber
       // where the head is), or a heartbeat when quiet for too long.
-      if (batch.changes_size() > 0 || !entries.empty() || first ||
+      if (batch.changes_size() > 0 || took || first ||
           absl::Now() - last_sent >= options_.heartbeat) {
         if (!Write(batch)) return absl::CancelledError("subscriber went away");
         publisher_->BatchSent(id_, batch);
         last_sent = absl::Now();
         first = false;
       }
-      if (entries.size() == max_batch) continue;  // more to read now
+      if (more) continue;  // more to read now
       // Wait for a commit, a heartbeat due, or the end.
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(
@@ -113,8 +128,10 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
     }
   }
 
-  // Adds an entry to the batch, or counts why it is skipped.
-  absl::Status Add(const storage::ChangeEntry& entry, v1::FeedBatch* batch) {
+  // Adds an entry to the batch (adding its row's size to `bytes`), or
+  // counts why it is skipped.
+  absl::Status Add(const storage::ChangeEntry& entry, v1::FeedBatch* batch,
+                   size_t* bytes) {
     if (entry.version.origin == request_.subscriber()) {
       batch->set_skipped_own(batch->skipped_own() + 1);
       return absl::OkStatus();
@@ -131,6 +148,8 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
       return absl::OkStatus();
     }
     if (!row.ok()) return row.status();
+    *bytes += entry.keyspace.size() + row->key.size() + row->value.size() +
+              row->version.origin.size() + 32;
     v1::FeedChange* change = batch->add_changes();
     change->set_sequence(entry.sequence);
     change->set_keyspace(entry.keyspace);

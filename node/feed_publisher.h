@@ -8,9 +8,12 @@
 //   - entries a later entry for the same key superseded (the row's version
 //     is no longer the entry's): the later one carries the row;
 //   - erases (source overrides are between a source and its copy only).
-// Every batch carries the position it brings the subscriber to, skipped
-// entries included, so that progress moves even when nothing is sent. When
-// the log is quiet a heartbeat (an empty batch) goes out every `heartbeat`.
+// A batch holds at most the subscriber's max_batch entries (default 1,000,
+// limit 10,000) and stops after about kStreamChunkBytes of rows, so that
+// messages stay small whatever the values' sizes. Every batch carries the
+// position it brings the subscriber to, skipped entries included, so that
+// progress moves even when nothing is sent. When the log is quiet a heartbeat
+// (an empty batch) goes out every `heartbeat`.
 //
 // A wrong epoch, a position beyond the end of the log, or one older than
 // the retained log (retention trimmed what follows it) answers

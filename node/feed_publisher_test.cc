@@ -131,6 +131,32 @@ TEST_F(FeedTest, StreamsChangesAfterThePositionWithTheirRows) {
   EXPECT_EQ(batches.back().epoch(), store_->epoch());
 }
 
+TEST_F(FeedTest, BoundsABatchByBytesAndByCount) {
+  // 40 rows of 100 KB: far fewer than max_batch, but ~4 MB in all.
+  const std::string big(100 * 1024, 'x');
+  for (int i = 0; i < 40; ++i) Put(absl::StrCat("big-", i), big);
+  v1::SubscribeRequest request = Request(0);
+  request.set_max_batch(10'000);
+  const auto batches = Read(request, [](const auto& bs) {
+    return !bs.empty() && bs.back().position() >= 40;
+  });
+  EXPECT_EQ(Keys(batches).size(), 40u);
+  for (const v1::FeedBatch& b : batches) {
+    // About kStreamChunkBytes (1 MB), plus the row that crossed it.
+    EXPECT_LE(b.ByteSizeLong(), size_t{1200 * 1024});
+  }
+  EXPECT_GE(batches.size(), 4u);
+  // And by count: three entries at most per batch here.
+  for (int i = 0; i < 5; ++i) Put(absl::StrCat("small-", i), "v");
+  request.set_max_batch(3);
+  request.set_after(40);
+  const auto small = Read(request, [](const auto& bs) {
+    return !bs.empty() && bs.back().position() >= 45;
+  });
+  EXPECT_EQ(Keys(small).size(), 5u);
+  for (const v1::FeedBatch& b : small) EXPECT_LE(b.changes_size(), 3);
+}
+
 TEST_F(FeedTest, SkipsChangesBornAtTheSubscriberAndSupersededOnes) {
   PutFrom("sub", "theirs");
   Put("twice", "old");

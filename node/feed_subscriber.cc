@@ -13,6 +13,22 @@
 namespace tally {
 namespace node {
 
+// How many changes a subscriber asks for per batch (the publisher's limit);
+// the publisher also bounds a batch to about kStreamChunkBytes.
+constexpr uint32_t kMaxBatch = 10'000;
+
+struct FeedSubscriber::DecodedBatch {
+  storage::WriteRequest write;
+  uint64_t epoch = 0;
+  uint64_t position = 0;
+  uint64_t received = 0;
+  uint64_t refused_skew = 0;
+  uint64_t skipped_own = 0;
+  uint64_t skipped_superseded = 0;
+  // Not OK when a change of the batch is malformed.
+  absl::Status bad;
+};
+
 FeedSubscriber::FeedSubscriber(storage::Store* store, NodeClient* client,
                                std::function<void()> request_session)
     : store_(store),
@@ -25,8 +41,17 @@ void FeedSubscriber::Start() {
   thread_ = std::thread([this] { Run(); });
 }
 
-void FeedSubscriber::Stop() {
+void FeedSubscriber::RequestStop() {
   stopping_ = true;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    halted_ = true;
+  }
+  canceller_.Cancel();
+}
+
+void FeedSubscriber::Stop() {
+  RequestStop();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -89,10 +114,30 @@ absl::Status FeedSubscriber::FollowOnce() {
   } else {
     return progress.status();
   }
+  request.set_max_batch(kMaxBatch);
+  {
+    absl::MutexLock lock(&queue_mu_);
+    handed_.reset();
+    stream_ended_ = false;
+    commit_error_ = absl::OkStatus();
+  }
+  std::thread committer([this, &upstream] { CommitLoop(upstream); });
   absl::Status status = client_->Subscribe(
       request,
-      [&](const v1::FeedBatch& batch) { return Apply(upstream, batch); },
-      stopping_);
+      [&](v1::FeedBatch& batch) {
+        return Hand(std::make_unique<DecodedBatch>(Decode(upstream, batch)));
+      },
+      stopping_, &canceller_);
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stream_ended_ = true;
+  }
+  committer.join();
+  {
+    // A failed commit is why the stream ended (or would have).
+    absl::MutexLock lock(&queue_mu_);
+    if (!commit_error_.ok()) status = commit_error_;
+  }
   {
     absl::MutexLock lock(&mu_);
     counters_.connected = false;
@@ -110,52 +155,107 @@ absl::Status FeedSubscriber::FollowOnce() {
   return status;
 }
 
-absl::Status FeedSubscriber::Apply(const std::string& upstream,
-                                   const v1::FeedBatch& batch) {
-  FeedCounters seen;
-  storage::WriteRequest write;
+FeedSubscriber::DecodedBatch FeedSubscriber::Decode(
+    const std::string& upstream, const v1::FeedBatch& batch) {
+  DecodedBatch decoded;
+  decoded.epoch = batch.epoch();
+  decoded.position = batch.position();
+  decoded.skipped_own = batch.skipped_own();
+  decoded.skipped_superseded = batch.skipped_superseded();
+  decoded.write.mutations.reserve(batch.changes_size());
   for (const v1::FeedChange& change : batch.changes()) {
-    ++seen.received;
-    TALLY_ASSIGN_OR_RETURN(storage::Mutation m,
-                           MutationFromProto(change.keyspace(), change.row()));
-    TALLY_RETURN_IF_ERROR(storage::ValidateKeyspaceName(m.keyspace));
-    if (absl::Status skew = store_->clock().Check(m.version->timestamp);
+    ++decoded.received;
+    absl::StatusOr<storage::Mutation> m =
+        MutationFromProto(change.keyspace(), change.row());
+    absl::Status valid = m.status();
+    if (valid.ok()) valid = storage::ValidateKeyspaceName(m->keyspace);
+    if (!valid.ok()) {
+      // A bad change ends the stream (Hand reports it) after what came
+      // before it is committed; nothing of its batch is applied.
+      DecodedBatch refused;
+      refused.bad = std::move(valid);
+      return refused;
+    }
+    if (absl::Status skew = store_->clock().Check(m->version->timestamp);
         !skew.ok()) {
-      ++seen.refused_skew;
+      ++decoded.refused_skew;
       LogWarning(absl::StrFormat("feed from %s: refused key '%s': %s", upstream,
-                                 absl::CHexEscape(m.key), skew.message()));
+                                 absl::CHexEscape(m->key), skew.message()));
       continue;
     }
-    write.mutations.push_back(std::move(m));
+    decoded.write.mutations.push_back(*std::move(m));
   }
+  absl::MutexLock lock(&mu_);
+  counters_.connected = true;
+  counters_.head = std::max(batch.head(), batch.position());
+  return decoded;
+}
+
+absl::Status FeedSubscriber::Hand(std::unique_ptr<DecodedBatch> batch) {
+  absl::MutexLock lock(&queue_mu_);
+  queue_mu_.Await(absl::Condition(
+      +[](FeedSubscriber* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->queue_mu_) {
+        return s->handed_ == nullptr || !s->commit_error_.ok() || s->halted_;
+      },
+      this));
+  if (!commit_error_.ok()) return commit_error_;
+  if (halted_) return absl::CancelledError("feed stopped");
+  if (!batch->bad.ok()) return batch->bad;
+  handed_ = std::move(batch);
+  return absl::OkStatus();
+}
+
+void FeedSubscriber::CommitLoop(const std::string& upstream) {
+  while (true) {
+    std::unique_ptr<DecodedBatch> batch;
+    {
+      absl::MutexLock lock(&queue_mu_);
+      queue_mu_.Await(absl::Condition(
+          +[](FeedSubscriber* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->queue_mu_) {
+            return s->handed_ != nullptr || s->stream_ended_ || s->halted_;
+          },
+          this));
+      // Stopping drops a batch not committed yet; its progress was not
+      // stored either, so it comes again.
+      if (halted_ || handed_ == nullptr) return;
+      batch = std::move(handed_);
+    }
+    absl::Status status = Commit(upstream, std::move(*batch));
+    if (!status.ok()) {
+      absl::MutexLock lock(&queue_mu_);
+      commit_error_ = std::move(status);
+      return;
+    }
+  }
+}
+
+absl::Status FeedSubscriber::Commit(const std::string& upstream,
+                                    DecodedBatch batch) {
   {
     absl::MutexLock lock(&mu_);
-    counters_.connected = true;
-    counters_.head = std::max(batch.head(), batch.position());
     // Heartbeats that move nothing write nothing.
-    if (write.mutations.empty() && position_stored_ &&
-        batch.position() == counters_.position &&
-        batch.epoch() == stored_epoch_) {
+    if (batch.write.mutations.empty() && position_stored_ &&
+        batch.position == counters_.position && batch.epoch == stored_epoch_) {
       return absl::OkStatus();
     }
   }
-  write.progress =
-      storage::UpstreamProgress{upstream, batch.epoch(), batch.position()};
+  batch.write.progress =
+      storage::UpstreamProgress{upstream, batch.epoch, batch.position};
   TALLY_ASSIGN_OR_RETURN(storage::WriteResult result,
-                         store_->Write(std::move(write)));
-  for (bool applied : result.applied) {
-    applied ? ++seen.applied : ++seen.not_newer;
-  }
+                         store_->Write(std::move(batch.write)));
+  uint64_t applied = 0;
+  uint64_t not_newer = 0;
+  for (bool a : result.applied) a ? ++applied : ++not_newer;
   absl::MutexLock lock(&mu_);
-  counters_.received += seen.received;
-  counters_.applied += seen.applied;
-  counters_.not_newer += seen.not_newer;
-  counters_.refused_skew += seen.refused_skew;
-  counters_.skipped_own += batch.skipped_own();
-  counters_.skipped_superseded += batch.skipped_superseded();
-  counters_.position = batch.position();
+  counters_.received += batch.received;
+  counters_.applied += applied;
+  counters_.not_newer += not_newer;
+  counters_.refused_skew += batch.refused_skew;
+  counters_.skipped_own += batch.skipped_own;
+  counters_.skipped_superseded += batch.skipped_superseded;
+  counters_.position = batch.position;
   if (counters_.position >= counters_.head) caught_up_at_ = absl::Now();
-  stored_epoch_ = batch.epoch();
+  stored_epoch_ = batch.epoch;
   position_stored_ = true;
   return absl::OkStatus();
 }

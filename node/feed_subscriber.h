@@ -16,13 +16,25 @@
 // Remote timestamps too far ahead of the local clock are refused, counted
 // and logged; the rest of the batch is applied.
 //
-// Thread-safe. Runs one thread; Stop() (or the destructor) ends it within
-// about a heartbeat.
+// It asks for batches of up to 10,000 changes (the publisher also bounds
+// them to about 1 MB) and commits each in one WriteBatch, with its progress.
+// Two threads share the work while a stream is open: one receives and
+// decodes batches, the other commits them in order, so that the next batch
+// is read and decoded while the previous one is written. At most one
+// decoded batch waits for the committer.
+//
+// Thread-safe. Stop() (or the destructor) ends it promptly: it cancels the
+// open stream, even one waiting on a silently dead link, and drops a
+// decoded batch not yet committed (its progress was not stored either, so
+// it is received again after a restart). A reconnection's handshake is not
+// cancelled: on a dead link it waits out the keepalive (~10 s) or its
+// deadline.
 #ifndef TALLY_NODE_FEED_SUBSCRIBER_H_
 #define TALLY_NODE_FEED_SUBSCRIBER_H_
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -64,24 +76,47 @@ class FeedSubscriber {
   FeedSubscriber& operator=(const FeedSubscriber&) = delete;
 
   void Start();
-  // Asks the thread to stop without waiting (so that many stop at once).
-  void RequestStop() { stopping_ = true; }
-  // Stops and waits for the thread.
-  void Stop();
+  // Asks the threads to stop without waiting (so that many stop at once).
+  void RequestStop() ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Stops and waits for the threads.
+  void Stop() ABSL_LOCKS_EXCLUDED(queue_mu_);
 
   FeedCounters counters() const;
 
  private:
+  // A batch received and decoded, waiting to be committed.
+  struct DecodedBatch;
+
   void Run();
   // Follows the feed once, until the stream ends; returns why it ended.
-  absl::Status FollowOnce();
-  absl::Status Apply(const std::string& upstream, const v1::FeedBatch& batch);
+  absl::Status FollowOnce() ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Receiving thread: turns a batch into mutations.
+  DecodedBatch Decode(const std::string& upstream, const v1::FeedBatch& batch);
+  // Receiving thread: waits until the committer has room and hands it
+  // `batch`. Returns the committer's error, or kCancelled when stopping.
+  absl::Status Hand(std::unique_ptr<DecodedBatch> batch)
+      ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Committing thread: commits handed batches in order until the stream
+  // ended and nothing waits, a commit fails, or the subscriber stops.
+  void CommitLoop(const std::string& upstream) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Writes a batch's rows and the progress it brings, in one WriteBatch.
+  absl::Status Commit(const std::string& upstream, DecodedBatch batch)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   storage::Store* const store_;
   NodeClient* const client_;
   const std::function<void()> request_session_;
   std::atomic<bool> stopping_{false};
+  // Cancels the open stream on stop.
+  StreamCanceller canceller_;
   std::thread thread_;
+
+  // The hand-over between the receiving and the committing thread.
+  absl::Mutex queue_mu_;
+  std::unique_ptr<DecodedBatch> handed_ ABSL_GUARDED_BY(queue_mu_);
+  bool stream_ended_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool halted_ ABSL_GUARDED_BY(queue_mu_) = false;  // stopping
+  absl::Status commit_error_ ABSL_GUARDED_BY(queue_mu_);
 
   mutable absl::Mutex mu_;
   FeedCounters counters_ ABSL_GUARDED_BY(mu_);
