@@ -16,6 +16,9 @@ namespace node {
 // How many changes a subscriber asks for per batch (the publisher's limit);
 // the publisher also bounds a batch to about kStreamChunkBytes.
 constexpr uint32_t kMaxBatch = 10'000;
+// Batches up to this size are committed by the receiving thread when the
+// committer is idle (see Hand).
+constexpr size_t kInlineCommitMaxChanges = 256;
 
 struct FeedSubscriber::DecodedBatch {
   storage::WriteRequest write;
@@ -125,7 +128,8 @@ absl::Status FeedSubscriber::FollowOnce() {
   absl::Status status = client_->Subscribe(
       request,
       [&](v1::FeedBatch& batch) {
-        return Hand(std::make_unique<DecodedBatch>(Decode(upstream, batch)));
+        return Hand(upstream,
+                    std::make_unique<DecodedBatch>(Decode(upstream, batch)));
       },
       stopping_, &canceller_);
   {
@@ -191,7 +195,8 @@ FeedSubscriber::DecodedBatch FeedSubscriber::Decode(
   return decoded;
 }
 
-absl::Status FeedSubscriber::Hand(std::unique_ptr<DecodedBatch> batch) {
+absl::Status FeedSubscriber::Hand(const std::string& upstream,
+                                  std::unique_ptr<DecodedBatch> batch) {
   absl::MutexLock lock(&queue_mu_);
   queue_mu_.Await(absl::Condition(
       +[](FeedSubscriber* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->queue_mu_) {
@@ -201,6 +206,14 @@ absl::Status FeedSubscriber::Hand(std::unique_ptr<DecodedBatch> batch) {
   if (!commit_error_.ok()) return commit_error_;
   if (halted_) return absl::CancelledError("feed stopped");
   if (!batch->bad.ok()) return batch->bad;
+  if (!committer_busy_ &&
+      batch->write.mutations.size() <= kInlineCommitMaxChanges) {
+    // Nothing is being committed and nothing waits: order is kept.
+    queue_mu_.Unlock();
+    absl::Status status = Commit(upstream, std::move(*batch));
+    queue_mu_.Lock();
+    return status;
+  }
   handed_ = std::move(batch);
   return absl::OkStatus();
 }
@@ -219,10 +232,12 @@ void FeedSubscriber::CommitLoop(const std::string& upstream) {
       // stored either, so it comes again.
       if (halted_ || handed_ == nullptr) return;
       batch = std::move(handed_);
+      committer_busy_ = true;
     }
     absl::Status status = Commit(upstream, std::move(*batch));
+    absl::MutexLock lock(&queue_mu_);
+    committer_busy_ = false;
     if (!status.ok()) {
-      absl::MutexLock lock(&queue_mu_);
       commit_error_ = std::move(status);
       return;
     }

@@ -93,8 +93,12 @@ class FeedSubscriber {
   // Receiving thread: turns a batch into mutations.
   DecodedBatch Decode(const std::string& upstream, const v1::FeedBatch& batch);
   // Receiving thread: waits until the committer has room and hands it
-  // `batch`. Returns the committer's error, or kCancelled when stopping.
-  absl::Status Hand(std::unique_ptr<DecodedBatch> batch)
+  // `batch` — or, when the committer is idle and the batch small (live
+  // traffic, not a backlog), commits it right here: a hand-over would only
+  // add a thread wake-up to the replication lag. Returns the committer's
+  // error, or kCancelled when stopping.
+  absl::Status Hand(const std::string& upstream,
+                    std::unique_ptr<DecodedBatch> batch)
       ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Committing thread: commits handed batches in order until the stream
   // ended and nothing waits, a commit fails, or the subscriber stops.
@@ -116,6 +120,7 @@ class FeedSubscriber {
   std::unique_ptr<DecodedBatch> handed_ ABSL_GUARDED_BY(queue_mu_);
   bool stream_ended_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool halted_ ABSL_GUARDED_BY(queue_mu_) = false;  // stopping
+  bool committer_busy_ ABSL_GUARDED_BY(queue_mu_) = false;
   absl::Status commit_error_ ABSL_GUARDED_BY(queue_mu_);
 
   mutable absl::Mutex mu_;
