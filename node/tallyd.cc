@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "node/config.h"
+#include "node/exit.h"
 #include "node/log.h"
 #include "node/node_server.h"
 
@@ -169,4 +170,7 @@ int Main(int argc, char** argv) {
 }  // namespace node
 }  // namespace tally
 
-int main(int argc, char** argv) { return tally::node::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // Main has closed the store and stopped every thread of its own.
+  tally::node::ExitSkippingTeardown(tally::node::Main(argc, argv));
+}

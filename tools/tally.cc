@@ -50,6 +50,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "node/client.h"
+#include "node/exit.h"
 #include "node/replica.h"
 #include "node/sync.h"
 #include "node/tls.h"
@@ -945,10 +946,12 @@ int main(int argc, char** argv) {
   // Nothing below throws on purpose; this turns a surprise (bad_alloc, a
   // library's exception) into the promised one line and exit 2 instead of
   // an abort.
+  int code = 2;
   try {
-    return tally::cli::Main(argc, argv);
+    code = tally::cli::Main(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tally: internal error: %s\n", e.what());
-    return 2;
   }
+  // Main's clients are gone; see node/exit.h for why no teardown runs.
+  tally::node::ExitSkippingTeardown(code);
 }
