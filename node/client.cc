@@ -192,10 +192,13 @@ absl::StatusOr<Response> CallUnary(absl::Duration timeout,
 template <typename Response, typename Start>
 absl::Status NodeClient::ReadStream(
     absl::string_view name, size_t request_bytes,
-    const std::function<absl::Status(const Response&)>& sink,
-    const Start& start, absl::Duration timeout) {
+    const std::function<absl::Status(Response&)>& sink, const Start& start,
+    absl::Duration timeout, StreamCanceller* canceller) {
   grpc::ClientContext context;
   if (timeout != absl::InfiniteDuration()) SetDeadline(&context, timeout);
+  if (canceller != nullptr && !canceller->Attach(&context)) {
+    return absl::CancelledError(absl::StrCat(name, " cancelled"));
+  }
   CountSent(request_bytes);
   std::unique_ptr<grpc::ClientReader<Response>> reader = start(&context);
   Response response;
@@ -210,6 +213,12 @@ absl::Status NodeClient::ReadStream(
     }
   }
   const grpc::Status s = reader->Finish();
+  if (canceller != nullptr) {
+    canceller->Detach();
+    if (sink_status.ok() && canceller->cancelled()) {
+      return absl::CancelledError(absl::StrCat(name, " cancelled"));
+    }
+  }
   if (!sink_status.ok()) return sink_status;
   if (!s.ok()) return CallError(s, address_, name);
   return absl::OkStatus();
@@ -301,35 +310,16 @@ absl::Status NodeClient::Subscribe(
     const v1::SubscribeRequest& request,
     const std::function<absl::Status(v1::FeedBatch&)>& sink,
     const std::atomic<bool>& stop, StreamCanceller* canceller) {
-  grpc::ClientContext context;
-  if (canceller != nullptr && !canceller->Attach(&context)) {
-    return absl::CancelledError("feed stopped");
-  }
-  CountSent(request.ByteSizeLong());
-  std::unique_ptr<grpc::ClientReader<v1::FeedBatch>> reader =
-      stubs_->peer->Subscribe(&context, request);
-  v1::FeedBatch batch;
-  absl::Status sink_status;
-  while (reader->Read(&batch)) {
-    CountReceived(batch.ByteSizeLong());
-    sink_status =
-        stop.load() ? absl::CancelledError("feed stopped") : sink(batch);
-    if (!sink_status.ok()) {
-      // Stop the server too; the sink's error is the answer.
-      context.TryCancel();
-      break;
-    }
-  }
-  const grpc::Status s = reader->Finish();
-  if (canceller != nullptr) {
-    canceller->Detach();
-    if (sink_status.ok() && canceller->cancelled()) {
-      return absl::CancelledError("feed stopped");
-    }
-  }
-  if (!sink_status.ok()) return sink_status;
-  if (!s.ok()) return CallError(s, address_, "Subscribe");
-  return absl::OkStatus();
+  return ReadStream<v1::FeedBatch>(
+      "Subscribe", request.ByteSizeLong(),
+      [&](v1::FeedBatch& batch) {
+        if (stop.load()) return absl::CancelledError("feed stopped");
+        return sink(batch);
+      },
+      [&](grpc::ClientContext* c) {
+        return stubs_->peer->Subscribe(c, request);
+      },
+      absl::InfiniteDuration(), canceller);
 }
 
 absl::StatusOr<v1::PushRowsResponse> NodeClient::PushRows(

@@ -158,12 +158,13 @@ class NodeClient {
   NodeClient(std::string address, ClientOptions options,
              std::shared_ptr<grpc::Channel> channel);
   // Reads a server stream started by `start(context)` to its end, counting
-  // its bytes and handing each message to `sink`.
+  // its bytes and handing each message to `sink` (which may take it apart).
+  // A `canceller`, when given, can end the stream from another thread.
   template <typename Response, typename Start>
-  absl::Status ReadStream(
-      absl::string_view name, size_t request_bytes,
-      const std::function<absl::Status(const Response&)>& sink,
-      const Start& start, absl::Duration timeout);
+  absl::Status ReadStream(absl::string_view name, size_t request_bytes,
+                          const std::function<absl::Status(Response&)>& sink,
+                          const Start& start, absl::Duration timeout,
+                          StreamCanceller* canceller = nullptr);
   void CountSent(size_t bytes) { sent_ += bytes; }
   void CountReceived(size_t bytes) { received_ += bytes; }
 

@@ -9,7 +9,7 @@
 // A family without samples (no peers, no subscribers) is left out.
 //
 //   v1::StatusResponse status;
-//   TALLY_RETURN_IF_ERROR(CollectNodeStatus(store, scheduler, &status));
+//   TALLY_RETURN_IF_ERROR(CollectNodeStatus(store, status_sources, &status));
 //   std::string body = RenderPrometheus(status);
 //
 // Label values are escaped as the format requires (backslash, double quote
