@@ -125,6 +125,11 @@ TEST(Operator, LoadStoppedByABadLineNamesTheLineAndTheRowsLoaded) {
                 dir.path() + "/nope.jsonl"});
   ExpectOneTroubleLine(missing);
   EXPECT_THAT(missing.err, HasSubstr("nope.jsonl"));
+  // A directory opens as an empty file: refused, not "loaded 0 rows".
+  const CommandResult directory =
+      RunTally({"--node", node->address(), "load", "--file", dir.path()});
+  ExpectOneTroubleLine(directory);
+  EXPECT_THAT(directory.err, HasSubstr("is a directory"));
 }
 
 // ------------------------------------------------- item 14: SIGHUP, version

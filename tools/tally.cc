@@ -356,6 +356,14 @@ CommandResult Load(const Context& ctx) {
       reader.emplace(&std::cin);
     } else {
       input = path;
+      // An ifstream opens a directory and reads it as empty: 0 rows, exit 0.
+      std::error_code ec;
+      if (std::filesystem::is_directory(path, ec)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--file %s is a directory; give a JSON Lines file, or - for "
+            "standard input",
+            path));
+      }
       file.open(path);
       if (!file) {
         return absl::NotFoundError(
