@@ -41,8 +41,10 @@ Settings (flags, or `name = value` lines in --config FILE):
   --data-dir DIR           where the store lives (required)
   --listen HOST:PORT       gRPC address (default 127.0.0.1:7400; port 0 picks one)
   --peer HOST:PORT[,role=source]
-                           a peer; repeat for several. role=source marks an
-                           authoritative source this node copies exactly
+                           a peer; repeat for several, each peer once.
+                           role=source marks an authoritative source this
+                           node copies exactly. --peer flags replace the
+                           config file's peers
   --sync-interval DURATION time between sessions with each peer, jittered
                            by +-20% (default 30s)
   --max-sessions N         sessions running at once, all peers (default 2)

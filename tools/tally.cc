@@ -11,8 +11,9 @@
 // A thin front end: the node's client library (node/client.h) does the
 // talking, tree/diff.h the diffing and node/sync.h the repairing; this file
 // parses the command line and prints. Exit codes follow diff(1): 0 equal /
-// success, 1 different (or `get` of an absent key, as grep's "no match"),
-// 2 trouble — always with exactly one "tally: ..." line on stderr.
+// success, 1 different (or `get` of an absent key, as grep's "no match";
+// or a repair that leaves the nodes different), 2 trouble — always with exactly
+// one "tally: ..." line on stderr.
 //
 // The flags live in this file because absl's --help lists the flags of the
 // file named after the program.

@@ -120,6 +120,8 @@ std::string UsageText() {
       "(mutual TLS)\n"
       "  --tls-ca=FILE      PEM CA to check nodes against; any --tls-* flag "
       "makes the connections TLS\n"
+      "  --flagfile=FILE    more flags, one --name=value a line (# comments)\n"
+      "  --version          print the version and build\n"
       "\nexit codes (like diff(1) and grep(1)):\n"
       "  0  success; diff: the nodes are equal; verify: the store is sound\n"
       "  1  get: no such key (or deleted); diff: the nodes differ; "
