@@ -13,10 +13,15 @@ BUILD_DIR=$2
 export TMPDIR
 TMPDIR=$(mktemp -d -t tally-demo-test-XXXXXX)
 leftovers() {
-  # Processes whose command line names our TMPDIR (the nodes' --data-dir).
-  local pid
-  for pid in $(pgrep -f -- "--data-dir $TMPDIR/" || true); do
-    echo "$pid"
+  # Processes whose command line names our TMPDIR (the nodes' --data-dir),
+  # read from /proc: procps (pgrep, ps) is not in a minimal Debian.
+  local cmdline pid
+  for cmdline in /proc/[0-9]*/cmdline; do
+    pid=${cmdline#/proc/}
+    pid=${pid%/cmdline}
+    if { tr '\0' ' ' <"$cmdline"; } 2>/dev/null | grep -q -F -- "--data-dir $TMPDIR/"; then
+      echo "$pid"
+    fi
   done
 }
 finish() {
@@ -36,7 +41,9 @@ failed=0
 left=$(leftovers)
 if [ -n "$left" ]; then
   echo "FAIL: tallyd still running after the demo said it stopped them:"
-  ps -o pid,args -p $left || true
+  for pid in $left; do
+    echo "  $pid: $({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null)"
+  done
   failed=1
 fi
 if compgen -G "$TMPDIR/tally-demo-*" >/dev/null; then
