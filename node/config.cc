@@ -1,7 +1,11 @@
 #include "node/config.h"
 
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -68,6 +72,40 @@ absl::Status ValidateMetricsListen(absl::string_view address) {
   return absl::OkStatus();
 }
 
+// The text before a comment: `#` starts one at the start of the text or
+// after whitespace, so that `a#b` (a path, a name) stays whole.
+absl::string_view StripComment(absl::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '#' && (i == 0 || absl::ascii_isspace(text[i - 1]))) {
+      return absl::StripAsciiWhitespace(text.substr(0, i));
+    }
+  }
+  return absl::StripAsciiWhitespace(text);
+}
+
+// A config file's value, from what follows the `=`: bare (up to a comment)
+// or in double or single quotes, which are removed and inside which
+// everything, `#` included, is literal. There are no escapes: a value that
+// holds one kind of quote is written in the other.
+absl::StatusOr<std::string> ConfigValue(absl::string_view text) {
+  text = absl::StripLeadingAsciiWhitespace(text);
+  if (text.empty() || (text[0] != '"' && text[0] != '\'')) {
+    return std::string(StripComment(text));
+  }
+  const char quote = text[0];
+  const size_t close = text.find(quote, 1);
+  if (close == absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the value opens a %c quote but has no closing one", quote));
+  }
+  if (!StripComment(text.substr(close + 1)).empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "'%s' after the closing quote; only a comment may follow it",
+        StripComment(text.substr(close + 1))));
+  }
+  return std::string(text.substr(1, close - 1));
+}
+
 }  // namespace
 
 bool IsLoopbackHost(absl::string_view host) {
@@ -95,24 +133,44 @@ absl::StatusOr<PeerConfig> ParsePeer(absl::string_view spec) {
   return peer;
 }
 
-absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
+absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text,
+                                             absl::Duration max) {
   absl::Duration d;
   double seconds = 0;
   if (absl::SimpleAtod(text, &seconds)) {
+    // absl::Seconds turns NaN, infinities and 1e30 into an infinite
+    // duration, which reads as "never" to every timer that uses it.
+    if (!std::isfinite(seconds)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "'%s' is not a finite duration; write e.g. 30s, 500ms or 2m", text));
+    }
     d = absl::Seconds(seconds);
   } else if (!absl::ParseDuration(text, &d)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "'%s' is not a duration; write e.g. 30s, 500ms or 2m", text));
+  } else if (d == absl::InfiniteDuration() || d == -absl::InfiniteDuration()) {
+    // absl::ParseDuration reads "inf".
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "'%s' is not a finite duration; write e.g. 30s, 500ms or 2m", text));
   }
   if (d <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("duration '%s' must be positive", text));
   }
+  if (d > max) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("duration '%s' is longer than the limit of %s", text,
+                        absl::FormatDuration(max)));
+  }
   return d;
 }
 
-absl::Status ApplySetting(absl::string_view name, absl::string_view value,
-                          NodeConfig* config) {
+absl::Status ApplySetting(absl::string_view name_as_given,
+                          absl::string_view value, NodeConfig* config) {
+  // Underscores work as dashes, in the file as in the flags: data_dir is
+  // data-dir.
+  std::string name(name_as_given);
+  std::replace(name.begin(), name.end(), '_', '-');
   if (name == "name") {
     config->name = std::string(value);
   } else if (name == "data-dir") {
@@ -121,6 +179,15 @@ absl::Status ApplySetting(absl::string_view name, absl::string_view value,
     config->listen = std::string(value);
   } else if (name == "peer") {
     TALLY_ASSIGN_OR_RETURN(PeerConfig peer, ParsePeer(value));
+    // Twice the same peer would run two sessions and two feed
+    // subscriptions with it and double its metric series; with two roles
+    // it would be ambiguous.
+    for (const PeerConfig& known : config->peers) {
+      if (known.address == peer.address) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "peer %s is given twice; give each peer once", peer.address));
+      }
+    }
     config->peers.push_back(std::move(peer));
   } else if (name == "sync-interval") {
     TALLY_ASSIGN_OR_RETURN(config->sync_interval, ParseDuration(value));
@@ -131,11 +198,14 @@ absl::Status ApplySetting(absl::string_view name, absl::string_view value,
   } else if (name == "rpc-threads") {
     TALLY_ASSIGN_OR_RETURN(config->rpc_threads, ParseInt(name, value, 1, 256));
   } else if (name == "repair-bandwidth") {
-    if (!absl::SimpleAtod(value, &config->repair_bandwidth_mb) ||
-        config->repair_bandwidth_mb < 0) {
+    double mb = 0;
+    if (!absl::SimpleAtod(value, &mb) || !std::isfinite(mb) || mb < 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "repair-bandwidth must be a number of MB/s >= 0, not '%s'", value));
+          "repair-bandwidth must be a number of MB/s >= 0 (0: unlimited), "
+          "not '%s'",
+          value));
     }
+    config->repair_bandwidth_mb = mb;
   } else if (name == "default-depth") {
     TALLY_ASSIGN_OR_RETURN(
         config->default_depth,
@@ -167,7 +237,8 @@ absl::Status ApplySetting(absl::string_view name, absl::string_view value,
   } else if (name == "tombstone-min-age") {
     TALLY_ASSIGN_OR_RETURN(config->tombstone_min_age, ParseDuration(value));
   } else if (name == "max-clock-skew") {
-    TALLY_ASSIGN_OR_RETURN(config->max_clock_skew, ParseDuration(value));
+    TALLY_ASSIGN_OR_RETURN(config->max_clock_skew,
+                           ParseDuration(value, kMaxClockSkewLimit));
   } else if (name == "maintenance-interval") {
     TALLY_ASSIGN_OR_RETURN(config->maintenance_interval, ParseDuration(value));
   } else {
@@ -177,25 +248,48 @@ absl::Status ApplySetting(absl::string_view name, absl::string_view value,
   return absl::OkStatus();
 }
 
+absl::Status ApplyCommandLineSettings(
+    const std::vector<std::pair<std::string, std::string>>& settings,
+    NodeConfig* config) {
+  // Flags override the file: for a setting that repeats, the flags' list
+  // replaces the file's rather than adding to it, as a single setting's flag
+  // replaces its value.
+  bool peers_from_flags = false;
+  for (const auto& [name, value] : settings) {
+    if ((name == "peer") && !peers_from_flags) {
+      config->peers.clear();
+      peers_from_flags = true;
+    }
+    absl::Status s = ApplySetting(name, value, config);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--%s: %s", name, s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ApplyConfigText(absl::string_view text, NodeConfig* config) {
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
-    const size_t hash = line.find('#');
-    if (hash != absl::string_view::npos) line = line.substr(0, hash);
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty()) continue;
+    line = absl::StripAsciiWhitespace(line);  // also a CRLF file's '\r'
+    if (line.empty() || line[0] == '#') continue;
     const size_t eq = line.find('=');
     if (eq == absl::string_view::npos) {
       return absl::InvalidArgumentError(
           absl::StrFormat("config line %d: expected 'name = value', got '%s'",
-                          line_number, line));
+                          line_number, StripComment(line)));
     }
     const absl::string_view name =
         absl::StripAsciiWhitespace(line.substr(0, eq));
-    const absl::string_view value =
-        absl::StripAsciiWhitespace(line.substr(eq + 1));
-    absl::Status s = ApplySetting(name, value, config);
+    absl::StatusOr<std::string> value = ConfigValue(line.substr(eq + 1));
+    if (!value.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("config line %d: %s: %s", line_number, name,
+                          value.status().message()));
+    }
+    absl::Status s = ApplySetting(name, *value, config);
     if (!s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("config line %d: %s", line_number, s.message()));
@@ -205,6 +299,15 @@ absl::Status ApplyConfigText(absl::string_view text, NodeConfig* config) {
 }
 
 absl::Status ApplyConfigFile(const std::string& path, NodeConfig* config) {
+  // An ifstream opens a directory and reads it as empty, which would leave
+  // every setting at its default and end in "--name is required".
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "config file %s is a directory; --config takes a file of "
+        "'name = value' lines",
+        path));
+  }
   std::ifstream in(path);
   if (!in) {
     return absl::NotFoundError(
@@ -212,6 +315,10 @@ absl::Status ApplyConfigFile(const std::string& path, NodeConfig* config) {
   }
   std::stringstream text;
   text << in.rdbuf();
+  if (in.bad()) {
+    return absl::UnavailableError(
+        absl::StrFormat("cannot read config file %s", path));
+  }
   absl::Status s = ApplyConfigText(text.str(), config);
   if (!s.ok()) {
     return absl::InvalidArgumentError(

@@ -1,8 +1,11 @@
 // NodeConfig: everything tallyd is told, from flags or a config file.
 //
 // The config file holds the same settings as the flags, one `name = value`
-// per line (`#` starts a comment); `peer` may repeat. Flags given on the
-// command line override the file.
+// per line; names take dashes or underscores (data-dir, data_dir). `#`
+// starts a comment at the start of a line or after whitespace (so `a#b` is
+// a value); a value may be quoted ("..." or '...', quotes removed, `#`
+// literal inside). `peer` may repeat, each peer once. Flags given on the
+// command line override the file; --peer flags replace the file's peers.
 //
 //   name = eu-west/db-3
 //   data-dir = /var/lib/tally
@@ -17,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -87,9 +91,20 @@ struct NodeConfig {
 // Parses "HOST:PORT" or "HOST:PORT,role=source" (or role=peer).
 absl::StatusOr<PeerConfig> ParsePeer(absl::string_view spec);
 
+// Durations above this are refused: a year between sessions, or a session
+// timeout of a year, is a typo, and an infinite one ("inf", "nan", "1e30")
+// would silently mean "never".
+inline constexpr absl::Duration kMaxSettingDuration = absl::Hours(24 * 365);
+// max-clock-skew's own limit: a larger skew guards nothing (clocks an hour
+// apart are broken, not skewed), and it is also the margin the tombstone
+// purge waits on top of tombstone-min-age.
+inline constexpr absl::Duration kMaxClockSkewLimit = absl::Hours(1);
+
 // Parses a duration such as "30s", "500ms", "2m" or a bare number of
-// seconds.
-absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text);
+// seconds. Returns kInvalidArgument unless it is finite, positive and at
+// most `max`.
+absl::StatusOr<absl::Duration> ParseDuration(
+    absl::string_view text, absl::Duration max = kMaxSettingDuration);
 
 // Applies the settings of a config file's text to `config`. Returns
 // kInvalidArgument naming the line for an unknown setting or a bad value.
@@ -100,6 +115,13 @@ absl::Status ApplyConfigFile(const std::string& path, NodeConfig* config);
 // Applies one setting (`name` as in the file and the flags).
 absl::Status ApplySetting(absl::string_view name, absl::string_view value,
                           NodeConfig* config);
+
+// Applies the settings given on the command line, in order, over a config
+// the file (if any) has filled: each overrides the file's value. Returns
+// kInvalidArgument naming the flag ("--max-sessions: ...").
+absl::Status ApplyCommandLineSettings(
+    const std::vector<std::pair<std::string, std::string>>& settings,
+    NodeConfig* config);
 
 // Checks a complete config: a name, a data directory, a valid listen
 // address that is loopback unless TLS is on (tls_cert and tls_key) or

@@ -260,3 +260,155 @@ TEST(ConfigText, RefusesBadMaintenanceValues) {
 }  // namespace
 }  // namespace node
 }  // namespace tally
+
+// The defects of issue 8, items 15 and 16: what the config file and the
+// flags accept.
+namespace tally {
+namespace node {
+namespace {
+
+TEST(ConfigText, UnderscoresWorkAsDashesInTheFile) {
+  NodeConfig config;
+  const absl::Status s = ApplyConfigText(
+      "data_dir = /var/lib/tally\nmax_sessions = 3\nsync_interval = 5s\n",
+      &config);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(config.data_dir, "/var/lib/tally");
+  EXPECT_EQ(config.max_sessions, 3);
+  EXPECT_EQ(config.sync_interval, absl::Seconds(5));
+}
+
+TEST(ConfigText, QuotesAroundAValueAreStripped) {
+  NodeConfig config;
+  absl::Status s = ApplyConfigText(
+      "name = \"q\"\n"
+      "data-dir = '/srv/tally data'   # a comment after the quotes\n"
+      "tls-ca = \"/etc/tally/ca #2.pem\"\n",
+      &config);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(config.name, "q");
+  EXPECT_EQ(config.data_dir, "/srv/tally data");
+  EXPECT_EQ(config.tls_ca, "/etc/tally/ca #2.pem");
+
+  s = ApplyConfigText("name = \"q\n", &config);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              AllOf(HasSubstr("line 1"), HasSubstr("closing")));
+  s = ApplyConfigText("name = \"q\" trailing\n", &config);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("after the closing quote"));
+}
+
+TEST(ConfigText, HashInsideAValueIsKept) {
+  NodeConfig config;
+  const absl::Status s = ApplyConfigText(
+      "  # a comment line\n"
+      "name = eu#3\n"
+      "data-dir = /srv/a#b   # a comment\n"
+      "tls-cert = /etc/tally/a.pem#no space before it, so not a comment\n"
+      "listen = 127.0.0.1:7500\t# a tab, then a comment\n",
+      &config);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(config.name, "eu#3");
+  EXPECT_EQ(config.data_dir, "/srv/a#b");
+  EXPECT_EQ(config.tls_cert,
+            "/etc/tally/a.pem#no space before it, so not a comment");
+  EXPECT_EQ(config.listen, "127.0.0.1:7500");
+}
+
+TEST(ConfigText, DuplicatePeerIsRefused) {
+  NodeConfig config;
+  const absl::Status s = ApplyConfigText(
+      "peer = 127.0.0.1:7401\n"
+      "peer = 127.0.0.1:7402\n"
+      "peer = 127.0.0.1:7401,role=source\n",
+      &config);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              AllOf(HasSubstr("line 3"), HasSubstr("127.0.0.1:7401"),
+                    HasSubstr("twice")));
+
+  NodeConfig flags;
+  ASSERT_TRUE(ApplySetting("peer", "127.0.0.1:7401", &flags).ok());
+  EXPECT_EQ(ApplySetting("peer", "127.0.0.1:7401", &flags).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(flags.peers.size(), 1u);
+}
+
+TEST(ConfigFlags, PeerFlagsReplaceTheFilesPeers) {
+  NodeConfig config;
+  ASSERT_TRUE(ApplyConfigText("name = a\n"
+                              "peer = 127.0.0.1:7401\n"
+                              "peer = 127.0.0.1:7402\n"
+                              "sync-interval = 5s\n",
+                              &config)
+                  .ok());
+  const absl::Status s =
+      ApplyCommandLineSettings({{"peer", "127.0.0.1:7403"},
+                                {"peer", "127.0.0.1:7401,role=source"},
+                                {"sync-interval", "7s"}},
+                               &config);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(config.peers.size(), 2u);
+  EXPECT_EQ(config.peers[0].address, "127.0.0.1:7403");
+  EXPECT_EQ(config.peers[1].address, "127.0.0.1:7401");
+  EXPECT_EQ(config.peers[1].role, PeerRole::kSource);
+  EXPECT_EQ(config.sync_interval, absl::Seconds(7));
+  EXPECT_EQ(config.name, "a");
+
+  // Without --peer, the file's peers stay.
+  NodeConfig kept;
+  ASSERT_TRUE(ApplyConfigText("peer = 127.0.0.1:7401\n", &kept).ok());
+  ASSERT_TRUE(ApplyCommandLineSettings({{"name", "b"}}, &kept).ok());
+  EXPECT_EQ(kept.peers.size(), 1u);
+  // A flag's error names the flag.
+  EXPECT_THAT(
+      std::string(
+          ApplyCommandLineSettings({{"max-sessions", "x"}}, &kept).message()),
+      HasSubstr("--max-sessions"));
+}
+
+TEST(ConfigFile, ADirectoryIsRefusedClearly) {
+  testing::TempDir dir;
+  NodeConfig config;
+  const absl::Status s = ApplyConfigFile(dir.path(), &config);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              AllOf(HasSubstr(dir.path()), HasSubstr("is a directory")));
+}
+
+TEST(ParseDuration, RefusesNonFiniteAndAbsurdDurations) {
+  for (const char* bad : {"nan", "inf", "-inf", "infinity", "1e30", "1e300",
+                          "100000000h", "NaN"}) {
+    const absl::StatusOr<absl::Duration> d = ParseDuration(bad);
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument)
+        << bad << " gave " << (d.ok() ? absl::FormatDuration(*d) : "");
+  }
+  EXPECT_EQ(*ParseDuration("8760h"), absl::Hours(8760));
+  NodeConfig config;
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"sync-interval", "nan"},
+           {"sync-interval", "inf"},
+           {"sync-interval", "1e30"},
+           {"session-timeout", "inf"},
+           {"max-clock-skew", "inf"},
+           {"max-clock-skew", "2h"},
+           {"tombstone-min-age", "inf"},
+           {"log-retention-age", "inf"},
+           {"maintenance-interval", "nan"},
+           {"repair-bandwidth", "nan"},
+           {"repair-bandwidth", "inf"}}) {
+    const absl::Status s = ApplySetting(name, value, &config);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+        << name << "=" << value;
+  }
+  // The guard stays a guard, and what it was stays.
+  EXPECT_EQ(config.max_clock_skew, absl::Seconds(60));
+  EXPECT_EQ(config.sync_interval, absl::Seconds(30));
+  EXPECT_TRUE(ApplySetting("max-clock-skew", "1h", &config).ok());
+}
+
+}  // namespace
+}  // namespace node
+}  // namespace tally

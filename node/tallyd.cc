@@ -9,6 +9,8 @@
 // by the same code: `--name value` or `--name=value`; `--peer` repeats.
 // Flags override the file. SIGTERM or SIGINT stop the node cleanly: no new
 // RPCs or sessions, running sessions end, the store is closed, exit 0.
+// SIGHUP, the usual "reload your config", is logged and ignored: no setting
+// can change while the node runs yet, and a node must not die of it.
 #include <signal.h>
 
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include "node/exit.h"
 #include "node/log.h"
 #include "node/node_server.h"
+#include "node/version.h"
 
 namespace tally {
 namespace node {
@@ -38,8 +41,10 @@ Settings (flags, or `name = value` lines in --config FILE):
   --data-dir DIR           where the store lives (required)
   --listen HOST:PORT       gRPC address (default 127.0.0.1:7400; port 0 picks one)
   --peer HOST:PORT[,role=source]
-                           a peer; repeat for several. role=source marks an
-                           authoritative source this node copies exactly
+                           a peer; repeat for several, each peer once.
+                           role=source marks an authoritative source this
+                           node copies exactly. --peer flags replace the
+                           config file's peers
   --sync-interval DURATION time between sessions with each peer, jittered
                            by +-20% (default 30s)
   --max-sessions N         sessions running at once, all peers (default 2)
@@ -68,7 +73,9 @@ Settings (flags, or `name = value` lines in --config FILE):
                            tombstones purged (default 10s)
 
 On start it prints "tallyd NAME listening on HOST:PORT" to stderr, and with
---metrics-listen "metrics on http://HOST:PORT/metrics".
+--metrics-listen "metrics on http://HOST:PORT/metrics". SIGTERM or SIGINT
+stop it cleanly; SIGHUP is logged and ignored (nothing is reloadable yet).
+--version prints the version and build.
 )";
 
 bool IsBoolSetting(const std::string& name) { return name == "insecure"; }
@@ -85,6 +92,7 @@ int Main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // (name, value) pairs in command-line order; --config applies first.
@@ -94,6 +102,10 @@ int Main(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h" || arg == "help") {
       std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg == "--version" || arg == "-version") {
+      std::printf("%s\n", VersionText("tallyd").c_str());
       return 0;
     }
     if (!absl::StartsWith(arg, "--")) {
@@ -133,13 +145,11 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  for (const auto& [name, value] : settings) {
-    absl::Status s = ApplySetting(name, value, &config);
-    if (!s.ok()) {
-      std::fprintf(stderr, "tallyd: --%s: %s\n", name.c_str(),
-                   std::string(s.message()).c_str());
-      return 2;
-    }
+  absl::Status applied = ApplyCommandLineSettings(settings, &config);
+  if (!applied.ok()) {
+    std::fprintf(stderr, "tallyd: %s\n",
+                 std::string(applied.message()).c_str());
+    return 2;
   }
   absl::Status valid = ValidateConfig(config);
   if (!valid.ok()) {
@@ -157,7 +167,16 @@ int Main(int argc, char** argv) {
                           config.data_dir, config.peers.size()));
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  for (;;) {
+    sigwait(&signals, &signal_number);
+    if (signal_number != SIGHUP) break;
+    // The default action of SIGHUP ends the process; an operator (or a
+    // log rotator, or a closed terminal) sending it expects a reload.
+    LogInfo(absl::StrFormat(
+        "tallyd %s: SIGHUP received; no setting is reloadable yet, so it is "
+        "ignored (restart the node to apply a changed config)",
+        config.name));
+  }
   LogInfo(absl::StrFormat("tallyd %s: %s received, shutting down", config.name,
                           strsignal(signal_number)));
   (*node)->Shutdown();

@@ -3,32 +3,57 @@
 # the embedded store (loopback, free ports, temp data dirs), loads data,
 # makes one node drift, shows `tally diff` finding exactly the drift,
 # repairs it, shows the nodes equal, and lets the third node converge on
-# its own through its peer sessions. Stops the nodes at the end.
+# its own through its peer sessions. Stops the nodes at the end, and on any
+# failure or Ctrl-C, before it removes their data directories.
+#
+# TALLY_BUILD_DIR=DIR skips the install and the build and runs the binaries
+# in DIR (the test of this script, tests/demo_test.sh, does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/build.sh
+if [ -z "${TALLY_BUILD_DIR:-}" ]; then
+  bash tools/build.sh
+  TALLY_BUILD_DIR=./build
+fi
 
-TALLYD=./build/node/tallyd
-TALLY=./build/tools/tally
+TALLYD=$TALLY_BUILD_DIR/node/tallyd
+TALLY=$TALLY_BUILD_DIR/tools/tally
 WORK=$(mktemp -d -t tally-demo-XXXXXX)
+# The nodes' PIDs. start() must run in this shell, never inside $(...): a
+# subshell's additions to PIDS are lost, and the nodes with them.
 PIDS=()
-cleanup() {
+NAMES=()
+# stop_nodes: SIGTERM to every node, then waits for each to exit (a clean
+# stop closes the store), so that nothing still runs on the data directories.
+stop_nodes() {
+  local i
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for i in "${!PIDS[@]}"; do
+    local code=0
+    wait "${PIDS[$i]}" 2>/dev/null || code=$?
+    echo "${NAMES[$i]} (pid ${PIDS[$i]}) stopped, exit code $code"
+  done
+  PIDS=()
+  NAMES=()
+}
+cleanup() {
+  stop_nodes >/dev/null
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-# start NAME [FLAGS...]: starts a node and prints its address.
+# start NAME [FLAGS...]: starts a node and sets ADDR to its address.
 start() {
   local name=$1; shift
   "$TALLYD" --name "$name" --data-dir "$WORK/$name" --listen 127.0.0.1:0 \
     "$@" >/dev/null 2>"$WORK/$name.log" &
   PIDS+=($!)
+  NAMES+=("$name")
+  ADDR=
   for _ in $(seq 100); do
-    local addr
-    addr=$(grep -o 'listening on [^ ]*' "$WORK/$name.log" 2>/dev/null | cut -d' ' -f3)
-    if [ -n "$addr" ]; then echo "$addr"; return; fi
+    ADDR=$(grep -o 'listening on [^ ]*' "$WORK/$name.log" 2>/dev/null | cut -d' ' -f3 || true)
+    if [ -n "$ADDR" ]; then return; fi
     sleep 0.1
   done
   echo "node $name did not start:" >&2; cat "$WORK/$name.log" >&2; exit 1
@@ -36,9 +61,9 @@ start() {
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-A=$(start node-a)
-B=$(start node-b)
-C=$(start node-c --peer "$A" --sync-interval 1s)
+start node-a; A=$ADDR
+start node-b; B=$ADDR
+start node-c --peer "$A" --sync-interval 1s; C=$ADDR
 echo "node-a $A, node-b $B, node-c $C (peers with node-a every ~1s)"
 
 step "load 100,000 rows into node-a"
@@ -79,3 +104,4 @@ done
 grep 'session peer' "$WORK/node-c.log" | tail -2
 
 step "stopping the nodes"
+stop_nodes

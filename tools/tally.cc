@@ -11,8 +11,9 @@
 // A thin front end: the node's client library (node/client.h) does the
 // talking, tree/diff.h the diffing and node/sync.h the repairing; this file
 // parses the command line and prints. Exit codes follow diff(1): 0 equal /
-// success, 1 different (or `get` of an absent key, as grep's "no match"),
-// 2 trouble — always with exactly one "tally: ..." line on stderr.
+// success, 1 different (or `get` of an absent key, as grep's "no match";
+// or a repair that leaves the nodes different), 2 trouble — always with exactly
+// one "tally: ..." line on stderr.
 //
 // The flags live in this file because absl's --help lists the flags of the
 // file named after the program.
@@ -39,6 +40,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
@@ -54,6 +56,7 @@
 #include "node/replica.h"
 #include "node/sync.h"
 #include "node/tls.h"
+#include "node/version.h"
 #include "storage/store.h"
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
@@ -80,7 +83,9 @@ ABSL_FLAG(bool, escaped, false,
           "(\\x00\\xff, \\n), so that any bytes can be given.");
 ABSL_FLAG(std::string, file, "",
           "load: JSON Lines file, one {\"key\": ..., \"value\": ...} per "
-          "line. The whole file is checked before anything is sent.");
+          "line; - reads standard input. Read once, as the rows are sent: a "
+          "bad line stops the load there, and the error says how many rows "
+          "were loaded.");
 ABSL_FLAG(uint64_t, count, 0,
           "load: number of synthetic rows key-0..key-<N-1> to load.");
 ABSL_FLAG(uint64_t, seed, 1,
@@ -319,35 +324,14 @@ CommandResult Get(const Context& ctx) {
 
 // -------------------------------------------------------------------- load
 
-// Reads the whole file once so that a bad line stops the load before any
-// row is sent; returns the number of rows.
-absl::StatusOr<uint64_t> CheckJsonlFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrFormat("cannot open %s: %s", path, std::strerror(errno)));
-  }
-  JsonlReader reader(&in);
-  KeyValue row;
-  uint64_t rows = 0;
-  for (;;) {
-    absl::StatusOr<bool> more = reader.Next(&row);
-    if (!more.ok()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s %s; nothing was loaded", path, more.status().message()));
-    }
-    if (!*more) return rows;
-    ++rows;
-  }
-}
-
 CommandResult Load(const Context& ctx) {
   TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
   const bool from_file = ctx.given.count("file") > 0;
   const bool synthetic = ctx.given.count("count") > 0;
   if (from_file == synthetic) {
     return absl::InvalidArgumentError(
-        "load needs exactly one of --file=FILE.jsonl or --count=N");
+        "load needs exactly one of --file=FILE.jsonl (or - for standard "
+        "input) or --count=N");
   }
   if (from_file &&
       (ctx.given.count("seed") > 0 || ctx.given.count("value_size") > 0)) {
@@ -355,26 +339,48 @@ CommandResult Load(const Context& ctx) {
         "--seed and --value-size apply to load --count, not to --file");
   }
   const std::string path = absl::GetFlag(FLAGS_file);
-  uint64_t total = absl::GetFlag(FLAGS_count);
+  const uint64_t count = absl::GetFlag(FLAGS_count);
+  // The input is read once, as it is sent: a pipe (`--file -`,
+  // /dev/stdin, a FIFO) cannot be read twice, and a file checked first could
+  // change before the second read. So a bad line cannot stop the load before
+  // the rows ahead of it are sent; it stops it there, and the error says how
+  // many rows went in. Loading a row again writes the same value, so fixing
+  // the line and loading the whole input again is safe.
+  std::ifstream file;
+  std::optional<JsonlReader> reader;
+  std::optional<SyntheticRows> rows;
+  std::string input;  // the file's name in messages
   if (from_file) {
     if (path.empty()) return absl::InvalidArgumentError("--file is empty");
-    TALLY_ASSIGN_OR_RETURN(total, CheckJsonlFile(path));
+    if (path == "-") {
+      input = "standard input";
+      reader.emplace(&std::cin);
+    } else {
+      input = path;
+      // An ifstream opens a directory and reads it as empty: 0 rows, exit 0.
+      std::error_code ec;
+      if (std::filesystem::is_directory(path, ec)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--file %s is a directory; give a JSON Lines file, or - for "
+            "standard input",
+            path));
+      }
+      file.open(path);
+      if (!file) {
+        return absl::NotFoundError(
+            absl::StrFormat("cannot open %s: %s", path, std::strerror(errno)));
+      }
+      reader.emplace(&file);
+    }
+  } else {
+    rows.emplace(count, absl::GetFlag(FLAGS_seed),
+                 absl::GetFlag(FLAGS_value_size));
   }
 
   TALLY_ASSIGN_OR_RETURN(auto client, Connect(ctx, absl::GetFlag(FLAGS_node)));
-  // Load's row source cannot fail, so a file that changes between the check
-  // and the load ends the stream early; the error is reported afterwards.
-  std::ifstream in;
-  std::optional<JsonlReader> reader;
-  std::optional<SyntheticRows> rows;
+  // Load's row source cannot fail: a bad line ends the stream early (what
+  // was sent is committed), and the error is reported afterwards.
   absl::Status read_error;
-  if (from_file) {
-    in.open(path);
-    reader.emplace(&in);
-  } else {
-    rows.emplace(total, absl::GetFlag(FLAGS_seed),
-                 absl::GetFlag(FLAGS_value_size));
-  }
   uint64_t sent = 0;
   ProgressLine progress;
   const absl::Time start = absl::Now();
@@ -394,8 +400,11 @@ CommandResult Load(const Context& ctx) {
           more = rows->Next(key, value);
         }
         if (more && ++sent % 1024 == 0) {
-          progress.Update(absl::StrFormat("load: %d of %d rows sent (%.0f%%)",
-                                          sent, total, 100.0 * sent / total));
+          progress.Update(
+              rows.has_value()
+                  ? absl::StrFormat("load: %d of %d rows sent (%.0f%%)", sent,
+                                    count, 100.0 * sent / count)
+                  : absl::StrFormat("load: %d rows sent", sent));
         }
         return more;
       });
@@ -410,9 +419,21 @@ CommandResult Load(const Context& ctx) {
                         CallFailed(ctx, r.status()).message(), sent));
   }
   if (!read_error.ok()) {
-    return absl::DataLossError(
-        absl::StrFormat("%s changed while loading (%s); %d rows were loaded",
-                        path, read_error.message(), r->rows()));
+    return absl::Status(
+        read_error.code(),
+        absl::StrFormat("%s %s; the load stopped there: the %d rows before it "
+                        "were loaded into keyspace '%s' (fix the input and "
+                        "load it again; loading a row twice is harmless)",
+                        input, read_error.message(), r->rows(), ctx.keyspace));
+  }
+  // Never "success" for fewer rows than were read.
+  const uint64_t expected = rows.has_value() ? count : sent;
+  if (r->rows() != expected || sent != expected) {
+    return absl::DataLossError(absl::StrFormat(
+        "read %d rows from %s but the node loaded %d into keyspace '%s'; load "
+        "again",
+        sent, rows.has_value() ? "the synthetic source" : input, r->rows(),
+        ctx.keyspace));
   }
   const double rate = seconds > 0 ? r->rows() / seconds : 0;
   if (ctx.json) {
@@ -701,6 +722,9 @@ CommandResult Repair(const Context& ctx) {
     }
   }
   const bool equal = root_a.hex == root_b.hex && root_a.rows == root_b.rows;
+  // Exit 1, as diff's "different": a script that runs repair and goes on
+  // must not take nodes that still differ for repaired ones.
+  const bool still_differ = !dry_run && !equal;
 
   if (ctx.json) {
     Json summary = DiffStatsJson(stats.diff, seconds);
@@ -727,7 +751,7 @@ CommandResult Repair(const Context& ctx) {
                       {"equal", equal}};
     }
     PrintJson(out);
-    return 0;
+    return still_differ ? 1 : 0;
   }
 
   std::string text = absl::StrFormat(
@@ -780,7 +804,7 @@ CommandResult Repair(const Context& ctx) {
                 "conflicts); run repair again\n");
   }
   std::cout << text;
-  return 0;
+  return still_differ ? 1 : 0;
 }
 
 // ------------------------------------------------------------------ verify
@@ -882,7 +906,17 @@ int Main(int argc, char** argv) {
     gpr_set_log_function(DiscardGrpcLog);
   }
   absl::SetProgramUsageMessage(UsageText());
+  // absl's --version prints this; its default is a build-mode line
+  // ("Debug build (NDEBUG not #defined)") that names no version.
+  absl::FlagsUsageConfig usage_config;
+  usage_config.version_string = [] {
+    return node::VersionText("tally") + "\n";
+  };
+  absl::SetFlagsUsageConfig(usage_config);
   std::vector<std::string> args(argv + 1, argv + argc);
+  // absl would read flag files itself, and report a bad one with exit 1.
+  absl::Status expanded = ExpandFlagfiles(&args);
+  if (!expanded.ok()) return Trouble(expanded);
   NormalizeFlagNames(&args);
   if (WantsHelp(args)) {
     Help(Context{}).IgnoreError();
@@ -892,6 +926,7 @@ int Main(int argc, char** argv) {
   // whole usage and exiting 1, which reads as "different" to a script.
   absl::StatusOr<FlagSet> given = ScanFlags(args);
   if (!given.ok()) return Trouble(given.status());
+  JoinFlagValues(&args);
 
   std::vector<char*> normalized = {argv[0]};
   for (std::string& arg : args) normalized.push_back(arg.data());

@@ -1,6 +1,12 @@
 #include "tools/cli/args.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
@@ -10,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace tally {
 namespace cli {
@@ -40,9 +48,9 @@ const std::vector<CommandSpec>& Commands() {
       {"load",
        0,
        0,
-       "load --file FILE.jsonl | --count N [--seed S] [--value-size B]",
-       "bulk-load rows from JSON Lines ({\"key\":...,\"value\":...} per line) "
-       "or synthetic rows key-0..key-<N-1>",
+       "load --file FILE.jsonl|- | --count N [--seed S] [--value-size B]",
+       "bulk-load rows from JSON Lines ({\"key\":...,\"value\":...} per line; "
+       "- is standard input) or synthetic rows key-0..key-<N-1>",
        "tally --keyspace=users load --count=100000 --seed=7",
        {"file", "count", "seed", "value_size"}},
       {"status",
@@ -112,10 +120,12 @@ std::string UsageText() {
       "(mutual TLS)\n"
       "  --tls-ca=FILE      PEM CA to check nodes against; any --tls-* flag "
       "makes the connections TLS\n"
+      "  --flagfile=FILE    more flags, one --name=value a line (# comments)\n"
+      "  --version          print the version and build\n"
       "\nexit codes (like diff(1) and grep(1)):\n"
       "  0  success; diff: the nodes are equal; verify: the store is sound\n"
       "  1  get: no such key (or deleted); diff: the nodes differ; "
-      "verify: problems found\n"
+      "repair: the nodes still differ afterwards; verify: problems found\n"
       "  2  trouble: bad arguments, unknown keyspace, unreachable node, "
       "failed repair\n");
   return out;
@@ -183,6 +193,107 @@ bool IsAbslBuiltinFlag(absl::string_view name) {
 
 }  // namespace
 
+namespace {
+
+// How deep --flagfile lines inside flag files are followed: a file that
+// names itself must end in an error, not a stack overflow.
+constexpr int kMaxFlagfileDepth = 10;
+
+// For "--NAME=VALUE", "-NAME=VALUE", "--NAME VALUE" (the value taken from
+// args[*i + 1], *i advanced) with NAME `name`: the value. nullopt otherwise.
+std::optional<std::string> TakeFlagValue(const std::vector<std::string>& args,
+                                         size_t* i, absl::string_view name) {
+  absl::string_view arg = args[*i];
+  if (!absl::ConsumePrefix(&arg, "--")) {
+    if (!absl::ConsumePrefix(&arg, "-")) return std::nullopt;
+  }
+  if (!absl::ConsumePrefix(&arg, name)) return std::nullopt;
+  if (absl::ConsumePrefix(&arg, "=")) return std::string(arg);
+  if (!arg.empty()) return std::nullopt;  // --flagfilex
+  if (*i + 1 >= args.size()) return std::string();
+  return args[++*i];
+}
+
+absl::Status ExpandInto(const std::vector<std::string>& args, int depth,
+                        std::vector<std::string>* out) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      out->insert(out->end(), args.begin() + i, args.end());
+      return absl::OkStatus();
+    }
+    if (std::optional<std::string> files = TakeFlagValue(args, &i, "flagfile");
+        files.has_value()) {
+      if (files->empty()) {
+        return absl::InvalidArgumentError("flag --flagfile needs a file name");
+      }
+      if (depth >= kMaxFlagfileDepth) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--flagfile=%s: flag files nest more than %d deep (does one name "
+            "itself?)",
+            *files, kMaxFlagfileDepth));
+      }
+      for (absl::string_view file : absl::StrSplit(*files, ',')) {
+        const std::string path(file);
+        std::ifstream in(path);
+        std::stringstream text;
+        if (in) text << in.rdbuf();
+        if (!in || in.bad()) {
+          return absl::NotFoundError(absl::StrFormat(
+              "cannot read --flagfile %s: %s", path, std::strerror(errno)));
+        }
+        std::vector<std::string> lines;
+        int line_number = 0;
+        for (absl::string_view line : absl::StrSplit(text.str(), '\n')) {
+          ++line_number;
+          line = absl::StripAsciiWhitespace(line);
+          if (line.empty() || absl::StartsWith(line, "#")) continue;
+          if (!absl::StartsWith(line, "-") || line == "--") {
+            return absl::InvalidArgumentError(absl::StrFormat(
+                "--flagfile %s line %d: '%s' is not a flag; a flag file "
+                "holds one --name=value a line",
+                path, line_number, absl::CHexEscape(line)));
+          }
+          lines.emplace_back(line);
+        }
+        absl::Status s = ExpandInto(lines, depth + 1, out);
+        if (!s.ok()) return s;
+      }
+      continue;
+    }
+    bool from_environment = false;
+    for (const bool required : {true, false}) {
+      const char* const flag = required ? "fromenv" : "tryfromenv";
+      std::optional<std::string> names = TakeFlagValue(args, &i, flag);
+      if (!names.has_value()) continue;
+      from_environment = true;
+      for (absl::string_view name : absl::StrSplit(*names, ',')) {
+        if (name.empty()) continue;
+        const std::string variable = absl::StrCat("FLAGS_", name);
+        const char* value = std::getenv(variable.c_str());
+        if (value == nullptr) {
+          if (!required) continue;
+          return absl::NotFoundError(absl::StrFormat(
+              "--fromenv=%s: the environment has no %s", name, variable));
+        }
+        out->push_back(absl::StrCat("--", name, "=", value));
+      }
+      break;
+    }
+    if (!from_environment) out->push_back(args[i]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ExpandFlagfiles(std::vector<std::string>* args) {
+  std::vector<std::string> out;
+  absl::Status s = ExpandInto(*args, 0, &out);
+  if (!s.ok()) return s;
+  *args = std::move(out);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<FlagSet> ScanFlags(const std::vector<std::string>& args) {
   FlagSet given;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -237,6 +348,29 @@ absl::StatusOr<FlagSet> ScanFlags(const std::vector<std::string>& args) {
     given.insert(std::string(flag->Name()));
   }
   return given;
+}
+
+void JoinFlagValues(std::vector<std::string>* args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args->size(); ++i) {
+    const std::string& arg = (*args)[i];
+    if (arg == "--") {
+      out.insert(out.end(), args->begin() + i, args->end());
+      break;
+    }
+    out.push_back(arg);
+    if (arg.size() < 2 || arg[0] != '-' || arg.find('=') != std::string::npos)
+      continue;
+    absl::string_view name(arg);
+    name.remove_prefix(arg[1] == '-' ? 2 : 1);
+    if (IsAbslBuiltinFlag(name)) continue;
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr || flag->IsOfType<bool>() || i + 1 >= args->size()) {
+      continue;
+    }
+    absl::StrAppend(&out.back(), "=", (*args)[++i]);
+  }
+  *args = std::move(out);
 }
 
 absl::Status CheckCommandLine(const CommandSpec& command, size_t args,

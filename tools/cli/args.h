@@ -5,6 +5,7 @@
 // "different").
 //
 //   std::vector<std::string> args(argv + 1, argv + argc);
+//   absl::Status expanded = ExpandFlagfiles(&args);   // --flagfile=F
 //   NormalizeFlagNames(&args);               // --dry-run -> --dry_run
 //   absl::StatusOr<FlagSet> given = ScanFlags(args);
 //   ... absl::ParseCommandLine(...) ...
@@ -60,6 +61,17 @@ std::string FlagsText(absl::string_view defining_file);
 // scripts read as "different".
 bool WantsHelp(const std::vector<std::string>& args);
 
+// Replaces --flagfile=FILE[,FILE...] (or `--flagfile FILE`) by the flags
+// the files hold, in absl's format (one flag a line, leading and trailing
+// whitespace ignored, `#` comment lines and blank lines skipped; nested
+// --flagfile lines are followed, ten deep at most), and --fromenv=a,b /
+// --tryfromenv=a,b by --a=$FLAGS_a ..., so that ScanFlags checks every flag
+// and absl never has to report one itself (it exits 1, which reads as
+// "absent" or "different"). Returns kNotFound for a file that cannot be read
+// and for --fromenv of an unset variable, kInvalidArgument for a line that is
+// not a flag. Stops at a bare "--".
+absl::Status ExpandFlagfiles(std::vector<std::string>* args);
+
 // Flags seen on the command line, by absl name ("dry_run").
 using FlagSet = std::set<std::string>;
 
@@ -74,6 +86,13 @@ void NormalizeFlagNames(std::vector<std::string>* args);
 // for an unknown flag, a missing value or a value the flag's type rejects
 // ("--count=ten"). Sets the flags it parses, as absl would.
 absl::StatusOr<FlagSet> ScanFlags(const std::vector<std::string>& args);
+
+// Rewrites "--name VALUE" (two arguments, a flag that takes a value) to
+// "--name=VALUE", as ScanFlags read it: absl questions a separate value
+// that starts with '-' ("Did you really mean to set flag 'file' to the
+// value '-'?") on stderr, where tally promises one line. Run it on
+// arguments ScanFlags accepted. Stops at a bare "--".
+void JoinFlagValues(std::vector<std::string>* args);
 
 // Checks the number of positional arguments and that every
 // command-specific flag given belongs to `command`.

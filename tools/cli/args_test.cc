@@ -1,6 +1,13 @@
 #include "tools/cli/args.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -105,6 +112,71 @@ TEST(ParseSide, AcceptsLettersAndAddresses) {
   EXPECT_EQ(*ParseSide("h:2", "h:1", "h:2"), Side::kB);
   EXPECT_FALSE(ParseSide("c", "h:1", "h:2").ok());
   EXPECT_FALSE(ParseSide("h:1", "h:1", "h:1").ok());
+}
+
+// A file under the system's temp directory, removed at the end of scope.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    path_ = (std::filesystem::temp_directory_path() /
+             absl::StrCat("tally-args-test-", getpid(), "-", counter_++))
+                .string();
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  std::string path_;
+};
+
+TEST(ExpandFlagfiles, ReplacesAFlagfileByItsFlags) {
+  TempFile inner("--count=7\n");
+  TempFile outer(absl::StrCat(
+      "# tally flags\n\n  --node=h:9  \n--flagfile=", inner.path(), "\n"));
+  std::vector<std::string> args = {"--json", "--flagfile", outer.path(),
+                                   "get",    "--",         "--flagfile=x"};
+  ASSERT_TRUE(ExpandFlagfiles(&args).ok());
+  EXPECT_THAT(args, ElementsAre("--json", "--node=h:9", "--count=7", "get",
+                                "--", "--flagfile=x"));
+}
+
+TEST(ExpandFlagfiles, AnUnreadableOrMalformedFlagfileIsAnError) {
+  std::vector<std::string> args = {"--flagfile=/nonexistent/tally.flags", "get",
+                                   "k"};
+  const absl::Status missing = ExpandFlagfiles(&args);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.message(), HasSubstr("/nonexistent/tally.flags"));
+
+  TempFile positional("--json\nget\n");
+  args = {"--flagfile=" + positional.path()};
+  const absl::Status bad = ExpandFlagfiles(&args);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("line 2"));
+
+  TempFile loop("");
+  std::ofstream(loop.path()) << "--flagfile=" << loop.path() << "\n";
+  args = {"--flagfile=" + loop.path()};
+  EXPECT_THAT(ExpandFlagfiles(&args).message(), HasSubstr("nest"));
+}
+
+TEST(ExpandFlagfiles, FromenvReadsFlagsFromTheEnvironment) {
+  setenv("FLAGS_node", "h:5", 1);
+  unsetenv("FLAGS_count");
+  std::vector<std::string> args = {"--tryfromenv=node,count", "status"};
+  ASSERT_TRUE(ExpandFlagfiles(&args).ok());
+  EXPECT_THAT(args, ElementsAre("--node=h:5", "status"));
+  args = {"--fromenv=count", "status"};
+  EXPECT_EQ(ExpandFlagfiles(&args).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(JoinFlagValues, JoinsSeparateValuesOfValueFlagsOnly) {
+  std::vector<std::string> args = {"--node", "-",  "--json", "get", "--count",
+                                   "5",      "--", "--node", "x"};
+  JoinFlagValues(&args);
+  EXPECT_THAT(args, ElementsAre("--node=-", "--json", "get", "--count=5", "--",
+                                "--node", "x"));
 }
 
 }  // namespace

@@ -1,0 +1,273 @@
+// What an operator trips over (issue 8, items 11, 14 and 15): loading from a
+// pipe, signals and --version, exit codes and bad flags — each run against
+// the real tallyd and tally binaries, as an operator's shell runs them.
+#include <signal.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "node/client.h"
+#include "node/version.h"
+#include "tests/process.h"
+#include "tests/temp_dir.h"
+#include "tree/hlc.h"
+
+namespace tally {
+namespace {
+
+using ::tally::node::NodeClient;
+using ::tally::testing::CommandResult;
+using ::tally::testing::NodeProcess;
+using ::tally::testing::RunCommand;
+using ::tally::testing::RunTally;
+using ::tally::testing::TallydPath;
+using ::tally::testing::TallyPath;
+using ::tally::testing::TempDir;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::vector<std::string> kNoSync = {"--sync-writes", "false"};
+
+std::unique_ptr<NodeProcess> StartNode(const std::string& name,
+                                       const std::string& dir) {
+  auto node = NodeProcess::Start(name, dir, kNoSync);
+  EXPECT_TRUE(node.ok()) << node.status();
+  return node.ok() ? std::move(*node) : nullptr;
+}
+
+std::unique_ptr<NodeClient> Connect(const std::string& address) {
+  auto client = NodeClient::Connect(address, node::ClientOptions{});
+  EXPECT_TRUE(client.ok()) << client.status();
+  return std::move(*client);
+}
+
+uint64_t RowCount(const std::string& address, const std::string& keyspace) {
+  auto hs = Connect(address)->Handshake({keyspace}, 0);
+  if (!hs.ok() || hs->keyspaces_size() == 0) return 0;
+  return hs->keyspaces(0).row_count();
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+std::string JsonlRows(int first, int count) {
+  std::string text;
+  for (int i = first; i < first + count; ++i) {
+    absl::StrAppendFormat(&text, "{\"key\": \"k%05d\", \"value\": \"v%d\"}\n",
+                          i, i);
+  }
+  return text;
+}
+
+// `tally` promises exactly one "tally: ..." line on stderr for trouble.
+void ExpectOneTroubleLine(const CommandResult& r) {
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, ::testing::StartsWith("tally: "));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// ------------------------------------------------------------ item 11: load
+
+// `cat rows.jsonl | tally load --file /dev/stdin` loaded 0 rows and exited
+// 0: the check pass had read the pipe empty. Now the input is read once.
+TEST(Operator, LoadFromAPipeLoadsEveryRow) {
+  TempDir dir;
+  auto node = StartNode("a", dir.path() + "/a");
+  ASSERT_NE(node, nullptr);
+  const std::string rows = dir.path() + "/rows.jsonl";
+  WriteFile(rows, JsonlRows(0, 2500));
+
+  for (const std::string file : {"/dev/stdin", "-"}) {
+    const std::string keyspace = file == "-" ? "dash" : "stdin";
+    const CommandResult r = RunCommand(
+        {"/bin/bash", "-c",
+         absl::StrFormat("cat '%s' | '%s' --node %s --keyspace %s load "
+                         "--file %s --json",
+                         rows, TallyPath(), node->address(), keyspace, file)});
+    EXPECT_EQ(r.exit_code, 0) << file << ": " << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("\"rows\":2500")) << file;
+    EXPECT_EQ(RowCount(node->address(), keyspace), 2500u) << file;
+  }
+}
+
+// Read once means a bad line in a pipe cannot be found before the rows
+// ahead of it are sent: the load stops there, exits 2, and says which line
+// and how many rows went in — never exit 0 with fewer rows than read.
+TEST(Operator, LoadStoppedByABadLineNamesTheLineAndTheRowsLoaded) {
+  TempDir dir;
+  auto node = StartNode("a", dir.path() + "/a");
+  ASSERT_NE(node, nullptr);
+  const std::string rows = dir.path() + "/rows.jsonl";
+  WriteFile(rows, JsonlRows(0, 10) + "{\"key\": \"k\", \"valeu\": \"x\"}\n" +
+                      JsonlRows(10, 10));
+  const CommandResult r =
+      RunCommand({"/bin/bash", "-c",
+                  absl::StrFormat("'%s' --node %s load --file - < '%s'",
+                                  TallyPath(), node->address(), rows)});
+  ExpectOneTroubleLine(r);
+  EXPECT_THAT(r.err, AllOf(HasSubstr("line 11"), HasSubstr("valeu"),
+                           HasSubstr("10 rows")));
+  EXPECT_EQ(RowCount(node->address(), "default"), 10u);
+
+  // A file that cannot be opened is trouble too, and names itself.
+  const CommandResult missing =
+      RunTally({"--node", node->address(), "load", "--file",
+                dir.path() + "/nope.jsonl"});
+  ExpectOneTroubleLine(missing);
+  EXPECT_THAT(missing.err, HasSubstr("nope.jsonl"));
+  // A directory opens as an empty file: refused, not "loaded 0 rows".
+  const CommandResult directory =
+      RunTally({"--node", node->address(), "load", "--file", dir.path()});
+  ExpectOneTroubleLine(directory);
+  EXPECT_THAT(directory.err, HasSubstr("is a directory"));
+}
+
+// ------------------------------------------------- item 14: SIGHUP, version
+
+// SIGHUP's default action ended tallyd (exit 129) without a log line.
+TEST(Operator, SighupIsLoggedAndIgnored) {
+  TempDir dir;
+  auto node = StartNode("a", dir.path() + "/a");
+  ASSERT_NE(node, nullptr);
+  ASSERT_EQ(kill(node->pid(), SIGHUP), 0);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (node->Log().find("SIGHUP") == std::string::npos &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(node->Log(), HasSubstr("SIGHUP received"));
+  // Still serving, and still stops cleanly.
+  const CommandResult put =
+      RunTally({"--node", node->address(), "put", "k", "v"});
+  EXPECT_EQ(put.exit_code, 0) << put.err;
+  EXPECT_EQ(node->Stop(), 0);
+}
+
+// `tallyd --version` said "needs a value"; `tally --version` printed
+// "Debug build (NDEBUG not #defined)".
+TEST(Operator, VersionPrintsTheProjectVersionAndBuild) {
+  const CommandResult tallyd = RunCommand({TallydPath(), "--version"});
+  EXPECT_EQ(tallyd.exit_code, 0) << tallyd.err;
+  EXPECT_EQ(tallyd.out, node::VersionText("tallyd") + "\n");
+  const CommandResult tally = RunTally({"--version"});
+  EXPECT_EQ(tally.exit_code, 0) << tally.err;
+  EXPECT_EQ(tally.out, node::VersionText("tally") + "\n");
+  EXPECT_THAT(tally.out, AllOf(HasSubstr(std::string(node::ProjectVersion())),
+                               Not(HasSubstr("NDEBUG"))));
+}
+
+// ------------------------------------------------ item 15: codes and flags
+
+// absl reported a missing --flagfile itself, with exit 1 ("absent").
+TEST(Operator, UnreadableFlagfileExitsTwo) {
+  TempDir dir;
+  const CommandResult missing =
+      RunTally({"--flagfile=" + dir.path() + "/nope", "get", "k"});
+  ExpectOneTroubleLine(missing);
+  EXPECT_THAT(missing.err, HasSubstr("nope"));
+
+  const std::string bad = dir.path() + "/bad.flags";
+  WriteFile(bad, "--json\n--no-such-flag=1\n");
+  const CommandResult unknown = RunTally({"--flagfile", bad, "get", "k"});
+  ExpectOneTroubleLine(unknown);
+  EXPECT_THAT(unknown.err,
+              AllOf(HasSubstr("unknown flag"), HasSubstr("such_flag")));
+}
+
+TEST(Operator, FlagfileFlagsApply) {
+  TempDir dir;
+  auto node = StartNode("a", dir.path() + "/a");
+  ASSERT_NE(node, nullptr);
+  const std::string flags = dir.path() + "/tally.flags";
+  // absl's format: one flag a line, `#` comments, blank lines skipped.
+  WriteFile(flags, absl::StrFormat("# the node\n--node=%s\n\n  --keyspace=users"
+                                   "\n",
+                                   node->address()));
+  ASSERT_EQ(RunTally({"--flagfile=" + flags, "put", "k", "v"}).exit_code, 0);
+  const CommandResult got = RunTally({"--flagfile=" + flags, "get", "k"});
+  EXPECT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_EQ(got.out, "v\n");
+  EXPECT_EQ(RowCount(node->address(), "users"), 1u);
+}
+
+// repair exited 0 after printing "A and B still differ". Two rows with the
+// same version and different content are a conflict repair leaves alone,
+// so the nodes still differ afterwards, deterministically.
+TEST(Operator, RepairThatLeavesTheNodesDifferentExitsOne) {
+  TempDir dir;
+  auto a = StartNode("a", dir.path() + "/a");
+  auto b = StartNode("b", dir.path() + "/b");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const uint64_t hlc =
+      tree::HlcTimestamp::FromParts(absl::ToUnixMillis(absl::Now()) - 1000, 0)
+          .raw();
+  for (const auto& [node, value] :
+       {std::pair{a.get(), "from-a"}, std::pair{b.get(), "from-b"}}) {
+    v1::Row row;
+    row.set_key("same-version");
+    row.set_value(value);
+    row.mutable_version()->set_hlc(hlc);
+    row.mutable_version()->set_origin("node-x");
+    auto pushed =
+        Connect(node->address())
+            ->PushRows("default", v1::APPLY_MODE_LAST_WRITER_WINS, {row}, {});
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+  }
+  const CommandResult text = RunTally({"repair", a->address(), b->address()});
+  EXPECT_THAT(text.out, HasSubstr("still differ"));
+  EXPECT_EQ(text.exit_code, 1) << text.out << text.err;
+  const CommandResult json =
+      RunTally({"repair", a->address(), b->address(), "--json"});
+  EXPECT_THAT(json.out, HasSubstr("\"equal\":false"));
+  EXPECT_EQ(json.exit_code, 1) << json.out << json.err;
+
+  // Equal after the repair: 0, as before.
+  ASSERT_EQ(RunTally({"--node", a->address(), "put", "k", "v"}).exit_code, 0);
+  const CommandResult other = RunTally(
+      {"--keyspace", "other", "--node", a->address(), "put", "k", "v"});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  const CommandResult equal =
+      RunTally({"--keyspace", "other", "repair", a->address(), b->address()});
+  EXPECT_THAT(equal.out, HasSubstr("A and B are equal"));
+  EXPECT_EQ(equal.exit_code, 0) << equal.out << equal.err;
+}
+
+// `--sync-interval nan|inf|1e30` were accepted as "never", and
+// `--max-clock-skew inf` turned the guard off; `--config DIR` said
+// "--name is required".
+TEST(Operator, TallydRefusesNonFiniteDurationsAndADirectoryAsConfig) {
+  TempDir dir;
+  for (const auto& [flag, value] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"--sync-interval", "nan"},
+           {"--sync-interval", "inf"},
+           {"--sync-interval", "1e30"},
+           {"--max-clock-skew", "inf"}}) {
+    // A node that starts anyway would run until killed: a short timeout.
+    const CommandResult r =
+        RunCommand({TallydPath(), "--name", "a", "--data-dir",
+                    dir.path() + "/a", flag, value},
+                   absl::Seconds(10));
+    EXPECT_EQ(r.exit_code, 2) << flag << " " << value << ": " << r.err;
+    EXPECT_THAT(r.err, AllOf(HasSubstr(flag), HasSubstr(value)));
+  }
+  const CommandResult config =
+      RunCommand({TallydPath(), "--config", dir.path()}, absl::Seconds(10));
+  EXPECT_EQ(config.exit_code, 2) << config.err;
+  EXPECT_THAT(config.err, HasSubstr("is a directory"));
+  EXPECT_THAT(config.err, Not(HasSubstr("--name is required")));
+}
+
+}  // namespace
+}  // namespace tally
