@@ -1945,6 +1945,107 @@ absl::StatusOr<DirectoryState> InspectDirectory(const std::string& dir) {
       others.size() > shown ? ", ..." : "", RecoveryAdvice(dir)));
 }
 
+// Rewrites, from the rows, every record derived from them: the leaves
+// (the checkpoint then needs no replay), the rows per origin, the tombstone
+// index, and the counters. After RepairDB these may be older than the rows
+// (a dropped log record or table block), and a store whose leaves disagree
+// with its rows would answer anti-entropy with wrong digests. One batch.
+absl::Status RebuildDerivedRecords(leveldb::DB* db) {
+  leveldb::ReadOptions read;
+  std::unique_ptr<leveldb::Iterator> it(db->NewIterator(read));
+  leveldb::WriteBatch batch;
+  auto starts_with = [&it](char tag) {
+    return it->Valid() && it->key().size() > 0 && it->key()[0] == tag;
+  };
+  absl::flat_hash_map<uint32_t, int> depths;
+  uint32_t next_keyspace_id = 1;
+  for (it->Seek(std::string(1, internal::kKeyspaceTag));
+       starts_with(internal::kKeyspaceTag); it->Next()) {
+    if (it->value().size() != 5) continue;  // Open reports it
+    const uint32_t id = DecodeFixed32(it->value().data());
+    depths[id] = static_cast<uint8_t>(it->value()[4]);
+    next_keyspace_id = std::max(next_keyspace_id, id + 1);
+  }
+  uint32_t next_origin_id = kLocalOriginId + 1;
+  for (it->Seek(std::string(1, internal::kOriginByIdTag));
+       starts_with(internal::kOriginByIdTag); it->Next()) {
+    if (it->key().size() != 5) continue;
+    next_origin_id =
+        std::max(next_origin_id, DecodeFixed32(it->key().data() + 1) + 1);
+  }
+  for (const char tag : {internal::kLeafTag, internal::kOriginRowsTag,
+                         internal::kTombstoneTag}) {
+    for (it->Seek(std::string(1, tag)); starts_with(tag); it->Next()) {
+      batch.Delete(it->key());
+    }
+  }
+  absl::flat_hash_map<uint64_t, tree::NodeState> leaves;
+  absl::flat_hash_map<uint32_t, uint64_t> origin_rows;
+  for (it->Seek(std::string(1, internal::kRowTag));
+       starts_with(internal::kRowTag); it->Next()) {
+    const absl::string_view row_key(it->key().data(), it->key().size());
+    RowHeader header;
+    absl::string_view payload;
+    if (row_key.size() <= internal::kRowKeyHeader ||
+        !internal::DecodeRowRecord(
+            absl::string_view(it->value().data(), it->value().size()), &header,
+            &payload)) {
+      continue;  // a malformed row: reads and Verify report it
+    }
+    const uint32_t ks_id = DecodeFixed32(row_key.data() + 1);
+    auto depth = depths.find(ks_id);
+    if (depth == depths.end()) continue;
+    const Token token = DecodeFixed64(row_key.data() + 5);
+    const uint64_t leaf = tree::NodeIndexOf(token, depth->second);
+    tree::NodeState& state = leaves[(uint64_t{ks_id} << 32) | leaf];
+    state.digest ^= header.digest;
+    state.count += 1;
+    origin_rows[header.origin_id] += 1;
+    if (header.deleted) {
+      batch.Put(internal::TombstoneKey(header.timestamp, row_key), "");
+    }
+  }
+  for (const auto& [where, state] : leaves) {
+    batch.Put(internal::LeafKey(static_cast<uint32_t>(where >> 32),
+                                static_cast<uint32_t>(where)),
+              internal::EncodeLeaf(state.digest, state.count));
+  }
+  for (const auto& [id, rows] : origin_rows) {
+    batch.Put(internal::OriginRowsKey(id), Fixed64String(rows));
+  }
+  // The last sequence: the newest change entry may be newer than the
+  // counter that survived.
+  Sequence last_sequence = 0;
+  std::string value;
+  const std::string last_key =
+      internal::TaggedKey(internal::kMetaTag, internal::kMetaLastSequence);
+  if (db->Get(read, last_key, &value).ok() && value.size() == 8) {
+    last_sequence = DecodeFixed64(value.data());
+  }
+  it->Seek(std::string(1, internal::kChangeTag + 1));
+  it->Valid() ? it->Prev() : it->SeekToLast();
+  if (starts_with(internal::kChangeTag) && it->key().size() == 9) {
+    last_sequence =
+        std::max<Sequence>(last_sequence, DecodeFixed64(it->key().data() + 1));
+  }
+  TALLY_RETURN_IF_ERROR(
+      FromLevelDb(it->status(), "reading the repaired store"));
+  using internal::TaggedKey;
+  batch.Put(last_key, Fixed64String(last_sequence));
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaLeavesSequence),
+            Fixed64String(last_sequence));
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNextKeyspaceId),
+            Fixed32String(next_keyspace_id));
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
+            Fixed32String(next_origin_id));
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
+            Fixed32String(1));
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex), "");
+  leveldb::WriteOptions write;
+  write.sync = true;
+  return FromLevelDb(db->Write(write, &batch), "rewriting the derived records");
+}
+
 }  // namespace
 
 absl::Status RepairStore(const std::string& dir, const StoreOptions& options) {
@@ -1990,8 +2091,11 @@ absl::Status RepairStore(const std::string& dir, const StoreOptions& options) {
   config->options.create_if_missing = false;
   leveldb::DB* raw = nullptr;
   s = leveldb::DB::Open(config->options, dir, &raw);
-  delete raw;
-  return FromLevelDb(s, absl::StrCat("opening the repaired store in ", dir));
+  if (!s.ok()) {
+    return FromLevelDb(s, absl::StrCat("opening the repaired store in ", dir));
+  }
+  std::unique_ptr<leveldb::DB> db(raw);
+  return RebuildDerivedRecords(db.get());
 }
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir,

@@ -5,13 +5,18 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -213,6 +218,189 @@ TEST(StoreDiskFull, AcknowledgedWritesSurviveAFullTmpfs) {
   ExpectAllPresent(**store, acknowledged);
   EXPECT_TRUE(PutOne(**store, "reopened", "v").ok());
   EXPECT_GT(refused_after_failure, 0);
+}
+
+std::vector<std::string> FilesIn(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string OnlyLogIn(const std::string& dir) {
+  std::string log;
+  for (const std::string& name : FilesIn(dir)) {
+    if (absl::EndsWith(name, ".log")) {
+      EXPECT_TRUE(log.empty()) << "two logs: " << log << ", " << name;
+      log = dir + "/" + name;
+    }
+  }
+  EXPECT_FALSE(log.empty());
+  return log;
+}
+
+// Writes `n` rows, one commit each, overwriting and deleting some, and
+// returns what the store holds.
+std::map<std::string, std::string> WriteRows(Store& store, int n) {
+  std::map<std::string, std::string> rows;
+  for (int i = 0; i < n; ++i) {
+    const std::string key = absl::StrCat("key-", i % (n / 2 + 1));
+    if (i % 7 == 6) {
+      WriteRequest request;
+      request.mutations.push_back(Mutation::Delete("ks", key));
+      EXPECT_TRUE(store.Write(std::move(request)).ok());
+      rows.erase(key);
+    } else {
+      const std::string value =
+          absl::StrCat("value-", i, std::string(200, 'v'));
+      EXPECT_TRUE(PutOne(store, key, value).ok());
+      rows[key] = value;
+    }
+  }
+  return rows;
+}
+
+void ExpectSoundAndWritable(Store& store) {
+  absl::StatusOr<VerifyReport> report = store.Verify();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->ok()) << report->problems.size() << " problems, first "
+                            << report->problems.front();
+  EXPECT_TRUE(PutOne(store, "after-recovery", "v").ok());
+}
+
+// The case: the 16-byte CURRENT file deleted. LevelDB made a new,
+// empty store in the directory and deleted the old tables.
+TEST(StoreDirectory, AMissingCurrentFileIsRefusedAndNothingIsDeleted) {
+  TempDir dir;
+  StoreOptions options = DurableOptions(nullptr);
+  options.write_buffer_bytes = 64 * 1024;  // several tables
+  std::map<std::string, std::string> rows;
+  {
+    absl::StatusOr<std::unique_ptr<Store>> store =
+        Store::Open(dir.path(), options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    rows = WriteRows(**store, 3000);
+  }
+  ASSERT_TRUE(std::filesystem::remove(dir.path() + "/CURRENT"));
+  const std::vector<std::string> files = FilesIn(dir.path());
+
+  absl::StatusOr<std::unique_ptr<Store>> refused =
+      Store::Open(dir.path(), options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("CURRENT file is missing"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("tally recover --data-dir " + dir.path()));
+  EXPECT_EQ(FilesIn(dir.path()), files) << "the refusal changed the directory";
+
+  ASSERT_TRUE(RepairStore(dir.path(), options).ok());
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(dir.path(), options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (const auto& [key, value] : rows) {
+    absl::StatusOr<Row> row = (*store)->Get("ks", key);
+    ASSERT_TRUE(row.ok()) << key << ": " << row.status();
+    EXPECT_EQ(row->value, value);
+  }
+  ExpectSoundAndWritable(**store);
+}
+
+TEST(StoreDirectory, ADirectoryWithOtherFilesGetsNoStore) {
+  TempDir dir;
+  { std::ofstream(dir.path() + "/notes.txt") << "not a store\n"; }
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(dir.path(), DurableOptions(nullptr));
+  ASSERT_FALSE(store.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
+  EXPECT_THAT(store.status().message(), HasSubstr("notes.txt"));
+  EXPECT_THAT(store.status().message(), HasSubstr("empty or new directory"));
+  EXPECT_EQ(FilesIn(dir.path()), std::vector<std::string>{"notes.txt"});
+}
+
+TEST(StoreDirectory, AnEmptyOrNewDirectoryGetsANewStore) {
+  TempDir dir;
+  for (const std::string& path : {dir.path(), dir.path() + "/new/store"}) {
+    absl::StatusOr<std::unique_ptr<Store>> store =
+        Store::Open(path, DurableOptions(nullptr));
+    ASSERT_TRUE(store.ok()) << path << ": " << store.status();
+    EXPECT_TRUE(PutOne(**store, "k", "v").ok());
+  }
+}
+
+// A damaged log: LevelDB used to drop the records it could not read at
+// open, and the node started without them. Now the open fails, naming the
+// recovery; after RepairStore the store opens, sound, without what was lost.
+TEST(StoreDamagedLog, ADamagedLogIsRefusedUntilRecovered) {
+  TempDir dir;
+  const StoreOptions options = DurableOptions(nullptr);
+  std::map<std::string, std::string> rows;
+  {
+    absl::StatusOr<std::unique_ptr<Store>> store =
+        Store::Open(dir.path(), options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    rows = WriteRows(**store, 600);
+  }
+  const std::string log = OnlyLogIn(dir.path());
+  const uintmax_t size = std::filesystem::file_size(log);
+  ASSERT_GT(size, 3 * 32768u);
+  {
+    std::fstream f(log, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size / 3));
+    f.write("\xde\xad\xbe\xef", 4);
+  }
+  absl::StatusOr<std::unique_ptr<Store>> refused =
+      Store::Open(dir.path(), options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsDataLoss(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("is damaged"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("tally recover"));
+
+  ASSERT_TRUE(RepairStore(dir.path(), options).ok());
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(dir.path(), options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ExpectSoundAndWritable(**store);
+}
+
+// A deleted log loses the writes since the last table; LevelDB opened the
+// store without them and it looked sound. A store always has a log, so its
+// absence is refused.
+TEST(StoreDamagedLog, ADeletedLogIsRefusedUntilRecovered) {
+  TempDir dir;
+  StoreOptions options = DurableOptions(nullptr);
+  options.write_buffer_bytes = 64 * 1024;
+  {
+    absl::StatusOr<std::unique_ptr<Store>> store =
+        Store::Open(dir.path(), options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    WriteRows(**store, 1000);
+  }
+  ASSERT_TRUE(std::filesystem::remove(OnlyLogIn(dir.path())));
+  absl::StatusOr<std::unique_ptr<Store>> refused =
+      Store::Open(dir.path(), options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsDataLoss(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("no LevelDB log"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("tally recover"));
+
+  ASSERT_TRUE(RepairStore(dir.path(), options).ok());
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(dir.path(), options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ExpectSoundAndWritable(**store);
+}
+
+TEST(StoreRepair, RefusesALockedOrEmptyDirectory) {
+  TempDir dir;
+  EXPECT_TRUE(
+      absl::IsNotFound(RepairStore(dir.path(), DurableOptions(nullptr))));
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(dir.path(), DurableOptions(nullptr));
+  ASSERT_TRUE(store.ok()) << store.status();
+  const absl::Status locked = RepairStore(dir.path(), DurableOptions(nullptr));
+  EXPECT_TRUE(absl::IsUnavailable(locked)) << locked;
 }
 
 }  // namespace
