@@ -896,13 +896,19 @@ absl::Status StoreImpl::WriteToLevelDb(leveldb::WriteBatch* batch, bool sync,
   write.sync = sync;
   const absl::Status status = FromLevelDb(db_->Write(write, batch), what);
   if (status.ok()) return status;
-  absl::MutexLock lock(&write_failure_mu_);
-  if (write_failure_.ok()) {
-    write_failure_ = absl::UnavailableError(absl::StrCat(
-        "the store refuses writes since a write failed (", status.message(),
-        "); nothing acknowledged is lost: fix the cause (free disk space?) "
-        "and restart the node, which reopens the store"));
+  absl::Status first;
+  {
+    absl::MutexLock lock(&write_failure_mu_);
+    if (write_failure_.ok()) {
+      write_failure_ = absl::UnavailableError(absl::StrCat(
+          "the store refuses writes since a write failed (", status.message(),
+          "); nothing acknowledged is lost: fix the cause (free disk space?) "
+          "and restart the node, which reopens the store"));
+      first = write_failure_;
+    }
   }
+  if (!first.ok() && options_.on_write_failure)
+    options_.on_write_failure(first);
   return status;
 }
 
@@ -1949,29 +1955,41 @@ absl::StatusOr<DirectoryState> InspectDirectory(const std::string& dir) {
 // (the checkpoint then needs no replay), the rows per origin, the tombstone
 // index, and the counters. After RepairDB these may be older than the rows
 // (a dropped log record or table block), and a store whose leaves disagree
-// with its rows would answer anti-entropy with wrong digests. One batch.
-absl::Status RebuildDerivedRecords(leveldb::DB* db) {
+// with its rows would answer anti-entropy with wrong digests. Rows that do
+// not match their own digest are removed (RepairDB reads logs without
+// checksums, so a damaged record can come back with a wrong value): a
+// peer's copy replaces them. One batch. Returns how many rows it removed.
+absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
+                                               RowBackend& backend) {
   leveldb::ReadOptions read;
   std::unique_ptr<leveldb::Iterator> it(db->NewIterator(read));
   leveldb::WriteBatch batch;
   auto starts_with = [&it](char tag) {
     return it->Valid() && it->key().size() > 0 && it->key()[0] == tag;
   };
-  absl::flat_hash_map<uint32_t, int> depths;
+  struct KeyspaceRecord {
+    std::string name;
+    int depth;
+  };
+  absl::flat_hash_map<uint32_t, KeyspaceRecord> keyspaces;
   uint32_t next_keyspace_id = 1;
   for (it->Seek(std::string(1, internal::kKeyspaceTag));
        starts_with(internal::kKeyspaceTag); it->Next()) {
     if (it->value().size() != 5) continue;  // Open reports it
     const uint32_t id = DecodeFixed32(it->value().data());
-    depths[id] = static_cast<uint8_t>(it->value()[4]);
+    keyspaces[id] =
+        KeyspaceRecord{std::string(it->key().data() + 1, it->key().size() - 1),
+                       static_cast<uint8_t>(it->value()[4])};
     next_keyspace_id = std::max(next_keyspace_id, id + 1);
   }
   uint32_t next_origin_id = kLocalOriginId + 1;
+  absl::flat_hash_map<uint32_t, std::string> origins;
   for (it->Seek(std::string(1, internal::kOriginByIdTag));
        starts_with(internal::kOriginByIdTag); it->Next()) {
     if (it->key().size() != 5) continue;
-    next_origin_id =
-        std::max(next_origin_id, DecodeFixed32(it->key().data() + 1) + 1);
+    const uint32_t id = DecodeFixed32(it->key().data() + 1);
+    origins[id] = it->value().ToString();
+    next_origin_id = std::max(next_origin_id, id + 1);
   }
   for (const char tag : {internal::kLeafTag, internal::kOriginRowsTag,
                          internal::kTombstoneTag}) {
@@ -1981,22 +1999,36 @@ absl::Status RebuildDerivedRecords(leveldb::DB* db) {
   }
   absl::flat_hash_map<uint64_t, tree::NodeState> leaves;
   absl::flat_hash_map<uint32_t, uint64_t> origin_rows;
+  uint64_t removed = 0;
   for (it->Seek(std::string(1, internal::kRowTag));
        starts_with(internal::kRowTag); it->Next()) {
     const absl::string_view row_key(it->key().data(), it->key().size());
     RowHeader header;
     absl::string_view payload;
-    if (row_key.size() <= internal::kRowKeyHeader ||
-        !internal::DecodeRowRecord(
-            absl::string_view(it->value().data(), it->value().size()), &header,
-            &payload)) {
-      continue;  // a malformed row: reads and Verify report it
+    bool sound = row_key.size() > internal::kRowKeyHeader &&
+                 internal::DecodeRowRecord(
+                     absl::string_view(it->value().data(), it->value().size()),
+                     &header, &payload);
+    const uint32_t ks_id = sound ? DecodeFixed32(row_key.data() + 1) : 0;
+    const Token token = sound ? DecodeFixed64(row_key.data() + 5) : 0;
+    auto ks = keyspaces.find(ks_id);
+    auto origin = origins.find(header.origin_id);
+    sound = sound && ks != keyspaces.end() && origin != origins.end();
+    if (sound) {
+      const absl::string_view key = row_key.substr(internal::kRowKeyHeader);
+      absl::StatusOr<std::string> value =
+          backend.ReadValue(RowLocation{ks->second.name, token, key}, payload);
+      sound = value.ok() && token == tree::TokenOf(key) &&
+              tree::RowDigest(ks->second.name, key,
+                              Version{header.timestamp, origin->second},
+                              header.deleted, *value) == header.digest;
     }
-    const uint32_t ks_id = DecodeFixed32(row_key.data() + 1);
-    auto depth = depths.find(ks_id);
-    if (depth == depths.end()) continue;
-    const Token token = DecodeFixed64(row_key.data() + 5);
-    const uint64_t leaf = tree::NodeIndexOf(token, depth->second);
+    if (!sound) {
+      batch.Delete(it->key());
+      ++removed;
+      continue;
+    }
+    const uint64_t leaf = tree::NodeIndexOf(token, ks->second.depth);
     tree::NodeState& state = leaves[(uint64_t{ks_id} << 32) | leaf];
     state.digest ^= header.digest;
     state.count += 1;
@@ -2043,12 +2075,15 @@ absl::Status RebuildDerivedRecords(leveldb::DB* db) {
   batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex), "");
   leveldb::WriteOptions write;
   write.sync = true;
-  return FromLevelDb(db->Write(write, &batch), "rewriting the derived records");
+  TALLY_RETURN_IF_ERROR(
+      FromLevelDb(db->Write(write, &batch), "rewriting the derived records"));
+  return removed;
 }
 
 }  // namespace
 
-absl::Status RepairStore(const std::string& dir, const StoreOptions& options) {
+absl::StatusOr<uint64_t> RepairStore(const std::string& dir,
+                                     const StoreOptions& options) {
   std::error_code ec;
   bool has_leveldb_files = false;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
@@ -2095,7 +2130,9 @@ absl::Status RepairStore(const std::string& dir, const StoreOptions& options) {
     return FromLevelDb(s, absl::StrCat("opening the repaired store in ", dir));
   }
   std::unique_ptr<leveldb::DB> db(raw);
-  return RebuildDerivedRecords(db.get());
+  const std::shared_ptr<RowBackend> backend =
+      options.backend != nullptr ? options.backend : NewEmbeddedBackend();
+  return RebuildDerivedRecords(db.get(), *backend);
 }
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir,

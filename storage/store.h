@@ -90,6 +90,11 @@ struct StoreOptions {
   // Where values live; default: NewEmbeddedBackend().
   std::shared_ptr<RowBackend> backend;
 
+  // Called once, on the writing thread, when a LevelDB write first fails
+  // and the store starts refusing writes (see Store::write_status()), with
+  // that error. Must be quick and must not write to the store.
+  std::function<void(const absl::Status&)> on_write_failure;
+
   // The file system LevelDB goes through; default (null): the real one.
   // Tests inject disk faults here (storage/internal/fault_injection_env.h).
   // Not owned; must outlive the store.
@@ -338,11 +343,15 @@ class Store {
 // RepairDB: every table and log is read, what is readable is kept, what is
 // not is dropped and the files it came from are moved to `dir`/lost. Run it
 // on a stopped node, then Open and Verify the store; the rows it lost come
-// back from peers through anti-entropy. Uses options.env and the tuning
-// options only. Returns kNotFound when `dir` holds no LevelDB files,
+// back from peers through anti-entropy. Then every record derived from the
+// rows (leaves, rows per origin, tombstone index) is rewritten from them,
+// and rows that do not match their own digest are removed. Uses
+// options.env, options.backend and the tuning options only. Returns how
+// many rows it removed; kNotFound when `dir` holds no LevelDB files,
 // kUnavailable when it is locked by a running process, and LevelDB's error
 // otherwise.
-absl::Status RepairStore(const std::string& dir, const StoreOptions& options);
+absl::StatusOr<uint64_t> RepairStore(const std::string& dir,
+                                     const StoreOptions& options);
 
 // Validates a keyspace name: 1..128 bytes of [A-Za-z0-9_.-].
 absl::Status ValidateKeyspaceName(absl::string_view name);
