@@ -23,9 +23,9 @@
 namespace tally {
 namespace node {
 
-// What the store's write-failure callback needs: it may run before the
-// server exists (never, in practice) and while it shuts down, so it reaches
-// the health service only through this, under a lock.
+// What the store's write-failure callback needs. It may run before the
+// server is built and while it shuts down (the store's last checkpoint at
+// close), so it reaches the health service only through this, under a lock.
 struct StoreHealth {
   absl::Mutex mu;
   grpc::HealthCheckServiceInterface* health ABSL_GUARDED_BY(mu) = nullptr;

@@ -907,8 +907,9 @@ absl::Status StoreImpl::WriteToLevelDb(leveldb::WriteBatch* batch, bool sync,
       first = write_failure_;
     }
   }
-  if (!first.ok() && options_.on_write_failure)
+  if (!first.ok() && options_.on_write_failure) {
     options_.on_write_failure(first);
+  }
   return status;
 }
 
