@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "node/admin_service.h"
 #include "node/client.h"
 #include "node/log.h"
@@ -22,6 +23,15 @@
 namespace tally {
 namespace node {
 
+// What the store's write-failure callback needs. It may run before the
+// server is built and while it shuts down (the store's last checkpoint at
+// close), so it reaches the health service only through this, under a lock.
+struct StoreHealth {
+  absl::Mutex mu;
+  grpc::HealthCheckServiceInterface* health ABSL_GUARDED_BY(mu) = nullptr;
+  bool failed ABSL_GUARDED_BY(mu) = false;
+};
+
 absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
     const NodeConfig& config) {
   TALLY_RETURN_IF_ERROR(ValidateConfig(config));
@@ -32,6 +42,17 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   store_options.default_depth = config.default_depth;
   store_options.sync = config.sync_writes;
   store_options.max_clock_skew = config.max_clock_skew;
+  node->store_health_ = std::make_shared<StoreHealth>();
+  store_options.on_write_failure =
+      [health = node->store_health_](const absl::Status& status) {
+        LogError(absl::StrCat(
+            "store: ", status.message(),
+            "; the node answers NOT_SERVING to health checks and refuses "
+            "writes until it is restarted"));
+        absl::MutexLock lock(&health->mu);
+        health->failed = true;
+        if (health->health != nullptr) health->health->SetServingStatus(false);
+      };
   TALLY_ASSIGN_OR_RETURN(node->store_,
                          storage::Store::Open(config.data_dir, store_options));
 
@@ -90,6 +111,13 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
         "machine)",
         config.listen));
   }
+  {
+    absl::MutexLock lock(&node->store_health_->mu);
+    node->store_health_->health = node->server_->GetHealthCheckService();
+    if (node->store_health_->failed && node->store_health_->health != nullptr) {
+      node->store_health_->health->SetServingStatus(false);
+    }
+  }
   node->listen_address_ = absl::StrCat(
       config.listen.substr(0, config.listen.rfind(':')), ":", port);
   node->scheduler_->SetListenAddress(node->listen_address_);
@@ -129,6 +157,10 @@ void NodeServer::Shutdown() {
   if (scheduler_ != nullptr) scheduler_->Shutdown();
   LogInfo("shutdown: sessions and feed subscriptions stopped");
   if (peer_service_ != nullptr) peer_service_->StopFeeds();
+  if (store_health_ != nullptr) {
+    absl::MutexLock lock(&store_health_->mu);
+    store_health_->health = nullptr;
+  }
   if (server_ != nullptr) {
     // In-flight calls get a second, then are cancelled: every write is
     // atomic, so a cancelled call leaves nothing half-done.

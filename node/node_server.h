@@ -12,6 +12,11 @@
 // the feed threads; drain the worker pool; close the store (a clean close
 // checkpoints the leaves).
 //
+// A failed store write (a full disk) does not stop the node: it logs an
+// error, the gRPC health service answers NOT_SERVING, every write is refused
+// with UNAVAILABLE and reads go on, until the node is restarted (which
+// reopens the store and recovers every acknowledged write).
+//
 // Thread-safe.
 #ifndef TALLY_NODE_NODE_SERVER_H_
 #define TALLY_NODE_NODE_SERVER_H_
@@ -39,6 +44,7 @@ class Maintenance;
 class PeerService;
 class SessionScheduler;
 class WorkerPool;
+struct StoreHealth;
 
 class NodeServer {
  public:
@@ -70,6 +76,8 @@ class NodeServer {
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsServer> metrics_;
+  // Shared with the store's write-failure callback (node_server.cc).
+  std::shared_ptr<StoreHealth> store_health_;
   bool shut_down_ = false;
 };
 

@@ -42,6 +42,10 @@
 #include "tree/tree_view.h"
 #include "tree/version.h"
 
+namespace leveldb {
+class Env;
+}  // namespace leveldb
+
 namespace tally {
 namespace storage {
 
@@ -85,6 +89,16 @@ struct StoreOptions {
 
   // Where values live; default: NewEmbeddedBackend().
   std::shared_ptr<RowBackend> backend;
+
+  // Called once, on the writing thread, when a LevelDB write first fails
+  // and the store starts refusing writes (see Store::write_status()), with
+  // that error. Must be quick and must not write to the store.
+  std::function<void(const absl::Status&)> on_write_failure;
+
+  // The file system LevelDB goes through; default (null): the real one.
+  // Tests inject disk faults here (storage/internal/fault_injection_env.h).
+  // Not owned; must outlive the store.
+  leveldb::Env* env = nullptr;
 };
 
 // One change to one row.
@@ -198,11 +212,16 @@ using ChangeListener = std::function<void(Sequence last_sequence)>;
 
 class Store {
  public:
-  // Opens (or creates) the store in directory `dir`. Returns
+  // Opens the store in directory `dir`, or creates one when `dir` is new or
+  // empty (LevelDB's own LOCK and LOG files aside). Returns
   // kFailedPrecondition for a store of an unknown format version or of
-  // another node name, kInvalidArgument for bad options, kDataLoss for a
-  // corrupted record, kUnavailable when the directory cannot be opened or is
-  // locked by another process.
+  // another node name, and for a directory that holds files but no store
+  // (LevelDB's CURRENT file is missing: creating a store there would delete
+  // the tables of the one that was); kInvalidArgument for bad options;
+  // kDataLoss for a corrupted record, a damaged LevelDB log or table, or a
+  // missing log (LevelDB would drop what it cannot read; see RepairStore);
+  // kUnavailable when the directory cannot be opened or is locked by
+  // another process. Messages name the directory and the recovery.
   static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir,
                                                      StoreOptions options);
 
@@ -306,9 +325,33 @@ class Store {
   // The clock that stamps local writes.
   virtual tree::HybridClock& clock() = 0;
 
+  // OK while the store accepts writes. After a LevelDB write fails (a full
+  // disk, an I/O error) the store refuses every later write with this
+  // kUnavailable error, which names the first failure: LevelDB's log may
+  // end in a partial record that a later record would follow at the wrong
+  // offset, to be dropped at the next open although it was acknowledged.
+  // Reads go on. Reopening the store (restarting the node) recovers every
+  // acknowledged write and clears it.
+  virtual absl::Status write_status() const = 0;
+
  protected:
   Store() = default;
 };
+
+// Salvages the store in `dir` when it no longer opens (a damaged or missing
+// log, a missing CURRENT or MANIFEST, a damaged table), with LevelDB's
+// RepairDB: every table and log is read, what is readable is kept, what is
+// not is dropped and the files it came from are moved to `dir`/lost. Run it
+// on a stopped node, then Open and Verify the store; the rows it lost come
+// back from peers through anti-entropy. Then every record derived from the
+// rows (leaves, rows per origin, tombstone index) is rewritten from them,
+// and rows that do not match their own digest are removed. Uses
+// options.env, options.backend and the tuning options only. Returns how
+// many rows it removed; kNotFound when `dir` holds no LevelDB files,
+// kUnavailable when it is locked by a running process, and LevelDB's error
+// otherwise.
+absl::StatusOr<uint64_t> RepairStore(const std::string& dir,
+                                     const StoreOptions& options);
 
 // Validates a keyspace name: 1..128 bytes of [A-Za-z0-9_.-].
 absl::Status ValidateKeyspaceName(absl::string_view name);

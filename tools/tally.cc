@@ -7,6 +7,7 @@
 //   tally diff 127.0.0.1:7400 127.0.0.1:7401
 //   tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401
 //   tally verify --data-dir=/var/lib/tally
+//   tally recover --data-dir=/var/lib/tally
 //
 // A thin front end: the node's client library (node/client.h) does the
 // talking, tree/diff.h the diffing and node/sync.h the repairing; this file
@@ -100,7 +101,7 @@ ABSL_FLAG(std::string, source, "",
 ABSL_FLAG(bool, dry_run, false,
           "repair: print what would change, per key, and change nothing.");
 ABSL_FLAG(std::string, data_dir, "",
-          "verify: data directory of a stopped node.");
+          "verify, recover: data directory of a stopped node.");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM client certificate to present to nodes (with --tls-key); "
           "needed by nodes that run mutual TLS (--tls-ca).");
@@ -821,7 +822,9 @@ CommandResult Verify(const Context& ctx) {
   }
   if (!std::filesystem::exists(std::filesystem::path(dir) / "CURRENT", ec)) {
     return absl::NotFoundError(absl::StrFormat(
-        "%s holds no tally store (no LevelDB CURRENT file)", dir));
+        "%s holds no tally store (no LevelDB CURRENT file); if it held one, "
+        "`tally recover --data-dir %s` salvages it",
+        dir, dir));
   }
   // An empty node name adopts the stored one.
   absl::StatusOr<std::unique_ptr<storage::Store>> store =
@@ -869,6 +872,81 @@ CommandResult Verify(const Context& ctx) {
   return report->ok() ? 0 : 1;
 }
 
+// ----------------------------------------------------------------- recover
+
+// RepairDB, then the store's own Verify: a store that tallyd refuses to open
+// (damaged or missing log, missing CURRENT) is made to open again with what
+// was readable; the node's peers bring back the rest through anti-entropy.
+CommandResult Recover(const Context& ctx) {
+  const std::string dir = absl::GetFlag(FLAGS_data_dir);
+  if (dir.empty()) {
+    return absl::InvalidArgumentError("recover needs --data-dir=DIR");
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrFormat("%s is not a directory", dir));
+  }
+  const absl::Time start = absl::Now();
+  const absl::StatusOr<uint64_t> removed =
+      storage::RepairStore(dir, storage::StoreOptions{});
+  if (!removed.ok()) {
+    return absl::Status(removed.status().code(),
+                        absl::StrFormat("cannot recover the store in %s: %s",
+                                        dir, removed.status().message()));
+  }
+  // An empty node name adopts the stored one.
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::Store::Open(dir, storage::StoreOptions{});
+  if (!store.ok()) {
+    return absl::Status(
+        store.status().code(),
+        absl::StrFormat("recovered %s, but it still does not open: %s", dir,
+                        store.status().message()));
+  }
+  absl::StatusOr<storage::VerifyReport> report = (*store)->Verify();
+  if (!report.ok()) {
+    return absl::Status(
+        report.status().code(),
+        absl::StrFormat("recovered %s, but verify could not read it: %s", dir,
+                        report.status().message()));
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const std::string lost = (std::filesystem::path(dir) / "lost").string();
+  if (ctx.json) {
+    PrintJson({{"data_dir", dir},
+               {"node", (*store)->node_name()},
+               {"keyspaces", report->keyspaces},
+               {"rows", report->rows},
+               {"problems", report->problems},
+               {"ok", report->ok()},
+               {"rows_removed", *removed},
+               {"lost_dir", lost},
+               {"seconds", seconds}});
+  } else {
+    for (const std::string& problem : report->problems) {
+      std::cout << "problem: " << problem << "\n";
+    }
+    std::cout << absl::StrFormat(
+        "recovered: node '%s' in %s, %d keyspace%s, %d rows, %s, in %.2f s\n"
+        "what LevelDB could not read was dropped (the files it came from "
+        "are in %s), and %d rows that did not match their digest.\n"
+        "%s\n",
+        (*store)->node_name(), dir, report->keyspaces,
+        report->keyspaces == 1 ? "" : "s", report->rows,
+        report->ok() ? "sound"
+                     : absl::StrCat(report->problems.size(), " problem",
+                                    report->problems.size() == 1 ? "" : "s"),
+        seconds, lost, *removed,
+        report->ok()
+            ? "next: start tallyd; its anti-entropy sessions bring back from "
+              "its peers the rows that were lost (or run `tally repair PEER "
+              "NODE` once it is up)"
+            : "the store is not sound: move the directory aside and start "
+              "tallyd on an empty one, to be refilled from its peers");
+  }
+  return report->ok() ? 0 : 1;
+}
+
 // -------------------------------------------------------------------- main
 
 CommandResult Help(const Context&) {
@@ -885,6 +963,7 @@ CommandResult Run(const std::string& command, const Context& ctx) {
   if (command == "diff") return Diff(ctx);
   if (command == "repair") return Repair(ctx);
   if (command == "verify") return Verify(ctx);
+  if (command == "recover") return Recover(ctx);
   return Help(ctx);
 }
 

@@ -83,6 +83,15 @@ const std::vector<CommandSpec>& Commands() {
        "every mismatch (exit 1 if any)",
        "tally verify --data-dir=/var/lib/tally",
        {"data_dir"}},
+      {"recover",
+       0,
+       0,
+       "recover --data-dir DIR",
+       "offline: salvage a stopped node's store that no longer opens "
+       "(damaged or missing log, missing CURRENT), then verify it (exit 1 "
+       "if problems remain); peers refill what was lost",
+       "tally recover --data-dir=/var/lib/tally",
+       {"data_dir"}},
       {"help", 0, 0, "help", "print this text", "tally help", {}},
   };
   return *kCommands;
@@ -123,9 +132,11 @@ std::string UsageText() {
       "  --flagfile=FILE    more flags, one --name=value a line (# comments)\n"
       "  --version          print the version and build\n"
       "\nexit codes (like diff(1) and grep(1)):\n"
-      "  0  success; diff: the nodes are equal; verify: the store is sound\n"
+      "  0  success; diff: the nodes are equal; verify, recover: the store is "
+      "sound\n"
       "  1  get: no such key (or deleted); diff: the nodes differ; "
-      "repair: the nodes still differ afterwards; verify: problems found\n"
+      "repair: the nodes still differ afterwards; verify, recover: problems "
+      "found\n"
       "  2  trouble: bad arguments, unknown keyspace, unreachable node, "
       "failed repair\n");
   return out;

@@ -86,7 +86,7 @@ TEST(CheckCommandLine, CommandFlagsBelongToTheirCommand) {
 
 TEST(FindCommand, KnowsEveryDocumentedCommand) {
   for (const char* name : {"put", "get", "del", "load", "status", "diff",
-                           "repair", "verify", "help"}) {
+                           "repair", "verify", "recover", "help"}) {
     EXPECT_NE(FindCommand(name), nullptr) << name;
     EXPECT_THAT(UsageText(), HasSubstr(FindCommand(name)->example));
   }

@@ -1,0 +1,247 @@
+// A damaged data directory and a full disk, end to end: tallyd refuses to
+// open a store it would otherwise silently empty or shorten, `tally recover`
+// salvages it, and a node whose disk filled up loses no acknowledged write.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/process.h"
+#include "tests/temp_dir.h"
+
+namespace tally {
+namespace {
+
+using ::tally::testing::CommandResult;
+using ::tally::testing::NodeProcess;
+using ::tally::testing::RunTally;
+using ::tally::testing::TempDir;
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kNoSync = {"--sync-writes", "false"};
+
+std::vector<std::string> FilesIn(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// grpc.health.v1.Health/Check for the whole server; returns the response's
+// bytes: 08 01 is SERVING, 08 02 NOT_SERVING.
+std::string HealthOf(const std::string& address) {
+  grpc::GenericStub stub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  grpc::Slice empty("", 0);
+  const grpc::ByteBuffer request(&empty, 1);  // HealthCheckRequest{}
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 &request, &response, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (!status.ok()) return "error: " + status.error_message();
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return "error: dump";
+  std::string out;
+  for (const grpc::Slice& slice : slices) {
+    out.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return out;
+}
+
+// Starts a node on `dir`, loads `rows` synthetic rows (key-0...), stops it.
+void MakeStore(const std::string& dir, int rows) {
+  auto node = NodeProcess::Start("a", dir, kNoSync);
+  ASSERT_TRUE(node.ok()) << node.status();
+  const CommandResult load = RunTally(
+      {"--node", (*node)->address(), "load", "--count", absl::StrCat(rows)});
+  ASSERT_EQ(load.exit_code, 0) << load.err;
+  ASSERT_EQ((*node)->Stop(), 0);
+}
+
+// tallyd on `dir` serves key-0 and key-<rows-1>.
+void ExpectServes(const std::string& dir, int rows) {
+  auto node = NodeProcess::Start("a", dir, kNoSync);
+  ASSERT_TRUE(node.ok()) << node.status();
+  for (const std::string& key :
+       {std::string("key-0"), absl::StrCat("key-", rows - 1)}) {
+    const CommandResult get =
+        RunTally({"--node", (*node)->address(), "get", key});
+    EXPECT_EQ(get.exit_code, 0) << key << ": " << get.err;
+  }
+  EXPECT_EQ((*node)->Stop(), 0);
+}
+
+// The case: CURRENT deleted, tallyd made a new empty store over the
+// old one (deleting its 60,000 rows' tables) and served it.
+TEST(Recover, TallydRefusesAStoreWithoutCurrentAndTallyRecoverBringsItBack) {
+  TempDir dir;
+  constexpr int kRows = 5000;
+  MakeStore(dir.path(), kRows);
+  ASSERT_TRUE(std::filesystem::remove(dir.path() + "/CURRENT"));
+  const std::vector<std::string> files = FilesIn(dir.path());
+
+  auto refused = NodeProcess::Start("a", dir.path(), kNoSync);
+  ASSERT_FALSE(refused.ok()) << "tallyd started on a store without CURRENT";
+  EXPECT_THAT(refused.status().message(), HasSubstr("CURRENT file is missing"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("tally recover --data-dir " + dir.path()));
+  std::vector<std::string> after = FilesIn(dir.path());
+  // tallyd may leave LevelDB's LOCK and LOG; nothing else changes.
+  for (const char* name : {"LOCK", "LOG", "LOG.old"}) {
+    after.erase(std::remove(after.begin(), after.end(), name), after.end());
+  }
+  std::vector<std::string> before = files;
+  for (const char* name : {"LOCK", "LOG", "LOG.old"}) {
+    before.erase(std::remove(before.begin(), before.end(), name), before.end());
+  }
+  EXPECT_EQ(after, before);
+
+  const CommandResult recover = RunTally({"recover", "--data-dir", dir.path()});
+  ASSERT_EQ(recover.exit_code, 0) << recover.out << recover.err;
+  EXPECT_THAT(recover.out, HasSubstr(absl::StrCat(kRows, " rows, sound")));
+  EXPECT_THAT(recover.out, HasSubstr("anti-entropy"));
+  const CommandResult verify = RunTally({"verify", "--data-dir", dir.path()});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  ExpectServes(dir.path(), kRows);
+}
+
+TEST(Recover, TallydRefusesADamagedLogAndTallyRecoverSalvagesTheRest) {
+  TempDir dir;
+  constexpr int kRows = 3000;
+  MakeStore(dir.path(), kRows);
+  std::string log;
+  for (const std::string& name : FilesIn(dir.path())) {
+    if (absl::EndsWith(name, ".log")) log = dir.path() + "/" + name;
+  }
+  ASSERT_FALSE(log.empty());
+  const uintmax_t size = std::filesystem::file_size(log);
+  ASSERT_GT(size, 100'000u);
+  {
+    std::fstream f(log, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    f.write("\xde\xad\xbe\xef", 4);
+  }
+  auto refused = NodeProcess::Start("a", dir.path(), kNoSync);
+  ASSERT_FALSE(refused.ok()) << "tallyd started on a damaged log";
+  EXPECT_THAT(refused.status().message(), HasSubstr("is damaged"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("tally recover"));
+
+  const CommandResult recover = RunTally({"recover", "--data-dir", dir.path()});
+  ASSERT_EQ(recover.exit_code, 0) << recover.out << recover.err;
+  EXPECT_THAT(recover.out, HasSubstr("sound"));
+  ExpectServes(dir.path(), 1);
+}
+
+TEST(Recover, RecoverRefusesADirectoryWithoutAStoreOrARunningNode) {
+  TempDir dir;
+  const CommandResult empty = RunTally({"recover", "--data-dir", dir.path()});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_THAT(empty.err, HasSubstr("nothing to recover"));
+  auto node = NodeProcess::Start("a", dir.path(), kNoSync);
+  ASSERT_TRUE(node.ok()) << node.status();
+  const CommandResult locked = RunTally({"recover", "--data-dir", dir.path()});
+  EXPECT_EQ(locked.exit_code, 2);
+  EXPECT_THAT(locked.err, HasSubstr("stop it first"));
+  EXPECT_EQ((*node)->Stop(), 0);
+}
+
+// The disk-full episode on a real (tmpfs) file system, as root:
+// writes fail, space is freed, more writes come; before the fix they were
+// acknowledged and gone after a restart. Now the node refuses them until it
+// is restarted, and every acknowledged write is there afterwards.
+TEST(DiskFull, TallydRefusesWritesAfterADiskFullAndLosesNoAcknowledgedWrite) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  TempDir dir;
+  const std::string fs = dir.path() + "/fs";
+  std::filesystem::create_directory(fs);
+  if (::mount("tmpfs", fs.c_str(), "tmpfs", 0, "size=4m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{fs};
+  const std::string data = fs + "/data";
+  const std::string filler = fs + "/filler";
+  { std::ofstream(filler, std::ios::binary) << std::string(1 << 20, 'f'); }
+
+  std::map<std::string, std::string> acknowledged;
+  int refused = 0;
+  {
+    auto node = NodeProcess::Start("a", data);
+    ASSERT_TRUE(node.ok()) << node.status();
+    const std::string address = (*node)->address();
+    EXPECT_EQ(HealthOf(address), std::string("\x08\x01", 2));
+    bool full = false;
+    for (int i = 0; i < 200 && !full; ++i) {
+      const std::string key = absl::StrCat("full-", i);
+      const std::string value(60'000, static_cast<char>('a' + i % 26));
+      const CommandResult put =
+          RunTally({"--node", address, "put", key, value});
+      if (put.exit_code == 0) {
+        acknowledged[key] = value;
+      } else {
+        EXPECT_THAT(put.err, HasSubstr("No space left on device"));
+        full = true;
+      }
+    }
+    ASSERT_TRUE(full) << "the tmpfs never filled";
+    std::filesystem::remove(filler);
+    for (int i = 0; i < 5; ++i) {
+      const std::string key = absl::StrCat("after-", i);
+      const CommandResult put = RunTally({"--node", address, "put", key, "v"});
+      if (put.exit_code == 0) {
+        acknowledged[key] = "v";
+      } else {
+        ++refused;
+        EXPECT_THAT(put.err, HasSubstr("restart"));
+      }
+    }
+    EXPECT_THAT((*node)->Log(), HasSubstr("NOT_SERVING"));
+    EXPECT_EQ(HealthOf(address), std::string("\x08\x02", 2));
+    // Reads go on.
+    EXPECT_EQ(RunTally({"--node", address, "get", "full-0"}).exit_code, 0);
+    EXPECT_EQ((*node)->Stop(), 0);
+  }
+  EXPECT_EQ(refused, 5);
+  auto node = NodeProcess::Start("a", data);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(HealthOf((*node)->address()), std::string("\x08\x01", 2));
+  for (const auto& [key, value] : acknowledged) {
+    const CommandResult get =
+        RunTally({"--node", (*node)->address(), "get", key});
+    ASSERT_EQ(get.exit_code, 0) << key << ": " << get.err;
+    EXPECT_EQ(get.out, value + "\n") << key;
+  }
+  EXPECT_EQ(
+      RunTally({"--node", (*node)->address(), "put", "again", "v"}).exit_code,
+      0);
+  EXPECT_EQ((*node)->Stop(), 0);
+}
+
+}  // namespace
+}  // namespace tally
