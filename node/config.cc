@@ -327,6 +327,33 @@ absl::Status ApplyConfigFile(const std::string& path, NodeConfig* config) {
   return absl::OkStatus();
 }
 
+absl::Status ValidatePeerRoles(const std::vector<PeerConfig>& peers) {
+  const PeerConfig* source = nullptr;
+  for (const PeerConfig& peer : peers) {
+    if (peer.role != PeerRole::kSource) continue;
+    if (source != nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "peers %s and %s are both role=source: a copy has one source (each "
+          "source's sessions would erase the rows only the other has, every "
+          "interval)",
+          source->address, peer.address));
+    }
+    source = &peer;
+  }
+  if (source == nullptr) return absl::OkStatus();
+  for (const PeerConfig& peer : peers) {
+    if (&peer == source) continue;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "peer %s is role=source, so this node is its exact copy and cannot "
+        "also take rows two-way from peer %s: the source's sessions would "
+        "erase the rows that peer brings and that peer would bring them "
+        "back, every interval. Give a copy its source as its only --peer (to "
+        "reach more nodes, peer them with the source)",
+        source->address, peer.address));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateConfig(const NodeConfig& config) {
   if (config.name.empty()) {
     return absl::InvalidArgumentError(
@@ -361,6 +388,7 @@ absl::Status ValidateConfig(const NodeConfig& config) {
           config.metrics_listen));
     }
   }
+  TALLY_RETURN_IF_ERROR(ValidatePeerRoles(config.peers));
   for (const PeerConfig& peer : config.peers) {
     if (peer.address == config.listen) {
       return absl::InvalidArgumentError(absl::StrFormat(

@@ -11,8 +11,10 @@
 //   data-dir = /var/lib/tally
 //   listen = 127.0.0.1:7400
 //   peer = 10.0.0.2:7400
-//   peer = 10.0.0.3:7400,role=source
+//   peer = 10.0.0.4:7400
 //   sync-interval = 30s
+//
+// (A copy of a source has that one peer: `peer = 10.0.0.3:7400,role=source`.)
 //
 // Thread-compatible value types.
 #ifndef TALLY_NODE_CONFIG_H_
@@ -128,6 +130,13 @@ absl::Status ApplyCommandLineSettings(
 // `insecure`, TLS files that can be read and fit together (node/tls.h),
 // valid peers, sane numbers.
 absl::Status ValidateConfig(const NodeConfig& config);
+
+// Checks that the peers' roles fit together: at most one `role=source`, and
+// a node with a source has no other peer. A copy of a source that also took
+// rows two-way would flap forever (the source's sessions erase what the
+// other peers bring, and they bring it back). kInvalidArgument naming the
+// peers otherwise.
+absl::Status ValidatePeerRoles(const std::vector<PeerConfig>& peers);
 
 // True for "127.x.y.z", "::1", "[::1]" and "localhost".
 bool IsLoopbackHost(absl::string_view host);

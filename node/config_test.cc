@@ -171,6 +171,36 @@ TEST(ValidateConfig, RefusesPeeringWithItself) {
   EXPECT_EQ(ValidateConfig(config).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Issue 8, item 10: the README's first example (`--peer X --peer
+// Y,role=source`) flapped forever: the source's sessions erased the rows X
+// brought, and X brought them back, every interval.
+TEST(ValidateConfig, ReadmeFirstExampleFlapsForeverIsRefused) {
+  NodeConfig config;
+  config.name = "n";
+  config.data_dir = "/tmp/n";
+  config.peers = {*ParsePeer("127.0.0.1:7401"),
+                  *ParsePeer("127.0.0.1:7402,role=source")};
+  const absl::Status mixed = ValidateConfig(config);
+  EXPECT_EQ(mixed.code(), absl::StatusCode::kInvalidArgument) << mixed;
+  EXPECT_THAT(std::string(mixed.message()),
+              AllOf(HasSubstr("127.0.0.1:7402 is role=source"),
+                    HasSubstr("two-way from peer 127.0.0.1:7401"),
+                    HasSubstr("only --peer")));
+  // The order does not matter.
+  std::swap(config.peers[0], config.peers[1]);
+  EXPECT_EQ(ValidateConfig(config).code(), absl::StatusCode::kInvalidArgument);
+  // Two sources would erase each other's rows.
+  config.peers = {*ParsePeer("127.0.0.1:7401,role=source"),
+                  *ParsePeer("127.0.0.1:7402,role=source")};
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              HasSubstr("both role=source"));
+  // A source alone, or peers alone, are fine.
+  config.peers = {*ParsePeer("127.0.0.1:7402,role=source")};
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.peers = {*ParsePeer("127.0.0.1:7401"), *ParsePeer("127.0.0.1:7403")};
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
 TEST(ValidateConfig, RefusesMalformedMetricsListen) {
   NodeConfig config;
   config.name = "a";

@@ -63,6 +63,13 @@ FeedCounters FeedSubscriber::counters() const {
   FeedCounters counters = counters_;
   if (counters.head > counters.position) {
     counters.lag_entries = counters.head - counters.position;
+  }
+  // Behind as of the last message, or cut off from the upstream: nothing
+  // says this node is caught up now, so the lag is the time since it last
+  // was. A down link must make the lag grow (or `lag_seconds > 30` would
+  // never fire when it matters most); while connected, heartbeats renew
+  // caught_up_at_.
+  if (counters.head > counters.position || !counters.connected) {
     counters.lag = absl::Now() - caught_up_at_;
   }
   return counters;
@@ -248,9 +255,11 @@ absl::Status FeedSubscriber::Commit(const std::string& upstream,
                                     DecodedBatch batch) {
   {
     absl::MutexLock lock(&mu_);
-    // Heartbeats that move nothing write nothing.
+    // Heartbeats that move nothing write nothing, but they do say this
+    // node is still caught up.
     if (batch.write.mutations.empty() && position_stored_ &&
         batch.position == counters_.position && batch.epoch == stored_epoch_) {
+      if (counters_.position >= counters_.head) caught_up_at_ = absl::Now();
       return absl::OkStatus();
     }
   }

@@ -59,8 +59,11 @@ struct FeedCounters {
   uint64_t head = 0;      // the upstream's last sequence, as last heard
   // Entries of the upstream's log not applied yet (head - position).
   uint64_t lag_entries = 0;
-  // Time since this node was last caught up with the upstream (zero when
-  // caught up now).
+  // Time since this node was last caught up with the upstream: zero while
+  // connected and caught up as of the last message (heartbeats come every
+  // second); growing while behind, and while no stream is connected (the
+  // upstream is unreachable or refuses this node), from the last time it
+  // was caught up or, before that, from when following started.
   absl::Duration lag = absl::ZeroDuration();
   bool connected = false;  // a stream is open and has sent a message
 };
@@ -128,8 +131,8 @@ class FeedSubscriber {
   // What progress this subscriber last committed.
   bool position_stored_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t stored_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  // When the position last reached the upstream's head (or, before that,
-  // when following started).
+  // When a message last showed the position at the upstream's head (or,
+  // before that, when following started).
   absl::Time caught_up_at_ ABSL_GUARDED_BY(mu_) = absl::Now();
 };
 

@@ -155,6 +155,28 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
   for (const v1::PeerStatus& p : status.peers()) {
     e.Sample({{"peer", p.address()}}, p.bytes_repaired());
   }
+  // A count that keeps rising is a mesh undoing its own work: a copy that
+  // something keeps writing to, or keys that last writer wins cannot order.
+  e.Family("tally_rows_erased_total", kCounter,
+           "Rows erased here by sessions with a source peer because the "
+           "source lacks them, over all peers.");
+  e.Sample(status.rows_erased());
+  e.Family("tally_peer_rows_erased_total", kCounter,
+           "Rows erased here by sessions with the peer (a source) because it "
+           "lacks them.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.rows_erased());
+  }
+  e.Family("tally_conflicts_total", kCounter,
+           "Keys sessions found with equal versions and different content, "
+           "which last writer wins cannot order, over all peers.");
+  e.Sample(status.conflicts());
+  e.Family("tally_peer_conflicts_total", kCounter,
+           "Keys sessions with the peer found with equal versions and "
+           "different content.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.conflicts());
+  }
 
   // The change feed, node totals.
   const v1::FeedTotals& feed = status.feed();

@@ -37,6 +37,8 @@ v1::StatusResponse SmallStatus() {
   s.set_tombstones_purged(1);
   s.set_sessions_ok(4);
   s.set_sessions_failed(1);
+  s.set_rows_erased(8);
+  s.set_conflicts(2);
   v1::KeyspaceSummary* ks = s.add_keyspaces();
   ks->set_name("users");
   ks->set_row_count(3);
@@ -80,6 +82,12 @@ tally_sessions_running 0
 # TYPE tally_sessions_total counter
 tally_sessions_total{outcome="ok"} 4
 tally_sessions_total{outcome="failed"} 1
+# HELP tally_rows_erased_total Rows erased here by sessions with a source peer because the source lacks them, over all peers.
+# TYPE tally_rows_erased_total counter
+tally_rows_erased_total 8
+# HELP tally_conflicts_total Keys sessions found with equal versions and different content, which last writer wins cannot order, over all peers.
+# TYPE tally_conflicts_total counter
+tally_conflicts_total 2
 # HELP tally_feed_entries_sent_total Change-log entries this node's feed sent, over all subscribers.
 # TYPE tally_feed_entries_sent_total counter
 tally_feed_entries_sent_total 10
@@ -122,6 +130,8 @@ TEST(RenderPrometheus, PeersAndSubscribersGetTheirOwnSeries) {
   p->set_rows_received(11);
   p->set_rows_sent(12);
   p->set_bytes_repaired(4096);
+  p->set_rows_erased(8);
+  p->set_conflicts(2);
   p->set_feed_received(7);
   p->set_feed_applied(5);
   p->set_feed_not_newer(2);
@@ -146,6 +156,8 @@ TEST(RenderPrometheus, PeersAndSubscribersGetTheirOwnSeries) {
            "tally_repair_rows_total{peer=\"127.0.0.1:7401\",direction="
            "\"sent\"} 12\n",
            "tally_repair_bytes_total{peer=\"127.0.0.1:7401\"} 4096\n",
+           "tally_peer_rows_erased_total{peer=\"127.0.0.1:7401\"} 8\n",
+           "tally_peer_conflicts_total{peer=\"127.0.0.1:7401\"} 2\n",
            "tally_feed_upstream_entries_received_total{peer=\"127.0.0.1:"
            "7401\"} 7\n",
            "tally_feed_upstream_entries_applied_total{peer=\"127.0.0.1:"
@@ -198,7 +210,7 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
                 absl::StartsWith(line, family + " "))
         << line << " under " << family;
   }
-  EXPECT_EQ(seen.size(), 29u);  // every family, with a peer and a subscriber
+  EXPECT_EQ(seen.size(), 33u);  // every family, with a peer and a subscriber
 }
 
 TEST(RenderPrometheus, LabelValuesAreEscaped) {

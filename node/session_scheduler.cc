@@ -110,6 +110,8 @@ void SessionScheduler::RunSession(Peer* peer) {
   uint64_t rows_received = 0;
   uint64_t rows_sent = 0;
   uint64_t bytes_repaired = 0;
+  uint64_t rows_erased = 0;
+  uint64_t conflicts = 0;
 
   // Which keyspaces: every one either side has.
   std::set<std::string> keyspaces;
@@ -147,33 +149,31 @@ void SessionScheduler::RunSession(Peer* peer) {
     options.bandwidth_bytes_per_second = config_.repair_bandwidth_mb * 1e6;
     const tree::ViewTraffic before = peer->client->traffic();
     const absl::Time keyspace_start = absl::Now();
-    absl::StatusOr<SyncStats> stats =
-        from_source ? SyncKeyspace(*remote, *local, options)
-                    : SyncKeyspace(*local, *remote, options);
+    // The stats count what was done even when the sync fails half way:
+    // rows of the batches it applied were moved all the same.
+    SyncStats stats;
+    const absl::Status synced =
+        from_source ? SyncKeyspace(*remote, *local, options, &stats)
+                    : SyncKeyspace(*local, *remote, options, &stats);
     const tree::ViewTraffic after = peer->client->traffic();
-    uint64_t in = 0;
-    uint64_t out = 0;
-    if (stats.ok()) {
-      in = from_source ? stats->rows_to_b : stats->rows_to_a;
-      out = from_source ? 0 : stats->rows_to_b;
-      rows_received += in;
-      rows_sent += out;
-      bytes_repaired += stats->repair_bytes;
-    } else {
-      status = stats.status();
-    }
+    const uint64_t in = from_source ? stats.rows_to_b : stats.rows_to_a;
+    const uint64_t out = from_source ? 0 : stats.rows_to_b;
+    rows_received += in;
+    rows_sent += out;
+    bytes_repaired += stats.repair_bytes;
+    rows_erased += stats.erased_from_b;
+    conflicts += stats.conflicts;
+    if (!synced.ok()) status = synced;
     LogInfo(absl::StrFormat(
         "session peer=%s name=%s keyspace=%s mode=%s outcome=%s rounds=%d "
         "bytes_sent=%d bytes_received=%d rows_sent=%d rows_received=%d "
         "erased=%d conflicts=%d duration_ms=%d",
         peer->config.address, handshake.ok() ? handshake->node_name() : "?",
         keyspace, from_source ? "from-source" : "two-way",
-        stats.ok() ? "ok" : stats.status().ToString(),
-        stats.ok() ? stats->diff.rounds : 0,
+        synced.ok() ? "ok" : synced.ToString(), stats.diff.rounds,
         after.bytes_sent - before.bytes_sent,
         after.bytes_received - before.bytes_received, out, in,
-        stats.ok() ? stats->erased_from_b : 0,
-        stats.ok() ? stats->conflicts : 0,
+        stats.erased_from_b, stats.conflicts,
         absl::ToInt64Milliseconds(absl::Now() - keyspace_start)));
   }
   if (!handshake.ok() || (keyspaces.empty() && !status.ok())) {
@@ -195,6 +195,8 @@ void SessionScheduler::RunSession(Peer* peer) {
   peer->rows_received += rows_received;
   peer->rows_sent += rows_sent;
   peer->bytes_repaired += bytes_repaired;
+  peer->rows_erased += rows_erased;
+  peer->conflicts += conflicts;
   peer->next_due = absl::Now() + JitteredLocked(config_.sync_interval);
 }
 
@@ -216,9 +218,13 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
   response->set_sessions_running(static_cast<uint32_t>(sessions_running_));
   uint64_t sessions_ok = 0;
   uint64_t sessions_failed = 0;
+  uint64_t rows_erased = 0;
+  uint64_t conflicts = 0;
   for (const auto& peer : peers_) {
     sessions_ok += peer->sessions_ok;
     sessions_failed += peer->sessions_failed;
+    rows_erased += peer->rows_erased;
+    conflicts += peer->conflicts;
     v1::PeerStatus* p = response->add_peers();
     p->set_address(peer->config.address);
     p->set_role(peer->config.role == PeerRole::kSource ? "source" : "peer");
@@ -233,6 +239,8 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     p->set_rows_received(peer->rows_received);
     p->set_rows_sent(peer->rows_sent);
     p->set_bytes_repaired(peer->bytes_repaired);
+    p->set_rows_erased(peer->rows_erased);
+    p->set_conflicts(peer->conflicts);
     if (peer->feed != nullptr) {
       const FeedCounters feed = peer->feed->counters();
       p->set_feed_received(feed.received);
@@ -255,6 +263,8 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
   }
   response->set_sessions_ok(sessions_ok);
   response->set_sessions_failed(sessions_failed);
+  response->set_rows_erased(rows_erased);
+  response->set_conflicts(conflicts);
 }
 
 }  // namespace node

@@ -87,6 +87,11 @@ class SessionScheduler : public StatusSource {
     uint64_t rows_received = 0;
     uint64_t rows_sent = 0;
     uint64_t bytes_repaired = 0;
+    // Rows this node erased because its source lacks them.
+    uint64_t rows_erased = 0;
+    // Keys with equal versions and different content: last writer wins
+    // cannot order them, so they stay different until a write settles them.
+    uint64_t conflicts = 0;
   };
 
   void TimerLoop() ABSL_LOCKS_EXCLUDED(mu_);

@@ -195,6 +195,15 @@ class Repairer {
 
 absl::StatusOr<SyncStats> SyncKeyspace(Replica& a, Replica& b,
                                        const SyncOptions& options) {
+  SyncStats stats;
+  TALLY_RETURN_IF_ERROR(SyncKeyspace(a, b, options, &stats));
+  return stats;
+}
+
+absl::Status SyncKeyspace(Replica& a, Replica& b, const SyncOptions& options,
+                          SyncStats* out) {
+  SyncStats& stats = *out;
+  stats = SyncStats{};
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<tree::TreeView>> raw_a =
       a.NewView(options.keyspace);
@@ -205,7 +214,6 @@ absl::StatusOr<SyncStats> SyncKeyspace(Replica& a, Replica& b,
   EmptyIfMissingView view_a(raw_a.ok() ? std::move(*raw_a) : nullptr);
   EmptyIfMissingView view_b(raw_b.ok() ? std::move(*raw_b) : nullptr);
 
-  SyncStats stats;
   Repairer repairer(a, b, options, &stats);
   absl::Status status = tree::DiffViews(
       view_a, view_b, options.diff,
@@ -219,9 +227,8 @@ absl::StatusOr<SyncStats> SyncKeyspace(Replica& a, Replica& b,
                         options.keyspace, a.name(), b.name()));
   }
   if (status.ok()) status = repairer.Flush();
-  if (!status.ok()) return status;
   stats.duration = absl::Now() - start;
-  return stats;
+  return status;
 }
 
 }  // namespace node

@@ -78,6 +78,16 @@ struct SyncStats {
   absl::Duration duration;
 };
 
+// Syncs `options.keyspace` of `a` and `b`. Fills `*stats` with what was
+// done even when it fails: a sync that stops half way (an error, the
+// deadline, a cancel) has still moved the rows of the batches it applied,
+// and a session's counters must say so. Returns kNotFound when neither
+// replica has the keyspace, or the first error of the diff or the repair.
+// REQUIRES: stats != nullptr.
+absl::Status SyncKeyspace(Replica& a, Replica& b, const SyncOptions& options,
+                          SyncStats* stats);
+
+// The same, for callers that need the counters only when it succeeds.
 absl::StatusOr<SyncStats> SyncKeyspace(Replica& a, Replica& b,
                                        const SyncOptions& options);
 

@@ -135,6 +135,53 @@ TEST_F(SyncTest, AMissingKeyspaceIsEmptyAndBothMissingIsNotFound) {
             absl::StatusCode::kNotFound);
 }
 
+// A replica whose writes fail after `good_batches` have been applied: a
+// peer that goes away in the middle of a repair.
+class FailingAfter : public Replica {
+ public:
+  FailingAfter(Replica& inner, int good_batches)
+      : inner_(inner), good_batches_(good_batches) {}
+  std::string name() const override { return inner_.name(); }
+  absl::StatusOr<std::unique_ptr<tree::TreeView>> NewView(
+      const std::string& keyspace) override {
+    return inner_.NewView(keyspace);
+  }
+  absl::Status FetchRows(
+      const std::string& keyspace, const std::vector<std::string>& keys,
+      const std::function<absl::Status(const storage::Row&)>& sink) override {
+    return inner_.FetchRows(keyspace, keys, sink);
+  }
+  absl::StatusOr<ApplyResult> ApplyRows(const std::string& keyspace,
+                                        const std::vector<storage::Row>& rows,
+                                        const std::vector<std::string>& erase,
+                                        storage::ApplyMode mode) override {
+    if (good_batches_-- <= 0) {
+      return absl::UnavailableError("the peer went away");
+    }
+    return inner_.ApplyRows(keyspace, rows, erase, mode);
+  }
+
+ private:
+  Replica& inner_;
+  int good_batches_;
+};
+
+// A session that failed after pushing rows reported rows_sent 0: the
+// counters were only returned with success.
+TEST_F(SyncTest, FailedSyncThatPushedRowsReportsTheRowsItSent) {
+  for (int i = 0; i < 30; ++i) Put(*a_, absl::StrCat("k", i), "v");
+  FailingAfter b(*rb_, /*good_batches=*/2);
+  SyncOptions options;
+  options.keyspace = "ks";
+  options.batch_rows = 7;
+  SyncStats stats;
+  const absl::Status status = SyncKeyspace(*ra_, b, options, &stats);
+  EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+  // Two batches of 7 reached b before it failed, and b has them.
+  EXPECT_EQ(stats.rows_to_b, 14u);
+  EXPECT_EQ(b_->GetKeyspace("ks")->row_count, 14u);
+}
+
 TEST_F(SyncTest, CancelledSyncStops) {
   for (int i = 0; i < 100; ++i) Put(*a_, absl::StrCat("k", i), "v");
   std::atomic<bool> cancelled{true};

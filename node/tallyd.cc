@@ -2,7 +2,7 @@
 //
 //   tallyd --name eu-west/db-3 --data-dir /var/lib/tally
 //          --listen 127.0.0.1:7400 --peer 10.0.0.2:7400
-//          --peer 10.0.0.3:7400,role=source --sync-interval 30s
+//          --peer 10.0.0.4:7400 --sync-interval 30s
 //   tallyd --config /etc/tally/tallyd.conf
 //
 // Every flag is a setting of the config file (node/config.h) and is parsed
@@ -43,8 +43,8 @@ Settings (flags, or `name = value` lines in --config FILE):
   --peer HOST:PORT[,role=source]
                            a peer; repeat for several, each peer once.
                            role=source marks an authoritative source this
-                           node copies exactly. --peer flags replace the
-                           config file's peers
+                           node copies exactly (then it is the only peer).
+                           --peer flags replace the config file's peers
   --sync-interval DURATION time between sessions with each peer, jittered
                            by +-20% (default 30s)
   --max-sessions N         sessions running at once, all peers (default 2)

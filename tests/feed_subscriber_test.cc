@@ -176,6 +176,35 @@ TEST_F(FeedSubscriberTest, StopsPromptlyOnASilentlyDeadLink) {
   EXPECT_EQ(progress->sequence, head);
 }
 
+// The README's alert `tally_feed_lag_seconds > 30` must fire when the
+// upstream cannot be reached: the lag was 0 for as long as the link was
+// down, because nothing arrived to say the node was behind.
+TEST_F(FeedSubscriberTest, FeedLagGrowsWhileTheUpstreamIsUnreachable) {
+  Start();
+  Write(100, "before");
+  const storage::Sequence head = publisher_->last_sequence();
+  ASSERT_TRUE(WaitFor([&] {
+    const FeedCounters c = feed_->counters();
+    return c.connected && c.position == head;
+  }));
+  EXPECT_EQ(feed_->counters().lag, absl::ZeroDuration());
+  proxy_->Cut(TcpProxy::CutMode::kReset);
+  ASSERT_TRUE(WaitFor([&] { return !feed_->counters().connected; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const FeedCounters cut = feed_->counters();
+  EXPECT_FALSE(cut.connected);
+  EXPECT_GE(cut.lag, absl::Seconds(1)) << cut.lag;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const absl::Duration later = feed_->counters().lag;
+  EXPECT_GE(later, cut.lag + absl::Milliseconds(400)) << later;
+  // Back in touch and caught up: the lag is 0 again.
+  proxy_->Heal();
+  ASSERT_TRUE(WaitFor([&] {
+    const FeedCounters c = feed_->counters();
+    return c.connected && c.lag == absl::ZeroDuration();
+  })) << feed_->counters().lag;
+}
+
 TEST_F(FeedSubscriberTest, StopsPromptlyWhileReconnecting) {
   proxy_->Cut(TcpProxy::CutMode::kReset);
   Start();

@@ -62,9 +62,17 @@ std::string WallTime(tree::HlcTimestamp timestamp) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
 }
 
+void SetHlcFields(Json& obj, tree::HlcTimestamp timestamp) {
+  // A string: as a JSON number the raw value (always above 2^53) would be
+  // rounded by jq and JavaScript, which read numbers as doubles.
+  obj["hlc"] = absl::StrCat(timestamp.raw());
+  obj["millis"] = timestamp.physical_millis();  // 48 bits: exact as a double
+  obj["counter"] = timestamp.counter();
+}
+
 Json VersionJson(const tree::Version& version) {
   Json out = Json::object();
-  out["hlc"] = version.timestamp.raw();
+  SetHlcFields(out, version.timestamp);
   SetBytesField(out, "origin", version.origin);
   out["time"] = WallTime(version.timestamp);
   return out;
@@ -85,7 +93,7 @@ std::string SideText(const tree::RowEntry* entry) {
 Json SideJson(const tree::RowEntry* entry) {
   if (entry == nullptr) return nullptr;
   Json out = Json::object();
-  out["hlc"] = entry->version.timestamp.raw();
+  SetHlcFields(out, entry->version.timestamp);
   SetBytesField(out, "origin", entry->version.origin);
   out["time"] = WallTime(entry->version.timestamp);
   out["deleted"] = entry->deleted;
@@ -157,6 +165,8 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
   }
   return out;
 }
+
+std::string Hex64(uint64_t value) { return absl::StrFormat("%016x", value); }
 
 std::string RootHex(const std::string& root) {
   return root.empty() ? std::string(32, '0') : absl::BytesToHexString(root);

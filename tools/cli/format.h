@@ -40,7 +40,20 @@ void SetBytesField(Json& obj, const std::string& field,
 // "2024-05-01T10:00:00.123Z" — the physical part of an HLC timestamp.
 std::string WallTime(tree::HlcTimestamp timestamp);
 
-// {"hlc": <raw 64 bits>, "origin": ..., "time": WallTime(...)}.
+// Sets obj["hlc"] to the timestamp's raw 64 bits as a decimal string, and
+// obj["millis"] and obj["counter"] to its parts as numbers. JSON readers
+// such as jq and JavaScript hold numbers as doubles, exact only up to 2^53;
+// the raw value is always above that, so as a number it would lose its low
+// bits (the logical counter). The parts are both exact as doubles.
+void SetHlcFields(Json& obj, tree::HlcTimestamp timestamp);
+
+// A 64-bit identifier such as a store's epoch as 16 hex digits, the way
+// the text output and the metrics write it: random 64-bit values do not
+// survive as JSON numbers (see SetHlcFields).
+std::string Hex64(uint64_t value);
+
+// {"hlc": "<raw 64 bits, decimal>", "millis": ..., "counter": ...,
+//  "origin": ..., "time": WallTime(...)}.
 Json VersionJson(const tree::Version& version);
 
 // "2024-05-01T10:00:00.123Z+0 eu-west/db-3": time, HLC counter, origin.
@@ -50,7 +63,8 @@ std::string VersionText(const tree::Version& version);
 // tombstone, or the version.
 std::string SideText(const tree::RowEntry* entry);
 
-// {"hlc", "origin", "deleted"} or null (nullptr: the key is absent).
+// VersionJson's fields plus "deleted", or null (nullptr: the key is
+// absent).
 Json SideJson(const tree::RowEntry* entry);
 
 // The key of a difference, from whichever side has it.

@@ -1,5 +1,6 @@
 #include "tools/cli/format.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -76,9 +77,47 @@ TEST(DifferenceJson, AbsentSideIsNull) {
   EXPECT_TRUE(j["b"].is_null());
   EXPECT_EQ(j["a"]["deleted"], true);
   EXPECT_EQ(j["a"]["origin"], "eu/db-1");
-  EXPECT_EQ(j["a"]["hlc"].get<uint64_t>(),
-            tree::HlcTimestamp::FromParts(1714557600123, 3).raw());
+  EXPECT_EQ(
+      j["a"]["hlc"],
+      absl::StrCat(tree::HlcTimestamp::FromParts(1714557600123, 3).raw()));
+  EXPECT_EQ(j["a"]["millis"], 1714557600123);
+  EXPECT_EQ(j["a"]["counter"], 3);
   EXPECT_EQ(j["a"]["time"], "2024-05-01T10:00:00.123Z");
+}
+
+// Issue 8, item 12: jq and JavaScript read every JSON number as a double,
+// so an HLC (always above 2^53) lost its low bits: ...473 became ...470,
+// and the logical counter with them.
+TEST(VersionJson, HlcAbove2To53SurvivesJqAndJavaScript) {
+  const tree::HlcTimestamp t =
+      tree::HlcTimestamp::FromParts(1764582000473, 473);
+  ASSERT_GT(t.raw(), uint64_t{1} << 53);
+  const tree::Version version{t, "eu/db-1"};
+  const tree::RowEntry entry = Entry("k", 1764582000473, "eu/db-1");
+  for (const Json& j : {VersionJson(version), SideJson(&entry)}) {
+    ASSERT_TRUE(j["hlc"].is_string()) << j;
+    // What a JavaScript program reads back is the exact value.
+    EXPECT_EQ(std::stoull(j["hlc"].get<std::string>()),
+              tree::HlcTimestamp::FromParts(1764582000473,
+                                            j.contains("deleted") ? 3 : 473)
+                  .raw());
+    // No number in it is above 2^53, where doubles start to round.
+    for (const auto& item : j.items()) {
+      if (item.value().is_number()) {
+        EXPECT_LE(item.value().get<uint64_t>(), uint64_t{1} << 53)
+            << item.key();
+      }
+    }
+  }
+  const Json j = VersionJson(version);
+  EXPECT_EQ(j["millis"], 1764582000473);
+  EXPECT_EQ(j["counter"], 473);
+  EXPECT_EQ(j["time"], "2025-12-01T09:40:00.473Z");
+  EXPECT_EQ(
+      DumpJson(j),
+      absl::StrCat(R"({"hlc":")", t.raw(),
+                   R"(","millis":1764582000473,"counter":473,)"
+                   R"("origin":"eu/db-1","time":"2025-12-01T09:40:00.473Z"})"));
 }
 
 TEST(HumanBytes, PicksAUnit) {

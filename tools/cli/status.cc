@@ -42,12 +42,14 @@ std::string StatusText(const v1::StatusResponse& status,
   std::string text = Table({
       {"node", status.node_name()},
       {"listen", Listen(status, dialed)},
-      {"epoch", absl::StrFormat("%016x", status.epoch())},
+      {"epoch", Hex64(status.epoch())},
       {"last sequence", log},
       {"sessions",
-       absl::StrFormat("%d running, %d ok, %d failed",
+       absl::StrFormat("%d running, %d ok, %d failed (%d rows erased, %d "
+                       "conflicts)",
                        status.sessions_running(), status.sessions_ok(),
-                       status.sessions_failed())},
+                       status.sessions_failed(), status.rows_erased(),
+                       status.conflicts())},
       {"feed sent",
        absl::StrFormat("%d (skipped: %d own, %d superseded)", feed.sent(),
                        feed.skipped_own(), feed.skipped_superseded())},
@@ -75,7 +77,7 @@ std::string StatusText(const v1::StatusResponse& status,
 
   std::vector<std::vector<std::string>> peers = {
       {"PEER", "ROLE", "NAME", "LAST SESSION", "OUTCOME", "RUNNING",
-       "OK/FAILED", "ROWS IN/OUT", "REPAIRED"}};
+       "OK/FAILED", "ROWS IN/OUT", "ERASED", "CONFLICTS", "REPAIRED"}};
   for (const v1::PeerStatus& p : status.peers()) {
     peers.push_back({p.address(), p.role(), p.name().empty() ? "-" : p.name(),
                      SessionTime(p.last_session_unix_ms(), now),
@@ -83,6 +85,7 @@ std::string StatusText(const v1::StatusResponse& status,
                      p.session_running() ? "yes" : "no",
                      absl::StrCat(p.sessions_ok(), "/", p.sessions_failed()),
                      absl::StrCat(p.rows_received(), "/", p.rows_sent()),
+                     absl::StrCat(p.rows_erased()), absl::StrCat(p.conflicts()),
                      HumanBytes(p.bytes_repaired())});
   }
   absl::StrAppend(&text, "\n", Section(peers, "no peers"));
@@ -121,7 +124,9 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   Json out = Json::object();
   out["name"] = status.node_name();
   out["listen"] = Listen(status, dialed);
-  out["epoch"] = status.epoch();
+  // Hex, as in the text and the metrics: a random 64-bit value is no JSON
+  // number (jq and JavaScript would round it).
+  out["epoch"] = Hex64(status.epoch());
   out["last_sequence"] = status.last_sequence();
   out["first_sequence"] = status.first_sequence();
   out["log_entries_trimmed"] = status.log_entries_trimmed();
@@ -129,6 +134,8 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   out["sessions_running"] = status.sessions_running();
   out["sessions_ok"] = status.sessions_ok();
   out["sessions_failed"] = status.sessions_failed();
+  out["rows_erased"] = status.rows_erased();
+  out["conflicts"] = status.conflicts();
   const v1::FeedTotals& feed = status.feed();
   out["feed"] = {{"sent", feed.sent()},
                  {"skipped_own", feed.skipped_own()},
@@ -161,6 +168,8 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                  {"sessions_failed", p.sessions_failed()},
                  {"rows_received", p.rows_received()},
                  {"rows_sent", p.rows_sent()},
+                 {"rows_erased", p.rows_erased()},
+                 {"conflicts", p.conflicts()},
                  {"bytes_repaired", p.bytes_repaired()}};
     peer["feed"] = {{"connected", p.feed_connected()},
                     {"position", p.feed_position()},

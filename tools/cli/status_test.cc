@@ -19,6 +19,8 @@ v1::StatusResponse MeshStatus() {
   s.set_log_entries_trimmed(2);
   s.set_sessions_ok(4);
   s.set_sessions_failed(1);
+  s.set_rows_erased(8);
+  s.set_conflicts(2);
   v1::KeyspaceSummary* ks = s.add_keyspaces();
   ks->set_name("users");
   ks->set_row_count(3);
@@ -47,6 +49,8 @@ v1::StatusResponse MeshStatus() {
   p->set_sessions_failed(1);
   p->set_rows_received(11);
   p->set_rows_sent(12);
+  p->set_rows_erased(8);
+  p->set_conflicts(2);
   p->set_bytes_repaired(4096);
   p->set_feed_connected(true);
   p->set_feed_position(77);
@@ -74,7 +78,7 @@ TEST(StatusText, ShowsFeedCountersLagAndOrigins) {
   listen             127.0.0.1:7400
   epoch              000000000000002a
   last sequence      9 (oldest kept 3, 2 trimmed)
-  sessions           0 running, 4 ok, 1 failed
+  sessions           0 running, 4 ok, 1 failed (8 rows erased, 2 conflicts)
   feed sent          10 (skipped: 6 own, 2 superseded)
   feed received      7 (applied 5, not newer 2, refused timestamps 0)
   tombstones purged  0
@@ -86,8 +90,8 @@ TEST(StatusText, ShowsFeedCountersLagAndOrigins) {
   eu/db-1  2
   us/db-2  1
 
-  PEER            ROLE  NAME     LAST SESSION  OUTCOME  RUNNING  OK/FAILED  ROWS IN/OUT  REPAIRED
-  127.0.0.1:7401  peer  us/db-2  never         ok       no       4/1        11/12        4.0 KB
+  PEER            ROLE  NAME     LAST SESSION  OUTCOME  RUNNING  OK/FAILED  ROWS IN/OUT  ERASED  CONFLICTS  REPAIRED
+  127.0.0.1:7401  peer  us/db-2  never         ok       no       4/1        11/12        8       2          4.0 KB
 
   FEED FROM       CONNECTED  POSITION  LAG                RECEIVED  APPLIED  NOT NEWER  SKIPPED OWN/SUPERSEDED  REFUSED  RECONNECTS
   127.0.0.1:7401  yes        77        40 entries, 1.5 s  7         5        2          6/2                     0        1
@@ -137,6 +141,29 @@ TEST(StatusJson, HoldsFeedLagAndOrigins) {
   const std::string line = DumpJson(j);
   EXPECT_EQ(line.find('\n'), std::string::npos);
   EXPECT_EQ(Json::parse(line), j);
+}
+
+// Issue 8, item 10: rows erased by a source and conflicts were only in a
+// log line; status shows them per peer and in total.
+TEST(StatusJson, CountsErasedRowsAndConflictsPerPeerAndInTotal) {
+  const Json j = StatusJson(MeshStatus(), "x:1");
+  EXPECT_EQ(j["rows_erased"], 8);
+  EXPECT_EQ(j["conflicts"], 2);
+  EXPECT_EQ(j["peers"][0]["rows_erased"], 8);
+  EXPECT_EQ(j["peers"][0]["conflicts"], 2);
+}
+
+// Issue 8, item 12: a random epoch above 2^53 was a JSON number, which jq
+// and JavaScript round; it is now the same 16 hex digits as in the text
+// (and the metrics' tally_node_info label).
+TEST(StatusJson, EpochAbove2To53IsWrittenAsInTextAndMetrics) {
+  v1::StatusResponse s = MeshStatus();
+  s.set_epoch(0xfedcba9876543211);
+  const Json j = StatusJson(s, "x:1");
+  ASSERT_TRUE(j["epoch"].is_string()) << j["epoch"];
+  EXPECT_EQ(j["epoch"], "fedcba9876543211");
+  EXPECT_THAT(StatusText(s, "x:1", absl::UnixEpoch()),
+              HasSubstr("  epoch              fedcba9876543211\n"));
 }
 
 }  // namespace

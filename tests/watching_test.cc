@@ -1,0 +1,267 @@
+// Multi-process tests of what a node tells its operator about its sessions:
+// the peer roles it refuses at start, and the rows erased, conflicts and
+// rows sent that `tally status` and /metrics report (issue 8, items 10 and
+// 17).
+#include <httplib.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "node/client.h"
+#include "tests/process.h"
+#include "tests/temp_dir.h"
+#include "tree/hlc.h"
+
+namespace tally {
+namespace {
+
+using ::tally::node::NodeClient;
+using ::tally::testing::CommandResult;
+using ::tally::testing::FreeLoopbackAddress;
+using ::tally::testing::NodeProcess;
+using ::tally::testing::RunCommand;
+using ::tally::testing::RunTally;
+using ::tally::testing::TallydPath;
+using ::tally::testing::TempDir;
+using ::testing::HasSubstr;
+
+constexpr char kKeyspace[] = "default";
+
+std::unique_ptr<NodeProcess> StartNode(const std::string& name,
+                                       const std::string& dir,
+                                       std::vector<std::string> extra = {}) {
+  extra.insert(extra.begin(), {"--sync-writes", "false"});
+  auto node = NodeProcess::Start(name, dir, extra);
+  EXPECT_TRUE(node.ok()) << node.status();
+  return node.ok() ? std::move(*node) : nullptr;
+}
+
+std::unique_ptr<NodeClient> Connect(const std::string& address) {
+  auto client = NodeClient::Connect(address, node::ClientOptions{});
+  EXPECT_TRUE(client.ok()) << client.status();
+  return std::move(*client);
+}
+
+v1::StatusResponse Status(const std::string& address) {
+  absl::StatusOr<v1::StatusResponse> status = Connect(address)->Status();
+  EXPECT_TRUE(status.ok()) << status.status();
+  return status.ok() ? *status : v1::StatusResponse{};
+}
+
+uint64_t Rows(const std::string& address) {
+  const v1::StatusResponse status = Status(address);
+  for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
+    if (ks.name() == kKeyspace) return ks.row_count();
+  }
+  return 0;
+}
+
+bool Has(const std::string& address, const std::string& key) {
+  return Connect(address)->Get(kKeyspace, key).ok();
+}
+
+// Waits up to 30 s for `done`.
+bool WaitFor(const std::function<bool()>& done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return true;
+}
+
+int MetricsPort(const NodeProcess& node) {
+  std::smatch m;
+  const std::string log = node.Log();
+  if (!std::regex_search(
+          log, m,
+          std::regex("metrics on http://127\\.0\\.0\\.1:(\\d+)/metrics"))) {
+    return 0;
+  }
+  return std::stoi(m[1]);
+}
+
+std::string Scrape(int port) {
+  httplib::Client client("127.0.0.1", port);
+  httplib::Result r = client.Get("/metrics");
+  if (!r) return "scrape failed: " + httplib::to_string(r.error());
+  return r->body;
+}
+
+// Issue 8, item 10: the README's first example, `--peer X --peer
+// Y,role=source`, flapped forever: every interval the source's session
+// erased the rows X brought and X's session brought them back. The
+// combination is refused at start, with the way out in the message. (On
+// the old code tallyd ran, and was killed at the timeout.)
+TEST(Watching, ReadmeFirstExampleFlapsForeverIsRefusedAtStart) {
+  TempDir dir;
+  const std::string x = FreeLoopbackAddress();
+  const std::string y = FreeLoopbackAddress();
+  const CommandResult refused =
+      RunCommand({TallydPath(), "--name", "eu-west/db-3", "--data-dir",
+                  dir.path(), "--listen", "127.0.0.1:0", "--peer", x, "--peer",
+                  y + ",role=source", "--sync-interval", "300ms"},
+                 absl::Seconds(10));
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr(y + " is role=source"));
+  EXPECT_THAT(refused.err, HasSubstr("two-way from peer " + x));
+  EXPECT_THAT(refused.err, HasSubstr("only --peer"));
+}
+
+// The README's example as it now reads: a and b peer two-way, c is a's
+// copy. Rows written anywhere but c reach c and stay; a row written on c
+// is erased once, and c's status and metrics say so; over several
+// intervals nothing is erased again (the flap is gone).
+TEST(Watching, ErasedRowsShowInStatusAndMetricsAndStopRising) {
+  TempDir dir_a, dir_b, dir_c;
+  auto a = StartNode("node-a", dir_a.path(), {"--sync-interval", "300ms"});
+  ASSERT_TRUE(a);
+  auto b = StartNode("node-b", dir_b.path(),
+                     {"--sync-interval", "300ms", "--peer", a->address()});
+  ASSERT_TRUE(b);
+  auto c = StartNode(
+      "node-c", dir_c.path(),
+      {"--sync-interval", "300ms", "--peer", a->address() + ",role=source",
+       "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(c);
+  const int port = MetricsPort(*c);
+  ASSERT_GT(port, 0) << c->Log();
+
+  ASSERT_TRUE(Connect(b->address())->Put(kKeyspace, "from-b", "v").ok());
+  ASSERT_TRUE(Connect(a->address())->Put(kKeyspace, "from-a", "v").ok());
+  ASSERT_TRUE(Connect(c->address())->Put(kKeyspace, "stray", "v").ok());
+  ASSERT_TRUE(WaitFor([&] {
+    return Has(c->address(), "from-b") && Has(c->address(), "from-a") &&
+           !Has(c->address(), "stray");
+  })) << c->Log();
+  ASSERT_TRUE(WaitFor([&] { return Status(c->address()).rows_erased() == 1; }));
+
+  // Four sessions later: still one, and c still has every row.
+  const v1::StatusResponse erased = Status(c->address());
+  ASSERT_EQ(erased.peers_size(), 1);
+  const uint64_t sessions = erased.peers(0).sessions_ok();
+  ASSERT_TRUE(WaitFor([&] {
+    return Status(c->address()).peers(0).sessions_ok() >= sessions + 4;
+  }));
+  const v1::StatusResponse later = Status(c->address());
+  EXPECT_EQ(later.rows_erased(), 1u);
+  EXPECT_EQ(later.peers(0).rows_erased(), 1u);
+  EXPECT_TRUE(Has(c->address(), "from-b"));
+  EXPECT_EQ(Rows(c->address()), 2u);
+
+  const CommandResult json =
+      RunTally({"status", "--node", c->address(), "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out, HasSubstr(R"("rows_erased":1,"conflicts":0)"));
+  const CommandResult text = RunTally({"status", "--node", c->address()});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("(1 rows erased, 0 conflicts)"));
+  EXPECT_THAT(text.out, HasSubstr("ROWS IN/OUT  ERASED  CONFLICTS"));
+  const std::string metrics = Scrape(port);
+  EXPECT_THAT(metrics, HasSubstr("\ntally_rows_erased_total 1\n"));
+  EXPECT_THAT(metrics,
+              HasSubstr(absl::StrCat("\ntally_peer_rows_erased_total{peer=\"",
+                                     a->address(), "\"} 1\n")));
+  EXPECT_EQ(c->Stop(), 0);
+  EXPECT_EQ(b->Stop(), 0);
+  EXPECT_EQ(a->Stop(), 0);
+}
+
+// Conflicts (equal versions, different content) were only in a log line.
+TEST(Watching, ConflictsShowInStatusAndMetrics) {
+  TempDir dir_a, dir_b;
+  auto b = StartNode("node-b", dir_b.path());
+  ASSERT_TRUE(b);
+  auto a = StartNode("node-a", dir_a.path(),
+                     {"--sync-interval", "300ms", "--peer", b->address(),
+                      "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(a);
+  const int port = MetricsPort(*a);
+  ASSERT_GT(port, 0) << a->Log();
+  // The same version on both nodes with different values: what a bug or a
+  // restored backup in another origin's name can leave.
+  v1::Row row;
+  row.set_key("twin");
+  row.mutable_version()->set_hlc(
+      tree::HlcTimestamp::FromParts(absl::ToUnixMillis(absl::Now()), 7).raw());
+  row.mutable_version()->set_origin("elsewhere");
+  for (const auto& [node, value] :
+       {std::pair{a.get(), "one"}, std::pair{b.get(), "two"}}) {
+    row.set_value(value);
+    auto pushed =
+        Connect(node->address())
+            ->PushRows(kKeyspace, v1::APPLY_MODE_LAST_WRITER_WINS, {row}, {});
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+    ASSERT_EQ(pushed->applied(), 1u);
+  }
+  ASSERT_TRUE(WaitFor([&] { return Status(a->address()).conflicts() >= 1; }));
+  const v1::StatusResponse status = Status(a->address());
+  ASSERT_EQ(status.peers_size(), 1);
+  EXPECT_GE(status.peers(0).conflicts(), 1u);
+  const std::string metrics = Scrape(port);
+  EXPECT_TRUE(std::regex_search(
+      metrics, std::regex("\ntally_conflicts_total [1-9][0-9]*\n")))
+      << metrics;
+  EXPECT_THAT(metrics,
+              HasSubstr(absl::StrCat("\ntally_peer_conflicts_total{peer=\"",
+                                     b->address(), "\"} ")));
+  const CommandResult json =
+      RunTally({"status", "--node", a->address(), "--json"});
+  EXPECT_TRUE(
+      std::regex_search(json.out, std::regex(R"("conflicts":[1-9][0-9]*,)")))
+      << json.out;
+  EXPECT_EQ(a->Stop(), 0);
+  EXPECT_EQ(b->Stop(), 0);
+}
+
+// Issue 8, item 17: a session that pushed rows and then failed (here: past
+// its deadline, slowed by the repair bandwidth limit) reported rows_sent 0,
+// because the counters of a failed keyspace sync were dropped.
+TEST(Watching, FailedSessionThatPushedRowsReportsRowsSent) {
+  TempDir dir_a, dir_b;
+  {
+    // 5,000 rows of 1 KB on a, written while it has no peers.
+    auto a = StartNode("node-a", dir_a.path());
+    ASSERT_TRUE(a);
+    int i = 0;
+    auto loaded = Connect(a->address())
+                      ->Load(kKeyspace, [&](std::string* k, std::string* v) {
+                        if (i == 5000) return false;
+                        *k = absl::StrCat("key-", i++);
+                        *v = std::string(1000, 'x');
+                        return true;
+                      });
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(a->Stop(), 0);
+  }
+  auto b = StartNode("node-b", dir_b.path());
+  ASSERT_TRUE(b);
+  // 1 MB/s moves about 1,000 rows a second: the 2.5 s session pushes a few
+  // batches to b, then runs out of time.
+  auto a =
+      StartNode("node-a", dir_a.path(),
+                {"--peer", b->address(), "--sync-interval", "1h",
+                 "--repair-bandwidth", "1", "--session-timeout", "2500ms"});
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(WaitFor([&] {
+    const v1::StatusResponse s = Status(a->address());
+    return s.peers_size() == 1 && s.peers(0).sessions_failed() >= 1;
+  })) << a->Log();
+  const v1::PeerStatus peer = Status(a->address()).peers(0);
+  EXPECT_EQ(peer.sessions_ok(), 0u);
+  const uint64_t on_b = Rows(b->address());
+  EXPECT_GT(on_b, 0u);
+  EXPECT_LT(on_b, 5000u);
+  EXPECT_EQ(peer.rows_sent(), on_b);
+  EXPECT_GT(peer.bytes_repaired(), 0u);
+  EXPECT_EQ(a->Stop(), 0);
+  EXPECT_EQ(b->Stop(), 0);
+}
+
+}  // namespace
+}  // namespace tally
