@@ -239,6 +239,11 @@ class StoreImpl : public Store {
     absl::InlinedVector<std::pair<uint32_t, uint64_t>, 4> origin_rows;
   };
   Group StartGroup() ABSL_LOCKS_EXCLUDED(mu_);
+  // kResourceExhausted when `names` (a write's keyspaces) would take the
+  // store past max_keyspaces. Writers racing to create keyspaces may pass
+  // together: the limit can be passed by at most the writers in flight.
+  absl::Status CheckKeyspaceLimit(
+      const std::vector<absl::string_view>& names) const;
   // Keyspace id and depth, creating the keyspace in this group if new.
   std::pair<uint32_t, int> ResolveKeyspace(Group& g, const std::string& name,
                                            int depth) ABSL_LOCKS_EXCLUDED(mu_);
@@ -761,8 +766,38 @@ absl::Status StoreImpl::ValidateRequest(const WriteRequest& request) const {
   return absl::OkStatus();
 }
 
+absl::Status StoreImpl::CheckKeyspaceLimit(
+    const std::vector<absl::string_view>& names) const {
+  absl::flat_hash_set<absl::string_view> new_names;
+  absl::string_view first_new;
+  for (absl::string_view name : names) {
+    if (new_names.contains(name) || FindKeyspace(name) != nullptr) continue;
+    if (new_names.empty()) first_new = name;
+    new_names.insert(name);
+  }
+  if (new_names.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  if (keyspaces_.size() + new_names.size() > options_.max_keyspaces) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "keyspace '%s' would be a new keyspace; this store holds %d and the "
+        "limit is %d (max_keyspaces)",
+        first_new, keyspaces_.size(), options_.max_keyspaces));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<WriteResult> StoreImpl::Write(WriteRequest request) {
   TALLY_RETURN_IF_ERROR(ValidateRequest(request));
+  {
+    // Distinct keyspace names, in order; requests rarely carry more than one.
+    std::vector<absl::string_view> names;
+    for (const Mutation& m : request.mutations) {
+      if (names.empty() || names.back() != m.keyspace) {
+        names.push_back(m.keyspace);
+      }
+    }
+    TALLY_RETURN_IF_ERROR(CheckKeyspaceLimit(names));
+  }
   Writer writer;
   writer.request = &request;
   for (const Mutation& m : request.mutations) {
@@ -783,6 +818,7 @@ absl::Status StoreImpl::CreateKeyspace(absl::string_view name, int depth) {
     return absl::AlreadyExistsError(absl::StrFormat(
         "keyspace '%s' exists with depth %d, not %d", name, ks->depth, depth));
   }
+  TALLY_RETURN_IF_ERROR(CheckKeyspaceLimit({name}));
   Writer writer;
   writer.create_keyspace.emplace(std::string(name), depth);
   TALLY_RETURN_IF_ERROR(Enqueue(&writer).status());
