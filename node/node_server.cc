@@ -73,6 +73,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   TALLY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                          MakeServerCredentials(tls));
   builder.AddListeningPort(config.listen, credentials, &port);
+  // gRPC sets SO_REUSEPORT by default: a second tallyd on a port this one
+  // holds would then start too and take half of the new connections. Off,
+  // the second bind fails and that node exits naming the address.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Accept the clients' keepalive pings (node/client.h) even on calls that
   // send nothing for a while (a long Load, a quiet feed between
   // heartbeats): by default gRPC answers pings more often than every 5

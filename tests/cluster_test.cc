@@ -469,6 +469,32 @@ TEST(Cluster, NonLoopbackListenIsRefusedWithoutInsecure) {
   EXPECT_EQ((*insecure)->Stop(), 0);
 }
 
+// Issue 8, item 9: gRPC sets SO_REUSEPORT by default, so a second tallyd on
+// a held port used to start and take half of the new connections.
+TEST(Cluster, ASecondTallydOnAHeldPortExitsNonZeroNamingTheAddress) {
+  TempDir first_dir;
+  TempDir second_dir;
+  std::unique_ptr<NodeProcess> first = StartNode("first", first_dir.path());
+  ASSERT_NE(first, nullptr);
+  const CommandResult second = ::tally::testing::RunCommand(
+      {::tally::testing::TallydPath(), "--name", "second", "--data-dir",
+       second_dir.path(), "--listen", first->address()},
+      absl::Seconds(20));
+  EXPECT_NE(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.exit_code, 128 + SIGKILL) << "still running: " << second.err;
+  EXPECT_THAT(second.err, HasSubstr("cannot listen on " + first->address()));
+  EXPECT_THAT(second.err, HasSubstr("in use"));
+  // The first node still answers every connection.
+  for (int i = 0; i < 10; ++i) {
+    std::unique_ptr<NodeClient> client = Connect(first->address());
+    ASSERT_NE(client, nullptr);
+    absl::StatusOr<v1::StatusResponse> status = client->Status();
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_EQ(status->node_name(), "first");
+  }
+  EXPECT_EQ(first->Stop(), 0);
+}
+
 TEST(Cluster, ChangeFeedCarriesWritesAroundARingWithoutEchoes) {
   // Four nodes in a ring, each peering its two neighbours. Sessions run
   // once at start and then only every minute: what converges the ring in
