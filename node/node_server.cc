@@ -14,6 +14,7 @@
 #include "node/metrics_server.h"
 #include "node/peer_service.h"
 #include "node/session_scheduler.h"
+#include "node/stream_limiter.h"
 #include "node/tls.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
@@ -32,6 +33,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   store_options.default_depth = config.default_depth;
   store_options.sync = config.sync_writes;
   store_options.max_clock_skew = config.max_clock_skew;
+  store_options.max_keyspaces = static_cast<size_t>(config.max_keyspaces);
   TALLY_ASSIGN_OR_RETURN(node->store_,
                          storage::Store::Open(config.data_dir, store_options));
 
@@ -46,8 +48,13 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
                          MakeChannelCredentials(tls));
   node->scheduler_ = std::make_unique<SessionScheduler>(node->store_.get(),
                                                         config, client_options);
-  node->peer_service_ =
-      std::make_unique<PeerService>(node->store_.get(), node->pool_.get());
+  StreamLimits stream_limits;
+  stream_limits.max_per_client = config.max_streams_per_client;
+  stream_limits.idle_timeout = config.stream_idle_timeout;
+  node->streams_ = std::make_unique<StreamLimiter>(stream_limits);
+  node->peer_service_ = std::make_unique<PeerService>(
+      node->store_.get(), node->pool_.get(), /*observer=*/nullptr,
+      FeedOptions{}, node->streams_.get());
   MaintenanceOptions maintenance;
   maintenance.log_retention_entries = config.log_retention_entries;
   maintenance.log_retention_age = config.log_retention_age;
@@ -62,8 +69,9 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   const std::vector<StatusSource*> status_sources = {
       node->scheduler_.get(), node->peer_service_->feed_status(),
       node->maintenance_.get()};
-  node->admin_service_ = std::make_unique<AdminService>(
-      node->store_.get(), node->pool_.get(), status_sources);
+  node->admin_service_ =
+      std::make_unique<AdminService>(node->store_.get(), node->pool_.get(),
+                                     status_sources, node->streams_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   // Linked in explicitly: with --as-needed the plugin is dropped otherwise.
@@ -146,6 +154,8 @@ void NodeServer::Shutdown() {
   if (peer_service_ != nullptr) peer_service_->WaitForFeeds();
   pool_.reset();
   server_.reset();
+  // Every call, and so every stream's ticket, has ended.
+  streams_.reset();
   store_.reset();
 }
 

@@ -38,6 +38,7 @@ class MetricsServer;
 class Maintenance;
 class PeerService;
 class SessionScheduler;
+class StreamLimiter;
 class WorkerPool;
 
 class NodeServer {
@@ -64,6 +65,7 @@ class NodeServer {
   std::string listen_address_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<StreamLimiter> streams_;
   std::unique_ptr<SessionScheduler> scheduler_;
   std::unique_ptr<Maintenance> maintenance_;
   std::unique_ptr<PeerService> peer_service_;
