@@ -16,6 +16,7 @@
 #include "node/session_scheduler.h"
 #include "node/stream_limiter.h"
 #include "node/tls.h"
+#include "node/wire.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 #include "tree/status_macros.h"
@@ -85,6 +86,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   // holds would then start too and take half of the new connections. Off,
   // the second bind fails and that node exits naming the address.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Answers are held to the limit requests are (gRPC's default receive
+  // limit): the services refuse larger ones with a message of their own
+  // (node/wire.h CheckAnswerSize); this catches any other path.
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // Accept the clients' keepalive pings (node/client.h) even on calls that
   // send nothing for a while (a long Load, a quiet feed between
   // heartbeats): by default gRPC answers pings more often than every 5
