@@ -1775,6 +1775,7 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
     if (!status.ok()) break;
   }
   response.descendants = std::move(ordered);
+  size_t entry_bytes = 0;
   for (const NodeRef& range : request.list) {
     if (!status.ok()) break;
     uint32_t count = 0;
@@ -1789,6 +1790,15 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
           }
           TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
                                  store_->ToEntry(token, key, header));
+          // Issue 8, item 6: an answer is never built past what could be
+          // sent.
+          entry_bytes += tree::WireSize(entry);
+          if (entry_bytes > tree::kMaxEntryBytesPerExchange) {
+            return absl::ResourceExhaustedError(absl::StrFormat(
+                "listing would return more than %d bytes of rows; list "
+                "fewer ranges",
+                tree::kMaxEntryBytesPerExchange));
+          }
           response.entries.push_back(std::move(entry));
           ++count;
           return true;
