@@ -597,11 +597,13 @@ grpc::ServerUnaryReactor* PeerService::Exchange(
   if (!status.ok()) return FinishNow(context, status);
   absl::StatusOr<tree::ViewRequest> view_request = FromProto(*request);
   if (!view_request.ok()) return FinishNow(context, view_request.status());
+  // Bulk: an exchange may scan many rows below the stored leaves.
   return FinishOnPool(
       context, pool_,
       [this, request, response, query = std::move(*view_request)] {
         return ExchangeOnPool(*store_, request->keyspace(), query, response);
-      });
+      },
+      WorkerPool::Lane::kBulk);
 }
 
 grpc::ServerWriteReactor<v1::ScanResponse>* PeerService::Scan(
