@@ -273,6 +273,9 @@ int FeedPublisher::SubscriptionStarted(const std::string& subscriber,
                                        std::function<void()> wake,
                                        std::function<void()> replace) {
   absl::MutexLock lock(&mu_);
+  // Replaced subscriptions take up to a second to end (one stuck writing);
+  // a client replacing its own in a tight loop must not pile up threads.
+  if (subscriptions_ >= 2 * std::max(1, options_.max_subscriptions)) return 0;
   auto current = current_.find(subscriber);
   if (current == current_.end()) {
     if (current_.size() >=

@@ -27,7 +27,9 @@
 // ABORTED (cancelled at once if it is stuck writing to a reader that does
 // not read). A subscriber that reconnects before its old link is noticed
 // dead therefore never finds its own slot taken, and no client fills the
-// slots by subscribing again and again under one name.
+// slots by subscribing again and again under one name. Threads stay
+// bounded: with 2 * max_subscriptions still running (replaced ones ending),
+// new subscriptions are refused too.
 //
 // Thread-safe. `store` must outlive the publisher; the gRPC server must be
 // shut down (ending every subscription) before the publisher is destroyed.
