@@ -51,12 +51,13 @@ absl::Status WriteOne(storage::Store& store, storage::Mutation mutation,
 
 // Bulk local writes: each message is one atomic store write of plain
 // key/value rows (internal/write_stream.h has the steps).
-class LoadReactor final : public internal::WriteStreamReactor<v1::LoadRequest> {
+class LoadReactor final
+    : public internal::WriteStreamReactor<v1::LoadRequest, v1::LoadResponse> {
  public:
-  LoadReactor(storage::Store* store, WorkerPool* pool,
-              v1::LoadResponse* response)
-      : WriteStreamReactor(pool, "load"), store_(store), response_(response) {
-    Start();
+  LoadReactor(storage::Store* store, WorkerPool* pool, StreamLimiter* limiter,
+              grpc::CallbackServerContext* context, grpc::ByteBuffer* out)
+      : WriteStreamReactor(pool, "load", out), store_(store) {
+    Start(limiter, context);
   }
 
  private:
@@ -89,19 +90,26 @@ class LoadReactor final : public internal::WriteStreamReactor<v1::LoadRequest> {
     }
     TALLY_ASSIGN_OR_RETURN(storage::WriteResult result,
                            store_->Write(std::move(write)));
-    response_->set_rows(response_->rows() + result.applied.size());
+    response().set_rows(response().rows() + result.applied.size());
     return absl::OkStatus();
   }
 
+  std::string DescribeCommitted() const override {
+    return absl::StrFormat("%d rows", response().rows());
+  }
+
   storage::Store* const store_;
-  v1::LoadResponse* const response_;
 };
 
 }  // namespace
 
 AdminService::AdminService(storage::Store* store, WorkerPool* pool,
-                           std::vector<StatusSource*> status_sources)
-    : store_(store), pool_(pool), status_sources_(std::move(status_sources)) {}
+                           std::vector<StatusSource*> status_sources,
+                           StreamLimiter* limiter)
+    : store_(store),
+      pool_(pool),
+      limiter_(limiter),
+      status_sources_(std::move(status_sources)) {}
 
 grpc::ServerUnaryReactor* AdminService::Put(
     grpc::CallbackServerContext* context, const v1::PutRequest* request,
@@ -143,16 +151,22 @@ grpc::ServerUnaryReactor* AdminService::Delete(
   });
 }
 
-grpc::ServerReadReactor<v1::LoadRequest>* AdminService::Load(
-    grpc::CallbackServerContext* /*context*/, v1::LoadResponse* response) {
-  return new LoadReactor(store_, pool_, response);
+grpc::ServerReadReactor<grpc::ByteBuffer>* AdminService::Load(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  return new LoadReactor(store_, pool_, limiter_, context, response);
 }
 
 grpc::ServerUnaryReactor* AdminService::Status(
     grpc::CallbackServerContext* context, const v1::StatusRequest* /*request*/,
     v1::StatusResponse* response) {
   return FinishOnPool(context, pool_, [this, response]() -> absl::Status {
-    return CollectNodeStatus(store_, status_sources_, response);
+    TALLY_RETURN_IF_ERROR(CollectNodeStatus(store_, status_sources_, response));
+    const absl::Status size =
+        CheckAnswerSize(response->ByteSizeLong(), "status",
+                        "the node holds more keyspaces, peers and "
+                        "subscriptions than one answer carries");
+    if (!size.ok()) response->Clear();
+    return size;
   });
 }
 

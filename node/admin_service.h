@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "node/status_source.h"
+#include "node/stream_limiter.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 #include "tally/v1/tally.grpc.pb.h"
@@ -29,11 +30,18 @@ absl::Status CollectNodeStatus(storage::Store* store,
                                const std::vector<StatusSource*>& status_sources,
                                ::tally::v1::StatusResponse* response);
 
-class AdminService final : public ::tally::v1::Admin::CallbackService {
+// Load is served raw, as bytes it parses itself, so that a corrupt message
+// in the stream is an error rather than its end (internal/write_stream.h).
+class AdminService final
+    : public ::tally::v1::Admin::WithRawCallbackMethod_Load<
+          ::tally::v1::Admin::CallbackService> {
  public:
-  // `status_sources` (peers, sessions, the feed) may be empty.
+  // `status_sources` (peers, sessions, the feed) may be empty. `limiter`
+  // bounds the Load streams per client (node/stream_limiter.h); null for
+  // none. It must outlive the service.
   AdminService(storage::Store* store, WorkerPool* pool,
-               std::vector<StatusSource*> status_sources);
+               std::vector<StatusSource*> status_sources,
+               StreamLimiter* limiter = nullptr);
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context,
                                 const ::tally::v1::PutRequest* request,
@@ -45,9 +53,9 @@ class AdminService final : public ::tally::v1::Admin::CallbackService {
       grpc::CallbackServerContext* context,
       const ::tally::v1::DeleteRequest* request,
       ::tally::v1::DeleteResponse* response) override;
-  grpc::ServerReadReactor<::tally::v1::LoadRequest>* Load(
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Load(
       grpc::CallbackServerContext* context,
-      ::tally::v1::LoadResponse* response) override;
+      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Status(
       grpc::CallbackServerContext* context,
       const ::tally::v1::StatusRequest* request,
@@ -56,6 +64,7 @@ class AdminService final : public ::tally::v1::Admin::CallbackService {
  private:
   storage::Store* const store_;
   WorkerPool* const pool_;
+  StreamLimiter* const limiter_;
   const std::vector<StatusSource*> status_sources_;
 };
 

@@ -197,6 +197,14 @@ absl::Status ApplySetting(absl::string_view name_as_given,
     TALLY_ASSIGN_OR_RETURN(config->max_sessions, ParseInt(name, value, 1, 256));
   } else if (name == "rpc-threads") {
     TALLY_ASSIGN_OR_RETURN(config->rpc_threads, ParseInt(name, value, 1, 256));
+  } else if (name == "max-keyspaces") {
+    TALLY_ASSIGN_OR_RETURN(config->max_keyspaces,
+                           ParseInt(name, value, 1, 10'000));
+  } else if (name == "max-streams-per-client") {
+    TALLY_ASSIGN_OR_RETURN(config->max_streams_per_client,
+                           ParseInt(name, value, 1, 10'000));
+  } else if (name == "stream-idle-timeout") {
+    TALLY_ASSIGN_OR_RETURN(config->stream_idle_timeout, ParseDuration(value));
   } else if (name == "repair-bandwidth") {
     double mb = 0;
     if (!absl::SimpleAtod(value, &mb) || !std::isfinite(mb) || mb < 0) {

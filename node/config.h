@@ -63,6 +63,13 @@ struct NodeConfig {
   absl::Duration session_timeout = absl::Minutes(10);
   // Threads serving RPCs that touch the store.
   int rpc_threads = 4;
+  // Keyspaces the store holds at most (storage/store.h max_keyspaces).
+  int max_keyspaces = 256;
+  // Bulk streams (Scan, FetchRows, PushRows, Load) open at once per client
+  // host, and how long a stream's message may wait for its reader before
+  // the stream is cancelled (node/stream_limiter.h).
+  int max_streams_per_client = 32;
+  absl::Duration stream_idle_timeout = absl::Seconds(60);
 
   // TLS (PEM files). With a certificate and key the node serves and dials
   // TLS only; with a CA as well, peers and clients must present a

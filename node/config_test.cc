@@ -75,6 +75,28 @@ insecure = true
   EXPECT_TRUE(config.insecure);
 }
 
+// Issue 8, items 5 and 8: the keyspace limit and the bulk-stream limits
+// are settings.
+TEST(ConfigText, ReadsTheKeyspaceAndStreamLimits) {
+  NodeConfig config;
+  EXPECT_EQ(config.max_keyspaces, 256);
+  EXPECT_EQ(config.max_streams_per_client, 32);
+  EXPECT_EQ(config.stream_idle_timeout, absl::Seconds(60));
+  ASSERT_TRUE(ApplyConfigText(R"(max-keyspaces = 40
+max-streams-per-client = 3
+stream-idle-timeout = 5s
+)",
+                              &config)
+                  .ok());
+  EXPECT_EQ(config.max_keyspaces, 40);
+  EXPECT_EQ(config.max_streams_per_client, 3);
+  EXPECT_EQ(config.stream_idle_timeout, absl::Seconds(5));
+  EXPECT_FALSE(ApplySetting("max-keyspaces", "0", &config).ok());
+  EXPECT_FALSE(ApplySetting("max-keyspaces", "10001", &config).ok());
+  EXPECT_FALSE(ApplySetting("max-streams-per-client", "0", &config).ok());
+  EXPECT_FALSE(ApplySetting("stream-idle-timeout", "soon", &config).ok());
+}
+
 TEST(ConfigText, NamesTheLineOfABadSetting) {
   NodeConfig config;
   const absl::Status unknown =

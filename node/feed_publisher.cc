@@ -23,11 +23,13 @@ constexpr uint32_t kMaxBatch = 10'000;
 class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
  public:
   SubscribeReactor(storage::Store* store, const FeedOptions& options,
-                   FeedPublisher* publisher, v1::SubscribeRequest request,
-                   storage::Sequence start)
+                   FeedPublisher* publisher,
+                   grpc::CallbackServerContext* context,
+                   v1::SubscribeRequest request, storage::Sequence start)
       : store_(store),
         options_(options),
         publisher_(publisher),
+        context_(context),
         request_(std::move(request)),
         position_(start) {}
 
@@ -48,6 +50,14 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
   // Wakes the subscription's wait (shutdown).
   void Wake() {
     absl::MutexLock lock(&mu_);
+    changed_ = true;
+  }
+
+  // Ends the subscription: a newer one of its subscriber replaced it (see
+  // Write for one stuck writing).
+  void Replace() {
+    absl::MutexLock lock(&mu_);
+    replaced_ = true;
     changed_ = true;
   }
 
@@ -104,7 +114,10 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
       // where the head is), or a heartbeat when quiet for too long.
       if (batch.changes_size() > 0 || took || first ||
           absl::Now() - last_sent >= options_.heartbeat) {
-        if (!Write(batch)) return absl::CancelledError("subscriber went away");
+        if (!Write(batch)) {
+          if (replaced()) return Replaced();
+          return absl::CancelledError("subscriber went away");
+        }
         publisher_->BatchSent(id_, batch);
         last_sent = absl::Now();
         first = false;
@@ -120,12 +133,25 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
               this),
           std::max(absl::ZeroDuration(),
                    options_.heartbeat - (absl::Now() - last_sent)));
+      if (replaced_) return Replaced();
       if (cancelled_) return absl::CancelledError("subscription cancelled");
       if (publisher_->stopping()) {
         return absl::UnavailableError("the node is shutting down");
       }
       changed_ = false;
     }
+  }
+
+  bool replaced() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return replaced_;
+  }
+
+  absl::Status Replaced() const {
+    return absl::AbortedError(absl::StrFormat(
+        "subscription of '%s' replaced by a newer subscription from the same "
+        "subscriber",
+        request_.subscriber()));
   }
 
   // Adds an entry to the batch (adding its row's size to `bytes`), or
@@ -163,16 +189,33 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
   bool Write(const v1::FeedBatch& batch) {
     {
       absl::MutexLock lock(&mu_);
-      if (cancelled_) return false;
+      if (cancelled_ || replaced_) return false;
       writing_ = true;
     }
     StartWrite(&batch);
+    bool stuck = false;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](SubscribeReactor* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
+            return !r->writing_ || r->cancelled_ || r->replaced_;
+          },
+          this));
+      if (writing_ && replaced_ && !cancelled_) {
+        // Replaced while its subscriber does not take this write: a moment
+        // for a reader that is merely slow, then the call is cancelled so
+        // that the thread is not held forever.
+        stuck = !mu_.AwaitWithTimeout(
+            absl::Condition(
+                +[](SubscribeReactor* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
+                  return !r->writing_;
+                },
+                this),
+            absl::Seconds(1));
+      }
+    }
+    if (stuck) context_->TryCancel();  // not under mu_: OnCancel takes it
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](SubscribeReactor* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
-          return !r->writing_ || r->cancelled_;
-        },
-        this));
     // A cancelled write may still be in flight: wait for its OnWriteDone
     // before the batch goes out of scope.
     mu_.Await(absl::Condition(
@@ -186,6 +229,8 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
   storage::Store* const store_;
   const FeedOptions options_;
   FeedPublisher* const publisher_;
+  // Valid until OnDone, which follows the thread's Finish.
+  grpc::CallbackServerContext* const context_;
   int id_ = 0;
   const v1::SubscribeRequest request_;
   int listener_ = 0;
@@ -197,6 +242,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool last_write_ok_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool replaced_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 absl::Status ValidateSubscribe(const v1::SubscribeRequest& request) {
@@ -224,12 +270,31 @@ FeedPublisher::FeedPublisher(storage::Store* store, FeedOptions options)
 
 int FeedPublisher::SubscriptionStarted(const std::string& subscriber,
                                        uint64_t position,
-                                       std::function<void()> wake) {
+                                       std::function<void()> wake,
+                                       std::function<void()> replace) {
   absl::MutexLock lock(&mu_);
-  if (subscriptions_ >= options_.max_subscriptions) return 0;
+  // Replaced subscriptions take up to a second to end (one stuck writing);
+  // a client replacing its own in a tight loop must not pile up threads.
+  if (subscriptions_ >= 2 * std::max(1, options_.max_subscriptions)) return 0;
+  auto current = current_.find(subscriber);
+  if (current == current_.end()) {
+    if (current_.size() >=
+        static_cast<size_t>(std::max(0, options_.max_subscriptions))) {
+      return 0;
+    }
+  } else {
+    // The older one ends on its own thread; its slot is this one's now.
+    const int older = current->second;
+    auto replacer = replacers_.find(older);
+    if (replacer != replacers_.end()) replacer->second();
+    replacers_.erase(older);
+    stats_.erase(older);
+  }
   ++subscriptions_;
   const int id = next_id_++;
+  current_[subscriber] = id;
   wakers_[id] = std::move(wake);
+  replacers_[id] = std::move(replace);
   SubscriptionStats& stats = stats_[id];
   stats.subscriber = subscriber;
   stats.position = position;
@@ -240,7 +305,14 @@ void FeedPublisher::SubscriptionEnded(int id) {
   absl::MutexLock lock(&mu_);
   --subscriptions_;
   wakers_.erase(id);
+  replacers_.erase(id);
   stats_.erase(id);
+  for (auto it = current_.begin(); it != current_.end(); ++it) {
+    if (it->second == id) {
+      current_.erase(it);
+      break;
+    }
+  }
 }
 
 void FeedPublisher::BatchSent(int id, const v1::FeedBatch& batch) {
@@ -286,7 +358,7 @@ void FeedPublisher::WaitForSubscriptions() {
 }
 
 grpc::ServerWriteReactor<v1::FeedBatch>* FeedPublisher::Subscribe(
-    grpc::CallbackServerContext*, const v1::SubscribeRequest* request) {
+    grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
   absl::Status status = ValidateSubscribe(*request);
   if (!status.ok()) return new RefusedReactor(status);
   if (stopping_.load()) {
@@ -313,9 +385,11 @@ grpc::ServerWriteReactor<v1::FeedBatch>* FeedPublisher::Subscribe(
   }
   // The reactor starts its thread only once registered, so that a
   // shutdown can always wake it.
-  auto* reactor = new SubscribeReactor(store_, options_, this, *request, start);
-  const int id = SubscriptionStarted(request->subscriber(), start,
-                                     [reactor] { reactor->Wake(); });
+  auto* reactor =
+      new SubscribeReactor(store_, options_, this, context, *request, start);
+  const int id = SubscriptionStarted(
+      request->subscriber(), start, [reactor] { reactor->Wake(); },
+      [reactor] { reactor->Replace(); });
   if (id == 0) {
     delete reactor;
     return new RefusedReactor(absl::ResourceExhaustedError(

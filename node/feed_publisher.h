@@ -21,8 +21,15 @@
 // subscribe again from the head.
 //
 // Each subscription runs on a thread of its own (it waits for changes for
-// as long as the link lives), at most `max_subscriptions` at once; more
-// answer RESOURCE_EXHAUSTED.
+// as long as the link lives), at most `max_subscriptions` subscribers at
+// once; more answer RESOURCE_EXHAUSTED. A subscriber has one subscription:
+// a newer one under the same name replaces the older, which ends with
+// ABORTED (cancelled at once if it is stuck writing to a reader that does
+// not read). A subscriber that reconnects before its old link is noticed
+// dead therefore never finds its own slot taken, and no client fills the
+// slots by subscribing again and again under one name. Threads stay
+// bounded: with 2 * max_subscriptions still running (replaced ones ending),
+// new subscriptions are refused too.
 //
 // Thread-safe. `store` must outlive the publisher; the gRPC server must be
 // shut down (ending every subscription) before the publisher is destroyed.
@@ -69,10 +76,13 @@ class FeedPublisher : public StatusSource {
   // whose subscriber stopped reading), before the store goes away.
   void WaitForSubscriptions() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // For subscriptions: one more (with a function that wakes it; returns 0
-  // when the limit is reached) or one fewer running.
+  // For subscriptions: one more (with a function that wakes it, and one
+  // that ends it when a newer subscription of the same subscriber replaces
+  // it; returns 0 when the limit is reached) or one fewer running.
   int SubscriptionStarted(const std::string& subscriber, uint64_t position,
-                          std::function<void()> wake) ABSL_LOCKS_EXCLUDED(mu_);
+                          std::function<void()> wake,
+                          std::function<void()> replace)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void SubscriptionEnded(int id) ABSL_LOCKS_EXCLUDED(mu_);
   bool stopping() const { return stopping_.load(); }
   // Counts a message a subscription sent.
@@ -96,7 +106,11 @@ class FeedPublisher : public StatusSource {
   const FeedOptions options_;
   std::atomic<bool> stopping_{false};
   absl::Mutex mu_;
+  // Subscription threads running, replaced ones included.
   int subscriptions_ ABSL_GUARDED_BY(mu_) = 0;
+  // The current subscription of each subscriber: what the limit counts.
+  std::map<std::string, int> current_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::function<void()>> replacers_ ABSL_GUARDED_BY(mu_);
   int next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int, std::function<void()>> wakers_ ABSL_GUARDED_BY(mu_);
   std::map<int, SubscriptionStats> stats_ ABSL_GUARDED_BY(mu_);

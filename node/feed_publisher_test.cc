@@ -287,16 +287,17 @@ TEST_F(FeedTest, RefusesAWrongEpochAPositionAheadAndBadRequests) {
 }
 
 TEST_F(FeedTest, BoundsTheNumberOfSubscriptions) {
-  // Two long-lived subscriptions fill the limit of 2; a third is refused.
+  // Two long-lived subscriptions fill the limit of 2; a third subscriber is
+  // refused.
   grpc::ClientContext c1, c2;
-  auto r1 = stub_->Subscribe(&c1, Request(0));
-  auto r2 = stub_->Subscribe(&c2, Request(0));
+  auto r1 = stub_->Subscribe(&c1, Request(0, "sub-1"));
+  auto r2 = stub_->Subscribe(&c2, Request(0, "sub-2"));
   v1::FeedBatch batch;
   ASSERT_TRUE(r1->Read(&batch));
   ASSERT_TRUE(r2->Read(&batch));
   grpc::Status status;
   Read(
-      Request(0), [](const auto&) { return true; }, &status);
+      Request(0, "sub-3"), [](const auto&) { return true; }, &status);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   c1.TryCancel();
   c2.TryCancel();
@@ -306,6 +307,49 @@ TEST_F(FeedTest, BoundsTheNumberOfSubscriptions) {
   }
   r1->Finish();
   r2->Finish();
+}
+
+// Issue 8, item 8: any client could take every subscription slot by
+// subscribing again and again under one name; real peers were then refused.
+TEST_F(FeedTest, ANewerSubscriptionFromTheSameSubscriberReplacesTheOlder) {
+  Put("a", "1");
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::FeedBatch>>> readers;
+  v1::FeedBatch batch;
+  // Five subscriptions as "greedy", over a limit of 2.
+  for (int i = 0; i < 5; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(std::chrono::system_clock::now() +
+                                  std::chrono::seconds(10));
+    readers.push_back(
+        stub_->Subscribe(contexts.back().get(), Request(0, "greedy")));
+    ASSERT_TRUE(readers.back()->Read(&batch)) << "subscription " << i;
+  }
+  // Each newer one ended the one before it.
+  for (int i = 0; i < 4; ++i) {
+    while (readers[i]->Read(&batch)) {
+    }
+    const grpc::Status ended = readers[i]->Finish();
+    EXPECT_EQ(ended.error_code(), grpc::StatusCode::ABORTED) << i;
+    EXPECT_THAT(ended.error_message(),
+                ::testing::HasSubstr("replaced by a newer subscription"));
+  }
+  // A real peer still finds a slot, and the status lists one per name.
+  grpc::Status status;
+  const auto batches = Read(
+      Request(0, "peer"), [](const auto&) { return true; }, &status);
+  EXPECT_FALSE(batches.empty()) << status.error_message();
+  v1::StatusResponse node_status;
+  service_->feed_status()->FillStatus(&node_status);
+  int greedy = 0;
+  for (const auto& s : node_status.subscriptions()) {
+    greedy += s.subscriber() == "greedy";
+  }
+  EXPECT_EQ(greedy, 1);
+  contexts.back()->TryCancel();
+  while (readers.back()->Read(&batch)) {
+  }
+  readers.back()->Finish();
 }
 
 }  // namespace

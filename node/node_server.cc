@@ -15,7 +15,9 @@
 #include "node/metrics_server.h"
 #include "node/peer_service.h"
 #include "node/session_scheduler.h"
+#include "node/stream_limiter.h"
 #include "node/tls.h"
+#include "node/wire.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 #include "tree/status_macros.h"
@@ -42,6 +44,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   store_options.default_depth = config.default_depth;
   store_options.sync = config.sync_writes;
   store_options.max_clock_skew = config.max_clock_skew;
+  store_options.max_keyspaces = static_cast<size_t>(config.max_keyspaces);
   node->store_health_ = std::make_shared<StoreHealth>();
   store_options.on_write_failure =
       [health = node->store_health_](const absl::Status& status) {
@@ -67,8 +70,13 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
                          MakeChannelCredentials(tls));
   node->scheduler_ = std::make_unique<SessionScheduler>(node->store_.get(),
                                                         config, client_options);
-  node->peer_service_ =
-      std::make_unique<PeerService>(node->store_.get(), node->pool_.get());
+  StreamLimits stream_limits;
+  stream_limits.max_per_client = config.max_streams_per_client;
+  stream_limits.idle_timeout = config.stream_idle_timeout;
+  node->streams_ = std::make_unique<StreamLimiter>(stream_limits);
+  node->peer_service_ = std::make_unique<PeerService>(
+      node->store_.get(), node->pool_.get(), /*observer=*/nullptr,
+      FeedOptions{}, node->streams_.get());
   MaintenanceOptions maintenance;
   maintenance.log_retention_entries = config.log_retention_entries;
   maintenance.log_retention_age = config.log_retention_age;
@@ -83,8 +91,9 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   const std::vector<StatusSource*> status_sources = {
       node->scheduler_.get(), node->peer_service_->feed_status(),
       node->maintenance_.get()};
-  node->admin_service_ = std::make_unique<AdminService>(
-      node->store_.get(), node->pool_.get(), status_sources);
+  node->admin_service_ =
+      std::make_unique<AdminService>(node->store_.get(), node->pool_.get(),
+                                     status_sources, node->streams_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   // Linked in explicitly: with --as-needed the plugin is dropped otherwise.
@@ -94,6 +103,14 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   TALLY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                          MakeServerCredentials(tls));
   builder.AddListeningPort(config.listen, credentials, &port);
+  // gRPC sets SO_REUSEPORT by default: a second tallyd on a port this one
+  // holds would then start too and take half of the new connections. Off,
+  // the second bind fails and that node exits naming the address.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Answers are held to the limit requests are (gRPC's default receive
+  // limit): the services refuse larger ones with a message of their own
+  // (node/wire.h CheckAnswerSize); this catches any other path.
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // Accept the clients' keepalive pings (node/client.h) even on calls that
   // send nothing for a while (a long Load, a quiet feed between
   // heartbeats): by default gRPC answers pings more often than every 5
@@ -174,6 +191,8 @@ void NodeServer::Shutdown() {
   if (peer_service_ != nullptr) peer_service_->WaitForFeeds();
   pool_.reset();
   server_.reset();
+  // Every call, and so every stream's ticket, has ended.
+  streams_.reset();
   store_.reset();
 }
 

@@ -43,6 +43,7 @@ class MetricsServer;
 class Maintenance;
 class PeerService;
 class SessionScheduler;
+class StreamLimiter;
 class WorkerPool;
 struct StoreHealth;
 
@@ -70,6 +71,7 @@ class NodeServer {
   std::string listen_address_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<StreamLimiter> streams_;
   std::unique_ptr<SessionScheduler> scheduler_;
   std::unique_ptr<Maintenance> maintenance_;
   std::unique_ptr<PeerService> peer_service_;

@@ -1,19 +1,24 @@
 #include "node/peer_service.h"
 
+#include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "node/grpc_status.h"
 #include "node/internal/unary.h"
 #include "node/internal/write_stream.h"
+#include "node/stream_limiter.h"
 #include "node/wire.h"
 #include "tree/status_macros.h"
 
@@ -61,6 +66,7 @@ absl::Status HandshakeOnPool(storage::Store& store,
   response->set_protocol_version(kProtocolVersion);
   response->set_node_name(store.node_name());
   response->set_epoch(store.epoch());
+  size_t bytes = response->ByteSizeLong();
   for (const std::string& name : names) {
     absl::StatusOr<std::unique_ptr<tree::TreeView>> view =
         store.NewTreeView(name);
@@ -68,8 +74,13 @@ absl::Status HandshakeOnPool(storage::Store& store,
     // the answer rather than failing the handshake.
     if (absl::IsNotFound(view.status())) continue;
     TALLY_RETURN_IF_ERROR(view.status());
-    TALLY_RETURN_IF_ERROR(
-        SummaryToProto(**view, name, top_levels, response->add_keyspaces()));
+    v1::KeyspaceSummary* summary = response->add_keyspaces();
+    TALLY_RETURN_IF_ERROR(SummaryToProto(**view, name, top_levels, summary));
+    // Counted as it grows (a tag and a length prefix per summary), so that
+    // an answer too large is never built whole.
+    bytes += summary->ByteSizeLong() + 6;
+    TALLY_RETURN_IF_ERROR(CheckAnswerSize(
+        bytes, "handshake", "ask for fewer keyspaces or fewer top levels"));
   }
   if (observer != nullptr && !request.node_name().empty()) {
     observer(peer_address, request.node_name(), request.epoch());
@@ -84,7 +95,12 @@ absl::Status ExchangeOnPool(storage::Store& store, absl::string_view keyspace,
                          OpenView(store, keyspace));
   TALLY_ASSIGN_OR_RETURN(tree::ViewResponse answer, view->Exchange(query));
   ToProto(answer, response);
-  return absl::OkStatus();
+  const absl::Status size = CheckAnswerSize(
+      response->ByteSizeLong(), "exchange",
+      "the rows listed are too large for one answer: list fewer ranges");
+  // An answer that will not be sent is not kept until the call ends.
+  if (!size.ok()) response->Clear();
+  return size;
 }
 
 absl::Status ValidateHandshake(const v1::HandshakeRequest& request) {
@@ -102,53 +118,119 @@ absl::Status ValidateHandshake(const v1::HandshakeRequest& request) {
   if (!request.node_name().empty()) {
     TALLY_RETURN_IF_ERROR(storage::ValidateNodeName(request.node_name()));
   }
+  if (request.keyspaces_size() > kMaxHandshakeKeyspaces) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("handshake names %d keyspaces; the limit is %d",
+                        request.keyspaces_size(), kMaxHandshakeKeyspaces));
+  }
+  // A name given twice would be summarised twice: 100,000 copies of one
+  // name once made a 234 MB answer.
+  absl::flat_hash_set<absl::string_view> seen;
   for (const std::string& name : request.keyspaces()) {
     TALLY_RETURN_IF_ERROR(storage::ValidateKeyspaceName(name));
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "keyspace '%s' is named twice in the handshake; name each once",
+          name));
+    }
   }
   return absl::OkStatus();
 }
 
 // ------------------------------------------------------------------ Scan
 
-// Streams the entries of a set of token ranges from one snapshot.
+// The token ranges that cover what is left of `range` after the entry
+// (token, key), in (token, key) order: the one-token range of `token` (rows
+// sharing it sort by key, and the caller skips keys up to `key`), then the
+// aligned ranges that tile (token, range.last_token()]. At most 65 ranges.
+std::vector<tree::NodeRef> RemainderAfter(const tree::NodeRef& range,
+                                          tree::Token token) {
+  std::vector<tree::NodeRef> out;
+  out.push_back(tree::NodeRef{tree::kTokenBits, token});
+  const tree::Token last = range.last_token();
+  if (token == last) return out;
+  tree::Token first = token + 1;
+  while (true) {
+    // The largest aligned block that starts at `first` and ends by `last`:
+    // 2^bits tokens, bits no more than first's trailing zero bits.
+    int bits = first == 0 ? tree::kTokenBits : __builtin_ctzll(first);
+    auto span = [](int b) -> tree::Token {
+      return b >= tree::kTokenBits ? ~tree::Token{0}
+                                   : (tree::Token{1} << b) - 1;
+    };
+    while (bits > 0 && span(bits) > last - first) --bits;
+    out.push_back(tree::NodeRef{tree::kTokenBits - bits,
+                                bits >= tree::kTokenBits ? 0 : first >> bits});
+    if (span(bits) == last - first) return out;
+    first += span(bits) + 1;
+  }
+}
+
+// Streams the entries of a set of token ranges, one message of about
+// kStreamChunkBytes per pool task. Nothing waits for the reader on a pool
+// thread: while a message waits for its reader the scan holds no thread
+// (and no snapshot), only that message.
 //
 // Steps:
-//   Start (reaction): validate the request; schedule Run.
-//   Run (one pool task for the whole scan): the view's Scan fills message_;
-//     each time it reaches kStreamChunkBytes, Send writes it and waits for
-//     OnWriteDone. The scan holds its snapshot, so it cannot be paused and
-//     resumed on another task; it blocks its pool thread instead, and a
-//     cancelled call wakes it and ends the scan.
-//   Finish: the last partial message goes out with the status.
+//   Start (reaction): validate the request (ranges may not overlap: one
+//     small request naming the whole keyspace 16,384 times would make the
+//     node read it that often); admit the stream (the per-client limit);
+//     schedule NextChunk.
+//   NextChunk (pool): scan from where the last chunk stopped — range
+//     next_range_, after the entry resume_ — until the message is full;
+//     write it, or write it and finish when the ranges are done. Each chunk
+//     reads its own snapshot: the rows of a range come in (token, key) order
+//     with none repeated or skipped, and a row written during the scan may
+//     or may not be seen (anti-entropy's next round sees it).
+//   OnWriteDone (reaction): schedule the next chunk, or finish on a broken
+//     or cancelled stream (the limiter cancels one whose reader stopped).
+// Steps never overlap, so the fields below need no lock.
 class ScanReactor final : public grpc::ServerWriteReactor<v1::ScanResponse> {
  public:
-  ScanReactor(storage::Store* store, WorkerPool* pool,
+  ScanReactor(storage::Store* store, WorkerPool* pool, StreamLimiter* limiter,
+              grpc::CallbackServerContext* context,
               const v1::ScanRequest* request)
-      : store_(store), pool_(pool), request_(request) {}
+      : store_(store),
+        pool_(pool),
+        limiter_(limiter),
+        context_(context),
+        request_(request) {}
 
   void Start() {
     absl::Status status = Validate();
+    if (status.ok() && limiter_ != nullptr) {
+      absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
+          limiter_->Admit(context_, "scan");
+      status = ticket.status();
+      if (ticket.ok()) ticket_ = std::move(*ticket);
+    }
     if (!status.ok()) {
       Finish(ToGrpcStatus(status));
       return;
     }
-    if (!pool_->Schedule([this] { Run(); })) Finish(Overloaded());
+    ScheduleNextChunk();
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    write_pending_ = false;
-    write_ok_ = ok;
-  }
-
-  void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    cancelled_ = true;
+    if (ticket_ != nullptr) ticket_->WriteDone();
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                          "scan cancelled: the caller went away or stopped "
+                          "reading"));
+      return;
+    }
+    ScheduleNextChunk();
   }
 
   void OnDone() override { delete this; }
 
  private:
+  // Where the last chunk stopped inside ranges_[next_range_].
+  struct Resume {
+    tree::Token token = 0;
+    std::string key;
+  };
+
   absl::Status Validate() {
     TALLY_RETURN_IF_ERROR(storage::ValidateKeyspaceName(request_->keyspace()));
     if (static_cast<size_t>(request_->ranges_size()) > kMaxScanRanges) {
@@ -159,78 +241,103 @@ class ScanReactor final : public grpc::ServerWriteReactor<v1::ScanResponse> {
     ranges_.reserve(request_->ranges_size());
     for (const v1::NodeRef& range : request_->ranges()) {
       TALLY_ASSIGN_OR_RETURN(tree::NodeRef ref, FromProto(range));
+      if (!ref.IsValid()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("scan names an invalid range: ", ref.DebugString()));
+      }
       ranges_.push_back(ref);
+    }
+    std::vector<tree::NodeRef> sorted = ranges_;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const tree::NodeRef& a, const tree::NodeRef& b) {
+                return a.first_token() < b.first_token();
+              });
+    for (size_t i = 1; i < sorted.size(); ++i) {
+      if (sorted[i].first_token() <= sorted[i - 1].last_token()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "scan ranges %s and %s overlap; name each row's range once",
+            sorted[i - 1].DebugString(), sorted[i].DebugString()));
+      }
     }
     return absl::OkStatus();
   }
 
-  void Run() {
-    absl::StatusOr<std::unique_ptr<tree::TreeView>> view =
-        OpenView(*store_, request_->keyspace());
-    if (!view.ok()) {
-      Finish(ToGrpcStatus(view.status()));
-      return;
+  void ScheduleNextChunk() {
+    if (!pool_->Schedule([this] { NextChunk(); }, WorkerPool::Lane::kBulk)) {
+      Finish(Overloaded());
     }
-    OriginDictionary origins;
-    size_t bytes = 0;
-    const absl::Status status = (*view)->Scan(
-        ranges_, [&](const tree::RowEntry& entry) -> absl::Status {
-          ToProto(entry, &origins, message_.add_entries());
-          bytes += tree::WireSize(entry);
-          if (bytes < kStreamChunkBytes) return absl::OkStatus();
-          origins.MoveTo(message_.mutable_origins());
-          bytes = 0;
-          return Send();
-        });
-    view->reset();
+  }
+
+  void NextChunk() {
+    absl::Status status = FillChunk();
     if (!status.ok()) {
       Finish(ToGrpcStatus(status));
       return;
     }
-    if (message_.entries_size() == 0) {
+    if (next_range_ < ranges_.size()) {
+      if (ticket_ != nullptr) ticket_->WriteStarted();
+      StartWrite(&message_);
+    } else if (message_.entries_size() > 0) {
+      if (ticket_ != nullptr) ticket_->WriteStarted();
+      StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
+    } else {
       Finish(grpc::Status::OK);
-      return;
     }
-    origins.MoveTo(message_.mutable_origins());
-    StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
-  // Writes message_ and waits until the write completes or the call is
-  // cancelled. Returns kCancelled when the message could not be delivered;
-  // message_ must then be left alone, as the write may still be outstanding.
-  absl::Status Send() ABSL_LOCKS_EXCLUDED(mu_) {
-    {
-      absl::MutexLock lock(&mu_);
-      write_pending_ = true;
-    }
-    StartWrite(&message_);
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](ScanReactor* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
-          return !r->write_pending_ || r->cancelled_;
-        },
-        this));
-    if (cancelled_ || !write_ok_) {
-      return absl::CancelledError("scan cancelled: the caller went away");
-    }
+  absl::Status FillChunk() {
+    absl::StatusOr<std::unique_ptr<tree::TreeView>> view =
+        OpenView(*store_, request_->keyspace());
+    if (!view.ok()) return view.status();
     message_.Clear();
+    OriginDictionary origins;
+    size_t bytes = 0;
+    while (next_range_ < ranges_.size() && bytes < kStreamChunkBytes) {
+      std::vector<tree::NodeRef> pieces;
+      if (resume_.has_value()) {
+        pieces = RemainderAfter(ranges_[next_range_], resume_->token);
+      } else {
+        pieces.push_back(ranges_[next_range_]);
+      }
+      bool full = false;
+      const absl::Status status = (*view)->Scan(
+          pieces, [&](const tree::RowEntry& entry) -> absl::Status {
+            if (resume_.has_value() && (entry.token < resume_->token ||
+                                        (entry.token == resume_->token &&
+                                         entry.key <= resume_->key))) {
+              return absl::OkStatus();  // sent by an earlier chunk
+            }
+            ToProto(entry, &origins, message_.add_entries());
+            bytes += tree::WireSize(entry);
+            if (bytes < kStreamChunkBytes) return absl::OkStatus();
+            full = true;
+            resume_ = Resume{entry.token, entry.key};
+            // Stops the view's scan; not an error.
+            return absl::CancelledError("chunk full");
+          });
+      if (full) break;
+      if (!status.ok()) return status;
+      ++next_range_;
+      resume_.reset();
+    }
+    origins.MoveTo(message_.mutable_origins());
     return absl::OkStatus();
   }
 
   // Constant after construction.
   storage::Store* const store_;
   WorkerPool* const pool_;
+  StreamLimiter* const limiter_;
+  grpc::CallbackServerContext* const context_;
   const v1::ScanRequest* const request_;
 
-  // Set by Validate, then read by the one Run task.
+  // Used by one step at a time (see above).
+  std::unique_ptr<StreamTicket> ticket_;
   std::vector<tree::NodeRef> ranges_;
-  // Owned by the Run task; read by gRPC while a write is pending.
+  size_t next_range_ = 0;
+  std::optional<Resume> resume_;
+  // Read by gRPC while a write is pending.
   v1::ScanResponse message_;
-
-  absl::Mutex mu_;
-  bool write_pending_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_ok_ ABSL_GUARDED_BY(mu_) = true;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // ------------------------------------------------------------- FetchRows
@@ -250,11 +357,22 @@ class FetchRowsReactor final
     : public grpc::ServerWriteReactor<v1::FetchRowsResponse> {
  public:
   FetchRowsReactor(storage::Store* store, WorkerPool* pool,
+                   StreamLimiter* limiter, grpc::CallbackServerContext* context,
                    const v1::FetchRowsRequest* request)
-      : store_(store), pool_(pool), request_(request) {}
+      : store_(store),
+        pool_(pool),
+        limiter_(limiter),
+        context_(context),
+        request_(request) {}
 
   void Start() {
     absl::Status status = Validate();
+    if (status.ok() && limiter_ != nullptr) {
+      absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
+          limiter_->Admit(context_, "fetch");
+      status = ticket.status();
+      if (ticket.ok()) ticket_ = std::move(*ticket);
+    }
     if (!status.ok()) {
       Finish(ToGrpcStatus(status));
       return;
@@ -263,6 +381,7 @@ class FetchRowsReactor final
   }
 
   void OnWriteDone(bool ok) override {
+    if (ticket_ != nullptr) ticket_->WriteDone();
     if (!ok) {
       Finish(grpc::Status(grpc::StatusCode::CANCELLED,
                           "fetch cancelled: the caller went away"));
@@ -291,7 +410,9 @@ class FetchRowsReactor final
   }
 
   void ScheduleNextChunk() {
-    if (!pool_->Schedule([this] { NextChunk(); })) Finish(Overloaded());
+    if (!pool_->Schedule([this] { NextChunk(); }, WorkerPool::Lane::kBulk)) {
+      Finish(Overloaded());
+    }
   }
 
   void NextChunk() {
@@ -301,8 +422,10 @@ class FetchRowsReactor final
       return;
     }
     if (next_key_ < request_->keys_size()) {
+      if (ticket_ != nullptr) ticket_->WriteStarted();
       StartWrite(&message_);
     } else if (message_.rows_size() > 0 || message_.missing_size() > 0) {
+      if (ticket_ != nullptr) ticket_->WriteStarted();
       StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
     } else {
       Finish(grpc::Status::OK);
@@ -339,9 +462,12 @@ class FetchRowsReactor final
   // Constant after construction.
   storage::Store* const store_;
   WorkerPool* const pool_;
+  StreamLimiter* const limiter_;
+  grpc::CallbackServerContext* const context_;
   const v1::FetchRowsRequest* const request_;
 
   // Used by one step at a time (see above).
+  std::unique_ptr<StreamTicket> ticket_;
   int next_key_ = 0;
   v1::FetchRowsResponse message_;
 };
@@ -352,12 +478,14 @@ class FetchRowsReactor final
 // under last writer wins or source override (internal/write_stream.h has
 // the steps).
 class PushRowsReactor final
-    : public internal::WriteStreamReactor<v1::PushRowsRequest> {
+    : public internal::WriteStreamReactor<v1::PushRowsRequest,
+                                          v1::PushRowsResponse> {
  public:
   PushRowsReactor(storage::Store* store, WorkerPool* pool,
-                  v1::PushRowsResponse* response)
-      : WriteStreamReactor(pool, "push"), store_(store), response_(response) {
-    Start();
+                  StreamLimiter* limiter, grpc::CallbackServerContext* context,
+                  grpc::ByteBuffer* out)
+      : WriteStreamReactor(pool, "push", out), store_(store) {
+    Start(limiter, context);
   }
 
  private:
@@ -369,6 +497,16 @@ class PushRowsReactor final
           "push message has %d rows and %d erases; the limit is %d per "
           "message",
           request.rows_size(), request.erase_size(), kMaxRowsPerMessage));
+    }
+    // proto3 keeps an enum value it does not know: without this check an
+    // unknown mode was applied as last writer wins.
+    if (request.mode() != v1::APPLY_MODE_LAST_WRITER_WINS &&
+        request.mode() != v1::APPLY_MODE_SOURCE_OVERRIDE) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "push message has apply mode %d; this node knows %d (last writer "
+          "wins) and %d (source override)",
+          static_cast<int>(request.mode()), v1::APPLY_MODE_LAST_WRITER_WINS,
+          v1::APPLY_MODE_SOURCE_OVERRIDE));
     }
     if (request.erase_size() > 0 &&
         request.mode() != v1::APPLY_MODE_SOURCE_OVERRIDE) {
@@ -397,28 +535,36 @@ class PushRowsReactor final
     TALLY_ASSIGN_OR_RETURN(storage::WriteResult result,
                            store_->Write(std::move(write)));
     const size_t rows = static_cast<size_t>(request.rows_size());
+    v1::PushRowsResponse& counts = response();
     for (size_t i = 0; i < result.applied.size(); ++i) {
       if (!result.applied[i]) {
-        response_->set_ignored(response_->ignored() + 1);
+        counts.set_ignored(counts.ignored() + 1);
       } else if (i < rows) {
-        response_->set_applied(response_->applied() + 1);
+        counts.set_applied(counts.applied() + 1);
       } else {
-        response_->set_erased(response_->erased() + 1);
+        counts.set_erased(counts.erased() + 1);
       }
     }
     return absl::OkStatus();
   }
 
+  std::string DescribeCommitted() const override {
+    return absl::StrFormat("%d rows applied, %d ignored, %d erased",
+                           response().applied(), response().ignored(),
+                           response().erased());
+  }
+
   storage::Store* const store_;
-  v1::PushRowsResponse* const response_;
 };
 
 }  // namespace
 
 PeerService::PeerService(storage::Store* store, WorkerPool* pool,
-                         HandshakeObserver observer, FeedOptions feed_options)
+                         HandshakeObserver observer, FeedOptions feed_options,
+                         StreamLimiter* limiter)
     : store_(store),
       pool_(pool),
+      limiter_(limiter),
       observer_(std::move(observer)),
       feed_(store, feed_options) {}
 
@@ -451,31 +597,33 @@ grpc::ServerUnaryReactor* PeerService::Exchange(
   if (!status.ok()) return FinishNow(context, status);
   absl::StatusOr<tree::ViewRequest> view_request = FromProto(*request);
   if (!view_request.ok()) return FinishNow(context, view_request.status());
+  // Bulk: an exchange may scan many rows below the stored leaves.
   return FinishOnPool(
       context, pool_,
       [this, request, response, query = std::move(*view_request)] {
         return ExchangeOnPool(*store_, request->keyspace(), query, response);
-      });
+      },
+      WorkerPool::Lane::kBulk);
 }
 
 grpc::ServerWriteReactor<v1::ScanResponse>* PeerService::Scan(
-    grpc::CallbackServerContext* /*context*/, const v1::ScanRequest* request) {
-  auto* reactor = new ScanReactor(store_, pool_, request);
+    grpc::CallbackServerContext* context, const v1::ScanRequest* request) {
+  auto* reactor = new ScanReactor(store_, pool_, limiter_, context, request);
   reactor->Start();
   return reactor;
 }
 
 grpc::ServerWriteReactor<v1::FetchRowsResponse>* PeerService::FetchRows(
-    grpc::CallbackServerContext* /*context*/,
-    const v1::FetchRowsRequest* request) {
-  auto* reactor = new FetchRowsReactor(store_, pool_, request);
+    grpc::CallbackServerContext* context, const v1::FetchRowsRequest* request) {
+  auto* reactor =
+      new FetchRowsReactor(store_, pool_, limiter_, context, request);
   reactor->Start();
   return reactor;
 }
 
-grpc::ServerReadReactor<v1::PushRowsRequest>* PeerService::PushRows(
-    grpc::CallbackServerContext* /*context*/, v1::PushRowsResponse* response) {
-  return new PushRowsReactor(store_, pool_, response);
+grpc::ServerReadReactor<grpc::ByteBuffer>* PeerService::PushRows(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  return new PushRowsReactor(store_, pool_, limiter_, context, response);
 }
 
 }  // namespace node

@@ -3,7 +3,11 @@
 // Serves the diff algorithm's calls (Handshake with per-keyspace summaries,
 // Exchange, Scan), FetchRows and PushRows for repair. Uses gRPC's callback
 // API: reactions never block; reads and writes of the store run on the
-// node's WorkerPool, and a full pool answers RESOURCE_EXHAUSTED.
+// node's WorkerPool, and a full pool answers RESOURCE_EXHAUSTED. A stream
+// never holds a pool thread while it waits for its reader: each pool task
+// fills one message, and the next starts when the message was taken (the
+// bulk lane of the pool, so that control calls always find a thread).
+// Answers stay under kMaxMessageBytes.
 //
 // Every request is validated (protocol version, keyspace names, node refs,
 // levels, counts, key and value sizes, versions) and answered with
@@ -18,6 +22,7 @@
 #include <string>
 
 #include "node/feed_publisher.h"
+#include "node/stream_limiter.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 #include "tally/v1/tally.grpc.pb.h"
@@ -31,11 +36,19 @@ using HandshakeObserver =
     std::function<void(const std::string& peer_address,
                        const std::string& node_name, uint64_t epoch)>;
 
-class PeerService final : public ::tally::v1::Peer::CallbackService {
+// PushRows is served raw, as bytes it parses itself, so that a corrupt
+// message in the stream is an error rather than its end
+// (internal/write_stream.h).
+class PeerService final
+    : public ::tally::v1::Peer::WithRawCallbackMethod_PushRows<
+          ::tally::v1::Peer::CallbackService> {
  public:
+  // `limiter` bounds and watches the bulk streams (Scan, FetchRows,
+  // PushRows); null for none. It must outlive the service.
   PeerService(storage::Store* store, WorkerPool* pool,
               HandshakeObserver observer = nullptr,
-              FeedOptions feed_options = FeedOptions{});
+              FeedOptions feed_options = FeedOptions{},
+              StreamLimiter* limiter = nullptr);
 
   grpc::ServerUnaryReactor* Handshake(
       grpc::CallbackServerContext* context,
@@ -51,9 +64,9 @@ class PeerService final : public ::tally::v1::Peer::CallbackService {
   grpc::ServerWriteReactor<::tally::v1::FetchRowsResponse>* FetchRows(
       grpc::CallbackServerContext* context,
       const ::tally::v1::FetchRowsRequest* request) override;
-  grpc::ServerReadReactor<::tally::v1::PushRowsRequest>* PushRows(
+  grpc::ServerReadReactor<grpc::ByteBuffer>* PushRows(
       grpc::CallbackServerContext* context,
-      ::tally::v1::PushRowsResponse* response) override;
+      grpc::ByteBuffer* response) override;
   // Ends the change feed's subscriptions (before the server shuts down).
   void StopFeeds() { feed_.Shutdown(); }
   // Waits until no subscription uses the store (after the server shut down).
@@ -69,6 +82,7 @@ class PeerService final : public ::tally::v1::Peer::CallbackService {
  private:
   storage::Store* const store_;
   WorkerPool* const pool_;
+  StreamLimiter* const limiter_;
   const HandshakeObserver observer_;
   FeedPublisher feed_;
 };

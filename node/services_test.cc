@@ -1,8 +1,11 @@
 // The Peer and Admin services over a real store and a real gRPC server on a
 // loopback port, called through real stubs.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -17,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "node/admin_service.h"
 #include "node/peer_service.h"
+#include "node/stream_limiter.h"
 #include "node/wire.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
@@ -72,7 +76,12 @@ struct ObservedHandshake {
 // finish) before the pool and the store go away.
 class TestNode {
  public:
-  TestNode(int threads, size_t max_queued) {
+  // With `limits`, the services bound and watch their bulk streams.
+  TestNode(int threads, size_t max_queued,
+           std::optional<StreamLimits> limits = std::nullopt) {
+    if (limits.has_value()) {
+      limiter_ = std::make_unique<StreamLimiter>(*limits);
+    }
     storage::StoreOptions options;
     options.node_name = kNodeName;
     options.sync = false;  // tests do not need durability across power loss
@@ -88,11 +97,13 @@ class TestNode {
                uint64_t epoch) {
           absl::MutexLock lock(&mu_);
           handshakes_.push_back(ObservedHandshake{address, name, epoch});
-        });
+        },
+        FeedOptions{}, limiter_.get());
     admin_service_ = std::make_unique<AdminService>(
         store_.get(), pool_.get(),
         std::vector<StatusSource*>{&status_source_,
-                                   peer_service_->feed_status()});
+                                   peer_service_->feed_status()},
+        limiter_.get());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
@@ -112,8 +123,10 @@ class TestNode {
 
   storage::Store& store() { return *store_; }
   WorkerPool& pool() { return *pool_; }
+  StreamLimiter& limiter() { return *limiter_; }
   v1::Peer::Stub& peer() { return *peer_; }
   v1::Admin::Stub& admin() { return *admin_; }
+  const std::shared_ptr<grpc::Channel>& channel() { return channel_; }
 
   std::vector<ObservedHandshake> handshakes() {
     absl::MutexLock lock(&mu_);
@@ -124,6 +137,8 @@ class TestNode {
   TempDir dir_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;
+  // Outlives the server and so every stream's ticket.
+  std::unique_ptr<StreamLimiter> limiter_;
   RecordingStatusSource status_source_;
   absl::Mutex mu_;
   std::vector<ObservedHandshake> handshakes_ ABSL_GUARDED_BY(mu_);
@@ -251,6 +266,49 @@ class ServicesTest : public ::testing::Test {
     return writer->Finish();
   }
 
+  // Sends `messages` as they are — bytes, valid protobuf or not — on the
+  // client stream `method` ("/tally.v1.Admin/Load"), as a client with a bug
+  // or a damaged link might. Returns the call's status.
+  grpc::Status RawClientStream(const std::string& method,
+                               const std::vector<std::string>& messages) {
+    grpc::GenericStub stub(node_.channel());
+    grpc::CompletionQueue cq;
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+        stub.PrepareCall(&context, method, &cq);
+    void* tag = nullptr;
+    bool ok = false;
+    auto step = [&](intptr_t want) {
+      EXPECT_TRUE(cq.Next(&tag, &ok));
+      EXPECT_EQ(reinterpret_cast<intptr_t>(tag), want);
+      return ok;
+    };
+    call->StartCall(reinterpret_cast<void*>(1));
+    bool open = step(1);
+    for (const std::string& message : messages) {
+      if (!open) break;
+      grpc::Slice slice(message);
+      grpc::ByteBuffer buffer(&slice, 1);
+      call->Write(buffer, reinterpret_cast<void*>(2));
+      open = step(2);
+    }
+    if (open) {
+      call->WritesDone(reinterpret_cast<void*>(3));
+      step(3);
+    }
+    grpc::ByteBuffer answer;
+    call->Read(&answer, reinterpret_cast<void*>(4));
+    step(4);
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(5));
+    step(5);
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+    return status;
+  }
+
   // The node still answers a good call after whatever came before.
   void ExpectStillServing() {
     v1::PutResponse put;
@@ -369,6 +427,60 @@ TEST_F(AdminServiceTest, LoadWritesEveryRowOfEveryMessage) {
   ASSERT_TRUE(Get("bulk", "k2-999", &get).ok());
   EXPECT_EQ(get.row().value(), "v2-999");
   EXPECT_EQ(get.row().version().origin(), kNodeName);
+}
+
+// A LoadRequest of `rows` rows "<prefix><i>", serialized.
+std::string LoadMessage(const std::string& keyspace, const std::string& prefix,
+                        int rows) {
+  v1::LoadRequest request;
+  request.set_keyspace(keyspace);
+  for (int i = 0; i < rows; ++i) {
+    v1::Row* row = request.add_rows();
+    row->set_key(absl::StrCat(prefix, i));
+    row->set_value(absl::StrCat("value of ", prefix, i));
+  }
+  return request.SerializeAsString();
+}
+
+// Issue 8, item 7: gRPC reports a message it cannot parse like the end of
+// the stream, so [good, truncated, good] used to answer OK with rows: 1.
+TEST_F(AdminServiceTest,
+       ACorruptMessageInALoadFailsNamingItAndWhatWasCommitted) {
+  const std::string good = LoadMessage("bulk", "a", 10);
+  std::string truncated = LoadMessage("bulk", "b", 10);
+  truncated.resize(truncated.size() - 3);  // inside the last row's value
+  const std::string later = LoadMessage("bulk", "c", 10);
+  const grpc::Status status =
+      RawClientStream("/tally.v1.Admin/Load", {good, truncated, later});
+  EXPECT_THAT(status, IsStatus(grpc::StatusCode::INVALID_ARGUMENT,
+                               "message 2 of the load"));
+  EXPECT_THAT(status.error_message(), HasSubstr("tally.v1.LoadRequest"));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("the 1 message before it committed 10 rows"));
+  absl::StatusOr<storage::KeyspaceInfo> info = store().GetKeyspace("bulk");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->row_count, 10u);  // the first message, and only it
+  v1::GetResponse get;
+  EXPECT_TRUE(Get("bulk", "a9", &get).ok());
+  EXPECT_EQ(Get("bulk", "c0", &get).error_code(), grpc::StatusCode::NOT_FOUND);
+  ExpectStillServing();
+}
+
+TEST_F(AdminServiceTest, LoadOfGoodRawMessagesAnswersTheRowCount) {
+  // The raw path still parses and answers a good stream.
+  v1::LoadResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  std::unique_ptr<grpc::ClientWriter<v1::LoadRequest>> writer =
+      node_.admin().Load(&context, &response);
+  for (int m = 0; m < 2; ++m) {
+    v1::LoadRequest request;
+    ASSERT_TRUE(request.ParseFromString(LoadMessage("bulk", "k", 5)));
+    ASSERT_TRUE(writer->Write(request));
+  }
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+  EXPECT_EQ(response.rows(), 10u);
 }
 
 TEST_F(AdminServiceTest, LoadRefusesRowsWithAVersionOrADeleteFlag) {
@@ -545,6 +657,57 @@ TEST_F(PeerServiceTest, HandshakeRefusesBadTopLevelsAndKeyspaceNames) {
   request.add_keyspaces("bad name!");
   EXPECT_THAT(Handshake(request, &response),
               IsStatus(grpc::StatusCode::INVALID_ARGUMENT, "bad name!"));
+  ExpectStillServing();
+}
+
+// Issue 8, item 6: a keyspace named 100,000 times at top_levels 8 made a
+// 234 MB answer.
+TEST_F(PeerServiceTest, HandshakeRefusesDuplicatedKeyspaces) {
+  WriteLocal("users", "u", 10);
+  v1::HandshakeRequest request;
+  request.set_protocol_version(kProtocolVersion);
+  request.set_top_levels(tree::kMaxSummaryTopLevels);
+  for (int i = 0; i < 3; ++i) request.add_keyspaces("users");
+  v1::HandshakeResponse response;
+  EXPECT_THAT(Handshake(request, &response),
+              IsStatus(grpc::StatusCode::INVALID_ARGUMENT,
+                       "keyspace 'users' is named twice"));
+  EXPECT_EQ(response.keyspaces_size(), 0);
+  ExpectStillServing();
+}
+
+TEST_F(PeerServiceTest, HandshakeRefusesMoreKeyspacesThanTheLimit) {
+  v1::HandshakeRequest request;
+  request.set_protocol_version(kProtocolVersion);
+  for (int i = 0; i < 1025; ++i) request.add_keyspaces(absl::StrCat("k", i));
+  v1::HandshakeResponse response;
+  EXPECT_THAT(Handshake(request, &response),
+              IsStatus(grpc::StatusCode::INVALID_ARGUMENT,
+                       "handshake names 1025 keyspaces; the limit is 1024"));
+  ExpectStillServing();
+}
+
+// Issue 8, item 6: every answer stays under the 4 MB every request is held
+// to. 20,000 rows with 250-byte keys listed in one exchange would be ~5.5 MB;
+// the node stops building it at 4 MiB instead of sending it (or holding
+// it).
+TEST_F(PeerServiceTest, ExchangeAnswerOverTheMessageLimitIsRefusedByTheNode) {
+  for (int batch = 0; batch < 2; ++batch) {
+    storage::WriteRequest write;
+    for (int i = 0; i < 10000; ++i) {
+      write.mutations.push_back(storage::Mutation::Put(
+          "wide", absl::StrCat(std::string(250, 'k'), batch, "-", i), "v"));
+    }
+    ASSERT_TRUE(store().Write(std::move(write)).ok());
+  }
+  v1::ExchangeRequest request;
+  request.set_keyspace("wide");
+  ToProto(tree::NodeRef{0, 0}, request.add_list());
+  v1::ExchangeResponse response;
+  // (gRPC's own refusal at the client, which is what happened before, says
+  // "Received message larger than max (5597793 vs. 4194304)".)
+  EXPECT_THAT(Exchange(request, &response),
+              IsStatus(grpc::StatusCode::RESOURCE_EXHAUSTED, "4194304 bytes"));
   ExpectStillServing();
 }
 
@@ -765,6 +928,228 @@ TEST_F(PeerServiceTest, ScanRefusesBadRangesAndUnknownKeyspaces) {
   ExpectStillServing();
 }
 
+// Writes `rows` entries of 2 KB into `keyspace` of `node`: 8 MB for
+// kBigRows, far more than one message and the flow-control window of a
+// connection with several streams, so that scans of it nobody reads stay
+// unfinished.
+void WriteEightMegabytes(TestNode& node, const std::string& keyspace,
+                         int rows = kBigRows) {
+  for (int first = 0; first < rows; first += 5000) {
+    storage::WriteRequest write;
+    for (int i = first; i < std::min(rows, first + 5000); ++i) {
+      write.mutations.push_back(storage::Mutation::Put(
+          keyspace, absl::StrCat(std::string(2000, 'k'), i), "v"));
+    }
+    ASSERT_TRUE(node.store().Write(std::move(write)).ok());
+  }
+}
+
+// How long a call takes; fails the test when it does not succeed.
+template <typename Call>
+absl::Duration Timed(const char* what, Call call) {
+  const absl::Time start = absl::Now();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  const grpc::Status status = call(&context);
+  EXPECT_TRUE(status.ok()) << what << ": " << status.error_message();
+  return absl::Now() - start;
+}
+
+// Issue 8, item 5: four Scans that nobody read parked all four pool
+// threads, and every Put, Get and Status timed out until the client left.
+TEST_F(PeerServiceTest, StalledScansLeaveStatusPutAndGetAnsweringAtOnce) {
+  TestNode node(/*threads=*/2, /*max_queued=*/64);
+  WriteEightMegabytes(node, "big");
+  v1::ScanRequest request;
+  request.set_keyspace("big");
+  ToProto(tree::NodeRef{0, 0}, request.add_ranges());
+  constexpr int kStalled = 6;  // three times the pool's threads
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::ScanResponse>>> readers;
+  for (int i = 0; i < kStalled; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    SetDeadline(contexts.back().get());
+    readers.push_back(node.peer().Scan(contexts.back().get(), request));
+  }
+  // Let every scan fill what the transport buffers and wait for its reader.
+  absl::SleepFor(absl::Milliseconds(500));
+
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_LT(Timed("Status",
+                    [&](grpc::ClientContext* c) {
+                      v1::StatusResponse r;
+                      return node.admin().Status(c, v1::StatusRequest(), &r);
+                    }),
+              absl::Milliseconds(100));
+    EXPECT_LT(Timed("Put",
+                    [&](grpc::ClientContext* c) {
+                      v1::PutRequest put;
+                      put.set_keyspace("users");
+                      put.set_key(absl::StrCat("k", round));
+                      put.set_value("v");
+                      v1::PutResponse r;
+                      return node.admin().Put(c, put, &r);
+                    }),
+              absl::Milliseconds(100));
+    EXPECT_LT(Timed("Get",
+                    [&](grpc::ClientContext* c) {
+                      v1::GetRequest get;
+                      get.set_keyspace("users");
+                      get.set_key(absl::StrCat("k", round));
+                      v1::GetResponse r;
+                      return node.admin().Get(c, get, &r);
+                    }),
+              absl::Milliseconds(100));
+  }
+  // The stalled scans are intact: each reads to its end.
+  for (int i = 0; i < kStalled; ++i) {
+    v1::ScanResponse message;
+    size_t entries = 0;
+    while (readers[i]->Read(&message)) entries += message.entries_size();
+    EXPECT_TRUE(readers[i]->Finish().ok());
+    EXPECT_EQ(entries, static_cast<size_t>(kBigRows));
+  }
+}
+
+// Issue 8, item 5: the bulk streams one client host may open are bounded.
+TEST_F(PeerServiceTest, BulkStreamsBeyondThePerClientLimitAreRefused) {
+  StreamLimits limits;
+  limits.max_per_client = 2;
+  TestNode node(/*threads=*/2, /*max_queued=*/64, limits);
+  WriteEightMegabytes(node, "big");
+  v1::ScanRequest request;
+  request.set_keyspace("big");
+  ToProto(tree::NodeRef{0, 0}, request.add_ranges());
+  grpc::ClientContext c1, c2;
+  SetDeadline(&c1);
+  SetDeadline(&c2);
+  auto r1 = node.peer().Scan(&c1, request);
+  auto r2 = node.peer().Scan(&c2, request);
+  v1::ScanResponse message;
+  ASSERT_TRUE(r1->Read(&message));  // both are open now
+  ASSERT_TRUE(r2->Read(&message));
+
+  grpc::ClientContext c3;
+  SetDeadline(&c3);
+  auto r3 = node.peer().Scan(&c3, request);
+  EXPECT_FALSE(r3->Read(&message));
+  EXPECT_THAT(r3->Finish(), IsStatus(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                     "client 127.0.0.1 has 2 bulk streams "
+                                     "open"));
+  grpc::ClientContext c4;
+  SetDeadline(&c4);
+  v1::LoadResponse loaded;
+  auto load = node.admin().Load(&c4, &loaded);
+  v1::LoadRequest rows;
+  rows.set_keyspace("bulk");
+  rows.add_rows()->set_key("k");
+  load->Write(rows);
+  load->WritesDone();
+  EXPECT_THAT(load->Finish(),
+              IsStatus(grpc::StatusCode::RESOURCE_EXHAUSTED, "the limit is 2"));
+  EXPECT_FALSE(store().GetKeyspace("bulk").ok());
+  // Control calls are not streams: they still answer.
+  v1::StatusResponse status;
+  grpc::ClientContext c5;
+  SetDeadline(&c5);
+  EXPECT_TRUE(node.admin().Status(&c5, v1::StatusRequest(), &status).ok());
+
+  // Once one ends, another may start.
+  c1.TryCancel();
+  while (r1->Read(&message)) {
+  }
+  r1->Finish();
+  for (int i = 0; i < 100 && node.limiter().open_streams() > 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  std::vector<v1::ScanResponse> messages;
+  v1::ScanRequest small;
+  small.set_keyspace("big");
+  ToProto(tree::NodeRef{20, 0}, small.add_ranges());
+  grpc::ClientContext c6;
+  SetDeadline(&c6);
+  auto r6 = node.peer().Scan(&c6, small);
+  while (r6->Read(&message)) {
+  }
+  EXPECT_TRUE(r6->Finish().ok());
+  c2.TryCancel();
+  while (r2->Read(&message)) {
+  }
+  r2->Finish();
+}
+
+// Issue 8, item 5: a stream whose reader stops reading is ended by the
+// node after the idle timeout, instead of living as long as its client.
+TEST_F(PeerServiceTest, AScanWhoseReaderStopsIsCancelledAfterTheIdleTimeout) {
+  StreamLimits limits;
+  limits.idle_timeout = absl::Milliseconds(300);
+  TestNode node(/*threads=*/2, /*max_queued=*/64, limits);
+  // 32 MB: more than one stream's flow-control window, however gRPC
+  // tunes it on loopback.
+  constexpr int kRows = 4 * kBigRows;
+  WriteEightMegabytes(node, "big", kRows);
+  v1::ScanRequest request;
+  request.set_keyspace("big");
+  ToProto(tree::NodeRef{0, 0}, request.add_ranges());
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  auto reader = node.peer().Scan(&context, request);
+  v1::ScanResponse message;
+  ASSERT_TRUE(reader->Read(&message));
+  EXPECT_EQ(node.limiter().open_streams(), 1);
+  // Stop reading for much longer than the timeout.
+  for (int i = 0; i < 300 && node.limiter().open_streams() > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(node.limiter().open_streams(), 0);
+  EXPECT_EQ(node.limiter().idle_cancels(), 1u);
+  size_t entries = message.entries_size();
+  while (reader->Read(&message)) entries += message.entries_size();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_LT(entries, static_cast<size_t>(kRows));
+
+  // A reader that keeps reading is never cut, however long the scan.
+  grpc::ClientContext steady_context;
+  SetDeadline(&steady_context);
+  auto steady = node.peer().Scan(&steady_context, request);
+  entries = 0;
+  while (steady->Read(&message)) {
+    entries += message.entries_size();
+    absl::SleepFor(absl::Milliseconds(20));  // slower, but within the timeout
+  }
+  EXPECT_TRUE(steady->Finish().ok());
+  EXPECT_EQ(entries, static_cast<size_t>(kRows));
+}
+
+TEST(StreamLimiter, NamesTheClientHostOfAPeer) {
+  EXPECT_EQ(StreamLimiter::ClientHost("ipv4:10.0.0.2:51234"), "10.0.0.2");
+  EXPECT_EQ(StreamLimiter::ClientHost("ipv6:[::1]:51234"), "::1");
+  EXPECT_EQ(StreamLimiter::ClientHost("unix:/tmp/sock"), "unix:/tmp/sock");
+}
+
+// Issue 8, item 5: 16,384 copies of the whole keyspace in one small request
+// would make a node stream its data 16,384 times.
+TEST_F(PeerServiceTest, ScanRefusesOverlappingRanges) {
+  WriteLocal("users", "u", 10);
+  std::vector<v1::ScanResponse> messages;
+  v1::ScanRequest repeated;
+  repeated.set_keyspace("users");
+  for (int i = 0; i < 16384; ++i) {
+    ToProto(tree::NodeRef{0, 0}, repeated.add_ranges());
+  }
+  EXPECT_THAT(Scan(repeated, &messages),
+              IsStatus(grpc::StatusCode::INVALID_ARGUMENT, "overlap"));
+  v1::ScanRequest nested;
+  nested.set_keyspace("users");
+  ToProto(tree::NodeRef{3, 5}, nested.add_ranges());
+  ToProto(tree::NodeRef{1, 1}, nested.add_ranges());
+  EXPECT_THAT(Scan(nested, &messages),
+              IsStatus(grpc::StatusCode::INVALID_ARGUMENT, "overlap"));
+  EXPECT_TRUE(messages.empty());
+  ExpectStillServing();
+}
+
 TEST_F(PeerServiceTest, FetchRowsReturnsPresentRowsAndListsMissingKeys) {
   WriteRemote("users", {RemoteRow("a", "alpha", 10, "node-b"),
                         RemoteRow("b", "beta", 11, "node-c")});
@@ -917,6 +1302,46 @@ TEST_F(PeerServiceTest, PushRowsUnderSourceOverrideReplacesAndErases) {
   EXPECT_EQ(get.row().version().origin(), "source");
   EXPECT_EQ(Get("users", "extra", &get).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+// Issue 8, item 7, for PushRows.
+TEST_F(PeerServiceTest,
+       ACorruptMessageInAPushRowsFailsNamingItAndWhatWasCommitted) {
+  v1::PushRowsRequest first;
+  first.set_keyspace("repl");
+  *first.add_rows() = RemoteRow("a", "x", 10);
+  *first.add_rows() = RemoteRow("b", "y", 10);
+  v1::PushRowsRequest second;
+  *second.add_rows() = RemoteRow("c", "a value long enough to cut", 10);
+  std::string truncated = second.SerializeAsString();
+  truncated.resize(truncated.size() / 2);
+  v1::PushRowsRequest third;
+  *third.add_rows() = RemoteRow("d", "z", 10);
+  const grpc::Status status = RawClientStream(
+      "/tally.v1.Peer/PushRows",
+      {first.SerializeAsString(), truncated, third.SerializeAsString()});
+  EXPECT_THAT(status, IsStatus(grpc::StatusCode::INVALID_ARGUMENT,
+                               "message 2 of the push"));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("committed 2 rows applied, 0 ignored, 0 erased"));
+  absl::StatusOr<storage::KeyspaceInfo> info = store().GetKeyspace("repl");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->row_count, 2u);
+  ExpectStillServing();
+}
+
+// Issue 8, item 8: an ApplyMode this node does not know was applied as last
+// writer wins.
+TEST_F(PeerServiceTest, PushRowsRefusesAnUnknownApplyMode) {
+  v1::PushRowsRequest message;
+  message.set_keyspace("repl");
+  message.set_mode(static_cast<v1::ApplyMode>(7));
+  *message.add_rows() = RemoteRow("a", "x", 10);
+  v1::PushRowsResponse response;
+  EXPECT_THAT(PushRows({message}, &response),
+              IsStatus(grpc::StatusCode::INVALID_ARGUMENT, "apply mode 7"));
+  EXPECT_FALSE(store().GetKeyspace("repl").ok());
+  ExpectStillServing();
 }
 
 TEST_F(PeerServiceTest, PushRowsRefusesEraseOutsideSourceOverride) {

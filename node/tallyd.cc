@@ -52,6 +52,12 @@ Settings (flags, or `name = value` lines in --config FILE):
   --default-depth D        tree depth of new keyspaces, 1..24 (default 16)
   --session-timeout DURATION  abandon a session after this (default 10m)
   --rpc-threads N          threads serving store reads and writes (default 4)
+  --max-keyspaces N        keyspaces the store may hold, 1..10000 (default 256;
+                           each keeps its tree in memory, ~2.2 MiB at depth 16)
+  --max-streams-per-client N  bulk streams (scan, fetch, push, load) one
+                           client host may have open at once (default 32)
+  --stream-idle-timeout DURATION  cancel a stream whose reader took no
+                           message for this long (default 60s)
   --sync-writes BOOL       fsync every commit (default true)
   --insecure               allow a non-loopback --listen without TLS
   --tls-cert FILE          PEM certificate: serve and dial TLS only

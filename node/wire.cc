@@ -317,5 +317,13 @@ absl::StatusOr<tree::ViewSummary> SummaryFromProto(
   return out;
 }
 
+absl::Status CheckAnswerSize(size_t bytes, absl::string_view what,
+                             absl::string_view hint) {
+  if (bytes <= static_cast<size_t>(kMaxMessageBytes)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "the %s answer would be %d bytes or more; the limit is %d bytes (%s)",
+      what, bytes, kMaxMessageBytes, hint));
+}
+
 }  // namespace node
 }  // namespace tally

@@ -34,6 +34,16 @@ inline constexpr size_t kMaxScanRanges = tree::kMaxListRangesPerExchange;
 inline constexpr size_t kStreamChunkBytes = 1 << 20;
 // gRPC's default receive limit; requests and answers stay below it.
 inline constexpr int kMaxMessageBytes = 4 * 1024 * 1024;
+// Keyspaces one Handshake may name (each named once): with top_levels 8 a
+// summary is up to ~4.7 KB, so the answer stays under kMaxMessageBytes.
+inline constexpr int kMaxHandshakeKeyspaces = 1024;
+
+// kResourceExhausted when an answer of `bytes` would pass kMaxMessageBytes,
+// the limit every request is held to: the node refuses to send (or keep)
+// what no client would accept. `what` names the call, `hint` what to ask
+// for instead.
+absl::Status CheckAnswerSize(size_t bytes, absl::string_view what,
+                             absl::string_view hint);
 
 // Each origin name travels once per message; entries carry an index.
 class OriginDictionary {

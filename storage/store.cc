@@ -249,6 +249,11 @@ class StoreImpl : public Store {
     absl::InlinedVector<std::pair<uint32_t, uint64_t>, 4> origin_rows;
   };
   Group StartGroup() ABSL_LOCKS_EXCLUDED(mu_);
+  // kResourceExhausted when `names` (a write's keyspaces) would take the
+  // store past max_keyspaces. Writers racing to create keyspaces may pass
+  // together: the limit can be passed by at most the writers in flight.
+  absl::Status CheckKeyspaceLimit(
+      const std::vector<absl::string_view>& names) const;
   // Keyspace id and depth, creating the keyspace in this group if new.
   std::pair<uint32_t, int> ResolveKeyspace(Group& g, const std::string& name,
                                            int depth) ABSL_LOCKS_EXCLUDED(mu_);
@@ -781,8 +786,38 @@ absl::Status StoreImpl::ValidateRequest(const WriteRequest& request) const {
   return absl::OkStatus();
 }
 
+absl::Status StoreImpl::CheckKeyspaceLimit(
+    const std::vector<absl::string_view>& names) const {
+  absl::flat_hash_set<absl::string_view> new_names;
+  absl::string_view first_new;
+  for (absl::string_view name : names) {
+    if (new_names.contains(name) || FindKeyspace(name) != nullptr) continue;
+    if (new_names.empty()) first_new = name;
+    new_names.insert(name);
+  }
+  if (new_names.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  if (keyspaces_.size() + new_names.size() > options_.max_keyspaces) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "keyspace '%s' would be a new keyspace; this store holds %d and the "
+        "limit is %d (max_keyspaces)",
+        first_new, keyspaces_.size(), options_.max_keyspaces));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<WriteResult> StoreImpl::Write(WriteRequest request) {
   TALLY_RETURN_IF_ERROR(ValidateRequest(request));
+  {
+    // Distinct keyspace names, in order; requests rarely carry more than one.
+    std::vector<absl::string_view> names;
+    for (const Mutation& m : request.mutations) {
+      if (names.empty() || names.back() != m.keyspace) {
+        names.push_back(m.keyspace);
+      }
+    }
+    TALLY_RETURN_IF_ERROR(CheckKeyspaceLimit(names));
+  }
   Writer writer;
   writer.request = &request;
   for (const Mutation& m : request.mutations) {
@@ -803,6 +838,7 @@ absl::Status StoreImpl::CreateKeyspace(absl::string_view name, int depth) {
     return absl::AlreadyExistsError(absl::StrFormat(
         "keyspace '%s' exists with depth %d, not %d", name, ks->depth, depth));
   }
+  TALLY_RETURN_IF_ERROR(CheckKeyspaceLimit({name}));
   Writer writer;
   writer.create_keyspace.emplace(std::string(name), depth);
   TALLY_RETURN_IF_ERROR(Enqueue(&writer).status());
@@ -1784,6 +1820,7 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
     if (!status.ok()) break;
   }
   response.descendants = std::move(ordered);
+  size_t entry_bytes = 0;
   for (const NodeRef& range : request.list) {
     if (!status.ok()) break;
     uint32_t count = 0;
@@ -1798,6 +1835,15 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
           }
           TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
                                  store_->ToEntry(token, key, header));
+          // Issue 8, item 6: an answer is never built past what could be
+          // sent.
+          entry_bytes += tree::WireSize(entry);
+          if (entry_bytes > tree::kMaxEntryBytesPerExchange) {
+            return absl::ResourceExhaustedError(absl::StrFormat(
+                "listing would return more than %d bytes of rows; list "
+                "fewer ranges",
+                tree::kMaxEntryBytesPerExchange));
+          }
           response.entries.push_back(std::move(entry));
           ++count;
           return true;

@@ -27,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "node/client.h"
 #include "node/wire.h"
+#include "tally/v1/tally.grpc.pb.h"
 #include "tests/process.h"
 #include "tests/temp_dir.h"
 
@@ -467,6 +468,90 @@ TEST(Cluster, NonLoopbackListenIsRefusedWithoutInsecure) {
       NodeProcess::Start("n", dir.path(), {"--insecure"}, "0.0.0.0:0");
   ASSERT_TRUE(insecure.ok()) << insecure.status();
   EXPECT_EQ((*insecure)->Stop(), 0);
+}
+
+// Issue 8, item 9: gRPC sets SO_REUSEPORT by default, so a second tallyd on
+// a held port used to start and take half of the new connections.
+TEST(Cluster, ASecondTallydOnAHeldPortExitsNonZeroNamingTheAddress) {
+  TempDir first_dir;
+  TempDir second_dir;
+  std::unique_ptr<NodeProcess> first = StartNode("first", first_dir.path());
+  ASSERT_NE(first, nullptr);
+  const CommandResult second = ::tally::testing::RunCommand(
+      {::tally::testing::TallydPath(), "--name", "second", "--data-dir",
+       second_dir.path(), "--listen", first->address()},
+      absl::Seconds(20));
+  EXPECT_NE(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.exit_code, 128 + SIGKILL) << "still running: " << second.err;
+  EXPECT_THAT(second.err, HasSubstr("cannot listen on " + first->address()));
+  EXPECT_THAT(second.err, HasSubstr("in use"));
+  // The first node still answers every connection.
+  for (int i = 0; i < 10; ++i) {
+    std::unique_ptr<NodeClient> client = Connect(first->address());
+    ASSERT_NE(client, nullptr);
+    absl::StatusOr<v1::StatusResponse> status = client->Status();
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_EQ(status->node_name(), "first");
+  }
+  EXPECT_EQ(first->Stop(), 0);
+}
+
+// Issue 8, item 5, on a real node: a client opened Scans and stopped
+// reading; all four worker threads parked and every Put, Get and Status
+// timed out until the client disconnected.
+TEST(Cluster, UnreadScansLeaveARunningNodeAnswering) {
+  TempDir dir;
+  std::unique_ptr<NodeProcess> node = StartNode("n", dir.path());
+  ASSERT_NE(node, nullptr);
+  std::unique_ptr<NodeClient> client = Connect(node->address());
+  ASSERT_NE(client, nullptr);
+  // 16 MB of scan entries (keys of 2 KB): a stream nobody reads stalls.
+  int i = 0;
+  absl::StatusOr<v1::LoadResponse> loaded =
+      client->Load("big", [&](std::string* key, std::string* value) {
+        if (i == 8000) return false;
+        *key = absl::StrCat(std::string(2000, 'k'), i++);
+        *value = "v";
+        return true;
+      });
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+
+  // Another client: its own connection, eight Scans of the whole keyspace
+  // (twice the node's four worker threads), never read.
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(node->address(), grpc::InsecureChannelCredentials());
+  std::unique_ptr<v1::Peer::Stub> peer = v1::Peer::NewStub(channel);
+  v1::ScanRequest scan;
+  scan.set_keyspace("big");
+  node::ToProto(tree::NodeRef{0, 0}, scan.add_ranges());
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::ScanResponse>>> readers;
+  for (int s = 0; s < 8; ++s) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    readers.push_back(peer->Scan(contexts.back().get(), scan));
+  }
+  absl::SleepFor(absl::Milliseconds(500));
+
+  for (int round = 0; round < 3; ++round) {
+    absl::Time start = absl::Now();
+    absl::StatusOr<v1::StatusResponse> status = client->Status();
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_LT(absl::Now() - start, absl::Milliseconds(100)) << "Status";
+    start = absl::Now();
+    ASSERT_TRUE(client->Put("users", absl::StrCat("k", round), "v").ok());
+    EXPECT_LT(absl::Now() - start, absl::Milliseconds(100)) << "Put";
+    start = absl::Now();
+    ASSERT_TRUE(client->Get("users", absl::StrCat("k", round)).ok());
+    EXPECT_LT(absl::Now() - start, absl::Milliseconds(100)) << "Get";
+  }
+  for (auto& context : contexts) context->TryCancel();
+  for (auto& reader : readers) {
+    v1::ScanResponse message;
+    while (reader->Read(&message)) {
+    }
+    reader->Finish();
+  }
+  EXPECT_EQ(node->Stop(), 0);
 }
 
 TEST(Cluster, ChangeFeedCarriesWritesAroundARingWithoutEchoes) {

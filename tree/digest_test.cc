@@ -83,6 +83,19 @@ TEST(Token, IsStableAndPlacesKeysInLeaves) {
   EXPECT_EQ((NodeRef{1, 0}).last_token(), (uint64_t{1} << 63) - 1);
 }
 
+// Found with issue 8, item 5 (a scan resumes inside a range through
+// one-token ranges): a level-64 range ended at the last token of all.
+TEST(Token, ALevel64RangeHoldsExactlyOneToken) {
+  const Token t = TokenOf("alice");
+  // A level known only at run time, as in a request: a constant shift by
+  // 64 may be folded differently.
+  volatile int level = 64;
+  const NodeRef one{level, t};
+  EXPECT_EQ(one.first_token(), t);
+  EXPECT_EQ(one.last_token(), t);
+  EXPECT_FALSE(one.Contains(t + 1));
+}
+
 }  // namespace
 }  // namespace tree
 }  // namespace tally

@@ -53,6 +53,9 @@ struct NodeRef {
     return level == 0 ? 0 : index << (kTokenBits - level);
   }
   Token last_token() const {
+    // Shifting a 64-bit value by 64 is undefined (x86 shifts by 0): a
+    // level-64 range, one token, used to end at the last token of all.
+    if (level >= kTokenBits) return first_token();
     return level == 0 ? ~Token{0} : first_token() | (~Token{0} >> level);
   }
   bool Contains(Token token) const {

@@ -109,6 +109,9 @@ inline constexpr int kMaxLevelsAhead = 16;
 inline constexpr uint64_t kMaxDescendantsPerExchange = 1 << 16;
 inline constexpr uint64_t kMaxListRangesPerExchange = 1 << 14;
 inline constexpr uint64_t kMaxEntriesPerExchange = 1 << 15;
+// Listed rows carry their keys (up to 16 KiB each): an answer stops at this
+// many bytes of rows (WireSize) however few they are.
+inline constexpr uint64_t kMaxEntryBytesPerExchange = 4 << 20;
 
 // Receives rows streamed by TreeView::Scan, in (token, key) order per range.
 using EntrySink = std::function<absl::Status(const RowEntry&)>;

@@ -13,11 +13,14 @@ grpc::Status Overloaded() {
 
 grpc::ServerUnaryReactor* FinishOnPool(grpc::CallbackServerContext* context,
                                        WorkerPool* pool,
-                                       std::function<absl::Status()> work) {
+                                       std::function<absl::Status()> work,
+                                       WorkerPool::Lane lane) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const bool scheduled = pool->Schedule([reactor, work = std::move(work)] {
-    reactor->Finish(ToGrpcStatus(work()));
-  });
+  const bool scheduled = pool->Schedule(
+      [reactor, work = std::move(work)] {
+        reactor->Finish(ToGrpcStatus(work()));
+      },
+      lane);
   if (!scheduled) reactor->Finish(Overloaded());
   return reactor;
 }

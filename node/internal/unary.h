@@ -25,11 +25,13 @@ namespace internal {
 // The answer when the pool's queue is full.
 grpc::Status Overloaded();
 
-// Runs `work` on the pool and finishes the unary call with its status.
-// `work` may use the call's request and response: they live until Finish.
-grpc::ServerUnaryReactor* FinishOnPool(grpc::CallbackServerContext* context,
-                                       WorkerPool* pool,
-                                       std::function<absl::Status()> work);
+// Runs `work` on the pool (in `lane`) and finishes the unary call with its
+// status. `work` may use the call's request and response: they live until
+// Finish.
+grpc::ServerUnaryReactor* FinishOnPool(
+    grpc::CallbackServerContext* context, WorkerPool* pool,
+    std::function<absl::Status()> work,
+    WorkerPool::Lane lane = WorkerPool::Lane::kControl);
 
 // Finishes a unary call at once (bad input found by the reaction).
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
