@@ -170,6 +170,8 @@ absl::Status ApplySetting(absl::string_view name, absl::string_view value,
     TALLY_ASSIGN_OR_RETURN(config->max_clock_skew, ParseDuration(value));
   } else if (name == "maintenance-interval") {
     TALLY_ASSIGN_OR_RETURN(config->maintenance_interval, ParseDuration(value));
+  } else if (name == "scrub-interval") {
+    TALLY_ASSIGN_OR_RETURN(config->scrub_interval, ParseDuration(value));
   } else {
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown setting '%s'", name));

@@ -82,6 +82,9 @@ struct NodeConfig {
   absl::Duration max_clock_skew = absl::Seconds(60);
   // How often retention and tombstone purge run.
   absl::Duration maintenance_interval = absl::Seconds(10);
+  // Time between background scrub passes (node/scrubber.h), jittered;
+  // zero: no scrubbing.
+  absl::Duration scrub_interval = absl::Hours(6);
 };
 
 // Parses "HOST:PORT" or "HOST:PORT,role=source" (or role=peer).

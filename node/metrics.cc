@@ -260,6 +260,22 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
   e.Family("tally_tombstones_purged_total", kCounter,
            "Tombstones purged once every peer had seen them.");
   e.Sample(status.tombstones_purged());
+  const v1::ScrubStatus& scrub = status.scrub();
+  e.Family("tally_scrub_passes_total", kCounter,
+           "Complete scrub passes (every row checked against its digest).");
+  e.Sample(scrub.passes());
+  e.Family("tally_scrub_rows_checked_total", kCounter,
+           "Rows the scrubber checked against their digests.");
+  e.Sample(scrub.rows_checked());
+  e.Family("tally_scrub_damaged_rows_total", kCounter,
+           "Rows the scrubber found damaged on disk (marked for repair).");
+  e.Sample(scrub.damaged_rows_found());
+  e.Family("tally_scrub_leaves_repaired_total", kCounter,
+           "Leaves the scrubber corrected from their rows.");
+  e.Sample(scrub.leaves_repaired());
+  e.Family("tally_damaged_rows", kGauge,
+           "Rows marked damaged now, awaiting a peer's copy; alert on > 0.");
+  e.Sample(scrub.damaged_rows());
   return e.Take();
 }
 

@@ -36,6 +36,7 @@ namespace node {
 class AdminService;
 class MetricsServer;
 class Maintenance;
+class Scrubber;
 class PeerService;
 class SessionScheduler;
 class WorkerPool;
@@ -66,6 +67,7 @@ class NodeServer {
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<SessionScheduler> scheduler_;
   std::unique_ptr<Maintenance> maintenance_;
+  std::unique_ptr<Scrubber> scrubber_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;

@@ -323,7 +323,9 @@ class FetchRowsReactor final
     while (next_key_ < request_->keys_size() && bytes < kStreamChunkBytes) {
       const std::string& key = request_->keys(next_key_++);
       absl::StatusOr<storage::Row> row = store_->Get(request_->keyspace(), key);
-      if (absl::IsNotFound(row.status())) {
+      // A damaged row (DATA_LOSS, now marked for repair) is not sent: to
+      // the fetcher it is missing here, as it is from this node's tree.
+      if (absl::IsNotFound(row.status()) || absl::IsDataLoss(row.status())) {
         message_.add_missing(key);
         bytes += key.size() + 8;
         continue;

@@ -56,6 +56,13 @@ std::string StatusText(const v1::StatusResponse& status,
                        feed.received(), feed.applied(), feed.not_newer(),
                        feed.refused_skew())},
       {"tombstones purged", absl::StrCat(status.tombstones_purged())},
+      {"scrub",
+       absl::StrFormat("%d passes, %d rows checked, %d damaged found, %d "
+                       "leaves repaired; damaged now: %d",
+                       status.scrub().passes(), status.scrub().rows_checked(),
+                       status.scrub().damaged_rows_found(),
+                       status.scrub().leaves_repaired(),
+                       status.scrub().damaged_rows())},
   });
 
   std::vector<std::vector<std::string>> keyspaces = {
@@ -126,6 +133,12 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   out["first_sequence"] = status.first_sequence();
   out["log_entries_trimmed"] = status.log_entries_trimmed();
   out["tombstones_purged"] = status.tombstones_purged();
+  out["scrub"] =
+      Json{{"passes", status.scrub().passes()},
+           {"rows_checked", status.scrub().rows_checked()},
+           {"damaged_rows_found", status.scrub().damaged_rows_found()},
+           {"leaves_repaired", status.scrub().leaves_repaired()},
+           {"damaged_rows", status.scrub().damaged_rows()}};
   out["sessions_running"] = status.sessions_running();
   out["sessions_ok"] = status.sessions_ok();
   out["sessions_failed"] = status.sessions_failed();
