@@ -227,6 +227,12 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
   for (const v1::PeerStatus& p : status.peers()) {
     e.Sample({{"peer", p.address()}}, p.feed_reconnects());
   }
+  e.Family("tally_clock_behind_seconds", kGauge,
+           "How far this node's clock was behind the peer's at the last "
+           "handshake (negative: ahead).");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.clock_behind_seconds());
+  }
   e.Family("tally_feed_upstream_position", kGauge,
            "The peer's change-log sequence applied up to.");
   for (const v1::PeerStatus& p : status.peers()) {

@@ -213,7 +213,7 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
                 absl::StartsWith(line, family + " "))
         << line << " under " << family;
   }
-  EXPECT_EQ(seen.size(), 34u);  // every family, with a peer and a subscriber
+  EXPECT_EQ(seen.size(), 35u);  // every family, with a peer and a subscriber
 }
 
 TEST(RenderPrometheus, LabelValuesAreEscaped) {

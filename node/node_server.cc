@@ -33,6 +33,12 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   store_options.default_depth = config.default_depth;
   store_options.sync = config.sync_writes;
   store_options.max_clock_skew = config.max_clock_skew;
+  if (config.test_clock_offset != absl::ZeroDuration()) {
+    const absl::Duration offset = config.test_clock_offset;
+    store_options.physical_clock = [offset] {
+      return static_cast<uint64_t>(absl::ToUnixMillis(absl::Now() + offset));
+    };
+  }
   TALLY_ASSIGN_OR_RETURN(node->store_,
                          storage::Store::Open(config.data_dir, store_options));
 

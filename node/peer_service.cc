@@ -61,6 +61,7 @@ absl::Status HandshakeOnPool(storage::Store& store,
   response->set_protocol_version(kProtocolVersion);
   response->set_node_name(store.node_name());
   response->set_epoch(store.epoch());
+  response->set_clock_unix_ms(store.clock().PhysicalMillis());
   for (const std::string& name : names) {
     absl::StatusOr<std::unique_ptr<tree::TreeView>> view =
         store.NewTreeView(name);

@@ -69,6 +69,9 @@ Settings (flags, or `name = value` lines in --config FILE):
   --scrub-interval DURATION  how often every row is checked against its
                            digest in the background (default 6h, jittered;
                            0 = never)
+  --test-clock-offset [-]DURATION  FOR TESTS ONLY: run this node's clock
+                           this far ahead (or, with -, behind) of the system
+                           clock
 
 On start it prints "tallyd NAME listening on HOST:PORT" to stderr, and with
 --metrics-listen "metrics on http://HOST:PORT/metrics".

@@ -21,7 +21,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
@@ -666,12 +665,7 @@ absl::Status StoreImpl::MigrateTombstoneIndex() {
 }
 
 HlcTimestamp StoreImpl::PhysicalNow() const {
-  const uint64_t millis =
-      options_.physical_clock
-          ? options_.physical_clock()
-          : static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
-  return HlcTimestamp::FromParts(
-      std::min<uint64_t>(millis, HlcTimestamp::kMaxPhysicalMillis), 0);
+  return HlcTimestamp::FromParts(clock_.PhysicalMillis(), 0);
 }
 
 absl::StatusOr<std::vector<tree::NodeState>> StoreImpl::RecoverLeaves(

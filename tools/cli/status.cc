@@ -56,6 +56,11 @@ std::string StatusText(const v1::StatusResponse& status,
                        feed.received(), feed.applied(), feed.not_newer(),
                        feed.refused_skew())},
       {"tombstones purged", absl::StrCat(status.tombstones_purged())},
+      {"clock behind peers",
+       absl::StrFormat("%.1f s%s", status.clock_behind_seconds(),
+                       status.clock_behind_seconds() > 5
+                           ? " (far behind: fix its time source)"
+                           : "")},
       {"scrub",
        absl::StrFormat("%d passes, %d rows checked, %d damaged found, %d "
                        "leaves repaired; damaged now: %d",
@@ -133,6 +138,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   out["first_sequence"] = status.first_sequence();
   out["log_entries_trimmed"] = status.log_entries_trimmed();
   out["tombstones_purged"] = status.tombstones_purged();
+  out["clock_behind_seconds"] = status.clock_behind_seconds();
   out["scrub"] =
       Json{{"passes", status.scrub().passes()},
            {"rows_checked", status.scrub().rows_checked()},
@@ -174,7 +180,8 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                  {"sessions_failed", p.sessions_failed()},
                  {"rows_received", p.rows_received()},
                  {"rows_sent", p.rows_sent()},
-                 {"bytes_repaired", p.bytes_repaired()}};
+                 {"bytes_repaired", p.bytes_repaired()},
+                 {"clock_behind_seconds", p.clock_behind_seconds()}};
     peer["feed"] = {{"connected", p.feed_connected()},
                     {"position", p.feed_position()},
                     {"lag_entries", p.feed_lag_entries()},
