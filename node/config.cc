@@ -171,7 +171,11 @@ absl::Status ApplySetting(absl::string_view name, absl::string_view value,
   } else if (name == "maintenance-interval") {
     TALLY_ASSIGN_OR_RETURN(config->maintenance_interval, ParseDuration(value));
   } else if (name == "scrub-interval") {
-    TALLY_ASSIGN_OR_RETURN(config->scrub_interval, ParseDuration(value));
+    if (value == "0" || value == "off") {
+      config->scrub_interval = absl::ZeroDuration();
+    } else {
+      TALLY_ASSIGN_OR_RETURN(config->scrub_interval, ParseDuration(value));
+    }
   } else if (name == "test-clock-offset") {
     // Signed: a clock behind is what the tests play.
     const bool behind = absl::StartsWith(value, "-");
