@@ -1,6 +1,8 @@
 // Damage on disk and clocks that disagree: a byte flipped inside a table
 // file must never be served nor hidden from anti-entropy, and a tombstone
 // written by a node whose clock runs behind must not be purged early.
+#include <leveldb/db.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +15,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/internal/coding.h"
+#include "storage/internal/records.h"
 #include "storage/store.h"
 #include "tests/temp_dir.h"
 
@@ -319,6 +323,71 @@ TEST(StoreTombstonePurge, ARewrittenTombstoneIsPurgedByItsOwnArrival) {
       tree::HlcTimestamp::FromParts(now_millis - 50 * 1000, 0), 1000);
   ASSERT_TRUE(purged.ok()) << purged.status();
   EXPECT_EQ(*purged, 1u);
+}
+
+// A store whose index is keyed by the tombstones' own timestamps (an older
+// build) is rekeyed at open, every tombstone counted as arriving then: none
+// is purged earlier than its arrival here allows.
+TEST(StoreTombstonePurge, AnIndexByTimestampIsRekeyedByArrivalAtOpen) {
+  TempDir dir;
+  uint64_t now_millis = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+  StoreOptions options = Options();
+  options.physical_clock = [&now_millis] { return now_millis; };
+  {
+    auto store = OpenOrDie(dir.path(), options);
+    for (int i = 0; i < 10; ++i) {
+      Mutation del = Mutation::Delete("ks", absl::StrCat("k", i));
+      del.version = tree::Version{
+          tree::HlcTimestamp::FromParts(now_millis - kSlowBySeconds * 1000, i),
+          "slow"};
+      WriteRequest request;
+      request.mutations.push_back(std::move(del));
+      ASSERT_TRUE(store->Write(std::move(request)).ok());
+    }
+  }
+  {
+    // Rewrite the index as the older build kept it.
+    leveldb::DB* raw = nullptr;
+    ASSERT_TRUE(leveldb::DB::Open(leveldb::Options(), dir.path(), &raw).ok());
+    std::unique_ptr<leveldb::DB> db(raw);
+    std::unique_ptr<leveldb::Iterator> it(
+        db->NewIterator(leveldb::ReadOptions()));
+    std::vector<std::pair<std::string, std::string>> records;
+    for (it->Seek(std::string(1, internal::kTombstoneTag));
+         it->Valid() && it->key()[0] == internal::kTombstoneTag; it->Next()) {
+      records.emplace_back(it->key().ToString(), it->value().ToString());
+    }
+    ASSERT_EQ(records.size(), 10u);
+    for (const auto& [key, value] : records) {
+      ASSERT_EQ(value.size(), 8u);
+      ASSERT_TRUE(db->Delete(leveldb::WriteOptions(), key).ok());
+      const tree::HlcTimestamp timestamp =
+          tree::HlcTimestamp::FromRaw(internal::DecodeFixed64(value.data()));
+      ASSERT_TRUE(db->Put(leveldb::WriteOptions(),
+                          internal::TombstoneKey(timestamp, key.substr(9)), "")
+                      .ok());
+    }
+    ASSERT_TRUE(db->Delete(leveldb::WriteOptions(),
+                           internal::TaggedKey(internal::kMetaTag,
+                                               internal::kMetaTombstoneArrival))
+                    .ok());
+  }
+  now_millis += 30 * 1000;
+  auto store = OpenOrDie(dir.path(), options);
+  // By their timestamps they are 630 s old; they arrived (as far as this
+  // store knows) at the open, 0 s ago.
+  auto purged = store->PurgeTombstones(
+      tree::HlcTimestamp::FromParts(now_millis - 60 * 1000, 0), 1000);
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_EQ(*purged, 0u);
+  now_millis += 61 * 1000;
+  purged = store->PurgeTombstones(
+      tree::HlcTimestamp::FromParts(now_millis - 60 * 1000, 0), 1000);
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_EQ(*purged, 10u);
+  auto report = store->Verify();
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok());
 }
 
 }  // namespace
