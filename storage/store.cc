@@ -808,12 +808,15 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
   };
   std::vector<Fix> fixes;
   std::vector<std::string> damaged;
+  // One seek per step: rows come in token order, leaf after leaf.
+  it->Seek(internal::RowKey(ks->id,
+                            NodeRef{ks->depth, first_leaf}.first_token(), ""));
   for (uint64_t leaf = first_leaf; leaf < end; ++leaf) {
     const NodeRef range{ks->depth, leaf};
     tree::NodeState computed;
     bool leaf_damaged = false;
-    for (it->Seek(internal::RowKey(ks->id, range.first_token(), ""));
-         it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    const size_t damaged_before = damaged.size();
+    for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
       const leveldb::Slice k = it->key();
       if (k.size() < internal::kRowKeyHeader) break;
       const Token token = DecodeFixed64(k.data() + 5);
@@ -838,13 +841,21 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
       computed.digest ^= header.digest;
       computed.count += 1;
     }
-    if (!it->status().ok()) {
-      // A block LevelDB cannot decode at all: its rows are unknown, so the
-      // leaf (without them) differs from the peers' and they come back.
-      ++report.unreadable;
-      it.reset(db_->NewIterator(read));
-    }
     ++report.leaves;
+    if (!it->status().ok()) {
+      // A block LevelDB cannot decode at all: which rows it holds is
+      // unknown, so the leaf is left as it is (a repair could not replace
+      // rows the commit path cannot read either). Reads of them keep
+      // answering DATA_LOSS; LevelDB's repair is the way out.
+      ++report.unreadable;
+      damaged.resize(damaged_before);  // marked only with their leaf fixed
+      it.reset(db_->NewIterator(read));
+      if (leaf + 1 < end) {
+        it->Seek(internal::RowKey(
+            ks->id, NodeRef{ks->depth, leaf + 1}.first_token(), ""));
+      }
+      continue;
+    }
     tree::NodeState stored;
     {
       absl::MutexLock lock(&mu_);
