@@ -56,7 +56,7 @@ std::string StatusText(const v1::StatusResponse& status,
                        feed.received(), feed.applied(), feed.not_newer(),
                        feed.refused_skew())},
       {"tombstones purged", absl::StrCat(status.tombstones_purged())},
-      {"clock behind peers",
+      {"clock behind",
        absl::StrFormat("%.1f s%s", status.clock_behind_seconds(),
                        status.clock_behind_seconds() > 5
                            ? " (far behind: fix its time source)"
