@@ -828,12 +828,17 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
           row_key.substr(internal::kRowKeyHeader);
       RowHeader header;
       absl::string_view payload;
-      const bool sound =
-          internal::DecodeRowRecord(
+      absl::Status check = Corrupt("row", row_key);
+      if (internal::DecodeRowRecord(
               absl::string_view(it->value().data(), it->value().size()),
-              &header, &payload) &&
-          CheckedValue(ks->name, token, user_key, header, payload).ok();
-      if (!sound) {
+              &header, &payload)) {
+        check =
+            CheckedValue(ks->name, token, user_key, header, payload).status();
+      }
+      // Only damage marks a row; a backend that cannot answer now fails
+      // the step, to be retried.
+      if (!check.ok() && !absl::IsDataLoss(check)) return check;
+      if (!check.ok()) {
         damaged.emplace_back(row_key);
         leaf_damaged = true;
         continue;
@@ -2114,12 +2119,14 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
         snapshot, keyspace_->id, range,
         [&](Token token, absl::string_view key, const RowHeader& header,
             absl::string_view payload) -> absl::StatusOr<bool> {
-          if (!store_
-                   ->CheckedValue(keyspace_->name, token, key, header, payload)
-                   .ok()) {
+          const absl::Status check =
+              store_->CheckedValue(keyspace_->name, token, key, header, payload)
+                  .status();
+          if (absl::IsDataLoss(check)) {
             damaged.push_back(token);  // left out: a peer sends its copy
             return true;
           }
+          TALLY_RETURN_IF_ERROR(check);
           if (response.entries.size() >= tree::kMaxEntriesPerExchange) {
             return absl::ResourceExhaustedError(absl::StrFormat(
                 "listing would return more than %d rows; list fewer ranges",
@@ -2157,12 +2164,14 @@ absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
         snapshot, keyspace_->id, range,
         [&](Token token, absl::string_view key, const RowHeader& header,
             absl::string_view payload) -> absl::StatusOr<bool> {
-          if (!store_
-                   ->CheckedValue(keyspace_->name, token, key, header, payload)
-                   .ok()) {
+          const absl::Status check =
+              store_->CheckedValue(keyspace_->name, token, key, header, payload)
+                  .status();
+          if (absl::IsDataLoss(check)) {
             damaged.push_back(token);  // left out: a peer sends its copy
             return true;
           }
+          TALLY_RETURN_IF_ERROR(check);
           TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
                                  store_->ToEntry(token, key, header));
           TALLY_RETURN_IF_ERROR(sink(entry));
