@@ -249,6 +249,18 @@ absl::Status ApplySetting(absl::string_view name_as_given,
                            ParseDuration(value, kMaxClockSkewLimit));
   } else if (name == "maintenance-interval") {
     TALLY_ASSIGN_OR_RETURN(config->maintenance_interval, ParseDuration(value));
+  } else if (name == "scrub-interval") {
+    if (value == "0" || value == "off") {
+      config->scrub_interval = absl::ZeroDuration();
+    } else {
+      TALLY_ASSIGN_OR_RETURN(config->scrub_interval, ParseDuration(value));
+    }
+  } else if (name == "test-clock-offset") {
+    // Signed: a clock behind is what the tests play.
+    const bool behind = absl::StartsWith(value, "-");
+    TALLY_ASSIGN_OR_RETURN(config->test_clock_offset,
+                           ParseDuration(behind ? value.substr(1) : value));
+    if (behind) config->test_clock_offset = -config->test_clock_offset;
   } else {
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown setting '%s'", name));

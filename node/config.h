@@ -95,6 +95,13 @@ struct NodeConfig {
   absl::Duration max_clock_skew = absl::Seconds(60);
   // How often retention and tombstone purge run.
   absl::Duration maintenance_interval = absl::Seconds(10);
+  // Time between background scrub passes (node/scrubber.h), jittered;
+  // zero: no scrubbing.
+  absl::Duration scrub_interval = absl::Hours(6);
+  // For tests only: shifts this node's clock (what it stamps writes with,
+  // judges tombstone ages by and tells its peers), to play a node whose
+  // clock is wrong.
+  absl::Duration test_clock_offset = absl::ZeroDuration();
 };
 
 // Parses "HOST:PORT" or "HOST:PORT,role=source" (or role=peer).

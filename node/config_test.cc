@@ -309,6 +309,30 @@ TEST(ConfigText, RefusesBadMaintenanceValues) {
   }
 }
 
+TEST(ConfigText, ReadsTheScrubAndTestClockSettings) {
+  NodeConfig config;
+  EXPECT_EQ(config.scrub_interval, absl::Hours(6));
+  EXPECT_EQ(config.test_clock_offset, absl::ZeroDuration());
+  ASSERT_TRUE(ApplySetting("scrub-interval", "90m", &config).ok());
+  EXPECT_EQ(config.scrub_interval, absl::Minutes(90));
+  ASSERT_TRUE(ApplySetting("scrub-interval", "0", &config).ok());
+  EXPECT_EQ(config.scrub_interval, absl::ZeroDuration());
+  ASSERT_TRUE(ApplySetting("test-clock-offset", "-600s", &config).ok());
+  EXPECT_EQ(config.test_clock_offset, absl::Seconds(-600));
+  ASSERT_TRUE(ApplySetting("test-clock-offset", "2m", &config).ok());
+  EXPECT_EQ(config.test_clock_offset, absl::Minutes(2));
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"scrub-interval", "often"},
+           {"scrub-interval", "-1h"},
+           {"test-clock-offset", "--5s"},
+           {"test-clock-offset", "later"}}) {
+    EXPECT_EQ(ApplySetting(name, value, &config).code(),
+              absl::StatusCode::kInvalidArgument)
+        << name << "=" << value;
+  }
+}
+
 }  // namespace
 }  // namespace node
 }  // namespace tally

@@ -167,7 +167,9 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
       return absl::OkStatus();
     }
     absl::StatusOr<storage::Row> row = store_->Get(entry.keyspace, entry.key);
-    if (absl::IsNotFound(row.status()) ||
+    // A damaged row (DATA_LOSS, now marked for repair) is never sent; the
+    // subscriber gets it from anti-entropy.
+    if (absl::IsNotFound(row.status()) || absl::IsDataLoss(row.status()) ||
         (row.ok() && row->version != entry.version)) {
       // A later entry (or an erase) replaced this one.
       batch->set_skipped_superseded(batch->skipped_superseded() + 1);

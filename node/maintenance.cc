@@ -17,10 +17,17 @@ Maintenance::Maintenance(storage::Store* store, MaintenanceOptions options,
       peers_synced_since_(std::move(peers_synced_since)) {
   // What the log holds now counts as written now.
   absl::MutexLock lock(&mu_);
-  marks_.emplace_back(absl::Now(), store_->last_sequence());
+  marks_.emplace_back(LocalNow(), store_->last_sequence());
 }
 
 Maintenance::~Maintenance() { Shutdown(); }
+
+absl::Time Maintenance::LocalNow() const {
+  // The store's physical clock: the one its tombstones' arrival times and
+  // the sessions' start times are read from.
+  return absl::FromUnixMillis(
+      static_cast<int64_t>(store_->clock().PhysicalMillis()));
+}
 
 void Maintenance::Start() {
   thread_ = std::thread([this] { Loop(); });
@@ -41,7 +48,7 @@ void Maintenance::Loop() {
       mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.interval);
       if (stopping_) return;
     }
-    const absl::Status status = RunOnce(absl::Now());
+    const absl::Status status = RunOnce(LocalNow());
     if (!status.ok()) {
       LogWarning(absl::StrFormat("maintenance: %s", status.ToString()));
     }

@@ -10,12 +10,14 @@
 // subscriber whose position was trimmed is told so (FAILED_PRECONDITION)
 // and falls back to anti-entropy.
 //
-// Tombstone purge removes a tombstone once (1) it is older than
-// `tombstone_min_age` and (2) every peer has completed an anti-entropy
-// session that started after the tombstone's timestamp, less
-// `max_clock_skew` for clocks that disagree: the delete has then reached
-// every peer, and a node that missed it and comes back cannot resurrect the
-// row, because its peers keep the tombstone until it has synced with them.
+// Tombstone purge removes a tombstone once (1) it arrived at this node
+// more than `tombstone_min_age` ago and (2) every peer has completed an
+// anti-entropy session that started after it arrived (less
+// `max_clock_skew`): the delete has then reached every peer, and a node
+// that missed it and comes back cannot resurrect the row, because its peers
+// keep the tombstone until it has synced with them. Both are judged by this
+// node's own clock, never by the tombstone's timestamp, which a node whose
+// clock runs behind makes look old (storage/store.h PurgeTombstones).
 //
 //   Maintenance maintenance(store, options, [&] {
 //     return scheduler.PeersSyncedSince();
@@ -90,6 +92,8 @@ class Maintenance : public StatusSource {
 
  private:
   void Loop();
+  // This node's clock (the store's physical clock).
+  absl::Time LocalNow() const;
   // The last sequence retention may trim through at `now`.
   storage::Sequence TrimPoint(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -249,6 +249,12 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
   for (const v1::PeerStatus& p : status.peers()) {
     e.Sample({{"peer", p.address()}}, p.feed_reconnects());
   }
+  e.Family("tally_clock_behind_seconds", kGauge,
+           "How far this node's clock was behind the peer's at the last "
+           "handshake (negative: ahead).");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.clock_behind_seconds());
+  }
   e.Family("tally_feed_upstream_position", kGauge,
            "The peer's change-log sequence applied up to.");
   for (const v1::PeerStatus& p : status.peers()) {
@@ -282,6 +288,22 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
   e.Family("tally_tombstones_purged_total", kCounter,
            "Tombstones purged once every peer had seen them.");
   e.Sample(status.tombstones_purged());
+  const v1::ScrubStatus& scrub = status.scrub();
+  e.Family("tally_scrub_passes_total", kCounter,
+           "Complete scrub passes (every row checked against its digest).");
+  e.Sample(scrub.passes());
+  e.Family("tally_scrub_rows_checked_total", kCounter,
+           "Rows the scrubber checked against their digests.");
+  e.Sample(scrub.rows_checked());
+  e.Family("tally_scrub_damaged_rows_total", kCounter,
+           "Rows the scrubber found damaged on disk (marked for repair).");
+  e.Sample(scrub.damaged_rows_found());
+  e.Family("tally_scrub_leaves_repaired_total", kCounter,
+           "Leaves the scrubber corrected from their rows.");
+  e.Sample(scrub.leaves_repaired());
+  e.Family("tally_damaged_rows", kGauge,
+           "Rows marked damaged now, awaiting a peer's copy; alert on > 0.");
+  e.Sample(scrub.damaged_rows());
   return e.Take();
 }
 

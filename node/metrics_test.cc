@@ -117,6 +117,21 @@ tally_log_entries_trimmed_total 2
 # HELP tally_tombstones_purged_total Tombstones purged once every peer had seen them.
 # TYPE tally_tombstones_purged_total counter
 tally_tombstones_purged_total 1
+# HELP tally_scrub_passes_total Complete scrub passes (every row checked against its digest).
+# TYPE tally_scrub_passes_total counter
+tally_scrub_passes_total 0
+# HELP tally_scrub_rows_checked_total Rows the scrubber checked against their digests.
+# TYPE tally_scrub_rows_checked_total counter
+tally_scrub_rows_checked_total 0
+# HELP tally_scrub_damaged_rows_total Rows the scrubber found damaged on disk (marked for repair).
+# TYPE tally_scrub_damaged_rows_total counter
+tally_scrub_damaged_rows_total 0
+# HELP tally_scrub_leaves_repaired_total Leaves the scrubber corrected from their rows.
+# TYPE tally_scrub_leaves_repaired_total counter
+tally_scrub_leaves_repaired_total 0
+# HELP tally_damaged_rows Rows marked damaged now, awaiting a peer's copy; alert on > 0.
+# TYPE tally_damaged_rows gauge
+tally_damaged_rows 0
 )";
   EXPECT_EQ(RenderPrometheus(SmallStatus()), expected);
 }
@@ -210,7 +225,7 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
                 absl::StartsWith(line, family + " "))
         << line << " under " << family;
   }
-  EXPECT_EQ(seen.size(), 33u);  // every family, with a peer and a subscriber
+  EXPECT_EQ(seen.size(), 39u);  // every family, with a peer and a subscriber
 }
 
 TEST(RenderPrometheus, LabelValuesAreEscaped) {

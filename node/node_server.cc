@@ -14,6 +14,7 @@
 #include "node/metrics.h"
 #include "node/metrics_server.h"
 #include "node/peer_service.h"
+#include "node/scrubber.h"
 #include "node/session_scheduler.h"
 #include "node/stream_limiter.h"
 #include "node/tls.h"
@@ -56,6 +57,12 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
         health->failed = true;
         if (health->health != nullptr) health->health->SetServingStatus(false);
       };
+  if (config.test_clock_offset != absl::ZeroDuration()) {
+    const absl::Duration offset = config.test_clock_offset;
+    store_options.physical_clock = [offset] {
+      return static_cast<uint64_t>(absl::ToUnixMillis(absl::Now() + offset));
+    };
+  }
   TALLY_ASSIGN_OR_RETURN(node->store_,
                          storage::Store::Open(config.data_dir, store_options));
 
@@ -87,10 +94,14 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   node->maintenance_ = std::make_unique<Maintenance>(
       node->store_.get(), maintenance,
       [scheduler] { return scheduler->PeersSyncedSince(); });
+  ScrubberOptions scrub;
+  scrub.interval = config.scrub_interval;
+  node->scrubber_ =
+      std::make_unique<Scrubber>(node->store_.get(), std::move(scrub));
   // Admin.Status and the metrics page report the same sources.
   const std::vector<StatusSource*> status_sources = {
       node->scheduler_.get(), node->peer_service_->feed_status(),
-      node->maintenance_.get()};
+      node->maintenance_.get(), node->scrubber_.get()};
   node->admin_service_ =
       std::make_unique<AdminService>(node->store_.get(), node->pool_.get(),
                                      status_sources, node->streams_.get());
@@ -141,6 +152,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   LogInfo(DescribeServerTls(tls));
   TALLY_RETURN_IF_ERROR(node->scheduler_->Start());
   node->maintenance_->Start();
+  node->scrubber_->Start();
   if (!config.metrics_listen.empty()) {
     storage::Store* store = node->store_.get();
     TALLY_ASSIGN_OR_RETURN(
@@ -171,6 +183,7 @@ void NodeServer::Shutdown() {
   // First: a scrape reads the store and every status source.
   if (metrics_ != nullptr) metrics_->Stop();
   if (maintenance_ != nullptr) maintenance_->Shutdown();
+  if (scrubber_ != nullptr) scrubber_->Shutdown();
   if (scheduler_ != nullptr) scheduler_->Shutdown();
   LogInfo("shutdown: sessions and feed subscriptions stopped");
   if (peer_service_ != nullptr) peer_service_->StopFeeds();

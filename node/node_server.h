@@ -41,6 +41,7 @@ namespace node {
 class AdminService;
 class MetricsServer;
 class Maintenance;
+class Scrubber;
 class PeerService;
 class SessionScheduler;
 class StreamLimiter;
@@ -74,6 +75,7 @@ class NodeServer {
   std::unique_ptr<StreamLimiter> streams_;
   std::unique_ptr<SessionScheduler> scheduler_;
   std::unique_ptr<Maintenance> maintenance_;
+  std::unique_ptr<Scrubber> scrubber_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;

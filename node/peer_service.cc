@@ -66,6 +66,7 @@ absl::Status HandshakeOnPool(storage::Store& store,
   response->set_protocol_version(kProtocolVersion);
   response->set_node_name(store.node_name());
   response->set_epoch(store.epoch());
+  response->set_clock_unix_ms(store.clock().PhysicalMillis());
   size_t bytes = response->ByteSizeLong();
   for (const std::string& name : names) {
     absl::StatusOr<std::unique_ptr<tree::TreeView>> view =
@@ -446,7 +447,9 @@ class FetchRowsReactor final
     while (next_key_ < request_->keys_size() && bytes < kStreamChunkBytes) {
       const std::string& key = request_->keys(next_key_++);
       absl::StatusOr<storage::Row> row = store_->Get(request_->keyspace(), key);
-      if (absl::IsNotFound(row.status())) {
+      // A damaged row (DATA_LOSS, now marked for repair) is not sent: to
+      // the fetcher it is missing here, as it is from this node's tree.
+      if (absl::IsNotFound(row.status()) || absl::IsDataLoss(row.status())) {
         message_.add_missing(key);
         bytes += key.size() + 8;
         continue;

@@ -30,7 +30,10 @@ class LocalReplica : public Replica {
       const std::function<absl::Status(const storage::Row&)>& sink) override {
     for (const std::string& key : keys) {
       absl::StatusOr<storage::Row> row = store_->Get(keyspace, key);
-      if (absl::IsNotFound(row.status())) continue;
+      // Damaged here (now marked for repair): not sent, as if missing.
+      if (absl::IsNotFound(row.status()) || absl::IsDataLoss(row.status())) {
+        continue;
+      }
       if (!row.ok()) return row.status();
       TALLY_RETURN_IF_ERROR(sink(*row));
     }

@@ -15,6 +15,9 @@ namespace {
 
 // How often the timer thread looks for due sessions.
 constexpr absl::Duration kTick = absl::Milliseconds(100);
+// A clock this far behind a peer's is warned about: NTP keeps clocks within
+// milliseconds, and the round trip of a handshake is allowed for.
+constexpr absl::Duration kClockBehindWarning = absl::Seconds(5);
 
 }  // namespace
 
@@ -105,6 +108,9 @@ void SessionScheduler::TimerLoop() {
 
 void SessionScheduler::RunSession(Peer* peer) {
   const absl::Time start = absl::Now();
+  // When the session started by the store's clock: what the tombstone
+  // purge compares with the arrival of its tombstones.
+  const uint64_t clock_start = store_->clock().PhysicalMillis();
   const bool from_source = peer->config.role == PeerRole::kSource;
   absl::Status status;
   uint64_t rows_received = 0;
@@ -120,6 +126,10 @@ void SessionScheduler::RunSession(Peer* peer) {
   }
   absl::StatusOr<v1::HandshakeResponse> handshake =
       peer->client->Handshake({}, 0);
+  if (handshake.ok() && handshake->clock_unix_ms() != 0) {
+    ObserveClock(peer, handshake->clock_unix_ms(), clock_start,
+                 store_->clock().PhysicalMillis());
+  }
   if (!handshake.ok()) {
     status = handshake.status();
   } else {
@@ -188,7 +198,8 @@ void SessionScheduler::RunSession(Peer* peer) {
   peer->last_outcome = status.ok() ? "ok" : status.ToString();
   if (status.ok()) {
     ++peer->sessions_ok;
-    peer->synced_since = start;
+    peer->synced_since =
+        absl::FromUnixMillis(static_cast<int64_t>(clock_start));
   } else {
     ++peer->sessions_failed;
   }
@@ -198,6 +209,33 @@ void SessionScheduler::RunSession(Peer* peer) {
   peer->rows_erased += rows_erased;
   peer->conflicts += conflicts;
   peer->next_due = absl::Now() + JitteredLocked(config_.sync_interval);
+}
+
+void SessionScheduler::ObserveClock(Peer* peer, uint64_t peer_clock_ms,
+                                    uint64_t sent, uint64_t received) {
+  // The peer read its clock somewhere in [sent, received]; the middle is
+  // off by at most half the round trip.
+  const double local_ms = (static_cast<double>(sent) + received) / 2;
+  const double behind = (static_cast<double>(peer_clock_ms) - local_ms) / 1000;
+  const double uncertainty = (static_cast<double>(received) - sent) / 2000;
+  const double threshold = absl::ToDoubleSeconds(kClockBehindWarning);
+  std::string warning;
+  {
+    absl::MutexLock lock(&mu_);
+    peer->clock_behind_seconds = behind;
+    if (behind - uncertainty > threshold && !peer->clock_warned) {
+      peer->clock_warned = true;
+      warning = absl::StrFormat(
+          "clock: this node's clock is %.1f s behind peer %s (%s); its "
+          "writes lose to older ones elsewhere and the peer's newer writes "
+          "may be refused (max-clock-skew %s). Fix its time source (NTP).",
+          behind, peer->config.address, peer->name,
+          absl::FormatDuration(config_.max_clock_skew));
+    } else if (behind < threshold / 2) {
+      peer->clock_warned = false;  // warn again if it falls behind again
+    }
+  }
+  if (!warning.empty()) LogWarning(warning);
 }
 
 absl::Time SessionScheduler::PeersSyncedSince() const {
@@ -241,6 +279,7 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     p->set_bytes_repaired(peer->bytes_repaired);
     p->set_rows_erased(peer->rows_erased);
     p->set_conflicts(peer->conflicts);
+    p->set_clock_behind_seconds(peer->clock_behind_seconds);
     if (peer->feed != nullptr) {
       const FeedCounters feed = peer->feed->counters();
       p->set_feed_received(feed.received);
@@ -265,6 +304,11 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
   response->set_sessions_failed(sessions_failed);
   response->set_rows_erased(rows_erased);
   response->set_conflicts(conflicts);
+  double behind = 0;
+  for (const auto& peer : peers_) {
+    behind = std::max(behind, peer->clock_behind_seconds);
+  }
+  response->set_clock_behind_seconds(behind);
 }
 
 }  // namespace node

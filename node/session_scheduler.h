@@ -9,6 +9,13 @@
 // Sessions have a deadline and stop at the next step when the scheduler
 // shuts down. Each keyspace's session is logged on one line.
 //
+// Each handshake answer carries the peer's clock: a node whose clock is
+// far behind a peer's (more than 5 s, beyond the round trip) logs a warning
+// once and shows how far in status (clock_behind_seconds) and metrics.
+// The start of the last successful session with every peer
+// (PeersSyncedSince, for the tombstone purge) is read from the store's
+// clock, the one tombstone arrivals are stamped with.
+//
 // Every peer is also followed through its change feed (FeedSubscriber); a
 // feed that has no position in its publisher's log asks for a session with
 // that peer at once.
@@ -92,11 +99,20 @@ class SessionScheduler : public StatusSource {
     // Keys with equal versions and different content: last writer wins
     // cannot order them, so they stay different until a write settles them.
     uint64_t conflicts = 0;
+    // How far this node's clock was behind the peer's at the last
+    // handshake (negative: ahead), and whether that was warned about.
+    double clock_behind_seconds = 0;
+    bool clock_warned = false;
   };
 
   void TimerLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Runs one session with `peer`; REQUIRES: peer->running was set by us.
   void RunSession(Peer* peer) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records the peer's clock from a handshake answered between `sent` and
+  // `received` (this node's clock, Unix ms); warns once when this node's
+  // clock is far behind.
+  void ObserveClock(Peer* peer, uint64_t peer_clock_ms, uint64_t sent,
+                    uint64_t received) ABSL_LOCKS_EXCLUDED(mu_);
   // `d` scaled by a random factor in [0.8, 1.2).
   absl::Duration JitteredLocked(absl::Duration d)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

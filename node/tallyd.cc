@@ -77,6 +77,12 @@ Settings (flags, or `name = value` lines in --config FILE):
                            node's clock (default 60s)
   --maintenance-interval DURATION  how often the log is trimmed and
                            tombstones purged (default 10s)
+  --scrub-interval DURATION  how often every row is checked against its
+                           digest in the background (default 6h, jittered;
+                           0 = never)
+  --test-clock-offset [-]DURATION  FOR TESTS ONLY: run this node's clock
+                           this far ahead (or, with -, behind) of the system
+                           clock
 
 On start it prints "tallyd NAME listening on HOST:PORT" to stderr, and with
 --metrics-listen "metrics on http://HOST:PORT/metrics". SIGTERM or SIGINT

@@ -23,6 +23,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
@@ -92,6 +94,8 @@ struct Writer {
 // LevelDB, overlaid with what earlier mutations of the same group did.
 struct StagedRow {
   bool exists = false;
+  // Marked damaged ('D'): left out of its leaf, replaced by any write.
+  bool damaged = false;
   RowHeader header;
 };
 
@@ -183,8 +187,26 @@ class StoreImpl : public Store {
   absl::StatusOr<VerifyReport> Verify() override;
   absl::Status write_status() const override
       ABSL_LOCKS_EXCLUDED(write_failure_mu_);
+  absl::StatusOr<ScrubReport> ScrubLeaves(absl::string_view keyspace,
+                                          uint64_t first_leaf,
+                                          uint64_t count) override
+      ABSL_LOCKS_EXCLUDED(commit_mu_, mu_);
+  uint64_t damaged_rows() const override { return damaged_count_.load(); }
 
  private:
+  // True if `row_key` is marked damaged. Cheap while nothing is.
+  bool IsDamaged(absl::string_view row_key) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The value of a row, checked against its digest; kDataLoss when the
+  // stored bytes do not match it.
+  absl::StatusOr<std::string> CheckedValue(absl::string_view keyspace,
+                                           Token token, absl::string_view key,
+                                           const RowHeader& header,
+                                           absl::string_view payload) const;
+  // Recomputes the leaf of `token` (damage found by a read) and returns
+  // the read's kDataLoss error.
+  absl::Status MarkDamaged(const Keyspace* ks, Token token, absl::Status found);
+  // This store's physical clock, for tombstone arrival times.
+  HlcTimestamp PhysicalNow() const;
   // Compares the rows per origin counted from the rows at `snapshot` with
   // the persisted counts and `in_memory`; mismatches go in `report`.
   absl::Status VerifyOriginRows(
@@ -241,6 +263,10 @@ class StoreImpl : public Store {
     absl::flat_hash_map<std::string, StagedRow> staged;
     // Remote timestamps to observe once committed.
     std::vector<HlcTimestamp> observed;
+    // Damaged rows this group replaced or erased (their marks go).
+    std::vector<std::string> repaired;
+    // Arrival time of the tombstones this group writes.
+    HlcTimestamp arrival;
     // Rows gained (+) or lost (-) per origin id, and the counts they make,
     // as FinishGroup writes them.
     // A group touches few origins (usually one): small inline vectors,
@@ -363,6 +389,14 @@ class StoreImpl : public Store {
   // Replicated tombstones older than this (raw HLC) for absent keys are
   // not applied: this store purged its own.
   std::atomic<uint64_t> purged_before_{0};
+  // Row keys marked damaged ('D' records), and how many (read without the
+  // lock on every row a scan visits, to skip the lookup while it is 0).
+  absl::flat_hash_set<std::string> damaged_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> damaged_count_{0};
+
+  // Rewrites a tombstone index keyed by timestamp into one keyed by
+  // arrival (every tombstone arriving now).
+  absl::Status MigrateTombstoneIndex();
 
   // Builds the tombstone index of a store written before it existed.
   absl::Status IndexTombstones();
@@ -403,6 +437,8 @@ absl::Status StoreImpl::Load() {
     batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
               Fixed32String(1));
     batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex), "");
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival),
+              "");
     leveldb::WriteOptions write;
     write.sync = true;
     TALLY_RETURN_IF_ERROR(
@@ -450,6 +486,7 @@ absl::Status StoreImpl::Load() {
   absl::MutexLock lock(&mu_);
   origin_rows_ = std::move(origin_rows);
   bool tombstones_indexed = false;
+  bool tombstones_by_arrival = false;
   for (it->Seek(std::string(1, internal::kMetaTag));
        it->Valid() && it->key()[0] == internal::kMetaTag; it->Next()) {
     const absl::string_view name(it->key().data() + 1, it->key().size() - 1);
@@ -476,6 +513,8 @@ absl::Status StoreImpl::Load() {
       trimmed_through_ = DecodeFixed64(v.data());
     } else if (name == internal::kMetaTombstoneIndex) {
       tombstones_indexed = true;
+    } else if (name == internal::kMetaTombstoneArrival) {
+      tombstones_by_arrival = true;
     }
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading metadata"));
@@ -531,7 +570,14 @@ absl::Status StoreImpl::Load() {
     TALLY_ASSIGN_OR_RETURN(
         ks->tree, tree::MerkleTree::FromLeaves(ks->depth, std::move(leaves)));
   }
+  for (it->Seek(std::string(1, internal::kDamagedTag));
+       it->Valid() && it->key()[0] == internal::kDamagedTag; it->Next()) {
+    damaged_.insert(std::string(it->key().data() + 1, it->key().size() - 1));
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading damaged rows"));
+  damaged_count_.store(damaged_.size());
   if (!tombstones_indexed) return IndexTombstones();
+  if (!tombstones_by_arrival) return MigrateTombstoneIndex();
   return absl::OkStatus();
 }
 
@@ -547,12 +593,15 @@ absl::Status StoreImpl::ForEachStoredRow(
        it->Valid() && it->key()[0] == internal::kRowTag; it->Next()) {
     RowHeader header;
     absl::string_view payload;
+    const absl::string_view row_key(it->key().data(), it->key().size());
     if (!internal::DecodeRowRecord(
             absl::string_view(it->value().data(), it->value().size()), &header,
             &payload)) {
+      // A damaged row that cannot be decoded is counted nowhere.
+      if (IsDamaged(row_key)) continue;
       return Corrupt("row", it->key().ToString());
     }
-    fn(absl::string_view(it->key().data(), it->key().size()), header);
+    fn(row_key, header);
   }
   return FromLevelDb(it->status(), what);
 }
@@ -589,20 +638,60 @@ StoreImpl::ReadOriginRows(const leveldb::Snapshot* snapshot) {
 absl::Status StoreImpl::IndexTombstones() {
   // One pass over the rows, once in the life of a store; one batch, so
   // that the index is complete or absent.
+  // Their arrival is unknown: they count as arriving now, so they are
+  // purged later than their age says, never earlier.
+  const HlcTimestamp now = PhysicalNow();
   leveldb::WriteBatch batch;
-  TALLY_RETURN_IF_ERROR(ForEachStoredRow(
-      nullptr, "indexing tombstones",
-      [&](absl::string_view row_key, const RowHeader& header) {
-        if (header.deleted) {
-          batch.Put(internal::TombstoneKey(header.timestamp, row_key), "");
-        }
-      }));
+  TALLY_RETURN_IF_ERROR(
+      ForEachStoredRow(nullptr, "indexing tombstones",
+                       [&](absl::string_view row_key, const RowHeader& header) {
+                         if (header.deleted) {
+                           batch.Put(internal::TombstoneKey(now, row_key),
+                                     Fixed64String(header.timestamp.raw()));
+                         }
+                       }));
   batch.Put(
       internal::TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex),
+      "");
+  batch.Put(
+      internal::TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival),
       "");
   leveldb::WriteOptions write;
   write.sync = true;
   return FromLevelDb(db_->Write(write, &batch), "indexing tombstones");
+}
+
+absl::Status StoreImpl::MigrateTombstoneIndex() {
+  // Once in the life of a store, one batch: the index is either all keyed
+  // by timestamp (empty values) or all by arrival.
+  const HlcTimestamp now = PhysicalNow();
+  leveldb::WriteBatch batch;
+  leveldb::ReadOptions read;
+  read.fill_cache = false;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
+  for (it->Seek(std::string(1, internal::kTombstoneTag));
+       it->Valid() && it->key()[0] == internal::kTombstoneTag; it->Next()) {
+    if (it->key().size() <= 9) {
+      return Corrupt("tombstone index", it->key().ToString());
+    }
+    const absl::string_view row_key(it->key().data() + 9, it->key().size() - 9);
+    batch.Delete(it->key());
+    batch.Put(internal::TombstoneKey(now, row_key),
+              Fixed64String(DecodeFixed64(it->key().data() + 1)));
+  }
+  TALLY_RETURN_IF_ERROR(
+      FromLevelDb(it->status(), "reading the tombstone index"));
+  batch.Put(
+      internal::TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival),
+      "");
+  leveldb::WriteOptions write;
+  write.sync = true;
+  return FromLevelDb(db_->Write(write, &batch),
+                     "rewriting the tombstone index by arrival");
+}
+
+HlcTimestamp StoreImpl::PhysicalNow() const {
+  return HlcTimestamp::FromParts(clock_.PhysicalMillis(), 0);
 }
 
 absl::StatusOr<std::vector<tree::NodeState>> StoreImpl::RecoverLeaves(
@@ -676,6 +765,174 @@ absl::StatusOr<tree::RowEntry> StoreImpl::ToEntry(
   return entry;
 }
 
+bool StoreImpl::IsDamaged(absl::string_view row_key) const {
+  if (damaged_count_.load() == 0) return false;
+  absl::MutexLock lock(&mu_);
+  return damaged_.contains(row_key);
+}
+
+absl::StatusOr<std::string> StoreImpl::CheckedValue(
+    absl::string_view keyspace, Token token, absl::string_view key,
+    const RowHeader& header, absl::string_view payload) const {
+  const std::string origin = OriginName(header.origin_id);
+  if (origin.empty()) {
+    return absl::DataLossError(absl::StrFormat(
+        "row '%s' of keyspace '%s' names origin id %d, which the origin "
+        "table lacks",
+        absl::CHexEscape(key), keyspace, header.origin_id));
+  }
+  TALLY_ASSIGN_OR_RETURN(
+      std::string value,
+      backend_->ReadValue(RowLocation{keyspace, token, key}, payload));
+  // The digest covers keyspace, key, version, flag and value: a flipped
+  // byte anywhere in the record shows here, whatever LevelDB's checksums
+  // were told to verify.
+  if (token != tree::TokenOf(key) ||
+      tree::RowDigest(keyspace, key, Version{header.timestamp, origin},
+                      header.deleted, value) != header.digest) {
+    return absl::DataLossError(absl::StrFormat(
+        "row '%s' of keyspace '%s' is damaged on this node (its stored bytes "
+        "do not match its digest); it is not served, and anti-entropy "
+        "replaces it with a peer's copy",
+        absl::CHexEscape(key), keyspace));
+  }
+  return value;
+}
+
+absl::Status StoreImpl::MarkDamaged(const Keyspace* ks, Token token,
+                                    absl::Status found) {
+  const uint64_t leaf = tree::NodeIndexOf(token, ks->depth);
+  absl::StatusOr<ScrubReport> scrub = ScrubLeaves(ks->name, leaf, 1);
+  if (!scrub.ok() && found.ok()) return scrub.status();
+  return found;
+}
+
+absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
+                                                   uint64_t first_leaf,
+                                                   uint64_t count) {
+  const Keyspace* ks = FindKeyspace(keyspace);
+  if (ks == nullptr) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+  }
+  const uint64_t leaves = uint64_t{1} << ks->depth;
+  ScrubReport report;
+  if (first_leaf >= leaves) return report;
+  const uint64_t end = first_leaf + std::min(count, leaves - first_leaf);
+  // At a commit boundary, so that the rows read and the leaves corrected
+  // are the same state; the leader holds this lock across its I/O too.
+  absl::MutexLock commit_lock(&commit_mu_);
+  // Checksums off: a block whose checksum fails is still read, row by
+  // row, and each row's digest says whether it is sound.
+  leveldb::ReadOptions read;
+  read.fill_cache = false;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
+  const std::string prefix = internal::RowKeyPrefix(ks->id);
+  struct Fix {
+    uint64_t leaf;
+    tree::NodeState computed;
+  };
+  std::vector<Fix> fixes;
+  std::vector<std::string> damaged;
+  // One seek per step: rows come in token order, leaf after leaf.
+  it->Seek(internal::RowKey(ks->id,
+                            NodeRef{ks->depth, first_leaf}.first_token(), ""));
+  for (uint64_t leaf = first_leaf; leaf < end; ++leaf) {
+    const NodeRef range{ks->depth, leaf};
+    tree::NodeState computed;
+    bool leaf_damaged = false;
+    const size_t damaged_before = damaged.size();
+    for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      const leveldb::Slice k = it->key();
+      if (k.size() < internal::kRowKeyHeader) break;
+      const Token token = DecodeFixed64(k.data() + 5);
+      if (token > range.last_token()) break;
+      const absl::string_view row_key(k.data(), k.size());
+      if (IsDamaged(row_key)) continue;
+      ++report.rows_checked;
+      const absl::string_view user_key =
+          row_key.substr(internal::kRowKeyHeader);
+      RowHeader header;
+      absl::string_view payload;
+      absl::Status check = Corrupt("row", row_key);
+      if (internal::DecodeRowRecord(
+              absl::string_view(it->value().data(), it->value().size()),
+              &header, &payload)) {
+        check =
+            CheckedValue(ks->name, token, user_key, header, payload).status();
+      }
+      // Only damage marks a row; a backend that cannot answer now fails
+      // the step, to be retried.
+      if (!check.ok() && !absl::IsDataLoss(check)) return check;
+      if (!check.ok()) {
+        damaged.emplace_back(row_key);
+        leaf_damaged = true;
+        continue;
+      }
+      computed.digest ^= header.digest;
+      computed.count += 1;
+    }
+    ++report.leaves;
+    if (!it->status().ok()) {
+      // A block LevelDB cannot decode at all: which rows it holds is
+      // unknown, so the leaf is left as it is (a repair could not replace
+      // rows the commit path cannot read either). Reads of them keep
+      // answering DATA_LOSS; LevelDB's repair is the way out.
+      ++report.unreadable;
+      damaged.resize(damaged_before);  // marked only with their leaf fixed
+      it.reset(db_->NewIterator(read));
+      if (leaf + 1 < end) {
+        it->Seek(internal::RowKey(
+            ks->id, NodeRef{ks->depth, leaf + 1}.first_token(), ""));
+      }
+      continue;
+    }
+    tree::NodeState stored;
+    {
+      absl::MutexLock lock(&mu_);
+      stored = ks->tree.leaf(leaf);
+    }
+    if (leaf_damaged || stored != computed) fixes.push_back({leaf, computed});
+  }
+  report.damaged_rows = damaged.size();
+  if (fixes.empty()) return report;
+
+  // The corrected leaves are written as a checkpoint: every leaf the
+  // change log still carries deltas for is persisted first, so that an
+  // open replays nothing into the corrected ones twice.
+  TALLY_RETURN_IF_ERROR(CheckpointLeaves());
+  leveldb::WriteBatch batch;
+  for (const std::string& row_key : damaged) {
+    batch.Put(internal::DamagedKey(row_key), "");
+  }
+  for (const Fix& fix : fixes) {
+    if (fix.computed.count == 0 && fix.computed.digest.IsZero()) {
+      batch.Delete(internal::LeafKey(ks->id, static_cast<uint32_t>(fix.leaf)));
+    } else {
+      batch.Put(internal::LeafKey(ks->id, static_cast<uint32_t>(fix.leaf)),
+                internal::EncodeLeaf(fix.computed.digest, fix.computed.count));
+    }
+  }
+  leveldb::WriteOptions write;
+  write.sync = true;
+  TALLY_RETURN_IF_ERROR(
+      FromLevelDb(db_->Write(write, &batch), "marking damaged rows"));
+  absl::MutexLock lock(&mu_);
+  Keyspace* mutable_ks = keyspaces_by_id_.at(ks->id);
+  const Digest128 root = mutable_ks->tree.root().digest;
+  for (const Fix& fix : fixes) {
+    const tree::NodeState& now = mutable_ks->tree.leaf(fix.leaf);
+    if (now != fix.computed) ++report.leaves_repaired;
+    mutable_ks->tree.Update(fix.leaf, now.digest ^ fix.computed.digest,
+                            static_cast<int64_t>(fix.computed.count) -
+                                static_cast<int64_t>(now.count));
+  }
+  if (mutable_ks->tree.root().digest != root) ++mutable_ks->root_changes;
+  for (std::string& row_key : damaged) damaged_.insert(std::move(row_key));
+  damaged_count_.store(damaged_.size());
+  return report;
+}
+
 template <typename Fn>
 absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
                                    uint32_t keyspace_id, const NodeRef& range,
@@ -695,6 +952,11 @@ absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
     }
     const Token token = DecodeFixed64(k.data() + 5);
     if (token > last) break;
+    // Damaged rows are out of the tree until replaced: out of every answer.
+    if (damaged_count_.load() > 0 &&
+        IsDamaged(absl::string_view(k.data(), k.size()))) {
+      continue;
+    }
     RowHeader header;
     absl::string_view payload;
     if (!internal::DecodeRowRecord(
@@ -957,6 +1219,7 @@ StoreImpl::Group StoreImpl::StartGroup() {
   g.first_new_origin_id = next_origin_id_;
   g.first_sequence = last_sequence_;
   g.sequence = last_sequence_;
+  g.arrival = PhysicalNow();
   return g;
 }
 
@@ -1007,14 +1270,20 @@ absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(Group& g,
   auto it = g.staged.find(row_key);
   if (it != g.staged.end()) return &it->second;
   StagedRow current;
+  current.damaged = IsDamaged(row_key);
   std::string record;
   const leveldb::Status s = db_->Get(leveldb::ReadOptions(), row_key, &record);
   if (s.ok()) {
     absl::string_view payload;
-    if (!internal::DecodeRowRecord(record, &current.header, &payload)) {
+    if (internal::DecodeRowRecord(record, &current.header, &payload)) {
+      current.exists = true;
+    } else if (!current.damaged) {
       return Corrupt("row", row_key);
     }
-    current.exists = true;
+    // A damaged record that cannot even be decoded: nothing of it is
+    // counted anywhere, so the write treats the row as absent.
+  } else if (current.damaged && s.IsCorruption()) {
+    // Same: the mark says what the read cannot.
   } else if (!s.IsNotFound()) {
     return FromLevelDb(s, "reading a row before writing it");
   }
@@ -1093,28 +1362,36 @@ absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
   if (m.erase) {
     // Source override: the source lacks this row. Purge: the tombstone is
     // old enough and every peer has it.
-    if (!current->exists) return not_applied(version);
+    if (!current->exists && !current->damaged) return not_applied(version);
     if (mode == ApplyMode::kPurgeTombstones &&
-        (!current->header.deleted ||
+        (current->damaged || !current->header.deleted ||
          current->header.timestamp != version.timestamp ||
          current->header.origin_id != origin_id)) {
-      return not_applied(version);  // written again since
+      return not_applied(version);  // written again since, or damaged
     }
     g.batch.Delete(row_key);
-    if (current->header.deleted) {
-      g.batch.Delete(
-          internal::TombstoneKey(current->header.timestamp, row_key));
-    }
+    // The tombstone's 'T' record, if any, is removed by the purge that
+    // finds it stale (internal/records.h).
     change.erased = true;
-    change.digest_delta = current->header.digest;
-    change.count_delta = -1;
+    if (current->damaged) {
+      // A damaged row is already out of its leaf.
+      g.batch.Delete(internal::DamagedKey(row_key));
+      g.repaired.push_back(row_key);
+    } else {
+      change.digest_delta = current->header.digest;
+      change.count_delta = -1;
+    }
     StageChange(g, change, token, depth);
-    CountRowChange(g, *current, std::nullopt);
+    if (current->exists) CountRowChange(g, *current, std::nullopt);
     *current = StagedRow{};
   } else {
     const Digest128 digest =
         tree::RowDigest(m.keyspace, m.key, version, m.deleted, m.value);
-    if (current->exists && mode == ApplyMode::kSourceOverride) {
+    if (current->damaged) {
+      // Whatever its version, a sound row replaces a damaged one: the
+      // damaged copy usually has the very version of the peer's good copy,
+      // which last writer wins would refuse.
+    } else if (current->exists && mode == ApplyMode::kSourceOverride) {
       // The source's row replaces ours whenever they differ.
       if (current->header.digest == digest) return not_applied(version);
     } else if (!current->exists && m.deleted && m.version.has_value() &&
@@ -1145,21 +1422,27 @@ absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
     internal::EncodeRowHeader(header, &record);
     record.append(payload);
     g.batch.Put(row_key, record);
-    if (current->exists && current->header.deleted) {
-      g.batch.Delete(
-          internal::TombstoneKey(current->header.timestamp, row_key));
-    }
     if (m.deleted) {
-      g.batch.Put(internal::TombstoneKey(version.timestamp, row_key), "");
+      // Indexed by arrival here; the value says which tombstone it is, so
+      // that the purge can tell a stale record (internal/records.h).
+      g.batch.Put(internal::TombstoneKey(g.arrival, row_key),
+                  Fixed64String(version.timestamp.raw()));
     }
 
     change.deleted = m.deleted;
     change.digest_delta = header.digest;
-    if (current->exists) change.digest_delta ^= current->header.digest;
-    change.count_delta = current->exists ? 0 : 1;
+    // A damaged row is already out of its leaf.
+    const bool in_leaf = current->exists && !current->damaged;
+    if (in_leaf) change.digest_delta ^= current->header.digest;
+    change.count_delta = in_leaf ? 0 : 1;
     StageChange(g, change, token, depth);
+    if (current->damaged) {
+      g.batch.Delete(internal::DamagedKey(row_key));
+      g.repaired.push_back(row_key);
+    }
     CountRowChange(g, *current, origin_id);
     current->exists = true;
+    current->damaged = false;
     current->header = header;
   }
   result->applied.push_back(true);
@@ -1245,6 +1528,8 @@ void StoreImpl::Publish(const Group& g) {
         origin_rows_[id] = rows;
       }
     }
+    for (const std::string& row_key : g.repaired) damaged_.erase(row_key);
+    damaged_count_.store(damaged_.size());
     last_sequence_ = g.sequence;
     checkpoint_due =
         g.sequence - leaves_sequence_ >= options_.leaf_checkpoint_interval;
@@ -1308,24 +1593,49 @@ absl::StatusOr<Row> StoreImpl::Get(absl::string_view keyspace,
   }
   const Token token = tree::TokenOf(key);
   const std::string row_key = internal::RowKey(ks->id, token, key);
+  if (IsDamaged(row_key)) {
+    return absl::DataLossError(absl::StrFormat(
+        "row '%s' of keyspace '%s' is damaged on this node (its stored bytes "
+        "do not match its digest); it is not served, and anti-entropy "
+        "replaces it with a peer's copy",
+        absl::CHexEscape(key), keyspace));
+  }
   std::string record;
-  const leveldb::Status s = db_->Get(leveldb::ReadOptions(), row_key, &record);
+  leveldb::ReadOptions read;
+  read.verify_checksums = true;
+  leveldb::Status s = db_->Get(read, row_key, &record);
+  bool block_damaged = false;
+  if (s.IsCorruption()) {
+    // The block holding the row fails its checksum. The damage may be in
+    // another row of the block: read it unchecked and let the row's own
+    // digest decide, then recompute the leaf to find the damaged rows.
+    block_damaged = true;
+    s = db_->Get(leveldb::ReadOptions(), row_key, &record);
+  }
   if (s.IsNotFound()) {
     return absl::NotFoundError(absl::StrFormat(
         "key '%s' is not in keyspace '%s'", absl::CHexEscape(key), keyspace));
   }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(s, "reading a row"));
+  absl::Status found = FromLevelDb(s, "reading a row");
   RowHeader header;
   absl::string_view payload;
-  if (!internal::DecodeRowRecord(record, &header, &payload)) {
-    return Corrupt("row", row_key);
+  absl::StatusOr<std::string> value;
+  if (found.ok() && !internal::DecodeRowRecord(record, &header, &payload)) {
+    found = Corrupt("row", row_key);
   }
+  if (found.ok()) {
+    value = CheckedValue(keyspace, token, key, header, payload);
+    found = value.status();
+  }
+  if (!found.ok()) {
+    if (!absl::IsDataLoss(found)) return found;
+    return MarkDamaged(ks, token, found);
+  }
+  if (block_damaged) (void)MarkDamaged(ks, token, absl::OkStatus());
   TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry, ToEntry(token, key, header));
   Row row;
   row.key = std::string(key);
-  TALLY_ASSIGN_OR_RETURN(
-      row.value,
-      backend_->ReadValue(RowLocation{keyspace, token, key}, payload));
+  row.value = *std::move(value);
   row.version = std::move(entry.version);
   row.deleted = header.deleted;
   row.digest = header.digest;
@@ -1345,17 +1655,25 @@ absl::Status StoreImpl::ScanRows(
         absl::StrFormat("keyspace '%s' does not exist", keyspace));
   }
   const leveldb::Snapshot* snapshot = db_->GetSnapshot();
+  // A damaged row ends the scan with kDataLoss (after the snapshot is
+  // released, since marking it commits).
+  std::optional<std::pair<Token, absl::Status>> damaged;
   absl::Status status = ForEachRow(
       snapshot, ks->id, range,
       [&](Token token, absl::string_view key, const RowHeader& header,
           absl::string_view payload) -> absl::StatusOr<bool> {
+        absl::StatusOr<std::string> value =
+            CheckedValue(keyspace, token, key, header, payload);
+        if (absl::IsDataLoss(value.status())) {
+          damaged.emplace(token, value.status());
+          return false;
+        }
+        TALLY_RETURN_IF_ERROR(value.status());
         TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
                                ToEntry(token, key, header));
         Row row;
         row.key = std::move(entry.key);
-        TALLY_ASSIGN_OR_RETURN(
-            row.value,
-            backend_->ReadValue(RowLocation{keyspace, token, key}, payload));
+        row.value = *std::move(value);
         row.version = std::move(entry.version);
         row.deleted = header.deleted;
         row.digest = header.digest;
@@ -1363,6 +1681,28 @@ absl::Status StoreImpl::ScanRows(
         return true;
       });
   db_->ReleaseSnapshot(snapshot);
+  if (status.ok() && damaged.has_value()) {
+    auto& [token, found] = *damaged;
+    return MarkDamaged(ks, token, found);
+  }
+  if (status.ok() && damaged_count_.load() > 0) {
+    // Rows marked before are skipped by the scan; say so rather than
+    // answer without them.
+    const std::string first = internal::RowKey(ks->id, range.first_token(), "");
+    const std::string prefix = internal::RowKeyPrefix(ks->id);
+    absl::MutexLock lock(&mu_);
+    for (const std::string& row_key : damaged_) {
+      if (row_key.size() < internal::kRowKeyHeader ||
+          !absl::StartsWith(row_key, prefix) || row_key < first ||
+          DecodeFixed64(row_key.data() + 5) > range.last_token()) {
+        continue;
+      }
+      return absl::DataLossError(absl::StrFormat(
+          "row '%s' of keyspace '%s' is damaged on this node; it is not "
+          "served, and anti-entropy replaces it with a peer's copy",
+          absl::CHexEscape(row_key.substr(internal::kRowKeyHeader)), keyspace));
+    }
+  }
   return status;
 }
 
@@ -1561,6 +1901,9 @@ absl::StatusOr<uint64_t> StoreImpl::PurgeTombstones(tree::HlcTimestamp before,
   }
   const std::string end = internal::TombstoneKey(before, "");
   std::vector<Mutation> erases;
+  // Index records visited: removed once the erases are committed (a
+  // record whose row is no longer that tombstone is stale).
+  leveldb::WriteBatch visited;
   {
     std::unique_ptr<leveldb::Iterator> it(
         db_->NewIterator(leveldb::ReadOptions()));
@@ -1572,7 +1915,15 @@ absl::StatusOr<uint64_t> StoreImpl::PurgeTombstones(tree::HlcTimestamp before,
           index_key[9] != internal::kRowTag) {
         return Corrupt("tombstone index", it->key().ToString());
       }
+      if (it->value().size() != 8) {
+        return Corrupt("tombstone index", it->key().ToString());
+      }
       const absl::string_view row_key = index_key.substr(9);
+      const HlcTimestamp tombstone =
+          HlcTimestamp::FromRaw(DecodeFixed64(it->value().data()));
+      // A damaged row waits for a peer's copy, which brings its own record.
+      if (IsDamaged(row_key)) continue;
+      visited.Delete(it->key());
       std::string record;
       const leveldb::Status s =
           db_->Get(leveldb::ReadOptions(), std::string(row_key), &record);
@@ -1583,7 +1934,9 @@ absl::StatusOr<uint64_t> StoreImpl::PurgeTombstones(tree::HlcTimestamp before,
       if (!internal::DecodeRowRecord(record, &header, &payload)) {
         return Corrupt("row", row_key);
       }
-      if (!header.deleted) continue;  // written again since
+      // Written again since (and maybe deleted again: that tombstone has
+      // its own, later, record).
+      if (!header.deleted || header.timestamp != tombstone) continue;
       const uint32_t ks_id = DecodeFixed32(row_key.data() + 1);
       Mutation m;
       {
@@ -1609,6 +1962,12 @@ absl::StatusOr<uint64_t> StoreImpl::PurgeTombstones(tree::HlcTimestamp before,
     TALLY_ASSIGN_OR_RETURN(WriteResult result, Write(std::move(request)));
     for (bool applied : result.applied) purged += applied ? 1 : 0;
   }
+  // After the erases: a crash before this leaves records the next purge
+  // finds stale, never a tombstone without one.
+  leveldb::WriteOptions write;
+  write.sync = options_.sync;
+  TALLY_RETURN_IF_ERROR(FromLevelDb(db_->Write(write, &visited),
+                                    "removing purged tombstones' index"));
   return purged;
 }
 
@@ -1661,17 +2020,30 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
   Sequence leaves_sequence;
   std::vector<std::pair<const Keyspace*, tree::MerkleTree>> trees;
   absl::flat_hash_map<uint32_t, uint64_t> memory_origin_rows;
+  std::vector<std::string> damaged;
   {
     absl::MutexLock commit_lock(&commit_mu_);
     snapshot = db_->GetSnapshot();
     absl::MutexLock lock(&mu_);
     leaves_sequence = leaves_sequence_;
     memory_origin_rows = origin_rows_;
+    for (const std::string& row_key : damaged_) {
+      damaged.push_back(row_key);
+    }
     for (const auto& [name, ks] : keyspaces_) {
       trees.emplace_back(ks.get(), ks->tree.Copy());
     }
   }
   VerifyReport report;
+  std::sort(damaged.begin(), damaged.end());
+  for (const std::string& row_key : damaged) {
+    // Left out of the leaves below; sound again once a peer's copy or a
+    // new write replaces it.
+    report.problems.push_back(absl::StrFormat(
+        "row '%s' (keyspace id %d) is damaged and awaits a peer's copy",
+        absl::CHexEscape(row_key.substr(internal::kRowKeyHeader)),
+        DecodeFixed32(row_key.data() + 1)));
+  }
   absl::Status status;
   for (const auto& [ks, memory_tree] : trees) {
     ++report.keyspaces;
@@ -1799,6 +2171,8 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
   // request order, since tree answers were gathered first.
   const leveldb::Snapshot* snapshot = store_->db_->GetSnapshot();
   absl::Status status;
+  // Listed rows found damaged, marked once the snapshot is released.
+  std::vector<Token> damaged;
   std::vector<tree::NodeDigest> ordered;
   size_t from_tree = 0;
   for (const tree::DescendRequest& d : request.descend) {
@@ -1827,7 +2201,15 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
     status = store_->ForEachRow(
         snapshot, keyspace_->id, range,
         [&](Token token, absl::string_view key, const RowHeader& header,
-            absl::string_view) -> absl::StatusOr<bool> {
+            absl::string_view payload) -> absl::StatusOr<bool> {
+          const absl::Status check =
+              store_->CheckedValue(keyspace_->name, token, key, header, payload)
+                  .status();
+          if (absl::IsDataLoss(check)) {
+            damaged.push_back(token);  // left out: a peer sends its copy
+            return true;
+          }
+          TALLY_RETURN_IF_ERROR(check);
           if (response.entries.size() >= tree::kMaxEntriesPerExchange) {
             return absl::ResourceExhaustedError(absl::StrFormat(
                 "listing would return more than %d rows; list fewer ranges",
@@ -1851,6 +2233,9 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
     response.entries_per_range.push_back(count);
   }
   store_->db_->ReleaseSnapshot(snapshot);
+  for (Token token : damaged) {
+    (void)store_->MarkDamaged(keyspace_, token, absl::OkStatus());
+  }
   if (!status.ok()) return status;
   return response;
 }
@@ -1865,11 +2250,20 @@ absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
   }
   const leveldb::Snapshot* snapshot = store_->db_->GetSnapshot();
   absl::Status status;
+  std::vector<Token> damaged;
   for (const NodeRef& range : ranges) {
     status = store_->ForEachRow(
         snapshot, keyspace_->id, range,
         [&](Token token, absl::string_view key, const RowHeader& header,
-            absl::string_view) -> absl::StatusOr<bool> {
+            absl::string_view payload) -> absl::StatusOr<bool> {
+          const absl::Status check =
+              store_->CheckedValue(keyspace_->name, token, key, header, payload)
+                  .status();
+          if (absl::IsDataLoss(check)) {
+            damaged.push_back(token);  // left out: a peer sends its copy
+            return true;
+          }
+          TALLY_RETURN_IF_ERROR(check);
           TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
                                  store_->ToEntry(token, key, header));
           TALLY_RETURN_IF_ERROR(sink(entry));
@@ -1878,6 +2272,9 @@ absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
     if (!status.ok()) break;
   }
   store_->db_->ReleaseSnapshot(snapshot);
+  for (Token token : damaged) {
+    (void)store_->MarkDamaged(keyspace_, token, absl::OkStatus());
+  }
   return status;
 }
 
@@ -2038,8 +2435,10 @@ absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
     origins[id] = it->value().ToString();
     next_origin_id = std::max(next_origin_id, id + 1);
   }
+  // Damage marks go too: a row that is still damaged is removed below, and
+  // one that RepairDB found sound again needs no mark.
   for (const char tag : {internal::kLeafTag, internal::kOriginRowsTag,
-                         internal::kTombstoneTag}) {
+                         internal::kTombstoneTag, internal::kDamagedTag}) {
     for (it->Seek(std::string(1, tag)); starts_with(tag); it->Next()) {
       batch.Delete(it->key());
     }
@@ -2047,6 +2446,8 @@ absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
   absl::flat_hash_map<uint64_t, tree::NodeState> leaves;
   absl::flat_hash_map<uint32_t, uint64_t> origin_rows;
   uint64_t removed = 0;
+  const HlcTimestamp repaired_at = HlcTimestamp::FromParts(
+      static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())), 0);
   for (it->Seek(std::string(1, internal::kRowTag));
        starts_with(internal::kRowTag); it->Next()) {
     const absl::string_view row_key(it->key().data(), it->key().size());
@@ -2081,7 +2482,11 @@ absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
     state.count += 1;
     origin_rows[header.origin_id] += 1;
     if (header.deleted) {
-      batch.Put(internal::TombstoneKey(header.timestamp, row_key), "");
+      // Every tombstone counts as arriving now, as in the migration of an
+      // index keyed by timestamp: purged later than its age says, never
+      // earlier.
+      batch.Put(internal::TombstoneKey(repaired_at, row_key),
+                Fixed64String(header.timestamp.raw()));
     }
   }
   for (const auto& [where, state] : leaves) {
@@ -2120,6 +2525,8 @@ absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
   batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
             Fixed32String(1));
   batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex), "");
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival),
+            "");
   leveldb::WriteOptions write;
   write.sync = true;
   TALLY_RETURN_IF_ERROR(

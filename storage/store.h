@@ -202,6 +202,21 @@ struct ChangeEntry {
   bool erased = false;
 };
 
+// What one ScrubLeaves call found.
+struct ScrubReport {
+  uint64_t leaves = 0;        // leaves recomputed
+  uint64_t rows_checked = 0;  // rows whose digest was recomputed
+  // Rows found damaged by this call (their stored bytes do not match their
+  // digest, or cannot be decoded); they are now marked and left out of the
+  // tree until a peer's copy or a new write replaces them.
+  uint64_t damaged_rows = 0;
+  // Leaves whose stored digest or count disagreed with their sound rows and
+  // were corrected.
+  uint64_t leaves_repaired = 0;
+  // Blocks LevelDB could not read at all (their rows are unknown).
+  uint64_t unreadable = 0;
+};
+
 struct VerifyReport {
   uint64_t keyspaces = 0;
   uint64_t rows = 0;
@@ -250,19 +265,26 @@ class Store {
   virtual absl::StatusOr<WriteResult> Write(WriteRequest request) = 0;
 
   // Returns the row (tombstones included); kNotFound if the keyspace or the
-  // key does not exist.
+  // key does not exist. The value is checked against the row's digest:
+  // kDataLoss when it is damaged (or was found damaged before), and the row
+  // is then marked and left out of its leaf, so that anti-entropy replaces
+  // it with a peer's copy. LevelDB checksums are verified on this read.
   virtual absl::StatusOr<Row> Get(absl::string_view keyspace,
                                   absl::string_view key) = 0;
 
   // Streams the rows of a token range of a keyspace, in (token, key) order,
-  // from one snapshot. Stops at the first error of `sink`.
+  // from one snapshot. Stops at the first error of `sink`. Returns kDataLoss
+  // naming the row when it meets a damaged one (as Get() finds them: the
+  // row is marked for repair), never a damaged value.
   virtual absl::Status ScanRows(
       absl::string_view keyspace, const tree::NodeRef& range,
       const std::function<absl::Status(const Row&)>& sink) = 0;
 
   // A TreeView over one keyspace for the diff algorithm; each call reads one
   // LevelDB snapshot. kNotFound for an unknown keyspace. The view must not
-  // outlive the store.
+  // outlive the store. Damaged rows are left out of its answers (listed
+  // rows are checked against their digests), so a peer sees them missing
+  // here and sends its copy.
   virtual absl::StatusOr<std::unique_ptr<tree::TreeView>> NewTreeView(
       absl::string_view keyspace) = 0;
 
@@ -304,8 +326,11 @@ class Store {
   // carry leaf changes an open would replay. Returns how many were removed.
   virtual absl::StatusOr<uint64_t> TrimChangeLog(Sequence through) = 0;
 
-  // Removes up to `limit` tombstones whose timestamps are before `before`
-  // (oldest first; found through an index, not a scan) through the commit
+  // Removes up to `limit` tombstones that arrived at this store before
+  // `before` — by this store's physical clock when it committed them, not
+  // by the tombstone's own timestamp, which a node whose clock runs behind
+  // makes look old (oldest first; found through an index, not a scan)
+  // through the commit
   // path: each is erased only if it is still that tombstone, and the tree
   // changes with it. Afterwards replicated tombstones older than `before`
   // for keys this store does not hold are not applied, so that a peer that
@@ -314,6 +339,19 @@ class Store {
   // were removed.
   virtual absl::StatusOr<uint64_t> PurgeTombstones(tree::HlcTimestamp before,
                                                    size_t limit) = 0;
+
+  // Recomputes `count` leaves of a keyspace from `first_leaf` (clamped to
+  // the keyspace's leaves) from their rows, checking every row against its
+  // digest: damaged rows are marked and left out, and a leaf that
+  // disagrees with its sound rows is corrected, durably. Anti-entropy then
+  // sees the difference and brings the peers' copies. kNotFound for an
+  // unknown keyspace. The background scrubber calls this a few leaves at a
+  // time.
+  virtual absl::StatusOr<ScrubReport> ScrubLeaves(absl::string_view keyspace,
+                                                  uint64_t first_leaf,
+                                                  uint64_t count) = 0;
+  // Rows currently marked damaged (awaiting a peer's copy or a new write).
+  virtual uint64_t damaged_rows() const = 0;
 
   // Registers a listener; returns an id for RemoveChangeListener. Once
   // RemoveChangeListener returns, the listener is not running and is never

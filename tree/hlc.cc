@@ -44,6 +44,10 @@ HlcTimestamp HybridClock::Now() {
   return latest_;
 }
 
+uint64_t HybridClock::PhysicalMillis() const {
+  return std::min(physical_clock_(), HlcTimestamp::kMaxPhysicalMillis);
+}
+
 absl::Status HybridClock::Check(HlcTimestamp remote) const {
   const uint64_t physical = physical_clock_();
   const uint64_t limit_ms =

@@ -99,6 +99,11 @@ class HybridClock {
   // The latest timestamp issued or observed.
   HlcTimestamp Latest() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // This node's own physical clock, in milliseconds since the epoch, which
+  // remote timestamps never move (Now() may run ahead of it after
+  // Observe()). What "when did this happen here" is judged by.
+  uint64_t PhysicalMillis() const;
+
  private:
   // Constant after construction.
   const absl::Duration max_forward_skew_;

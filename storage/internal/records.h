@@ -17,8 +17,28 @@
 //   'N' origin long name           -> origin id (4)
 //   'P' upstream name              -> epoch (8) | sequence (8)
 //   'Q' origin-id (4)              -> rows whose version it wrote (8)
-//   'T' HLC (8) row key            -> (empty): an index of tombstones by
-//                                     timestamp, for the purge
+//   'T' arrival HLC (8) row key    -> tombstone HLC (8): an index of
+//                                     tombstones by when they arrived at this
+//                                     node (its physical clock at commit),
+//                                     for the purge
+//   'D' row key                    -> (empty): a row whose stored bytes do
+//                                     not match its digest (damaged)
+//
+// A tombstone's purge age is judged by its arrival, not by its own
+// timestamp: a tombstone written by a node whose clock runs behind looks old
+// the moment it is written, and purging it by that age would let a peer that
+// missed the delete bring the row back. 'T' records are not removed when the
+// tombstone is overwritten (the arrival of the old one is not in the row);
+// the purge finds them stale (the row is no longer a tombstone of the
+// recorded timestamp) and removes them then. 'M' tombstone_arrival marks a
+// store whose index is keyed by arrival; an older store's index (keyed by
+// the tombstone's timestamp, empty values) is rewritten once at open, every
+// tombstone counted as arriving then, so none is purged earlier than before.
+//
+// A damaged row is left out of its leaf (the leaf is recomputed from the
+// sound rows), of listings and of reads, so that the tree differs from a
+// peer's and anti-entropy brings the peer's copy; the first write to the
+// row, whatever its version, replaces it and clears the mark.
 //
 // A change-log entry does not copy the value: the row holds it, and an entry
 // whose version is no longer the row's has been superseded.
@@ -62,6 +82,7 @@ inline constexpr char kOriginByNameTag = 'N';
 inline constexpr char kProgressTag = 'P';
 inline constexpr char kOriginRowsTag = 'Q';
 inline constexpr char kTombstoneTag = 'T';
+inline constexpr char kDamagedTag = 'D';
 
 // Metadata names.
 inline constexpr absl::string_view kMetaFormat = "format";
@@ -76,6 +97,8 @@ inline constexpr absl::string_view kMetaOriginRows = "origin_rows";
 inline constexpr absl::string_view kMetaTrimmedThrough = "trimmed_through";
 // Present once every tombstone has its 'T' record.
 inline constexpr absl::string_view kMetaTombstoneIndex = "tombstone_index";
+// Present once the 'T' records are keyed by arrival time.
+inline constexpr absl::string_view kMetaTombstoneArrival = "tombstone_arrival";
 
 inline constexpr uint32_t kFormatVersion = 1;
 
@@ -120,12 +143,17 @@ inline std::string ChangeKey(uint64_t sequence) {
   return k;
 }
 
-inline std::string TombstoneKey(tree::HlcTimestamp timestamp,
+// `arrival`: this node's physical clock when the tombstone was committed.
+inline std::string TombstoneKey(tree::HlcTimestamp arrival,
                                 absl::string_view row_key) {
   std::string k(1, kTombstoneTag);
-  PutFixed64(&k, timestamp.raw());
+  PutFixed64(&k, arrival.raw());
   k.append(row_key.data(), row_key.size());
   return k;
+}
+
+inline std::string DamagedKey(absl::string_view row_key) {
+  return TaggedKey(kDamagedTag, row_key);
 }
 
 inline std::string OriginByIdKey(uint32_t id) {

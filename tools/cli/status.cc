@@ -58,6 +58,18 @@ std::string StatusText(const v1::StatusResponse& status,
                        feed.received(), feed.applied(), feed.not_newer(),
                        feed.refused_skew())},
       {"tombstones purged", absl::StrCat(status.tombstones_purged())},
+      {"clock behind",
+       absl::StrFormat("%.1f s%s", status.clock_behind_seconds(),
+                       status.clock_behind_seconds() > 5
+                           ? " (far behind: fix its time source)"
+                           : "")},
+      {"scrub",
+       absl::StrFormat("%d passes, %d rows checked, %d damaged found, %d "
+                       "leaves repaired; damaged now: %d",
+                       status.scrub().passes(), status.scrub().rows_checked(),
+                       status.scrub().damaged_rows_found(),
+                       status.scrub().leaves_repaired(),
+                       status.scrub().damaged_rows())},
   });
 
   std::vector<std::vector<std::string>> keyspaces = {
@@ -131,6 +143,13 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   out["first_sequence"] = status.first_sequence();
   out["log_entries_trimmed"] = status.log_entries_trimmed();
   out["tombstones_purged"] = status.tombstones_purged();
+  out["clock_behind_seconds"] = status.clock_behind_seconds();
+  out["scrub"] =
+      Json{{"passes", status.scrub().passes()},
+           {"rows_checked", status.scrub().rows_checked()},
+           {"damaged_rows_found", status.scrub().damaged_rows_found()},
+           {"leaves_repaired", status.scrub().leaves_repaired()},
+           {"damaged_rows", status.scrub().damaged_rows()}};
   out["sessions_running"] = status.sessions_running();
   out["sessions_ok"] = status.sessions_ok();
   out["sessions_failed"] = status.sessions_failed();
@@ -170,7 +189,8 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                  {"rows_sent", p.rows_sent()},
                  {"rows_erased", p.rows_erased()},
                  {"conflicts", p.conflicts()},
-                 {"bytes_repaired", p.bytes_repaired()}};
+                 {"bytes_repaired", p.bytes_repaired()},
+                 {"clock_behind_seconds", p.clock_behind_seconds()}};
     peer["feed"] = {{"connected", p.feed_connected()},
                     {"position", p.feed_position()},
                     {"lag_entries", p.feed_lag_entries()},

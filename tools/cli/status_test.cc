@@ -82,6 +82,8 @@ TEST(StatusText, ShowsFeedCountersLagAndOrigins) {
   feed sent          10 (skipped: 6 own, 2 superseded)
   feed received      7 (applied 5, not newer 2, refused timestamps 0)
   tombstones purged  0
+  clock behind       0.0 s
+  scrub              0 passes, 0 rows checked, 0 damaged found, 0 leaves repaired; damaged now: 0
 
   KEYSPACE  ROWS  DEPTH  ROOT                              ROOT CHANGES
   users     3     16     01010101010101010101010101010101  5
@@ -137,6 +139,9 @@ TEST(StatusJson, HoldsFeedLagAndOrigins) {
   EXPECT_EQ(peer["feed"]["skipped_superseded"], 2);
   EXPECT_EQ(j["subscriptions"][0]["subscriber"], "us/db-2");
   EXPECT_EQ(j["subscriptions"][0]["sent"], 10);
+  EXPECT_EQ(j["clock_behind_seconds"], 0.0);
+  EXPECT_EQ(j["scrub"]["damaged_rows"], 0);
+  EXPECT_EQ(peer["clock_behind_seconds"], 0.0);
   // One line, parseable.
   const std::string line = DumpJson(j);
   EXPECT_EQ(line.find('\n'), std::string::npos);

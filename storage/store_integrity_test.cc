@@ -1,0 +1,395 @@
+// Damage on disk and clocks that disagree: a byte flipped inside a table
+// file must never be served nor hidden from anti-entropy, and a tombstone
+// written by a node whose clock runs behind must not be purged early.
+#include <leveldb/db.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/internal/coding.h"
+#include "storage/internal/records.h"
+#include "storage/store.h"
+#include "tests/temp_dir.h"
+
+namespace tally {
+namespace storage {
+namespace {
+
+using ::tally::testing::TempDir;
+using ::testing::HasSubstr;
+
+StoreOptions Options(const std::string& name = "node-a") {
+  StoreOptions options;
+  options.node_name = name;
+  options.sync = false;
+  options.default_depth = 10;
+  return options;
+}
+
+std::unique_ptr<Store> OpenOrDie(const std::string& dir,
+                                 StoreOptions options = Options()) {
+  auto store = Store::Open(dir, std::move(options));
+  EXPECT_TRUE(store.ok()) << store.status();
+  return std::move(store).value();
+}
+
+// Values that snappy leaves as literals, so that a flipped byte stays a
+// flipped byte after decompression (as on a real disk).
+std::string ValueOf(int i) {
+  std::mt19937_64 random(1000 + i);
+  std::string v = absl::StrCat("value-", i, "-");
+  while (v.size() < 48) v.push_back(static_cast<char>('a' + random() % 26));
+  return v;
+}
+
+// Writes `rows` rows and closes the store twice, so that they sit in a
+// table file (an open turns the log into a level-0 table).
+void WriteRowsToTables(const std::string& dir, int rows) {
+  {
+    auto store = OpenOrDie(dir);
+    WriteRequest request;
+    for (int i = 0; i < rows; ++i) {
+      request.mutations.push_back(
+          Mutation::Put("ks", absl::StrCat("k", i), ValueOf(i)));
+    }
+    ASSERT_TRUE(store->Write(std::move(request)).ok());
+  }
+  OpenOrDie(dir);
+}
+
+// Flips one byte of `needle` in the table file that holds it, as a bad
+// disk would. Returns false if no table holds it.
+bool FlipByteInTable(const std::string& dir, const std::string& value) {
+  // The random tail: snappy may encode the common prefix as a copy.
+  const std::string needle = value.substr(value.size() - 24);
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".ldb") continue;
+    std::fstream file(entry.path(),
+                      std::ios::in | std::ios::out | std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(file)),
+                      std::istreambuf_iterator<char>());
+    const size_t at = bytes.find(needle);
+    if (at == std::string::npos) continue;
+    const size_t where = at + needle.size() - 3;
+    file.seekp(static_cast<std::streamoff>(where));
+    file.put(static_cast<char>(bytes[where] ^ 0x01));
+    return true;
+  }
+  return false;
+}
+
+tree::Digest128 RootOf(Store& store) {
+  auto info = store.GetKeyspace("ks");
+  EXPECT_TRUE(info.ok()) << info.status();
+  return info->root;
+}
+
+TEST(StoreCorruption, FlippedValueByteInATableIsNotServed) {
+  TempDir dir;
+  WriteRowsToTables(dir.path(), 50);
+  tree::Digest128 sound_root;
+  Row sound;
+  {
+    auto store = OpenOrDie(dir.path());
+    sound_root = RootOf(*store);
+    sound = store->Get("ks", "k7").value();
+  }
+  ASSERT_TRUE(FlipByteInTable(dir.path(), ValueOf(7)));
+
+  auto store = OpenOrDie(dir.path());
+  absl::StatusOr<Row> row = store->Get("ks", "k7");
+  EXPECT_EQ(row.status().code(), absl::StatusCode::kDataLoss)
+      << (row.ok() ? row->value : "");
+  EXPECT_THAT(row.status().message(), HasSubstr("damaged"));
+  // Asked again: still refused, never the damaged value.
+  EXPECT_EQ(store->Get("ks", "k7").status().code(),
+            absl::StatusCode::kDataLoss);
+  // The rest of the table is served.
+  for (int i = 0; i < 50; ++i) {
+    if (i == 7) continue;
+    absl::StatusOr<Row> other = store->Get("ks", absl::StrCat("k", i));
+    ASSERT_TRUE(other.ok()) << i << ": " << other.status();
+    EXPECT_EQ(other->value, ValueOf(i));
+  }
+  // The tree no longer claims the row, so anti-entropy sees a difference.
+  EXPECT_NE(RootOf(*store), sound_root);
+  EXPECT_EQ(store->GetKeyspace("ks")->row_count, 49u);
+  auto report = store->Verify();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->ok());
+}
+
+TEST(StoreCorruption, APeersCopyOfTheSameVersionReplacesADamagedRow) {
+  TempDir dir;
+  WriteRowsToTables(dir.path(), 50);
+  tree::Digest128 sound_root;
+  Row sound;
+  {
+    auto store = OpenOrDie(dir.path());
+    sound_root = RootOf(*store);
+    sound = store->Get("ks", "k7").value();
+  }
+  ASSERT_TRUE(FlipByteInTable(dir.path(), ValueOf(7)));
+  auto store = OpenOrDie(dir.path());
+  ASSERT_EQ(store->Get("ks", "k7").status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(store->damaged_rows(), 1u);
+
+  // What anti-entropy applies: the peer's row, with the very version the
+  // damaged copy carries. Last writer wins alone would refuse it.
+  Mutation m = Mutation::Put("ks", "k7", sound.value);
+  m.version = sound.version;
+  WriteRequest request;
+  request.mutations.push_back(std::move(m));
+  auto result = store->Write(std::move(request));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->applied[0]);
+
+  auto row = store->Get("ks", "k7");
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ(row->value, ValueOf(7));
+  EXPECT_EQ(RootOf(*store), sound_root);
+  EXPECT_EQ(store->damaged_rows(), 0u);
+  auto report = store->Verify();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->ok()) << report->problems.front();
+  // The mark is durable and cleared durably.
+  store.reset();
+  store = OpenOrDie(dir.path());
+  EXPECT_EQ(store->Get("ks", "k7")->value, ValueOf(7));
+  EXPECT_EQ(store->damaged_rows(), 0u);
+}
+
+TEST(StoreCorruption, ScanOfAFlippedValueAnswersDataLoss) {
+  TempDir dir;
+  WriteRowsToTables(dir.path(), 50);
+  ASSERT_TRUE(FlipByteInTable(dir.path(), ValueOf(7)));
+  auto store = OpenOrDie(dir.path());
+  std::vector<std::string> served;
+  absl::Status scan =
+      store->ScanRows("ks", tree::NodeRef{0, 0}, [&](const Row& row) {
+        served.push_back(row.value);
+        return absl::OkStatus();
+      });
+  EXPECT_EQ(scan.code(), absl::StatusCode::kDataLoss) << scan;
+  EXPECT_THAT(
+      served,
+      ::testing::Not(::testing::Contains(::testing::HasSubstr("value-7-"))));
+  // Once marked, a scan still says so rather than skip the row quietly.
+  scan = store->ScanRows("ks", tree::NodeRef{0, 0},
+                         [](const Row&) { return absl::OkStatus(); });
+  EXPECT_EQ(scan.code(), absl::StatusCode::kDataLoss) << scan;
+}
+
+TEST(StoreCorruption, TreeViewLeavesADamagedRowOutOfItsListing) {
+  TempDir dir;
+  WriteRowsToTables(dir.path(), 50);
+  ASSERT_TRUE(FlipByteInTable(dir.path(), ValueOf(7)));
+  auto store = OpenOrDie(dir.path());
+  auto view = store->NewTreeView("ks");
+  ASSERT_TRUE(view.ok());
+  std::vector<std::string> keys;
+  ASSERT_TRUE((*view)
+                  ->Scan({tree::NodeRef{0, 0}},
+                         [&](const tree::RowEntry& e) {
+                           keys.push_back(e.key);
+                           return absl::OkStatus();
+                         })
+                  .ok());
+  EXPECT_EQ(keys.size(), 49u);
+  EXPECT_THAT(keys, ::testing::Not(::testing::Contains("k7")));
+  EXPECT_EQ(store->damaged_rows(), 1u);
+}
+
+TEST(StoreCorruption, ScrubFindsAFlippedValueNobodyReadAndCorrectsItsLeaf) {
+  TempDir dir;
+  WriteRowsToTables(dir.path(), 50);
+  tree::Digest128 sound_root;
+  {
+    auto store = OpenOrDie(dir.path());
+    sound_root = RootOf(*store);
+  }
+  ASSERT_TRUE(FlipByteInTable(dir.path(), ValueOf(23)));
+  auto store = OpenOrDie(dir.path());
+  EXPECT_EQ(RootOf(*store), sound_root);  // nothing read it yet
+  ScrubReport total;
+  for (uint64_t leaf = 0; leaf < 1024; leaf += 100) {
+    auto report = store->ScrubLeaves("ks", leaf, 100);
+    ASSERT_TRUE(report.ok()) << report.status();
+    total.leaves += report->leaves;
+    total.rows_checked += report->rows_checked;
+    total.damaged_rows += report->damaged_rows;
+    total.leaves_repaired += report->leaves_repaired;
+  }
+  EXPECT_EQ(total.leaves, 1024u);
+  EXPECT_EQ(total.rows_checked, 50u);
+  EXPECT_EQ(total.damaged_rows, 1u);
+  EXPECT_EQ(total.leaves_repaired, 1u);
+  EXPECT_NE(RootOf(*store), sound_root);
+  EXPECT_EQ(store->Get("ks", "k23").status().code(),
+            absl::StatusCode::kDataLoss);
+  // A second pass finds nothing new.
+  auto again = store->ScrubLeaves("ks", 0, 1024);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->damaged_rows, 0u);
+  EXPECT_EQ(again->leaves_repaired, 0u);
+  // The corrected leaf survives a restart.
+  const tree::Digest128 scrubbed_root = RootOf(*store);
+  store.reset();
+  store = OpenOrDie(dir.path());
+  EXPECT_EQ(RootOf(*store), scrubbed_root);
+  EXPECT_EQ(store->damaged_rows(), 1u);
+}
+
+// ------------------------------------------------------- clocks and purge
+
+constexpr int kSlowBySeconds = 600;
+
+TEST(StoreTombstonePurge, TombstonesOfASlowClockAreAgedByTheirArrival) {
+  TempDir dir;
+  uint64_t now_millis = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+  StoreOptions options = Options();
+  options.physical_clock = [&now_millis] { return now_millis; };
+  auto store = OpenOrDie(dir.path(), options);
+  // 50 rows, then their deletes from a node whose clock is 600 s behind:
+  // the tombstones carry timestamps 600 s old the moment they arrive.
+  for (int i = 0; i < 50; ++i) {
+    Mutation put = Mutation::Put("ks", absl::StrCat("k", i), "v");
+    put.version = tree::Version{
+        tree::HlcTimestamp::FromParts(now_millis - 2000 * 1000, 0), "slow"};
+    Mutation del = Mutation::Delete("ks", absl::StrCat("k", i));
+    del.version = tree::Version{
+        tree::HlcTimestamp::FromParts(now_millis - kSlowBySeconds * 1000, 0),
+        "slow"};
+    WriteRequest request;
+    request.mutations.push_back(std::move(put));
+    request.mutations.push_back(std::move(del));
+    ASSERT_TRUE(store->Write(std::move(request)).ok());
+  }
+  // 30 s later, with a one-minute minimum age, none may go: they have
+  // been here 30 s, whatever their timestamps say.
+  now_millis += 30 * 1000;
+  auto purged = store->PurgeTombstones(
+      tree::HlcTimestamp::FromParts(now_millis - 60 * 1000, 0), 1000);
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_EQ(*purged, 0u);
+  EXPECT_TRUE(store->Get("ks", "k3")->deleted);
+  // Once they have been here long enough, they go.
+  now_millis += 60 * 1000;
+  purged = store->PurgeTombstones(
+      tree::HlcTimestamp::FromParts(now_millis - 60 * 1000, 0), 1000);
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_EQ(*purged, 50u);
+  EXPECT_EQ(store->Get("ks", "k3").status().code(),
+            absl::StatusCode::kNotFound);
+  auto report = store->Verify();
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok());
+}
+
+TEST(StoreTombstonePurge, ARewrittenTombstoneIsPurgedByItsOwnArrival) {
+  TempDir dir;
+  uint64_t now_millis = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+  StoreOptions options = Options();
+  options.physical_clock = [&now_millis] { return now_millis; };
+  auto store = OpenOrDie(dir.path(), options);
+  auto write = [&](Mutation m) {
+    WriteRequest request;
+    request.mutations.push_back(std::move(m));
+    ASSERT_TRUE(store->Write(std::move(request)).ok());
+  };
+  write(Mutation::Put("ks", "k", "v1"));
+  write(Mutation::Delete("ks", "k"));
+  now_millis += 100 * 1000;
+  write(Mutation::Put("ks", "k", "v2"));
+  write(Mutation::Delete("ks", "k"));
+  // The first tombstone's index record is stale; the second is young.
+  auto purged = store->PurgeTombstones(
+      tree::HlcTimestamp::FromParts(now_millis - 50 * 1000, 0), 1000);
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_EQ(*purged, 0u);
+  EXPECT_TRUE(store->Get("ks", "k")->deleted);
+  now_millis += 100 * 1000;
+  purged = store->PurgeTombstones(
+      tree::HlcTimestamp::FromParts(now_millis - 50 * 1000, 0), 1000);
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_EQ(*purged, 1u);
+}
+
+// A store whose index is keyed by the tombstones' own timestamps (an older
+// build) is rekeyed at open, every tombstone counted as arriving then: none
+// is purged earlier than its arrival here allows.
+TEST(StoreTombstonePurge, AnIndexByTimestampIsRekeyedByArrivalAtOpen) {
+  TempDir dir;
+  uint64_t now_millis = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+  StoreOptions options = Options();
+  options.physical_clock = [&now_millis] { return now_millis; };
+  {
+    auto store = OpenOrDie(dir.path(), options);
+    for (int i = 0; i < 10; ++i) {
+      Mutation del = Mutation::Delete("ks", absl::StrCat("k", i));
+      del.version = tree::Version{
+          tree::HlcTimestamp::FromParts(now_millis - kSlowBySeconds * 1000, i),
+          "slow"};
+      WriteRequest request;
+      request.mutations.push_back(std::move(del));
+      ASSERT_TRUE(store->Write(std::move(request)).ok());
+    }
+  }
+  {
+    // Rewrite the index as the older build kept it.
+    leveldb::DB* raw = nullptr;
+    ASSERT_TRUE(leveldb::DB::Open(leveldb::Options(), dir.path(), &raw).ok());
+    std::unique_ptr<leveldb::DB> db(raw);
+    std::unique_ptr<leveldb::Iterator> it(
+        db->NewIterator(leveldb::ReadOptions()));
+    std::vector<std::pair<std::string, std::string>> records;
+    for (it->Seek(std::string(1, internal::kTombstoneTag));
+         it->Valid() && it->key()[0] == internal::kTombstoneTag; it->Next()) {
+      records.emplace_back(it->key().ToString(), it->value().ToString());
+    }
+    ASSERT_EQ(records.size(), 10u);
+    for (const auto& [key, value] : records) {
+      ASSERT_EQ(value.size(), 8u);
+      ASSERT_TRUE(db->Delete(leveldb::WriteOptions(), key).ok());
+      const tree::HlcTimestamp timestamp =
+          tree::HlcTimestamp::FromRaw(internal::DecodeFixed64(value.data()));
+      ASSERT_TRUE(db->Put(leveldb::WriteOptions(),
+                          internal::TombstoneKey(timestamp, key.substr(9)), "")
+                      .ok());
+    }
+    ASSERT_TRUE(db->Delete(leveldb::WriteOptions(),
+                           internal::TaggedKey(internal::kMetaTag,
+                                               internal::kMetaTombstoneArrival))
+                    .ok());
+  }
+  now_millis += 30 * 1000;
+  auto store = OpenOrDie(dir.path(), options);
+  // By their timestamps they are 630 s old; they arrived (as far as this
+  // store knows) at the open, 0 s ago.
+  auto purged = store->PurgeTombstones(
+      tree::HlcTimestamp::FromParts(now_millis - 60 * 1000, 0), 1000);
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_EQ(*purged, 0u);
+  now_millis += 61 * 1000;
+  purged = store->PurgeTombstones(
+      tree::HlcTimestamp::FromParts(now_millis - 60 * 1000, 0), 1000);
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_EQ(*purged, 10u);
+  auto report = store->Verify();
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok());
+}
+
+}  // namespace
+}  // namespace storage
+}  // namespace tally
