@@ -10,11 +10,14 @@ std::unique_ptr<LevelDbConfig> MakeLevelDbConfig(const StoreOptions& options) {
   // since last writer wins reads before it writes) rarely touches a table.
   config->filter.reset(leveldb::NewBloomFilterPolicy(10));
   config->options.create_if_missing = true;
-  // Fail the open on a damaged log or table instead of dropping what it
-  // cannot read (a damaged log once cost 15-2,000 rows silently), and check
-  // table checksums when compacting, so that damage is not copied into new
-  // tables. `tally recover` salvages a store that no longer opens.
-  config->options.paranoid_checks = true;
+  // Off while the store runs: with paranoid checks, the first compaction
+  // that reads a damaged block fails, and LevelDB then refuses every write
+  // until it is reopened (and again at the next such compaction), so one
+  // flipped byte would stop a node's writes. A damaged value is caught
+  // instead by the row's own digest on every read (the row is then repaired
+  // from a peer). Store::Open runs a paranoid open first, for the log: see
+  // there.
+  config->options.paranoid_checks = false;
   config->options.write_buffer_size = options.write_buffer_bytes;
   config->options.block_cache = config->cache.get();
   config->options.filter_policy = config->filter.get();

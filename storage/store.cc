@@ -2525,8 +2525,7 @@ absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
   batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
             Fixed32String(1));
   batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex), "");
-  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival),
-            "");
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival), "");
   leveldb::WriteOptions write;
   write.sync = true;
   TALLY_RETURN_IF_ERROR(
@@ -2613,17 +2612,31 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir,
   // cleanup then deletes every table it does not know: only a new
   // directory may get a new store.
   config->options.create_if_missing = state == DirectoryState::kEmpty;
-  leveldb::DB* raw = nullptr;
-  const leveldb::Status s = leveldb::DB::Open(config->options, dir, &raw);
-  if (s.IsCorruption()) {
-    return absl::DataLossError(absl::StrFormat(
-        "the store in %s is damaged (%s); it is not opened, since LevelDB "
-        "would drop what it cannot read. %s",
-        dir, s.ToString(), RecoveryAdvice(dir)));
-  }
-  if (!s.ok()) {
+  auto open_failed = [&dir](const leveldb::Status& s) {
+    if (s.IsCorruption()) {
+      return absl::DataLossError(absl::StrFormat(
+          "the store in %s is damaged (%s); it is not opened, since LevelDB "
+          "would drop what it cannot read. %s",
+          dir, s.ToString(), RecoveryAdvice(dir)));
+    }
     return FromLevelDb(s, absl::StrCat("opening the store in ", dir));
+  };
+  leveldb::DB* raw = nullptr;
+  if (state != DirectoryState::kEmpty) {
+    // A checking open first, with paranoid checks: LevelDB then fails on a
+    // damaged log record instead of dropping it (and every later record of
+    // its block) silently. The store then runs without them (see
+    // MakeLevelDbConfig). The checking open turns the log into a table, so
+    // the second open has nothing left to replay.
+    leveldb::Options checking = config->options;
+    checking.paranoid_checks = true;
+    const leveldb::Status s = leveldb::DB::Open(checking, dir, &raw);
+    if (!s.ok()) return open_failed(s);
+    delete raw;
+    raw = nullptr;
   }
+  const leveldb::Status s = leveldb::DB::Open(config->options, dir, &raw);
+  if (!s.ok()) return open_failed(s);
   auto store = std::make_unique<StoreImpl>(
       std::move(options), std::unique_ptr<leveldb::DB>(raw), std::move(config));
   TALLY_RETURN_IF_ERROR(store->Load());
