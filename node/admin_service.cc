@@ -176,6 +176,9 @@ absl::Status CollectNodeStatus(storage::Store* store,
   response->set_node_name(store->node_name());
   response->set_epoch(store->epoch());
   response->set_last_sequence(store->last_sequence());
+  if (const absl::Status writable = store->write_status(); !writable.ok()) {
+    response->set_store_write_error(std::string(writable.message()));
+  }
   for (const storage::KeyspaceInfo& info : store->ListKeyspaces()) {
     TALLY_ASSIGN_OR_RETURN(std::unique_ptr<tree::TreeView> view,
                            store->NewTreeView(info.name));

@@ -274,6 +274,11 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
     e.Sample({{"subscriber", s.subscriber()}}, s.position());
   }
 
+  e.Family("tally_store_writable", kGauge,
+           "1 while the store takes writes; 0 once a failed write (a full "
+           "disk, an I/O error) made it refuse them until a restart.");
+  e.Sample(status.store_write_error().empty() ? 1 : 0);
+
   // The change log and tombstones.
   e.Family("tally_log_last_sequence", kGauge,
            "The newest change-log sequence.");

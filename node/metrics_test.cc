@@ -105,6 +105,9 @@ tally_feed_entries_skipped_total{reason="not_newer"} 2
 # HELP tally_refused_timestamps_total Received changes refused because their timestamp was too far ahead of this node's clock.
 # TYPE tally_refused_timestamps_total counter
 tally_refused_timestamps_total 1
+# HELP tally_store_writable 1 while the store takes writes; 0 once a failed write (a full disk, an I/O error) made it refuse them until a restart.
+# TYPE tally_store_writable gauge
+tally_store_writable 1
 # HELP tally_log_last_sequence The newest change-log sequence.
 # TYPE tally_log_last_sequence gauge
 tally_log_last_sequence 9
@@ -225,7 +228,7 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
                 absl::StartsWith(line, family + " "))
         << line << " under " << family;
   }
-  EXPECT_EQ(seen.size(), 39u);  // every family, with a peer and a subscriber
+  EXPECT_EQ(seen.size(), 40u);  // every family, with a peer and a subscriber
 }
 
 TEST(RenderPrometheus, LabelValuesAreEscaped) {

@@ -223,6 +223,13 @@ TEST(DiskFull, TallydRefusesWritesAfterADiskFullAndLosesNoAcknowledgedWrite) {
     }
     EXPECT_THAT((*node)->Log(), HasSubstr("NOT_SERVING"));
     EXPECT_EQ(HealthOf(address), std::string("\x08\x02", 2));
+    // Status says why, in text and JSON, so that an operator (or an alert
+    // on tally_store_writable) sees it without reading the log.
+    const CommandResult status = RunTally({"--node", address, "status"});
+    EXPECT_THAT(status.out, HasSubstr("REFUSING WRITES until restarted"));
+    const CommandResult json =
+        RunTally({"--node", address, "--json", "status"});
+    EXPECT_THAT(json.out, HasSubstr("\"store_write_error\":\""));
     // Reads go on.
     EXPECT_EQ(RunTally({"--node", address, "get", "full-0"}).exit_code, 0);
     EXPECT_EQ((*node)->Stop(), 0);
@@ -231,6 +238,8 @@ TEST(DiskFull, TallydRefusesWritesAfterADiskFullAndLosesNoAcknowledgedWrite) {
   auto node = NodeProcess::Start("a", data);
   ASSERT_TRUE(node.ok()) << node.status();
   EXPECT_EQ(HealthOf((*node)->address()), std::string("\x08\x01", 2));
+  EXPECT_THAT(RunTally({"--node", (*node)->address(), "--json", "status"}).out,
+              HasSubstr("\"store_write_error\":null"));
   for (const auto& [key, value] : acknowledged) {
     const CommandResult get =
         RunTally({"--node", (*node)->address(), "get", key});

@@ -43,6 +43,10 @@ std::string StatusText(const v1::StatusResponse& status,
       {"node", status.node_name()},
       {"listen", Listen(status, dialed)},
       {"epoch", Hex64(status.epoch())},
+      {"store", status.store_write_error().empty()
+                    ? std::string("writable")
+                    : absl::StrCat("REFUSING WRITES until restarted: ",
+                                   status.store_write_error())},
       {"last sequence", log},
       {"sessions",
        absl::StrFormat("%d running, %d ok, %d failed (%d rows erased, %d "
@@ -139,6 +143,10 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   // Hex, as in the text and the metrics: a random 64-bit value is no JSON
   // number (jq and JavaScript would round it).
   out["epoch"] = Hex64(status.epoch());
+  // null while writable.
+  out["store_write_error"] = status.store_write_error().empty()
+                                 ? Json()
+                                 : Json(status.store_write_error());
   out["last_sequence"] = status.last_sequence();
   out["first_sequence"] = status.first_sequence();
   out["log_entries_trimmed"] = status.log_entries_trimmed();
