@@ -7,12 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/disk_damage.h"
 #include "tests/temp_dir.h"
 
 namespace tally {
 namespace node {
 namespace {
 
+using ::tally::testing::FlipByteInTable;
 using ::tally::testing::TempDir;
 
 storage::StoreOptions Options() {
@@ -23,29 +25,10 @@ storage::StoreOptions Options() {
   return options;
 }
 
-// Incompressible, so that a flipped byte in the table stays one.
+// Incompressible, so that a flipped byte in a table stays one.
 std::string ValueOf(int i) {
-  std::mt19937_64 random(77 + i);
-  std::string v = absl::StrCat("v", i, "-");
-  while (v.size() < 48) v.push_back(static_cast<char>('a' + random() % 26));
-  return v;
-}
-
-bool FlipByteInTable(const std::string& dir, const std::string& value) {
-  const std::string needle = value.substr(value.size() - 24);
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".ldb") continue;
-    std::fstream file(entry.path(),
-                      std::ios::in | std::ios::out | std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(file)),
-                      std::istreambuf_iterator<char>());
-    const size_t at = bytes.find(needle);
-    if (at == std::string::npos) continue;
-    file.seekp(static_cast<std::streamoff>(at + 5));
-    file.put(static_cast<char>(bytes[at + 5] ^ 0x20));
-    return true;
-  }
-  return false;
+  return ::tally::testing::IncompressibleValue(77 + i, 48,
+                                               absl::StrCat("v", i, "-"));
 }
 
 TEST(Scrubber, FindsAFlippedValueNobodyReadsAndCountsIt) {

@@ -3,7 +3,6 @@
 // after the store is reopened, and a store must never be created over
 // another's files.
 #include <leveldb/db.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +23,7 @@
 #include "storage/internal/fault_injection_env.h"
 #include "storage/internal/records.h"
 #include "storage/store.h"
+#include "tests/disk_damage.h"
 #include "tests/temp_dir.h"
 
 namespace tally {
@@ -31,6 +31,7 @@ namespace storage {
 namespace {
 
 using internal::FaultInjectionEnv;
+using ::tally::testing::ScopedTmpfs;
 using ::tally::testing::TempDir;
 using ::testing::HasSubstr;
 
@@ -167,17 +168,11 @@ TEST(StoreDiskFull, AFailedWriteMakesTheStoreRefuseWritesUntilReopened) {
 // The same episode on a real file system that fills up: a small tmpfs.
 // Needs root (mount); skipped otherwise.
 TEST(StoreDiskFull, AcknowledgedWritesSurviveAFullTmpfs) {
-  if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
   TempDir dir;
-  const std::string mount_point = dir.path() + "/fs";
-  std::filesystem::create_directory(mount_point);
-  if (::mount("tmpfs", mount_point.c_str(), "tmpfs", 0, "size=3m") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
-  }
-  struct Unmount {
-    std::string path;
-    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
-  } unmount{mount_point};
+  absl::StatusOr<std::unique_ptr<ScopedTmpfs>> fs =
+      ScopedTmpfs::Mount(dir.path() + "/fs", 3 << 20);
+  if (!fs.ok()) GTEST_SKIP() << fs.status();
+  const std::string& mount_point = (*fs)->path();
   const std::string store_dir = mount_point + "/store";
   const std::string filler = mount_point + "/filler";
   {

@@ -18,12 +18,14 @@
 #include "storage/internal/coding.h"
 #include "storage/internal/records.h"
 #include "storage/store.h"
+#include "tests/disk_damage.h"
 #include "tests/temp_dir.h"
 
 namespace tally {
 namespace storage {
 namespace {
 
+using ::tally::testing::FlipByteInTable;
 using ::tally::testing::TempDir;
 using ::testing::HasSubstr;
 
@@ -42,13 +44,10 @@ std::unique_ptr<Store> OpenOrDie(const std::string& dir,
   return std::move(store).value();
 }
 
-// Values that snappy leaves as literals, so that a flipped byte stays a
-// flipped byte after decompression (as on a real disk).
+// Incompressible, so that a flipped byte in a table stays one.
 std::string ValueOf(int i) {
-  std::mt19937_64 random(1000 + i);
-  std::string v = absl::StrCat("value-", i, "-");
-  while (v.size() < 48) v.push_back(static_cast<char>('a' + random() % 26));
-  return v;
+  return ::tally::testing::IncompressibleValue(1000 + i, 48,
+                                               absl::StrCat("value-", i, "-"));
 }
 
 // Writes `rows` rows and closes the store twice, so that they sit in a
@@ -64,27 +63,6 @@ void WriteRowsToTables(const std::string& dir, int rows) {
     ASSERT_TRUE(store->Write(std::move(request)).ok());
   }
   OpenOrDie(dir);
-}
-
-// Flips one byte of `needle` in the table file that holds it, as a bad
-// disk would. Returns false if no table holds it.
-bool FlipByteInTable(const std::string& dir, const std::string& value) {
-  // The random tail: snappy may encode the common prefix as a copy.
-  const std::string needle = value.substr(value.size() - 24);
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".ldb") continue;
-    std::fstream file(entry.path(),
-                      std::ios::in | std::ios::out | std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(file)),
-                      std::istreambuf_iterator<char>());
-    const size_t at = bytes.find(needle);
-    if (at == std::string::npos) continue;
-    const size_t where = at + needle.size() - 3;
-    file.seekp(static_cast<std::streamoff>(where));
-    file.put(static_cast<char>(bytes[where] ^ 0x01));
-    return true;
-  }
-  return false;
 }
 
 tree::Digest128 RootOf(Store& store) {

@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "node/client.h"
+#include "tests/disk_damage.h"
 #include "tests/process.h"
 #include "tests/temp_dir.h"
 
@@ -21,6 +22,7 @@ namespace tally {
 namespace {
 
 using ::tally::node::NodeClient;
+using ::tally::testing::FlipByteInTable;
 using ::tally::testing::FreeLoopbackAddress;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::TempDir;
@@ -42,30 +44,10 @@ std::unique_ptr<NodeClient> Connect(const std::string& address) {
   return std::move(*client);
 }
 
-// Incompressible values, so that a flipped byte in a table stays one.
+// Incompressible, so that a flipped byte in a table stays one.
 std::string ValueOf(int i) {
-  std::mt19937_64 random(4242 + i);
-  std::string v = absl::StrCat("value-", i, "-");
-  while (v.size() < 64) v.push_back(static_cast<char>('a' + random() % 26));
-  return v;
-}
-
-// Flips one byte of `value` where a table file of `dir` holds it.
-bool FlipByteInTable(const std::string& dir, const std::string& value) {
-  const std::string needle = value.substr(value.size() - 24);
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".ldb") continue;
-    std::fstream file(entry.path(),
-                      std::ios::in | std::ios::out | std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(file)),
-                      std::istreambuf_iterator<char>());
-    const size_t at = bytes.find(needle);
-    if (at == std::string::npos) continue;
-    file.seekp(static_cast<std::streamoff>(at + 10));
-    file.put(static_cast<char>(bytes[at + 10] ^ 0x04));
-    return true;
-  }
-  return false;
+  return ::tally::testing::IncompressibleValue(4242 + i, 64,
+                                               absl::StrCat("value-", i, "-"));
 }
 
 std::string KeyState(NodeClient& client, const std::string& key) {

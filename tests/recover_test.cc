@@ -3,7 +3,6 @@
 // salvages it, and a node whose disk filled up loses no acknowledged write.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/disk_damage.h"
 #include "tests/process.h"
 #include "tests/temp_dir.h"
 
@@ -29,6 +29,7 @@ namespace {
 using ::tally::testing::CommandResult;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::RunTally;
+using ::tally::testing::ScopedTmpfs;
 using ::tally::testing::TempDir;
 using ::testing::HasSubstr;
 
@@ -174,17 +175,11 @@ TEST(Recover, RecoverRefusesADirectoryWithoutAStoreOrARunningNode) {
 // acknowledged and gone after a restart. Now the node refuses them until it
 // is restarted, and every acknowledged write is there afterwards.
 TEST(DiskFull, TallydRefusesWritesAfterADiskFullAndLosesNoAcknowledgedWrite) {
-  if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
   TempDir dir;
-  const std::string fs = dir.path() + "/fs";
-  std::filesystem::create_directory(fs);
-  if (::mount("tmpfs", fs.c_str(), "tmpfs", 0, "size=4m") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
-  }
-  struct Unmount {
-    std::string path;
-    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
-  } unmount{fs};
+  absl::StatusOr<std::unique_ptr<ScopedTmpfs>> tmpfs =
+      ScopedTmpfs::Mount(dir.path() + "/fs", 4 << 20);
+  if (!tmpfs.ok()) GTEST_SKIP() << tmpfs.status();
+  const std::string& fs = (*tmpfs)->path();
   const std::string data = fs + "/data";
   const std::string filler = fs + "/filler";
   { std::ofstream(filler, std::ios::binary) << std::string(1 << 20, 'f'); }

@@ -1,0 +1,70 @@
+#include "tests/disk_damage.h"
+
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tally {
+namespace testing {
+
+namespace {
+constexpr size_t kRandomTail = 24;
+}  // namespace
+
+std::string IncompressibleValue(uint64_t seed, size_t size,
+                                const std::string& prefix) {
+  std::mt19937_64 random(seed);
+  std::string v = prefix;
+  if (v.size() + kRandomTail > size) v.resize(size - kRandomTail);
+  while (v.size() < size) v.push_back(static_cast<char>('a' + random() % 26));
+  return v;
+}
+
+bool FlipByteInTable(const std::string& dir, const std::string& value,
+                     size_t offset) {
+  // Only the random tail: snappy may encode a common prefix as a copy.
+  const std::string needle = value.substr(value.size() - kRandomTail);
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".ldb") continue;
+    std::fstream file(entry.path(),
+                      std::ios::in | std::ios::out | std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(file)),
+                            std::istreambuf_iterator<char>());
+    const size_t at = bytes.find(needle);
+    if (at == std::string::npos) continue;
+    const size_t where = at + offset % kRandomTail;
+    file.seekp(static_cast<std::streamoff>(where));
+    file.put(static_cast<char>(bytes[where] ^ 0x01));
+    return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::unique_ptr<ScopedTmpfs>> ScopedTmpfs::Mount(
+    const std::string& path, size_t bytes) {
+  if (geteuid() != 0) {
+    return absl::FailedPreconditionError("mounting a tmpfs needs root");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  const std::string options = absl::StrCat("size=", bytes);
+  if (::mount("tmpfs", path.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot mount a tmpfs here: ", std::strerror(errno)));
+  }
+  return std::unique_ptr<ScopedTmpfs>(new ScopedTmpfs(path));
+}
+
+ScopedTmpfs::~ScopedTmpfs() { ::umount2(path_.c_str(), MNT_DETACH); }
+
+}  // namespace testing
+}  // namespace tally
