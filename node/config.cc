@@ -256,10 +256,16 @@ absl::Status ApplySetting(absl::string_view name_as_given,
       TALLY_ASSIGN_OR_RETURN(config->scrub_interval, ParseDuration(value));
     }
   } else if (name == "test-clock-offset") {
-    // Signed: a clock behind is what the tests play.
+    // Signed: a clock behind is what the tests play. 0, the default (the
+    // system clock), must be writable too.
     const bool behind = absl::StartsWith(value, "-");
-    TALLY_ASSIGN_OR_RETURN(config->test_clock_offset,
-                           ParseDuration(behind ? value.substr(1) : value));
+    const absl::string_view magnitude = behind ? value.substr(1) : value;
+    absl::Duration zero;
+    if (absl::ParseDuration(magnitude, &zero) && zero == absl::ZeroDuration()) {
+      config->test_clock_offset = absl::ZeroDuration();
+      return absl::OkStatus();
+    }
+    TALLY_ASSIGN_OR_RETURN(config->test_clock_offset, ParseDuration(magnitude));
     if (behind) config->test_clock_offset = -config->test_clock_offset;
   } else {
     return absl::InvalidArgumentError(

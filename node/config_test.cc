@@ -488,3 +488,23 @@ TEST(ParseDuration, RefusesNonFiniteAndAbsurdDurations) {
 }  // namespace
 }  // namespace node
 }  // namespace tally
+
+// The README gives test-clock-offset's default as 0, but writing that
+// default down (`test-clock-offset = 0`) was refused as "must be positive".
+namespace tally {
+namespace node {
+namespace {
+
+TEST(ConfigText, TestClockOffsetOfZeroIsItsDefault) {
+  NodeConfig config;
+  ASSERT_TRUE(ApplySetting("test-clock-offset", "2m", &config).ok());
+  for (const std::string zero : {"0", "0s", "-0"}) {
+    const absl::Status s = ApplySetting("test-clock-offset", zero, &config);
+    EXPECT_TRUE(s.ok()) << zero << ": " << s;
+    EXPECT_EQ(config.test_clock_offset, absl::ZeroDuration()) << zero;
+  }
+}
+
+}  // namespace
+}  // namespace node
+}  // namespace tally

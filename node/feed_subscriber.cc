@@ -32,11 +32,14 @@ struct FeedSubscriber::DecodedBatch {
   absl::Status bad;
 };
 
-FeedSubscriber::FeedSubscriber(storage::Store* store, NodeClient* client,
-                               std::function<void()> request_session)
+FeedSubscriber::FeedSubscriber(
+    storage::Store* store, NodeClient* client,
+    std::function<void()> request_session,
+    std::function<absl::Status(const std::string&)> check_upstream)
     : store_(store),
       client_(client),
-      request_session_(std::move(request_session)) {}
+      request_session_(std::move(request_session)),
+      check_upstream_(std::move(check_upstream)) {}
 
 FeedSubscriber::~FeedSubscriber() { Stop(); }
 
@@ -109,6 +112,7 @@ absl::Status FeedSubscriber::FollowOnce() {
   TALLY_ASSIGN_OR_RETURN(v1::HandshakeResponse hello,
                          client_->Handshake({}, 0));
   const std::string upstream = hello.node_name();
+  if (check_upstream_) TALLY_RETURN_IF_ERROR(check_upstream_(upstream));
   v1::SubscribeRequest request;
   request.set_subscriber(store_->node_name());
   absl::StatusOr<storage::UpstreamProgress> progress =

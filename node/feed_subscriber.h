@@ -72,8 +72,13 @@ class FeedSubscriber {
  public:
   // `client` must outlive the subscriber. `request_session` asks for an
   // anti-entropy session with this peer soon (it must not block).
-  FeedSubscriber(storage::Store* store, NodeClient* client,
-                 std::function<void()> request_session);
+  // `check_upstream`, if set, is called with the upstream's node name after
+  // each handshake; an error stops that attempt before it subscribes (it is
+  // retried after the backoff).
+  FeedSubscriber(
+      storage::Store* store, NodeClient* client,
+      std::function<void()> request_session,
+      std::function<absl::Status(const std::string&)> check_upstream = nullptr);
   ~FeedSubscriber();
   FeedSubscriber(const FeedSubscriber&) = delete;
   FeedSubscriber& operator=(const FeedSubscriber&) = delete;
@@ -113,6 +118,7 @@ class FeedSubscriber {
   storage::Store* const store_;
   NodeClient* const client_;
   const std::function<void()> request_session_;
+  const std::function<absl::Status(const std::string&)> check_upstream_;
   std::atomic<bool> stopping_{false};
   // Cancels the open stream on stop.
   StreamCanceller canceller_;

@@ -51,9 +51,13 @@ absl::Status SessionScheduler::Start() {
   for (const auto& peer_ptr : peers_) {
     Peer* peer = peer_ptr.get();
     peer->feed = std::make_unique<FeedSubscriber>(
-        store_, peer->client.get(), [this, peer] {
+        store_, peer->client.get(),
+        [this, peer] {
           absl::MutexLock lock(&mu_);
           peer->next_due = absl::Now();
+        },
+        [this, peer](const std::string& name) {
+          return ClaimName(peer, name);
         });
     peer->feed->Start();
   }
@@ -106,6 +110,25 @@ void SessionScheduler::TimerLoop() {
   }
 }
 
+absl::Status SessionScheduler::ClaimName(Peer* peer, const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  peer->name = name;
+  // Two addresses of one node (localhost and 127.0.0.1, a name and its IP)
+  // escape the config's duplicate check; their two feed subscriptions would
+  // replace each other at the publisher forever. The first one listed wins.
+  for (const auto& other : peers_) {
+    if (other.get() == peer) break;
+    if (other->name == name) {
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "peers %s and %s are the same node '%s'; give each peer once (this "
+          "node follows and syncs with it through %s only)",
+          other->config.address, peer->config.address, name,
+          other->config.address));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void SessionScheduler::RunSession(Peer* peer) {
   const absl::Time start = absl::Now();
   // When the session started by the store's clock: what the tombstone
@@ -133,11 +156,8 @@ void SessionScheduler::RunSession(Peer* peer) {
   if (!handshake.ok()) {
     status = handshake.status();
   } else {
-    {
-      absl::MutexLock lock(&mu_);
-      peer->name = handshake->node_name();
-    }
-    if (handshake->node_name() == store_->node_name()) {
+    status = ClaimName(peer, handshake->node_name());
+    if (status.ok() && handshake->node_name() == store_->node_name()) {
       status = absl::FailedPreconditionError(absl::StrFormat(
           "peer %s has this node's own name '%s'; node names must be unique",
           peer->config.address, store_->node_name()));
@@ -147,6 +167,8 @@ void SessionScheduler::RunSession(Peer* peer) {
     }
   }
 
+  // Refused before any keyspace was synced: no per-keyspace line says why.
+  const bool refused = !status.ok();
   std::unique_ptr<Replica> local = NewLocalReplica(store_);
   std::unique_ptr<Replica> remote = NewRemoteReplica(peer->client.get());
   for (const std::string& keyspace : keyspaces) {
@@ -186,7 +208,7 @@ void SessionScheduler::RunSession(Peer* peer) {
         stats.erased_from_b, stats.conflicts,
         absl::ToInt64Milliseconds(absl::Now() - keyspace_start)));
   }
-  if (!handshake.ok() || (keyspaces.empty() && !status.ok())) {
+  if (refused) {
     LogWarning(absl::StrFormat("session peer=%s outcome=%s",
                                peer->config.address, status.ToString()));
   }

@@ -105,6 +105,11 @@ class SessionScheduler : public StatusSource {
     bool clock_warned = false;
   };
 
+  // Records `name` as the node at `peer`'s address. kAlreadyExists when a
+  // peer listed before it is that node under another address.
+  absl::Status ClaimName(Peer* peer, const std::string& name)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   void TimerLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Runs one session with `peer`; REQUIRES: peer->running was set by us.
   void RunSession(Peer* peer) ABSL_LOCKS_EXCLUDED(mu_);

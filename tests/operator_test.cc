@@ -132,6 +132,25 @@ TEST(Operator, LoadStoppedByABadLineNamesTheLineAndTheRowsLoaded) {
   EXPECT_THAT(directory.err, HasSubstr("is a directory"));
 }
 
+// `--file -` read a failing standard input as an empty one: a directory on
+// stdin, or a closed stdin, "loaded 0 rows" and exited 0. (A named file
+// that is a directory was already refused.) A read error is trouble.
+TEST(Operator, LoadFromAStdinThatCannotBeReadIsTrouble) {
+  TempDir dir;
+  auto node = StartNode("a", dir.path() + "/a");
+  ASSERT_NE(node, nullptr);
+  for (const std::string& redirect :
+       std::vector<std::string>{"< '" + dir.path() + "'", "<&-"}) {
+    const CommandResult r =
+        RunCommand({"/bin/bash", "-c",
+                    absl::StrFormat("'%s' --node %s load --file - %s",
+                                    TallyPath(), node->address(), redirect)});
+    ExpectOneTroubleLine(r);
+    EXPECT_THAT(r.err, HasSubstr("standard input")) << redirect;
+  }
+  EXPECT_EQ(node->Stop(), 0);
+}
+
 // ------------------------------------------------- item 14: SIGHUP, version
 
 // SIGHUP's default action ended tallyd (exit 129) without a log line.

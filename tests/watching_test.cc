@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -215,6 +216,41 @@ TEST(Watching, ConflictsShowInStatusAndMetrics) {
   EXPECT_TRUE(
       std::regex_search(json.out, std::regex(R"("conflicts":[1-9][0-9]*,)")))
       << json.out;
+  EXPECT_EQ(a->Stop(), 0);
+  EXPECT_EQ(b->Stop(), 0);
+}
+
+// Issue 8, item 16 refuses a peer given twice, but only by its spelling: one
+// node given as 127.0.0.1:PORT and localhost:PORT ran two feed subscriptions
+// under one subscriber name, and since a newer subscription replaces the
+// older (item 8) each kept ending the other: the feed reconnected forever
+// and its lag flapped. The second address of a node is now refused, by
+// name, once its handshake names it.
+TEST(Watching, OneNodeGivenAsTwoPeersIsRefusedByNameAndDoesNotFlap) {
+  TempDir dir_a, dir_b;
+  auto b = StartNode("node-b", dir_b.path());
+  ASSERT_TRUE(b);
+  const std::string alias =
+      "localhost" + b->address().substr(b->address().rfind(':'));
+  auto a = StartNode(
+      "node-a", dir_a.path(),
+      {"--sync-interval", "300ms", "--peer", b->address(), "--peer", alias});
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(WaitFor([&] {
+    const v1::StatusResponse s = Status(a->address());
+    return s.peers_size() == 2 && s.peers(0).feed_connected() &&
+           absl::StrContains(s.peers(1).last_outcome(), "same node");
+  })) << a->Log();
+  const v1::StatusResponse before = Status(a->address());
+  EXPECT_THAT(before.peers(1).last_outcome(), HasSubstr("give each peer once"));
+  absl::SleepFor(absl::Seconds(4));
+  const v1::StatusResponse after = Status(a->address());
+  EXPECT_TRUE(after.peers(0).feed_connected());
+  EXPECT_EQ(after.peers(0).feed_reconnects(),
+            before.peers(0).feed_reconnects());
+  EXPECT_FALSE(after.peers(1).feed_connected());
+  EXPECT_GT(after.peers(0).sessions_ok(), before.peers(0).sessions_ok());
+  EXPECT_EQ(after.peers(1).sessions_ok(), 0u);
   EXPECT_EQ(a->Stop(), 0);
   EXPECT_EQ(b->Stop(), 0);
 }

@@ -19,6 +19,7 @@
 // The flags live in this file because absl's --help lists the flags of the
 // file named after the program.
 #include <grpc/support/log.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -355,6 +356,19 @@ CommandResult Load(const Context& ctx) {
     if (path.empty()) return absl::InvalidArgumentError("--file is empty");
     if (path == "-") {
       input = "standard input";
+      // std::cin reads a closed descriptor or a directory as an empty
+      // input: "loaded 0 rows", exit 0.
+      struct stat st;
+      if (fstat(STDIN_FILENO, &st) != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("--file -: standard input cannot be read: %s",
+                            std::strerror(errno)));
+      }
+      if (S_ISDIR(st.st_mode)) {
+        return absl::InvalidArgumentError(
+            "--file -: standard input is a directory; give a JSON Lines "
+            "file");
+      }
       reader.emplace(&std::cin);
     } else {
       input = path;
@@ -411,6 +425,12 @@ CommandResult Load(const Context& ctx) {
       });
   progress.Clear();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  // std::cin (synchronised with stdio) ends at a read error as at the end
+  // of the input; only stdin's error flag tells them apart.
+  if (read_error.ok() && path == "-" && from_file && std::ferror(stdin)) {
+    read_error = absl::UnavailableError(
+        absl::StrCat("read error after line ", reader->line_number()));
+  }
   if (!r.ok()) {
     if (sent == 0) return CallFailed(ctx, r.status());
     return absl::Status(

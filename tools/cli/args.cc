@@ -4,9 +4,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <system_error>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
@@ -245,6 +247,15 @@ absl::Status ExpandInto(const std::vector<std::string>& args, int depth,
       }
       for (absl::string_view file : absl::StrSplit(*files, ',')) {
         const std::string path(file);
+        // An ifstream opens a directory and reads it as empty: the flags
+        // would silently not apply.
+        std::error_code ec;
+        if (std::filesystem::is_directory(path, ec)) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "--flagfile %s is a directory; give a file of --name=value "
+              "lines",
+              path));
+        }
         std::ifstream in(path);
         std::stringstream text;
         if (in) text << in.rdbuf();

@@ -161,6 +161,17 @@ TEST(ExpandFlagfiles, AnUnreadableOrMalformedFlagfileIsAnError) {
   EXPECT_THAT(ExpandFlagfiles(&args).message(), HasSubstr("nest"));
 }
 
+// An ifstream opens a directory and reads it as empty, so `--flagfile=DIR`
+// used to add no flags at all: the command then ran against the default
+// node and keyspace instead of failing.
+TEST(ExpandFlagfiles, ADirectoryAsFlagfileIsAnError) {
+  const std::string dir = ::testing::TempDir();
+  std::vector<std::string> args = {"--flagfile=" + dir, "get", "k"};
+  const absl::Status s = ExpandFlagfiles(&args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("is a directory"));
+}
+
 TEST(ExpandFlagfiles, FromenvReadsFlagsFromTheEnvironment) {
   setenv("FLAGS_node", "h:5", 1);
   unsetenv("FLAGS_count");
