@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace tally {
@@ -50,10 +51,19 @@ TEST(WorkerPool, BulkTasksLeaveAThreadForControlTasks) {
         },
         WorkerPool::Lane::kBulk));
   }
-  // Two of three threads take bulk work; the third stays for control.
+  // Two of three threads take bulk work; the third stays for control. (The
+  // threads pick their tasks up at their own pace: wait for the two rather
+  // than reading the count the moment the control task ran.)
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (bulk_started.load() < 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(bulk_started.load(), 2);
   absl::Notification control_ran;
   ASSERT_TRUE(pool.Schedule([&] { control_ran.Notify(); }));
   EXPECT_TRUE(control_ran.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  // Time for a third thread to take bulk work, were it allowed to.
+  absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(bulk_started.load(), 2);
   release.Notify();
 }
