@@ -250,6 +250,10 @@ TEST(Operator, RepairThatLeavesTheNodesDifferentExitsOne) {
       RunTally({"repair", a->address(), b->address(), "--json"});
   EXPECT_THAT(json.out, HasSubstr("\"equal\":false"));
   EXPECT_EQ(json.exit_code, 1) << json.out << json.err;
+  // A dry run changes nothing: differences found mean they still differ.
+  const CommandResult dry =
+      RunTally({"repair", a->address(), b->address(), "--dry-run"});
+  EXPECT_EQ(dry.exit_code, 1) << dry.out << dry.err;
 
   // Equal after the repair: 0, as before.
   ASSERT_EQ(RunTally({"--node", a->address(), "put", "k", "v"}).exit_code, 0);
@@ -260,6 +264,10 @@ TEST(Operator, RepairThatLeavesTheNodesDifferentExitsOne) {
       RunTally({"--keyspace", "other", "repair", a->address(), b->address()});
   EXPECT_THAT(equal.out, HasSubstr("A and B are equal"));
   EXPECT_EQ(equal.exit_code, 0) << equal.out << equal.err;
+  EXPECT_EQ(RunTally({"--keyspace", "other", "repair", a->address(),
+                      b->address(), "--dry-run"})
+                .exit_code,
+            0);
 }
 
 // `--sync-interval nan|inf|1e30` were accepted as "never", and

@@ -744,8 +744,10 @@ CommandResult Repair(const Context& ctx) {
   }
   const bool equal = root_a.hex == root_b.hex && root_a.rows == root_b.rows;
   // Exit 1, as diff's "different": a script that runs repair and goes on
-  // must not take nodes that still differ for repaired ones.
-  const bool still_differ = !dry_run && !equal;
+  // must not take nodes that still differ for repaired ones. A dry run
+  // changes nothing, so the nodes still differ whenever it found a
+  // difference.
+  const bool still_differ = dry_run ? stats.diff.differences > 0 : !equal;
 
   if (ctx.json) {
     Json summary = DiffStatsJson(stats.diff, seconds);

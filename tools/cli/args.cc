@@ -137,8 +137,8 @@ std::string UsageText() {
       "  0  success; diff: the nodes are equal; verify, recover: the store is "
       "sound\n"
       "  1  get: no such key (or deleted); diff: the nodes differ; "
-      "repair: the nodes still differ afterwards; verify, recover: problems "
-      "found\n"
+      "repair: the nodes still differ afterwards (a dry run: it found "
+      "differences); verify, recover: problems found\n"
       "  2  trouble: bad arguments, unknown keyspace, unreachable node, "
       "failed repair\n");
   return out;
