@@ -132,6 +132,24 @@ TEST(Operator, LoadStoppedByABadLineNamesTheLineAndTheRowsLoaded) {
   EXPECT_THAT(directory.err, HasSubstr("is a directory"));
 }
 
+// A load the node refused said "nothing was committed; some of the N rows
+// sent may have been written": the node names what its earlier messages
+// committed, so the client adds its doubt only for a call lost on the way.
+TEST(Operator, LoadRefusedByTheNodeSaysOnlyWhatTheNodeCommitted) {
+  TempDir dir;
+  std::vector<std::string> flags = kNoSync;
+  flags.insert(flags.end(), {"--max-keyspaces", "1"});
+  auto node = NodeProcess::Start("a", dir.path() + "/a", flags);
+  ASSERT_TRUE(node.ok()) << node.status();
+  const std::string address = (*node)->address();
+  ASSERT_EQ(RunTally({"--node", address, "put", "k", "v"}).exit_code, 0);
+  const CommandResult r = RunTally(
+      {"--node", address, "--keyspace", "second", "load", "--count", "10"});
+  ExpectOneTroubleLine(r);
+  EXPECT_THAT(r.err, HasSubstr("nothing was committed"));
+  EXPECT_THAT(r.err, Not(HasSubstr("may have been written")));
+}
+
 // `--file -` read a failing standard input as an empty one: a directory on
 // stdin, or a closed stdin, "loaded 0 rows" and exited 0. (A named file
 // that is a directory was already refused.) A read error is trouble.

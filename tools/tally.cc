@@ -432,7 +432,16 @@ CommandResult Load(const Context& ctx) {
         absl::StrCat("read error after line ", reader->line_number()));
   }
   if (!r.ok()) {
-    if (sent == 0) return CallFailed(ctx, r.status());
+    // A node that refused a message says itself what the earlier ones
+    // committed (node/internal/write_stream.h); only a call lost on the way
+    // (the node or the link died) leaves the client not knowing.
+    const absl::StatusCode code = r.status().code();
+    const bool lost = code == absl::StatusCode::kUnavailable ||
+                      code == absl::StatusCode::kDeadlineExceeded ||
+                      code == absl::StatusCode::kCancelled ||
+                      code == absl::StatusCode::kUnknown ||
+                      code == absl::StatusCode::kInternal;
+    if (sent == 0 || !lost) return CallFailed(ctx, r.status());
     return absl::Status(
         r.status().code(),
         absl::StrFormat("%s; some of the %d rows sent may have been written "
