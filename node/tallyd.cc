@@ -71,8 +71,10 @@ Settings (flags, or `name = value` lines in --config FILE):
                            (default 10000000; 0 = no limit)
   --log-retention-age DURATION  keep change-log entries this long
                            (default 168h; 0 = no limit)
-  --tombstone-min-age DURATION  purge tombstones older than this once every
-                           peer has synced past them (default 24h)
+  --tombstone-min-age DURATION  purge a tombstone once it arrived here this
+                           long ago (by this node's clock, not its
+                           timestamp) and every peer has synced past it
+                           (default 24h)
   --max-clock-skew DURATION  refuse remote timestamps further ahead of this
                            node's clock (default 60s)
   --maintenance-interval DURATION  how often the log is trimmed and
