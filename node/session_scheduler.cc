@@ -4,6 +4,7 @@
 #include <random>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "node/log.h"
 #include "node/replica.h"
@@ -126,6 +127,11 @@ void SessionScheduler::RunSession(Peer* peer) {
   }
   absl::StatusOr<v1::HandshakeResponse> handshake =
       peer->client->Handshake({}, 0);
+  if (handshake.ok()) {
+    // Before the clock is observed, so that its warning names the peer.
+    absl::MutexLock lock(&mu_);
+    peer->name = handshake->node_name();
+  }
   if (handshake.ok() && handshake->clock_unix_ms() != 0) {
     ObserveClock(peer, handshake->clock_unix_ms(), clock_start,
                  store_->clock().PhysicalMillis());
@@ -133,10 +139,6 @@ void SessionScheduler::RunSession(Peer* peer) {
   if (!handshake.ok()) {
     status = handshake.status();
   } else {
-    {
-      absl::MutexLock lock(&mu_);
-      peer->name = handshake->node_name();
-    }
     if (handshake->node_name() == store_->node_name()) {
       status = absl::FailedPreconditionError(absl::StrFormat(
           "peer %s has this node's own name '%s'; node names must be unique",
@@ -226,10 +228,12 @@ void SessionScheduler::ObserveClock(Peer* peer, uint64_t peer_clock_ms,
     if (behind - uncertainty > threshold && !peer->clock_warned) {
       peer->clock_warned = true;
       warning = absl::StrFormat(
-          "clock: this node's clock is %.1f s behind peer %s (%s); its "
+          "clock: this node's clock is %.1f s behind peer %s%s; its "
           "writes lose to older ones elsewhere and the peer's newer writes "
           "may be refused (max-clock-skew %s). Fix its time source (NTP).",
-          behind, peer->config.address, peer->name,
+          behind, peer->config.address,
+          // The name is learned at the first handshake that succeeds.
+          peer->name.empty() ? "" : absl::StrCat(" (", peer->name, ")"),
           absl::FormatDuration(config_.max_clock_skew));
     } else if (behind < threshold / 2) {
       peer->clock_warned = false;  // warn again if it falls behind again
