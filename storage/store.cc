@@ -2374,12 +2374,16 @@ absl::StatusOr<DirectoryState> InspectDirectory(const std::string& dir) {
     return DirectoryState::kStore;
   }
   // LevelDB's lock and info log hold no data (a first open that failed
-  // leaves them).
+  // leaves them), and neither does the lost+found directory of a file
+  // system's root: a fresh disk mounted as the data directory is empty.
   std::vector<std::string> others;
   for (const std::string& name : names) {
-    if (name != "LOCK" && name != "LOG" && name != "LOG.old") {
-      others.push_back(name);
+    if (name == "LOCK" || name == "LOG" || name == "LOG.old") continue;
+    if (name == "lost+found" &&
+        std::filesystem::is_directory(std::filesystem::path(dir) / name, ec)) {
+      continue;
     }
+    others.push_back(name);
   }
   if (others.empty()) return DirectoryState::kEmpty;
   std::sort(others.begin(), others.end());

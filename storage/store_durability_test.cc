@@ -369,6 +369,18 @@ TEST(StoreDirectory, ADirectoryWithOtherFilesGetsNoStore) {
   EXPECT_EQ(FilesIn(dir.path()), std::vector<std::string>{"notes.txt"});
 }
 
+// A file system's own root holds lost+found (ext4 makes it at mkfs): a
+// data directory that is a fresh disk's mount point is empty to an
+// operator, and the refusal of foreign files must not refuse it.
+TEST(StoreDirectory, AFreshFileSystemsLostAndFoundIsNoStore) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.path() + "/lost+found");
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(dir.path(), DurableOptions(nullptr));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ExpectSoundAndWritable(**store);
+}
+
 TEST(StoreDirectory, AnEmptyOrNewDirectoryGetsANewStore) {
   TempDir dir;
   for (const std::string& path : {dir.path(), dir.path() + "/new/store"}) {
