@@ -151,8 +151,12 @@ void SessionScheduler::RunSession(Peer* peer) {
 
   std::unique_ptr<Replica> local = NewLocalReplica(store_);
   std::unique_ptr<Replica> remote = NewRemoteReplica(peer->client.get());
+  // A keyspace this node may not create (it is at max-keyspaces) fails on
+  // its own: the keyspaces after it are synced all the same, or one such
+  // keyspace of a peer would stop every keyspace named after it for good.
+  bool keyspace_refused = false;
   for (const std::string& keyspace : keyspaces) {
-    if (!status.ok()) break;
+    if (!status.ok() && !keyspace_refused) break;
     SyncOptions options;
     options.keyspace = keyspace;
     options.a_is_source = from_source;
@@ -175,7 +179,10 @@ void SessionScheduler::RunSession(Peer* peer) {
     bytes_repaired += stats.repair_bytes;
     rows_erased += stats.erased_from_b;
     conflicts += stats.conflicts;
-    if (!synced.ok()) status = synced;
+    if (!synced.ok()) {
+      keyspace_refused = absl::IsResourceExhausted(synced);
+      if (status.ok() || !keyspace_refused) status = synced;
+    }
     LogInfo(absl::StrFormat(
         "session peer=%s name=%s keyspace=%s mode=%s outcome=%s rounds=%d "
         "bytes_sent=%d bytes_received=%d rows_sent=%d rows_received=%d "
