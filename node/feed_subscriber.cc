@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -269,11 +270,47 @@ absl::Status FeedSubscriber::Commit(const std::string& upstream,
   }
   batch.write.progress =
       storage::UpstreamProgress{upstream, batch.epoch, batch.position};
-  TALLY_ASSIGN_OR_RETURN(storage::WriteResult result,
-                         store_->Write(std::move(batch.write)));
+  // A change of a keyspace this node lacks may be refused (the store is at
+  // max-keyspaces). Such changes are then left out and the rest applied:
+  // stopping would bring the very change again at every reconnect, and no
+  // later change of this upstream would ever arrive. (The sessions with the
+  // peer report the keyspace refused.) Only a batch that names a new
+  // keyspace keeps a copy of its changes for that.
+  std::vector<storage::Mutation> kept;
+  bool names_new_keyspace = false;
+  {
+    absl::flat_hash_set<std::string> known;
+    for (const storage::KeyspaceInfo& info : store_->ListKeyspaces()) {
+      known.insert(info.name);
+    }
+    for (const storage::Mutation& m : batch.write.mutations) {
+      if (!known.contains(m.keyspace)) {
+        names_new_keyspace = true;
+        for (const storage::Mutation& k : batch.write.mutations) {
+          if (known.contains(k.keyspace)) kept.push_back(k);
+        }
+        break;
+      }
+    }
+  }
+  const size_t changes = batch.write.mutations.size();
+  storage::WriteRequest retry;
+  retry.progress = batch.write.progress;
+  retry.mode = batch.write.mode;
+  absl::StatusOr<storage::WriteResult> result =
+      store_->Write(std::move(batch.write));
+  if (names_new_keyspace && absl::IsResourceExhausted(result.status())) {
+    LogWarning(absl::StrFormat(
+        "feed from %s: left out %d changes of keyspaces this node cannot "
+        "create: %s",
+        upstream, changes - kept.size(), result.status().message()));
+    retry.mutations = std::move(kept);
+    result = store_->Write(std::move(retry));
+  }
+  TALLY_RETURN_IF_ERROR(result.status());
   uint64_t applied = 0;
   uint64_t not_newer = 0;
-  for (bool a : result.applied) a ? ++applied : ++not_newer;
+  for (bool a : result->applied) a ? ++applied : ++not_newer;
   absl::MutexLock lock(&mu_);
   counters_.received += batch.received;
   counters_.applied += applied;

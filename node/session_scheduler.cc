@@ -4,6 +4,7 @@
 #include <random>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "node/log.h"
 #include "node/replica.h"
@@ -149,6 +150,11 @@ void SessionScheduler::RunSession(Peer* peer) {
   }
   absl::StatusOr<v1::HandshakeResponse> handshake =
       peer->client->Handshake({}, 0);
+  if (handshake.ok()) {
+    // Before the clock is observed, so that its warning names the peer.
+    absl::MutexLock lock(&mu_);
+    peer->name = handshake->node_name();
+  }
   if (handshake.ok() && handshake->clock_unix_ms() != 0) {
     ObserveClock(peer, handshake->clock_unix_ms(), clock_start,
                  store_->clock().PhysicalMillis());
@@ -171,8 +177,12 @@ void SessionScheduler::RunSession(Peer* peer) {
   const bool refused = !status.ok();
   std::unique_ptr<Replica> local = NewLocalReplica(store_);
   std::unique_ptr<Replica> remote = NewRemoteReplica(peer->client.get());
+  // A keyspace this node may not create (it is at max-keyspaces) fails on
+  // its own: the keyspaces after it are synced all the same, or one such
+  // keyspace of a peer would stop every keyspace named after it for good.
+  bool keyspace_refused = false;
   for (const std::string& keyspace : keyspaces) {
-    if (!status.ok()) break;
+    if (!status.ok() && !keyspace_refused) break;
     SyncOptions options;
     options.keyspace = keyspace;
     options.a_is_source = from_source;
@@ -195,7 +205,10 @@ void SessionScheduler::RunSession(Peer* peer) {
     bytes_repaired += stats.repair_bytes;
     rows_erased += stats.erased_from_b;
     conflicts += stats.conflicts;
-    if (!synced.ok()) status = synced;
+    if (!synced.ok()) {
+      keyspace_refused = absl::IsResourceExhausted(synced);
+      if (status.ok() || !keyspace_refused) status = synced;
+    }
     LogInfo(absl::StrFormat(
         "session peer=%s name=%s keyspace=%s mode=%s outcome=%s rounds=%d "
         "bytes_sent=%d bytes_received=%d rows_sent=%d rows_received=%d "
@@ -248,10 +261,12 @@ void SessionScheduler::ObserveClock(Peer* peer, uint64_t peer_clock_ms,
     if (behind - uncertainty > threshold && !peer->clock_warned) {
       peer->clock_warned = true;
       warning = absl::StrFormat(
-          "clock: this node's clock is %.1f s behind peer %s (%s); its "
+          "clock: this node's clock is %.1f s behind peer %s%s; its "
           "writes lose to older ones elsewhere and the peer's newer writes "
           "may be refused (max-clock-skew %s). Fix its time source (NTP).",
-          behind, peer->config.address, peer->name,
+          behind, peer->config.address,
+          // The name is learned at the first handshake that succeeds.
+          peer->name.empty() ? "" : absl::StrCat(" (", peer->name, ")"),
           absl::FormatDuration(config_.max_clock_skew));
     } else if (behind < threshold / 2) {
       peer->clock_warned = false;  // warn again if it falls behind again

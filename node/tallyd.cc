@@ -72,7 +72,8 @@ Settings (flags, or `name = value` lines in --config FILE):
   --log-retention-age DURATION  keep change-log entries this long
                            (default 168h; 0 = no limit)
   --tombstone-min-age DURATION  purge a tombstone once it arrived here this
-                           long ago and every peer has synced past it
+                           long ago (by this node's clock, not its
+                           timestamp) and every peer has synced past it
                            (default 24h)
   --max-clock-skew DURATION  refuse remote timestamps further ahead of this
                            node's clock (default 60s)

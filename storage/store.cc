@@ -913,10 +913,8 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
                 internal::EncodeLeaf(fix.computed.digest, fix.computed.count));
     }
   }
-  leveldb::WriteOptions write;
-  write.sync = true;
   TALLY_RETURN_IF_ERROR(
-      FromLevelDb(db_->Write(write, &batch), "marking damaged rows"));
+      WriteToLevelDb(&batch, /*sync=*/true, "marking damaged rows"));
   absl::MutexLock lock(&mu_);
   Keyspace* mutable_ks = keyspaces_by_id_.at(ks->id);
   const Digest128 root = mutable_ks->tree.root().digest;
@@ -1963,11 +1961,13 @@ absl::StatusOr<uint64_t> StoreImpl::PurgeTombstones(tree::HlcTimestamp before,
     for (bool applied : result.applied) purged += applied ? 1 : 0;
   }
   // After the erases: a crash before this leaves records the next purge
-  // finds stale, never a tombstone without one.
-  leveldb::WriteOptions write;
-  write.sync = options_.sync;
-  TALLY_RETURN_IF_ERROR(FromLevelDb(db_->Write(write, &visited),
-                                    "removing purged tombstones' index"));
+  // finds stale, never a tombstone without one. Through WriteToLevelDb like
+  // every write while the store is open: after a failed append LevelDB's
+  // log writer is out of step with its file, and anything it appends then
+  // (this runs every maintenance interval, even with nothing to remove)
+  // makes the next open refuse the log as damaged.
+  TALLY_RETURN_IF_ERROR(WriteToLevelDb(&visited, options_.sync,
+                                       "removing purged tombstones' index"));
   return purged;
 }
 
@@ -2374,12 +2374,16 @@ absl::StatusOr<DirectoryState> InspectDirectory(const std::string& dir) {
     return DirectoryState::kStore;
   }
   // LevelDB's lock and info log hold no data (a first open that failed
-  // leaves them).
+  // leaves them), and neither does the lost+found directory of a file
+  // system's root: a fresh disk mounted as the data directory is empty.
   std::vector<std::string> others;
   for (const std::string& name : names) {
-    if (name != "LOCK" && name != "LOG" && name != "LOG.old") {
-      others.push_back(name);
+    if (name == "LOCK" || name == "LOG" || name == "LOG.old") continue;
+    if (name == "lost+found" &&
+        std::filesystem::is_directory(std::filesystem::path(dir) / name, ec)) {
+      continue;
     }
+    others.push_back(name);
   }
   if (others.empty()) return DirectoryState::kEmpty;
   std::sort(others.begin(), others.end());

@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/internal/fault_injection_env.h"
@@ -163,6 +164,45 @@ TEST(StoreDiskFull, AFailedWriteMakesTheStoreRefuseWritesUntilReopened) {
   EXPECT_TRUE(PutOne(**store, "after", "v").ok());
   EXPECT_TRUE((*store)->Get("ks", "kept").ok());
   EXPECT_FALSE((*store)->Get("ks", "refused").ok());
+}
+
+// The node's maintenance and scrubber go on after a failed write: the
+// tombstone purge and the damage marks wrote to LevelDB without asking
+// whether writes had failed, so each landed in the log after the cut
+// record, and the next open refused the store as damaged ("checksum
+// mismatch") although nothing acknowledged was lost. A store that refuses
+// writes must write nothing at all until reopened.
+TEST(StoreDiskFull, PurgeAndScrubAfterAFailedWriteLeaveTheLogReadable) {
+  TempDir dir;
+  FaultInjectionEnv env;
+  std::map<std::string, std::string> acknowledged;
+  {
+    absl::StatusOr<std::unique_ptr<Store>> store =
+        Store::Open(dir.path(), DurableOptions(&env));
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (int i = 0; i < 20; ++i) {
+      const std::string key = absl::StrCat("k", i);
+      ASSERT_TRUE(PutOne(**store, key, "v").ok());
+      acknowledged[key] = "v";
+    }
+    // The append that fills the disk writes a prefix of its record.
+    env.SetFreeBytes(100);
+    ASSERT_FALSE(PutOne(**store, "lost", std::string(4096, 'x')).ok());
+    env.SetFreeBytes(FaultInjectionEnv::kUnlimited);
+    const tree::HlcTimestamp now = tree::HlcTimestamp::FromParts(
+        static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())), 0);
+    // Enough maintenance passes to write past the cut record's length.
+    int purges_done = 0;
+    for (int i = 0; i < 400; ++i) {
+      if ((*store)->PurgeTombstones(now, 1000).ok()) ++purges_done;
+      (void)(*store)->ScrubLeaves("ks", 0, 256);
+    }
+    EXPECT_EQ(purges_done, 0) << "purges ran on a store that refuses writes";
+  }
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(dir.path(), DurableOptions(&env));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ExpectAllPresent(**store, acknowledged);
 }
 
 // The same episode on a real file system that fills up: a small tmpfs.
@@ -322,6 +362,18 @@ TEST(StoreDirectory, ADirectoryWithOtherFilesGetsNoStore) {
   EXPECT_THAT(store.status().message(), HasSubstr("notes.txt"));
   EXPECT_THAT(store.status().message(), HasSubstr("empty or new directory"));
   EXPECT_EQ(FilesIn(dir.path()), std::vector<std::string>{"notes.txt"});
+}
+
+// A file system's own root holds lost+found (ext4 makes it at mkfs): a
+// data directory that is a fresh disk's mount point is empty to an
+// operator, and the refusal of foreign files must not refuse it.
+TEST(StoreDirectory, AFreshFileSystemsLostAndFoundIsNoStore) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.path() + "/lost+found");
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(dir.path(), DurableOptions(nullptr));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ExpectSoundAndWritable(**store);
 }
 
 TEST(StoreDirectory, AnEmptyOrNewDirectoryGetsANewStore) {

@@ -640,6 +640,64 @@ TEST(Cluster, ChangeFeedCarriesWritesAroundARingWithoutEchoes) {
   for (auto& n : nodes) EXPECT_EQ(n->Stop(), 0);
 }
 
+// A node at its keyspace limit (max-keyspaces) refuses a peer's rows of one
+// more keyspace; that must not stop the rest. The feed stopped at the first
+// change of such a keyspace and reconnected to the same change for ever, so
+// no later write of the peer arrived; a session stopped at that keyspace,
+// so the keyspaces after it (by name) were never synced again.
+TEST(Cluster, APeersKeyspaceOverTheLimitDoesNotStopTheOthers) {
+  TempDir dir_x, dir_y;
+  const std::string addr_y = FreeLoopbackAddress();
+  auto y = StartNode("y", dir_y.path(), kNoSync, addr_y);
+  ASSERT_TRUE(y);
+  auto y_client = Connect(addr_y);
+  ASSERT_TRUE(y_client->Put(kKeyspace, "d0", "v").ok());
+  const std::vector<std::string> x_flags = {
+      "--sync-writes",   "false", "--max-keyspaces", "2",
+      "--sync-interval", "1h",    "--peer",          addr_y};
+  auto x = StartNode("x", dir_x.path(), x_flags);
+  ASSERT_TRUE(x);
+  auto x_client = Connect(x->address());
+  auto x_has = [&](const std::string& key) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      if (x_client->Get(kKeyspace, key).ok()) return true;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return false;
+  };
+  ASSERT_TRUE(x_has("d0"));  // the start-up session
+
+  // The feed: a1 fits (default, a1), a2 does not; d1 comes after both.
+  ASSERT_TRUE(y_client->Put("a1", "k", "v").ok());
+  ASSERT_TRUE(y_client->Put("a2", "k", "v").ok());
+  ASSERT_TRUE(y_client->Put(kKeyspace, "d1", "v").ok());
+  EXPECT_TRUE(x_has("d1")) << "the feed stopped at keyspace a2";
+
+  // A session: with y's log trimmed, x's feed cannot bring d2; only the
+  // start-up session can, after it has been refused keyspace a2.
+  EXPECT_EQ(x->Stop(), 0);
+  ASSERT_TRUE(y_client->Put(kKeyspace, "d2", "v").ok());
+  EXPECT_EQ(y->Stop(), 0);
+  y = StartNode("y", dir_y.path(),
+                {"--sync-writes", "false", "--log-retention-entries", "1",
+                 "--maintenance-interval", "100ms"},
+                addr_y);
+  ASSERT_TRUE(y);
+  y_client = Connect(addr_y);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(y_client->Put("a2", absl::StrCat("more-", i), "v").ok());
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // y trims its log
+  x = StartNode("x", dir_x.path(), x_flags);
+  ASSERT_TRUE(x);
+  x_client = Connect(x->address());
+  EXPECT_TRUE(x_has("d2")) << "the session stopped at keyspace a2";
+  EXPECT_THAT(x->Log(), HasSubstr("keyspace=a2"));
+  EXPECT_EQ(x->Stop(), 0);
+  EXPECT_EQ(y->Stop(), 0);
+}
+
 TEST(Cluster, PeersConvergeOnTheirOwn) {
   TempDir dir_a, dir_b;
   const std::string addr_a = FreeLoopbackAddress();

@@ -959,15 +959,17 @@ CommandResult Recover(const Context& ctx) {
     }
     std::cout << absl::StrFormat(
         "recovered: node '%s' in %s, %d keyspace%s, %d rows, %s, in %.2f s\n"
-        "what LevelDB could not read was dropped (the files it came from "
-        "are in %s), and %d rows that did not match their digest.\n"
+        "what LevelDB could not read was dropped, and %d row%s that did not "
+        "match %s digest; the files LevelDB's repair replaced or could not "
+        "read are in %s (the store no longer needs them)\n"
         "%s\n",
         (*store)->node_name(), dir, report->keyspaces,
         report->keyspaces == 1 ? "" : "s", report->rows,
         report->ok() ? "sound"
                      : absl::StrCat(report->problems.size(), " problem",
                                     report->problems.size() == 1 ? "" : "s"),
-        seconds, lost, *removed,
+        seconds, *removed, *removed == 1 ? "" : "s",
+        *removed == 1 ? "its" : "their", lost,
         report->ok()
             ? "next: start tallyd; its anti-entropy sessions bring back from "
               "its peers the rows that were lost (or run `tally repair PEER "
