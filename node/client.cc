@@ -20,15 +20,23 @@ struct NodeClient::Stubs {
 
 namespace {
 
-// Adds context to an RPC failure: which node, which call.
+// Adds context to an RPC failure: which node, which call. UNAVAILABLE is
+// said as "unavailable", not "unreachable": a node that was reached answers
+// it too (a store that refuses writes after a full disk), and the message
+// after the colon tells the two apart.
 absl::Status CallError(const grpc::Status& s, const std::string& address,
                        absl::string_view call) {
   absl::Status status = ToAbslStatus(s);
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
     return absl::Status(status.code(),
-                        absl::StrFormat("node %s is unreachable (%s): %s",
+                        absl::StrFormat("node %s is unavailable (%s): %s",
                                         address, call, s.error_message()));
+  }
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::Status(
+        status.code(),
+        absl::StrFormat("node %s did not answer in time (%s): %s", address,
+                        call, s.error_message()));
   }
   return absl::Status(
       status.code(),

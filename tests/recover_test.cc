@@ -31,7 +31,9 @@ using ::tally::testing::NodeProcess;
 using ::tally::testing::RunTally;
 using ::tally::testing::ScopedTmpfs;
 using ::tally::testing::TempDir;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::vector<std::string> kNoSync = {"--sync-writes", "false"};
 
@@ -214,6 +216,9 @@ TEST(DiskFull, TallydRefusesWritesAfterADiskFullAndLosesNoAcknowledgedWrite) {
       } else {
         ++refused;
         EXPECT_THAT(put.err, HasSubstr("restart"));
+        // The node answered: it is not "unreachable".
+        EXPECT_THAT(put.err, AllOf(HasSubstr("is unavailable"),
+                                   Not(HasSubstr("unreachable"))));
       }
     }
     EXPECT_THAT((*node)->Log(), HasSubstr("NOT_SERVING"));
