@@ -36,6 +36,7 @@ namespace tally {
 namespace storage {
 namespace {
 
+using internal::Corrupt;
 using internal::DecodeFixed32;
 using internal::DecodeFixed64;
 using internal::FromLevelDb;
@@ -62,11 +63,6 @@ std::string Fixed64String(uint64_t v) {
   std::string s;
   internal::PutFixed64(&s, v);
   return s;
-}
-
-absl::Status Corrupt(absl::string_view what, absl::string_view record_key) {
-  return absl::DataLossError(absl::StrFormat(
-      "corrupted %s record (key %s)", what, absl::CHexEscape(record_key)));
 }
 
 }  // namespace
@@ -616,46 +612,6 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
   for (std::string& row_key : damaged) damaged_.insert(std::move(row_key));
   damaged_count_.store(damaged_.size());
   return report;
-}
-
-template <typename Fn>
-absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
-                                   uint32_t keyspace_id, const NodeRef& range,
-                                   Fn fn) {
-  leveldb::ReadOptions read;
-  read.snapshot = snapshot;
-  read.fill_cache = false;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  const std::string prefix = internal::RowKeyPrefix(keyspace_id);
-  const Token last = range.last_token();
-  for (it->Seek(internal::RowKey(keyspace_id, range.first_token(), ""));
-       it->Valid(); it->Next()) {
-    const leveldb::Slice k = it->key();
-    if (!k.starts_with(prefix)) break;
-    if (k.size() < internal::kRowKeyHeader) {
-      return Corrupt("row key", k.ToString());
-    }
-    const Token token = DecodeFixed64(k.data() + 5);
-    if (token > last) break;
-    // Damaged rows are out of the tree until replaced: out of every answer.
-    if (damaged_count_.load() > 0 &&
-        IsDamaged(absl::string_view(k.data(), k.size()))) {
-      continue;
-    }
-    RowHeader header;
-    absl::string_view payload;
-    if (!internal::DecodeRowRecord(
-            absl::string_view(it->value().data(), it->value().size()), &header,
-            &payload)) {
-      return Corrupt("row", k.ToString());
-    }
-    const absl::string_view key(k.data() + internal::kRowKeyHeader,
-                                k.size() - internal::kRowKeyHeader);
-    absl::StatusOr<bool> more = fn(token, key, header, payload);
-    if (!more.ok()) return more.status();
-    if (!*more) return absl::OkStatus();
-  }
-  return FromLevelDb(it->status(), "scanning rows");
 }
 
 // ---------------------------------------------------------------- writes
@@ -1668,143 +1624,6 @@ int StoreImpl::AddChangeListener(ChangeListener listener) {
 void StoreImpl::RemoveChangeListener(int id) {
   absl::MutexLock lock(&listeners_mu_);
   listeners_.erase(id);
-}
-
-absl::Status StoreImpl::VerifyOriginRows(
-    const leveldb::Snapshot* snapshot,
-    const absl::flat_hash_map<uint32_t, uint64_t>& in_memory,
-    VerifyReport* report) {
-  TALLY_ASSIGN_OR_RETURN(auto from_rows, CountOriginRows(snapshot));
-  TALLY_ASSIGN_OR_RETURN(auto stored, ReadOriginRows(snapshot));
-  std::set<uint32_t> ids;
-  using Counts = absl::flat_hash_map<uint32_t, uint64_t>;
-  for (const Counts* counts :
-       std::initializer_list<const Counts*>{&from_rows, &stored, &in_memory}) {
-    for (const auto& [id, rows] : *counts) ids.insert(id);
-  }
-  auto count = [](const absl::flat_hash_map<uint32_t, uint64_t>& counts,
-                  uint32_t id) {
-    auto it = counts.find(id);
-    return it == counts.end() ? uint64_t{0} : it->second;
-  };
-  for (uint32_t id : ids) {
-    const uint64_t rows = count(from_rows, id);
-    if (count(stored, id) != rows || count(in_memory, id) != rows) {
-      std::string name = OriginName(id);
-      report->problems.push_back(absl::StrFormat(
-          "origin '%s' (id %d): the rows give %d rows, the stored count %d, "
-          "the in-memory count %d",
-          name.empty() ? "?" : name, id, rows, count(stored, id),
-          count(in_memory, id)));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<VerifyReport> StoreImpl::Verify() {
-  // One commit boundary for rows, persisted leaves and the in-memory trees.
-  const leveldb::Snapshot* snapshot;
-  Sequence leaves_sequence;
-  std::vector<std::pair<const Keyspace*, tree::MerkleTree>> trees;
-  absl::flat_hash_map<uint32_t, uint64_t> memory_origin_rows;
-  std::vector<std::string> damaged;
-  {
-    absl::MutexLock commit_lock(&commit_mu_);
-    snapshot = db_->GetSnapshot();
-    absl::MutexLock lock(&mu_);
-    leaves_sequence = leaves_sequence_;
-    memory_origin_rows = origin_rows_;
-    for (const std::string& row_key : damaged_) {
-      damaged.push_back(row_key);
-    }
-    for (const auto& [name, ks] : keyspaces_) {
-      trees.emplace_back(ks.get(), ks->tree.Copy());
-    }
-  }
-  VerifyReport report;
-  std::sort(damaged.begin(), damaged.end());
-  for (const std::string& row_key : damaged) {
-    // Left out of the leaves below; sound again once a peer's copy or a
-    // new write replaces it.
-    report.problems.push_back(absl::StrFormat(
-        "row '%s' (keyspace id %d) is damaged and awaits a peer's copy",
-        absl::CHexEscape(row_key.substr(internal::kRowKeyHeader)),
-        DecodeFixed32(row_key.data() + 1)));
-  }
-  absl::Status status;
-  for (const auto& [ks, memory_tree] : trees) {
-    ++report.keyspaces;
-    std::vector<tree::NodeState> leaves(uint64_t{1} << ks->depth);
-    status = ForEachRow(
-        snapshot, ks->id, NodeRef{0, 0},
-        [&](Token token, absl::string_view key, const RowHeader& header,
-            absl::string_view payload) -> absl::StatusOr<bool> {
-          ++report.rows;
-          if (token != tree::TokenOf(key)) {
-            report.problems.push_back(absl::StrFormat(
-                "keyspace '%s': row '%s' is stored under the wrong token",
-                ks->name, absl::CHexEscape(key)));
-          }
-          const std::string origin = OriginName(header.origin_id);
-          absl::StatusOr<std::string> value =
-              backend_->ReadValue(RowLocation{ks->name, token, key}, payload);
-          if (origin.empty() || !value.ok()) {
-            report.problems.push_back(absl::StrFormat(
-                "keyspace '%s': row '%s' cannot be read back (%s)", ks->name,
-                absl::CHexEscape(key),
-                origin.empty() ? "unknown origin" : value.status().ToString()));
-          } else {
-            const Digest128 digest = tree::RowDigest(
-                ks->name, key, Version{header.timestamp, origin},
-                header.deleted, *value);
-            if (digest != header.digest) {
-              report.problems.push_back(absl::StrFormat(
-                  "keyspace '%s': row '%s' has digest %s but its content "
-                  "digests to %s",
-                  ks->name, absl::CHexEscape(key), header.digest.ToHex(),
-                  digest.ToHex()));
-            }
-          }
-          tree::NodeState& leaf = leaves[tree::NodeIndexOf(token, ks->depth)];
-          leaf.digest ^= header.digest;
-          leaf.count += 1;
-          return true;
-        });
-    if (!status.ok()) break;
-
-    absl::StatusOr<std::vector<tree::NodeState>> persisted =
-        RecoverLeaves(snapshot, ks->id, ks->depth, leaves_sequence, nullptr);
-    if (!persisted.ok()) {
-      report.problems.push_back(absl::StrFormat(
-          "keyspace '%s': the persisted leaves cannot be read: %s", ks->name,
-          persisted.status().ToString()));
-      continue;
-    }
-    for (uint64_t leaf = 0; leaf < leaves.size(); ++leaf) {
-      const tree::NodeState& stored = (*persisted)[leaf];
-      if (leaves[leaf] != stored) {
-        report.problems.push_back(absl::StrFormat(
-            "keyspace '%s' leaf %d: rows give %s/%d rows, the stored leaf "
-            "%s/%d",
-            ks->name, leaf, leaves[leaf].digest.ToHex(), leaves[leaf].count,
-            stored.digest.ToHex(), stored.count));
-      }
-      if (leaves[leaf] != memory_tree.leaf(leaf)) {
-        report.problems.push_back(absl::StrFormat(
-            "keyspace '%s' leaf %d: rows give %s/%d rows, the in-memory "
-            "tree %s/%d",
-            ks->name, leaf, leaves[leaf].digest.ToHex(), leaves[leaf].count,
-            memory_tree.leaf(leaf).digest.ToHex(),
-            memory_tree.leaf(leaf).count));
-      }
-    }
-  }
-  if (status.ok()) {
-    status = VerifyOriginRows(snapshot, memory_origin_rows, &report);
-  }
-  db_->ReleaseSnapshot(snapshot);
-  if (!status.ok()) return status;
-  return report;
 }
 
 // ------------------------------------------------------------ tree view

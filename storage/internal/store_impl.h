@@ -28,6 +28,7 @@
 #define TALLY_STORAGE_INTERNAL_STORE_IMPL_H_
 
 #include <leveldb/db.h>
+#include <leveldb/iterator.h>
 #include <leveldb/write_batch.h>
 
 #include <atomic>
@@ -47,8 +48,12 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "storage/internal/coding.h"
+#include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/leveldb_config.h"
 #include "storage/row_backend.h"
@@ -60,6 +65,13 @@ namespace internal {
 
 // The origin id of this node's own writes.
 constexpr uint32_t kLocalOriginId = 1;
+
+// The kDataLoss error for a record that does not parse.
+inline absl::Status Corrupt(absl::string_view what,
+                            absl::string_view record_key) {
+  return absl::DataLossError(absl::StrFormat(
+      "corrupted %s record (key %s)", what, absl::CHexEscape(record_key)));
+}
 
 // A keyspace and its in-memory tree.
 struct Keyspace {
@@ -381,6 +393,46 @@ class StoreImpl : public Store {
       const std::function<void(absl::string_view row_key,
                                const RowHeader& header)>& fn);
 };
+
+template <typename Fn>
+absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
+                                   uint32_t keyspace_id,
+                                   const tree::NodeRef& range, Fn fn) {
+  leveldb::ReadOptions read;
+  read.snapshot = snapshot;
+  read.fill_cache = false;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
+  const std::string prefix = RowKeyPrefix(keyspace_id);
+  const tree::Token last = range.last_token();
+  for (it->Seek(RowKey(keyspace_id, range.first_token(), "")); it->Valid();
+       it->Next()) {
+    const leveldb::Slice k = it->key();
+    if (!k.starts_with(prefix)) break;
+    if (k.size() < kRowKeyHeader) {
+      return Corrupt("row key", k.ToString());
+    }
+    const tree::Token token = DecodeFixed64(k.data() + 5);
+    if (token > last) break;
+    // Damaged rows are out of the tree until replaced: out of every answer.
+    if (damaged_count_.load() > 0 &&
+        IsDamaged(absl::string_view(k.data(), k.size()))) {
+      continue;
+    }
+    RowHeader header;
+    absl::string_view payload;
+    if (!DecodeRowRecord(
+            absl::string_view(it->value().data(), it->value().size()), &header,
+            &payload)) {
+      return Corrupt("row", k.ToString());
+    }
+    const absl::string_view key(k.data() + kRowKeyHeader,
+                                k.size() - kRowKeyHeader);
+    absl::StatusOr<bool> more = fn(token, key, header, payload);
+    if (!more.ok()) return more.status();
+    if (!*more) return absl::OkStatus();
+  }
+  return FromLevelDb(it->status(), "scanning rows");
+}
 
 }  // namespace internal
 }  // namespace storage
