@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "storage/names.h"
 #include "storage/row_backend.h"
 #include "tree/hlc.h"
 #include "tree/merkle_tree.h"
@@ -395,11 +396,6 @@ class Store {
 // otherwise.
 absl::StatusOr<uint64_t> RepairStore(const std::string& dir,
                                      const StoreOptions& options);
-
-// Validates a keyspace name: 1..128 bytes of [A-Za-z0-9_.-].
-absl::Status ValidateKeyspaceName(absl::string_view name);
-// Validates a node / origin name: 1..256 printable ASCII bytes, no spaces.
-absl::Status ValidateNodeName(absl::string_view name);
 
 }  // namespace storage
 }  // namespace tally

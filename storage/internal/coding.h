@@ -64,6 +64,18 @@ inline bool GetLengthPrefixed(absl::string_view* in, absl::string_view* out) {
   return true;
 }
 
+inline std::string Fixed32String(uint32_t v) {
+  std::string s;
+  PutFixed32(&s, v);
+  return s;
+}
+
+inline std::string Fixed64String(uint64_t v) {
+  std::string s;
+  PutFixed64(&s, v);
+  return s;
+}
+
 }  // namespace internal
 }  // namespace storage
 }  // namespace tally

@@ -1,0 +1,326 @@
+// Opening a store: Store::Open (the directory checks and LevelDB's opens),
+// StoreImpl::Load (identity, metadata, keyspaces, origins, leaves) and the
+// migrations of older stores (the tombstone index).
+#include <leveldb/db.h>
+#include <leveldb/write_batch.h>
+
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/internal/coding.h"
+#include "storage/internal/leveldb_status.h"
+#include "storage/internal/records.h"
+#include "storage/internal/repair.h"
+#include "storage/internal/store_impl.h"
+#include "storage/leveldb_config.h"
+#include "storage/store.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace storage {
+namespace internal {
+
+using tree::HlcTimestamp;
+using tree::Token;
+
+absl::Status StoreImpl::Load() {
+  std::string value;
+  leveldb::ReadOptions read;
+  const leveldb::Status format_status = db_->Get(
+      read, internal::TaggedKey(internal::kMetaTag, internal::kMetaFormat),
+      &value);
+  if (format_status.IsNotFound()) {
+    // A new store: write its identity in one batch.
+    TALLY_RETURN_IF_ERROR(ValidateNodeName(options_.node_name));
+    std::random_device random;
+    do {
+      epoch_ = (uint64_t{random()} << 32) | random();
+    } while (epoch_ == 0);
+    node_name_ = options_.node_name;
+    leveldb::WriteBatch batch;
+    using internal::TaggedKey;
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaFormat),
+              Fixed32String(internal::kFormatVersion));
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNodeName),
+              node_name_);
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaEpoch),
+              Fixed64String(epoch_));
+    batch.Put(internal::OriginByIdKey(kLocalOriginId), node_name_);
+    batch.Put(TaggedKey(internal::kOriginByNameTag, node_name_),
+              Fixed32String(kLocalOriginId));
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
+              Fixed32String(kLocalOriginId + 1));
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
+              Fixed32String(1));
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex), "");
+    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival),
+              "");
+    leveldb::WriteOptions write;
+    write.sync = true;
+    TALLY_RETURN_IF_ERROR(
+        FromLevelDb(db_->Write(write, &batch), "writing a new store"));
+  } else {
+    TALLY_RETURN_IF_ERROR(FromLevelDb(format_status, "reading the format"));
+    if (value.size() != 4) {
+      return Corrupt("format", internal::kMetaFormat);
+    }
+    const uint32_t format = DecodeFixed32(value.data());
+    if (format != internal::kFormatVersion) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the store has format version %d; this build reads version %d "
+          "only",
+          format, internal::kFormatVersion));
+    }
+  }
+
+  // A store written before the per-origin counts were kept is counted
+  // once, from its rows, and marked.
+  value.clear();
+  const leveldb::Status counted = db_->Get(
+      read, internal::TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
+      &value);
+  if (counted.IsNotFound()) {
+    TALLY_ASSIGN_OR_RETURN(auto counts, CountOriginRows(nullptr));
+    leveldb::WriteBatch batch;
+    for (const auto& [id, rows] : counts) {
+      batch.Put(internal::OriginRowsKey(id), Fixed64String(rows));
+    }
+    batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
+        Fixed32String(1));
+    leveldb::WriteOptions write;
+    write.sync = true;
+    TALLY_RETURN_IF_ERROR(
+        FromLevelDb(db_->Write(write, &batch), "writing the rows per origin"));
+  } else {
+    TALLY_RETURN_IF_ERROR(FromLevelDb(counted, "reading the metadata"));
+  }
+  TALLY_ASSIGN_OR_RETURN(auto origin_rows, ReadOriginRows(nullptr));
+
+  // Every metadata record, origin and keyspace, then the leaves.
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
+  absl::MutexLock lock(&mu_);
+  origin_rows_ = std::move(origin_rows);
+  bool tombstones_indexed = false;
+  bool tombstones_by_arrival = false;
+  for (it->Seek(std::string(1, internal::kMetaTag));
+       it->Valid() && it->key()[0] == internal::kMetaTag; it->Next()) {
+    const absl::string_view name(it->key().data() + 1, it->key().size() - 1);
+    const absl::string_view v(it->value().data(), it->value().size());
+    if (name == internal::kMetaNodeName) {
+      node_name_ = std::string(v);
+    } else if (name == internal::kMetaEpoch) {
+      if (v.size() != 8) return Corrupt("epoch", name);
+      epoch_ = DecodeFixed64(v.data());
+    } else if (name == internal::kMetaLastSequence) {
+      if (v.size() != 8) return Corrupt("last sequence", name);
+      last_sequence_ = DecodeFixed64(v.data());
+    } else if (name == internal::kMetaNextKeyspaceId) {
+      if (v.size() != 4) return Corrupt("keyspace counter", name);
+      next_keyspace_id_ = DecodeFixed32(v.data());
+    } else if (name == internal::kMetaLeavesSequence) {
+      if (v.size() != 8) return Corrupt("leaves sequence", name);
+      leaves_sequence_ = DecodeFixed64(v.data());
+    } else if (name == internal::kMetaNextOriginId) {
+      if (v.size() != 4) return Corrupt("origin counter", name);
+      next_origin_id_ = DecodeFixed32(v.data());
+    } else if (name == internal::kMetaTrimmedThrough) {
+      if (v.size() != 8) return Corrupt("trimmed sequence", name);
+      trimmed_through_ = DecodeFixed64(v.data());
+    } else if (name == internal::kMetaTombstoneIndex) {
+      tombstones_indexed = true;
+    } else if (name == internal::kMetaTombstoneArrival) {
+      tombstones_by_arrival = true;
+    }
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading metadata"));
+  if (node_name_.empty() || epoch_ == 0) {
+    return absl::DataLossError("the store's node name or epoch is missing");
+  }
+  if (!options_.node_name.empty() && options_.node_name != node_name_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the store belongs to node '%s', not '%s'; a node keeps its name "
+        "for the life of its data directory",
+        node_name_, options_.node_name));
+  }
+
+  for (it->Seek(std::string(1, internal::kOriginByIdTag));
+       it->Valid() && it->key()[0] == internal::kOriginByIdTag; it->Next()) {
+    if (it->key().size() != 5) {
+      return Corrupt("origin", it->key().ToString());
+    }
+    const uint32_t id = DecodeFixed32(it->key().data() + 1);
+    origin_names_[id] = it->value().ToString();
+    origin_ids_[it->value().ToString()] = id;
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading origins"));
+
+  for (it->Seek(std::string(1, internal::kKeyspaceTag));
+       it->Valid() && it->key()[0] == internal::kKeyspaceTag; it->Next()) {
+    const std::string name(it->key().data() + 1, it->key().size() - 1);
+    if (it->value().size() != 5) return Corrupt("keyspace", name);
+    auto ks = std::make_unique<Keyspace>(
+        Keyspace{name, DecodeFixed32(it->value().data()),
+                 static_cast<uint8_t>(it->value()[4]),
+                 tree::MerkleTree::Create(0).value()});
+    if (ks->depth < tree::kMinDepth || ks->depth > tree::kMaxDepth) {
+      return Corrupt("keyspace depth", name);
+    }
+    keyspaces_by_id_[ks->id] = ks.get();
+    keyspaces_.emplace(name, std::move(ks));
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading keyspaces"));
+
+  // Leaves: O(leaves) plus the changes since the last checkpoint, never
+  // the rows.
+  for (auto& [name, ks] : keyspaces_) {
+    // Leaves the replay changed differ from their checkpoint: the next
+    // checkpoint must write them.
+    std::vector<uint32_t> replayed;
+    TALLY_ASSIGN_OR_RETURN(
+        std::vector<tree::NodeState> leaves,
+        RecoverLeaves(nullptr, ks->id, ks->depth, leaves_sequence_, &replayed));
+    for (uint32_t leaf : replayed) {
+      dirty_leaves_.insert((uint64_t{ks->id} << 32) | leaf);
+    }
+    TALLY_ASSIGN_OR_RETURN(
+        ks->tree, tree::MerkleTree::FromLeaves(ks->depth, std::move(leaves)));
+  }
+  for (it->Seek(std::string(1, internal::kDamagedTag));
+       it->Valid() && it->key()[0] == internal::kDamagedTag; it->Next()) {
+    damaged_.insert(std::string(it->key().data() + 1, it->key().size() - 1));
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading damaged rows"));
+  damaged_count_.store(damaged_.size());
+  if (!tombstones_indexed) return IndexTombstones();
+  if (!tombstones_by_arrival) return MigrateTombstoneIndex();
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::IndexTombstones() {
+  // One pass over the rows, once in the life of a store; one batch, so
+  // that the index is complete or absent.
+  // Their arrival is unknown: they count as arriving now, so they are
+  // purged later than their age says, never earlier.
+  const HlcTimestamp now = PhysicalNow();
+  leveldb::WriteBatch batch;
+  TALLY_RETURN_IF_ERROR(
+      ForEachStoredRow(nullptr, "indexing tombstones",
+                       [&](absl::string_view row_key, const RowHeader& header) {
+                         if (header.deleted) {
+                           batch.Put(internal::TombstoneKey(now, row_key),
+                                     Fixed64String(header.timestamp.raw()));
+                         }
+                       }));
+  batch.Put(
+      internal::TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex),
+      "");
+  batch.Put(
+      internal::TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival),
+      "");
+  leveldb::WriteOptions write;
+  write.sync = true;
+  return FromLevelDb(db_->Write(write, &batch), "indexing tombstones");
+}
+
+absl::Status StoreImpl::MigrateTombstoneIndex() {
+  // Once in the life of a store, one batch: the index is either all keyed
+  // by timestamp (empty values) or all by arrival.
+  const HlcTimestamp now = PhysicalNow();
+  leveldb::WriteBatch batch;
+  leveldb::ReadOptions read;
+  read.fill_cache = false;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
+  for (it->Seek(std::string(1, internal::kTombstoneTag));
+       it->Valid() && it->key()[0] == internal::kTombstoneTag; it->Next()) {
+    if (it->key().size() <= 9) {
+      return Corrupt("tombstone index", it->key().ToString());
+    }
+    const absl::string_view row_key(it->key().data() + 9, it->key().size() - 9);
+    batch.Delete(it->key());
+    batch.Put(internal::TombstoneKey(now, row_key),
+              Fixed64String(DecodeFixed64(it->key().data() + 1)));
+  }
+  TALLY_RETURN_IF_ERROR(
+      FromLevelDb(it->status(), "reading the tombstone index"));
+  batch.Put(
+      internal::TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival),
+      "");
+  leveldb::WriteOptions write;
+  write.sync = true;
+  return FromLevelDb(db_->Write(write, &batch),
+                     "rewriting the tombstone index by arrival");
+}
+
+}  // namespace internal
+
+using internal::DirectoryState;
+using internal::FromLevelDb;
+using internal::InspectDirectory;
+using internal::RecoveryAdvice;
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir,
+                                                   StoreOptions options) {
+  if (options.default_depth < tree::kMinDepth ||
+      options.default_depth > tree::kMaxDepth) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "default depth %d is out of range; it must be %d..%d",
+        options.default_depth, tree::kMinDepth, tree::kMaxDepth));
+  }
+  if (!options.node_name.empty()) {
+    TALLY_RETURN_IF_ERROR(ValidateNodeName(options.node_name));
+  }
+  if (options.backend == nullptr) options.backend = NewEmbeddedBackend();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot create data directory %s: %s", dir, ec.message()));
+  }
+  TALLY_ASSIGN_OR_RETURN(const DirectoryState state, InspectDirectory(dir));
+  std::unique_ptr<LevelDbConfig> config = MakeLevelDbConfig(options);
+  // LevelDB creates a database wherever CURRENT is missing, and its first
+  // cleanup then deletes every table it does not know: only a new
+  // directory may get a new store.
+  config->options.create_if_missing = state == DirectoryState::kEmpty;
+  auto open_failed = [&dir](const leveldb::Status& s) {
+    if (s.IsCorruption()) {
+      return absl::DataLossError(absl::StrFormat(
+          "the store in %s is damaged (%s); it is not opened, since LevelDB "
+          "would drop what it cannot read. %s",
+          dir, s.ToString(), RecoveryAdvice(dir)));
+    }
+    return FromLevelDb(s, absl::StrCat("opening the store in ", dir));
+  };
+  leveldb::DB* raw = nullptr;
+  if (state != DirectoryState::kEmpty) {
+    // A checking open first, with paranoid checks: LevelDB then fails on a
+    // damaged log record instead of dropping it (and every later record of
+    // its block) silently. The store then runs without them (see
+    // MakeLevelDbConfig). The checking open turns the log into a table, so
+    // the second open has nothing left to replay.
+    leveldb::Options checking = config->options;
+    checking.paranoid_checks = true;
+    const leveldb::Status s = leveldb::DB::Open(checking, dir, &raw);
+    if (!s.ok()) return open_failed(s);
+    delete raw;
+    raw = nullptr;
+  }
+  const leveldb::Status s = leveldb::DB::Open(config->options, dir, &raw);
+  if (!s.ok()) return open_failed(s);
+  auto store = std::make_unique<internal::StoreImpl>(
+      std::move(options), std::unique_ptr<leveldb::DB>(raw), std::move(config));
+  TALLY_RETURN_IF_ERROR(store->Load());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace storage
+}  // namespace tally

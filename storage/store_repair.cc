@@ -1,0 +1,308 @@
+// Recovering a store: RepairStore (storage/store.h), which salvages the
+// LevelDB files and rebuilds every record derived from the rows, and the
+// inspection of a data directory that Store::Open does first.
+#include <leveldb/db.h>
+#include <leveldb/env.h>
+#include <leveldb/write_batch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "storage/internal/coding.h"
+#include "storage/internal/leveldb_status.h"
+#include "storage/internal/records.h"
+#include "storage/internal/repair.h"
+#include "storage/internal/store_impl.h"
+#include "storage/leveldb_config.h"
+#include "storage/store.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace storage {
+namespace {
+
+using internal::DecodeFixed32;
+using internal::DecodeFixed64;
+using internal::Fixed32String;
+using internal::Fixed64String;
+using internal::FromLevelDb;
+using internal::kLocalOriginId;
+using internal::RowHeader;
+using tree::Digest128;
+using tree::HlcTimestamp;
+using tree::NodeRef;
+using tree::Token;
+using tree::Version;
+
+bool IsLevelDbLog(const std::string& name) {
+  return name.size() > 4 && name.compare(name.size() - 4, 4, ".log") == 0 &&
+         std::all_of(name.begin(), name.end() - 4,
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Rewrites, from the rows, every record derived from them: the leaves
+// (the checkpoint then needs no replay), the rows per origin, the tombstone
+// index, and the counters. After RepairDB these may be older than the rows
+// (a dropped log record or table block), and a store whose leaves disagree
+// with its rows would answer anti-entropy with wrong digests. Rows that do
+// not match their own digest are removed (RepairDB reads logs without
+// checksums, so a damaged record can come back with a wrong value): a
+// peer's copy replaces them. One batch. Returns how many rows it removed.
+absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
+                                               RowBackend& backend) {
+  leveldb::ReadOptions read;
+  std::unique_ptr<leveldb::Iterator> it(db->NewIterator(read));
+  leveldb::WriteBatch batch;
+  auto starts_with = [&it](char tag) {
+    return it->Valid() && it->key().size() > 0 && it->key()[0] == tag;
+  };
+  struct KeyspaceRecord {
+    std::string name;
+    int depth;
+  };
+  absl::flat_hash_map<uint32_t, KeyspaceRecord> keyspaces;
+  uint32_t next_keyspace_id = 1;
+  for (it->Seek(std::string(1, internal::kKeyspaceTag));
+       starts_with(internal::kKeyspaceTag); it->Next()) {
+    if (it->value().size() != 5) continue;  // Open reports it
+    const uint32_t id = DecodeFixed32(it->value().data());
+    keyspaces[id] =
+        KeyspaceRecord{std::string(it->key().data() + 1, it->key().size() - 1),
+                       static_cast<uint8_t>(it->value()[4])};
+    next_keyspace_id = std::max(next_keyspace_id, id + 1);
+  }
+  uint32_t next_origin_id = kLocalOriginId + 1;
+  absl::flat_hash_map<uint32_t, std::string> origins;
+  for (it->Seek(std::string(1, internal::kOriginByIdTag));
+       starts_with(internal::kOriginByIdTag); it->Next()) {
+    if (it->key().size() != 5) continue;
+    const uint32_t id = DecodeFixed32(it->key().data() + 1);
+    origins[id] = it->value().ToString();
+    next_origin_id = std::max(next_origin_id, id + 1);
+  }
+  // Damage marks go too: a row that is still damaged is removed below, and
+  // one that RepairDB found sound again needs no mark.
+  for (const char tag : {internal::kLeafTag, internal::kOriginRowsTag,
+                         internal::kTombstoneTag, internal::kDamagedTag}) {
+    for (it->Seek(std::string(1, tag)); starts_with(tag); it->Next()) {
+      batch.Delete(it->key());
+    }
+  }
+  absl::flat_hash_map<uint64_t, tree::NodeState> leaves;
+  absl::flat_hash_map<uint32_t, uint64_t> origin_rows;
+  uint64_t removed = 0;
+  const HlcTimestamp repaired_at = HlcTimestamp::FromParts(
+      static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())), 0);
+  for (it->Seek(std::string(1, internal::kRowTag));
+       starts_with(internal::kRowTag); it->Next()) {
+    const absl::string_view row_key(it->key().data(), it->key().size());
+    RowHeader header;
+    absl::string_view payload;
+    bool sound = row_key.size() > internal::kRowKeyHeader &&
+                 internal::DecodeRowRecord(
+                     absl::string_view(it->value().data(), it->value().size()),
+                     &header, &payload);
+    const uint32_t ks_id = sound ? DecodeFixed32(row_key.data() + 1) : 0;
+    const Token token = sound ? DecodeFixed64(row_key.data() + 5) : 0;
+    auto ks = keyspaces.find(ks_id);
+    auto origin = origins.find(header.origin_id);
+    sound = sound && ks != keyspaces.end() && origin != origins.end();
+    if (sound) {
+      const absl::string_view key = row_key.substr(internal::kRowKeyHeader);
+      absl::StatusOr<std::string> value =
+          backend.ReadValue(RowLocation{ks->second.name, token, key}, payload);
+      sound = value.ok() && token == tree::TokenOf(key) &&
+              tree::RowDigest(ks->second.name, key,
+                              Version{header.timestamp, origin->second},
+                              header.deleted, *value) == header.digest;
+    }
+    if (!sound) {
+      batch.Delete(it->key());
+      ++removed;
+      continue;
+    }
+    const uint64_t leaf = tree::NodeIndexOf(token, ks->second.depth);
+    tree::NodeState& state = leaves[(uint64_t{ks_id} << 32) | leaf];
+    state.digest ^= header.digest;
+    state.count += 1;
+    origin_rows[header.origin_id] += 1;
+    if (header.deleted) {
+      // Every tombstone counts as arriving now, as in the migration of an
+      // index keyed by timestamp: purged later than its age says, never
+      // earlier.
+      batch.Put(internal::TombstoneKey(repaired_at, row_key),
+                Fixed64String(header.timestamp.raw()));
+    }
+  }
+  for (const auto& [where, state] : leaves) {
+    batch.Put(internal::LeafKey(static_cast<uint32_t>(where >> 32),
+                                static_cast<uint32_t>(where)),
+              internal::EncodeLeaf(state.digest, state.count));
+  }
+  for (const auto& [id, rows] : origin_rows) {
+    batch.Put(internal::OriginRowsKey(id), Fixed64String(rows));
+  }
+  // The last sequence: the newest change entry may be newer than the
+  // counter that survived.
+  Sequence last_sequence = 0;
+  std::string value;
+  const std::string last_key =
+      internal::TaggedKey(internal::kMetaTag, internal::kMetaLastSequence);
+  if (db->Get(read, last_key, &value).ok() && value.size() == 8) {
+    last_sequence = DecodeFixed64(value.data());
+  }
+  it->Seek(std::string(1, internal::kChangeTag + 1));
+  it->Valid() ? it->Prev() : it->SeekToLast();
+  if (starts_with(internal::kChangeTag) && it->key().size() == 9) {
+    last_sequence =
+        std::max<Sequence>(last_sequence, DecodeFixed64(it->key().data() + 1));
+  }
+  TALLY_RETURN_IF_ERROR(
+      FromLevelDb(it->status(), "reading the repaired store"));
+  using internal::TaggedKey;
+  batch.Put(last_key, Fixed64String(last_sequence));
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaLeavesSequence),
+            Fixed64String(last_sequence));
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNextKeyspaceId),
+            Fixed32String(next_keyspace_id));
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
+            Fixed32String(next_origin_id));
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
+            Fixed32String(1));
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex), "");
+  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival), "");
+  leveldb::WriteOptions write;
+  write.sync = true;
+  TALLY_RETURN_IF_ERROR(
+      FromLevelDb(db->Write(write, &batch), "rewriting the derived records"));
+  return removed;
+}
+
+}  // namespace
+
+namespace internal {
+
+std::string RecoveryAdvice(const std::string& dir) {
+  return absl::StrFormat(
+      "To recover: stop tallyd, run `tally recover --data-dir %s` (it "
+      "salvages what is readable and verifies the store), then start tallyd: "
+      "its anti-entropy sessions bring back from peers what was lost",
+      dir);
+}
+
+absl::StatusOr<DirectoryState> InspectDirectory(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  if (ec) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot list data directory %s: %s", dir, ec.message()));
+  }
+  const bool has_current =
+      std::find(names.begin(), names.end(), "CURRENT") != names.end();
+  if (has_current) {
+    if (std::none_of(names.begin(), names.end(), IsLevelDbLog)) {
+      return absl::DataLossError(absl::StrFormat(
+          "the store in %s has no LevelDB log file (*.log): it was deleted, "
+          "and with it the writes made since the last table was written. %s",
+          dir, RecoveryAdvice(dir)));
+    }
+    return DirectoryState::kStore;
+  }
+  // LevelDB's lock and info log hold no data (a first open that failed
+  // leaves them), and neither does the lost+found directory of a file
+  // system's root: a fresh disk mounted as the data directory is empty.
+  std::vector<std::string> others;
+  for (const std::string& name : names) {
+    if (name == "LOCK" || name == "LOG" || name == "LOG.old") continue;
+    if (name == "lost+found" &&
+        std::filesystem::is_directory(std::filesystem::path(dir) / name, ec)) {
+      continue;
+    }
+    others.push_back(name);
+  }
+  if (others.empty()) return DirectoryState::kEmpty;
+  std::sort(others.begin(), others.end());
+  const size_t shown = std::min<size_t>(others.size(), 4);
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s holds %d files (%s%s) but no store: LevelDB's CURRENT file is "
+      "missing. A new store is created only in an empty or new directory, "
+      "since creating one here would delete the tables of the store that was. "
+      "If this was a tally store: %s. If it is not, point --data-dir at an "
+      "empty or new directory",
+      dir, others.size(),
+      absl::StrJoin(others.begin(), others.begin() + shown, ", "),
+      others.size() > shown ? ", ..." : "", RecoveryAdvice(dir)));
+}
+
+}  // namespace internal
+
+absl::StatusOr<uint64_t> RepairStore(const std::string& dir,
+                                     const StoreOptions& options) {
+  std::error_code ec;
+  bool has_leveldb_files = false;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name == "CURRENT" || absl::StartsWith(name, "MANIFEST-") ||
+        absl::EndsWith(name, ".ldb") || absl::EndsWith(name, ".sst") ||
+        IsLevelDbLog(name)) {
+      has_leveldb_files = true;
+    }
+  }
+  if (ec) {
+    return absl::NotFoundError(
+        absl::StrFormat("cannot list %s: %s", dir, ec.message()));
+  }
+  if (!has_leveldb_files) {
+    return absl::NotFoundError(absl::StrFormat(
+        "%s holds no LevelDB files (no CURRENT, MANIFEST-*, *.ldb or *.log): "
+        "nothing to recover",
+        dir));
+  }
+  std::unique_ptr<LevelDbConfig> config = MakeLevelDbConfig(options);
+  leveldb::Env* env = config->options.env;
+  // RepairDB does not take LevelDB's lock itself: a running tallyd must not
+  // have its files rewritten under it.
+  leveldb::FileLock* lock = nullptr;
+  leveldb::Status s = env->LockFile(dir + "/LOCK", &lock);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrFormat(
+        "%s is locked (%s), probably by a running tallyd; stop it first", dir,
+        s.ToString()));
+  }
+  s = leveldb::RepairDB(dir, config->options);
+  env->UnlockFile(lock);
+  if (!s.ok()) {
+    return FromLevelDb(s, absl::StrCat("repairing the store in ", dir));
+  }
+  // RepairDB turns the logs into tables and leaves none; an open makes the
+  // new log that Store::Open expects of every store.
+  config->options.create_if_missing = false;
+  leveldb::DB* raw = nullptr;
+  s = leveldb::DB::Open(config->options, dir, &raw);
+  if (!s.ok()) {
+    return FromLevelDb(s, absl::StrCat("opening the repaired store in ", dir));
+  }
+  std::unique_ptr<leveldb::DB> db(raw);
+  const std::shared_ptr<RowBackend> backend =
+      options.backend != nullptr ? options.backend : NewEmbeddedBackend();
+  return RebuildDerivedRecords(db.get(), *backend);
+}
+
+}  // namespace storage
+}  // namespace tally

@@ -1,0 +1,183 @@
+#include "storage/store_tree_view.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/internal/coding.h"
+#include "storage/internal/leveldb_status.h"
+#include "storage/internal/records.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace storage {
+namespace internal {
+
+using tree::Digest128;
+using tree::HlcTimestamp;
+using tree::NodeRef;
+using tree::Token;
+using tree::Version;
+
+absl::StatusOr<tree::ViewSummary> StoreTreeView::Summary(int top_levels) {
+  TALLY_RETURN_IF_ERROR(tree::ValidateSummaryTopLevels(top_levels));
+  tree::ViewSummary summary;
+  {
+    absl::MutexLock lock(&store_->mu_);
+    const tree::MerkleTree& t = keyspace_->tree;
+    summary = tree::ViewSummary{t.depth(), t.root().digest, t.root().count, {}};
+  }
+  if (top_levels > 0) {
+    tree::ViewRequest request;
+    request.descend.push_back(tree::DescendRequest{NodeRef{0, 0}, top_levels});
+    TALLY_ASSIGN_OR_RETURN(tree::ViewResponse response, Exchange(request));
+    summary.top = std::move(response.descendants);
+  }
+  return summary;
+}
+
+absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
+    const tree::ViewRequest& request) {
+  TALLY_RETURN_IF_ERROR(tree::ValidateViewRequest(request));
+  tree::ViewResponse response;
+  const int depth = keyspace_->depth;
+  // Nodes at or above the leaves come from the tree, under one lock.
+  {
+    absl::MutexLock lock(&store_->mu_);
+    for (const tree::DescendRequest& d : request.descend) {
+      const int target = d.node.level + d.levels_ahead;
+      if (target > depth) continue;
+      const uint64_t n = uint64_t{1} << d.levels_ahead;
+      for (uint64_t i = 0; i < n; ++i) {
+        const tree::NodeState& s =
+            keyspace_->tree.node(target, (d.node.index << d.levels_ahead) | i);
+        response.descendants.push_back(
+            tree::NodeDigest{s.digest.Fingerprint(), s.count});
+      }
+    }
+  }
+  const bool needs_scan =
+      !request.list.empty() ||
+      std::any_of(request.descend.begin(), request.descend.end(),
+                  [&](const tree::DescendRequest& d) {
+                    return d.node.level + d.levels_ahead > depth;
+                  });
+  if (!needs_scan) return response;
+
+  // Below the leaves: range scans over one snapshot. Rebuild the answer in
+  // request order, since tree answers were gathered first.
+  const leveldb::Snapshot* snapshot = store_->db_->GetSnapshot();
+  absl::Status status;
+  // Listed rows found damaged, marked once the snapshot is released.
+  std::vector<Token> damaged;
+  std::vector<tree::NodeDigest> ordered;
+  size_t from_tree = 0;
+  for (const tree::DescendRequest& d : request.descend) {
+    const uint64_t n = uint64_t{1} << d.levels_ahead;
+    if (d.node.level + d.levels_ahead <= depth) {
+      ordered.insert(ordered.end(), response.descendants.begin() + from_tree,
+                     response.descendants.begin() + from_tree + n);
+      from_tree += n;
+      continue;
+    }
+    tree::DescendantAccumulator acc(d, &ordered);
+    status = store_->ForEachRow(
+        snapshot, keyspace_->id, d.node,
+        [&](Token token, absl::string_view, const RowHeader& header,
+            absl::string_view) -> absl::StatusOr<bool> {
+          acc.Add(token, header.digest);
+          return true;
+        });
+    if (!status.ok()) break;
+  }
+  response.descendants = std::move(ordered);
+  size_t entry_bytes = 0;
+  for (const NodeRef& range : request.list) {
+    if (!status.ok()) break;
+    uint32_t count = 0;
+    status = store_->ForEachRow(
+        snapshot, keyspace_->id, range,
+        [&](Token token, absl::string_view key, const RowHeader& header,
+            absl::string_view payload) -> absl::StatusOr<bool> {
+          const absl::Status check =
+              store_->CheckedValue(keyspace_->name, token, key, header, payload)
+                  .status();
+          if (absl::IsDataLoss(check)) {
+            damaged.push_back(token);  // left out: a peer sends its copy
+            return true;
+          }
+          TALLY_RETURN_IF_ERROR(check);
+          if (response.entries.size() >= tree::kMaxEntriesPerExchange) {
+            return absl::ResourceExhaustedError(absl::StrFormat(
+                "listing would return more than %d rows; list fewer ranges",
+                tree::kMaxEntriesPerExchange));
+          }
+          TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
+                                 store_->ToEntry(token, key, header));
+          // Issue 8, item 6: an answer is never built past what could be
+          // sent.
+          entry_bytes += tree::WireSize(entry);
+          if (entry_bytes > tree::kMaxEntryBytesPerExchange) {
+            return absl::ResourceExhaustedError(absl::StrFormat(
+                "listing would return more than %d bytes of rows; list "
+                "fewer ranges",
+                tree::kMaxEntryBytesPerExchange));
+          }
+          response.entries.push_back(std::move(entry));
+          ++count;
+          return true;
+        });
+    response.entries_per_range.push_back(count);
+  }
+  store_->db_->ReleaseSnapshot(snapshot);
+  for (Token token : damaged) {
+    (void)store_->MarkDamaged(keyspace_, token, absl::OkStatus());
+  }
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
+                                 const tree::EntrySink& sink) {
+  for (const NodeRef& range : ranges) {
+    if (!range.IsValid()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("scan names an invalid range: ", range.DebugString()));
+    }
+  }
+  const leveldb::Snapshot* snapshot = store_->db_->GetSnapshot();
+  absl::Status status;
+  std::vector<Token> damaged;
+  for (const NodeRef& range : ranges) {
+    status = store_->ForEachRow(
+        snapshot, keyspace_->id, range,
+        [&](Token token, absl::string_view key, const RowHeader& header,
+            absl::string_view payload) -> absl::StatusOr<bool> {
+          const absl::Status check =
+              store_->CheckedValue(keyspace_->name, token, key, header, payload)
+                  .status();
+          if (absl::IsDataLoss(check)) {
+            damaged.push_back(token);  // left out: a peer sends its copy
+            return true;
+          }
+          TALLY_RETURN_IF_ERROR(check);
+          TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
+                                 store_->ToEntry(token, key, header));
+          TALLY_RETURN_IF_ERROR(sink(entry));
+          return true;
+        });
+    if (!status.ok()) break;
+  }
+  store_->db_->ReleaseSnapshot(snapshot);
+  for (Token token : damaged) {
+    (void)store_->MarkDamaged(keyspace_, token, absl::OkStatus());
+  }
+  return status;
+}
+
+}  // namespace internal
+}  // namespace storage
+}  // namespace tally

@@ -1,0 +1,49 @@
+// StoreTreeView: the tree::TreeView of one keyspace of a store, which the
+// diff walks. The nodes above the leaves come from the keyspace's in-memory
+// tree; the leaf lists and scans read the rows at one LevelDB snapshot per
+// call. Made by Store::NewTreeView; it must not outlive its store.
+//
+// Thread-compatible: one caller at a time (the store's state it reads is
+// locked by the store).
+#ifndef TALLY_STORAGE_STORE_TREE_VIEW_H_
+#define TALLY_STORAGE_STORE_TREE_VIEW_H_
+
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "storage/internal/store_impl.h"
+#include "tree/token.h"
+#include "tree/tree_view.h"
+
+namespace tally {
+namespace storage {
+namespace internal {
+
+// TreeView over one keyspace; one LevelDB snapshot per call.
+class StoreTreeView : public tree::TreeView {
+ public:
+  StoreTreeView(StoreImpl* store, const Keyspace* keyspace)
+      : store_(store), keyspace_(keyspace) {}
+
+  absl::StatusOr<tree::ViewSummary> Summary(int top_levels) override;
+  // A store is local: nothing crosses a network.
+  std::optional<tree::ViewTraffic> MeasuredTraffic() const override {
+    return tree::ViewTraffic{};
+  }
+  absl::StatusOr<tree::ViewResponse> Exchange(
+      const tree::ViewRequest& request) override;
+  absl::Status Scan(absl::Span<const tree::NodeRef> ranges,
+                    const tree::EntrySink& sink) override;
+
+ private:
+  StoreImpl* const store_;
+  const Keyspace* const keyspace_;
+};
+
+}  // namespace internal
+}  // namespace storage
+}  // namespace tally
+
+#endif  // TALLY_STORAGE_STORE_TREE_VIEW_H_
