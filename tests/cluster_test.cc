@@ -28,6 +28,7 @@
 #include "node/client.h"
 #include "node/wire.h"
 #include "tally/v1/tally.grpc.pb.h"
+#include "tests/node_connect.h"
 #include "tests/process.h"
 #include "tests/temp_dir.h"
 
@@ -36,6 +37,7 @@ namespace {
 
 using ::tally::node::NodeClient;
 using ::tally::testing::CommandResult;
+using ::tally::testing::Connect;
 using ::tally::testing::FreeLoopbackAddress;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::RunTally;
@@ -54,12 +56,6 @@ std::unique_ptr<NodeProcess> StartNode(
   auto node = NodeProcess::Start(name, dir, extra, listen);
   EXPECT_TRUE(node.ok()) << node.status();
   return node.ok() ? std::move(*node) : nullptr;
-}
-
-std::unique_ptr<NodeClient> Connect(const std::string& address) {
-  auto client = NodeClient::Connect(address, node::ClientOptions{});
-  EXPECT_TRUE(client.ok()) << client.status();
-  return std::move(*client);
 }
 
 std::string Key(int i) { return absl::StrFormat("key-%07d", i); }

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "node/client.h"
 #include "tests/disk_damage.h"
+#include "tests/node_connect.h"
 #include "tests/process.h"
 #include "tests/temp_dir.h"
 
@@ -22,6 +23,7 @@ namespace tally {
 namespace {
 
 using ::tally::node::NodeClient;
+using ::tally::testing::Connect;
 using ::tally::testing::FlipByteInTable;
 using ::tally::testing::FreeLoopbackAddress;
 using ::tally::testing::NodeProcess;
@@ -36,12 +38,6 @@ std::unique_ptr<NodeProcess> StartNode(const std::string& name,
   auto node = NodeProcess::Start(name, dir, extra, listen);
   EXPECT_TRUE(node.ok()) << node.status();
   return node.ok() ? std::move(*node) : nullptr;
-}
-
-std::unique_ptr<NodeClient> Connect(const std::string& address) {
-  auto client = NodeClient::Connect(address, node::ClientOptions{});
-  EXPECT_TRUE(client.ok()) << client.status();
-  return std::move(*client);
 }
 
 // Incompressible, so that a flipped byte in a table stays one.

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "node/client.h"
 #include "node/version.h"
+#include "tests/node_connect.h"
 #include "tests/process.h"
 #include "tests/temp_dir.h"
 #include "tree/hlc.h"
@@ -22,8 +23,8 @@
 namespace tally {
 namespace {
 
-using ::tally::node::NodeClient;
 using ::tally::testing::CommandResult;
+using ::tally::testing::Connect;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::RunCommand;
 using ::tally::testing::RunTally;
@@ -41,12 +42,6 @@ std::unique_ptr<NodeProcess> StartNode(const std::string& name,
   auto node = NodeProcess::Start(name, dir, kNoSync);
   EXPECT_TRUE(node.ok()) << node.status();
   return node.ok() ? std::move(*node) : nullptr;
-}
-
-std::unique_ptr<NodeClient> Connect(const std::string& address) {
-  auto client = NodeClient::Connect(address, node::ClientOptions{});
-  EXPECT_TRUE(client.ok()) << client.status();
-  return std::move(*client);
 }
 
 uint64_t RowCount(const std::string& address, const std::string& keyspace) {

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/client.h"
+#include "tests/node_connect.h"
 #include "tests/process.h"
 #include "tests/temp_dir.h"
 #include "tree/hlc.h"
@@ -21,8 +22,8 @@
 namespace tally {
 namespace {
 
-using ::tally::node::NodeClient;
 using ::tally::testing::CommandResult;
+using ::tally::testing::Connect;
 using ::tally::testing::FreeLoopbackAddress;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::RunCommand;
@@ -40,12 +41,6 @@ std::unique_ptr<NodeProcess> StartNode(const std::string& name,
   auto node = NodeProcess::Start(name, dir, extra);
   EXPECT_TRUE(node.ok()) << node.status();
   return node.ok() ? std::move(*node) : nullptr;
-}
-
-std::unique_ptr<NodeClient> Connect(const std::string& address) {
-  auto client = NodeClient::Connect(address, node::ClientOptions{});
-  EXPECT_TRUE(client.ok()) << client.status();
-  return std::move(*client);
 }
 
 v1::StatusResponse Status(const std::string& address) {
