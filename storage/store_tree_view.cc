@@ -98,25 +98,14 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
   for (const NodeRef& range : request.list) {
     if (!status.ok()) break;
     uint32_t count = 0;
-    status = store_->ForEachRow(
-        snapshot, keyspace_->id, range,
-        [&](Token token, absl::string_view key, const RowHeader& header,
-            absl::string_view payload) -> absl::StatusOr<bool> {
-          const absl::Status check =
-              store_->CheckedValue(keyspace_->name, token, key, header, payload)
-                  .status();
-          if (absl::IsDataLoss(check)) {
-            damaged.push_back(token);  // left out: a peer sends its copy
-            return true;
-          }
-          TALLY_RETURN_IF_ERROR(check);
+    status = ForEachSoundEntry(
+        snapshot, range, &damaged,
+        [&](tree::RowEntry entry) -> absl::StatusOr<bool> {
           if (response.entries.size() >= tree::kMaxEntriesPerExchange) {
             return absl::ResourceExhaustedError(absl::StrFormat(
                 "listing would return more than %d rows; list fewer ranges",
                 tree::kMaxEntriesPerExchange));
           }
-          TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
-                                 store_->ToEntry(token, key, header));
           // Issue 8, item 6: an answer is never built past what could be
           // sent.
           entry_bytes += tree::WireSize(entry);
@@ -152,23 +141,12 @@ absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
   absl::Status status;
   std::vector<Token> damaged;
   for (const NodeRef& range : ranges) {
-    status = store_->ForEachRow(
-        snapshot, keyspace_->id, range,
-        [&](Token token, absl::string_view key, const RowHeader& header,
-            absl::string_view payload) -> absl::StatusOr<bool> {
-          const absl::Status check =
-              store_->CheckedValue(keyspace_->name, token, key, header, payload)
-                  .status();
-          if (absl::IsDataLoss(check)) {
-            damaged.push_back(token);  // left out: a peer sends its copy
-            return true;
-          }
-          TALLY_RETURN_IF_ERROR(check);
-          TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
-                                 store_->ToEntry(token, key, header));
-          TALLY_RETURN_IF_ERROR(sink(entry));
-          return true;
-        });
+    status =
+        ForEachSoundEntry(snapshot, range, &damaged,
+                          [&](tree::RowEntry entry) -> absl::StatusOr<bool> {
+                            TALLY_RETURN_IF_ERROR(sink(entry));
+                            return true;
+                          });
     if (!status.ok()) break;
   }
   store_->db_->ReleaseSnapshot(snapshot);
@@ -176,6 +154,28 @@ absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
     (void)store_->MarkDamaged(keyspace_, token, absl::OkStatus());
   }
   return status;
+}
+
+absl::Status StoreTreeView::ForEachSoundEntry(
+    const leveldb::Snapshot* snapshot, const NodeRef& range,
+    std::vector<Token>* damaged,
+    const std::function<absl::StatusOr<bool>(tree::RowEntry)>& fn) {
+  return store_->ForEachRow(
+      snapshot, keyspace_->id, range,
+      [&](Token token, absl::string_view key, const RowHeader& header,
+          absl::string_view payload) -> absl::StatusOr<bool> {
+        const absl::Status check =
+            store_->CheckedValue(keyspace_->name, token, key, header, payload)
+                .status();
+        if (absl::IsDataLoss(check)) {
+          damaged->push_back(token);  // left out: a peer sends its copy
+          return true;
+        }
+        TALLY_RETURN_IF_ERROR(check);
+        TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
+                               store_->ToEntry(token, key, header));
+        return fn(std::move(entry));
+      });
 }
 
 }  // namespace internal

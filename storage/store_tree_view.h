@@ -8,7 +8,11 @@
 #ifndef TALLY_STORAGE_STORE_TREE_VIEW_H_
 #define TALLY_STORAGE_STORE_TREE_VIEW_H_
 
+#include <leveldb/db.h>
+
+#include <functional>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -38,6 +42,15 @@ class StoreTreeView : public tree::TreeView {
                     const tree::EntrySink& sink) override;
 
  private:
+  // Calls `fn` with the entry of every sound row of `range` at `snapshot`,
+  // in order, until it returns false or an error. A row that fails its
+  // digest is left out and its token added to `damaged` (for the caller to
+  // mark once the snapshot is released): a peer then sends its copy.
+  absl::Status ForEachSoundEntry(
+      const leveldb::Snapshot* snapshot, const tree::NodeRef& range,
+      std::vector<tree::Token>* damaged,
+      const std::function<absl::StatusOr<bool>(tree::RowEntry)>& fn);
+
   StoreImpl* const store_;
   const Keyspace* const keyspace_;
 };
