@@ -1,0 +1,287 @@
+// StoreImpl's reads: rows, tree views, keyspace and origin tables,
+// leaves and upstream progress (storage/store.h).
+#include <leveldb/db.h>
+#include <leveldb/env.h>
+#include <leveldb/write_batch.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "storage/internal/coding.h"
+#include "storage/internal/leveldb_status.h"
+#include "storage/internal/records.h"
+#include "storage/internal/repair.h"
+#include "storage/internal/store_impl.h"
+#include "storage/leveldb_config.h"
+#include "storage/store.h"
+#include "storage/store_tree_view.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace storage {
+namespace {
+
+using internal::Corrupt;
+using internal::DecodeFixed32;
+using internal::DecodeFixed64;
+using internal::DirectoryState;
+using internal::Fixed32String;
+using internal::Fixed64String;
+using internal::FromLevelDb;
+using internal::InspectDirectory;
+using internal::kLocalOriginId;
+using internal::RecoveryAdvice;
+using internal::RowHeader;
+using tree::Digest128;
+using tree::HlcTimestamp;
+using tree::NodeRef;
+using tree::Token;
+using tree::Version;
+
+}  // namespace
+
+namespace internal {
+
+// ----------------------------------------------------------------- reads
+
+absl::StatusOr<Row> StoreImpl::Get(absl::string_view keyspace,
+                                   absl::string_view key) {
+  TALLY_RETURN_IF_ERROR(ValidateKeyspaceName(keyspace));
+  if (key.empty() || key.size() > options_.max_key_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("key is %d bytes; keys are 1..%d bytes (max_key_bytes)",
+                        key.size(), options_.max_key_bytes));
+  }
+  const Keyspace* ks = FindKeyspace(keyspace);
+  if (ks == nullptr) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+  }
+  const Token token = tree::TokenOf(key);
+  const std::string row_key = internal::RowKey(ks->id, token, key);
+  if (IsDamaged(row_key)) {
+    return absl::DataLossError(absl::StrFormat(
+        "row '%s' of keyspace '%s' is damaged on this node (its stored bytes "
+        "do not match its digest); it is not served, and anti-entropy "
+        "replaces it with a peer's copy",
+        absl::CHexEscape(key), keyspace));
+  }
+  std::string record;
+  leveldb::ReadOptions read;
+  read.verify_checksums = true;
+  leveldb::Status s = db_->Get(read, row_key, &record);
+  bool block_damaged = false;
+  if (s.IsCorruption()) {
+    // The block holding the row fails its checksum. The damage may be in
+    // another row of the block: read it unchecked and let the row's own
+    // digest decide, then recompute the leaf to find the damaged rows.
+    block_damaged = true;
+    s = db_->Get(leveldb::ReadOptions(), row_key, &record);
+  }
+  if (s.IsNotFound()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "key '%s' is not in keyspace '%s'", absl::CHexEscape(key), keyspace));
+  }
+  absl::Status found = FromLevelDb(s, "reading a row");
+  RowHeader header;
+  absl::string_view payload;
+  absl::StatusOr<std::string> value;
+  if (found.ok() && !internal::DecodeRowRecord(record, &header, &payload)) {
+    found = Corrupt("row", row_key);
+  }
+  if (found.ok()) {
+    value = CheckedValue(keyspace, token, key, header, payload);
+    found = value.status();
+  }
+  if (!found.ok()) {
+    if (!absl::IsDataLoss(found)) return found;
+    return MarkDamaged(ks, token, found);
+  }
+  if (block_damaged) (void)MarkDamaged(ks, token, absl::OkStatus());
+  TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry, ToEntry(token, key, header));
+  Row row;
+  row.key = std::string(key);
+  row.value = *std::move(value);
+  row.version = std::move(entry.version);
+  row.deleted = header.deleted;
+  row.digest = header.digest;
+  return row;
+}
+
+absl::Status StoreImpl::ScanRows(
+    absl::string_view keyspace, const NodeRef& range,
+    const std::function<absl::Status(const Row&)>& sink) {
+  if (!range.IsValid()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid token range: ", range.DebugString()));
+  }
+  const Keyspace* ks = FindKeyspace(keyspace);
+  if (ks == nullptr) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+  }
+  const leveldb::Snapshot* snapshot = db_->GetSnapshot();
+  // A damaged row ends the scan with kDataLoss (after the snapshot is
+  // released, since marking it commits).
+  std::optional<std::pair<Token, absl::Status>> damaged;
+  absl::Status status = ForEachRow(
+      snapshot, ks->id, range,
+      [&](Token token, absl::string_view key, const RowHeader& header,
+          absl::string_view payload) -> absl::StatusOr<bool> {
+        absl::StatusOr<std::string> value =
+            CheckedValue(keyspace, token, key, header, payload);
+        if (absl::IsDataLoss(value.status())) {
+          damaged.emplace(token, value.status());
+          return false;
+        }
+        TALLY_RETURN_IF_ERROR(value.status());
+        TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
+                               ToEntry(token, key, header));
+        Row row;
+        row.key = std::move(entry.key);
+        row.value = *std::move(value);
+        row.version = std::move(entry.version);
+        row.deleted = header.deleted;
+        row.digest = header.digest;
+        TALLY_RETURN_IF_ERROR(sink(row));
+        return true;
+      });
+  db_->ReleaseSnapshot(snapshot);
+  if (status.ok() && damaged.has_value()) {
+    auto& [token, found] = *damaged;
+    return MarkDamaged(ks, token, found);
+  }
+  if (status.ok() && damaged_count_.load() > 0) {
+    // Rows marked before are skipped by the scan; say so rather than
+    // answer without them.
+    const std::string first = internal::RowKey(ks->id, range.first_token(), "");
+    const std::string prefix = internal::RowKeyPrefix(ks->id);
+    absl::MutexLock lock(&mu_);
+    for (const std::string& row_key : damaged_) {
+      if (row_key.size() < internal::kRowKeyHeader ||
+          !absl::StartsWith(row_key, prefix) || row_key < first ||
+          DecodeFixed64(row_key.data() + 5) > range.last_token()) {
+        continue;
+      }
+      return absl::DataLossError(absl::StrFormat(
+          "row '%s' of keyspace '%s' is damaged on this node; it is not "
+          "served, and anti-entropy replaces it with a peer's copy",
+          absl::CHexEscape(row_key.substr(internal::kRowKeyHeader)), keyspace));
+    }
+  }
+  return status;
+}
+
+absl::StatusOr<std::unique_ptr<tree::TreeView>> StoreImpl::NewTreeView(
+    absl::string_view keyspace) {
+  const Keyspace* ks = FindKeyspace(keyspace);
+  if (ks == nullptr) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+  }
+  return std::unique_ptr<tree::TreeView>(new StoreTreeView(this, ks));
+}
+
+absl::StatusOr<KeyspaceInfo> StoreImpl::GetKeyspace(
+    absl::string_view name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = keyspaces_.find(name);
+  if (it == keyspaces_.end()) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", name));
+  }
+  const Keyspace& ks = *it->second;
+  return KeyspaceInfo{ks.name, ks.depth, ks.tree.root().count,
+                      ks.tree.root().digest, ks.root_changes};
+}
+
+std::vector<KeyspaceInfo> StoreImpl::ListKeyspaces() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<KeyspaceInfo> out;
+  for (const auto& [name, ks] : keyspaces_) {
+    out.push_back(KeyspaceInfo{ks->name, ks->depth, ks->tree.root().count,
+                               ks->tree.root().digest, ks->root_changes});
+  }
+  return out;
+}
+
+std::vector<OriginRowCount> StoreImpl::OriginRowCounts() const {
+  std::vector<OriginRowCount> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, rows] : origin_rows_) {
+      auto name = origin_names_.find(id);
+      out.push_back(OriginRowCount{
+          name == origin_names_.end() ? absl::StrCat("#", id) : name->second,
+          rows});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const OriginRowCount& a, const OriginRowCount& b) {
+              return a.origin < b.origin;
+            });
+  return out;
+}
+
+absl::StatusOr<std::vector<uint64_t>> StoreImpl::LeafCounts(
+    absl::string_view keyspace) const {
+  absl::MutexLock lock(&mu_);
+  auto it = keyspaces_.find(keyspace);
+  if (it == keyspaces_.end()) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+  }
+  const tree::MerkleTree& t = it->second->tree;
+  std::vector<uint64_t> counts(t.leaf_count());
+  for (uint64_t i = 0; i < counts.size(); ++i) counts[i] = t.leaf(i).count;
+  return counts;
+}
+
+absl::StatusOr<tree::MerkleTree> StoreImpl::CopyTree(
+    absl::string_view keyspace) const {
+  absl::MutexLock lock(&mu_);
+  auto it = keyspaces_.find(keyspace);
+  if (it == keyspaces_.end()) {
+    return absl::NotFoundError(
+        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+  }
+  return it->second->tree.Copy();
+}
+
+absl::StatusOr<UpstreamProgress> StoreImpl::GetProgress(
+    absl::string_view upstream) {
+  TALLY_RETURN_IF_ERROR(ValidateNodeName(upstream));
+  const std::string key = internal::TaggedKey(internal::kProgressTag, upstream);
+  std::string value;
+  const leveldb::Status s = db_->Get(leveldb::ReadOptions(), key, &value);
+  if (s.IsNotFound()) {
+    return absl::NotFoundError(
+        absl::StrFormat("no progress stored for upstream '%s'", upstream));
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(s, "reading progress"));
+  if (value.size() != 16) return Corrupt("progress", key);
+  return UpstreamProgress{std::string(upstream), DecodeFixed64(value.data()),
+                          DecodeFixed64(value.data() + 8)};
+}
+
+}  // namespace internal
+}  // namespace storage
+}  // namespace tally

@@ -1,0 +1,669 @@
+// StoreImpl's write path: validation, the writer queue, group staging,
+// the commit, the publication of its in-memory changes, and leaf
+// checkpoints (storage/store.h, storage/internal/store_impl.h).
+#include <leveldb/db.h>
+#include <leveldb/env.h>
+#include <leveldb/write_batch.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "storage/internal/coding.h"
+#include "storage/internal/leveldb_status.h"
+#include "storage/internal/records.h"
+#include "storage/internal/repair.h"
+#include "storage/internal/store_impl.h"
+#include "storage/leveldb_config.h"
+#include "storage/store.h"
+#include "storage/store_tree_view.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace storage {
+namespace {
+
+using internal::Corrupt;
+using internal::DecodeFixed32;
+using internal::DecodeFixed64;
+using internal::DirectoryState;
+using internal::Fixed32String;
+using internal::Fixed64String;
+using internal::FromLevelDb;
+using internal::InspectDirectory;
+using internal::kLocalOriginId;
+using internal::RecoveryAdvice;
+using internal::RowHeader;
+using tree::Digest128;
+using tree::HlcTimestamp;
+using tree::NodeRef;
+using tree::Token;
+using tree::Version;
+
+}  // namespace
+
+namespace internal {
+
+// ---------------------------------------------------------------- writes
+
+absl::Status StoreImpl::ValidateRequest(const WriteRequest& request) const {
+  if (request.mutations.size() > options_.max_batch_mutations) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "batch has %d mutations; the limit is %d (max_batch_mutations)",
+        request.mutations.size(), options_.max_batch_mutations));
+  }
+  size_t bytes = 0;
+  for (const Mutation& m : request.mutations) {
+    TALLY_RETURN_IF_ERROR(ValidateKeyspaceName(m.keyspace));
+    if (m.key.empty()) {
+      return absl::InvalidArgumentError("key is empty; keys need 1 byte");
+    }
+    if (m.key.size() > options_.max_key_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("key is %d bytes; the limit is %d (max_key_bytes)",
+                          m.key.size(), options_.max_key_bytes));
+    }
+    if (m.value.size() > options_.max_value_bytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "value of key '%s' is %d bytes; the limit is %d (max_value_bytes)",
+          absl::CHexEscape(m.key.substr(0, 64)), m.value.size(),
+          options_.max_value_bytes));
+    }
+    if (m.deleted && !m.value.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "delete of key '%s' carries a value", absl::CHexEscape(m.key)));
+    }
+    if (request.mode == ApplyMode::kPurgeTombstones &&
+        (!m.erase || !m.version.has_value())) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a tombstone purge holds only erases with the tombstone's version "
+          "(key '%s')",
+          absl::CHexEscape(m.key)));
+    }
+    if (m.erase && request.mode == ApplyMode::kLastWriterWins) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "erase of key '%s' outside a source override; use a delete",
+          absl::CHexEscape(m.key)));
+    }
+    if (m.erase && (m.deleted || !m.value.empty())) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("erase of key '%s' carries a value or a delete flag",
+                          absl::CHexEscape(m.key)));
+    }
+    if (request.mode == ApplyMode::kSourceOverride && !m.erase &&
+        !m.version.has_value()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "row '%s' of a source override has no version; the source's "
+          "version is required",
+          absl::CHexEscape(m.key)));
+    }
+    if (m.version.has_value()) {
+      TALLY_RETURN_IF_ERROR(ValidateNodeName(m.version->origin));
+      if (m.version->timestamp.IsZero()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("replicated row '%s' has a zero timestamp",
+                            absl::CHexEscape(m.key)));
+      }
+      TALLY_RETURN_IF_ERROR(clock_.Check(m.version->timestamp));
+    }
+    bytes += m.keyspace.size() + m.key.size() + m.value.size();
+  }
+  if (bytes > options_.max_batch_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("batch is %d bytes; the limit is %d (max_batch_bytes)",
+                        bytes, options_.max_batch_bytes));
+  }
+  if (request.progress.has_value()) {
+    TALLY_RETURN_IF_ERROR(ValidateNodeName(request.progress->upstream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::CheckKeyspaceLimit(
+    const std::vector<absl::string_view>& names) const {
+  absl::flat_hash_set<absl::string_view> new_names;
+  absl::string_view first_new;
+  for (absl::string_view name : names) {
+    if (new_names.contains(name) || FindKeyspace(name) != nullptr) continue;
+    if (new_names.empty()) first_new = name;
+    new_names.insert(name);
+  }
+  if (new_names.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  if (keyspaces_.size() + new_names.size() > options_.max_keyspaces) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "keyspace '%s' would be a new keyspace; this store holds %d and the "
+        "limit is %d (max_keyspaces)",
+        first_new, keyspaces_.size(), options_.max_keyspaces));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WriteResult> StoreImpl::Write(WriteRequest request) {
+  TALLY_RETURN_IF_ERROR(ValidateRequest(request));
+  {
+    // Distinct keyspace names, in order; requests rarely carry more than one.
+    std::vector<absl::string_view> names;
+    for (const Mutation& m : request.mutations) {
+      if (names.empty() || names.back() != m.keyspace) {
+        names.push_back(m.keyspace);
+      }
+    }
+    TALLY_RETURN_IF_ERROR(CheckKeyspaceLimit(names));
+  }
+  Writer writer;
+  writer.request = &request;
+  for (const Mutation& m : request.mutations) {
+    writer.bytes += m.keyspace.size() + m.key.size() + m.value.size();
+  }
+  return Enqueue(&writer);
+}
+
+absl::Status StoreImpl::CreateKeyspace(absl::string_view name, int depth) {
+  TALLY_RETURN_IF_ERROR(ValidateKeyspaceName(name));
+  if (depth < tree::kMinDepth || depth > tree::kMaxDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("keyspace depth %d is out of range; it must be %d..%d",
+                        depth, tree::kMinDepth, tree::kMaxDepth));
+  }
+  if (const Keyspace* ks = FindKeyspace(name); ks != nullptr) {
+    if (ks->depth == depth) return absl::OkStatus();
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "keyspace '%s' exists with depth %d, not %d", name, ks->depth, depth));
+  }
+  TALLY_RETURN_IF_ERROR(CheckKeyspaceLimit({name}));
+  Writer writer;
+  writer.create_keyspace.emplace(std::string(name), depth);
+  TALLY_RETURN_IF_ERROR(Enqueue(&writer).status());
+  const Keyspace* ks = FindKeyspace(name);
+  if (ks != nullptr && ks->depth != depth) {
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "keyspace '%s' exists with depth %d, not %d", name, ks->depth, depth));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WriteResult> StoreImpl::Enqueue(Writer* writer) {
+  std::vector<Writer*> group;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    writers_.push_back(writer);
+    while (!writer->done && writer != writers_.front()) {
+      writer->cv.Wait(&queue_mu_);
+    }
+    if (writer->done) return std::move(writer->result);
+    // Leader: take followers while the group stays within the limits.
+    size_t mutations = 0;
+    size_t bytes = 0;
+    for (Writer* w : writers_) {
+      const size_t n = w->request != nullptr ? w->request->mutations.size() : 0;
+      if (!group.empty() && (mutations + n > options_.max_batch_mutations ||
+                             bytes + w->bytes > options_.max_batch_bytes)) {
+        break;
+      }
+      mutations += n;
+      bytes += w->bytes;
+      group.push_back(w);
+    }
+  }
+
+  const absl::Status status = CommitGroup(group);
+
+  absl::MutexLock lock(&queue_mu_);
+  for (Writer* w : group) {
+    writers_.pop_front();
+    if (!status.ok()) w->result = status;
+    w->done = true;
+    if (w != writer) w->cv.Signal();
+  }
+  if (!writers_.empty()) writers_.front()->cv.Signal();
+  return std::move(writer->result);
+}
+
+absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
+  absl::MutexLock commit_lock(&commit_mu_);
+  // Refused before staging: nothing can be committed.
+  TALLY_RETURN_IF_ERROR(write_status());
+  Group g = StartGroup();
+  std::vector<WriteResult> results(group.size());
+  for (size_t i = 0; i < group.size(); ++i) {
+    Writer* w = group[i];
+    if (w->create_keyspace.has_value()) {
+      ResolveKeyspace(g, w->create_keyspace->first, w->create_keyspace->second);
+      continue;
+    }
+    WriteRequest& request = *w->request;
+    for (Mutation& m : request.mutations) {
+      TALLY_RETURN_IF_ERROR(StageMutation(g, m, request.mode, &results[i]));
+    }
+    if (request.progress.has_value()) {
+      std::string v = Fixed64String(request.progress->epoch);
+      internal::PutFixed64(&v, request.progress->sequence);
+      g.batch.Put(internal::TaggedKey(internal::kProgressTag,
+                                      request.progress->upstream),
+                  v);
+    }
+  }
+  TALLY_RETURN_IF_ERROR(FinishGroup(g));
+  TALLY_RETURN_IF_ERROR(WriteToLevelDb(&g.batch, options_.sync, "committing"));
+  for (size_t i = 0; i < group.size(); ++i) {
+    group[i]->result = std::move(results[i]);
+  }
+  Publish(g);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::write_status() const {
+  absl::MutexLock lock(&write_failure_mu_);
+  return write_failure_;
+}
+
+absl::Status StoreImpl::WriteToLevelDb(leveldb::WriteBatch* batch, bool sync,
+                                       absl::string_view what) {
+  TALLY_RETURN_IF_ERROR(write_status());
+  leveldb::WriteOptions write;
+  write.sync = sync;
+  const absl::Status status = FromLevelDb(db_->Write(write, batch), what);
+  if (status.ok()) return status;
+  absl::Status first;
+  {
+    absl::MutexLock lock(&write_failure_mu_);
+    if (write_failure_.ok()) {
+      write_failure_ = absl::UnavailableError(absl::StrCat(
+          "the store refuses writes since a write failed (", status.message(),
+          "); nothing acknowledged is lost: fix the cause (free disk space?) "
+          "and restart the node, which reopens the store"));
+      first = write_failure_;
+    }
+  }
+  if (!first.ok() && options_.on_write_failure) {
+    options_.on_write_failure(first);
+  }
+  return status;
+}
+
+StoreImpl::Group StoreImpl::StartGroup() {
+  Group g;
+  absl::MutexLock lock(&mu_);
+  g.next_keyspace_id = next_keyspace_id_;
+  g.next_origin_id = next_origin_id_;
+  g.first_new_origin_id = next_origin_id_;
+  g.first_sequence = last_sequence_;
+  g.sequence = last_sequence_;
+  g.arrival = PhysicalNow();
+  return g;
+}
+
+std::pair<uint32_t, int> StoreImpl::ResolveKeyspace(Group& g,
+                                                    const std::string& name,
+                                                    int depth) {
+  if (const Keyspace* ks = FindKeyspace(name); ks != nullptr) {
+    return {ks->id, ks->depth};
+  }
+  auto it = g.new_keyspaces.find(name);
+  if (it == g.new_keyspaces.end()) {
+    it = g.new_keyspaces
+             .emplace(name, Group::NewKeyspace{g.next_keyspace_id++, depth})
+             .first;
+    std::string v = Fixed32String(it->second.id);
+    v.push_back(static_cast<char>(depth));
+    g.batch.Put(internal::TaggedKey(internal::kKeyspaceTag, name), v);
+  }
+  return {it->second.id, it->second.depth};
+}
+
+uint32_t StoreImpl::ResolveOrigin(Group& g, const std::string& name) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = origin_ids_.find(name);
+    if (it != origin_ids_.end()) return it->second;
+  }
+  auto it = g.new_origins.find(name);
+  if (it == g.new_origins.end()) {
+    it = g.new_origins.emplace(name, g.next_origin_id++).first;
+    g.batch.Put(internal::OriginByIdKey(it->second), name);
+    g.batch.Put(internal::TaggedKey(internal::kOriginByNameTag, name),
+                Fixed32String(it->second));
+  }
+  return it->second;
+}
+
+std::string StoreImpl::OriginNameIn(const Group& g, uint32_t id) const {
+  if (id < g.first_new_origin_id) return OriginName(id);
+  for (const auto& [name, new_id] : g.new_origins) {
+    if (new_id == id) return name;
+  }
+  return std::string();
+}
+
+absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(Group& g,
+                                                 const std::string& row_key) {
+  auto it = g.staged.find(row_key);
+  if (it != g.staged.end()) return &it->second;
+  StagedRow current;
+  current.damaged = IsDamaged(row_key);
+  std::string record;
+  const leveldb::Status s = db_->Get(leveldb::ReadOptions(), row_key, &record);
+  if (s.ok()) {
+    absl::string_view payload;
+    if (internal::DecodeRowRecord(record, &current.header, &payload)) {
+      current.exists = true;
+    } else if (!current.damaged) {
+      return Corrupt("row", row_key);
+    }
+    // A damaged record that cannot even be decoded: nothing of it is
+    // counted anywhere, so the write treats the row as absent.
+  } else if (current.damaged && s.IsCorruption()) {
+    // Same: the mark says what the read cannot.
+  } else if (!s.IsNotFound()) {
+    return FromLevelDb(s, "reading a row before writing it");
+  }
+  return &g.staged.emplace(row_key, current).first->second;
+}
+
+HlcTimestamp StoreImpl::StampLocalWrite(const StagedRow& current) {
+  // A local write must win over whatever is stored, even a row stamped by a
+  // peer whose clock runs ahead of ours.
+  HlcTimestamp t = clock_.Now();
+  if (current.exists && !(current.header.timestamp < t)) {
+    (void)clock_.Observe(current.header.timestamp);
+    t = clock_.Now();
+    if (!(current.header.timestamp < t)) {
+      t = HlcTimestamp::FromRaw(current.header.timestamp.raw() + 1);
+    }
+  }
+  return t;
+}
+
+void StoreImpl::CountRowChange(Group& g, const StagedRow& before,
+                               std::optional<uint32_t> after) {
+  if (before.exists && after == before.header.origin_id) return;
+  auto add = [&g](uint32_t origin_id, int64_t delta) {
+    for (auto& [id, sum] : g.origin_row_deltas) {
+      if (id == origin_id) {
+        sum += delta;
+        return;
+      }
+    }
+    g.origin_row_deltas.emplace_back(origin_id, delta);
+  };
+  if (before.exists) add(before.header.origin_id, -1);
+  if (after.has_value()) add(*after, +1);
+}
+
+void StoreImpl::StageChange(Group& g, const internal::ChangeRecord& change,
+                            Token token, int depth) {
+  std::string record;
+  internal::EncodeChangeRecord(change, &record);
+  g.batch.Put(internal::ChangeKey(++g.sequence), record);
+  g.leaf_deltas.push_back(
+      Group::LeafDelta{change.keyspace_id,
+                       static_cast<uint32_t>(tree::NodeIndexOf(token, depth)),
+                       change.digest_delta, change.count_delta});
+}
+
+absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
+                                      WriteResult* result) {
+  const auto [ks_id, depth] =
+      ResolveKeyspace(g, m.keyspace, options_.default_depth);
+  const Token token = tree::TokenOf(m.key);
+  const std::string row_key = internal::RowKey(ks_id, token, m.key);
+  TALLY_ASSIGN_OR_RETURN(StagedRow * current, CurrentRow(g, row_key));
+
+  Version version;
+  uint32_t origin_id;
+  if (m.version.has_value()) {
+    version = *m.version;
+    origin_id = ResolveOrigin(g, version.origin);
+  } else {
+    version = Version{StampLocalWrite(*current), node_name_};
+    origin_id = kLocalOriginId;
+  }
+  auto not_applied = [&](Version kept) {
+    result->applied.push_back(false);
+    result->versions.push_back(std::move(kept));
+    return absl::OkStatus();
+  };
+
+  internal::ChangeRecord change;
+  change.keyspace_id = ks_id;
+  change.timestamp = version.timestamp;
+  change.origin_id = origin_id;
+  change.key = m.key;
+  if (m.erase) {
+    // Source override: the source lacks this row. Purge: the tombstone is
+    // old enough and every peer has it.
+    if (!current->exists && !current->damaged) return not_applied(version);
+    if (mode == ApplyMode::kPurgeTombstones &&
+        (current->damaged || !current->header.deleted ||
+         current->header.timestamp != version.timestamp ||
+         current->header.origin_id != origin_id)) {
+      return not_applied(version);  // written again since, or damaged
+    }
+    g.batch.Delete(row_key);
+    // The tombstone's 'T' record, if any, is removed by the purge that
+    // finds it stale (internal/records.h).
+    change.erased = true;
+    if (current->damaged) {
+      // A damaged row is already out of its leaf.
+      g.batch.Delete(internal::DamagedKey(row_key));
+      g.repaired.push_back(row_key);
+    } else {
+      change.digest_delta = current->header.digest;
+      change.count_delta = -1;
+    }
+    StageChange(g, change, token, depth);
+    if (current->exists) CountRowChange(g, *current, std::nullopt);
+    *current = StagedRow{};
+  } else {
+    const Digest128 digest =
+        tree::RowDigest(m.keyspace, m.key, version, m.deleted, m.value);
+    if (current->damaged) {
+      // Whatever its version, a sound row replaces a damaged one: the
+      // damaged copy usually has the very version of the peer's good copy,
+      // which last writer wins would refuse.
+    } else if (current->exists && mode == ApplyMode::kSourceOverride) {
+      // The source's row replaces ours whenever they differ.
+      if (current->header.digest == digest) return not_applied(version);
+    } else if (!current->exists && m.deleted && m.version.has_value() &&
+               version.timestamp.raw() < purged_before_.load()) {
+      // This store purged its tombstones this old: one arriving from a
+      // peer that has not purged yet has nothing to delete here.
+      return not_applied(version);
+    } else if (current->exists) {
+      // Last writer wins: compare with the stored version.
+      const Version stored{current->header.timestamp,
+                           OriginNameIn(g, current->header.origin_id)};
+      if (tree::CompareVersions(version, stored) <= 0) {
+        return not_applied(stored);
+      }
+    }
+    if (m.version.has_value()) g.observed.push_back(version.timestamp);
+
+    RowHeader header;
+    header.timestamp = version.timestamp;
+    header.origin_id = origin_id;
+    header.deleted = m.deleted;
+    header.digest = digest;
+    TALLY_ASSIGN_OR_RETURN(
+        std::string payload,
+        backend_->StageValue(RowLocation{m.keyspace, token, m.key}, m.value));
+    std::string record;
+    record.reserve(internal::kRowHeaderSize + payload.size());
+    internal::EncodeRowHeader(header, &record);
+    record.append(payload);
+    g.batch.Put(row_key, record);
+    if (m.deleted) {
+      // Indexed by arrival here; the value says which tombstone it is, so
+      // that the purge can tell a stale record (internal/records.h).
+      g.batch.Put(internal::TombstoneKey(g.arrival, row_key),
+                  Fixed64String(version.timestamp.raw()));
+    }
+
+    change.deleted = m.deleted;
+    change.digest_delta = header.digest;
+    // A damaged row is already out of its leaf.
+    const bool in_leaf = current->exists && !current->damaged;
+    if (in_leaf) change.digest_delta ^= current->header.digest;
+    change.count_delta = in_leaf ? 0 : 1;
+    StageChange(g, change, token, depth);
+    if (current->damaged) {
+      g.batch.Delete(internal::DamagedKey(row_key));
+      g.repaired.push_back(row_key);
+    }
+    CountRowChange(g, *current, origin_id);
+    current->exists = true;
+    current->damaged = false;
+    current->header = header;
+  }
+  result->applied.push_back(true);
+  result->versions.push_back(std::move(version));
+  result->last_sequence = g.sequence;
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::FinishGroup(Group& g) {
+  if (!g.new_keyspaces.empty()) {
+    g.batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaNextKeyspaceId),
+        Fixed32String(g.next_keyspace_id));
+  }
+  if (!g.new_origins.empty()) {
+    g.batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
+        Fixed32String(g.next_origin_id));
+  }
+  if (g.sequence != g.first_sequence) {
+    g.batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaLastSequence),
+        Fixed64String(g.sequence));
+  }
+  // The leader holds commit_mu_: nobody else changes origin_rows_ meanwhile.
+  if (!g.origin_row_deltas.empty()) {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, delta] : g.origin_row_deltas) {
+      if (delta == 0) continue;
+      auto it = origin_rows_.find(id);
+      const int64_t before = it == origin_rows_.end() ? 0 : it->second;
+      // Never below zero: Verify() reports a count that disagrees with the
+      // rows, and a wrapped counter would hide how far off it is.
+      const uint64_t after =
+          static_cast<uint64_t>(std::max<int64_t>(0, before + delta));
+      if (after == 0) {
+        g.batch.Delete(internal::OriginRowsKey(id));
+      } else {
+        g.batch.Put(internal::OriginRowsKey(id), Fixed64String(after));
+      }
+      g.origin_rows.emplace_back(id, after);
+    }
+  }
+  return backend_->StageCommit(&g.batch);
+}
+
+void StoreImpl::Publish(const Group& g) {
+  for (const HlcTimestamp& t : g.observed) (void)clock_.Observe(t);
+  bool checkpoint_due;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, nk] : g.new_keyspaces) {
+      auto ks = std::make_unique<Keyspace>(Keyspace{
+          name, nk.id, nk.depth, tree::MerkleTree::Create(nk.depth).value()});
+      keyspaces_by_id_[nk.id] = ks.get();
+      keyspaces_.emplace(name, std::move(ks));
+    }
+    next_keyspace_id_ = g.next_keyspace_id;
+    for (const auto& [name, id] : g.new_origins) {
+      origin_ids_[name] = id;
+      origin_names_[id] = name;
+    }
+    next_origin_id_ = g.next_origin_id;
+    // Roots before the group, per keyspace it touches (usually one).
+    std::vector<std::pair<Keyspace*, Digest128>> roots;
+    for (const Group::LeafDelta& d : g.leaf_deltas) {
+      Keyspace* ks = keyspaces_by_id_.at(d.keyspace_id);
+      if (roots.empty() || roots.back().first != ks) {
+        auto seen = std::find_if(roots.begin(), roots.end(),
+                                 [ks](const auto& r) { return r.first == ks; });
+        if (seen == roots.end()) roots.emplace_back(ks, ks->tree.root().digest);
+      }
+      ks->tree.Update(d.leaf, d.digest, d.count);
+      dirty_leaves_.insert((uint64_t{d.keyspace_id} << 32) | d.leaf);
+    }
+    for (const auto& [ks, root] : roots) {
+      if (ks->tree.root().digest != root) ++ks->root_changes;
+    }
+    for (const auto& [id, rows] : g.origin_rows) {
+      if (rows == 0) {
+        origin_rows_.erase(id);
+      } else {
+        origin_rows_[id] = rows;
+      }
+    }
+    for (const std::string& row_key : g.repaired) damaged_.erase(row_key);
+    damaged_count_.store(damaged_.size());
+    last_sequence_ = g.sequence;
+    checkpoint_due =
+        g.sequence - leaves_sequence_ >= options_.leaf_checkpoint_interval;
+  }
+  if (g.sequence != g.first_sequence) {
+    absl::MutexLock lock(&listeners_mu_);
+    for (const auto& [id, listener] : listeners_) listener(g.sequence);
+  }
+  if (checkpoint_due) {
+    // The batch is durable whatever this returns; a failed checkpoint only
+    // means a longer replay at the next open.
+    (void)CheckpointLeaves();
+  }
+}
+
+absl::Status StoreImpl::CheckpointLeaves() {
+  leveldb::WriteBatch batch;
+  Sequence sequence;
+  {
+    absl::MutexLock lock(&mu_);
+    sequence = last_sequence_;
+    if (sequence == leaves_sequence_) return absl::OkStatus();
+    for (uint64_t where : dirty_leaves_) {
+      const uint32_t ks_id = static_cast<uint32_t>(where >> 32);
+      const uint32_t leaf = static_cast<uint32_t>(where);
+      const tree::NodeState& state =
+          keyspaces_by_id_.at(ks_id)->tree.leaf(leaf);
+      if (state.count == 0 && state.digest.IsZero()) {
+        batch.Delete(internal::LeafKey(ks_id, leaf));
+      } else {
+        batch.Put(internal::LeafKey(ks_id, leaf),
+                  internal::EncodeLeaf(state.digest, state.count));
+      }
+    }
+  }
+  batch.Put(
+      internal::TaggedKey(internal::kMetaTag, internal::kMetaLeavesSequence),
+      Fixed64String(sequence));
+  TALLY_RETURN_IF_ERROR(
+      WriteToLevelDb(&batch, options_.sync, "checkpointing leaves"));
+  absl::MutexLock lock(&mu_);
+  dirty_leaves_.clear();
+  leaves_sequence_ = sequence;
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+}  // namespace storage
+}  // namespace tally
