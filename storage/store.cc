@@ -232,30 +232,5 @@ absl::Status StoreImpl::MarkDamaged(const Keyspace* ks, Token token,
 
 }  // namespace internal
 
-Mutation Mutation::Put(std::string keyspace, std::string key,
-                       std::string value) {
-  Mutation m;
-  m.keyspace = std::move(keyspace);
-  m.key = std::move(key);
-  m.value = std::move(value);
-  return m;
-}
-
-Mutation Mutation::Erase(std::string keyspace, std::string key) {
-  Mutation m;
-  m.keyspace = std::move(keyspace);
-  m.key = std::move(key);
-  m.erase = true;
-  return m;
-}
-
-Mutation Mutation::Delete(std::string keyspace, std::string key) {
-  Mutation m;
-  m.keyspace = std::move(keyspace);
-  m.key = std::move(key);
-  m.deleted = true;
-  return m;
-}
-
 }  // namespace storage
 }  // namespace tally

@@ -1,0 +1,79 @@
+// What a Store::Write takes and returns: mutations, the apply mode that
+// decides how they meet the stored rows, and upstream progress committed
+// with them (storage/store.h).
+#ifndef TALLY_STORAGE_WRITE_REQUEST_H_
+#define TALLY_STORAGE_WRITE_REQUEST_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "storage/store_types.h"
+#include "tree/version.h"
+
+namespace tally {
+namespace storage {
+
+// One change to one row.
+struct Mutation {
+  std::string keyspace;
+  std::string key;
+  std::string value;  // empty for deletes
+  bool deleted = false;
+  // Unset for a local write (stamped at commit). Set for a replicated or
+  // repaired row, which keeps its version and origin.
+  std::optional<tree::Version> version;
+  // Removes the row altogether, leaving no tombstone. Only with
+  // ApplyMode::kSourceOverride: the source does not have the row, so the
+  // copy must not have it either.
+  bool erase = false;
+
+  static Mutation Put(std::string keyspace, std::string key, std::string value);
+  static Mutation Delete(std::string keyspace, std::string key);
+  static Mutation Erase(std::string keyspace, std::string key);
+};
+
+// Upstream replication progress, committed together with the rows it
+// applied (seed 002's crash-safe progress).
+struct UpstreamProgress {
+  std::string upstream;  // the upstream node's name
+  Epoch epoch = 0;
+  Sequence sequence = 0;
+};
+
+// How a request's mutations meet the stored rows.
+enum class ApplyMode {
+  // A mutation is applied only when its version is higher than the stored
+  // one (last writer wins).
+  kLastWriterWins,
+  // The mutations come from an authoritative source (seed 000's master):
+  // each replaces the stored row whenever the two differ, whatever their
+  // versions, and `erase` mutations remove rows the source does not have.
+  // Every mutation must carry a version (the source's).
+  kSourceOverride,
+  // Tombstone purge (PurgeTombstones): each mutation is an erase that
+  // removes the row only if it is still a tombstone of exactly the given
+  // version.
+  kPurgeTombstones,
+};
+
+struct WriteRequest {
+  std::vector<Mutation> mutations;
+  std::optional<UpstreamProgress> progress;
+  ApplyMode mode = ApplyMode::kLastWriterWins;
+};
+
+struct WriteResult {
+  // Per mutation, in order: true if applied; false if the stored version
+  // was equal or newer (last writer wins).
+  std::vector<bool> applied;
+  // The log sequence of the last entry this request wrote, or 0 if none.
+  Sequence last_sequence = 0;
+  // Versions given to (or kept by) each mutation, in order.
+  std::vector<tree::Version> versions;
+};
+
+}  // namespace storage
+}  // namespace tally
+
+#endif  // TALLY_STORAGE_WRITE_REQUEST_H_
