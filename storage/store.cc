@@ -29,6 +29,7 @@
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
+#include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
 #include "storage/leveldb_config.h"
 #include "storage/store_tree_view.h"
@@ -39,8 +40,6 @@ namespace storage {
 namespace {
 
 using internal::Corrupt;
-using internal::DecodeFixed32;
-using internal::DecodeFixed64;
 using internal::DirectoryState;
 using internal::Fixed32String;
 using internal::Fixed64String;
@@ -71,10 +70,9 @@ absl::Status StoreImpl::ForEachStoredRow(
        it->Valid() && it->key()[0] == internal::kRowTag; it->Next()) {
     RowHeader header;
     absl::string_view payload;
-    const absl::string_view row_key(it->key().data(), it->key().size());
-    if (!internal::DecodeRowRecord(
-            absl::string_view(it->value().data(), it->value().size()), &header,
-            &payload)) {
+    const absl::string_view row_key = ToStringView(it->key());
+    if (!internal::DecodeRowRecord(ToStringView(it->value()), &header,
+                                   &payload)) {
       // A damaged row that cannot be decoded is counted nowhere.
       if (IsDamaged(row_key)) continue;
       return Corrupt("row", it->key().ToString());
@@ -103,11 +101,13 @@ StoreImpl::ReadOriginRows(const leveldb::Snapshot* snapshot) {
   absl::flat_hash_map<uint32_t, uint64_t> counts;
   for (it->Seek(std::string(1, internal::kOriginRowsTag));
        it->Valid() && it->key()[0] == internal::kOriginRowsTag; it->Next()) {
-    if (it->key().size() != 5 || it->value().size() != 8) {
+    uint32_t origin_id;
+    uint64_t rows;
+    if (!internal::ParseOriginRowsKey(ToStringView(it->key()), &origin_id) ||
+        !internal::ParseFixed64Value(ToStringView(it->value()), &rows)) {
       return Corrupt("rows per origin", it->key().ToString());
     }
-    counts[DecodeFixed32(it->key().data() + 1)] =
-        DecodeFixed64(it->value().data());
+    counts[origin_id] = rows;
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading rows per origin"));
   return counts;
@@ -124,26 +124,26 @@ absl::StatusOr<std::vector<tree::NodeState>> StoreImpl::RecoverLeaves(
   read.snapshot = snapshot;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
   std::vector<tree::NodeState> leaves(uint64_t{1} << depth);
-  const std::string prefix = internal::LeafKey(keyspace_id, 0).substr(0, 5);
+  const std::string prefix = internal::LeafKeyPrefix(keyspace_id);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
        it->Next()) {
-    if (it->key().size() != 9 || it->value().size() != 24) {
+    internal::ParsedLeafKey key;
+    tree::NodeState state;
+    if (!internal::ParseLeafKey(ToStringView(it->key()), &key) ||
+        !internal::DecodeLeaf(ToStringView(it->value()), &state) ||
+        key.leaf >= leaves.size()) {
       return Corrupt("leaf", it->key().ToString());
     }
-    const uint32_t leaf = DecodeFixed32(it->key().data() + 5);
-    if (leaf >= leaves.size()) return Corrupt("leaf", it->key().ToString());
-    leaves[leaf].digest = Digest128::Load(it->value().data());
-    leaves[leaf].count = DecodeFixed64(it->value().data() + 16);
+    leaves[key.leaf] = state;
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading leaves"));
   // Changes committed after the checkpoint carry their leaf deltas.
   for (it->Seek(internal::ChangeKey(leaves_sequence + 1));
        it->Valid() && it->key()[0] == internal::kChangeTag; it->Next()) {
     internal::ChangeRecord change;
-    if (it->key().size() != 9 ||
-        !internal::DecodeChangeRecord(
-            absl::string_view(it->value().data(), it->value().size()),
-            &change)) {
+    uint64_t sequence;
+    if (!internal::ParseChangeKey(ToStringView(it->key()), &sequence) ||
+        !internal::DecodeChangeRecord(ToStringView(it->value()), &change)) {
       return Corrupt("change", it->key().ToString());
     }
     if (change.keyspace_id != keyspace_id) continue;

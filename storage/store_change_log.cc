@@ -29,6 +29,7 @@
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
+#include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
 #include "storage/leveldb_config.h"
 #include "storage/store.h"
@@ -40,8 +41,6 @@ namespace storage {
 namespace {
 
 using internal::Corrupt;
-using internal::DecodeFixed32;
-using internal::DecodeFixed64;
 using internal::DirectoryState;
 using internal::Fixed32String;
 using internal::Fixed64String;
@@ -81,14 +80,11 @@ absl::StatusOr<std::vector<ChangeEntry>> StoreImpl::ReadChanges(Sequence after,
        out.size() < limit;
        it->Next()) {
     internal::ChangeRecord change;
-    if (it->key().size() != 9 ||
-        !internal::DecodeChangeRecord(
-            absl::string_view(it->value().data(), it->value().size()),
-            &change)) {
+    ChangeEntry entry;
+    if (!internal::ParseChangeKey(ToStringView(it->key()), &entry.sequence) ||
+        !internal::DecodeChangeRecord(ToStringView(it->value()), &change)) {
       return Corrupt("change", it->key().ToString());
     }
-    ChangeEntry entry;
-    entry.sequence = DecodeFixed64(it->key().data() + 1);
     const uint32_t ks_id = change.keyspace_id;
     entry.version.timestamp = change.timestamp;
     entry.version.origin = OriginName(change.origin_id);

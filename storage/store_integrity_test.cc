@@ -376,12 +376,13 @@ TEST(StoreTombstonePurge, AnIndexByTimestampIsRekeyedByArrivalAtOpen) {
     }
     ASSERT_EQ(records.size(), 10u);
     for (const auto& [key, value] : records) {
-      ASSERT_EQ(value.size(), 8u);
+      tree::HlcTimestamp timestamp;
+      ASSERT_TRUE(internal::DecodeTombstoneValue(value, &timestamp));
+      internal::ParsedTombstoneKey index;
+      ASSERT_TRUE(internal::ParseTombstoneKey(key, &index));
       ASSERT_TRUE(db->Delete(leveldb::WriteOptions(), key).ok());
-      const tree::HlcTimestamp timestamp =
-          tree::HlcTimestamp::FromRaw(internal::DecodeFixed64(value.data()));
       ASSERT_TRUE(db->Put(leveldb::WriteOptions(),
-                          internal::TombstoneKey(timestamp, key.substr(9)), "")
+                          internal::TombstoneKey(timestamp, index.row_key), "")
                       .ok());
     }
     ASSERT_TRUE(db->Delete(leveldb::WriteOptions(),

@@ -19,6 +19,7 @@
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
+#include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
 #include "storage/leveldb_config.h"
 #include "storage/store.h"
@@ -34,9 +35,8 @@ using tree::Token;
 absl::Status StoreImpl::Load() {
   std::string value;
   leveldb::ReadOptions read;
-  const leveldb::Status format_status = db_->Get(
-      read, internal::TaggedKey(internal::kMetaTag, internal::kMetaFormat),
-      &value);
+  const leveldb::Status format_status =
+      db_->Get(read, internal::MetaKey(internal::kMetaFormat), &value);
   if (format_status.IsNotFound()) {
     // A new store: write its identity in one batch.
     TALLY_RETURN_IF_ERROR(ValidateNodeName(options_.node_name));
@@ -46,33 +46,28 @@ absl::Status StoreImpl::Load() {
     } while (epoch_ == 0);
     node_name_ = options_.node_name;
     leveldb::WriteBatch batch;
-    using internal::TaggedKey;
-    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaFormat),
+    batch.Put(internal::MetaKey(internal::kMetaFormat),
               Fixed32String(internal::kFormatVersion));
-    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNodeName),
-              node_name_);
-    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaEpoch),
-              Fixed64String(epoch_));
+    batch.Put(internal::MetaKey(internal::kMetaNodeName), node_name_);
+    batch.Put(internal::MetaKey(internal::kMetaEpoch), Fixed64String(epoch_));
     batch.Put(internal::OriginByIdKey(kLocalOriginId), node_name_);
-    batch.Put(TaggedKey(internal::kOriginByNameTag, node_name_),
+    batch.Put(internal::OriginByNameKey(node_name_),
               Fixed32String(kLocalOriginId));
-    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
+    batch.Put(internal::MetaKey(internal::kMetaNextOriginId),
               Fixed32String(kLocalOriginId + 1));
-    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
-              Fixed32String(1));
-    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex), "");
-    batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival),
-              "");
+    batch.Put(internal::MetaKey(internal::kMetaOriginRows), Fixed32String(1));
+    batch.Put(internal::MetaKey(internal::kMetaTombstoneIndex), "");
+    batch.Put(internal::MetaKey(internal::kMetaTombstoneArrival), "");
     leveldb::WriteOptions write;
     write.sync = true;
     TALLY_RETURN_IF_ERROR(
         FromLevelDb(db_->Write(write, &batch), "writing a new store"));
   } else {
     TALLY_RETURN_IF_ERROR(FromLevelDb(format_status, "reading the format"));
-    if (value.size() != 4) {
+    uint32_t format;
+    if (!internal::ParseFixed32Value(value, &format)) {
       return Corrupt("format", internal::kMetaFormat);
     }
-    const uint32_t format = DecodeFixed32(value.data());
     if (format != internal::kFormatVersion) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "the store has format version %d; this build reads version %d "
@@ -84,18 +79,15 @@ absl::Status StoreImpl::Load() {
   // A store written before the per-origin counts were kept is counted
   // once, from its rows, and marked.
   value.clear();
-  const leveldb::Status counted = db_->Get(
-      read, internal::TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
-      &value);
+  const leveldb::Status counted =
+      db_->Get(read, internal::MetaKey(internal::kMetaOriginRows), &value);
   if (counted.IsNotFound()) {
     TALLY_ASSIGN_OR_RETURN(auto counts, CountOriginRows(nullptr));
     leveldb::WriteBatch batch;
     for (const auto& [id, rows] : counts) {
       batch.Put(internal::OriginRowsKey(id), Fixed64String(rows));
     }
-    batch.Put(
-        internal::TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
-        Fixed32String(1));
+    batch.Put(internal::MetaKey(internal::kMetaOriginRows), Fixed32String(1));
     leveldb::WriteOptions write;
     write.sync = true;
     TALLY_RETURN_IF_ERROR(
@@ -113,28 +105,28 @@ absl::Status StoreImpl::Load() {
   bool tombstones_by_arrival = false;
   for (it->Seek(std::string(1, internal::kMetaTag));
        it->Valid() && it->key()[0] == internal::kMetaTag; it->Next()) {
-    const absl::string_view name(it->key().data() + 1, it->key().size() - 1);
-    const absl::string_view v(it->value().data(), it->value().size());
+    absl::string_view name;
+    internal::ParseMetaKey(ToStringView(it->key()), &name);  // the tag: sought
+    const absl::string_view v = ToStringView(it->value());
     if (name == internal::kMetaNodeName) {
       node_name_ = std::string(v);
     } else if (name == internal::kMetaEpoch) {
-      if (v.size() != 8) return Corrupt("epoch", name);
-      epoch_ = DecodeFixed64(v.data());
+      if (!ParseFixed64Value(v, &epoch_)) return Corrupt("epoch", name);
     } else if (name == internal::kMetaLastSequence) {
-      if (v.size() != 8) return Corrupt("last sequence", name);
-      last_sequence_ = DecodeFixed64(v.data());
+      if (!ParseFixed64Value(v, &last_sequence_))
+        return Corrupt("last sequence", name);
     } else if (name == internal::kMetaNextKeyspaceId) {
-      if (v.size() != 4) return Corrupt("keyspace counter", name);
-      next_keyspace_id_ = DecodeFixed32(v.data());
+      if (!ParseFixed32Value(v, &next_keyspace_id_))
+        return Corrupt("keyspace counter", name);
     } else if (name == internal::kMetaLeavesSequence) {
-      if (v.size() != 8) return Corrupt("leaves sequence", name);
-      leaves_sequence_ = DecodeFixed64(v.data());
+      if (!ParseFixed64Value(v, &leaves_sequence_))
+        return Corrupt("leaves sequence", name);
     } else if (name == internal::kMetaNextOriginId) {
-      if (v.size() != 4) return Corrupt("origin counter", name);
-      next_origin_id_ = DecodeFixed32(v.data());
+      if (!ParseFixed32Value(v, &next_origin_id_))
+        return Corrupt("origin counter", name);
     } else if (name == internal::kMetaTrimmedThrough) {
-      if (v.size() != 8) return Corrupt("trimmed sequence", name);
-      trimmed_through_ = DecodeFixed64(v.data());
+      if (!ParseFixed64Value(v, &trimmed_through_))
+        return Corrupt("trimmed sequence", name);
     } else if (name == internal::kMetaTombstoneIndex) {
       tombstones_indexed = true;
     } else if (name == internal::kMetaTombstoneArrival) {
@@ -154,10 +146,10 @@ absl::Status StoreImpl::Load() {
 
   for (it->Seek(std::string(1, internal::kOriginByIdTag));
        it->Valid() && it->key()[0] == internal::kOriginByIdTag; it->Next()) {
-    if (it->key().size() != 5) {
+    uint32_t id;
+    if (!internal::ParseOriginByIdKey(ToStringView(it->key()), &id)) {
       return Corrupt("origin", it->key().ToString());
     }
-    const uint32_t id = DecodeFixed32(it->key().data() + 1);
     origin_names_[id] = it->value().ToString();
     origin_ids_[it->value().ToString()] = id;
   }
@@ -165,12 +157,15 @@ absl::Status StoreImpl::Load() {
 
   for (it->Seek(std::string(1, internal::kKeyspaceTag));
        it->Valid() && it->key()[0] == internal::kKeyspaceTag; it->Next()) {
-    const std::string name(it->key().data() + 1, it->key().size() - 1);
-    if (it->value().size() != 5) return Corrupt("keyspace", name);
-    auto ks = std::make_unique<Keyspace>(
-        Keyspace{name, DecodeFixed32(it->value().data()),
-                 static_cast<uint8_t>(it->value()[4]),
-                 tree::MerkleTree::Create(0).value()});
+    absl::string_view key_name;
+    internal::ParseKeyspaceKey(ToStringView(it->key()), &key_name);  // sought
+    const std::string name(key_name);
+    internal::KeyspaceRecord record;
+    if (!internal::ParseKeyspaceRecord(ToStringView(it->value()), &record)) {
+      return Corrupt("keyspace", name);
+    }
+    auto ks = std::make_unique<Keyspace>(Keyspace{
+        name, record.id, record.depth, tree::MerkleTree::Create(0).value()});
     if (ks->depth < tree::kMinDepth || ks->depth > tree::kMaxDepth) {
       return Corrupt("keyspace depth", name);
     }
@@ -196,7 +191,9 @@ absl::Status StoreImpl::Load() {
   }
   for (it->Seek(std::string(1, internal::kDamagedTag));
        it->Valid() && it->key()[0] == internal::kDamagedTag; it->Next()) {
-    damaged_.insert(std::string(it->key().data() + 1, it->key().size() - 1));
+    absl::string_view row_key;
+    internal::ParseDamagedKey(ToStringView(it->key()), &row_key);  // sought
+    damaged_.insert(std::string(row_key));
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading damaged rows"));
   damaged_count_.store(damaged_.size());
@@ -217,15 +214,11 @@ absl::Status StoreImpl::IndexTombstones() {
                        [&](absl::string_view row_key, const RowHeader& header) {
                          if (header.deleted) {
                            batch.Put(internal::TombstoneKey(now, row_key),
-                                     Fixed64String(header.timestamp.raw()));
+                                     EncodeTombstoneValue(header.timestamp));
                          }
                        }));
-  batch.Put(
-      internal::TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex),
-      "");
-  batch.Put(
-      internal::TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival),
-      "");
+  batch.Put(internal::MetaKey(internal::kMetaTombstoneIndex), "");
+  batch.Put(internal::MetaKey(internal::kMetaTombstoneArrival), "");
   leveldb::WriteOptions write;
   write.sync = true;
   return FromLevelDb(db_->Write(write, &batch), "indexing tombstones");
@@ -241,19 +234,18 @@ absl::Status StoreImpl::MigrateTombstoneIndex() {
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
   for (it->Seek(std::string(1, internal::kTombstoneTag));
        it->Valid() && it->key()[0] == internal::kTombstoneTag; it->Next()) {
-    if (it->key().size() <= 9) {
+    // Keyed by the tombstone's timestamp: it becomes the value.
+    internal::ParsedTombstoneKey old;
+    if (!internal::ParseTombstoneKey(ToStringView(it->key()), &old)) {
       return Corrupt("tombstone index", it->key().ToString());
     }
-    const absl::string_view row_key(it->key().data() + 9, it->key().size() - 9);
     batch.Delete(it->key());
-    batch.Put(internal::TombstoneKey(now, row_key),
-              Fixed64String(DecodeFixed64(it->key().data() + 1)));
+    batch.Put(internal::TombstoneKey(now, old.row_key),
+              internal::EncodeTombstoneValue(old.arrival));
   }
   TALLY_RETURN_IF_ERROR(
       FromLevelDb(it->status(), "reading the tombstone index"));
-  batch.Put(
-      internal::TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival),
-      "");
+  batch.Put(internal::MetaKey(internal::kMetaTombstoneArrival), "");
   leveldb::WriteOptions write;
   write.sync = true;
   return FromLevelDb(db_->Write(write, &batch),

@@ -29,6 +29,7 @@
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
+#include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
 #include "storage/leveldb_config.h"
 #include "storage/store.h"
@@ -40,8 +41,6 @@ namespace storage {
 namespace {
 
 using internal::Corrupt;
-using internal::DecodeFixed32;
-using internal::DecodeFixed64;
 using internal::DirectoryState;
 using internal::Fixed32String;
 using internal::Fixed64String;
@@ -79,17 +78,16 @@ absl::StatusOr<uint64_t> StoreImpl::PurgeTombstones(tree::HlcTimestamp before,
     for (it->Seek(std::string(1, internal::kTombstoneTag));
          it->Valid() && it->key().compare(end) < 0 && erases.size() < limit;
          it->Next()) {
-      const absl::string_view index_key(it->key().data(), it->key().size());
-      if (index_key.size() <= 9 + internal::kRowKeyHeader ||
-          index_key[9] != internal::kRowTag) {
+      internal::ParsedTombstoneKey index;
+      internal::ParsedRowKey row;
+      HlcTimestamp tombstone;
+      if (!internal::ParseTombstoneKey(ToStringView(it->key()), &index) ||
+          !internal::ParseRowKey(index.row_key, &row) || row.key.empty() ||
+          !internal::DecodeTombstoneValue(ToStringView(it->value()),
+                                          &tombstone)) {
         return Corrupt("tombstone index", it->key().ToString());
       }
-      if (it->value().size() != 8) {
-        return Corrupt("tombstone index", it->key().ToString());
-      }
-      const absl::string_view row_key = index_key.substr(9);
-      const HlcTimestamp tombstone =
-          HlcTimestamp::FromRaw(DecodeFixed64(it->value().data()));
+      const absl::string_view row_key = index.row_key;
       // A damaged row waits for a peer's copy, which brings its own record.
       if (IsDamaged(row_key)) continue;
       visited.Delete(it->key());
@@ -106,15 +104,14 @@ absl::StatusOr<uint64_t> StoreImpl::PurgeTombstones(tree::HlcTimestamp before,
       // Written again since (and maybe deleted again: that tombstone has
       // its own, later, record).
       if (!header.deleted || header.timestamp != tombstone) continue;
-      const uint32_t ks_id = DecodeFixed32(row_key.data() + 1);
       Mutation m;
       {
         absl::MutexLock lock(&mu_);
-        auto ks = keyspaces_by_id_.find(ks_id);
+        auto ks = keyspaces_by_id_.find(row.keyspace_id);
         if (ks == keyspaces_by_id_.end()) return Corrupt("row", row_key);
         m.keyspace = ks->second->name;
       }
-      m.key = std::string(row_key.substr(internal::kRowKeyHeader));
+      m.key = std::string(row.key);
       m.erase = true;
       m.version = Version{header.timestamp, OriginName(header.origin_id)};
       erases.push_back(std::move(m));

@@ -29,6 +29,7 @@
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
+#include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
 #include "storage/leveldb_config.h"
 #include "storage/store.h"
@@ -40,8 +41,6 @@ namespace storage {
 namespace {
 
 using internal::Corrupt;
-using internal::DecodeFixed32;
-using internal::DecodeFixed64;
 using internal::DirectoryState;
 using internal::Fixed32String;
 using internal::Fixed64String;
@@ -176,15 +175,16 @@ absl::Status StoreImpl::ScanRows(
     const std::string prefix = internal::RowKeyPrefix(ks->id);
     absl::MutexLock lock(&mu_);
     for (const std::string& row_key : damaged_) {
-      if (row_key.size() < internal::kRowKeyHeader ||
+      internal::ParsedRowKey parsed;
+      if (!internal::ParseRowKey(row_key, &parsed) ||
           !absl::StartsWith(row_key, prefix) || row_key < first ||
-          DecodeFixed64(row_key.data() + 5) > range.last_token()) {
+          parsed.token > range.last_token()) {
         continue;
       }
       return absl::DataLossError(absl::StrFormat(
           "row '%s' of keyspace '%s' is damaged on this node; it is not "
           "served, and anti-entropy replaces it with a peer's copy",
-          absl::CHexEscape(row_key.substr(internal::kRowKeyHeader)), keyspace));
+          absl::CHexEscape(parsed.key), keyspace));
     }
   }
   return status;
@@ -269,7 +269,7 @@ absl::StatusOr<tree::MerkleTree> StoreImpl::CopyTree(
 absl::StatusOr<UpstreamProgress> StoreImpl::GetProgress(
     absl::string_view upstream) {
   TALLY_RETURN_IF_ERROR(ValidateNodeName(upstream));
-  const std::string key = internal::TaggedKey(internal::kProgressTag, upstream);
+  const std::string key = internal::ProgressKey(upstream);
   std::string value;
   const leveldb::Status s = db_->Get(leveldb::ReadOptions(), key, &value);
   if (s.IsNotFound()) {
@@ -277,9 +277,12 @@ absl::StatusOr<UpstreamProgress> StoreImpl::GetProgress(
         absl::StrFormat("no progress stored for upstream '%s'", upstream));
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(s, "reading progress"));
-  if (value.size() != 16) return Corrupt("progress", key);
-  return UpstreamProgress{std::string(upstream), DecodeFixed64(value.data()),
-                          DecodeFixed64(value.data() + 8)};
+  internal::ProgressRecord progress;
+  if (!internal::DecodeProgress(value, &progress)) {
+    return Corrupt("progress", key);
+  }
+  return UpstreamProgress{std::string(upstream), progress.epoch,
+                          progress.sequence};
 }
 
 }  // namespace internal

@@ -23,6 +23,7 @@
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
+#include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
 #include "storage/leveldb_config.h"
 #include "storage/store.h"
@@ -32,13 +33,12 @@ namespace tally {
 namespace storage {
 namespace {
 
-using internal::DecodeFixed32;
-using internal::DecodeFixed64;
 using internal::Fixed32String;
 using internal::Fixed64String;
 using internal::FromLevelDb;
 using internal::kLocalOriginId;
 using internal::RowHeader;
+using internal::ToStringView;
 using tree::Digest128;
 using tree::HlcTimestamp;
 using tree::NodeRef;
@@ -75,19 +75,21 @@ absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
   uint32_t next_keyspace_id = 1;
   for (it->Seek(std::string(1, internal::kKeyspaceTag));
        starts_with(internal::kKeyspaceTag); it->Next()) {
-    if (it->value().size() != 5) continue;  // Open reports it
-    const uint32_t id = DecodeFixed32(it->value().data());
-    keyspaces[id] =
-        KeyspaceRecord{std::string(it->key().data() + 1, it->key().size() - 1),
-                       static_cast<uint8_t>(it->value()[4])};
-    next_keyspace_id = std::max(next_keyspace_id, id + 1);
+    absl::string_view name;
+    internal::KeyspaceRecord record;
+    internal::ParseKeyspaceKey(ToStringView(it->key()), &name);  // sought
+    if (!internal::ParseKeyspaceRecord(ToStringView(it->value()), &record)) {
+      continue;  // Open reports it
+    }
+    keyspaces[record.id] = KeyspaceRecord{std::string(name), record.depth};
+    next_keyspace_id = std::max(next_keyspace_id, record.id + 1);
   }
   uint32_t next_origin_id = kLocalOriginId + 1;
   absl::flat_hash_map<uint32_t, std::string> origins;
   for (it->Seek(std::string(1, internal::kOriginByIdTag));
        starts_with(internal::kOriginByIdTag); it->Next()) {
-    if (it->key().size() != 5) continue;
-    const uint32_t id = DecodeFixed32(it->key().data() + 1);
+    uint32_t id;
+    if (!internal::ParseOriginByIdKey(ToStringView(it->key()), &id)) continue;
     origins[id] = it->value().ToString();
     next_origin_id = std::max(next_origin_id, id + 1);
   }
@@ -106,20 +108,20 @@ absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
       static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())), 0);
   for (it->Seek(std::string(1, internal::kRowTag));
        starts_with(internal::kRowTag); it->Next()) {
-    const absl::string_view row_key(it->key().data(), it->key().size());
+    const absl::string_view row_key = ToStringView(it->key());
+    internal::ParsedRowKey parsed;
     RowHeader header;
     absl::string_view payload;
-    bool sound = row_key.size() > internal::kRowKeyHeader &&
-                 internal::DecodeRowRecord(
-                     absl::string_view(it->value().data(), it->value().size()),
-                     &header, &payload);
-    const uint32_t ks_id = sound ? DecodeFixed32(row_key.data() + 1) : 0;
-    const Token token = sound ? DecodeFixed64(row_key.data() + 5) : 0;
+    bool sound =
+        internal::ParseRowKey(row_key, &parsed) && !parsed.key.empty() &&
+        internal::DecodeRowRecord(ToStringView(it->value()), &header, &payload);
+    const uint32_t ks_id = sound ? parsed.keyspace_id : 0;
+    const Token token = sound ? parsed.token : 0;
     auto ks = keyspaces.find(ks_id);
     auto origin = origins.find(header.origin_id);
     sound = sound && ks != keyspaces.end() && origin != origins.end();
     if (sound) {
-      const absl::string_view key = row_key.substr(internal::kRowKeyHeader);
+      const absl::string_view key = parsed.key;
       absl::StatusOr<std::string> value =
           backend.ReadValue(RowLocation{ks->second.name, token, key}, payload);
       sound = value.ok() && token == tree::TokenOf(key) &&
@@ -142,7 +144,7 @@ absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
       // index keyed by timestamp: purged later than its age says, never
       // earlier.
       batch.Put(internal::TombstoneKey(repaired_at, row_key),
-                Fixed64String(header.timestamp.raw()));
+                internal::EncodeTombstoneValue(header.timestamp));
     }
   }
   for (const auto& [where, state] : leaves) {
@@ -157,31 +159,31 @@ absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
   // counter that survived.
   Sequence last_sequence = 0;
   std::string value;
-  const std::string last_key =
-      internal::TaggedKey(internal::kMetaTag, internal::kMetaLastSequence);
-  if (db->Get(read, last_key, &value).ok() && value.size() == 8) {
-    last_sequence = DecodeFixed64(value.data());
+  const std::string last_key = internal::MetaKey(internal::kMetaLastSequence);
+  Sequence stored_last;
+  if (db->Get(read, last_key, &value).ok() &&
+      internal::ParseFixed64Value(value, &stored_last)) {
+    last_sequence = stored_last;
   }
   it->Seek(std::string(1, internal::kChangeTag + 1));
   it->Valid() ? it->Prev() : it->SeekToLast();
-  if (starts_with(internal::kChangeTag) && it->key().size() == 9) {
-    last_sequence =
-        std::max<Sequence>(last_sequence, DecodeFixed64(it->key().data() + 1));
+  Sequence newest_change;
+  if (it->Valid() &&
+      internal::ParseChangeKey(ToStringView(it->key()), &newest_change)) {
+    last_sequence = std::max(last_sequence, newest_change);
   }
   TALLY_RETURN_IF_ERROR(
       FromLevelDb(it->status(), "reading the repaired store"));
-  using internal::TaggedKey;
   batch.Put(last_key, Fixed64String(last_sequence));
-  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaLeavesSequence),
+  batch.Put(internal::MetaKey(internal::kMetaLeavesSequence),
             Fixed64String(last_sequence));
-  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNextKeyspaceId),
+  batch.Put(internal::MetaKey(internal::kMetaNextKeyspaceId),
             Fixed32String(next_keyspace_id));
-  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
+  batch.Put(internal::MetaKey(internal::kMetaNextOriginId),
             Fixed32String(next_origin_id));
-  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaOriginRows),
-            Fixed32String(1));
-  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneIndex), "");
-  batch.Put(TaggedKey(internal::kMetaTag, internal::kMetaTombstoneArrival), "");
+  batch.Put(internal::MetaKey(internal::kMetaOriginRows), Fixed32String(1));
+  batch.Put(internal::MetaKey(internal::kMetaTombstoneIndex), "");
+  batch.Put(internal::MetaKey(internal::kMetaTombstoneArrival), "");
   leveldb::WriteOptions write;
   write.sync = true;
   TALLY_RETURN_IF_ERROR(

@@ -29,6 +29,7 @@
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
+#include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
 #include "storage/leveldb_config.h"
 #include "storage/store.h"
@@ -40,8 +41,6 @@ namespace storage {
 namespace {
 
 using internal::Corrupt;
-using internal::DecodeFixed32;
-using internal::DecodeFixed64;
 using internal::DirectoryState;
 using internal::Fixed32String;
 using internal::Fixed64String;
@@ -96,21 +95,19 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
     bool leaf_damaged = false;
     const size_t damaged_before = damaged.size();
     for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
-      const leveldb::Slice k = it->key();
-      if (k.size() < internal::kRowKeyHeader) break;
-      const Token token = DecodeFixed64(k.data() + 5);
+      const absl::string_view row_key = ToStringView(it->key());
+      internal::ParsedRowKey parsed;
+      if (!internal::ParseRowKey(row_key, &parsed)) break;
+      const Token token = parsed.token;
       if (token > range.last_token()) break;
-      const absl::string_view row_key(k.data(), k.size());
       if (IsDamaged(row_key)) continue;
       ++report.rows_checked;
-      const absl::string_view user_key =
-          row_key.substr(internal::kRowKeyHeader);
+      const absl::string_view user_key = parsed.key;
       RowHeader header;
       absl::string_view payload;
       absl::Status check = Corrupt("row", row_key);
-      if (internal::DecodeRowRecord(
-              absl::string_view(it->value().data(), it->value().size()),
-              &header, &payload)) {
+      if (internal::DecodeRowRecord(ToStringView(it->value()), &header,
+                                    &payload)) {
         check =
             CheckedValue(ks->name, token, user_key, header, payload).status();
       }

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/records.h"
+#include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
 #include "tree/status_macros.h"
 
@@ -82,10 +83,16 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
   for (const std::string& row_key : damaged) {
     // Left out of the leaves below; sound again once a peer's copy or a
     // new write replaces it.
+    ParsedRowKey row;
+    if (!ParseRowKey(row_key, &row)) {
+      report.problems.push_back(
+          absl::StrFormat("a damage mark names '%s', which is not a row key",
+                          absl::CHexEscape(row_key)));
+      continue;
+    }
     report.problems.push_back(absl::StrFormat(
         "row '%s' (keyspace id %d) is damaged and awaits a peer's copy",
-        absl::CHexEscape(row_key.substr(internal::kRowKeyHeader)),
-        DecodeFixed32(row_key.data() + 1)));
+        absl::CHexEscape(row.key), row.keyspace_id));
   }
   absl::Status status;
   for (const auto& [ks, memory_tree] : trees) {

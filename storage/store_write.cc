@@ -30,6 +30,7 @@
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
+#include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
 #include "storage/leveldb_config.h"
 #include "storage/store.h"
@@ -41,8 +42,6 @@ namespace storage {
 namespace {
 
 using internal::Corrupt;
-using internal::DecodeFixed32;
-using internal::DecodeFixed64;
 using internal::DirectoryState;
 using internal::Fixed32String;
 using internal::Fixed64String;
@@ -254,11 +253,9 @@ absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
       TALLY_RETURN_IF_ERROR(StageMutation(g, m, request.mode, &results[i]));
     }
     if (request.progress.has_value()) {
-      std::string v = Fixed64String(request.progress->epoch);
-      internal::PutFixed64(&v, request.progress->sequence);
-      g.batch.Put(internal::TaggedKey(internal::kProgressTag,
-                                      request.progress->upstream),
-                  v);
+      g.batch.Put(internal::ProgressKey(request.progress->upstream),
+                  internal::EncodeProgress(internal::ProgressRecord{
+                      request.progress->epoch, request.progress->sequence}));
     }
   }
   TALLY_RETURN_IF_ERROR(FinishGroup(g));
@@ -322,9 +319,9 @@ std::pair<uint32_t, int> StoreImpl::ResolveKeyspace(Group& g,
     it = g.new_keyspaces
              .emplace(name, Group::NewKeyspace{g.next_keyspace_id++, depth})
              .first;
-    std::string v = Fixed32String(it->second.id);
-    v.push_back(static_cast<char>(depth));
-    g.batch.Put(internal::TaggedKey(internal::kKeyspaceTag, name), v);
+    g.batch.Put(internal::KeyspaceKey(name),
+                internal::EncodeKeyspaceRecord(
+                    internal::KeyspaceRecord{it->second.id, depth}));
   }
   return {it->second.id, it->second.depth};
 }
@@ -339,8 +336,7 @@ uint32_t StoreImpl::ResolveOrigin(Group& g, const std::string& name) {
   if (it == g.new_origins.end()) {
     it = g.new_origins.emplace(name, g.next_origin_id++).first;
     g.batch.Put(internal::OriginByIdKey(it->second), name);
-    g.batch.Put(internal::TaggedKey(internal::kOriginByNameTag, name),
-                Fixed32String(it->second));
+    g.batch.Put(internal::OriginByNameKey(name), Fixed32String(it->second));
   }
   return it->second;
 }
@@ -505,16 +501,12 @@ absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
     TALLY_ASSIGN_OR_RETURN(
         std::string payload,
         backend_->StageValue(RowLocation{m.keyspace, token, m.key}, m.value));
-    std::string record;
-    record.reserve(internal::kRowHeaderSize + payload.size());
-    internal::EncodeRowHeader(header, &record);
-    record.append(payload);
-    g.batch.Put(row_key, record);
+    g.batch.Put(row_key, internal::EncodeRowRecord(header, payload));
     if (m.deleted) {
       // Indexed by arrival here; the value says which tombstone it is, so
       // that the purge can tell a stale record (internal/records.h).
       g.batch.Put(internal::TombstoneKey(g.arrival, row_key),
-                  Fixed64String(version.timestamp.raw()));
+                  internal::EncodeTombstoneValue(version.timestamp));
     }
 
     change.deleted = m.deleted;

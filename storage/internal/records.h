@@ -1,4 +1,17 @@
-// The LevelDB record layout of a tally store (format version 1).
+// The LevelDB record layout of a tally store (format version 1): how every
+// record key and value is encoded, and parsed back.
+//
+// Each kind has an encoder (`RowKey`, `EncodeRowHeader`, ...) and a parser
+// (`ParseRowKey`, `DecodeRowRecord`, ...) in the style of LevelDB's
+// dbformat.h: a parser returns false when its input is malformed and leaves
+// building the error to the caller (`Corrupt(...)` in store_impl.h), which
+// knows what it was reading. Parsed string_views point into the input.
+// Sizes are named here; no other file decodes a record by offset.
+//
+//   internal::ParsedRowKey row;
+//   if (!internal::ParseRowKey(it->key(), &row)) return Corrupt("row key",
+//   ...);
+//   ... row.keyspace_id, row.token, row.key ...
 //
 // Every record key starts with a one-byte tag; integers are fixed-width
 // big-endian (internal/coding.h), so that rows of one token range, leaves of
@@ -59,6 +72,7 @@
 #ifndef TALLY_STORAGE_INTERNAL_RECORDS_H_
 #define TALLY_STORAGE_INTERNAL_RECORDS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -66,6 +80,7 @@
 #include "storage/internal/coding.h"
 #include "tree/digest.h"
 #include "tree/hlc.h"
+#include "tree/merkle_tree.h"
 #include "tree/token.h"
 
 namespace tally {
@@ -107,11 +122,106 @@ inline constexpr uint8_t kRowDeleted = 1;
 // Change flags: the change removed the row (a source override's erase).
 inline constexpr uint8_t kChangeErased = 2;
 
+// Field sizes.
+inline constexpr size_t kTagSize = 1;
+inline constexpr size_t kKeyspaceIdSize = 4;
+inline constexpr size_t kOriginIdSize = 4;
+inline constexpr size_t kTokenSize = 8;
+inline constexpr size_t kLeafIndexSize = 4;
+inline constexpr size_t kSequenceSize = 8;
+inline constexpr size_t kHlcSize = 8;
+inline constexpr size_t kFlagsSize = 1;
+inline constexpr size_t kDigestSize = 16;
+inline constexpr size_t kCountSize = 8;
+inline constexpr size_t kEpochSize = 8;
+
+namespace records_internal {
+
+// Removes `tag` from the front of `in`; false if `in` does not start with it.
+inline bool ConsumeTag(char tag, absl::string_view* in) {
+  if (in->empty() || in->front() != tag) return false;
+  in->remove_prefix(kTagSize);
+  return true;
+}
+
+inline tree::Digest128 GetDigest(absl::string_view* in) {
+  const tree::Digest128 d = tree::Digest128::Load(in->data());
+  in->remove_prefix(kDigestSize);
+  return d;
+}
+
+inline uint8_t GetByte(absl::string_view* in) {
+  const uint8_t b = static_cast<uint8_t>(in->front());
+  in->remove_prefix(1);
+  return b;
+}
+
+}  // namespace records_internal
+
+// A tag followed by a name: 'M', 'K', 'N', 'P' and 'D' keys.
 inline std::string TaggedKey(char tag, absl::string_view name) {
   std::string k(1, tag);
   k.append(name.data(), name.size());
   return k;
 }
+
+// Parses a key `tag name`; the name may be empty.
+inline bool ParseTaggedKey(char tag, absl::string_view k,
+                           absl::string_view* name) {
+  if (!records_internal::ConsumeTag(tag, &k)) return false;
+  *name = k;
+  return true;
+}
+
+// A value that is exactly one fixed-width integer (counters, ids, counts).
+inline bool ParseFixed32Value(absl::string_view v, uint32_t* out) {
+  return v.size() == 4 && GetFixed32(&v, out);
+}
+inline bool ParseFixed64Value(absl::string_view v, uint64_t* out) {
+  return v.size() == 8 && GetFixed64(&v, out);
+}
+
+// ---------------------------------------------------------- 'M' metadata
+
+inline std::string MetaKey(absl::string_view name) {
+  return TaggedKey(kMetaTag, name);
+}
+
+inline bool ParseMetaKey(absl::string_view k, absl::string_view* name) {
+  return ParseTaggedKey(kMetaTag, k, name);
+}
+
+// ---------------------------------------------------------- 'K' keyspace
+
+inline std::string KeyspaceKey(absl::string_view name) {
+  return TaggedKey(kKeyspaceTag, name);
+}
+
+inline bool ParseKeyspaceKey(absl::string_view k, absl::string_view* name) {
+  return ParseTaggedKey(kKeyspaceTag, k, name);
+}
+
+struct KeyspaceRecord {
+  uint32_t id = 0;
+  int depth = 0;
+};
+inline constexpr size_t kKeyspaceValueSize = kKeyspaceIdSize + 1;
+
+inline std::string EncodeKeyspaceRecord(const KeyspaceRecord& r) {
+  std::string v = Fixed32String(r.id);
+  v.push_back(static_cast<char>(r.depth));
+  return v;
+}
+
+// The depth is not range-checked: the caller knows the valid range.
+inline bool ParseKeyspaceRecord(absl::string_view v, KeyspaceRecord* r) {
+  if (v.size() != kKeyspaceValueSize) return false;
+  GetFixed32(&v, &r->id);
+  r->depth = records_internal::GetByte(&v);
+  return true;
+}
+
+// --------------------------------------------------------------- 'R' row
 
 inline std::string RowKeyPrefix(uint32_t keyspace_id) {
   std::string k(1, kRowTag);
@@ -128,44 +238,21 @@ inline std::string RowKey(uint32_t keyspace_id, tree::Token token,
 }
 
 // Bytes before the user key in a row key.
-inline constexpr size_t kRowKeyHeader = 1 + 4 + 8;
+inline constexpr size_t kRowKeyHeader = kTagSize + kKeyspaceIdSize + kTokenSize;
 
-inline std::string LeafKey(uint32_t keyspace_id, uint32_t leaf) {
-  std::string k(1, kLeafTag);
-  PutFixed32(&k, keyspace_id);
-  PutFixed32(&k, leaf);
-  return k;
-}
+struct ParsedRowKey {
+  uint32_t keyspace_id = 0;
+  tree::Token token = 0;
+  absl::string_view key;  // may be empty: the caller checks the key rules
+};
 
-inline std::string ChangeKey(uint64_t sequence) {
-  std::string k(1, kChangeTag);
-  PutFixed64(&k, sequence);
-  return k;
-}
-
-// `arrival`: this node's physical clock when the tombstone was committed.
-inline std::string TombstoneKey(tree::HlcTimestamp arrival,
-                                absl::string_view row_key) {
-  std::string k(1, kTombstoneTag);
-  PutFixed64(&k, arrival.raw());
-  k.append(row_key.data(), row_key.size());
-  return k;
-}
-
-inline std::string DamagedKey(absl::string_view row_key) {
-  return TaggedKey(kDamagedTag, row_key);
-}
-
-inline std::string OriginByIdKey(uint32_t id) {
-  std::string k(1, kOriginByIdTag);
-  PutFixed32(&k, id);
-  return k;
-}
-
-inline std::string OriginRowsKey(uint32_t origin_id) {
-  std::string k(1, kOriginRowsTag);
-  PutFixed32(&k, origin_id);
-  return k;
+inline bool ParseRowKey(absl::string_view k, ParsedRowKey* row) {
+  if (k.size() < kRowKeyHeader) return false;
+  if (!records_internal::ConsumeTag(kRowTag, &k)) return false;
+  GetFixed32(&k, &row->keyspace_id);
+  GetFixed64(&k, &row->token);
+  row->key = k;
+  return true;
 }
 
 // The fixed part of a row record, before the backend payload.
@@ -175,7 +262,8 @@ struct RowHeader {
   bool deleted = false;
   tree::Digest128 digest;
 };
-inline constexpr size_t kRowHeaderSize = 8 + 4 + 1 + 16;
+inline constexpr size_t kRowHeaderSize =
+    kHlcSize + kOriginIdSize + kFlagsSize + kDigestSize;
 
 inline void EncodeRowHeader(const RowHeader& h, std::string* dst) {
   PutFixed64(dst, h.timestamp.raw());
@@ -184,26 +272,93 @@ inline void EncodeRowHeader(const RowHeader& h, std::string* dst) {
   h.digest.AppendTo(dst);
 }
 
+// A row record: the header, then the backend payload.
+inline std::string EncodeRowRecord(const RowHeader& h,
+                                   absl::string_view payload) {
+  std::string record;
+  record.reserve(kRowHeaderSize + payload.size());
+  EncodeRowHeader(h, &record);
+  record.append(payload.data(), payload.size());
+  return record;
+}
+
 // Splits a row record into header and payload. Returns false when the
 // record is malformed.
 inline bool DecodeRowRecord(absl::string_view record, RowHeader* h,
                             absl::string_view* payload) {
   if (record.size() < kRowHeaderSize) return false;
-  const uint8_t flags = static_cast<uint8_t>(record[12]);
+  uint64_t timestamp;
+  GetFixed64(&record, &timestamp);
+  GetFixed32(&record, &h->origin_id);
+  const uint8_t flags = records_internal::GetByte(&record);
   if ((flags & ~kRowDeleted) != 0) return false;
-  h->timestamp = tree::HlcTimestamp::FromRaw(DecodeFixed64(record.data()));
-  h->origin_id = DecodeFixed32(record.data() + 8);
+  h->timestamp = tree::HlcTimestamp::FromRaw(timestamp);
   h->deleted = (flags & kRowDeleted) != 0;
-  h->digest = tree::Digest128::Load(record.data() + 13);
-  *payload = record.substr(kRowHeaderSize);
+  h->digest = records_internal::GetDigest(&record);
+  *payload = record;
   return true;
 }
+
+// -------------------------------------------------------------- 'L' leaf
+
+inline std::string LeafKeyPrefix(uint32_t keyspace_id) {
+  std::string k(1, kLeafTag);
+  PutFixed32(&k, keyspace_id);
+  return k;
+}
+
+inline std::string LeafKey(uint32_t keyspace_id, uint32_t leaf) {
+  std::string k = LeafKeyPrefix(keyspace_id);
+  PutFixed32(&k, leaf);
+  return k;
+}
+
+struct ParsedLeafKey {
+  uint32_t keyspace_id = 0;
+  uint32_t leaf = 0;
+};
+inline constexpr size_t kLeafKeySize =
+    kTagSize + kKeyspaceIdSize + kLeafIndexSize;
+
+inline bool ParseLeafKey(absl::string_view k, ParsedLeafKey* leaf) {
+  if (k.size() != kLeafKeySize) return false;
+  if (!records_internal::ConsumeTag(kLeafTag, &k)) return false;
+  GetFixed32(&k, &leaf->keyspace_id);
+  GetFixed32(&k, &leaf->leaf);
+  return true;
+}
+
+inline constexpr size_t kLeafValueSize = kDigestSize + kCountSize;
 
 inline std::string EncodeLeaf(const tree::Digest128& digest, uint64_t count) {
   std::string v;
   digest.AppendTo(&v);
   PutFixed64(&v, count);
   return v;
+}
+
+inline bool DecodeLeaf(absl::string_view v, tree::NodeState* leaf) {
+  if (v.size() != kLeafValueSize) return false;
+  leaf->digest = records_internal::GetDigest(&v);
+  GetFixed64(&v, &leaf->count);
+  return true;
+}
+
+// -------------------------------------------------------- 'C' change log
+
+inline std::string ChangeKey(uint64_t sequence) {
+  std::string k(1, kChangeTag);
+  PutFixed64(&k, sequence);
+  return k;
+}
+
+inline constexpr size_t kChangeKeySize = kTagSize + kSequenceSize;
+
+inline bool ParseChangeKey(absl::string_view k, uint64_t* sequence) {
+  if (k.size() != kChangeKeySize) return false;
+  if (!records_internal::ConsumeTag(kChangeTag, &k)) return false;
+  GetFixed64(&k, sequence);
+  return true;
 }
 
 // One change-log record. `key` points into the decoded buffer.
@@ -217,7 +372,9 @@ struct ChangeRecord {
   int8_t count_delta = 0;
   absl::string_view key;
 };
-inline constexpr size_t kChangeHeaderSize = 4 + 8 + 4 + 1 + 16 + 1;
+inline constexpr size_t kChangeHeaderSize = kKeyspaceIdSize + kHlcSize +
+                                            kOriginIdSize + kFlagsSize +
+                                            kDigestSize + /*count delta*/ 1;
 
 inline void EncodeChangeRecord(const ChangeRecord& c, std::string* dst) {
   dst->reserve(dst->size() + kChangeHeaderSize + c.key.size());
@@ -231,21 +388,141 @@ inline void EncodeChangeRecord(const ChangeRecord& c, std::string* dst) {
   dst->append(c.key.data(), c.key.size());
 }
 
-// Returns false when the record is malformed.
+// Returns false when the record is malformed (the key must not be empty).
 inline bool DecodeChangeRecord(absl::string_view record, ChangeRecord* c) {
   if (record.size() <= kChangeHeaderSize) return false;
-  const char* p = record.data();
-  const uint8_t flags = static_cast<uint8_t>(p[16]);
+  uint64_t timestamp;
+  GetFixed32(&record, &c->keyspace_id);
+  GetFixed64(&record, &timestamp);
+  GetFixed32(&record, &c->origin_id);
+  const uint8_t flags = records_internal::GetByte(&record);
   if ((flags & ~(kRowDeleted | kChangeErased)) != 0) return false;
-  c->erased = (flags & kChangeErased) != 0;
-  c->keyspace_id = DecodeFixed32(p);
-  c->timestamp = tree::HlcTimestamp::FromRaw(DecodeFixed64(p + 4));
-  c->origin_id = DecodeFixed32(p + 12);
+  c->timestamp = tree::HlcTimestamp::FromRaw(timestamp);
   c->deleted = (flags & kRowDeleted) != 0;
-  c->digest_delta = tree::Digest128::Load(p + 17);
-  c->count_delta = static_cast<int8_t>(p[33]);
-  c->key = record.substr(kChangeHeaderSize);
+  c->erased = (flags & kChangeErased) != 0;
+  c->digest_delta = records_internal::GetDigest(&record);
+  c->count_delta = static_cast<int8_t>(records_internal::GetByte(&record));
+  c->key = record;
   return true;
+}
+
+// --------------------------------------------------- 'O' / 'N' origins
+
+inline std::string OriginByIdKey(uint32_t id) {
+  std::string k(1, kOriginByIdTag);
+  PutFixed32(&k, id);
+  return k;
+}
+
+inline constexpr size_t kOriginByIdKeySize = kTagSize + kOriginIdSize;
+
+inline bool ParseOriginByIdKey(absl::string_view k, uint32_t* id) {
+  if (k.size() != kOriginByIdKeySize) return false;
+  if (!records_internal::ConsumeTag(kOriginByIdTag, &k)) return false;
+  GetFixed32(&k, id);
+  return true;
+}
+
+// The value of an 'N' record is the origin id (ParseFixed32Value).
+inline std::string OriginByNameKey(absl::string_view name) {
+  return TaggedKey(kOriginByNameTag, name);
+}
+
+// ------------------------------------------------------ 'P' progress
+
+inline std::string ProgressKey(absl::string_view upstream) {
+  return TaggedKey(kProgressTag, upstream);
+}
+
+struct ProgressRecord {
+  uint64_t epoch = 0;
+  uint64_t sequence = 0;
+};
+inline constexpr size_t kProgressValueSize = kEpochSize + kSequenceSize;
+
+inline std::string EncodeProgress(const ProgressRecord& p) {
+  std::string v = Fixed64String(p.epoch);
+  PutFixed64(&v, p.sequence);
+  return v;
+}
+
+inline bool DecodeProgress(absl::string_view v, ProgressRecord* p) {
+  if (v.size() != kProgressValueSize) return false;
+  GetFixed64(&v, &p->epoch);
+  GetFixed64(&v, &p->sequence);
+  return true;
+}
+
+// ------------------------------------------------ 'Q' rows per origin
+
+// The value is the row count (ParseFixed64Value).
+inline std::string OriginRowsKey(uint32_t origin_id) {
+  std::string k(1, kOriginRowsTag);
+  PutFixed32(&k, origin_id);
+  return k;
+}
+
+inline constexpr size_t kOriginRowsKeySize = kTagSize + kOriginIdSize;
+
+inline bool ParseOriginRowsKey(absl::string_view k, uint32_t* origin_id) {
+  if (k.size() != kOriginRowsKeySize) return false;
+  if (!records_internal::ConsumeTag(kOriginRowsTag, &k)) return false;
+  GetFixed32(&k, origin_id);
+  return true;
+}
+
+// ------------------------------------------------ 'T' tombstone index
+
+// `arrival`: this node's physical clock when the tombstone was committed.
+inline std::string TombstoneKey(tree::HlcTimestamp arrival,
+                                absl::string_view row_key) {
+  std::string k(1, kTombstoneTag);
+  PutFixed64(&k, arrival.raw());
+  k.append(row_key.data(), row_key.size());
+  return k;
+}
+
+inline constexpr size_t kTombstoneKeyHeader = kTagSize + kHlcSize;
+
+// In an index written before arrivals were kept, `arrival` holds the
+// tombstone's own timestamp (and the value is empty).
+struct ParsedTombstoneKey {
+  tree::HlcTimestamp arrival;
+  absl::string_view row_key;  // not empty; not parsed
+};
+
+inline bool ParseTombstoneKey(absl::string_view k, ParsedTombstoneKey* t) {
+  if (k.size() <= kTombstoneKeyHeader) return false;
+  if (!records_internal::ConsumeTag(kTombstoneTag, &k)) return false;
+  uint64_t arrival;
+  GetFixed64(&k, &arrival);
+  t->arrival = tree::HlcTimestamp::FromRaw(arrival);
+  t->row_key = k;
+  return true;
+}
+
+// The value: the tombstone's own timestamp.
+inline std::string EncodeTombstoneValue(tree::HlcTimestamp tombstone) {
+  return Fixed64String(tombstone.raw());
+}
+
+inline bool DecodeTombstoneValue(absl::string_view v,
+                                 tree::HlcTimestamp* tombstone) {
+  uint64_t raw;
+  if (!ParseFixed64Value(v, &raw)) return false;
+  *tombstone = tree::HlcTimestamp::FromRaw(raw);
+  return true;
+}
+
+// ---------------------------------------------------- 'D' damage marks
+
+inline std::string DamagedKey(absl::string_view row_key) {
+  return TaggedKey(kDamagedTag, row_key);
+}
+
+// `row_key` is not parsed: a mark names whatever row record was damaged.
+inline bool ParseDamagedKey(absl::string_view k, absl::string_view* row_key) {
+  return ParseTaggedKey(kDamagedTag, k, row_key);
 }
 
 }  // namespace internal

@@ -55,6 +55,7 @@
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
+#include "storage/internal/slice.h"
 #include "storage/leveldb_config.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
@@ -408,26 +409,21 @@ absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
        it->Next()) {
     const leveldb::Slice k = it->key();
     if (!k.starts_with(prefix)) break;
-    if (k.size() < kRowKeyHeader) {
+    ParsedRowKey row;
+    if (!ParseRowKey(ToStringView(k), &row)) {
       return Corrupt("row key", k.ToString());
     }
-    const tree::Token token = DecodeFixed64(k.data() + 5);
-    if (token > last) break;
+    if (row.token > last) break;
     // Damaged rows are out of the tree until replaced: out of every answer.
-    if (damaged_count_.load() > 0 &&
-        IsDamaged(absl::string_view(k.data(), k.size()))) {
+    if (damaged_count_.load() > 0 && IsDamaged(ToStringView(k))) {
       continue;
     }
     RowHeader header;
     absl::string_view payload;
-    if (!DecodeRowRecord(
-            absl::string_view(it->value().data(), it->value().size()), &header,
-            &payload)) {
+    if (!DecodeRowRecord(ToStringView(it->value()), &header, &payload)) {
       return Corrupt("row", k.ToString());
     }
-    const absl::string_view key(k.data() + kRowKeyHeader,
-                                k.size() - kRowKeyHeader);
-    absl::StatusOr<bool> more = fn(token, key, header, payload);
+    absl::StatusOr<bool> more = fn(row.token, row.key, header, payload);
     if (!more.ok()) return more.status();
     if (!*more) return absl::OkStatus();
   }
