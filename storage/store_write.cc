@@ -168,11 +168,12 @@ absl::StatusOr<WriteResult> StoreImpl::Write(WriteRequest request) {
     }
     TALLY_RETURN_IF_ERROR(CheckKeyspaceLimit(names));
   }
-  Writer writer;
-  writer.request = &request;
+  size_t bytes = 0;
   for (const Mutation& m : request.mutations) {
-    writer.bytes += m.keyspace.size() + m.key.size() + m.value.size();
+    bytes += m.keyspace.size() + m.key.size() + m.value.size();
   }
+  PendingWrite writer(request.mutations.size(), bytes);
+  writer.request = &request;
   return Enqueue(&writer);
 }
 
@@ -189,7 +190,7 @@ absl::Status StoreImpl::CreateKeyspace(absl::string_view name, int depth) {
         "keyspace '%s' exists with depth %d, not %d", name, ks->depth, depth));
   }
   TALLY_RETURN_IF_ERROR(CheckKeyspaceLimit({name}));
-  Writer writer;
+  PendingWrite writer(/*items=*/0, /*bytes=*/0);
   writer.create_keyspace.emplace(std::string(name), depth);
   TALLY_RETURN_IF_ERROR(Enqueue(&writer).status());
   const Keyspace* ks = FindKeyspace(name);
@@ -200,51 +201,24 @@ absl::Status StoreImpl::CreateKeyspace(absl::string_view name, int depth) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<WriteResult> StoreImpl::Enqueue(Writer* writer) {
-  std::vector<Writer*> group;
-  {
-    absl::MutexLock lock(&queue_mu_);
-    writers_.push_back(writer);
-    while (!writer->done && writer != writers_.front()) {
-      writer->cv.Wait(&queue_mu_);
-    }
-    if (writer->done) return std::move(writer->result);
-    // Leader: take followers while the group stays within the limits.
-    size_t mutations = 0;
-    size_t bytes = 0;
-    for (Writer* w : writers_) {
-      const size_t n = w->request != nullptr ? w->request->mutations.size() : 0;
-      if (!group.empty() && (mutations + n > options_.max_batch_mutations ||
-                             bytes + w->bytes > options_.max_batch_bytes)) {
-        break;
-      }
-      mutations += n;
-      bytes += w->bytes;
-      group.push_back(w);
-    }
-  }
-
-  const absl::Status status = CommitGroup(group);
-
-  absl::MutexLock lock(&queue_mu_);
-  for (Writer* w : group) {
-    writers_.pop_front();
-    if (!status.ok()) w->result = status;
-    w->done = true;
-    if (w != writer) w->cv.Signal();
-  }
-  if (!writers_.empty()) writers_.front()->cv.Signal();
+absl::StatusOr<WriteResult> StoreImpl::Enqueue(PendingWrite* writer) {
+  TALLY_RETURN_IF_ERROR(
+      queue_.Write(writer, [this](absl::Span<WriteQueue::Writer* const> group) {
+        return CommitGroup(group);
+      }));
   return std::move(writer->result);
 }
 
-absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
+absl::Status StoreImpl::CommitGroup(
+    absl::Span<WriteQueue::Writer* const> group) {
   absl::MutexLock commit_lock(&commit_mu_);
   // Refused before staging: nothing can be committed.
   TALLY_RETURN_IF_ERROR(write_status());
   Group g = StartGroup();
   std::vector<WriteResult> results(group.size());
   for (size_t i = 0; i < group.size(); ++i) {
-    Writer* w = group[i];
+    // Every writer of this queue is a PendingWrite (Enqueue).
+    PendingWrite* w = static_cast<PendingWrite*>(group[i]);
     if (w->create_keyspace.has_value()) {
       ResolveKeyspace(g, w->create_keyspace->first, w->create_keyspace->second);
       continue;
@@ -264,7 +238,7 @@ absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
   TALLY_RETURN_IF_ERROR(FinishGroup(g));
   TALLY_RETURN_IF_ERROR(WriteToLevelDb(&g.batch, options_.sync, "committing"));
   for (size_t i = 0; i < group.size(); ++i) {
-    group[i]->result = std::move(results[i]);
+    static_cast<PendingWrite*>(group[i])->result = std::move(results[i]);
   }
   Publish(g);
   return absl::OkStatus();

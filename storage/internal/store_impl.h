@@ -5,9 +5,9 @@
 // (keyspaces and their Merkle trees, the origin table and per-origin row
 // counts, the dirty-leaf set, the change-log bounds, the damaged-row set)
 // and the writer queue. Writes follow LevelDB's model: each writer joins
-// the queue (queue_mu_); the writer at the front is the leader, stages one
-// group commit for everyone behind it into one WriteBatch, writes it, and
-// publishes the in-memory changes once it is durable.
+// the queue (internal/write_queue.h); the writer at the front is the leader,
+// stages one group commit for everyone behind it into one WriteBatch, writes
+// it, and publishes the in-memory changes once it is durable.
 //
 // Locks, in the order they are taken:
 //   trim_mu_     one change-log trim at a time.
@@ -20,8 +20,8 @@
 //                LevelDB I/O.
 //   listeners_mu_  change listeners, called under it, so that once
 //                RemoveChangeListener returns a listener is never called.
-// queue_mu_ guards only the writer queue, and write_failure_mu_ only the
-// first failed write; neither is held while taking another.
+// write_failure_mu_ guards only the first failed write, and is not held
+// while taking another.
 //
 // Thread-safe: every public method may be called from any thread.
 #ifndef TALLY_STORAGE_INTERNAL_STORE_IMPL_H_
@@ -52,9 +52,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
+#include "storage/internal/write_queue.h"
 #include "storage/leveldb_config.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
@@ -83,15 +85,14 @@ struct Keyspace {
   uint64_t root_changes = 0;
 };
 
-// One request waiting in the writer queue.
-struct Writer {
+// One request in the writer queue: a write, or a keyspace to create.
+struct PendingWrite : WriteQueue::Writer {
+  using Writer::Writer;
   WriteRequest* request = nullptr;
   // Set instead of `request` for CreateKeyspace.
   std::optional<std::pair<std::string, int>> create_keyspace;
-  size_t bytes = 0;
-  absl::StatusOr<WriteResult> result;
-  bool done = false;
-  absl::CondVar cv;
+  // Set by the leader once the group is committed.
+  WriteResult result;
 };
 
 // The latest known state of a row while a group is staged: what is in
@@ -214,11 +215,11 @@ class StoreImpl : public Store {
                               absl::string_view what)
       ABSL_LOCKS_EXCLUDED(write_failure_mu_);
   // Runs `writer` through the queue; returns when its group has committed.
-  absl::StatusOr<WriteResult> Enqueue(Writer* writer)
-      ABSL_LOCKS_EXCLUDED(queue_mu_);
-  // Stages and commits one group; called by the leader only.
-  absl::Status CommitGroup(const std::vector<Writer*>& group)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<WriteResult> Enqueue(PendingWrite* writer);
+  // Stages and commits one group of PendingWrites; called by the leader
+  // only, from the queue.
+  absl::Status CommitGroup(absl::Span<WriteQueue::Writer* const> group)
+      ABSL_LOCKS_EXCLUDED(mu_, commit_mu_);
 
   // What one group commit stages before it writes: the batch, and the
   // in-memory changes to publish once the batch is durable. Only the leader
@@ -329,8 +330,8 @@ class StoreImpl : public Store {
 
   // The writer queue (LevelDB's model): the writer at the front is the
   // leader and commits a group for everyone behind it.
-  absl::Mutex queue_mu_;
-  std::deque<Writer*> writers_ ABSL_GUARDED_BY(queue_mu_);
+  WriteQueue queue_{WriteQueue::Limits{options_.max_batch_mutations,
+                                       options_.max_batch_bytes}};
 
   // Held by the leader from staging to the tree update, so that Verify sees
   // rows, leaves and tree at one commit boundary. Never held across waits.
