@@ -111,6 +111,8 @@ absl::Status StoreImpl::Load() {
   origin_rows_ = std::move(origin_rows);
   bool tombstones_indexed = false;
   bool tombstones_by_arrival = false;
+  Sequence last_sequence = 0;
+  Sequence trimmed_through = 0;
   for (it->Seek(std::string(1, internal::kMetaTag));
        it->Valid() && it->key()[0] == internal::kMetaTag; it->Next()) {
     const absl::string_view name(it->key().data() + 1, it->key().size() - 1);
@@ -122,7 +124,7 @@ absl::Status StoreImpl::Load() {
       epoch_ = DecodeFixed64(v.data());
     } else if (name == internal::kMetaLastSequence) {
       if (v.size() != 8) return Corrupt("last sequence", name);
-      last_sequence_ = DecodeFixed64(v.data());
+      last_sequence = DecodeFixed64(v.data());
     } else if (name == internal::kMetaNextKeyspaceId) {
       if (v.size() != 4) return Corrupt("keyspace counter", name);
       next_keyspace_id_ = DecodeFixed32(v.data());
@@ -134,7 +136,7 @@ absl::Status StoreImpl::Load() {
       next_origin_id_ = DecodeFixed32(v.data());
     } else if (name == internal::kMetaTrimmedThrough) {
       if (v.size() != 8) return Corrupt("trimmed sequence", name);
-      trimmed_through_ = DecodeFixed64(v.data());
+      trimmed_through = DecodeFixed64(v.data());
     } else if (name == internal::kMetaTombstoneIndex) {
       tombstones_indexed = true;
     } else if (name == internal::kMetaTombstoneArrival) {
@@ -142,6 +144,7 @@ absl::Status StoreImpl::Load() {
     }
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading metadata"));
+  change_log_.Recover(last_sequence, trimmed_through);
   if (node_name_.empty() || epoch_ == 0) {
     return absl::DataLossError("the store's node name or epoch is missing");
   }

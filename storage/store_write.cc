@@ -279,8 +279,8 @@ StoreImpl::Group StoreImpl::StartGroup() {
   g.next_keyspace_id = next_keyspace_id_;
   g.next_origin_id = next_origin_id_;
   g.first_new_origin_id = next_origin_id_;
-  g.first_sequence = last_sequence_;
-  g.sequence = last_sequence_;
+  g.first_sequence = change_log_.last_sequence();
+  g.sequence = g.first_sequence;
   g.arrival = PhysicalNow();
   return g;
 }
@@ -592,14 +592,10 @@ void StoreImpl::Publish(const Group& g) {
     }
     for (const std::string& row_key : g.repaired) damaged_.erase(row_key);
     damaged_count_.store(damaged_.size());
-    last_sequence_ = g.sequence;
     checkpoint_due =
         g.sequence - leaves_sequence_ >= options_.leaf_checkpoint_interval;
   }
-  if (g.sequence != g.first_sequence) {
-    absl::MutexLock lock(&listeners_mu_);
-    for (const auto& [id, listener] : listeners_) listener(g.sequence);
-  }
+  change_log_.Committed(g.sequence);
   if (checkpoint_due) {
     // The batch is durable whatever this returns; a failed checkpoint only
     // means a longer replay at the next open.
@@ -612,7 +608,7 @@ absl::Status StoreImpl::CheckpointLeaves() {
   Sequence sequence;
   {
     absl::MutexLock lock(&mu_);
-    sequence = last_sequence_;
+    sequence = change_log_.last_sequence();
     if (sequence == leaves_sequence_) return absl::OkStatus();
     for (uint64_t where : dirty_leaves_) {
       const uint32_t ks_id = static_cast<uint32_t>(where >> 32);

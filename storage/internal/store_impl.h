@@ -53,6 +53,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "storage/internal/change_log.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
@@ -155,15 +156,13 @@ class StoreImpl : public Store {
   absl::StatusOr<std::vector<ChangeEntry>> ReadChanges(Sequence after,
                                                        size_t limit) override;
   Sequence last_sequence() const override {
-    absl::MutexLock lock(&mu_);
-    return last_sequence_;
+    return change_log_.last_sequence();
   }
   Sequence first_sequence() const override {
-    absl::MutexLock lock(&mu_);
-    return trimmed_through_ + 1;
+    return change_log_.first_sequence();
   }
   absl::StatusOr<uint64_t> TrimChangeLog(Sequence through) override
-      ABSL_LOCKS_EXCLUDED(trim_mu_, commit_mu_, mu_);
+      ABSL_LOCKS_EXCLUDED(commit_mu_, mu_);
   absl::StatusOr<uint64_t> PurgeTombstones(tree::HlcTimestamp before,
                                            size_t limit) override;
   int AddChangeListener(ChangeListener listener) override;
@@ -324,6 +323,8 @@ class StoreImpl : public Store {
   std::unique_ptr<leveldb::DB> db_;
   const std::shared_ptr<RowBackend> backend_;
   tree::HybridClock clock_;
+  // The change log's bounds, reads, trims and listeners.
+  ChangeLog change_log_{db_.get()};
   // Constant after Load().
   std::string node_name_;
   Epoch epoch_ = 0;
@@ -346,12 +347,6 @@ class StoreImpl : public Store {
   absl::flat_hash_map<uint32_t, std::string> origin_names_ ABSL_GUARDED_BY(mu_);
   uint32_t next_keyspace_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint32_t next_origin_id_ ABSL_GUARDED_BY(mu_) = kLocalOriginId + 1;
-  Sequence last_sequence_ ABSL_GUARDED_BY(mu_) = 0;
-  // Listeners are called under their own mutex, so that once
-  // RemoveChangeListener returns the listener is never called again.
-  absl::Mutex listeners_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::map<int, ChangeListener> listeners_ ABSL_GUARDED_BY(listeners_mu_);
-  int next_listener_id_ ABSL_GUARDED_BY(listeners_mu_) = 1;
   // Leaf checkpointing (see internal/records.h). Leaves changed since the
   // last checkpoint, as (keyspace id << 32 | leaf), and the last change the
   // persisted leaves include.
@@ -359,11 +354,6 @@ class StoreImpl : public Store {
   Sequence leaves_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   // Rows per origin id, as the 'Q' records hold them (zero counts absent).
   absl::flat_hash_map<uint32_t, uint64_t> origin_rows_ ABSL_GUARDED_BY(mu_);
-  // Retention: entries up to here are gone (or being removed: it is set
-  // before the batch that removes them, so readers never miss one).
-  Sequence trimmed_through_ ABSL_GUARDED_BY(mu_) = 0;
-  // One trim at a time.
-  absl::Mutex trim_mu_ ABSL_ACQUIRED_BEFORE(commit_mu_);
   // The first failed LevelDB write, kept as the kUnavailable error every
   // later write returns. Once LevelDB's log writer has failed an append,
   // the file may end in part of a record while the writer's block offset
