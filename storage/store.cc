@@ -117,48 +117,6 @@ HlcTimestamp StoreImpl::PhysicalNow() const {
   return HlcTimestamp::FromParts(clock_.PhysicalMillis(), 0);
 }
 
-absl::StatusOr<std::vector<tree::NodeState>> StoreImpl::RecoverLeaves(
-    const leveldb::Snapshot* snapshot, uint32_t keyspace_id, int depth,
-    Sequence leaves_sequence, std::vector<uint32_t>* replayed_leaves) {
-  leveldb::ReadOptions read;
-  read.snapshot = snapshot;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  std::vector<tree::NodeState> leaves(uint64_t{1} << depth);
-  const std::string prefix = internal::LeafKey(keyspace_id, 0).substr(0, 5);
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
-       it->Next()) {
-    if (it->key().size() != 9 || it->value().size() != 24) {
-      return Corrupt("leaf", it->key().ToString());
-    }
-    const uint32_t leaf = DecodeFixed32(it->key().data() + 5);
-    if (leaf >= leaves.size()) return Corrupt("leaf", it->key().ToString());
-    leaves[leaf].digest = Digest128::Load(it->value().data());
-    leaves[leaf].count = DecodeFixed64(it->value().data() + 16);
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading leaves"));
-  // Changes committed after the checkpoint carry their leaf deltas.
-  for (it->Seek(internal::ChangeKey(leaves_sequence + 1));
-       it->Valid() && it->key()[0] == internal::kChangeTag; it->Next()) {
-    internal::ChangeRecord change;
-    if (it->key().size() != 9 ||
-        !internal::DecodeChangeRecord(
-            absl::string_view(it->value().data(), it->value().size()),
-            &change)) {
-      return Corrupt("change", it->key().ToString());
-    }
-    if (change.keyspace_id != keyspace_id) continue;
-    const uint64_t index = tree::NodeIndexOf(tree::TokenOf(change.key), depth);
-    if (replayed_leaves != nullptr) {
-      replayed_leaves->push_back(static_cast<uint32_t>(index));
-    }
-    tree::NodeState& leaf = leaves[index];
-    leaf.digest ^= change.digest_delta;
-    leaf.count += change.count_delta;
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "replaying changes"));
-  return leaves;
-}
-
 const Keyspace* StoreImpl::FindKeyspace(absl::string_view name) const {
   absl::MutexLock lock(&mu_);
   auto it = keyspaces_.find(name);

@@ -95,12 +95,7 @@ absl::StatusOr<uint64_t> StoreImpl::TrimChangeLog(Sequence through) {
   // An open replays the entries after the leaf checkpoint: they must stay
   // until a checkpoint covers them.
   auto checkpoint_through = [this](Sequence through) -> absl::Status {
-    bool checkpoint_needed;
-    {
-      absl::MutexLock lock(&mu_);
-      checkpoint_needed = through > leaves_sequence_;
-    }
-    if (!checkpoint_needed) return absl::OkStatus();
+    if (through <= leaf_checkpoints_.sequence()) return absl::OkStatus();
     absl::MutexLock commit_lock(&commit_mu_);
     return CheckpointLeaves();
   };

@@ -113,6 +113,7 @@ absl::Status StoreImpl::Load() {
   bool tombstones_by_arrival = false;
   Sequence last_sequence = 0;
   Sequence trimmed_through = 0;
+  Sequence leaves_sequence = 0;
   for (it->Seek(std::string(1, internal::kMetaTag));
        it->Valid() && it->key()[0] == internal::kMetaTag; it->Next()) {
     const absl::string_view name(it->key().data() + 1, it->key().size() - 1);
@@ -130,7 +131,7 @@ absl::Status StoreImpl::Load() {
       next_keyspace_id_ = DecodeFixed32(v.data());
     } else if (name == internal::kMetaLeavesSequence) {
       if (v.size() != 8) return Corrupt("leaves sequence", name);
-      leaves_sequence_ = DecodeFixed64(v.data());
+      leaves_sequence = DecodeFixed64(v.data());
     } else if (name == internal::kMetaNextOriginId) {
       if (v.size() != 4) return Corrupt("origin counter", name);
       next_origin_id_ = DecodeFixed32(v.data());
@@ -145,6 +146,7 @@ absl::Status StoreImpl::Load() {
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading metadata"));
   change_log_.Recover(last_sequence, trimmed_through);
+  leaf_checkpoints_.Recover(leaves_sequence);
   if (node_name_.empty() || epoch_ == 0) {
     return absl::DataLossError("the store's node name or epoch is missing");
   }
@@ -190,9 +192,10 @@ absl::Status StoreImpl::Load() {
     std::vector<uint32_t> replayed;
     TALLY_ASSIGN_OR_RETURN(
         std::vector<tree::NodeState> leaves,
-        RecoverLeaves(nullptr, ks->id, ks->depth, leaves_sequence_, &replayed));
+        leaf_checkpoints_.RecoverLeaves(nullptr, KeyspaceId(ks->id), ks->depth,
+                                        leaves_sequence, &replayed));
     for (uint32_t leaf : replayed) {
-      dirty_leaves_.insert((uint64_t{ks->id} << 32) | leaf);
+      leaf_checkpoints_.MarkDirty(LeafRef{KeyspaceId(ks->id), leaf});
     }
     TALLY_ASSIGN_OR_RETURN(
         ks->tree, tree::MerkleTree::FromLeaves(ks->depth, std::move(leaves)));

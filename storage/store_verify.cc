@@ -68,7 +68,7 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
     absl::MutexLock commit_lock(&commit_mu_);
     snapshot = db_->GetSnapshot();
     absl::MutexLock lock(&mu_);
-    leaves_sequence = leaves_sequence_;
+    leaves_sequence = leaf_checkpoints_.sequence();
     memory_origin_rows = origin_rows_;
     for (const std::string& row_key : damaged_) {
       damaged.push_back(row_key);
@@ -129,7 +129,8 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
     if (!status.ok()) break;
 
     absl::StatusOr<std::vector<tree::NodeState>> persisted =
-        RecoverLeaves(snapshot, ks->id, ks->depth, leaves_sequence, nullptr);
+        leaf_checkpoints_.RecoverLeaves(snapshot, KeyspaceId(ks->id), ks->depth,
+                                        leaves_sequence, nullptr);
     if (!persisted.ok()) {
       report.problems.push_back(absl::StrFormat(
           "keyspace '%s': the persisted leaves cannot be read: %s", ks->name,

@@ -578,7 +578,6 @@ void StoreImpl::Publish(const Group& g) {
         if (seen == roots.end()) roots.emplace_back(ks, ks->tree.root().digest);
       }
       ks->tree.Update(d.leaf, d.digest, d.count);
-      dirty_leaves_.insert((uint64_t{d.keyspace_id} << 32) | d.leaf);
     }
     for (const auto& [ks, root] : roots) {
       if (ks->tree.root().digest != root) ++ks->root_changes;
@@ -592,9 +591,17 @@ void StoreImpl::Publish(const Group& g) {
     }
     for (const std::string& row_key : g.repaired) damaged_.erase(row_key);
     damaged_count_.store(damaged_.size());
-    checkpoint_due =
-        g.sequence - leaves_sequence_ >= options_.leaf_checkpoint_interval;
   }
+  {
+    std::vector<LeafRef> changed;
+    changed.reserve(g.leaf_deltas.size());
+    for (const Group::LeafDelta& d : g.leaf_deltas) {
+      changed.push_back(LeafRef{KeyspaceId(d.keyspace_id), d.leaf});
+    }
+    leaf_checkpoints_.MarkDirty(changed);
+  }
+  checkpoint_due = leaf_checkpoints_.CheckpointDue(
+      g.sequence, options_.leaf_checkpoint_interval);
   change_log_.Committed(g.sequence);
   if (checkpoint_due) {
     // The batch is durable whatever this returns; a failed checkpoint only
@@ -604,33 +611,23 @@ void StoreImpl::Publish(const Group& g) {
 }
 
 absl::Status StoreImpl::CheckpointLeaves() {
-  leveldb::WriteBatch batch;
-  Sequence sequence;
+  const Sequence sequence = change_log_.last_sequence();
+  if (sequence == leaf_checkpoints_.sequence()) return absl::OkStatus();
+  const std::vector<LeafRef> leaves = leaf_checkpoints_.DirtyLeaves();
+  std::vector<tree::NodeState> states;
+  states.reserve(leaves.size());
   {
     absl::MutexLock lock(&mu_);
-    sequence = change_log_.last_sequence();
-    if (sequence == leaves_sequence_) return absl::OkStatus();
-    for (uint64_t where : dirty_leaves_) {
-      const uint32_t ks_id = static_cast<uint32_t>(where >> 32);
-      const uint32_t leaf = static_cast<uint32_t>(where);
-      const tree::NodeState& state =
-          keyspaces_by_id_.at(ks_id)->tree.leaf(leaf);
-      if (state.count == 0 && state.digest.IsZero()) {
-        batch.Delete(internal::LeafKey(ks_id, leaf));
-      } else {
-        batch.Put(internal::LeafKey(ks_id, leaf),
-                  internal::EncodeLeaf(state.digest, state.count));
-      }
+    for (const LeafRef& ref : leaves) {
+      states.push_back(
+          keyspaces_by_id_.at(ref.keyspace.value())->tree.leaf(ref.leaf));
     }
   }
-  batch.Put(
-      internal::TaggedKey(internal::kMetaTag, internal::kMetaLeavesSequence),
-      Fixed64String(sequence));
+  leveldb::WriteBatch batch;
+  LeafCheckpoints::BuildCheckpoint(sequence, leaves, states, &batch);
   TALLY_RETURN_IF_ERROR(
       WriteToLevelDb(&batch, options_.sync, "checkpointing leaves"));
-  absl::MutexLock lock(&mu_);
-  dirty_leaves_.clear();
-  leaves_sequence_ = sequence;
+  leaf_checkpoints_.Checkpointed(sequence);
   return absl::OkStatus();
 }
 

@@ -1,4 +1,5 @@
-// Strong types for the short ids the store gives keyspaces and origins.
+// Strong types for the short ids the store gives keyspaces and origins,
+// and the name of one leaf of a keyspace's tree.
 //
 // Both are 32-bit numbers stored in record keys (internal/records.h), and
 // before these types a keyspace id could be passed where an origin id was
@@ -52,6 +53,20 @@ using KeyspaceId = StrongId<struct KeyspaceIdTag>;
 // The id of an origin (the node that wrote a row version), in row and
 // change records. Id 1 is this node's own (kLocalOriginId).
 using OriginId = StrongId<struct OriginIdTag>;
+
+// One leaf of one keyspace's tree.
+struct LeafRef {
+  KeyspaceId keyspace;
+  uint32_t leaf = 0;
+
+  friend bool operator==(const LeafRef& a, const LeafRef& b) {
+    return a.keyspace == b.keyspace && a.leaf == b.leaf;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const LeafRef& r) {
+    return H::combine(std::move(h), r.keyspace, r.leaf);
+  }
+};
 
 }  // namespace internal
 }  // namespace storage

@@ -55,6 +55,7 @@
 #include "absl/types/span.h"
 #include "storage/internal/change_log.h"
 #include "storage/internal/coding.h"
+#include "storage/internal/leaf_checkpoints.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/write_queue.h"
@@ -303,11 +304,6 @@ class StoreImpl : public Store {
   // Reads the persisted per-origin counts at `snapshot`.
   absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>> ReadOriginRows(
       const leveldb::Snapshot* snapshot);
-  // Reads a keyspace's leaves as of `snapshot`: the persisted checkpoint
-  // plus the deltas of every change after it.
-  absl::StatusOr<std::vector<tree::NodeState>> RecoverLeaves(
-      const leveldb::Snapshot* snapshot, uint32_t keyspace_id, int depth,
-      Sequence leaves_sequence, std::vector<uint32_t>* replayed_leaves);
 
   const Keyspace* FindKeyspace(absl::string_view name) const
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -325,6 +321,8 @@ class StoreImpl : public Store {
   tree::HybridClock clock_;
   // The change log's bounds, reads, trims and listeners.
   ChangeLog change_log_{db_.get()};
+  // The dirty leaves, their checkpoints and their recovery.
+  LeafCheckpoints leaf_checkpoints_{db_.get()};
   // Constant after Load().
   std::string node_name_;
   Epoch epoch_ = 0;
@@ -347,11 +345,6 @@ class StoreImpl : public Store {
   absl::flat_hash_map<uint32_t, std::string> origin_names_ ABSL_GUARDED_BY(mu_);
   uint32_t next_keyspace_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint32_t next_origin_id_ ABSL_GUARDED_BY(mu_) = kLocalOriginId + 1;
-  // Leaf checkpointing (see internal/records.h). Leaves changed since the
-  // last checkpoint, as (keyspace id << 32 | leaf), and the last change the
-  // persisted leaves include.
-  absl::flat_hash_set<uint64_t> dirty_leaves_ ABSL_GUARDED_BY(mu_);
-  Sequence leaves_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   // Rows per origin id, as the 'Q' records hold them (zero counts absent).
   absl::flat_hash_map<uint32_t, uint64_t> origin_rows_ ABSL_GUARDED_BY(mu_);
   // The first failed LevelDB write, kept as the kUnavailable error every
