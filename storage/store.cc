@@ -117,18 +117,6 @@ HlcTimestamp StoreImpl::PhysicalNow() const {
   return HlcTimestamp::FromParts(clock_.PhysicalMillis(), 0);
 }
 
-const Keyspace* StoreImpl::FindKeyspace(absl::string_view name) const {
-  absl::MutexLock lock(&mu_);
-  auto it = keyspaces_.find(name);
-  return it == keyspaces_.end() ? nullptr : it->second.get();
-}
-
-std::string StoreImpl::OriginName(uint32_t id) const {
-  absl::MutexLock lock(&mu_);
-  auto it = origin_names_.find(id);
-  return it == origin_names_.end() ? std::string() : it->second;
-}
-
 absl::StatusOr<tree::RowEntry> StoreImpl::ToEntry(
     Token token, absl::string_view key, const RowHeader& header) const {
   tree::RowEntry entry;
@@ -148,7 +136,7 @@ absl::StatusOr<tree::RowEntry> StoreImpl::ToEntry(
 
 bool StoreImpl::IsDamaged(absl::string_view row_key) const {
   if (damaged_count_.load() == 0) return false;
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&damaged_mu_);
   return damaged_.contains(row_key);
 }
 

@@ -74,14 +74,11 @@ absl::StatusOr<std::vector<ChangeEntry>> StoreImpl::ReadChanges(Sequence after,
         entry.deleted = change.deleted;
         entry.erased = change.erased;
         entry.key = std::string(change.key);
-        {
-          absl::MutexLock lock(&mu_);
-          auto ks = keyspaces_by_id_.find(ks_id);
-          if (ks == keyspaces_by_id_.end()) {
-            return Corrupt("change (unknown keyspace)", ChangeKey(sequence));
-          }
-          entry.keyspace = ks->second->name;
+        const Keyspace* ks = catalogue_.Find(KeyspaceId(ks_id));
+        if (ks == nullptr) {
+          return Corrupt("change (unknown keyspace)", ChangeKey(sequence));
         }
+        entry.keyspace = ks->name;
         if (entry.version.origin.empty()) {
           return Corrupt("change (unknown origin)", ChangeKey(sequence));
         }

@@ -107,13 +107,18 @@ absl::Status StoreImpl::Load() {
 
   // Every metadata record, origin and keyspace, then the leaves.
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  absl::MutexLock lock(&mu_);
-  origin_rows_ = std::move(origin_rows);
+  {
+    absl::flat_hash_map<OriginId, uint64_t> rows;
+    for (const auto& [id, count] : origin_rows) rows[OriginId(id)] = count;
+    catalogue_.RecoverOriginRows(std::move(rows));
+  }
   bool tombstones_indexed = false;
   bool tombstones_by_arrival = false;
   Sequence last_sequence = 0;
   Sequence trimmed_through = 0;
   Sequence leaves_sequence = 0;
+  uint32_t next_keyspace_id = 1;
+  uint32_t next_origin_id = kLocalOriginId + 1;
   for (it->Seek(std::string(1, internal::kMetaTag));
        it->Valid() && it->key()[0] == internal::kMetaTag; it->Next()) {
     const absl::string_view name(it->key().data() + 1, it->key().size() - 1);
@@ -128,13 +133,13 @@ absl::Status StoreImpl::Load() {
       last_sequence = DecodeFixed64(v.data());
     } else if (name == internal::kMetaNextKeyspaceId) {
       if (v.size() != 4) return Corrupt("keyspace counter", name);
-      next_keyspace_id_ = DecodeFixed32(v.data());
+      next_keyspace_id = DecodeFixed32(v.data());
     } else if (name == internal::kMetaLeavesSequence) {
       if (v.size() != 8) return Corrupt("leaves sequence", name);
       leaves_sequence = DecodeFixed64(v.data());
     } else if (name == internal::kMetaNextOriginId) {
       if (v.size() != 4) return Corrupt("origin counter", name);
-      next_origin_id_ = DecodeFixed32(v.data());
+      next_origin_id = DecodeFixed32(v.data());
     } else if (name == internal::kMetaTrimmedThrough) {
       if (v.size() != 8) return Corrupt("trimmed sequence", name);
       trimmed_through = DecodeFixed64(v.data());
@@ -147,6 +152,8 @@ absl::Status StoreImpl::Load() {
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading metadata"));
   change_log_.Recover(last_sequence, trimmed_through);
   leaf_checkpoints_.Recover(leaves_sequence);
+  catalogue_.RecoverNextIds(KeyspaceId(next_keyspace_id),
+                            OriginId(next_origin_id));
   if (node_name_.empty() || epoch_ == 0) {
     return absl::DataLossError("the store's node name or epoch is missing");
   }
@@ -163,49 +170,52 @@ absl::Status StoreImpl::Load() {
       return Corrupt("origin", it->key().ToString());
     }
     const uint32_t id = DecodeFixed32(it->key().data() + 1);
-    origin_names_[id] = it->value().ToString();
-    origin_ids_[it->value().ToString()] = id;
+    catalogue_.RecoverOrigin(OriginId(id), it->value().ToString());
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading origins"));
 
+  std::vector<Keyspace> keyspaces;
   for (it->Seek(std::string(1, internal::kKeyspaceTag));
        it->Valid() && it->key()[0] == internal::kKeyspaceTag; it->Next()) {
     const std::string name(it->key().data() + 1, it->key().size() - 1);
     if (it->value().size() != 5) return Corrupt("keyspace", name);
-    auto ks = std::make_unique<Keyspace>(
-        Keyspace{name, DecodeFixed32(it->value().data()),
-                 static_cast<uint8_t>(it->value()[4]),
-                 tree::MerkleTree::Create(0).value()});
-    if (ks->depth < tree::kMinDepth || ks->depth > tree::kMaxDepth) {
+    Keyspace ks{name, KeyspaceId(DecodeFixed32(it->value().data())),
+                static_cast<uint8_t>(it->value()[4])};
+    if (ks.depth < tree::kMinDepth || ks.depth > tree::kMaxDepth) {
       return Corrupt("keyspace depth", name);
     }
-    keyspaces_by_id_[ks->id] = ks.get();
-    keyspaces_.emplace(name, std::move(ks));
+    keyspaces.push_back(std::move(ks));
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading keyspaces"));
 
   // Leaves: O(leaves) plus the changes since the last checkpoint, never
   // the rows.
-  for (auto& [name, ks] : keyspaces_) {
+  for (Keyspace& ks : keyspaces) {
     // Leaves the replay changed differ from their checkpoint: the next
     // checkpoint must write them.
     std::vector<uint32_t> replayed;
     TALLY_ASSIGN_OR_RETURN(
         std::vector<tree::NodeState> leaves,
-        leaf_checkpoints_.RecoverLeaves(nullptr, KeyspaceId(ks->id), ks->depth,
+        leaf_checkpoints_.RecoverLeaves(nullptr, ks.id, ks.depth,
                                         leaves_sequence, &replayed));
     for (uint32_t leaf : replayed) {
-      leaf_checkpoints_.MarkDirty(LeafRef{KeyspaceId(ks->id), leaf});
+      leaf_checkpoints_.MarkDirty(LeafRef{ks.id, leaf});
     }
     TALLY_ASSIGN_OR_RETURN(
-        ks->tree, tree::MerkleTree::FromLeaves(ks->depth, std::move(leaves)));
+        tree::MerkleTree tree,
+        tree::MerkleTree::FromLeaves(ks.depth, std::move(leaves)));
+    catalogue_.RecoverKeyspace(std::move(ks), std::move(tree));
   }
-  for (it->Seek(std::string(1, internal::kDamagedTag));
-       it->Valid() && it->key()[0] == internal::kDamagedTag; it->Next()) {
-    damaged_.insert(std::string(it->key().data() + 1, it->key().size() - 1));
+  {
+    absl::MutexLock lock(&damaged_mu_);
+    for (it->Seek(std::string(1, internal::kDamagedTag));
+         it->Valid() && it->key()[0] == internal::kDamagedTag; it->Next()) {
+      damaged_.insert(std::string(it->key().data() + 1, it->key().size() - 1));
+    }
+    TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading damaged rows"));
+    damaged_count_.store(damaged_.size());
   }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading damaged rows"));
-  damaged_count_.store(damaged_.size());
+  // Not under damaged_mu_: the migrations read rows, and IsDamaged takes it.
   if (!tombstones_indexed) return IndexTombstones();
   if (!tombstones_by_arrival) return MigrateTombstoneIndex();
   return absl::OkStatus();

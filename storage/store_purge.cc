@@ -108,12 +108,9 @@ absl::StatusOr<uint64_t> StoreImpl::PurgeTombstones(tree::HlcTimestamp before,
       if (!header.deleted || header.timestamp != tombstone) continue;
       const uint32_t ks_id = DecodeFixed32(row_key.data() + 1);
       Mutation m;
-      {
-        absl::MutexLock lock(&mu_);
-        auto ks = keyspaces_by_id_.find(ks_id);
-        if (ks == keyspaces_by_id_.end()) return Corrupt("row", row_key);
-        m.keyspace = ks->second->name;
-      }
+      const Keyspace* ks = catalogue_.Find(KeyspaceId(ks_id));
+      if (ks == nullptr) return Corrupt("row", row_key);
+      m.keyspace = ks->name;
       m.key = std::string(row_key.substr(internal::kRowKeyHeader));
       m.erase = true;
       m.version = Version{header.timestamp, OriginName(header.origin_id)};

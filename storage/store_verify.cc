@@ -67,14 +67,14 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
   {
     absl::MutexLock commit_lock(&commit_mu_);
     snapshot = db_->GetSnapshot();
-    absl::MutexLock lock(&mu_);
     leaves_sequence = leaf_checkpoints_.sequence();
-    memory_origin_rows = origin_rows_;
+    for (const auto& [id, rows] : catalogue_.AllOriginRows()) {
+      memory_origin_rows[id.value()] = rows;
+    }
+    trees = catalogue_.CopyTrees();
+    absl::MutexLock lock(&damaged_mu_);
     for (const std::string& row_key : damaged_) {
       damaged.push_back(row_key);
-    }
-    for (const auto& [name, ks] : keyspaces_) {
-      trees.emplace_back(ks.get(), ks->tree.Copy());
     }
   }
   VerifyReport report;
@@ -92,7 +92,7 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
     ++report.keyspaces;
     std::vector<tree::NodeState> leaves(uint64_t{1} << ks->depth);
     status = ForEachRow(
-        snapshot, ks->id, NodeRef{0, 0},
+        snapshot, ks->id.value(), NodeRef{0, 0},
         [&](Token token, absl::string_view key, const RowHeader& header,
             absl::string_view payload) -> absl::StatusOr<bool> {
           ++report.rows;
@@ -129,7 +129,7 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
     if (!status.ok()) break;
 
     absl::StatusOr<std::vector<tree::NodeState>> persisted =
-        leaf_checkpoints_.RecoverLeaves(snapshot, KeyspaceId(ks->id), ks->depth,
+        leaf_checkpoints_.RecoverLeaves(snapshot, ks->id, ks->depth,
                                         leaves_sequence, nullptr);
     if (!persisted.ok()) {
       report.problems.push_back(absl::StrFormat(

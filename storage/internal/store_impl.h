@@ -53,8 +53,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "storage/internal/catalogue.h"
 #include "storage/internal/change_log.h"
 #include "storage/internal/coding.h"
+#include "storage/internal/ids.h"
 #include "storage/internal/leaf_checkpoints.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
@@ -76,16 +78,6 @@ inline absl::Status Corrupt(absl::string_view what,
   return absl::DataLossError(absl::StrFormat(
       "corrupted %s record (key %s)", what, absl::CHexEscape(record_key)));
 }
-
-// A keyspace and its in-memory tree.
-struct Keyspace {
-  std::string name;
-  uint32_t id = 0;
-  int depth = 0;
-  tree::MerkleTree tree;
-  // Commits that changed the root since the store opened.
-  uint64_t root_changes = 0;
-};
 
 // One request in the writer queue: a write, or a keyspace to create.
 struct PendingWrite : WriteQueue::Writer {
@@ -163,7 +155,7 @@ class StoreImpl : public Store {
     return change_log_.first_sequence();
   }
   absl::StatusOr<uint64_t> TrimChangeLog(Sequence through) override
-      ABSL_LOCKS_EXCLUDED(commit_mu_, mu_);
+      ABSL_LOCKS_EXCLUDED(commit_mu_);
   absl::StatusOr<uint64_t> PurgeTombstones(tree::HlcTimestamp before,
                                            size_t limit) override;
   int AddChangeListener(ChangeListener listener) override;
@@ -174,12 +166,13 @@ class StoreImpl : public Store {
   absl::StatusOr<ScrubReport> ScrubLeaves(absl::string_view keyspace,
                                           uint64_t first_leaf,
                                           uint64_t count) override
-      ABSL_LOCKS_EXCLUDED(commit_mu_, mu_);
+      ABSL_LOCKS_EXCLUDED(commit_mu_, damaged_mu_);
   uint64_t damaged_rows() const override { return damaged_count_.load(); }
 
  private:
   // True if `row_key` is marked damaged. Cheap while nothing is.
-  bool IsDamaged(absl::string_view row_key) const ABSL_LOCKS_EXCLUDED(mu_);
+  bool IsDamaged(absl::string_view row_key) const
+      ABSL_LOCKS_EXCLUDED(damaged_mu_);
   // The value of a row, checked against its digest; kDataLoss when the
   // stored bytes do not match it.
   absl::StatusOr<std::string> CheckedValue(absl::string_view keyspace,
@@ -219,32 +212,18 @@ class StoreImpl : public Store {
   // Stages and commits one group of PendingWrites; called by the leader
   // only, from the queue.
   absl::Status CommitGroup(absl::Span<WriteQueue::Writer* const> group)
-      ABSL_LOCKS_EXCLUDED(mu_, commit_mu_);
+      ABSL_LOCKS_EXCLUDED(commit_mu_);
 
   // What one group commit stages before it writes: the batch, and the
-  // in-memory changes to publish once the batch is durable. Only the leader
-  // builds one, under commit_mu_.
-  struct Group {
-    struct NewKeyspace {
-      uint32_t id;
-      int depth;
-    };
-    // A change to apply to an in-memory tree after the commit.
-    struct LeafDelta {
-      uint32_t keyspace_id;
-      uint32_t leaf;
-      tree::Digest128 digest;
-      int64_t count;
-    };
+  // in-memory changes to install once the batch is durable. Only the
+  // leader builds one, under commit_mu_.
+  struct StagedCommit {
     leveldb::WriteBatch batch;
-    uint32_t next_keyspace_id = 0;
-    uint32_t next_origin_id = 0;
-    uint32_t first_new_origin_id = 0;
+    // New keyspaces and origins, leaf deltas and per-origin counts, for
+    // the catalogue (CatalogueEdit::origin_rows as FinishGroup writes them).
+    CatalogueEdit edit;
     Sequence first_sequence = 0;
     Sequence sequence = 0;  // the last sequence staged
-    std::map<std::string, NewKeyspace, std::less<>> new_keyspaces;
-    std::map<std::string, uint32_t, std::less<>> new_origins;
-    std::vector<LeafDelta> leaf_deltas;
     // Rows as this group leaves them, by row key: a key written twice in
     // one group sees its first write.
     absl::flat_hash_map<std::string, StagedRow> staged;
@@ -254,50 +233,52 @@ class StoreImpl : public Store {
     std::vector<std::string> repaired;
     // Arrival time of the tombstones this group writes.
     tree::HlcTimestamp arrival;
-    // Rows gained (+) or lost (-) per origin id, and the counts they make,
-    // as FinishGroup writes them.
+    // Rows gained (+) or lost (-) per origin id.
     // A group touches few origins (usually one): small inline vectors,
     // searched linearly, cost no allocation per commit.
     absl::InlinedVector<std::pair<uint32_t, int64_t>, 4> origin_row_deltas;
-    absl::InlinedVector<std::pair<uint32_t, uint64_t>, 4> origin_rows;
   };
-  Group StartGroup() ABSL_LOCKS_EXCLUDED(mu_);
+  StagedCommit StartGroup() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // kResourceExhausted when `names` (a write's keyspaces) would take the
   // store past max_keyspaces. Writers racing to create keyspaces may pass
   // together: the limit can be passed by at most the writers in flight.
   absl::Status CheckKeyspaceLimit(
       const std::vector<absl::string_view>& names) const;
   // Keyspace id and depth, creating the keyspace in this group if new.
-  std::pair<uint32_t, int> ResolveKeyspace(Group& g, const std::string& name,
-                                           int depth) ABSL_LOCKS_EXCLUDED(mu_);
+  std::pair<KeyspaceId, int> ResolveKeyspace(StagedCommit& g,
+                                             const std::string& name, int depth)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Short id of an origin, adding it to the origin table if new.
-  uint32_t ResolveOrigin(Group& g, const std::string& name)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  std::string OriginNameIn(const Group& g, uint32_t id) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  OriginId ResolveOrigin(StagedCommit& g, const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // The name of origin `id`, known or new in this group; empty if neither.
+  std::string OriginNameIn(const StagedCommit& g, uint32_t id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // The row as the group sees it: staged, or read from LevelDB.
-  absl::StatusOr<StagedRow*> CurrentRow(Group& g, const std::string& row_key);
+  absl::StatusOr<StagedRow*> CurrentRow(StagedCommit& g,
+                                        const std::string& row_key);
   tree::HlcTimestamp StampLocalWrite(const StagedRow& current);
   // Counts a row that changes hands: `before` (if it exists) loses it, the
   // origin `after` (if set) gains it. Every change to a row's existence or
   // origin must pass here, so that the per-origin counts stay exact.
-  static void CountRowChange(Group& g, const StagedRow& before,
+  static void CountRowChange(StagedCommit& g, const StagedRow& before,
                              std::optional<uint32_t> after);
   // Adds a change record and its leaf delta.
-  void StageChange(Group& g, const internal::ChangeRecord& change,
+  void StageChange(StagedCommit& g, const internal::ChangeRecord& change,
                    tree::Token token, int depth);
   // Applies one mutation to the group under `mode`, recording the outcome.
-  absl::Status StageMutation(Group& g, Mutation& m, ApplyMode mode,
+  absl::Status StageMutation(StagedCommit& g, Mutation& m, ApplyMode mode,
                              WriteResult* result);
   // Adds the group's metadata records and the backend's.
-  absl::Status FinishGroup(Group& g);
-  // After the batch committed: trees, tables, listeners, checkpoint.
-  void Publish(const Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status FinishGroup(StagedCommit& g);
+  // After the batch is durable: installs the catalogue edit, clears the
+  // repaired damage marks, marks the leaves dirty, tells the change log
+  // (and so its listeners), and checkpoints the leaves when due.
+  void Install(const StagedCommit& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+      ABSL_LOCKS_EXCLUDED(damaged_mu_);
   // Persists every leaf changed since the last checkpoint and the sequence
   // they now include, in one batch.
-  absl::Status CheckpointLeaves() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CheckpointLeaves() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Counts rows per origin id by scanning every row at `snapshot`.
   absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>> CountOriginRows(
       const leveldb::Snapshot* snapshot);
@@ -305,9 +286,13 @@ class StoreImpl : public Store {
   absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>> ReadOriginRows(
       const leveldb::Snapshot* snapshot);
 
-  const Keyspace* FindKeyspace(absl::string_view name) const
-      ABSL_LOCKS_EXCLUDED(mu_);
-  std::string OriginName(uint32_t id) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The catalogue's, for the files that read by name and raw origin id.
+  const Keyspace* FindKeyspace(absl::string_view name) const {
+    return catalogue_.Find(name);
+  }
+  std::string OriginName(uint32_t id) const {
+    return catalogue_.OriginName(OriginId(id));
+  }
   absl::StatusOr<tree::RowEntry> ToEntry(tree::Token token,
                                          absl::string_view key,
                                          const RowHeader& header) const;
@@ -334,19 +319,10 @@ class StoreImpl : public Store {
 
   // Held by the leader from staging to the tree update, so that Verify sees
   // rows, leaves and tree at one commit boundary. Never held across waits.
-  absl::Mutex commit_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::Mutex commit_mu_;
 
-  mutable absl::Mutex mu_;
-  std::map<std::string, std::unique_ptr<Keyspace>, std::less<>> keyspaces_
-      ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint32_t, Keyspace*> keyspaces_by_id_
-      ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, uint32_t> origin_ids_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint32_t, std::string> origin_names_ ABSL_GUARDED_BY(mu_);
-  uint32_t next_keyspace_id_ ABSL_GUARDED_BY(mu_) = 1;
-  uint32_t next_origin_id_ ABSL_GUARDED_BY(mu_) = kLocalOriginId + 1;
-  // Rows per origin id, as the 'Q' records hold them (zero counts absent).
-  absl::flat_hash_map<uint32_t, uint64_t> origin_rows_ ABSL_GUARDED_BY(mu_);
+  // Keyspaces, trees, origins, per-origin counts, next ids.
+  Catalogue catalogue_;
   // The first failed LevelDB write, kept as the kUnavailable error every
   // later write returns. Once LevelDB's log writer has failed an append,
   // the file may end in part of a record while the writer's block offset
@@ -362,7 +338,8 @@ class StoreImpl : public Store {
   std::atomic<uint64_t> purged_before_{0};
   // Row keys marked damaged ('D' records), and how many (read without the
   // lock on every row a scan visits, to skip the lookup while it is 0).
-  absl::flat_hash_set<std::string> damaged_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex damaged_mu_;
+  absl::flat_hash_set<std::string> damaged_ ABSL_GUARDED_BY(damaged_mu_);
   std::atomic<uint64_t> damaged_count_{0};
 
   // Rewrites a tombstone index keyed by timestamp into one keyed by
