@@ -29,7 +29,6 @@
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
-#include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
 #include "storage/leveldb_config.h"
 #include "storage/store_tree_view.h"
@@ -40,6 +39,8 @@ namespace storage {
 namespace {
 
 using internal::Corrupt;
+using internal::DecodeFixed32;
+using internal::DecodeFixed64;
 using internal::DirectoryState;
 using internal::Fixed32String;
 using internal::Fixed64String;
@@ -70,9 +71,10 @@ absl::Status StoreImpl::ForEachStoredRow(
        it->Valid() && it->key()[0] == internal::kRowTag; it->Next()) {
     RowHeader header;
     absl::string_view payload;
-    const absl::string_view row_key = ToStringView(it->key());
-    if (!internal::DecodeRowRecord(ToStringView(it->value()), &header,
-                                   &payload)) {
+    const absl::string_view row_key(it->key().data(), it->key().size());
+    if (!internal::DecodeRowRecord(
+            absl::string_view(it->value().data(), it->value().size()), &header,
+            &payload)) {
       // A damaged row that cannot be decoded is counted nowhere.
       if (IsDamaged(row_key)) continue;
       return Corrupt("row", it->key().ToString());
@@ -117,60 +119,6 @@ HlcTimestamp StoreImpl::PhysicalNow() const {
   return HlcTimestamp::FromParts(clock_.PhysicalMillis(), 0);
 }
 
-absl::StatusOr<std::vector<tree::NodeState>> StoreImpl::RecoverLeaves(
-    const leveldb::Snapshot* snapshot, uint32_t keyspace_id, int depth,
-    Sequence leaves_sequence, std::vector<uint32_t>* replayed_leaves) {
-  leveldb::ReadOptions read;
-  read.snapshot = snapshot;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  std::vector<tree::NodeState> leaves(uint64_t{1} << depth);
-  const std::string prefix = internal::LeafKeyPrefix(keyspace_id);
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
-       it->Next()) {
-    internal::ParsedLeafKey key;
-    tree::NodeState state;
-    if (!internal::ParseLeafKey(ToStringView(it->key()), &key) ||
-        !internal::DecodeLeaf(ToStringView(it->value()), &state) ||
-        key.leaf >= leaves.size()) {
-      return Corrupt("leaf", it->key().ToString());
-    }
-    leaves[key.leaf] = state;
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading leaves"));
-  // Changes committed after the checkpoint carry their leaf deltas.
-  for (it->Seek(internal::ChangeKey(leaves_sequence + 1));
-       it->Valid() && it->key()[0] == internal::kChangeTag; it->Next()) {
-    internal::ChangeRecord change;
-    uint64_t sequence;
-    if (!internal::ParseChangeKey(ToStringView(it->key()), &sequence) ||
-        !internal::DecodeChangeRecord(ToStringView(it->value()), &change)) {
-      return Corrupt("change", it->key().ToString());
-    }
-    if (change.keyspace_id != keyspace_id) continue;
-    const uint64_t index = tree::NodeIndexOf(tree::TokenOf(change.key), depth);
-    if (replayed_leaves != nullptr) {
-      replayed_leaves->push_back(static_cast<uint32_t>(index));
-    }
-    tree::NodeState& leaf = leaves[index];
-    leaf.digest ^= change.digest_delta;
-    leaf.count += change.count_delta;
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "replaying changes"));
-  return leaves;
-}
-
-const Keyspace* StoreImpl::FindKeyspace(absl::string_view name) const {
-  absl::MutexLock lock(&mu_);
-  auto it = keyspaces_.find(name);
-  return it == keyspaces_.end() ? nullptr : it->second.get();
-}
-
-std::string StoreImpl::OriginName(uint32_t id) const {
-  absl::MutexLock lock(&mu_);
-  auto it = origin_names_.find(id);
-  return it == origin_names_.end() ? std::string() : it->second;
-}
-
 absl::StatusOr<tree::RowEntry> StoreImpl::ToEntry(
     Token token, absl::string_view key, const RowHeader& header) const {
   tree::RowEntry entry;
@@ -190,7 +138,7 @@ absl::StatusOr<tree::RowEntry> StoreImpl::ToEntry(
 
 bool StoreImpl::IsDamaged(absl::string_view row_key) const {
   if (damaged_count_.load() == 0) return false;
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&damaged_mu_);
   return damaged_.contains(row_key);
 }
 

@@ -29,7 +29,6 @@
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
-#include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
 #include "storage/leveldb_config.h"
 #include "storage/store.h"
@@ -41,6 +40,8 @@ namespace storage {
 namespace {
 
 using internal::Corrupt;
+using internal::DecodeFixed32;
+using internal::DecodeFixed64;
 using internal::DirectoryState;
 using internal::Fixed32String;
 using internal::Fixed64String;
@@ -61,105 +62,52 @@ namespace internal {
 
 absl::StatusOr<std::vector<ChangeEntry>> StoreImpl::ReadChanges(Sequence after,
                                                                 size_t limit) {
-  auto check_retained = [&]() -> absl::Status {
-    absl::MutexLock lock(&mu_);
-    if (after < trimmed_through_) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "position %d is older than the retained change log, which starts "
-          "at %d",
-          after, trimmed_through_ + 1));
-    }
-    return absl::OkStatus();
-  };
-  TALLY_RETURN_IF_ERROR(check_retained());
   std::vector<ChangeEntry> out;
-  std::unique_ptr<leveldb::Iterator> it(
-      db_->NewIterator(leveldb::ReadOptions()));
-  for (it->Seek(internal::ChangeKey(after + 1));
-       it->Valid() && it->key()[0] == internal::kChangeTag &&
-       out.size() < limit;
-       it->Next()) {
-    internal::ChangeRecord change;
-    ChangeEntry entry;
-    if (!internal::ParseChangeKey(ToStringView(it->key()), &entry.sequence) ||
-        !internal::DecodeChangeRecord(ToStringView(it->value()), &change)) {
-      return Corrupt("change", it->key().ToString());
-    }
-    const uint32_t ks_id = change.keyspace_id;
-    entry.version.timestamp = change.timestamp;
-    entry.version.origin = OriginName(change.origin_id);
-    entry.deleted = change.deleted;
-    entry.erased = change.erased;
-    entry.key = std::string(change.key);
-    {
-      absl::MutexLock lock(&mu_);
-      auto ks = keyspaces_by_id_.find(ks_id);
-      if (ks == keyspaces_by_id_.end()) {
-        return Corrupt("change (unknown keyspace)", it->key().ToString());
-      }
-      entry.keyspace = ks->second->name;
-    }
-    if (entry.version.origin.empty()) {
-      return Corrupt("change (unknown origin)", it->key().ToString());
-    }
-    out.push_back(std::move(entry));
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading the change log"));
-  // A trim that started meanwhile may have removed entries under the
-  // iterator.
-  TALLY_RETURN_IF_ERROR(check_retained());
+  TALLY_RETURN_IF_ERROR(change_log_.Read(
+      after, limit,
+      [&](Sequence sequence, const ChangeRecord& change) -> absl::Status {
+        ChangeEntry entry;
+        entry.sequence = sequence;
+        const uint32_t ks_id = change.keyspace_id;
+        entry.version.timestamp = change.timestamp;
+        entry.version.origin = OriginName(change.origin_id);
+        entry.deleted = change.deleted;
+        entry.erased = change.erased;
+        entry.key = std::string(change.key);
+        const Keyspace* ks = catalogue_.Find(KeyspaceId(ks_id));
+        if (ks == nullptr) {
+          return Corrupt("change (unknown keyspace)", ChangeKey(sequence));
+        }
+        entry.keyspace = ks->name;
+        if (entry.version.origin.empty()) {
+          return Corrupt("change (unknown origin)", ChangeKey(sequence));
+        }
+        out.push_back(std::move(entry));
+        return absl::OkStatus();
+      }));
   return out;
 }
 
 absl::StatusOr<uint64_t> StoreImpl::TrimChangeLog(Sequence through) {
-  absl::MutexLock trim_lock(&trim_mu_);
-  Sequence start;
-  bool checkpoint_needed;
-  {
-    absl::MutexLock lock(&mu_);
-    through = std::min(through, last_sequence_);
-    start = trimmed_through_;
-    checkpoint_needed = through > leaves_sequence_;
-  }
-  if (through <= start) return 0;
-  if (checkpoint_needed) {
-    // An open replays the entries after the leaf checkpoint: they must
-    // stay until a checkpoint covers them.
+  // An open replays the entries after the leaf checkpoint: they must stay
+  // until a checkpoint covers them.
+  auto checkpoint_through = [this](Sequence through) -> absl::Status {
+    if (through <= leaf_checkpoints_.sequence()) return absl::OkStatus();
     absl::MutexLock commit_lock(&commit_mu_);
-    TALLY_RETURN_IF_ERROR(CheckpointLeaves());
-  }
-  constexpr Sequence kEntriesPerBatch = 10'000;
-  for (Sequence first = start + 1; first <= through;) {
-    const Sequence last = std::min(through, first + kEntriesPerBatch - 1);
-    leveldb::WriteBatch batch;
-    for (Sequence s = first; s <= last; ++s) {
-      batch.Delete(internal::ChangeKey(s));
-    }
-    batch.Put(
-        internal::TaggedKey(internal::kMetaTag, internal::kMetaTrimmedThrough),
-        Fixed64String(last));
-    {
-      absl::MutexLock lock(&mu_);
-      trimmed_through_ = last;
-    }
-    TALLY_RETURN_IF_ERROR(
-        WriteToLevelDb(&batch, options_.sync, "trimming the change log"));
-    first = last + 1;
-  }
-  return through - start;
+    return CheckpointLeaves();
+  };
+  auto write = [this](leveldb::WriteBatch* batch) {
+    return WriteToLevelDb(batch, options_.sync, "trimming the change log");
+  };
+  return change_log_.Trim(through,
+                          ChangeLog::TrimHooks{checkpoint_through, write});
 }
 
 int StoreImpl::AddChangeListener(ChangeListener listener) {
-  absl::MutexLock lock(&listeners_mu_);
-  const int id = next_listener_id_++;
-  listeners_[id] = std::move(listener);
-  return id;
+  return change_log_.AddListener(std::move(listener));
 }
 
-void StoreImpl::RemoveChangeListener(int id) {
-  absl::MutexLock lock(&listeners_mu_);
-  listeners_.erase(id);
-}
+void StoreImpl::RemoveChangeListener(int id) { change_log_.RemoveListener(id); }
 
 }  // namespace internal
 }  // namespace storage

@@ -99,10 +99,18 @@ absl::Status StoreImpl::Load() {
 
   // Every metadata record, origin and keyspace, then the leaves.
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  absl::MutexLock lock(&mu_);
-  origin_rows_ = std::move(origin_rows);
+  {
+    absl::flat_hash_map<OriginId, uint64_t> rows;
+    for (const auto& [id, count] : origin_rows) rows[OriginId(id)] = count;
+    catalogue_.RecoverOriginRows(std::move(rows));
+  }
   bool tombstones_indexed = false;
   bool tombstones_by_arrival = false;
+  Sequence last_sequence = 0;
+  Sequence trimmed_through = 0;
+  Sequence leaves_sequence = 0;
+  uint32_t next_keyspace_id = 1;
+  uint32_t next_origin_id = kLocalOriginId + 1;
   for (it->Seek(std::string(1, internal::kMetaTag));
        it->Valid() && it->key()[0] == internal::kMetaTag; it->Next()) {
     absl::string_view name;
@@ -113,19 +121,19 @@ absl::Status StoreImpl::Load() {
     } else if (name == internal::kMetaEpoch) {
       if (!ParseFixed64Value(v, &epoch_)) return Corrupt("epoch", name);
     } else if (name == internal::kMetaLastSequence) {
-      if (!ParseFixed64Value(v, &last_sequence_))
+      if (!ParseFixed64Value(v, &last_sequence))
         return Corrupt("last sequence", name);
     } else if (name == internal::kMetaNextKeyspaceId) {
-      if (!ParseFixed32Value(v, &next_keyspace_id_))
+      if (!ParseFixed32Value(v, &next_keyspace_id))
         return Corrupt("keyspace counter", name);
     } else if (name == internal::kMetaLeavesSequence) {
-      if (!ParseFixed64Value(v, &leaves_sequence_))
+      if (!ParseFixed64Value(v, &leaves_sequence))
         return Corrupt("leaves sequence", name);
     } else if (name == internal::kMetaNextOriginId) {
-      if (!ParseFixed32Value(v, &next_origin_id_))
+      if (!ParseFixed32Value(v, &next_origin_id))
         return Corrupt("origin counter", name);
     } else if (name == internal::kMetaTrimmedThrough) {
-      if (!ParseFixed64Value(v, &trimmed_through_))
+      if (!ParseFixed64Value(v, &trimmed_through))
         return Corrupt("trimmed sequence", name);
     } else if (name == internal::kMetaTombstoneIndex) {
       tombstones_indexed = true;
@@ -134,6 +142,10 @@ absl::Status StoreImpl::Load() {
     }
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading metadata"));
+  change_log_.Recover(last_sequence, trimmed_through);
+  leaf_checkpoints_.Recover(leaves_sequence);
+  catalogue_.RecoverNextIds(KeyspaceId(next_keyspace_id),
+                            OriginId(next_origin_id));
   if (node_name_.empty() || epoch_ == 0) {
     return absl::DataLossError("the store's node name or epoch is missing");
   }
@@ -150,11 +162,11 @@ absl::Status StoreImpl::Load() {
     if (!internal::ParseOriginByIdKey(ToStringView(it->key()), &id)) {
       return Corrupt("origin", it->key().ToString());
     }
-    origin_names_[id] = it->value().ToString();
-    origin_ids_[it->value().ToString()] = id;
+    catalogue_.RecoverOrigin(OriginId(id), it->value().ToString());
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading origins"));
 
+  std::vector<Keyspace> keyspaces;
   for (it->Seek(std::string(1, internal::kKeyspaceTag));
        it->Valid() && it->key()[0] == internal::kKeyspaceTag; it->Next()) {
     absl::string_view key_name;
@@ -164,39 +176,44 @@ absl::Status StoreImpl::Load() {
     if (!internal::ParseKeyspaceRecord(ToStringView(it->value()), &record)) {
       return Corrupt("keyspace", name);
     }
-    auto ks = std::make_unique<Keyspace>(Keyspace{
-        name, record.id, record.depth, tree::MerkleTree::Create(0).value()});
-    if (ks->depth < tree::kMinDepth || ks->depth > tree::kMaxDepth) {
+    Keyspace ks{name, KeyspaceId(record.id), record.depth};
+    if (ks.depth < tree::kMinDepth || ks.depth > tree::kMaxDepth) {
       return Corrupt("keyspace depth", name);
     }
-    keyspaces_by_id_[ks->id] = ks.get();
-    keyspaces_.emplace(name, std::move(ks));
+    keyspaces.push_back(std::move(ks));
   }
   TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading keyspaces"));
 
   // Leaves: O(leaves) plus the changes since the last checkpoint, never
   // the rows.
-  for (auto& [name, ks] : keyspaces_) {
+  for (Keyspace& ks : keyspaces) {
     // Leaves the replay changed differ from their checkpoint: the next
     // checkpoint must write them.
     std::vector<uint32_t> replayed;
     TALLY_ASSIGN_OR_RETURN(
         std::vector<tree::NodeState> leaves,
-        RecoverLeaves(nullptr, ks->id, ks->depth, leaves_sequence_, &replayed));
+        leaf_checkpoints_.RecoverLeaves(nullptr, ks.id, ks.depth,
+                                        leaves_sequence, &replayed));
     for (uint32_t leaf : replayed) {
-      dirty_leaves_.insert((uint64_t{ks->id} << 32) | leaf);
+      leaf_checkpoints_.MarkDirty(LeafRef{ks.id, leaf});
     }
     TALLY_ASSIGN_OR_RETURN(
-        ks->tree, tree::MerkleTree::FromLeaves(ks->depth, std::move(leaves)));
+        tree::MerkleTree tree,
+        tree::MerkleTree::FromLeaves(ks.depth, std::move(leaves)));
+    catalogue_.RecoverKeyspace(std::move(ks), std::move(tree));
   }
-  for (it->Seek(std::string(1, internal::kDamagedTag));
-       it->Valid() && it->key()[0] == internal::kDamagedTag; it->Next()) {
-    absl::string_view row_key;
-    internal::ParseDamagedKey(ToStringView(it->key()), &row_key);  // sought
-    damaged_.insert(std::string(row_key));
+  {
+    absl::MutexLock lock(&damaged_mu_);
+    for (it->Seek(std::string(1, internal::kDamagedTag));
+         it->Valid() && it->key()[0] == internal::kDamagedTag; it->Next()) {
+      absl::string_view row_key;
+      internal::ParseDamagedKey(ToStringView(it->key()), &row_key);  // sought
+      damaged_.insert(std::string(row_key));
+    }
+    TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading damaged rows"));
+    damaged_count_.store(damaged_.size());
   }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading damaged rows"));
-  damaged_count_.store(damaged_.size());
+  // Not under damaged_mu_: the migrations read rows, and IsDamaged takes it.
   if (!tombstones_indexed) return IndexTombstones();
   if (!tombstones_by_arrival) return MigrateTombstoneIndex();
   return absl::OkStatus();

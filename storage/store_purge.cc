@@ -105,12 +105,9 @@ absl::StatusOr<uint64_t> StoreImpl::PurgeTombstones(tree::HlcTimestamp before,
       // its own, later, record).
       if (!header.deleted || header.timestamp != tombstone) continue;
       Mutation m;
-      {
-        absl::MutexLock lock(&mu_);
-        auto ks = keyspaces_by_id_.find(row.keyspace_id);
-        if (ks == keyspaces_by_id_.end()) return Corrupt("row", row_key);
-        m.keyspace = ks->second->name;
-      }
+      const Keyspace* ks = catalogue_.Find(KeyspaceId(row.keyspace_id));
+      if (ks == nullptr) return Corrupt("row", row_key);
+      m.keyspace = ks->name;
       m.key = std::string(row.key);
       m.erase = true;
       m.version = Version{header.timestamp, OriginName(header.origin_id)};

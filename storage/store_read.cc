@@ -75,7 +75,7 @@ absl::StatusOr<Row> StoreImpl::Get(absl::string_view keyspace,
         absl::StrFormat("keyspace '%s' does not exist", keyspace));
   }
   const Token token = tree::TokenOf(key);
-  const std::string row_key = internal::RowKey(ks->id, token, key);
+  const std::string row_key = internal::RowKey(ks->id.value(), token, key);
   if (IsDamaged(row_key)) {
     return absl::DataLossError(absl::StrFormat(
         "row '%s' of keyspace '%s' is damaged on this node (its stored bytes "
@@ -142,7 +142,7 @@ absl::Status StoreImpl::ScanRows(
   // released, since marking it commits).
   std::optional<std::pair<Token, absl::Status>> damaged;
   absl::Status status = ForEachRow(
-      snapshot, ks->id, range,
+      snapshot, ks->id.value(), range,
       [&](Token token, absl::string_view key, const RowHeader& header,
           absl::string_view payload) -> absl::StatusOr<bool> {
         absl::StatusOr<std::string> value =
@@ -171,9 +171,10 @@ absl::Status StoreImpl::ScanRows(
   if (status.ok() && damaged_count_.load() > 0) {
     // Rows marked before are skipped by the scan; say so rather than
     // answer without them.
-    const std::string first = internal::RowKey(ks->id, range.first_token(), "");
-    const std::string prefix = internal::RowKeyPrefix(ks->id);
-    absl::MutexLock lock(&mu_);
+    const std::string first =
+        internal::RowKey(ks->id.value(), range.first_token(), "");
+    const std::string prefix = internal::RowKeyPrefix(ks->id.value());
+    absl::MutexLock lock(&damaged_mu_);
     for (const std::string& row_key : damaged_) {
       internal::ParsedRowKey parsed;
       if (!internal::ParseRowKey(row_key, &parsed) ||
@@ -202,68 +203,40 @@ absl::StatusOr<std::unique_ptr<tree::TreeView>> StoreImpl::NewTreeView(
 
 absl::StatusOr<KeyspaceInfo> StoreImpl::GetKeyspace(
     absl::string_view name) const {
-  absl::MutexLock lock(&mu_);
-  auto it = keyspaces_.find(name);
-  if (it == keyspaces_.end()) {
-    return absl::NotFoundError(
-        absl::StrFormat("keyspace '%s' does not exist", name));
-  }
-  const Keyspace& ks = *it->second;
-  return KeyspaceInfo{ks.name, ks.depth, ks.tree.root().count,
-                      ks.tree.root().digest, ks.root_changes};
+  return catalogue_.GetKeyspace(name);
 }
 
 std::vector<KeyspaceInfo> StoreImpl::ListKeyspaces() const {
-  absl::MutexLock lock(&mu_);
-  std::vector<KeyspaceInfo> out;
-  for (const auto& [name, ks] : keyspaces_) {
-    out.push_back(KeyspaceInfo{ks->name, ks->depth, ks->tree.root().count,
-                               ks->tree.root().digest, ks->root_changes});
-  }
-  return out;
+  return catalogue_.ListKeyspaces();
 }
 
 std::vector<OriginRowCount> StoreImpl::OriginRowCounts() const {
-  std::vector<OriginRowCount> out;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [id, rows] : origin_rows_) {
-      auto name = origin_names_.find(id);
-      out.push_back(OriginRowCount{
-          name == origin_names_.end() ? absl::StrCat("#", id) : name->second,
-          rows});
-    }
-  }
-  std::sort(out.begin(), out.end(),
-            [](const OriginRowCount& a, const OriginRowCount& b) {
-              return a.origin < b.origin;
-            });
-  return out;
+  return catalogue_.OriginRowCounts();
 }
 
 absl::StatusOr<std::vector<uint64_t>> StoreImpl::LeafCounts(
     absl::string_view keyspace) const {
-  absl::MutexLock lock(&mu_);
-  auto it = keyspaces_.find(keyspace);
-  if (it == keyspaces_.end()) {
+  const Keyspace* ks = FindKeyspace(keyspace);
+  if (ks == nullptr) {
     return absl::NotFoundError(
         absl::StrFormat("keyspace '%s' does not exist", keyspace));
   }
-  const tree::MerkleTree& t = it->second->tree;
-  std::vector<uint64_t> counts(t.leaf_count());
-  for (uint64_t i = 0; i < counts.size(); ++i) counts[i] = t.leaf(i).count;
-  return counts;
+  return catalogue_.ReadTree(*ks, [](const tree::MerkleTree& t) {
+    std::vector<uint64_t> counts(t.leaf_count());
+    for (uint64_t i = 0; i < counts.size(); ++i) counts[i] = t.leaf(i).count;
+    return counts;
+  });
 }
 
 absl::StatusOr<tree::MerkleTree> StoreImpl::CopyTree(
     absl::string_view keyspace) const {
-  absl::MutexLock lock(&mu_);
-  auto it = keyspaces_.find(keyspace);
-  if (it == keyspaces_.end()) {
+  const Keyspace* ks = FindKeyspace(keyspace);
+  if (ks == nullptr) {
     return absl::NotFoundError(
         absl::StrFormat("keyspace '%s' does not exist", keyspace));
   }
-  return it->second->tree.Copy();
+  return catalogue_.ReadTree(
+      *ks, [](const tree::MerkleTree& t) { return t.Copy(); });
 }
 
 absl::StatusOr<UpstreamProgress> StoreImpl::GetProgress(

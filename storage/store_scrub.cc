@@ -79,7 +79,7 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
   leveldb::ReadOptions read;
   read.fill_cache = false;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  const std::string prefix = internal::RowKeyPrefix(ks->id);
+  const std::string prefix = internal::RowKeyPrefix(ks->id.value());
   struct Fix {
     uint64_t leaf;
     tree::NodeState computed;
@@ -87,7 +87,7 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
   std::vector<Fix> fixes;
   std::vector<std::string> damaged;
   // One seek per step: rows come in token order, leaf after leaf.
-  it->Seek(internal::RowKey(ks->id,
+  it->Seek(internal::RowKey(ks->id.value(),
                             NodeRef{ks->depth, first_leaf}.first_token(), ""));
   for (uint64_t leaf = first_leaf; leaf < end; ++leaf) {
     const NodeRef range{ks->depth, leaf};
@@ -133,15 +133,12 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
       it.reset(db_->NewIterator(read));
       if (leaf + 1 < end) {
         it->Seek(internal::RowKey(
-            ks->id, NodeRef{ks->depth, leaf + 1}.first_token(), ""));
+            ks->id.value(), NodeRef{ks->depth, leaf + 1}.first_token(), ""));
       }
       continue;
     }
-    tree::NodeState stored;
-    {
-      absl::MutexLock lock(&mu_);
-      stored = ks->tree.leaf(leaf);
-    }
+    const tree::NodeState stored = catalogue_.ReadTree(
+        *ks, [leaf](const tree::MerkleTree& t) { return t.leaf(leaf); });
     if (leaf_damaged || stored != computed) fixes.push_back({leaf, computed});
   }
   report.damaged_rows = damaged.size();
@@ -157,25 +154,21 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
   }
   for (const Fix& fix : fixes) {
     if (fix.computed.count == 0 && fix.computed.digest.IsZero()) {
-      batch.Delete(internal::LeafKey(ks->id, static_cast<uint32_t>(fix.leaf)));
+      batch.Delete(
+          internal::LeafKey(ks->id.value(), static_cast<uint32_t>(fix.leaf)));
     } else {
-      batch.Put(internal::LeafKey(ks->id, static_cast<uint32_t>(fix.leaf)),
-                internal::EncodeLeaf(fix.computed.digest, fix.computed.count));
+      batch.Put(
+          internal::LeafKey(ks->id.value(), static_cast<uint32_t>(fix.leaf)),
+          internal::EncodeLeaf(fix.computed.digest, fix.computed.count));
     }
   }
   TALLY_RETURN_IF_ERROR(
       WriteToLevelDb(&batch, /*sync=*/true, "marking damaged rows"));
-  absl::MutexLock lock(&mu_);
-  Keyspace* mutable_ks = keyspaces_by_id_.at(ks->id);
-  const Digest128 root = mutable_ks->tree.root().digest;
-  for (const Fix& fix : fixes) {
-    const tree::NodeState& now = mutable_ks->tree.leaf(fix.leaf);
-    if (now != fix.computed) ++report.leaves_repaired;
-    mutable_ks->tree.Update(fix.leaf, now.digest ^ fix.computed.digest,
-                            static_cast<int64_t>(fix.computed.count) -
-                                static_cast<int64_t>(now.count));
-  }
-  if (mutable_ks->tree.root().digest != root) ++mutable_ks->root_changes;
+  std::vector<std::pair<uint64_t, tree::NodeState>> corrected;
+  corrected.reserve(fixes.size());
+  for (const Fix& fix : fixes) corrected.emplace_back(fix.leaf, fix.computed);
+  report.leaves_repaired += catalogue_.SetLeaves(*ks, corrected);
+  absl::MutexLock lock(&damaged_mu_);
   for (std::string& row_key : damaged) damaged_.insert(std::move(row_key));
   damaged_count_.store(damaged_.size());
   return report;

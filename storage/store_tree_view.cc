@@ -25,11 +25,9 @@ using tree::Version;
 absl::StatusOr<tree::ViewSummary> StoreTreeView::Summary(int top_levels) {
   TALLY_RETURN_IF_ERROR(tree::ValidateSummaryTopLevels(top_levels));
   tree::ViewSummary summary;
-  {
-    absl::MutexLock lock(&store_->mu_);
-    const tree::MerkleTree& t = keyspace_->tree;
+  store_->catalogue_.ReadTree(*keyspace_, [&](const tree::MerkleTree& t) {
     summary = tree::ViewSummary{t.depth(), t.root().digest, t.root().count, {}};
-  }
+  });
   if (top_levels > 0) {
     tree::ViewRequest request;
     request.descend.push_back(tree::DescendRequest{NodeRef{0, 0}, top_levels});
@@ -45,20 +43,19 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
   tree::ViewResponse response;
   const int depth = keyspace_->depth;
   // Nodes at or above the leaves come from the tree, under one lock.
-  {
-    absl::MutexLock lock(&store_->mu_);
+  store_->catalogue_.ReadTree(*keyspace_, [&](const tree::MerkleTree& t) {
     for (const tree::DescendRequest& d : request.descend) {
       const int target = d.node.level + d.levels_ahead;
       if (target > depth) continue;
       const uint64_t n = uint64_t{1} << d.levels_ahead;
       for (uint64_t i = 0; i < n; ++i) {
         const tree::NodeState& s =
-            keyspace_->tree.node(target, (d.node.index << d.levels_ahead) | i);
+            t.node(target, (d.node.index << d.levels_ahead) | i);
         response.descendants.push_back(
             tree::NodeDigest{s.digest.Fingerprint(), s.count});
       }
     }
-  }
+  });
   const bool needs_scan =
       !request.list.empty() ||
       std::any_of(request.descend.begin(), request.descend.end(),
@@ -85,7 +82,7 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
     }
     tree::DescendantAccumulator acc(d, &ordered);
     status = store_->ForEachRow(
-        snapshot, keyspace_->id, d.node,
+        snapshot, keyspace_->id.value(), d.node,
         [&](Token token, absl::string_view, const RowHeader& header,
             absl::string_view) -> absl::StatusOr<bool> {
           acc.Add(token, header.digest);
@@ -161,7 +158,7 @@ absl::Status StoreTreeView::ForEachSoundEntry(
     std::vector<Token>* damaged,
     const std::function<absl::StatusOr<bool>(tree::RowEntry)>& fn) {
   return store_->ForEachRow(
-      snapshot, keyspace_->id, range,
+      snapshot, keyspace_->id.value(), range,
       [&](Token token, absl::string_view key, const RowHeader& header,
           absl::string_view payload) -> absl::StatusOr<bool> {
         const absl::Status check =

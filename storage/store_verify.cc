@@ -68,14 +68,14 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
   {
     absl::MutexLock commit_lock(&commit_mu_);
     snapshot = db_->GetSnapshot();
-    absl::MutexLock lock(&mu_);
-    leaves_sequence = leaves_sequence_;
-    memory_origin_rows = origin_rows_;
+    leaves_sequence = leaf_checkpoints_.sequence();
+    for (const auto& [id, rows] : catalogue_.AllOriginRows()) {
+      memory_origin_rows[id.value()] = rows;
+    }
+    trees = catalogue_.CopyTrees();
+    absl::MutexLock lock(&damaged_mu_);
     for (const std::string& row_key : damaged_) {
       damaged.push_back(row_key);
-    }
-    for (const auto& [name, ks] : keyspaces_) {
-      trees.emplace_back(ks.get(), ks->tree.Copy());
     }
   }
   VerifyReport report;
@@ -99,7 +99,7 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
     ++report.keyspaces;
     std::vector<tree::NodeState> leaves(uint64_t{1} << ks->depth);
     status = ForEachRow(
-        snapshot, ks->id, NodeRef{0, 0},
+        snapshot, ks->id.value(), NodeRef{0, 0},
         [&](Token token, absl::string_view key, const RowHeader& header,
             absl::string_view payload) -> absl::StatusOr<bool> {
           ++report.rows;
@@ -136,7 +136,8 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
     if (!status.ok()) break;
 
     absl::StatusOr<std::vector<tree::NodeState>> persisted =
-        RecoverLeaves(snapshot, ks->id, ks->depth, leaves_sequence, nullptr);
+        leaf_checkpoints_.RecoverLeaves(snapshot, ks->id, ks->depth,
+                                        leaves_sequence, nullptr);
     if (!persisted.ok()) {
       report.problems.push_back(absl::StrFormat(
           "keyspace '%s': the persisted leaves cannot be read: %s", ks->name,

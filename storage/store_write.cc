@@ -145,12 +145,12 @@ absl::Status StoreImpl::CheckKeyspaceLimit(
     new_names.insert(name);
   }
   if (new_names.empty()) return absl::OkStatus();
-  absl::MutexLock lock(&mu_);
-  if (keyspaces_.size() + new_names.size() > options_.max_keyspaces) {
+  const size_t keyspaces = catalogue_.keyspace_count();
+  if (keyspaces + new_names.size() > options_.max_keyspaces) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "keyspace '%s' would be a new keyspace; this store holds %d and the "
         "limit is %d (max_keyspaces)",
-        first_new, keyspaces_.size(), options_.max_keyspaces));
+        first_new, keyspaces, options_.max_keyspaces));
   }
   return absl::OkStatus();
 }
@@ -167,11 +167,12 @@ absl::StatusOr<WriteResult> StoreImpl::Write(WriteRequest request) {
     }
     TALLY_RETURN_IF_ERROR(CheckKeyspaceLimit(names));
   }
-  Writer writer;
-  writer.request = &request;
+  size_t bytes = 0;
   for (const Mutation& m : request.mutations) {
-    writer.bytes += m.keyspace.size() + m.key.size() + m.value.size();
+    bytes += m.keyspace.size() + m.key.size() + m.value.size();
   }
+  PendingWrite writer(request.mutations.size(), bytes);
+  writer.request = &request;
   return Enqueue(&writer);
 }
 
@@ -188,7 +189,7 @@ absl::Status StoreImpl::CreateKeyspace(absl::string_view name, int depth) {
         "keyspace '%s' exists with depth %d, not %d", name, ks->depth, depth));
   }
   TALLY_RETURN_IF_ERROR(CheckKeyspaceLimit({name}));
-  Writer writer;
+  PendingWrite writer(/*items=*/0, /*bytes=*/0);
   writer.create_keyspace.emplace(std::string(name), depth);
   TALLY_RETURN_IF_ERROR(Enqueue(&writer).status());
   const Keyspace* ks = FindKeyspace(name);
@@ -199,51 +200,24 @@ absl::Status StoreImpl::CreateKeyspace(absl::string_view name, int depth) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<WriteResult> StoreImpl::Enqueue(Writer* writer) {
-  std::vector<Writer*> group;
-  {
-    absl::MutexLock lock(&queue_mu_);
-    writers_.push_back(writer);
-    while (!writer->done && writer != writers_.front()) {
-      writer->cv.Wait(&queue_mu_);
-    }
-    if (writer->done) return std::move(writer->result);
-    // Leader: take followers while the group stays within the limits.
-    size_t mutations = 0;
-    size_t bytes = 0;
-    for (Writer* w : writers_) {
-      const size_t n = w->request != nullptr ? w->request->mutations.size() : 0;
-      if (!group.empty() && (mutations + n > options_.max_batch_mutations ||
-                             bytes + w->bytes > options_.max_batch_bytes)) {
-        break;
-      }
-      mutations += n;
-      bytes += w->bytes;
-      group.push_back(w);
-    }
-  }
-
-  const absl::Status status = CommitGroup(group);
-
-  absl::MutexLock lock(&queue_mu_);
-  for (Writer* w : group) {
-    writers_.pop_front();
-    if (!status.ok()) w->result = status;
-    w->done = true;
-    if (w != writer) w->cv.Signal();
-  }
-  if (!writers_.empty()) writers_.front()->cv.Signal();
+absl::StatusOr<WriteResult> StoreImpl::Enqueue(PendingWrite* writer) {
+  TALLY_RETURN_IF_ERROR(
+      queue_.Write(writer, [this](absl::Span<WriteQueue::Writer* const> group) {
+        return CommitGroup(group);
+      }));
   return std::move(writer->result);
 }
 
-absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
+absl::Status StoreImpl::CommitGroup(
+    absl::Span<WriteQueue::Writer* const> group) {
   absl::MutexLock commit_lock(&commit_mu_);
   // Refused before staging: nothing can be committed.
   TALLY_RETURN_IF_ERROR(write_status());
-  Group g = StartGroup();
+  StagedCommit g = StartGroup();
   std::vector<WriteResult> results(group.size());
   for (size_t i = 0; i < group.size(); ++i) {
-    Writer* w = group[i];
+    // Every writer of this queue is a PendingWrite (Enqueue).
+    PendingWrite* w = static_cast<PendingWrite*>(group[i]);
     if (w->create_keyspace.has_value()) {
       ResolveKeyspace(g, w->create_keyspace->first, w->create_keyspace->second);
       continue;
@@ -261,9 +235,9 @@ absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
   TALLY_RETURN_IF_ERROR(FinishGroup(g));
   TALLY_RETURN_IF_ERROR(WriteToLevelDb(&g.batch, options_.sync, "committing"));
   for (size_t i = 0; i < group.size(); ++i) {
-    group[i]->result = std::move(results[i]);
+    static_cast<PendingWrite*>(group[i])->result = std::move(results[i]);
   }
-  Publish(g);
+  Install(g);
   return absl::OkStatus();
 }
 
@@ -296,60 +270,50 @@ absl::Status StoreImpl::WriteToLevelDb(leveldb::WriteBatch* batch, bool sync,
   return status;
 }
 
-StoreImpl::Group StoreImpl::StartGroup() {
-  Group g;
-  absl::MutexLock lock(&mu_);
-  g.next_keyspace_id = next_keyspace_id_;
-  g.next_origin_id = next_origin_id_;
-  g.first_new_origin_id = next_origin_id_;
-  g.first_sequence = last_sequence_;
-  g.sequence = last_sequence_;
+StoreImpl::StagedCommit StoreImpl::StartGroup() {
+  StagedCommit g;
+  g.edit = catalogue_.StartEdit();
+  g.first_sequence = change_log_.last_sequence();
+  g.sequence = g.first_sequence;
   g.arrival = PhysicalNow();
   return g;
 }
 
-std::pair<uint32_t, int> StoreImpl::ResolveKeyspace(Group& g,
-                                                    const std::string& name,
-                                                    int depth) {
+std::pair<KeyspaceId, int> StoreImpl::ResolveKeyspace(StagedCommit& g,
+                                                      const std::string& name,
+                                                      int depth) {
   if (const Keyspace* ks = FindKeyspace(name); ks != nullptr) {
     return {ks->id, ks->depth};
   }
-  auto it = g.new_keyspaces.find(name);
-  if (it == g.new_keyspaces.end()) {
-    it = g.new_keyspaces
-             .emplace(name, Group::NewKeyspace{g.next_keyspace_id++, depth})
-             .first;
-    g.batch.Put(internal::KeyspaceKey(name),
-                internal::EncodeKeyspaceRecord(
-                    internal::KeyspaceRecord{it->second.id, depth}));
+  auto it = g.edit.new_keyspaces.find(name);
+  if (it != g.edit.new_keyspaces.end()) {
+    return {it->second.id, it->second.depth};
   }
-  return {it->second.id, it->second.depth};
+  const KeyspaceId id = g.edit.AddKeyspace(name, depth);
+  g.batch.Put(internal::KeyspaceKey(name),
+              internal::EncodeKeyspaceRecord(
+                  internal::KeyspaceRecord{id.value(), depth}));
+  return {id, depth};
 }
 
-uint32_t StoreImpl::ResolveOrigin(Group& g, const std::string& name) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = origin_ids_.find(name);
-    if (it != origin_ids_.end()) return it->second;
-  }
-  auto it = g.new_origins.find(name);
-  if (it == g.new_origins.end()) {
-    it = g.new_origins.emplace(name, g.next_origin_id++).first;
-    g.batch.Put(internal::OriginByIdKey(it->second), name);
-    g.batch.Put(internal::OriginByNameKey(name), Fixed32String(it->second));
-  }
-  return it->second;
+OriginId StoreImpl::ResolveOrigin(StagedCommit& g, const std::string& name) {
+  if (std::optional<OriginId> id = catalogue_.FindOrigin(name)) return *id;
+  auto it = g.edit.new_origins.find(name);
+  if (it != g.edit.new_origins.end()) return it->second;
+  const OriginId id = g.edit.AddOrigin(name);
+  g.batch.Put(internal::OriginByIdKey(id.value()), name);
+  g.batch.Put(internal::OriginByNameKey(name), Fixed32String(id.value()));
+  return id;
 }
 
-std::string StoreImpl::OriginNameIn(const Group& g, uint32_t id) const {
-  if (id < g.first_new_origin_id) return OriginName(id);
-  for (const auto& [name, new_id] : g.new_origins) {
-    if (new_id == id) return name;
+std::string StoreImpl::OriginNameIn(const StagedCommit& g, uint32_t id) const {
+  if (g.edit.IsNewOrigin(OriginId(id))) {
+    return g.edit.NewOriginName(OriginId(id));
   }
-  return std::string();
+  return OriginName(id);
 }
 
-absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(Group& g,
+absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(StagedCommit& g,
                                                  const std::string& row_key) {
   auto it = g.staged.find(row_key);
   if (it != g.staged.end()) return &it->second;
@@ -388,7 +352,7 @@ HlcTimestamp StoreImpl::StampLocalWrite(const StagedRow& current) {
   return t;
 }
 
-void StoreImpl::CountRowChange(Group& g, const StagedRow& before,
+void StoreImpl::CountRowChange(StagedCommit& g, const StagedRow& before,
                                std::optional<uint32_t> after) {
   if (before.exists && after == before.header.origin_id) return;
   auto add = [&g](uint32_t origin_id, int64_t delta) {
@@ -404,30 +368,31 @@ void StoreImpl::CountRowChange(Group& g, const StagedRow& before,
   if (after.has_value()) add(*after, +1);
 }
 
-void StoreImpl::StageChange(Group& g, const internal::ChangeRecord& change,
-                            Token token, int depth) {
+void StoreImpl::StageChange(StagedCommit& g,
+                            const internal::ChangeRecord& change, Token token,
+                            int depth) {
   std::string record;
   internal::EncodeChangeRecord(change, &record);
   g.batch.Put(internal::ChangeKey(++g.sequence), record);
-  g.leaf_deltas.push_back(
-      Group::LeafDelta{change.keyspace_id,
-                       static_cast<uint32_t>(tree::NodeIndexOf(token, depth)),
-                       change.digest_delta, change.count_delta});
+  g.edit.leaf_deltas.push_back(CatalogueEdit::LeafDelta{
+      KeyspaceId(change.keyspace_id),
+      static_cast<uint32_t>(tree::NodeIndexOf(token, depth)),
+      change.digest_delta, change.count_delta});
 }
 
-absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
-                                      WriteResult* result) {
+absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
+                                      ApplyMode mode, WriteResult* result) {
   const auto [ks_id, depth] =
       ResolveKeyspace(g, m.keyspace, options_.default_depth);
   const Token token = tree::TokenOf(m.key);
-  const std::string row_key = internal::RowKey(ks_id, token, m.key);
+  const std::string row_key = internal::RowKey(ks_id.value(), token, m.key);
   TALLY_ASSIGN_OR_RETURN(StagedRow * current, CurrentRow(g, row_key));
 
   Version version;
   uint32_t origin_id;
   if (m.version.has_value()) {
     version = *m.version;
-    origin_id = ResolveOrigin(g, version.origin);
+    origin_id = ResolveOrigin(g, version.origin).value();
   } else {
     version = Version{StampLocalWrite(*current), node_name_};
     origin_id = kLocalOriginId;
@@ -439,7 +404,7 @@ absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
   };
 
   internal::ChangeRecord change;
-  change.keyspace_id = ks_id;
+  change.keyspace_id = ks_id.value();
   change.timestamp = version.timestamp;
   change.origin_id = origin_id;
   change.key = m.key;
@@ -531,29 +496,28 @@ absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
   return absl::OkStatus();
 }
 
-absl::Status StoreImpl::FinishGroup(Group& g) {
-  if (!g.new_keyspaces.empty()) {
+absl::Status StoreImpl::FinishGroup(StagedCommit& g) {
+  if (!g.edit.new_keyspaces.empty()) {
     g.batch.Put(
         internal::TaggedKey(internal::kMetaTag, internal::kMetaNextKeyspaceId),
-        Fixed32String(g.next_keyspace_id));
+        Fixed32String(g.edit.next_keyspace_id.value()));
   }
-  if (!g.new_origins.empty()) {
+  if (!g.edit.new_origins.empty()) {
     g.batch.Put(
         internal::TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
-        Fixed32String(g.next_origin_id));
+        Fixed32String(g.edit.next_origin_id.value()));
   }
   if (g.sequence != g.first_sequence) {
     g.batch.Put(
         internal::TaggedKey(internal::kMetaTag, internal::kMetaLastSequence),
         Fixed64String(g.sequence));
   }
-  // The leader holds commit_mu_: nobody else changes origin_rows_ meanwhile.
+  // The leader holds commit_mu_: nobody else changes the counts meanwhile.
   if (!g.origin_row_deltas.empty()) {
-    absl::MutexLock lock(&mu_);
     for (const auto& [id, delta] : g.origin_row_deltas) {
       if (delta == 0) continue;
-      auto it = origin_rows_.find(id);
-      const int64_t before = it == origin_rows_.end() ? 0 : it->second;
+      const int64_t before =
+          static_cast<int64_t>(catalogue_.origin_rows(OriginId(id)));
       // Never below zero: Verify() reports a count that disagrees with the
       // rows, and a wrapped counter would hide how far off it is.
       const uint64_t after =
@@ -563,62 +527,29 @@ absl::Status StoreImpl::FinishGroup(Group& g) {
       } else {
         g.batch.Put(internal::OriginRowsKey(id), Fixed64String(after));
       }
-      g.origin_rows.emplace_back(id, after);
+      g.edit.origin_rows.emplace_back(OriginId(id), after);
     }
   }
   return backend_->StageCommit(&g.batch);
 }
 
-void StoreImpl::Publish(const Group& g) {
+void StoreImpl::Install(const StagedCommit& g) {
   for (const HlcTimestamp& t : g.observed) (void)clock_.Observe(t);
-  bool checkpoint_due;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [name, nk] : g.new_keyspaces) {
-      auto ks = std::make_unique<Keyspace>(Keyspace{
-          name, nk.id, nk.depth, tree::MerkleTree::Create(nk.depth).value()});
-      keyspaces_by_id_[nk.id] = ks.get();
-      keyspaces_.emplace(name, std::move(ks));
-    }
-    next_keyspace_id_ = g.next_keyspace_id;
-    for (const auto& [name, id] : g.new_origins) {
-      origin_ids_[name] = id;
-      origin_names_[id] = name;
-    }
-    next_origin_id_ = g.next_origin_id;
-    // Roots before the group, per keyspace it touches (usually one).
-    std::vector<std::pair<Keyspace*, Digest128>> roots;
-    for (const Group::LeafDelta& d : g.leaf_deltas) {
-      Keyspace* ks = keyspaces_by_id_.at(d.keyspace_id);
-      if (roots.empty() || roots.back().first != ks) {
-        auto seen = std::find_if(roots.begin(), roots.end(),
-                                 [ks](const auto& r) { return r.first == ks; });
-        if (seen == roots.end()) roots.emplace_back(ks, ks->tree.root().digest);
-      }
-      ks->tree.Update(d.leaf, d.digest, d.count);
-      dirty_leaves_.insert((uint64_t{d.keyspace_id} << 32) | d.leaf);
-    }
-    for (const auto& [ks, root] : roots) {
-      if (ks->tree.root().digest != root) ++ks->root_changes;
-    }
-    for (const auto& [id, rows] : g.origin_rows) {
-      if (rows == 0) {
-        origin_rows_.erase(id);
-      } else {
-        origin_rows_[id] = rows;
-      }
-    }
+  catalogue_.Install(g.edit);
+  if (!g.repaired.empty()) {
+    absl::MutexLock lock(&damaged_mu_);
     for (const std::string& row_key : g.repaired) damaged_.erase(row_key);
     damaged_count_.store(damaged_.size());
-    last_sequence_ = g.sequence;
-    checkpoint_due =
-        g.sequence - leaves_sequence_ >= options_.leaf_checkpoint_interval;
   }
-  if (g.sequence != g.first_sequence) {
-    absl::MutexLock lock(&listeners_mu_);
-    for (const auto& [id, listener] : listeners_) listener(g.sequence);
+  std::vector<LeafRef> changed;
+  changed.reserve(g.edit.leaf_deltas.size());
+  for (const CatalogueEdit::LeafDelta& d : g.edit.leaf_deltas) {
+    changed.push_back(LeafRef{d.keyspace, d.leaf});
   }
-  if (checkpoint_due) {
+  leaf_checkpoints_.MarkDirty(changed);
+  change_log_.Committed(g.sequence);
+  if (leaf_checkpoints_.CheckpointDue(g.sequence,
+                                      options_.leaf_checkpoint_interval)) {
     // The batch is durable whatever this returns; a failed checkpoint only
     // means a longer replay at the next open.
     (void)CheckpointLeaves();
@@ -626,33 +557,15 @@ void StoreImpl::Publish(const Group& g) {
 }
 
 absl::Status StoreImpl::CheckpointLeaves() {
+  const Sequence sequence = change_log_.last_sequence();
+  if (sequence == leaf_checkpoints_.sequence()) return absl::OkStatus();
+  const std::vector<LeafRef> leaves = leaf_checkpoints_.DirtyLeaves();
+  const std::vector<tree::NodeState> states = catalogue_.LeafStates(leaves);
   leveldb::WriteBatch batch;
-  Sequence sequence;
-  {
-    absl::MutexLock lock(&mu_);
-    sequence = last_sequence_;
-    if (sequence == leaves_sequence_) return absl::OkStatus();
-    for (uint64_t where : dirty_leaves_) {
-      const uint32_t ks_id = static_cast<uint32_t>(where >> 32);
-      const uint32_t leaf = static_cast<uint32_t>(where);
-      const tree::NodeState& state =
-          keyspaces_by_id_.at(ks_id)->tree.leaf(leaf);
-      if (state.count == 0 && state.digest.IsZero()) {
-        batch.Delete(internal::LeafKey(ks_id, leaf));
-      } else {
-        batch.Put(internal::LeafKey(ks_id, leaf),
-                  internal::EncodeLeaf(state.digest, state.count));
-      }
-    }
-  }
-  batch.Put(
-      internal::TaggedKey(internal::kMetaTag, internal::kMetaLeavesSequence),
-      Fixed64String(sequence));
+  LeafCheckpoints::BuildCheckpoint(sequence, leaves, states, &batch);
   TALLY_RETURN_IF_ERROR(
       WriteToLevelDb(&batch, options_.sync, "checkpointing leaves"));
-  absl::MutexLock lock(&mu_);
-  dirty_leaves_.clear();
-  leaves_sequence_ = sequence;
+  leaf_checkpoints_.Checkpointed(sequence);
   return absl::OkStatus();
 }
 

@@ -5,9 +5,9 @@
 // (keyspaces and their Merkle trees, the origin table and per-origin row
 // counts, the dirty-leaf set, the change-log bounds, the damaged-row set)
 // and the writer queue. Writes follow LevelDB's model: each writer joins
-// the queue (queue_mu_); the writer at the front is the leader, stages one
-// group commit for everyone behind it into one WriteBatch, writes it, and
-// publishes the in-memory changes once it is durable.
+// the queue (internal/write_queue.h); the writer at the front is the leader,
+// stages one group commit for everyone behind it into one WriteBatch, writes
+// it, and publishes the in-memory changes once it is durable.
 //
 // Locks, in the order they are taken:
 //   trim_mu_     one change-log trim at a time.
@@ -20,8 +20,8 @@
 //                LevelDB I/O.
 //   listeners_mu_  change listeners, called under it, so that once
 //                RemoveChangeListener returns a listener is never called.
-// queue_mu_ guards only the writer queue, and write_failure_mu_ only the
-// first failed write; neither is held while taking another.
+// write_failure_mu_ guards only the first failed write, and is not held
+// while taking another.
 //
 // Thread-safe: every public method may be called from any thread.
 #ifndef TALLY_STORAGE_INTERNAL_STORE_IMPL_H_
@@ -52,10 +52,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "storage/internal/catalogue.h"
+#include "storage/internal/change_log.h"
 #include "storage/internal/coding.h"
+#include "storage/internal/ids.h"
+#include "storage/internal/leaf_checkpoints.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/slice.h"
+#include "storage/internal/write_queue.h"
 #include "storage/leveldb_config.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
@@ -74,25 +80,14 @@ inline absl::Status Corrupt(absl::string_view what,
       "corrupted %s record (key %s)", what, absl::CHexEscape(record_key)));
 }
 
-// A keyspace and its in-memory tree.
-struct Keyspace {
-  std::string name;
-  uint32_t id = 0;
-  int depth = 0;
-  tree::MerkleTree tree;
-  // Commits that changed the root since the store opened.
-  uint64_t root_changes = 0;
-};
-
-// One request waiting in the writer queue.
-struct Writer {
+// One request in the writer queue: a write, or a keyspace to create.
+struct PendingWrite : WriteQueue::Writer {
+  using Writer::Writer;
   WriteRequest* request = nullptr;
   // Set instead of `request` for CreateKeyspace.
   std::optional<std::pair<std::string, int>> create_keyspace;
-  size_t bytes = 0;
-  absl::StatusOr<WriteResult> result;
-  bool done = false;
-  absl::CondVar cv;
+  // Set by the leader once the group is committed.
+  WriteResult result;
 };
 
 // The latest known state of a row while a group is staged: what is in
@@ -155,15 +150,13 @@ class StoreImpl : public Store {
   absl::StatusOr<std::vector<ChangeEntry>> ReadChanges(Sequence after,
                                                        size_t limit) override;
   Sequence last_sequence() const override {
-    absl::MutexLock lock(&mu_);
-    return last_sequence_;
+    return change_log_.last_sequence();
   }
   Sequence first_sequence() const override {
-    absl::MutexLock lock(&mu_);
-    return trimmed_through_ + 1;
+    return change_log_.first_sequence();
   }
   absl::StatusOr<uint64_t> TrimChangeLog(Sequence through) override
-      ABSL_LOCKS_EXCLUDED(trim_mu_, commit_mu_, mu_);
+      ABSL_LOCKS_EXCLUDED(commit_mu_);
   absl::StatusOr<uint64_t> PurgeTombstones(tree::HlcTimestamp before,
                                            size_t limit) override;
   int AddChangeListener(ChangeListener listener) override;
@@ -174,12 +167,13 @@ class StoreImpl : public Store {
   absl::StatusOr<ScrubReport> ScrubLeaves(absl::string_view keyspace,
                                           uint64_t first_leaf,
                                           uint64_t count) override
-      ABSL_LOCKS_EXCLUDED(commit_mu_, mu_);
+      ABSL_LOCKS_EXCLUDED(commit_mu_, damaged_mu_);
   uint64_t damaged_rows() const override { return damaged_count_.load(); }
 
  private:
   // True if `row_key` is marked damaged. Cheap while nothing is.
-  bool IsDamaged(absl::string_view row_key) const ABSL_LOCKS_EXCLUDED(mu_);
+  bool IsDamaged(absl::string_view row_key) const
+      ABSL_LOCKS_EXCLUDED(damaged_mu_);
   // The value of a row, checked against its digest; kDataLoss when the
   // stored bytes do not match it.
   absl::StatusOr<std::string> CheckedValue(absl::string_view keyspace,
@@ -215,36 +209,22 @@ class StoreImpl : public Store {
                               absl::string_view what)
       ABSL_LOCKS_EXCLUDED(write_failure_mu_);
   // Runs `writer` through the queue; returns when its group has committed.
-  absl::StatusOr<WriteResult> Enqueue(Writer* writer)
-      ABSL_LOCKS_EXCLUDED(queue_mu_);
-  // Stages and commits one group; called by the leader only.
-  absl::Status CommitGroup(const std::vector<Writer*>& group)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<WriteResult> Enqueue(PendingWrite* writer);
+  // Stages and commits one group of PendingWrites; called by the leader
+  // only, from the queue.
+  absl::Status CommitGroup(absl::Span<WriteQueue::Writer* const> group)
+      ABSL_LOCKS_EXCLUDED(commit_mu_);
 
   // What one group commit stages before it writes: the batch, and the
-  // in-memory changes to publish once the batch is durable. Only the leader
-  // builds one, under commit_mu_.
-  struct Group {
-    struct NewKeyspace {
-      uint32_t id;
-      int depth;
-    };
-    // A change to apply to an in-memory tree after the commit.
-    struct LeafDelta {
-      uint32_t keyspace_id;
-      uint32_t leaf;
-      tree::Digest128 digest;
-      int64_t count;
-    };
+  // in-memory changes to install once the batch is durable. Only the
+  // leader builds one, under commit_mu_.
+  struct StagedCommit {
     leveldb::WriteBatch batch;
-    uint32_t next_keyspace_id = 0;
-    uint32_t next_origin_id = 0;
-    uint32_t first_new_origin_id = 0;
+    // New keyspaces and origins, leaf deltas and per-origin counts, for
+    // the catalogue (CatalogueEdit::origin_rows as FinishGroup writes them).
+    CatalogueEdit edit;
     Sequence first_sequence = 0;
     Sequence sequence = 0;  // the last sequence staged
-    std::map<std::string, NewKeyspace, std::less<>> new_keyspaces;
-    std::map<std::string, uint32_t, std::less<>> new_origins;
-    std::vector<LeafDelta> leaf_deltas;
     // Rows as this group leaves them, by row key: a key written twice in
     // one group sees its first write.
     absl::flat_hash_map<std::string, StagedRow> staged;
@@ -254,65 +234,66 @@ class StoreImpl : public Store {
     std::vector<std::string> repaired;
     // Arrival time of the tombstones this group writes.
     tree::HlcTimestamp arrival;
-    // Rows gained (+) or lost (-) per origin id, and the counts they make,
-    // as FinishGroup writes them.
+    // Rows gained (+) or lost (-) per origin id.
     // A group touches few origins (usually one): small inline vectors,
     // searched linearly, cost no allocation per commit.
     absl::InlinedVector<std::pair<uint32_t, int64_t>, 4> origin_row_deltas;
-    absl::InlinedVector<std::pair<uint32_t, uint64_t>, 4> origin_rows;
   };
-  Group StartGroup() ABSL_LOCKS_EXCLUDED(mu_);
+  StagedCommit StartGroup() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // kResourceExhausted when `names` (a write's keyspaces) would take the
   // store past max_keyspaces. Writers racing to create keyspaces may pass
   // together: the limit can be passed by at most the writers in flight.
   absl::Status CheckKeyspaceLimit(
       const std::vector<absl::string_view>& names) const;
   // Keyspace id and depth, creating the keyspace in this group if new.
-  std::pair<uint32_t, int> ResolveKeyspace(Group& g, const std::string& name,
-                                           int depth) ABSL_LOCKS_EXCLUDED(mu_);
+  std::pair<KeyspaceId, int> ResolveKeyspace(StagedCommit& g,
+                                             const std::string& name, int depth)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Short id of an origin, adding it to the origin table if new.
-  uint32_t ResolveOrigin(Group& g, const std::string& name)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  std::string OriginNameIn(const Group& g, uint32_t id) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  OriginId ResolveOrigin(StagedCommit& g, const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // The name of origin `id`, known or new in this group; empty if neither.
+  std::string OriginNameIn(const StagedCommit& g, uint32_t id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // The row as the group sees it: staged, or read from LevelDB.
-  absl::StatusOr<StagedRow*> CurrentRow(Group& g, const std::string& row_key);
+  absl::StatusOr<StagedRow*> CurrentRow(StagedCommit& g,
+                                        const std::string& row_key);
   tree::HlcTimestamp StampLocalWrite(const StagedRow& current);
   // Counts a row that changes hands: `before` (if it exists) loses it, the
   // origin `after` (if set) gains it. Every change to a row's existence or
   // origin must pass here, so that the per-origin counts stay exact.
-  static void CountRowChange(Group& g, const StagedRow& before,
+  static void CountRowChange(StagedCommit& g, const StagedRow& before,
                              std::optional<uint32_t> after);
   // Adds a change record and its leaf delta.
-  void StageChange(Group& g, const internal::ChangeRecord& change,
+  void StageChange(StagedCommit& g, const internal::ChangeRecord& change,
                    tree::Token token, int depth);
   // Applies one mutation to the group under `mode`, recording the outcome.
-  absl::Status StageMutation(Group& g, Mutation& m, ApplyMode mode,
+  absl::Status StageMutation(StagedCommit& g, Mutation& m, ApplyMode mode,
                              WriteResult* result);
   // Adds the group's metadata records and the backend's.
-  absl::Status FinishGroup(Group& g);
-  // After the batch committed: trees, tables, listeners, checkpoint.
-  void Publish(const Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status FinishGroup(StagedCommit& g);
+  // After the batch is durable: installs the catalogue edit, clears the
+  // repaired damage marks, marks the leaves dirty, tells the change log
+  // (and so its listeners), and checkpoints the leaves when due.
+  void Install(const StagedCommit& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+      ABSL_LOCKS_EXCLUDED(damaged_mu_);
   // Persists every leaf changed since the last checkpoint and the sequence
   // they now include, in one batch.
-  absl::Status CheckpointLeaves() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CheckpointLeaves() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Counts rows per origin id by scanning every row at `snapshot`.
   absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>> CountOriginRows(
       const leveldb::Snapshot* snapshot);
   // Reads the persisted per-origin counts at `snapshot`.
   absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>> ReadOriginRows(
       const leveldb::Snapshot* snapshot);
-  // Reads a keyspace's leaves as of `snapshot`: the persisted checkpoint
-  // plus the deltas of every change after it.
-  absl::StatusOr<std::vector<tree::NodeState>> RecoverLeaves(
-      const leveldb::Snapshot* snapshot, uint32_t keyspace_id, int depth,
-      Sequence leaves_sequence, std::vector<uint32_t>* replayed_leaves);
 
-  const Keyspace* FindKeyspace(absl::string_view name) const
-      ABSL_LOCKS_EXCLUDED(mu_);
-  std::string OriginName(uint32_t id) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The catalogue's, for the files that read by name and raw origin id.
+  const Keyspace* FindKeyspace(absl::string_view name) const {
+    return catalogue_.Find(name);
+  }
+  std::string OriginName(uint32_t id) const {
+    return catalogue_.OriginName(OriginId(id));
+  }
   absl::StatusOr<tree::RowEntry> ToEntry(tree::Token token,
                                          absl::string_view key,
                                          const RowHeader& header) const;
@@ -324,46 +305,25 @@ class StoreImpl : public Store {
   std::unique_ptr<leveldb::DB> db_;
   const std::shared_ptr<RowBackend> backend_;
   tree::HybridClock clock_;
+  // The change log's bounds, reads, trims and listeners.
+  ChangeLog change_log_{db_.get()};
+  // The dirty leaves, their checkpoints and their recovery.
+  LeafCheckpoints leaf_checkpoints_{db_.get()};
   // Constant after Load().
   std::string node_name_;
   Epoch epoch_ = 0;
 
   // The writer queue (LevelDB's model): the writer at the front is the
   // leader and commits a group for everyone behind it.
-  absl::Mutex queue_mu_;
-  std::deque<Writer*> writers_ ABSL_GUARDED_BY(queue_mu_);
+  WriteQueue queue_{WriteQueue::Limits{options_.max_batch_mutations,
+                                       options_.max_batch_bytes}};
 
   // Held by the leader from staging to the tree update, so that Verify sees
   // rows, leaves and tree at one commit boundary. Never held across waits.
-  absl::Mutex commit_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::Mutex commit_mu_;
 
-  mutable absl::Mutex mu_;
-  std::map<std::string, std::unique_ptr<Keyspace>, std::less<>> keyspaces_
-      ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint32_t, Keyspace*> keyspaces_by_id_
-      ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, uint32_t> origin_ids_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint32_t, std::string> origin_names_ ABSL_GUARDED_BY(mu_);
-  uint32_t next_keyspace_id_ ABSL_GUARDED_BY(mu_) = 1;
-  uint32_t next_origin_id_ ABSL_GUARDED_BY(mu_) = kLocalOriginId + 1;
-  Sequence last_sequence_ ABSL_GUARDED_BY(mu_) = 0;
-  // Listeners are called under their own mutex, so that once
-  // RemoveChangeListener returns the listener is never called again.
-  absl::Mutex listeners_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::map<int, ChangeListener> listeners_ ABSL_GUARDED_BY(listeners_mu_);
-  int next_listener_id_ ABSL_GUARDED_BY(listeners_mu_) = 1;
-  // Leaf checkpointing (see internal/records.h). Leaves changed since the
-  // last checkpoint, as (keyspace id << 32 | leaf), and the last change the
-  // persisted leaves include.
-  absl::flat_hash_set<uint64_t> dirty_leaves_ ABSL_GUARDED_BY(mu_);
-  Sequence leaves_sequence_ ABSL_GUARDED_BY(mu_) = 0;
-  // Rows per origin id, as the 'Q' records hold them (zero counts absent).
-  absl::flat_hash_map<uint32_t, uint64_t> origin_rows_ ABSL_GUARDED_BY(mu_);
-  // Retention: entries up to here are gone (or being removed: it is set
-  // before the batch that removes them, so readers never miss one).
-  Sequence trimmed_through_ ABSL_GUARDED_BY(mu_) = 0;
-  // One trim at a time.
-  absl::Mutex trim_mu_ ABSL_ACQUIRED_BEFORE(commit_mu_);
+  // Keyspaces, trees, origins, per-origin counts, next ids.
+  Catalogue catalogue_;
   // The first failed LevelDB write, kept as the kUnavailable error every
   // later write returns. Once LevelDB's log writer has failed an append,
   // the file may end in part of a record while the writer's block offset
@@ -379,7 +339,8 @@ class StoreImpl : public Store {
   std::atomic<uint64_t> purged_before_{0};
   // Row keys marked damaged ('D' records), and how many (read without the
   // lock on every row a scan visits, to skip the lookup while it is 0).
-  absl::flat_hash_set<std::string> damaged_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex damaged_mu_;
+  absl::flat_hash_set<std::string> damaged_ ABSL_GUARDED_BY(damaged_mu_);
   std::atomic<uint64_t> damaged_count_{0};
 
   // Rewrites a tombstone index keyed by timestamp into one keyed by
