@@ -53,6 +53,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/internal/coding.h"
+#include "storage/internal/commit_rules.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/leveldb_config.h"
@@ -285,7 +286,12 @@ class StoreImpl : public Store {
   // Adds a change record and its leaf delta.
   void StageChange(Group& g, const internal::ChangeRecord& change,
                    tree::Token token, int depth);
-  // Applies one mutation to the group under `mode`, recording the outcome.
+  // The row as the commit rules see it (storage/internal/commit_rules.h).
+  internal::StoredState StoredStateOf(const Group& g,
+                                      const StagedRow& row) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Applies one mutation to the group under `mode`, recording the outcome:
+  // the commit rules decide, this does the I/O they call for.
   absl::Status StageMutation(Group& g, Mutation& m, ApplyMode mode,
                              WriteResult* result);
   // Adds the group's metadata records and the backend's.
