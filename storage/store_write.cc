@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "storage/internal/coding.h"
+#include "storage/internal/commit_rules.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
@@ -380,6 +381,23 @@ void StoreImpl::StageChange(StagedCommit& g,
       change.digest_delta, change.count_delta});
 }
 
+internal::StoredState StoreImpl::StoredStateOf(const StagedCommit& g,
+                                               const StagedRow& row) const {
+  internal::StoredState state;
+  state.exists = row.exists;
+  state.damaged = row.damaged;
+  if (row.exists) {
+    state.deleted = row.header.deleted;
+    state.digest = row.header.digest;
+    // The origin's name orders versions; a damaged row's is never asked.
+    if (!row.damaged) {
+      state.version =
+          Version{row.header.timestamp, OriginNameIn(g, row.header.origin_id)};
+    }
+  }
+  return state;
+}
+
 absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
                                       ApplyMode mode, WriteResult* result) {
   const auto [ks_id, depth] =
@@ -388,36 +406,42 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
   const std::string row_key = internal::RowKey(ks_id.value(), token, m.key);
   TALLY_ASSIGN_OR_RETURN(StagedRow * current, CurrentRow(g, row_key));
 
-  Version version;
+  internal::IncomingRow row;
+  row.kind = m.erase     ? internal::IncomingRow::Kind::kErase
+             : m.deleted ? internal::IncomingRow::Kind::kDelete
+                         : internal::IncomingRow::Kind::kPut;
+  row.replicated = m.version.has_value();
   uint32_t origin_id;
   if (m.version.has_value()) {
-    version = *m.version;
-    origin_id = ResolveOrigin(g, version.origin).value();
+    row.version = *m.version;
+    origin_id = ResolveOrigin(g, row.version.origin).value();
   } else {
-    version = Version{StampLocalWrite(*current), node_name_};
+    row.version = Version{StampLocalWrite(*current), node_name_};
     origin_id = kLocalOriginId;
   }
-  auto not_applied = [&](Version kept) {
+  if (!m.erase) {
+    row.digest =
+        tree::RowDigest(m.keyspace, m.key, row.version, m.deleted, m.value);
+  }
+  internal::StoredState stored = StoredStateOf(g, *current);
+  const internal::Decision decision =
+      internal::Decide(stored, row, mode, purged_before_.load());
+  if (!internal::Applies(decision)) {
     result->applied.push_back(false);
-    result->versions.push_back(std::move(kept));
+    // Last writer wins reports the version that stays.
+    result->versions.push_back(decision == internal::Decision::kSkipNotNewer
+                                   ? std::move(stored.version)
+                                   : std::move(row.version));
     return absl::OkStatus();
-  };
+  }
+  Version& version = row.version;
 
   internal::ChangeRecord change;
   change.keyspace_id = ks_id.value();
   change.timestamp = version.timestamp;
   change.origin_id = origin_id;
   change.key = m.key;
-  if (m.erase) {
-    // Source override: the source lacks this row. Purge: the tombstone is
-    // old enough and every peer has it.
-    if (!current->exists && !current->damaged) return not_applied(version);
-    if (mode == ApplyMode::kPurgeTombstones &&
-        (current->damaged || !current->header.deleted ||
-         current->header.timestamp != version.timestamp ||
-         current->header.origin_id != origin_id)) {
-      return not_applied(version);  // written again since, or damaged
-    }
+  if (decision == internal::Decision::kErase) {
     g.batch.Delete(row_key);
     // The tombstone's 'T' record, if any, is removed by the purge that
     // finds it stale (internal/records.h).
@@ -434,35 +458,13 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
     if (current->exists) CountRowChange(g, *current, std::nullopt);
     *current = StagedRow{};
   } else {
-    const Digest128 digest =
-        tree::RowDigest(m.keyspace, m.key, version, m.deleted, m.value);
-    if (current->damaged) {
-      // Whatever its version, a sound row replaces a damaged one: the
-      // damaged copy usually has the very version of the peer's good copy,
-      // which last writer wins would refuse.
-    } else if (current->exists && mode == ApplyMode::kSourceOverride) {
-      // The source's row replaces ours whenever they differ.
-      if (current->header.digest == digest) return not_applied(version);
-    } else if (!current->exists && m.deleted && m.version.has_value() &&
-               version.timestamp.raw() < purged_before_.load()) {
-      // This store purged its tombstones this old: one arriving from a
-      // peer that has not purged yet has nothing to delete here.
-      return not_applied(version);
-    } else if (current->exists) {
-      // Last writer wins: compare with the stored version.
-      const Version stored{current->header.timestamp,
-                           OriginNameIn(g, current->header.origin_id)};
-      if (tree::CompareVersions(version, stored) <= 0) {
-        return not_applied(stored);
-      }
-    }
     if (m.version.has_value()) g.observed.push_back(version.timestamp);
 
     RowHeader header;
     header.timestamp = version.timestamp;
     header.origin_id = origin_id;
     header.deleted = m.deleted;
-    header.digest = digest;
+    header.digest = row.digest;
     TALLY_ASSIGN_OR_RETURN(
         std::string payload,
         backend_->StageValue(RowLocation{m.keyspace, token, m.key}, m.value));

@@ -56,6 +56,7 @@
 #include "storage/internal/catalogue.h"
 #include "storage/internal/change_log.h"
 #include "storage/internal/coding.h"
+#include "storage/internal/commit_rules.h"
 #include "storage/internal/ids.h"
 #include "storage/internal/leaf_checkpoints.h"
 #include "storage/internal/leveldb_status.h"
@@ -267,7 +268,11 @@ class StoreImpl : public Store {
   // Adds a change record and its leaf delta.
   void StageChange(StagedCommit& g, const internal::ChangeRecord& change,
                    tree::Token token, int depth);
-  // Applies one mutation to the group under `mode`, recording the outcome.
+  // The row as the commit rules see it (storage/internal/commit_rules.h).
+  internal::StoredState StoredStateOf(const StagedCommit& g,
+                                      const StagedRow& row) const;
+  // Applies one mutation to the group under `mode`, recording the outcome:
+  // the commit rules decide, this does the I/O they call for.
   absl::Status StageMutation(StagedCommit& g, Mutation& m, ApplyMode mode,
                              WriteResult* result);
   // Adds the group's metadata records and the backend's.
