@@ -274,6 +274,7 @@ absl::Status StoreImpl::WriteToLevelDb(leveldb::WriteBatch* batch, bool sync,
 }
 
 StoreImpl::StagedCommit StoreImpl::StartGroup() {
+  commit_mu_.AssertHeld();
   StagedCommit g;
   g.edit = catalogue_.StartEdit();
   g.first_sequence = change_log_.last_sequence();
@@ -285,6 +286,7 @@ StoreImpl::StagedCommit StoreImpl::StartGroup() {
 std::pair<KeyspaceId, int> StoreImpl::ResolveKeyspace(StagedCommit& g,
                                                       const std::string& name,
                                                       int depth) {
+  commit_mu_.AssertHeld();
   if (const Keyspace* ks = FindKeyspace(name); ks != nullptr) {
     return {ks->id, ks->depth};
   }
@@ -300,6 +302,7 @@ std::pair<KeyspaceId, int> StoreImpl::ResolveKeyspace(StagedCommit& g,
 }
 
 OriginId StoreImpl::ResolveOrigin(StagedCommit& g, const std::string& name) {
+  commit_mu_.AssertHeld();
   if (std::optional<OriginId> id = catalogue_.FindOrigin(name)) return *id;
   auto it = g.edit.new_origins.find(name);
   if (it != g.edit.new_origins.end()) return it->second;
@@ -311,6 +314,7 @@ OriginId StoreImpl::ResolveOrigin(StagedCommit& g, const std::string& name) {
 }
 
 std::string StoreImpl::OriginNameIn(const StagedCommit& g, uint32_t id) const {
+  commit_mu_.AssertHeld();
   if (g.edit.IsNewOrigin(OriginId(id))) {
     return g.edit.NewOriginName(OriginId(id));
   }
@@ -319,6 +323,7 @@ std::string StoreImpl::OriginNameIn(const StagedCommit& g, uint32_t id) const {
 
 absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(StagedCommit& g,
                                                  const std::string& row_key) {
+  commit_mu_.AssertHeld();
   auto it = g.staged.find(row_key);
   if (it != g.staged.end()) return &it->second;
   StagedRow current;
@@ -343,6 +348,7 @@ absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(StagedCommit& g,
 }
 
 HlcTimestamp StoreImpl::StampLocalWrite(const StagedRow& current) {
+  commit_mu_.AssertHeld();
   // A local write must win over whatever is stored, even a row stamped by a
   // peer whose clock runs ahead of ours.
   HlcTimestamp t = clock_.Now();
@@ -375,6 +381,7 @@ void StoreImpl::CountRowChange(StagedCommit& g, const StagedRow& before,
 void StoreImpl::StageChange(StagedCommit& g,
                             const internal::ChangeRecord& change, Token token,
                             int depth) {
+  commit_mu_.AssertHeld();
   std::string record;
   internal::EncodeChangeRecord(change, &record);
   g.batch.Put(internal::ChangeKey(++g.sequence), record);
@@ -386,6 +393,7 @@ void StoreImpl::StageChange(StagedCommit& g,
 
 absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
                                       ApplyMode mode, WriteResult* result) {
+  commit_mu_.AssertHeld();
   const auto [ks_id, depth] =
       ResolveKeyspace(g, m.keyspace, options_.default_depth);
   const Token token = tree::TokenOf(m.key);
@@ -505,6 +513,7 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
 }
 
 absl::Status StoreImpl::FinishGroup(StagedCommit& g) {
+  commit_mu_.AssertHeld();
   if (!g.edit.new_keyspaces.empty()) {
     g.batch.Put(
         internal::TaggedKey(internal::kMetaTag, internal::kMetaNextKeyspaceId),
@@ -542,6 +551,7 @@ absl::Status StoreImpl::FinishGroup(StagedCommit& g) {
 }
 
 void StoreImpl::Install(const StagedCommit& g) {
+  commit_mu_.AssertHeld();
   for (const HlcTimestamp& t : g.observed) (void)clock_.Observe(t);
   catalogue_.Install(g.edit);
   if (!g.repaired.empty()) {
@@ -565,6 +575,7 @@ void StoreImpl::Install(const StagedCommit& g) {
 }
 
 absl::Status StoreImpl::CheckpointLeaves() {
+  commit_mu_.AssertHeld();
   const Sequence sequence = change_log_.last_sequence();
   if (sequence == leaf_checkpoints_.sequence()) return absl::OkStatus();
   const std::vector<LeafRef> leaves = leaf_checkpoints_.DirtyLeaves();
