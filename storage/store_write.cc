@@ -313,12 +313,10 @@ OriginId StoreImpl::ResolveOrigin(StagedCommit& g, const std::string& name) {
   return id;
 }
 
-std::string StoreImpl::OriginNameIn(const StagedCommit& g, uint32_t id) const {
+std::string StoreImpl::OriginNameIn(const StagedCommit& g, OriginId id) const {
   commit_mu_.AssertHeld();
-  if (g.edit.IsNewOrigin(OriginId(id))) {
-    return g.edit.NewOriginName(OriginId(id));
-  }
-  return OriginName(id);
+  if (g.edit.IsNewOrigin(id)) return g.edit.NewOriginName(id);
+  return catalogue_.OriginName(id);
 }
 
 absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(StagedCommit& g,
@@ -363,9 +361,10 @@ HlcTimestamp StoreImpl::StampLocalWrite(const StagedRow& current) {
 }
 
 void StoreImpl::CountRowChange(StagedCommit& g, const StagedRow& before,
-                               std::optional<uint32_t> after) {
-  if (before.exists && after == before.header.origin_id) return;
-  auto add = [&g](uint32_t origin_id, int64_t delta) {
+                               std::optional<OriginId> after) {
+  const OriginId before_origin(before.header.origin_id);
+  if (before.exists && after == before_origin) return;
+  auto add = [&g](OriginId origin_id, int64_t delta) {
     for (auto& [id, sum] : g.origin_row_deltas) {
       if (id == origin_id) {
         sum += delta;
@@ -374,7 +373,7 @@ void StoreImpl::CountRowChange(StagedCommit& g, const StagedRow& before,
     }
     g.origin_row_deltas.emplace_back(origin_id, delta);
   };
-  if (before.exists) add(before.header.origin_id, -1);
+  if (before.exists) add(before_origin, -1);
   if (after.has_value()) add(*after, +1);
 }
 
@@ -401,13 +400,13 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
   TALLY_ASSIGN_OR_RETURN(StagedRow * current, CurrentRow(g, row_key));
 
   Version version;
-  uint32_t origin_id;
+  OriginId origin_id;
   if (m.version.has_value()) {
     version = *m.version;
-    origin_id = ResolveOrigin(g, version.origin).value();
+    origin_id = ResolveOrigin(g, version.origin);
   } else {
     version = Version{StampLocalWrite(*current), node_name_};
-    origin_id = kLocalOriginId;
+    origin_id = OriginId(kLocalOriginId);
   }
   auto not_applied = [&](Version kept) {
     result->applied.push_back(false);
@@ -418,7 +417,7 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
   internal::ChangeRecord change;
   change.keyspace_id = ks_id.value();
   change.timestamp = version.timestamp;
-  change.origin_id = origin_id;
+  change.origin_id = origin_id.value();
   change.key = m.key;
   if (m.erase) {
     // Source override: the source lacks this row. Purge: the tombstone is
@@ -427,7 +426,7 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
     if (mode == ApplyMode::kPurgeTombstones &&
         (current->damaged || !current->header.deleted ||
          current->header.timestamp != version.timestamp ||
-         current->header.origin_id != origin_id)) {
+         current->header.origin_id != origin_id.value())) {
       return not_applied(version);  // written again since, or damaged
     }
     g.batch.Delete(row_key);
@@ -462,8 +461,9 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
       return not_applied(version);
     } else if (current->exists) {
       // Last writer wins: compare with the stored version.
-      const Version stored{current->header.timestamp,
-                           OriginNameIn(g, current->header.origin_id)};
+      const Version stored{
+          current->header.timestamp,
+          OriginNameIn(g, OriginId(current->header.origin_id))};
       if (tree::CompareVersions(version, stored) <= 0) {
         return not_applied(stored);
       }
@@ -472,7 +472,7 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
 
     RowHeader header;
     header.timestamp = version.timestamp;
-    header.origin_id = origin_id;
+    header.origin_id = origin_id.value();
     header.deleted = m.deleted;
     header.digest = digest;
     TALLY_ASSIGN_OR_RETURN(
@@ -533,18 +533,17 @@ absl::Status StoreImpl::FinishGroup(StagedCommit& g) {
   if (!g.origin_row_deltas.empty()) {
     for (const auto& [id, delta] : g.origin_row_deltas) {
       if (delta == 0) continue;
-      const int64_t before =
-          static_cast<int64_t>(catalogue_.origin_rows(OriginId(id)));
+      const int64_t before = static_cast<int64_t>(catalogue_.origin_rows(id));
       // Never below zero: Verify() reports a count that disagrees with the
       // rows, and a wrapped counter would hide how far off it is.
       const uint64_t after =
           static_cast<uint64_t>(std::max<int64_t>(0, before + delta));
       if (after == 0) {
-        g.batch.Delete(internal::OriginRowsKey(id));
+        g.batch.Delete(internal::OriginRowsKey(id.value()));
       } else {
-        g.batch.Put(internal::OriginRowsKey(id), Fixed64String(after));
+        g.batch.Put(internal::OriginRowsKey(id.value()), Fixed64String(after));
       }
-      g.edit.origin_rows.emplace_back(OriginId(id), after);
+      g.edit.origin_rows.emplace_back(id, after);
     }
   }
   return backend_->StageCommit(&g.batch);

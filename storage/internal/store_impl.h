@@ -244,7 +244,7 @@ class StoreImpl : public Store {
     // Rows gained (+) or lost (-) per origin id.
     // A group touches few origins (usually one): small inline vectors,
     // searched linearly, cost no allocation per commit.
-    absl::InlinedVector<std::pair<uint32_t, int64_t>, 4> origin_row_deltas;
+    absl::InlinedVector<std::pair<OriginId, int64_t>, 4> origin_row_deltas;
   };
   StagedCommit StartGroup() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // kResourceExhausted when `names` (a write's keyspaces) would take the
@@ -260,7 +260,7 @@ class StoreImpl : public Store {
   OriginId ResolveOrigin(StagedCommit& g, const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // The name of origin `id`, known or new in this group; empty if neither.
-  std::string OriginNameIn(const StagedCommit& g, uint32_t id) const
+  std::string OriginNameIn(const StagedCommit& g, OriginId id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // The row as the group sees it: staged, or read from LevelDB.
   absl::StatusOr<StagedRow*> CurrentRow(StagedCommit& g,
@@ -272,7 +272,7 @@ class StoreImpl : public Store {
   // origin `after` (if set) gains it. Every change to a row's existence or
   // origin must pass here, so that the per-origin counts stay exact.
   static void CountRowChange(StagedCommit& g, const StagedRow& before,
-                             std::optional<uint32_t> after);
+                             std::optional<OriginId> after);
   // Adds a change record and its leaf delta.
   void StageChange(StagedCommit& g, const internal::ChangeRecord& change,
                    tree::Token token, int depth)
