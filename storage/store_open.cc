@@ -202,18 +202,19 @@ absl::Status StoreImpl::Load() {
         tree::MerkleTree::FromLeaves(ks.depth, std::move(leaves)));
     catalogue_.RecoverKeyspace(std::move(ks), std::move(tree));
   }
+  absl::flat_hash_set<std::string> damaged;
+  for (it->Seek(std::string(1, internal::kDamagedTag));
+       it->Valid() && it->key()[0] == internal::kDamagedTag; it->Next()) {
+    absl::string_view row_key;
+    internal::ParseDamagedKey(ToStringView(it->key()), &row_key);  // sought
+    damaged.insert(std::string(row_key));
+  }
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading damaged rows"));
   {
     absl::MutexLock lock(&damaged_mu_);
-    for (it->Seek(std::string(1, internal::kDamagedTag));
-         it->Valid() && it->key()[0] == internal::kDamagedTag; it->Next()) {
-      absl::string_view row_key;
-      internal::ParseDamagedKey(ToStringView(it->key()), &row_key);  // sought
-      damaged_.insert(std::string(row_key));
-    }
-    TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading damaged rows"));
+    damaged_ = std::move(damaged);
     damaged_count_.store(damaged_.size());
   }
-  // Not under damaged_mu_: the migrations read rows, and IsDamaged takes it.
   if (!tombstones_indexed) return IndexTombstones();
   if (!tombstones_by_arrival) return MigrateTombstoneIndex();
   return absl::OkStatus();

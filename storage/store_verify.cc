@@ -100,8 +100,9 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
     std::vector<tree::NodeState> leaves(uint64_t{1} << ks->depth);
     status = ForEachRow(
         snapshot, ks->id.value(), NodeRef{0, 0},
-        [&](Token token, absl::string_view key, const RowHeader& header,
-            absl::string_view payload) -> absl::StatusOr<bool> {
+        [&, ks = ks](Token token, absl::string_view key,
+                     const RowHeader& header,
+                     absl::string_view payload) -> absl::StatusOr<bool> {
           ++report.rows;
           if (token != tree::TokenOf(key)) {
             report.problems.push_back(absl::StrFormat(

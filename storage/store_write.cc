@@ -272,6 +272,7 @@ absl::Status StoreImpl::WriteToLevelDb(leveldb::WriteBatch* batch, bool sync,
 }
 
 StoreImpl::StagedCommit StoreImpl::StartGroup() {
+  commit_mu_.AssertHeld();
   StagedCommit g;
   g.edit = catalogue_.StartEdit();
   g.first_sequence = change_log_.last_sequence();
@@ -283,6 +284,7 @@ StoreImpl::StagedCommit StoreImpl::StartGroup() {
 std::pair<KeyspaceId, int> StoreImpl::ResolveKeyspace(StagedCommit& g,
                                                       const std::string& name,
                                                       int depth) {
+  commit_mu_.AssertHeld();
   if (const Keyspace* ks = FindKeyspace(name); ks != nullptr) {
     return {ks->id, ks->depth};
   }
@@ -298,6 +300,7 @@ std::pair<KeyspaceId, int> StoreImpl::ResolveKeyspace(StagedCommit& g,
 }
 
 OriginId StoreImpl::ResolveOrigin(StagedCommit& g, const std::string& name) {
+  commit_mu_.AssertHeld();
   if (std::optional<OriginId> id = catalogue_.FindOrigin(name)) return *id;
   auto it = g.edit.new_origins.find(name);
   if (it != g.edit.new_origins.end()) return it->second;
@@ -307,15 +310,15 @@ OriginId StoreImpl::ResolveOrigin(StagedCommit& g, const std::string& name) {
   return id;
 }
 
-std::string StoreImpl::OriginNameIn(const StagedCommit& g, uint32_t id) const {
-  if (g.edit.IsNewOrigin(OriginId(id))) {
-    return g.edit.NewOriginName(OriginId(id));
-  }
-  return OriginName(id);
+std::string StoreImpl::OriginNameIn(const StagedCommit& g, OriginId id) const {
+  commit_mu_.AssertHeld();
+  if (g.edit.IsNewOrigin(id)) return g.edit.NewOriginName(id);
+  return catalogue_.OriginName(id);
 }
 
 absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(StagedCommit& g,
                                                  const std::string& row_key) {
+  commit_mu_.AssertHeld();
   auto it = g.staged.find(row_key);
   if (it != g.staged.end()) return &it->second;
   StagedRow current;
@@ -340,6 +343,7 @@ absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(StagedCommit& g,
 }
 
 HlcTimestamp StoreImpl::StampLocalWrite(const StagedRow& current) {
+  commit_mu_.AssertHeld();
   // A local write must win over whatever is stored, even a row stamped by a
   // peer whose clock runs ahead of ours.
   HlcTimestamp t = clock_.Now();
@@ -354,9 +358,10 @@ HlcTimestamp StoreImpl::StampLocalWrite(const StagedRow& current) {
 }
 
 void StoreImpl::CountRowChange(StagedCommit& g, const StagedRow& before,
-                               std::optional<uint32_t> after) {
-  if (before.exists && after == before.header.origin_id) return;
-  auto add = [&g](uint32_t origin_id, int64_t delta) {
+                               std::optional<OriginId> after) {
+  const OriginId before_origin(before.header.origin_id);
+  if (before.exists && after == before_origin) return;
+  auto add = [&g](OriginId origin_id, int64_t delta) {
     for (auto& [id, sum] : g.origin_row_deltas) {
       if (id == origin_id) {
         sum += delta;
@@ -365,13 +370,14 @@ void StoreImpl::CountRowChange(StagedCommit& g, const StagedRow& before,
     }
     g.origin_row_deltas.emplace_back(origin_id, delta);
   };
-  if (before.exists) add(before.header.origin_id, -1);
+  if (before.exists) add(before_origin, -1);
   if (after.has_value()) add(*after, +1);
 }
 
 void StoreImpl::StageChange(StagedCommit& g,
                             const internal::ChangeRecord& change, Token token,
                             int depth) {
+  commit_mu_.AssertHeld();
   std::string record;
   internal::EncodeChangeRecord(change, &record);
   g.batch.Put(internal::ChangeKey(++g.sequence), record);
@@ -391,8 +397,8 @@ internal::StoredState StoreImpl::StoredStateOf(const StagedCommit& g,
     state.digest = row.header.digest;
     // The origin's name orders versions; a damaged row's is never asked.
     if (!row.damaged) {
-      state.version =
-          Version{row.header.timestamp, OriginNameIn(g, row.header.origin_id)};
+      state.version = Version{row.header.timestamp,
+                              OriginNameIn(g, OriginId(row.header.origin_id))};
     }
   }
   return state;
@@ -400,6 +406,7 @@ internal::StoredState StoreImpl::StoredStateOf(const StagedCommit& g,
 
 absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
                                       ApplyMode mode, WriteResult* result) {
+  commit_mu_.AssertHeld();
   const auto [ks_id, depth] =
       ResolveKeyspace(g, m.keyspace, options_.default_depth);
   const Token token = tree::TokenOf(m.key);
@@ -411,13 +418,13 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
              : m.deleted ? internal::IncomingRow::Kind::kDelete
                          : internal::IncomingRow::Kind::kPut;
   row.replicated = m.version.has_value();
-  uint32_t origin_id;
+  OriginId origin_id;
   if (m.version.has_value()) {
     row.version = *m.version;
-    origin_id = ResolveOrigin(g, row.version.origin).value();
+    origin_id = ResolveOrigin(g, row.version.origin);
   } else {
     row.version = Version{StampLocalWrite(*current), node_name_};
-    origin_id = kLocalOriginId;
+    origin_id = OriginId(kLocalOriginId);
   }
   if (!m.erase) {
     row.digest =
@@ -439,7 +446,7 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
   internal::ChangeRecord change;
   change.keyspace_id = ks_id.value();
   change.timestamp = version.timestamp;
-  change.origin_id = origin_id;
+  change.origin_id = origin_id.value();
   change.key = m.key;
   if (decision == internal::Decision::kErase) {
     g.batch.Delete(row_key);
@@ -462,7 +469,7 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
 
     RowHeader header;
     header.timestamp = version.timestamp;
-    header.origin_id = origin_id;
+    header.origin_id = origin_id.value();
     header.deleted = m.deleted;
     header.digest = row.digest;
     TALLY_ASSIGN_OR_RETURN(
@@ -499,6 +506,7 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
 }
 
 absl::Status StoreImpl::FinishGroup(StagedCommit& g) {
+  commit_mu_.AssertHeld();
   if (!g.edit.new_keyspaces.empty()) {
     g.batch.Put(
         internal::TaggedKey(internal::kMetaTag, internal::kMetaNextKeyspaceId),
@@ -518,24 +526,24 @@ absl::Status StoreImpl::FinishGroup(StagedCommit& g) {
   if (!g.origin_row_deltas.empty()) {
     for (const auto& [id, delta] : g.origin_row_deltas) {
       if (delta == 0) continue;
-      const int64_t before =
-          static_cast<int64_t>(catalogue_.origin_rows(OriginId(id)));
+      const int64_t before = static_cast<int64_t>(catalogue_.origin_rows(id));
       // Never below zero: Verify() reports a count that disagrees with the
       // rows, and a wrapped counter would hide how far off it is.
       const uint64_t after =
           static_cast<uint64_t>(std::max<int64_t>(0, before + delta));
       if (after == 0) {
-        g.batch.Delete(internal::OriginRowsKey(id));
+        g.batch.Delete(internal::OriginRowsKey(id.value()));
       } else {
-        g.batch.Put(internal::OriginRowsKey(id), Fixed64String(after));
+        g.batch.Put(internal::OriginRowsKey(id.value()), Fixed64String(after));
       }
-      g.edit.origin_rows.emplace_back(OriginId(id), after);
+      g.edit.origin_rows.emplace_back(id, after);
     }
   }
   return backend_->StageCommit(&g.batch);
 }
 
 void StoreImpl::Install(const StagedCommit& g) {
+  commit_mu_.AssertHeld();
   for (const HlcTimestamp& t : g.observed) (void)clock_.Observe(t);
   catalogue_.Install(g.edit);
   if (!g.repaired.empty()) {
@@ -559,6 +567,7 @@ void StoreImpl::Install(const StagedCommit& g) {
 }
 
 absl::Status StoreImpl::CheckpointLeaves() {
+  commit_mu_.AssertHeld();
   const Sequence sequence = change_log_.last_sequence();
   if (sequence == leaf_checkpoints_.sequence()) return absl::OkStatus();
   const std::vector<LeafRef> leaves = leaf_checkpoints_.DirtyLeaves();

@@ -1,27 +1,33 @@
 // StoreImpl: the LevelDB implementation of Store (storage/store.h), private
-// to storage/. Its methods are implemented in storage/store.cc.
+// to storage/. Its methods are spread over storage/store*.cc by operation
+// (open, write, read, change log, purge, scrub, verify).
 //
-// One object owns the LevelDB database, the in-memory state derived from it
-// (keyspaces and their Merkle trees, the origin table and per-origin row
-// counts, the dirty-leaf set, the change-log bounds, the damaged-row set)
-// and the writer queue. Writes follow LevelDB's model: each writer joins
-// the queue (internal/write_queue.h); the writer at the front is the leader,
-// stages one group commit for everyone behind it into one WriteBatch, writes
-// it, and publishes the in-memory changes once it is durable.
+// StoreImpl orchestrates; the state with invariants of its own lives in
+// components, each with its own lock:
+//   WriteQueue       (internal/write_queue.h) the writer queue;
+//   Catalogue        (internal/catalogue.h) keyspaces, trees, origins and
+//                    per-origin counts, changed only by installing a
+//                    commit's CatalogueEdit;
+//   LeafCheckpoints  (internal/leaf_checkpoints.h) the dirty leaves;
+//   ChangeLog        (internal/change_log.h) the log's bounds and listeners.
+// Writes follow LevelDB's model: each writer joins the queue; the writer at
+// the front is the leader, stages one group commit for everyone behind it
+// (a StagedCommit: one WriteBatch plus the in-memory changes), writes it,
+// and installs the in-memory changes once the batch is durable.
 //
-// Locks, in the order they are taken:
-//   trim_mu_     one change-log trim at a time.
-//   commit_mu_   the commit token: held by the leader from staging to the
-//                tree update, so that Verify sees rows, leaves and tree at
-//                one commit boundary. It is the one lock held across the
-//                commit's own LevelDB write; it is never held across waits.
-//   mu_          the in-memory catalogue (keyspaces, trees, origins, counts,
-//                dirty leaves, sequences, damaged rows). Never held across
-//                LevelDB I/O.
-//   listeners_mu_  change listeners, called under it, so that once
-//                RemoveChangeListener returns a listener is never called.
-// write_failure_mu_ guards only the first failed write, and is not held
-// while taking another.
+// Locks. commit_mu_ is the commit token: the leader holds it from staging
+// to Install, and Verify, ScrubLeaves and a trim's checkpoint take it, so
+// that each sees rows, leaves and trees at one commit boundary. It is the
+// one lock held across LevelDB I/O (the commit's reads of the rows it
+// changes and its own, fsync'd, write; a scrub's reads and its write),
+// because releasing it there would let a reader of the trees see a commit
+// half installed; no data lock (the components', damaged_mu_,
+// write_failure_mu_) is ever held across LevelDB I/O or a wait. Order:
+// ChangeLog's trim lock, then commit_mu_, then any one data lock; the data
+// locks are leaves (none is held while taking another), except that change
+// listeners are called under ChangeLog's listener lock. The leader-only
+// helpers below are annotated ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) and
+// assert it.
 //
 // Thread-safe: every public method may be called from any thread.
 #ifndef TALLY_STORAGE_INTERNAL_STORE_IMPL_H_
@@ -216,6 +222,8 @@ class StoreImpl : public Store {
   absl::Status CommitGroup(absl::Span<WriteQueue::Writer* const> group)
       ABSL_LOCKS_EXCLUDED(commit_mu_);
 
+  // The leader-only helpers of a commit: each REQUIRES commit_mu_.
+
   // What one group commit stages before it writes: the batch, and the
   // in-memory changes to install once the batch is durable. Only the
   // leader builds one, under commit_mu_.
@@ -238,7 +246,7 @@ class StoreImpl : public Store {
     // Rows gained (+) or lost (-) per origin id.
     // A group touches few origins (usually one): small inline vectors,
     // searched linearly, cost no allocation per commit.
-    absl::InlinedVector<std::pair<uint32_t, int64_t>, 4> origin_row_deltas;
+    absl::InlinedVector<std::pair<OriginId, int64_t>, 4> origin_row_deltas;
   };
   StagedCommit StartGroup() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // kResourceExhausted when `names` (a write's keyspaces) would take the
@@ -254,36 +262,42 @@ class StoreImpl : public Store {
   OriginId ResolveOrigin(StagedCommit& g, const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // The name of origin `id`, known or new in this group; empty if neither.
-  std::string OriginNameIn(const StagedCommit& g, uint32_t id) const
+  std::string OriginNameIn(const StagedCommit& g, OriginId id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // The row as the group sees it: staged, or read from LevelDB.
   absl::StatusOr<StagedRow*> CurrentRow(StagedCommit& g,
-                                        const std::string& row_key);
-  tree::HlcTimestamp StampLocalWrite(const StagedRow& current);
+                                        const std::string& row_key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  tree::HlcTimestamp StampLocalWrite(const StagedRow& current)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Counts a row that changes hands: `before` (if it exists) loses it, the
   // origin `after` (if set) gains it. Every change to a row's existence or
   // origin must pass here, so that the per-origin counts stay exact.
   static void CountRowChange(StagedCommit& g, const StagedRow& before,
-                             std::optional<uint32_t> after);
+                             std::optional<OriginId> after);
   // Adds a change record and its leaf delta.
   void StageChange(StagedCommit& g, const internal::ChangeRecord& change,
-                   tree::Token token, int depth);
+                   tree::Token token, int depth)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // The row as the commit rules see it (storage/internal/commit_rules.h).
   internal::StoredState StoredStateOf(const StagedCommit& g,
                                       const StagedRow& row) const;
   // Applies one mutation to the group under `mode`, recording the outcome:
   // the commit rules decide, this does the I/O they call for.
   absl::Status StageMutation(StagedCommit& g, Mutation& m, ApplyMode mode,
-                             WriteResult* result);
+                             WriteResult* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Adds the group's metadata records and the backend's.
-  absl::Status FinishGroup(StagedCommit& g);
+  absl::Status FinishGroup(StagedCommit& g)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // After the batch is durable: installs the catalogue edit, clears the
   // repaired damage marks, marks the leaves dirty, tells the change log
   // (and so its listeners), and checkpoints the leaves when due.
   void Install(const StagedCommit& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
       ABSL_LOCKS_EXCLUDED(damaged_mu_);
   // Persists every leaf changed since the last checkpoint and the sequence
-  // they now include, in one batch.
+  // they now include, in one batch. Under commit_mu_, so that the leaves
+  // and the sequence are of one commit boundary.
   absl::Status CheckpointLeaves() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Counts rows per origin id by scanning every row at `snapshot`.
   absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>> CountOriginRows(
@@ -314,7 +328,7 @@ class StoreImpl : public Store {
   ChangeLog change_log_{db_.get()};
   // The dirty leaves, their checkpoints and their recovery.
   LeafCheckpoints leaf_checkpoints_{db_.get()};
-  // Constant after Load().
+  // Constant after Load(), which runs before the store is shared.
   std::string node_name_;
   Epoch epoch_ = 0;
 
@@ -323,8 +337,8 @@ class StoreImpl : public Store {
   WriteQueue queue_{WriteQueue::Limits{options_.max_batch_mutations,
                                        options_.max_batch_bytes}};
 
-  // Held by the leader from staging to the tree update, so that Verify sees
-  // rows, leaves and tree at one commit boundary. Never held across waits.
+  // The commit token (see the top of this file): held by the leader from
+  // staging to Install, and across the commit's own LevelDB write.
   absl::Mutex commit_mu_;
 
   // Keyspaces, trees, origins, per-origin counts, next ids.
