@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
 #include "storage/internal/slice.h"
@@ -65,21 +66,19 @@ absl::Status StoreImpl::ForEachStoredRow(
   leveldb::ReadOptions read;
   read.snapshot = snapshot;
   read.fill_cache = false;  // one pass over everything: keep the cache
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  for (it->Seek(std::string(1, internal::kRowTag));
-       it->Valid() && it->key()[0] == internal::kRowTag; it->Next()) {
-    RowHeader header;
-    absl::string_view payload;
-    const absl::string_view row_key = ToStringView(it->key());
-    if (!internal::DecodeRowRecord(ToStringView(it->value()), &header,
-                                   &payload)) {
-      // A damaged row that cannot be decoded is counted nowhere.
-      if (IsDamaged(row_key)) continue;
-      return Corrupt("row", it->key().ToString());
-    }
-    fn(row_key, header);
-  }
-  return FromLevelDb(it->status(), what);
+  return ScanPrefix(
+      *db_, read, TagPrefix(kRowTag), what,
+      [&](absl::string_view row_key, absl::string_view value) -> absl::Status {
+        RowHeader header;
+        absl::string_view payload;
+        if (!DecodeRowRecord(value, &header, &payload)) {
+          // A damaged row that cannot be decoded is counted nowhere.
+          if (IsDamaged(row_key)) return absl::OkStatus();
+          return Corrupt("row", row_key);
+        }
+        fn(row_key, header);
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>>
@@ -97,19 +96,19 @@ absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>>
 StoreImpl::ReadOriginRows(const leveldb::Snapshot* snapshot) {
   leveldb::ReadOptions read;
   read.snapshot = snapshot;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
   absl::flat_hash_map<uint32_t, uint64_t> counts;
-  for (it->Seek(std::string(1, internal::kOriginRowsTag));
-       it->Valid() && it->key()[0] == internal::kOriginRowsTag; it->Next()) {
-    uint32_t origin_id;
-    uint64_t rows;
-    if (!internal::ParseOriginRowsKey(ToStringView(it->key()), &origin_id) ||
-        !internal::ParseFixed64Value(ToStringView(it->value()), &rows)) {
-      return Corrupt("rows per origin", it->key().ToString());
-    }
-    counts[origin_id] = rows;
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading rows per origin"));
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      *db_, read, TagPrefix(kOriginRowsTag), "reading rows per origin",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        uint32_t origin_id;
+        uint64_t rows;
+        if (!ParseOriginRowsKey(key, &origin_id) ||
+            !ParseFixed64Value(value, &rows)) {
+          return Corrupt("rows per origin", key);
+        }
+        counts[origin_id] = rows;
+        return absl::OkStatus();
+      }));
   return counts;
 }
 
@@ -122,40 +121,41 @@ absl::StatusOr<std::vector<tree::NodeState>> StoreImpl::RecoverLeaves(
     Sequence leaves_sequence, std::vector<uint32_t>* replayed_leaves) {
   leveldb::ReadOptions read;
   read.snapshot = snapshot;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
   std::vector<tree::NodeState> leaves(uint64_t{1} << depth);
-  const std::string prefix = internal::LeafKeyPrefix(keyspace_id);
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
-       it->Next()) {
-    internal::ParsedLeafKey key;
-    tree::NodeState state;
-    if (!internal::ParseLeafKey(ToStringView(it->key()), &key) ||
-        !internal::DecodeLeaf(ToStringView(it->value()), &state) ||
-        key.leaf >= leaves.size()) {
-      return Corrupt("leaf", it->key().ToString());
-    }
-    leaves[key.leaf] = state;
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading leaves"));
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      *db_, read, LeafKeyPrefix(keyspace_id), "reading leaves",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        ParsedLeafKey leaf;
+        tree::NodeState state;
+        if (!ParseLeafKey(key, &leaf) || !DecodeLeaf(value, &state) ||
+            leaf.leaf >= leaves.size()) {
+          return Corrupt("leaf", key);
+        }
+        leaves[leaf.leaf] = state;
+        return absl::OkStatus();
+      }));
   // Changes committed after the checkpoint carry their leaf deltas.
-  for (it->Seek(internal::ChangeKey(leaves_sequence + 1));
-       it->Valid() && it->key()[0] == internal::kChangeTag; it->Next()) {
-    internal::ChangeRecord change;
-    uint64_t sequence;
-    if (!internal::ParseChangeKey(ToStringView(it->key()), &sequence) ||
-        !internal::DecodeChangeRecord(ToStringView(it->value()), &change)) {
-      return Corrupt("change", it->key().ToString());
-    }
-    if (change.keyspace_id != keyspace_id) continue;
-    const uint64_t index = tree::NodeIndexOf(tree::TokenOf(change.key), depth);
-    if (replayed_leaves != nullptr) {
-      replayed_leaves->push_back(static_cast<uint32_t>(index));
-    }
-    tree::NodeState& leaf = leaves[index];
-    leaf.digest ^= change.digest_delta;
-    leaf.count += change.count_delta;
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "replaying changes"));
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      *db_, read, TagPrefix(kChangeTag), ChangeKey(leaves_sequence + 1),
+      "replaying changes",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        ChangeRecord change;
+        Sequence sequence;
+        if (!ParseChangeKey(key, &sequence) ||
+            !DecodeChangeRecord(value, &change)) {
+          return Corrupt("change", key);
+        }
+        if (change.keyspace_id != keyspace_id) return absl::OkStatus();
+        const uint64_t index =
+            tree::NodeIndexOf(tree::TokenOf(change.key), depth);
+        if (replayed_leaves != nullptr) {
+          replayed_leaves->push_back(static_cast<uint32_t>(index));
+        }
+        tree::NodeState& leaf = leaves[index];
+        leaf.digest ^= change.digest_delta;
+        leaf.count += change.count_delta;
+        return absl::OkStatus();
+      }));
   return leaves;
 }
 

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
 #include "storage/internal/slice.h"
@@ -73,38 +74,37 @@ absl::StatusOr<std::vector<ChangeEntry>> StoreImpl::ReadChanges(Sequence after,
   };
   TALLY_RETURN_IF_ERROR(check_retained());
   std::vector<ChangeEntry> out;
-  std::unique_ptr<leveldb::Iterator> it(
-      db_->NewIterator(leveldb::ReadOptions()));
-  for (it->Seek(internal::ChangeKey(after + 1));
-       it->Valid() && it->key()[0] == internal::kChangeTag &&
-       out.size() < limit;
-       it->Next()) {
-    internal::ChangeRecord change;
-    ChangeEntry entry;
-    if (!internal::ParseChangeKey(ToStringView(it->key()), &entry.sequence) ||
-        !internal::DecodeChangeRecord(ToStringView(it->value()), &change)) {
-      return Corrupt("change", it->key().ToString());
-    }
-    const uint32_t ks_id = change.keyspace_id;
-    entry.version.timestamp = change.timestamp;
-    entry.version.origin = OriginName(change.origin_id);
-    entry.deleted = change.deleted;
-    entry.erased = change.erased;
-    entry.key = std::string(change.key);
-    {
-      absl::MutexLock lock(&mu_);
-      auto ks = keyspaces_by_id_.find(ks_id);
-      if (ks == keyspaces_by_id_.end()) {
-        return Corrupt("change (unknown keyspace)", it->key().ToString());
-      }
-      entry.keyspace = ks->second->name;
-    }
-    if (entry.version.origin.empty()) {
-      return Corrupt("change (unknown origin)", it->key().ToString());
-    }
-    out.push_back(std::move(entry));
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading the change log"));
+  TALLY_RETURN_IF_ERROR(
+      ScanPrefix(*db_, leveldb::ReadOptions(), TagPrefix(kChangeTag),
+                 ChangeKey(after + 1), "reading the change log",
+                 [&](absl::string_view key,
+                     absl::string_view value) -> absl::StatusOr<bool> {
+                   if (out.size() >= limit) return false;
+                   ChangeRecord change;
+                   ChangeEntry entry;
+                   if (!ParseChangeKey(key, &entry.sequence) ||
+                       !DecodeChangeRecord(value, &change)) {
+                     return Corrupt("change", key);
+                   }
+                   entry.version.timestamp = change.timestamp;
+                   entry.version.origin = OriginName(change.origin_id);
+                   entry.deleted = change.deleted;
+                   entry.erased = change.erased;
+                   entry.key = std::string(change.key);
+                   {
+                     absl::MutexLock lock(&mu_);
+                     auto ks = keyspaces_by_id_.find(change.keyspace_id);
+                     if (ks == keyspaces_by_id_.end()) {
+                       return Corrupt("change (unknown keyspace)", key);
+                     }
+                     entry.keyspace = ks->second->name;
+                   }
+                   if (entry.version.origin.empty()) {
+                     return Corrupt("change (unknown origin)", key);
+                   }
+                   out.push_back(std::move(entry));
+                   return true;
+                 }));
   // A trim that started meanwhile may have removed entries under the
   // iterator.
   TALLY_RETURN_IF_ERROR(check_retained());

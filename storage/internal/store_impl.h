@@ -54,6 +54,7 @@
 #include "absl/synchronization/mutex.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/slice.h"
 #include "storage/leveldb_config.h"
@@ -105,6 +106,8 @@ struct StagedRow {
 };
 
 class StoreTreeView;
+// What ScrubRead found (store_scrub.cc).
+struct ScrubFindings;
 
 class StoreImpl : public Store {
  public:
@@ -199,6 +202,10 @@ class StoreImpl : public Store {
       const leveldb::Snapshot* snapshot,
       const absl::flat_hash_map<uint32_t, uint64_t>& in_memory,
       VerifyReport* report);
+  // ScrubLeaves' reading half: the rows of leaves [first_leaf, end),
+  // checked. REQUIRES: commit_mu_ held (the caller's).
+  absl::Status ScrubRead(const Keyspace& ks, uint64_t first_leaf, uint64_t end,
+                         ScrubReport* report, ScrubFindings* found);
   friend class StoreTreeView;
 
   // Visits the row records of `range` in `keyspace_id` at `snapshot`.
@@ -402,32 +409,22 @@ absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
   leveldb::ReadOptions read;
   read.snapshot = snapshot;
   read.fill_cache = false;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  const std::string prefix = RowKeyPrefix(keyspace_id);
   const tree::Token last = range.last_token();
-  for (it->Seek(RowKey(keyspace_id, range.first_token(), "")); it->Valid();
-       it->Next()) {
-    const leveldb::Slice k = it->key();
-    if (!k.starts_with(prefix)) break;
-    ParsedRowKey row;
-    if (!ParseRowKey(ToStringView(k), &row)) {
-      return Corrupt("row key", k.ToString());
-    }
-    if (row.token > last) break;
-    // Damaged rows are out of the tree until replaced: out of every answer.
-    if (damaged_count_.load() > 0 && IsDamaged(ToStringView(k))) {
-      continue;
-    }
-    RowHeader header;
-    absl::string_view payload;
-    if (!DecodeRowRecord(ToStringView(it->value()), &header, &payload)) {
-      return Corrupt("row", k.ToString());
-    }
-    absl::StatusOr<bool> more = fn(row.token, row.key, header, payload);
-    if (!more.ok()) return more.status();
-    if (!*more) return absl::OkStatus();
-  }
-  return FromLevelDb(it->status(), "scanning rows");
+  return ScanPrefix(
+      *db_, read, RowKeyPrefix(keyspace_id),
+      RowKey(keyspace_id, range.first_token(), ""), "scanning rows",
+      [&](absl::string_view k, absl::string_view v) -> absl::StatusOr<bool> {
+        ParsedRowKey row;
+        if (!ParseRowKey(k, &row)) return Corrupt("row key", k);
+        if (row.token > last) return false;
+        // Damaged rows are out of the tree until replaced: out of every
+        // answer.
+        if (damaged_count_.load() > 0 && IsDamaged(k)) return true;
+        RowHeader header;
+        absl::string_view payload;
+        if (!DecodeRowRecord(v, &header, &payload)) return Corrupt("row", k);
+        return fn(row.token, row.key, header, payload);
+      });
 }
 
 }  // namespace internal
