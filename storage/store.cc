@@ -171,65 +171,6 @@ std::string StoreImpl::OriginName(uint32_t id) const {
   return it == origin_names_.end() ? std::string() : it->second;
 }
 
-absl::StatusOr<tree::RowEntry> StoreImpl::ToEntry(
-    Token token, absl::string_view key, const RowHeader& header) const {
-  tree::RowEntry entry;
-  entry.token = token;
-  entry.key = std::string(key);
-  entry.version.timestamp = header.timestamp;
-  entry.version.origin = OriginName(header.origin_id);
-  if (entry.version.origin.empty()) {
-    return absl::DataLossError(absl::StrFormat(
-        "row '%s' names origin id %d, which the origin table lacks",
-        absl::CHexEscape(key), header.origin_id));
-  }
-  entry.deleted = header.deleted;
-  entry.digest = header.digest;
-  return entry;
-}
-
-bool StoreImpl::IsDamaged(absl::string_view row_key) const {
-  if (damaged_count_.load() == 0) return false;
-  absl::MutexLock lock(&mu_);
-  return damaged_.contains(row_key);
-}
-
-absl::StatusOr<std::string> StoreImpl::CheckedValue(
-    absl::string_view keyspace, Token token, absl::string_view key,
-    const RowHeader& header, absl::string_view payload) const {
-  const std::string origin = OriginName(header.origin_id);
-  if (origin.empty()) {
-    return absl::DataLossError(absl::StrFormat(
-        "row '%s' of keyspace '%s' names origin id %d, which the origin "
-        "table lacks",
-        absl::CHexEscape(key), keyspace, header.origin_id));
-  }
-  TALLY_ASSIGN_OR_RETURN(
-      std::string value,
-      backend_->ReadValue(RowLocation{keyspace, token, key}, payload));
-  // The digest covers keyspace, key, version, flag and value: a flipped
-  // byte anywhere in the record shows here, whatever LevelDB's checksums
-  // were told to verify.
-  if (token != tree::TokenOf(key) ||
-      tree::RowDigest(keyspace, key, Version{header.timestamp, origin},
-                      header.deleted, value) != header.digest) {
-    return absl::DataLossError(absl::StrFormat(
-        "row '%s' of keyspace '%s' is damaged on this node (its stored bytes "
-        "do not match its digest); it is not served, and anti-entropy "
-        "replaces it with a peer's copy",
-        absl::CHexEscape(key), keyspace));
-  }
-  return value;
-}
-
-absl::Status StoreImpl::MarkDamaged(const Keyspace* ks, Token token,
-                                    absl::Status found) {
-  const uint64_t leaf = tree::NodeIndexOf(token, ks->depth);
-  absl::StatusOr<ScrubReport> scrub = ScrubLeaves(ks->name, leaf, 1);
-  if (!scrub.ok() && found.ok()) return scrub.status();
-  return found;
-}
-
 }  // namespace internal
 
 }  // namespace storage

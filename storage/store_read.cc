@@ -112,9 +112,11 @@ absl::StatusOr<Row> StoreImpl::Get(absl::string_view keyspace,
   }
   if (!found.ok()) {
     if (!absl::IsDataLoss(found)) return found;
-    return MarkDamaged(ks, token, found);
+    // The read's error is the answer, whatever the marking found.
+    (void)MarkDamaged(*ks, token);
+    return found;
   }
-  if (block_damaged) (void)MarkDamaged(ks, token, absl::OkStatus());
+  if (block_damaged) (void)MarkDamaged(*ks, token);
   TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry, ToEntry(token, key, header));
   Row row;
   row.key = std::string(key);
@@ -142,18 +144,18 @@ absl::Status StoreImpl::ScanRows(
   // released, since marking it commits).
   std::optional<std::pair<Token, absl::Status>> damaged;
   absl::Status status = ForEachRow(
-      snapshot, ks->id, range,
-      [&](Token token, absl::string_view key, const RowHeader& header,
-          absl::string_view payload) -> absl::StatusOr<bool> {
+      snapshot, ks->id, range, [&](const StoredRow& r) -> absl::StatusOr<bool> {
+        const Token token = r.token;
+        const RowHeader& header = r.header;
         absl::StatusOr<std::string> value =
-            CheckedValue(keyspace, token, key, header, payload);
+            CheckedValue(keyspace, token, r.key, header, r.payload);
         if (absl::IsDataLoss(value.status())) {
           damaged.emplace(token, value.status());
           return false;
         }
         TALLY_RETURN_IF_ERROR(value.status());
         TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
-                               ToEntry(token, key, header));
+                               ToEntry(token, r.key, header));
         Row row;
         row.key = std::move(entry.key);
         row.value = *std::move(value);
@@ -166,7 +168,8 @@ absl::Status StoreImpl::ScanRows(
   db_->ReleaseSnapshot(snapshot);
   if (status.ok() && damaged.has_value()) {
     auto& [token, found] = *damaged;
-    return MarkDamaged(ks, token, found);
+    (void)MarkDamaged(*ks, token);
+    return found;
   }
   if (status.ok() && damaged_count_.load() > 0) {
     // Rows marked before are skipped by the scan; say so rather than

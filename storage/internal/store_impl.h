@@ -54,9 +54,9 @@
 #include "absl/synchronization/mutex.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
-#include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/slice.h"
+#include "storage/internal/snapshot_row_reader.h"
 #include "storage/leveldb_config.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
@@ -105,11 +105,11 @@ struct StagedRow {
   RowHeader header;
 };
 
-class StoreTreeView;
 // What ScrubRead found (store_scrub.cc).
 struct ScrubFindings;
 
-class StoreImpl : public Store {
+// The SnapshotRowReader it implements is what its tree views use.
+class StoreImpl : public Store, private SnapshotRowReader {
  public:
   StoreImpl(StoreOptions options, std::unique_ptr<leveldb::DB> db,
             std::unique_ptr<LevelDbConfig> config)
@@ -190,10 +190,19 @@ class StoreImpl : public Store {
                                            absl::string_view key,
                                            const RowHeader& header,
                                            absl::string_view payload) const;
-  // Recomputes the leaf of `token` (damage found by a read) and returns
-  // the read's kDataLoss error.
-  absl::Status MarkDamaged(const Keyspace* ks, tree::Token token,
-                           absl::Status found);
+  // SnapshotRowReader (store_row_reader.cc).
+  const leveldb::Snapshot* GetSnapshot() override;
+  void ReleaseSnapshot(const leveldb::Snapshot* snapshot) override;
+  absl::Status ForEachRow(const leveldb::Snapshot* snapshot,
+                          uint32_t keyspace_id, const tree::NodeRef& range,
+                          RowVisitor visit) override;
+  absl::StatusOr<tree::RowEntry> CheckedEntry(
+      const Keyspace& keyspace, const StoredRow& row) const override;
+  absl::Status MarkDamaged(const Keyspace& keyspace,
+                           tree::Token token) override;
+  void ReadTree(const Keyspace& keyspace,
+                absl::FunctionRef<void(const tree::MerkleTree&)> read)
+      const override ABSL_LOCKS_EXCLUDED(mu_);
   // This store's physical clock, for tombstone arrival times.
   tree::HlcTimestamp PhysicalNow() const;
   // Compares the rows per origin counted from the rows at `snapshot` with
@@ -202,18 +211,15 @@ class StoreImpl : public Store {
       const leveldb::Snapshot* snapshot,
       const absl::flat_hash_map<uint32_t, uint64_t>& in_memory,
       VerifyReport* report);
+  // Verify of one keyspace's rows at `snapshot`: each row's digest, with
+  // the leaves they give in `leaves`; problems go in `report`.
+  absl::Status VerifyRows(const leveldb::Snapshot* snapshot, const Keyspace& ks,
+                          std::vector<tree::NodeState>* leaves,
+                          VerifyReport* report);
   // ScrubLeaves' reading half: the rows of leaves [first_leaf, end),
   // checked. REQUIRES: commit_mu_ held (the caller's).
   absl::Status ScrubRead(const Keyspace& ks, uint64_t first_leaf, uint64_t end,
                          ScrubReport* report, ScrubFindings* found);
-  friend class StoreTreeView;
-
-  // Visits the row records of `range` in `keyspace_id` at `snapshot`.
-  // `fn(token, key, header, payload)` returns false to stop early.
-  template <typename Fn>
-  absl::Status ForEachRow(const leveldb::Snapshot* snapshot,
-                          uint32_t keyspace_id, const tree::NodeRef& range,
-                          Fn fn);
 
   absl::Status ValidateRequest(const WriteRequest& request) const;
   // Every runtime write to LevelDB goes through here: writes `batch` unless
@@ -401,31 +407,6 @@ class StoreImpl : public Store {
       const std::function<void(absl::string_view row_key,
                                const RowHeader& header)>& fn);
 };
-
-template <typename Fn>
-absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
-                                   uint32_t keyspace_id,
-                                   const tree::NodeRef& range, Fn fn) {
-  leveldb::ReadOptions read;
-  read.snapshot = snapshot;
-  read.fill_cache = false;
-  const tree::Token last = range.last_token();
-  return ScanPrefix(
-      *db_, read, RowKeyPrefix(keyspace_id),
-      RowKey(keyspace_id, range.first_token(), ""), "scanning rows",
-      [&](absl::string_view k, absl::string_view v) -> absl::StatusOr<bool> {
-        ParsedRowKey row;
-        if (!ParseRowKey(k, &row)) return Corrupt("row key", k);
-        if (row.token > last) return false;
-        // Damaged rows are out of the tree until replaced: out of every
-        // answer.
-        if (damaged_count_.load() > 0 && IsDamaged(k)) return true;
-        RowHeader header;
-        absl::string_view payload;
-        if (!DecodeRowRecord(v, &header, &payload)) return Corrupt("row", k);
-        return fn(row.token, row.key, header, payload);
-      });
-}
 
 }  // namespace internal
 }  // namespace storage
