@@ -140,9 +140,6 @@ class StoreImpl : public Store, private SnapshotRowReader {
   absl::StatusOr<WriteResult> Write(WriteRequest request) override;
   absl::StatusOr<Row> Get(absl::string_view keyspace,
                           absl::string_view key) override;
-  absl::Status ScanRows(
-      absl::string_view keyspace, const tree::NodeRef& range,
-      const std::function<absl::Status(const Row&)>& sink) override;
   absl::StatusOr<std::unique_ptr<tree::TreeView>> NewTreeView(
       absl::string_view keyspace) override;
   absl::StatusOr<KeyspaceInfo> GetKeyspace(
