@@ -392,6 +392,9 @@ class StoreImpl : public Store, private SnapshotRowReader {
   absl::flat_hash_set<std::string> damaged_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> damaged_count_{0};
 
+  // The migrations at open (store_migrations.cc). Counts the rows per
+  // origin of a store written before the counts were kept.
+  absl::Status BuildOriginRows();
   // Rewrites a tombstone index keyed by timestamp into one keyed by
   // arrival (every tombstone arriving now).
   absl::Status MigrateTombstoneIndex();
