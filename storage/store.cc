@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
 #include "storage/internal/store_impl.h"
@@ -66,22 +67,19 @@ absl::Status StoreImpl::ForEachStoredRow(
   leveldb::ReadOptions read;
   read.snapshot = snapshot;
   read.fill_cache = false;  // one pass over everything: keep the cache
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  for (it->Seek(std::string(1, internal::kRowTag));
-       it->Valid() && it->key()[0] == internal::kRowTag; it->Next()) {
-    RowHeader header;
-    absl::string_view payload;
-    const absl::string_view row_key(it->key().data(), it->key().size());
-    if (!internal::DecodeRowRecord(
-            absl::string_view(it->value().data(), it->value().size()), &header,
-            &payload)) {
-      // A damaged row that cannot be decoded is counted nowhere.
-      if (IsDamaged(row_key)) continue;
-      return Corrupt("row", it->key().ToString());
-    }
-    fn(row_key, header);
-  }
-  return FromLevelDb(it->status(), what);
+  return ScanPrefix(
+      *db_, read, TagPrefix(kRowTag), what,
+      [&](absl::string_view row_key, absl::string_view value) -> absl::Status {
+        RowHeader header;
+        absl::string_view payload;
+        if (!DecodeRowRecord(value, &header, &payload)) {
+          // A damaged row that cannot be decoded is counted nowhere.
+          if (IsDamaged(row_key)) return absl::OkStatus();
+          return Corrupt("row", row_key);
+        }
+        fn(row_key, header);
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>>
@@ -99,83 +97,24 @@ absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>>
 StoreImpl::ReadOriginRows(const leveldb::Snapshot* snapshot) {
   leveldb::ReadOptions read;
   read.snapshot = snapshot;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
   absl::flat_hash_map<uint32_t, uint64_t> counts;
-  for (it->Seek(std::string(1, internal::kOriginRowsTag));
-       it->Valid() && it->key()[0] == internal::kOriginRowsTag; it->Next()) {
-    uint32_t origin_id;
-    uint64_t rows;
-    if (!internal::ParseOriginRowsKey(ToStringView(it->key()), &origin_id) ||
-        !internal::ParseFixed64Value(ToStringView(it->value()), &rows)) {
-      return Corrupt("rows per origin", it->key().ToString());
-    }
-    counts[origin_id] = rows;
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading rows per origin"));
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      *db_, read, TagPrefix(kOriginRowsTag), "reading rows per origin",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        uint32_t origin_id;
+        uint64_t rows;
+        if (!ParseOriginRowsKey(key, &origin_id) ||
+            !ParseFixed64Value(value, &rows)) {
+          return Corrupt("rows per origin", key);
+        }
+        counts[origin_id] = rows;
+        return absl::OkStatus();
+      }));
   return counts;
 }
 
 HlcTimestamp StoreImpl::PhysicalNow() const {
   return HlcTimestamp::FromParts(clock_.PhysicalMillis(), 0);
-}
-
-absl::StatusOr<tree::RowEntry> StoreImpl::ToEntry(
-    Token token, absl::string_view key, const RowHeader& header) const {
-  tree::RowEntry entry;
-  entry.token = token;
-  entry.key = std::string(key);
-  entry.version.timestamp = header.timestamp;
-  entry.version.origin = OriginName(header.origin_id);
-  if (entry.version.origin.empty()) {
-    return absl::DataLossError(absl::StrFormat(
-        "row '%s' names origin id %d, which the origin table lacks",
-        absl::CHexEscape(key), header.origin_id));
-  }
-  entry.deleted = header.deleted;
-  entry.digest = header.digest;
-  return entry;
-}
-
-bool StoreImpl::IsDamaged(absl::string_view row_key) const {
-  if (damaged_count_.load() == 0) return false;
-  absl::MutexLock lock(&damaged_mu_);
-  return damaged_.contains(row_key);
-}
-
-absl::StatusOr<std::string> StoreImpl::CheckedValue(
-    absl::string_view keyspace, Token token, absl::string_view key,
-    const RowHeader& header, absl::string_view payload) const {
-  const std::string origin = OriginName(header.origin_id);
-  if (origin.empty()) {
-    return absl::DataLossError(absl::StrFormat(
-        "row '%s' of keyspace '%s' names origin id %d, which the origin "
-        "table lacks",
-        absl::CHexEscape(key), keyspace, header.origin_id));
-  }
-  TALLY_ASSIGN_OR_RETURN(
-      std::string value,
-      backend_->ReadValue(RowLocation{keyspace, token, key}, payload));
-  // The digest covers keyspace, key, version, flag and value: a flipped
-  // byte anywhere in the record shows here, whatever LevelDB's checksums
-  // were told to verify.
-  if (token != tree::TokenOf(key) ||
-      tree::RowDigest(keyspace, key, Version{header.timestamp, origin},
-                      header.deleted, value) != header.digest) {
-    return absl::DataLossError(absl::StrFormat(
-        "row '%s' of keyspace '%s' is damaged on this node (its stored bytes "
-        "do not match its digest); it is not served, and anti-entropy "
-        "replaces it with a peer's copy",
-        absl::CHexEscape(key), keyspace));
-  }
-  return value;
-}
-
-absl::Status StoreImpl::MarkDamaged(const Keyspace* ks, Token token,
-                                    absl::Status found) {
-  const uint64_t leaf = tree::NodeIndexOf(token, ks->depth);
-  absl::StatusOr<ScrubReport> scrub = ScrubLeaves(ks->name, leaf, 1);
-  if (!scrub.ok() && found.ok()) return scrub.status();
-  return found;
 }
 
 }  // namespace internal

@@ -91,14 +91,6 @@ class Store {
   virtual absl::StatusOr<Row> Get(absl::string_view keyspace,
                                   absl::string_view key) = 0;
 
-  // Streams the rows of a token range of a keyspace, in (token, key) order,
-  // from one snapshot. Stops at the first error of `sink`. Returns kDataLoss
-  // naming the row when it meets a damaged one (as Get() finds them: the
-  // row is marked for repair), never a damaged value.
-  virtual absl::Status ScanRows(
-      absl::string_view keyspace, const tree::NodeRef& range,
-      const std::function<absl::Status(const Row&)>& sink) = 0;
-
   // A TreeView over one keyspace for the diff algorithm; each call reads one
   // LevelDB snapshot. kNotFound for an unknown keyspace. The view must not
   // outlive the store. Damaged rows are left out of its answers (listed

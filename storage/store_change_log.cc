@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
 #include "storage/internal/store_impl.h"

@@ -1,6 +1,8 @@
-// Opening a store: Store::Open (the directory checks and LevelDB's opens),
-// StoreImpl::Load (identity, metadata, keyspaces, origins, leaves) and the
-// migrations of older stores (the tombstone index).
+// Opening a store: Store::Open (the directory checks and LevelDB's opens)
+// and StoreImpl::Load (identity, metadata, origins, keyspaces, leaves,
+// damage marks), which reads everything first and installs it under the
+// lock at the end. The migrations of older stores it runs are in
+// store_migrations.cc.
 #include <leveldb/db.h>
 #include <leveldb/write_batch.h>
 
@@ -12,11 +14,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/leveldb_write.h"
+#include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
 #include "storage/internal/slice.h"
@@ -29,171 +35,226 @@ namespace tally {
 namespace storage {
 namespace internal {
 
-using tree::HlcTimestamp;
-using tree::Token;
+namespace {
 
-absl::Status StoreImpl::Load() {
+// The metadata records Load reads, before it installs them under the lock.
+// The defaults are a store's before its first commit.
+struct Metadata {
+  std::string node_name;
+  Epoch epoch = 0;
+  Sequence last_sequence = 0;
+  uint32_t next_keyspace_id = 1;
+  Sequence leaves_sequence = 0;
+  uint32_t next_origin_id = kLocalOriginId + 1;
+  Sequence trimmed_through = 0;
+  bool tombstones_indexed = false;
+  bool tombstones_by_arrival = false;
+};
+
+// One metadata record: its name, what a corruption message calls it, and
+// how its value is parsed into Metadata (false: malformed). The format and
+// origin_rows records are read before, by the format check and the
+// migration; a name not listed is ignored.
+struct MetadataField {
+  absl::string_view name;
+  absl::string_view what;
+  bool (*parse)(absl::string_view value, Metadata* m);
+};
+
+constexpr MetadataField kMetadataFields[] = {
+    {kMetaNodeName, "node name",
+     [](absl::string_view v, Metadata* m) {
+       m->node_name = std::string(v);
+       return true;
+     }},
+    {kMetaEpoch, "epoch",
+     [](absl::string_view v, Metadata* m) {
+       return ParseFixed64Value(v, &m->epoch);
+     }},
+    {kMetaLastSequence, "last sequence",
+     [](absl::string_view v, Metadata* m) {
+       return ParseFixed64Value(v, &m->last_sequence);
+     }},
+    {kMetaNextKeyspaceId, "keyspace counter",
+     [](absl::string_view v, Metadata* m) {
+       return ParseFixed32Value(v, &m->next_keyspace_id);
+     }},
+    {kMetaLeavesSequence, "leaves sequence",
+     [](absl::string_view v, Metadata* m) {
+       return ParseFixed64Value(v, &m->leaves_sequence);
+     }},
+    {kMetaNextOriginId, "origin counter",
+     [](absl::string_view v, Metadata* m) {
+       return ParseFixed32Value(v, &m->next_origin_id);
+     }},
+    {kMetaTrimmedThrough, "trimmed sequence",
+     [](absl::string_view v, Metadata* m) {
+       return ParseFixed64Value(v, &m->trimmed_through);
+     }},
+    // Markers: their presence is the fact.
+    {kMetaTombstoneIndex, "tombstone index marker",
+     [](absl::string_view, Metadata* m) {
+       m->tombstones_indexed = true;
+       return true;
+     }},
+    {kMetaTombstoneArrival, "tombstone arrival marker",
+     [](absl::string_view, Metadata* m) {
+       m->tombstones_by_arrival = true;
+       return true;
+     }},
+};
+
+absl::StatusOr<Metadata> ReadMetadata(leveldb::DB& db) {
+  Metadata metadata;
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      db, leveldb::ReadOptions(), TagPrefix(kMetaTag), "reading metadata",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        absl::string_view name;
+        ParseMetaKey(key, &name);  // the tag: sought
+        for (const MetadataField& field : kMetadataFields) {
+          if (field.name != name) continue;
+          if (!field.parse(value, &metadata)) return Corrupt(field.what, name);
+          break;
+        }
+        return absl::OkStatus();
+      }));
+  return metadata;
+}
+
+// A new store (no format record) gets its identity in one batch; an
+// existing one must have this build's format.
+absl::Status CreateOrCheckFormat(leveldb::DB& db,
+                                 const std::string& node_name) {
   std::string value;
-  leveldb::ReadOptions read;
   const leveldb::Status format_status =
-      db_->Get(read, internal::MetaKey(internal::kMetaFormat), &value);
-  if (format_status.IsNotFound()) {
-    // A new store: write its identity in one batch.
-    TALLY_RETURN_IF_ERROR(ValidateNodeName(options_.node_name));
-    std::random_device random;
-    do {
-      epoch_ = (uint64_t{random()} << 32) | random();
-    } while (epoch_ == 0);
-    node_name_ = options_.node_name;
-    leveldb::WriteBatch batch;
-    batch.Put(internal::MetaKey(internal::kMetaFormat),
-              Fixed32String(internal::kFormatVersion));
-    batch.Put(internal::MetaKey(internal::kMetaNodeName), node_name_);
-    batch.Put(internal::MetaKey(internal::kMetaEpoch), Fixed64String(epoch_));
-    batch.Put(internal::OriginByIdKey(kLocalOriginId), node_name_);
-    batch.Put(internal::OriginByNameKey(node_name_),
-              Fixed32String(kLocalOriginId));
-    batch.Put(internal::MetaKey(internal::kMetaNextOriginId),
-              Fixed32String(kLocalOriginId + 1));
-    batch.Put(internal::MetaKey(internal::kMetaOriginRows), Fixed32String(1));
-    batch.Put(internal::MetaKey(internal::kMetaTombstoneIndex), "");
-    batch.Put(internal::MetaKey(internal::kMetaTombstoneArrival), "");
-    leveldb::WriteOptions write;
-    write.sync = true;
-    TALLY_RETURN_IF_ERROR(
-        FromLevelDb(db_->Write(write, &batch), "writing a new store"));
-  } else {
+      db.Get(leveldb::ReadOptions(), MetaKey(kMetaFormat), &value);
+  if (!format_status.IsNotFound()) {
     TALLY_RETURN_IF_ERROR(FromLevelDb(format_status, "reading the format"));
     uint32_t format;
-    if (!internal::ParseFixed32Value(value, &format)) {
-      return Corrupt("format", internal::kMetaFormat);
+    if (!ParseFixed32Value(value, &format)) {
+      return Corrupt("format", kMetaFormat);
     }
-    if (format != internal::kFormatVersion) {
+    if (format != kFormatVersion) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "the store has format version %d; this build reads version %d "
           "only",
-          format, internal::kFormatVersion));
+          format, kFormatVersion));
     }
+    return absl::OkStatus();
   }
+  TALLY_RETURN_IF_ERROR(ValidateNodeName(node_name));
+  std::random_device random;
+  Epoch epoch;
+  do {
+    epoch = (uint64_t{random()} << 32) | random();
+  } while (epoch == 0);
+  leveldb::WriteBatch batch;
+  batch.Put(MetaKey(kMetaFormat), Fixed32String(kFormatVersion));
+  batch.Put(MetaKey(kMetaNodeName), node_name);
+  batch.Put(MetaKey(kMetaEpoch), Fixed64String(epoch));
+  batch.Put(OriginByIdKey(kLocalOriginId), node_name);
+  batch.Put(OriginByNameKey(node_name), Fixed32String(kLocalOriginId));
+  batch.Put(MetaKey(kMetaNextOriginId), Fixed32String(kLocalOriginId + 1));
+  batch.Put(MetaKey(kMetaOriginRows), Fixed32String(1));
+  batch.Put(MetaKey(kMetaTombstoneIndex), "");
+  batch.Put(MetaKey(kMetaTombstoneArrival), "");
+  return WriteBatchTo(db, &batch, /*sync=*/true, "writing a new store");
+}
 
-  // A store written before the per-origin counts were kept is counted
-  // once, from its rows, and marked.
-  value.clear();
-  const leveldb::Status counted =
-      db_->Get(read, internal::MetaKey(internal::kMetaOriginRows), &value);
-  if (counted.IsNotFound()) {
-    TALLY_ASSIGN_OR_RETURN(auto counts, CountOriginRows(nullptr));
-    leveldb::WriteBatch batch;
-    for (const auto& [id, rows] : counts) {
-      batch.Put(internal::OriginRowsKey(id), Fixed64String(rows));
-    }
-    batch.Put(internal::MetaKey(internal::kMetaOriginRows), Fixed32String(1));
-    leveldb::WriteOptions write;
-    write.sync = true;
-    TALLY_RETURN_IF_ERROR(
-        FromLevelDb(db_->Write(write, &batch), "writing the rows per origin"));
-  } else {
-    TALLY_RETURN_IF_ERROR(FromLevelDb(counted, "reading the metadata"));
-  }
+absl::StatusOr<absl::flat_hash_map<uint32_t, std::string>> ReadOrigins(
+    leveldb::DB& db) {
+  absl::flat_hash_map<uint32_t, std::string> origins;
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      db, leveldb::ReadOptions(), TagPrefix(kOriginByIdTag), "reading origins",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        uint32_t id;
+        if (!ParseOriginByIdKey(key, &id)) return Corrupt("origin", key);
+        origins[id] = std::string(value);
+        return absl::OkStatus();
+      }));
+  return origins;
+}
+
+// The keyspaces (their trees are built from the leaves).
+absl::StatusOr<std::vector<Keyspace>> ReadKeyspaces(leveldb::DB& db) {
+  std::vector<Keyspace> keyspaces;
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      db, leveldb::ReadOptions(), TagPrefix(kKeyspaceTag), "reading keyspaces",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        absl::string_view name;
+        ParseKeyspaceKey(key, &name);  // the tag: sought
+        KeyspaceRecord record;
+        if (!ParseKeyspaceRecord(value, &record)) {
+          return Corrupt("keyspace", name);
+        }
+        if (record.depth < tree::kMinDepth || record.depth > tree::kMaxDepth) {
+          return Corrupt("keyspace depth", name);
+        }
+        keyspaces.push_back(
+            Keyspace{std::string(name), KeyspaceId(record.id), record.depth});
+        return absl::OkStatus();
+      }));
+  return keyspaces;
+}
+
+absl::StatusOr<absl::flat_hash_set<std::string>> ReadDamageMarks(
+    leveldb::DB& db) {
+  absl::flat_hash_set<std::string> damaged;
+  TALLY_RETURN_IF_ERROR(
+      ScanPrefix(db, leveldb::ReadOptions(), TagPrefix(kDamagedTag),
+                 "reading damaged rows",
+                 [&](absl::string_view key, absl::string_view) -> absl::Status {
+                   absl::string_view row_key;
+                   ParseDamagedKey(key, &row_key);  // the tag: sought
+                   damaged.insert(std::string(row_key));
+                   return absl::OkStatus();
+                 }));
+  return damaged;
+}
+
+}  // namespace
+
+absl::Status StoreImpl::Load() {
+  TALLY_RETURN_IF_ERROR(CreateOrCheckFormat(*db_, options_.node_name));
+  TALLY_RETURN_IF_ERROR(BuildOriginRows());
   TALLY_ASSIGN_OR_RETURN(auto origin_rows, ReadOriginRows(nullptr));
+  TALLY_ASSIGN_OR_RETURN(Metadata metadata, ReadMetadata(*db_));
+  if (metadata.node_name.empty() || metadata.epoch == 0) {
+    return absl::DataLossError("the store's node name or epoch is missing");
+  }
+  if (!options_.node_name.empty() && options_.node_name != metadata.node_name) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the store belongs to node '%s', not '%s'; a node keeps its name "
+        "for the life of its data directory",
+        metadata.node_name, options_.node_name));
+  }
+  TALLY_ASSIGN_OR_RETURN(auto origins, ReadOrigins(*db_));
+  TALLY_ASSIGN_OR_RETURN(std::vector<Keyspace> keyspaces, ReadKeyspaces(*db_));
+  TALLY_ASSIGN_OR_RETURN(auto damaged, ReadDamageMarks(*db_));
 
-  // Every metadata record, origin and keyspace, then the leaves.
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
+  node_name_ = std::move(metadata.node_name);
+  epoch_ = metadata.epoch;
+  change_log_.Recover(metadata.last_sequence, metadata.trimmed_through);
+  leaf_checkpoints_.Recover(metadata.leaves_sequence);
+  catalogue_.RecoverNextIds(KeyspaceId(metadata.next_keyspace_id),
+                            OriginId(metadata.next_origin_id));
   {
     absl::flat_hash_map<OriginId, uint64_t> rows;
     for (const auto& [id, count] : origin_rows) rows[OriginId(id)] = count;
     catalogue_.RecoverOriginRows(std::move(rows));
   }
-  bool tombstones_indexed = false;
-  bool tombstones_by_arrival = false;
-  Sequence last_sequence = 0;
-  Sequence trimmed_through = 0;
-  Sequence leaves_sequence = 0;
-  uint32_t next_keyspace_id = 1;
-  uint32_t next_origin_id = kLocalOriginId + 1;
-  for (it->Seek(std::string(1, internal::kMetaTag));
-       it->Valid() && it->key()[0] == internal::kMetaTag; it->Next()) {
-    absl::string_view name;
-    internal::ParseMetaKey(ToStringView(it->key()), &name);  // the tag: sought
-    const absl::string_view v = ToStringView(it->value());
-    if (name == internal::kMetaNodeName) {
-      node_name_ = std::string(v);
-    } else if (name == internal::kMetaEpoch) {
-      if (!ParseFixed64Value(v, &epoch_)) return Corrupt("epoch", name);
-    } else if (name == internal::kMetaLastSequence) {
-      if (!ParseFixed64Value(v, &last_sequence))
-        return Corrupt("last sequence", name);
-    } else if (name == internal::kMetaNextKeyspaceId) {
-      if (!ParseFixed32Value(v, &next_keyspace_id))
-        return Corrupt("keyspace counter", name);
-    } else if (name == internal::kMetaLeavesSequence) {
-      if (!ParseFixed64Value(v, &leaves_sequence))
-        return Corrupt("leaves sequence", name);
-    } else if (name == internal::kMetaNextOriginId) {
-      if (!ParseFixed32Value(v, &next_origin_id))
-        return Corrupt("origin counter", name);
-    } else if (name == internal::kMetaTrimmedThrough) {
-      if (!ParseFixed64Value(v, &trimmed_through))
-        return Corrupt("trimmed sequence", name);
-    } else if (name == internal::kMetaTombstoneIndex) {
-      tombstones_indexed = true;
-    } else if (name == internal::kMetaTombstoneArrival) {
-      tombstones_by_arrival = true;
-    }
+  for (auto& [id, name] : origins) {
+    catalogue_.RecoverOrigin(OriginId(id), std::move(name));
   }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading metadata"));
-  change_log_.Recover(last_sequence, trimmed_through);
-  leaf_checkpoints_.Recover(leaves_sequence);
-  catalogue_.RecoverNextIds(KeyspaceId(next_keyspace_id),
-                            OriginId(next_origin_id));
-  if (node_name_.empty() || epoch_ == 0) {
-    return absl::DataLossError("the store's node name or epoch is missing");
-  }
-  if (!options_.node_name.empty() && options_.node_name != node_name_) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the store belongs to node '%s', not '%s'; a node keeps its name "
-        "for the life of its data directory",
-        node_name_, options_.node_name));
-  }
-
-  for (it->Seek(std::string(1, internal::kOriginByIdTag));
-       it->Valid() && it->key()[0] == internal::kOriginByIdTag; it->Next()) {
-    uint32_t id;
-    if (!internal::ParseOriginByIdKey(ToStringView(it->key()), &id)) {
-      return Corrupt("origin", it->key().ToString());
-    }
-    catalogue_.RecoverOrigin(OriginId(id), it->value().ToString());
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading origins"));
-
-  std::vector<Keyspace> keyspaces;
-  for (it->Seek(std::string(1, internal::kKeyspaceTag));
-       it->Valid() && it->key()[0] == internal::kKeyspaceTag; it->Next()) {
-    absl::string_view key_name;
-    internal::ParseKeyspaceKey(ToStringView(it->key()), &key_name);  // sought
-    const std::string name(key_name);
-    internal::KeyspaceRecord record;
-    if (!internal::ParseKeyspaceRecord(ToStringView(it->value()), &record)) {
-      return Corrupt("keyspace", name);
-    }
-    Keyspace ks{name, KeyspaceId(record.id), record.depth};
-    if (ks.depth < tree::kMinDepth || ks.depth > tree::kMaxDepth) {
-      return Corrupt("keyspace depth", name);
-    }
-    keyspaces.push_back(std::move(ks));
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading keyspaces"));
-
   // Leaves: O(leaves) plus the changes since the last checkpoint, never
-  // the rows.
+  // the rows. Leaves the replay changed differ from their checkpoint: the
+  // next checkpoint must write them.
   for (Keyspace& ks : keyspaces) {
-    // Leaves the replay changed differ from their checkpoint: the next
-    // checkpoint must write them.
     std::vector<uint32_t> replayed;
     TALLY_ASSIGN_OR_RETURN(
         std::vector<tree::NodeState> leaves,
         leaf_checkpoints_.RecoverLeaves(nullptr, ks.id, ks.depth,
-                                        leaves_sequence, &replayed));
+                                        metadata.leaves_sequence, &replayed));
     for (uint32_t leaf : replayed) {
       leaf_checkpoints_.MarkDirty(LeafRef{ks.id, leaf});
     }
@@ -202,72 +263,15 @@ absl::Status StoreImpl::Load() {
         tree::MerkleTree::FromLeaves(ks.depth, std::move(leaves)));
     catalogue_.RecoverKeyspace(std::move(ks), std::move(tree));
   }
-  absl::flat_hash_set<std::string> damaged;
-  for (it->Seek(std::string(1, internal::kDamagedTag));
-       it->Valid() && it->key()[0] == internal::kDamagedTag; it->Next()) {
-    absl::string_view row_key;
-    internal::ParseDamagedKey(ToStringView(it->key()), &row_key);  // sought
-    damaged.insert(std::string(row_key));
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading damaged rows"));
   {
     absl::MutexLock lock(&damaged_mu_);
     damaged_ = std::move(damaged);
     damaged_count_.store(damaged_.size());
   }
-  if (!tombstones_indexed) return IndexTombstones();
-  if (!tombstones_by_arrival) return MigrateTombstoneIndex();
+  // Outside the lock: the migrations read the damage marks through it.
+  if (!metadata.tombstones_indexed) return IndexTombstones();
+  if (!metadata.tombstones_by_arrival) return MigrateTombstoneIndex();
   return absl::OkStatus();
-}
-
-absl::Status StoreImpl::IndexTombstones() {
-  // One pass over the rows, once in the life of a store; one batch, so
-  // that the index is complete or absent.
-  // Their arrival is unknown: they count as arriving now, so they are
-  // purged later than their age says, never earlier.
-  const HlcTimestamp now = PhysicalNow();
-  leveldb::WriteBatch batch;
-  TALLY_RETURN_IF_ERROR(
-      ForEachStoredRow(nullptr, "indexing tombstones",
-                       [&](absl::string_view row_key, const RowHeader& header) {
-                         if (header.deleted) {
-                           batch.Put(internal::TombstoneKey(now, row_key),
-                                     EncodeTombstoneValue(header.timestamp));
-                         }
-                       }));
-  batch.Put(internal::MetaKey(internal::kMetaTombstoneIndex), "");
-  batch.Put(internal::MetaKey(internal::kMetaTombstoneArrival), "");
-  leveldb::WriteOptions write;
-  write.sync = true;
-  return FromLevelDb(db_->Write(write, &batch), "indexing tombstones");
-}
-
-absl::Status StoreImpl::MigrateTombstoneIndex() {
-  // Once in the life of a store, one batch: the index is either all keyed
-  // by timestamp (empty values) or all by arrival.
-  const HlcTimestamp now = PhysicalNow();
-  leveldb::WriteBatch batch;
-  leveldb::ReadOptions read;
-  read.fill_cache = false;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  for (it->Seek(std::string(1, internal::kTombstoneTag));
-       it->Valid() && it->key()[0] == internal::kTombstoneTag; it->Next()) {
-    // Keyed by the tombstone's timestamp: it becomes the value.
-    internal::ParsedTombstoneKey old;
-    if (!internal::ParseTombstoneKey(ToStringView(it->key()), &old)) {
-      return Corrupt("tombstone index", it->key().ToString());
-    }
-    batch.Delete(it->key());
-    batch.Put(internal::TombstoneKey(now, old.row_key),
-              internal::EncodeTombstoneValue(old.arrival));
-  }
-  TALLY_RETURN_IF_ERROR(
-      FromLevelDb(it->status(), "reading the tombstone index"));
-  batch.Put(internal::MetaKey(internal::kMetaTombstoneArrival), "");
-  leveldb::WriteOptions write;
-  write.sync = true;
-  return FromLevelDb(db_->Write(write, &batch),
-                     "rewriting the tombstone index by arrival");
 }
 
 }  // namespace internal

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
 #include "storage/internal/slice.h"
@@ -72,49 +73,50 @@ absl::StatusOr<uint64_t> StoreImpl::PurgeTombstones(tree::HlcTimestamp before,
   // Index records visited: removed once the erases are committed (a
   // record whose row is no longer that tombstone is stale).
   leveldb::WriteBatch visited;
-  {
-    std::unique_ptr<leveldb::Iterator> it(
-        db_->NewIterator(leveldb::ReadOptions()));
-    for (it->Seek(std::string(1, internal::kTombstoneTag));
-         it->Valid() && it->key().compare(end) < 0 && erases.size() < limit;
-         it->Next()) {
-      internal::ParsedTombstoneKey index;
-      internal::ParsedRowKey row;
-      HlcTimestamp tombstone;
-      if (!internal::ParseTombstoneKey(ToStringView(it->key()), &index) ||
-          !internal::ParseRowKey(index.row_key, &row) || row.key.empty() ||
-          !internal::DecodeTombstoneValue(ToStringView(it->value()),
-                                          &tombstone)) {
-        return Corrupt("tombstone index", it->key().ToString());
-      }
-      const absl::string_view row_key = index.row_key;
-      // A damaged row waits for a peer's copy, which brings its own record.
-      if (IsDamaged(row_key)) continue;
-      visited.Delete(it->key());
-      std::string record;
-      const leveldb::Status s =
-          db_->Get(leveldb::ReadOptions(), std::string(row_key), &record);
-      if (s.IsNotFound()) continue;  // erased since
-      TALLY_RETURN_IF_ERROR(FromLevelDb(s, "reading a tombstone"));
-      RowHeader header;
-      absl::string_view payload;
-      if (!internal::DecodeRowRecord(record, &header, &payload)) {
-        return Corrupt("row", row_key);
-      }
-      // Written again since (and maybe deleted again: that tombstone has
-      // its own, later, record).
-      if (!header.deleted || header.timestamp != tombstone) continue;
-      Mutation m;
-      const Keyspace* ks = catalogue_.Find(KeyspaceId(row.keyspace_id));
-      if (ks == nullptr) return Corrupt("row", row_key);
-      m.keyspace = ks->name;
-      m.key = std::string(row.key);
-      m.erase = true;
-      m.version = Version{header.timestamp, OriginName(header.origin_id)};
-      erases.push_back(std::move(m));
-    }
-    TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading tombstones"));
-  }
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      *db_, leveldb::ReadOptions(), TagPrefix(kTombstoneTag),
+      "reading tombstones",
+      [&](absl::string_view index_key,
+          absl::string_view value) -> absl::StatusOr<bool> {
+        if (index_key >= absl::string_view(end) || erases.size() >= limit) {
+          return false;
+        }
+        ParsedTombstoneKey index;
+        ParsedRowKey row;
+        HlcTimestamp tombstone;
+        if (!ParseTombstoneKey(index_key, &index) ||
+            !ParseRowKey(index.row_key, &row) || row.key.empty() ||
+            !DecodeTombstoneValue(value, &tombstone)) {
+          return Corrupt("tombstone index", index_key);
+        }
+        const absl::string_view row_key = index.row_key;
+        // A damaged row waits for a peer's copy, which brings its own
+        // record.
+        if (IsDamaged(row_key)) return true;
+        visited.Delete(leveldb::Slice(index_key.data(), index_key.size()));
+        std::string record;
+        const leveldb::Status s =
+            db_->Get(leveldb::ReadOptions(), std::string(row_key), &record);
+        if (s.IsNotFound()) return true;  // erased since
+        TALLY_RETURN_IF_ERROR(FromLevelDb(s, "reading a tombstone"));
+        RowHeader header;
+        absl::string_view payload;
+        if (!DecodeRowRecord(record, &header, &payload)) {
+          return Corrupt("row", row_key);
+        }
+        // Written again since (and maybe deleted again: that tombstone has
+        // its own, later, record).
+        if (!header.deleted || header.timestamp != tombstone) return true;
+        Mutation m;
+        const Keyspace* ks = catalogue_.Find(KeyspaceId(row.keyspace_id));
+        if (ks == nullptr) return Corrupt("row", row_key);
+        m.keyspace = ks->name;
+        m.key = std::string(row.key);
+        m.erase = true;
+        m.version = Version{header.timestamp, OriginName(header.origin_id)};
+        erases.push_back(std::move(m));
+        return true;
+      }));
   uint64_t purged = 0;
   for (size_t i = 0; i < erases.size(); i += options_.max_batch_mutations) {
     WriteRequest request;

@@ -112,9 +112,11 @@ absl::StatusOr<Row> StoreImpl::Get(absl::string_view keyspace,
   }
   if (!found.ok()) {
     if (!absl::IsDataLoss(found)) return found;
-    return MarkDamaged(ks, token, found);
+    // The read's error is the answer, whatever the marking found.
+    (void)MarkDamaged(*ks, token);
+    return found;
   }
-  if (block_damaged) (void)MarkDamaged(ks, token, absl::OkStatus());
+  if (block_damaged) (void)MarkDamaged(*ks, token);
   TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry, ToEntry(token, key, header));
   Row row;
   row.key = std::string(key);
@@ -123,72 +125,6 @@ absl::StatusOr<Row> StoreImpl::Get(absl::string_view keyspace,
   row.deleted = header.deleted;
   row.digest = header.digest;
   return row;
-}
-
-absl::Status StoreImpl::ScanRows(
-    absl::string_view keyspace, const NodeRef& range,
-    const std::function<absl::Status(const Row&)>& sink) {
-  if (!range.IsValid()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid token range: ", range.DebugString()));
-  }
-  const Keyspace* ks = FindKeyspace(keyspace);
-  if (ks == nullptr) {
-    return absl::NotFoundError(
-        absl::StrFormat("keyspace '%s' does not exist", keyspace));
-  }
-  const leveldb::Snapshot* snapshot = db_->GetSnapshot();
-  // A damaged row ends the scan with kDataLoss (after the snapshot is
-  // released, since marking it commits).
-  std::optional<std::pair<Token, absl::Status>> damaged;
-  absl::Status status = ForEachRow(
-      snapshot, ks->id.value(), range,
-      [&](Token token, absl::string_view key, const RowHeader& header,
-          absl::string_view payload) -> absl::StatusOr<bool> {
-        absl::StatusOr<std::string> value =
-            CheckedValue(keyspace, token, key, header, payload);
-        if (absl::IsDataLoss(value.status())) {
-          damaged.emplace(token, value.status());
-          return false;
-        }
-        TALLY_RETURN_IF_ERROR(value.status());
-        TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
-                               ToEntry(token, key, header));
-        Row row;
-        row.key = std::move(entry.key);
-        row.value = *std::move(value);
-        row.version = std::move(entry.version);
-        row.deleted = header.deleted;
-        row.digest = header.digest;
-        TALLY_RETURN_IF_ERROR(sink(row));
-        return true;
-      });
-  db_->ReleaseSnapshot(snapshot);
-  if (status.ok() && damaged.has_value()) {
-    auto& [token, found] = *damaged;
-    return MarkDamaged(ks, token, found);
-  }
-  if (status.ok() && damaged_count_.load() > 0) {
-    // Rows marked before are skipped by the scan; say so rather than
-    // answer without them.
-    const std::string first =
-        internal::RowKey(ks->id.value(), range.first_token(), "");
-    const std::string prefix = internal::RowKeyPrefix(ks->id.value());
-    absl::MutexLock lock(&damaged_mu_);
-    for (const std::string& row_key : damaged_) {
-      internal::ParsedRowKey parsed;
-      if (!internal::ParseRowKey(row_key, &parsed) ||
-          !absl::StartsWith(row_key, prefix) || row_key < first ||
-          parsed.token > range.last_token()) {
-        continue;
-      }
-      return absl::DataLossError(absl::StrFormat(
-          "row '%s' of keyspace '%s' is damaged on this node; it is not "
-          "served, and anti-entropy replaces it with a peer's copy",
-          absl::CHexEscape(parsed.key), keyspace));
-    }
-  }
-  return status;
 }
 
 absl::StatusOr<std::unique_ptr<tree::TreeView>> StoreImpl::NewTreeView(

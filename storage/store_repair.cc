@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
 #include "storage/internal/slice.h"
@@ -38,6 +39,8 @@ using internal::Fixed64String;
 using internal::FromLevelDb;
 using internal::kLocalOriginId;
 using internal::RowHeader;
+using internal::ScanPrefix;
+using internal::TagPrefix;
 using internal::ToStringView;
 using tree::Digest128;
 using tree::HlcTimestamp;
@@ -51,6 +54,72 @@ bool IsLevelDbLog(const std::string& name) {
                      [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// What the rows are checked against: the keyspace and origin tables.
+struct RepairTables {
+  struct Keyspace {
+    std::string name;
+    int depth;
+  };
+  absl::flat_hash_map<uint32_t, Keyspace> keyspaces;
+  uint32_t next_keyspace_id = 1;
+  absl::flat_hash_map<uint32_t, std::string> origins;
+  uint32_t next_origin_id = kLocalOriginId + 1;
+};
+
+absl::StatusOr<RepairTables> ReadTables(leveldb::DB& db) {
+  RepairTables tables;
+  const leveldb::ReadOptions read;
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      db, read, TagPrefix(internal::kKeyspaceTag), "reading keyspaces",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        absl::string_view name;
+        internal::KeyspaceRecord record;
+        internal::ParseKeyspaceKey(key, &name);  // sought
+        if (!internal::ParseKeyspaceRecord(value, &record)) {
+          return absl::OkStatus();  // Open reports it
+        }
+        tables.keyspaces[record.id] = {std::string(name), record.depth};
+        tables.next_keyspace_id =
+            std::max(tables.next_keyspace_id, record.id + 1);
+        return absl::OkStatus();
+      }));
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      db, read, TagPrefix(internal::kOriginByIdTag), "reading origins",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        uint32_t id;
+        if (!internal::ParseOriginByIdKey(key, &id)) return absl::OkStatus();
+        tables.origins[id] = std::string(value);
+        tables.next_origin_id = std::max(tables.next_origin_id, id + 1);
+        return absl::OkStatus();
+      }));
+  return tables;
+}
+
+// The last sequence: the newest change entry may be newer than the
+// counter that survived.
+absl::StatusOr<Sequence> LastSequence(leveldb::DB& db) {
+  const leveldb::ReadOptions read;
+  Sequence last_sequence = 0;
+  std::string value;
+  Sequence stored_last;
+  if (db.Get(read, internal::MetaKey(internal::kMetaLastSequence), &value)
+          .ok() &&
+      internal::ParseFixed64Value(value, &stored_last)) {
+    last_sequence = stored_last;
+  }
+  std::unique_ptr<leveldb::Iterator> it(db.NewIterator(read));
+  it->Seek(internal::TagPrefix(static_cast<char>(internal::kChangeTag + 1)));
+  it->Valid() ? it->Prev() : it->SeekToLast();
+  Sequence newest_change;
+  if (it->Valid() &&
+      internal::ParseChangeKey(ToStringView(it->key()), &newest_change)) {
+    last_sequence = std::max(last_sequence, newest_change);
+  }
+  TALLY_RETURN_IF_ERROR(
+      FromLevelDb(it->status(), "reading the repaired store"));
+  return last_sequence;
+}
+
 // Rewrites, from the rows, every record derived from them: the leaves
 // (the checkpoint then needs no replay), the rows per origin, the tombstone
 // index, and the counters. After RepairDB these may be older than the rows
@@ -62,91 +131,65 @@ bool IsLevelDbLog(const std::string& name) {
 absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
                                                RowBackend& backend) {
   leveldb::ReadOptions read;
-  std::unique_ptr<leveldb::Iterator> it(db->NewIterator(read));
   leveldb::WriteBatch batch;
-  auto starts_with = [&it](char tag) {
-    return it->Valid() && it->key().size() > 0 && it->key()[0] == tag;
-  };
-  struct KeyspaceRecord {
-    std::string name;
-    int depth;
-  };
-  absl::flat_hash_map<uint32_t, KeyspaceRecord> keyspaces;
-  uint32_t next_keyspace_id = 1;
-  for (it->Seek(std::string(1, internal::kKeyspaceTag));
-       starts_with(internal::kKeyspaceTag); it->Next()) {
-    absl::string_view name;
-    internal::KeyspaceRecord record;
-    internal::ParseKeyspaceKey(ToStringView(it->key()), &name);  // sought
-    if (!internal::ParseKeyspaceRecord(ToStringView(it->value()), &record)) {
-      continue;  // Open reports it
-    }
-    keyspaces[record.id] = KeyspaceRecord{std::string(name), record.depth};
-    next_keyspace_id = std::max(next_keyspace_id, record.id + 1);
-  }
-  uint32_t next_origin_id = kLocalOriginId + 1;
-  absl::flat_hash_map<uint32_t, std::string> origins;
-  for (it->Seek(std::string(1, internal::kOriginByIdTag));
-       starts_with(internal::kOriginByIdTag); it->Next()) {
-    uint32_t id;
-    if (!internal::ParseOriginByIdKey(ToStringView(it->key()), &id)) continue;
-    origins[id] = it->value().ToString();
-    next_origin_id = std::max(next_origin_id, id + 1);
-  }
+  TALLY_ASSIGN_OR_RETURN(const RepairTables tables, ReadTables(*db));
   // Damage marks go too: a row that is still damaged is removed below, and
   // one that RepairDB found sound again needs no mark.
   for (const char tag : {internal::kLeafTag, internal::kOriginRowsTag,
                          internal::kTombstoneTag, internal::kDamagedTag}) {
-    for (it->Seek(std::string(1, tag)); starts_with(tag); it->Next()) {
-      batch.Delete(it->key());
-    }
+    TALLY_RETURN_IF_ERROR(ScanPrefix(
+        *db, read, TagPrefix(tag), "reading derived records",
+        [&](absl::string_view key, absl::string_view) -> absl::Status {
+          batch.Delete(leveldb::Slice(key.data(), key.size()));
+          return absl::OkStatus();
+        }));
   }
   absl::flat_hash_map<uint64_t, tree::NodeState> leaves;
   absl::flat_hash_map<uint32_t, uint64_t> origin_rows;
   uint64_t removed = 0;
   const HlcTimestamp repaired_at = HlcTimestamp::FromParts(
       static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())), 0);
-  for (it->Seek(std::string(1, internal::kRowTag));
-       starts_with(internal::kRowTag); it->Next()) {
-    const absl::string_view row_key = ToStringView(it->key());
-    internal::ParsedRowKey parsed;
-    RowHeader header;
-    absl::string_view payload;
-    bool sound =
-        internal::ParseRowKey(row_key, &parsed) && !parsed.key.empty() &&
-        internal::DecodeRowRecord(ToStringView(it->value()), &header, &payload);
-    const uint32_t ks_id = sound ? parsed.keyspace_id : 0;
-    const Token token = sound ? parsed.token : 0;
-    auto ks = keyspaces.find(ks_id);
-    auto origin = origins.find(header.origin_id);
-    sound = sound && ks != keyspaces.end() && origin != origins.end();
-    if (sound) {
-      const absl::string_view key = parsed.key;
-      absl::StatusOr<std::string> value =
-          backend.ReadValue(RowLocation{ks->second.name, token, key}, payload);
-      sound = value.ok() && token == tree::TokenOf(key) &&
-              tree::RowDigest(ks->second.name, key,
-                              Version{header.timestamp, origin->second},
-                              header.deleted, *value) == header.digest;
-    }
-    if (!sound) {
-      batch.Delete(it->key());
-      ++removed;
-      continue;
-    }
-    const uint64_t leaf = tree::NodeIndexOf(token, ks->second.depth);
-    tree::NodeState& state = leaves[(uint64_t{ks_id} << 32) | leaf];
-    state.digest ^= header.digest;
-    state.count += 1;
-    origin_rows[header.origin_id] += 1;
-    if (header.deleted) {
-      // Every tombstone counts as arriving now, as in the migration of an
-      // index keyed by timestamp: purged later than its age says, never
-      // earlier.
-      batch.Put(internal::TombstoneKey(repaired_at, row_key),
-                internal::EncodeTombstoneValue(header.timestamp));
-    }
-  }
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      *db, read, TagPrefix(internal::kRowTag), "reading rows",
+      [&](absl::string_view row_key, absl::string_view record) -> absl::Status {
+        internal::ParsedRowKey parsed;
+        RowHeader header;
+        absl::string_view payload;
+        bool sound = internal::ParseRowKey(row_key, &parsed) &&
+                     !parsed.key.empty() &&
+                     internal::DecodeRowRecord(record, &header, &payload);
+        auto ks = tables.keyspaces.find(sound ? parsed.keyspace_id : 0);
+        auto origin = tables.origins.find(header.origin_id);
+        sound = sound && ks != tables.keyspaces.end() &&
+                origin != tables.origins.end();
+        if (sound) {
+          absl::StatusOr<std::string> value = backend.ReadValue(
+              RowLocation{ks->second.name, parsed.token, parsed.key}, payload);
+          sound = value.ok() && parsed.token == tree::TokenOf(parsed.key) &&
+                  tree::RowDigest(ks->second.name, parsed.key,
+                                  Version{header.timestamp, origin->second},
+                                  header.deleted, *value) == header.digest;
+        }
+        if (!sound) {
+          batch.Delete(leveldb::Slice(row_key.data(), row_key.size()));
+          ++removed;
+          return absl::OkStatus();
+        }
+        const uint64_t leaf = tree::NodeIndexOf(parsed.token, ks->second.depth);
+        tree::NodeState& state =
+            leaves[(uint64_t{parsed.keyspace_id} << 32) | leaf];
+        state.digest ^= header.digest;
+        state.count += 1;
+        origin_rows[header.origin_id] += 1;
+        if (header.deleted) {
+          // Every tombstone counts as arriving now, as in the migration of
+          // an index keyed by timestamp: purged later than its age says,
+          // never earlier.
+          batch.Put(internal::TombstoneKey(repaired_at, row_key),
+                    internal::EncodeTombstoneValue(header.timestamp));
+        }
+        return absl::OkStatus();
+      }));
   for (const auto& [where, state] : leaves) {
     batch.Put(internal::LeafKey(static_cast<uint32_t>(where >> 32),
                                 static_cast<uint32_t>(where)),
@@ -155,32 +198,15 @@ absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
   for (const auto& [id, rows] : origin_rows) {
     batch.Put(internal::OriginRowsKey(id), Fixed64String(rows));
   }
-  // The last sequence: the newest change entry may be newer than the
-  // counter that survived.
-  Sequence last_sequence = 0;
-  std::string value;
-  const std::string last_key = internal::MetaKey(internal::kMetaLastSequence);
-  Sequence stored_last;
-  if (db->Get(read, last_key, &value).ok() &&
-      internal::ParseFixed64Value(value, &stored_last)) {
-    last_sequence = stored_last;
-  }
-  it->Seek(std::string(1, internal::kChangeTag + 1));
-  it->Valid() ? it->Prev() : it->SeekToLast();
-  Sequence newest_change;
-  if (it->Valid() &&
-      internal::ParseChangeKey(ToStringView(it->key()), &newest_change)) {
-    last_sequence = std::max(last_sequence, newest_change);
-  }
-  TALLY_RETURN_IF_ERROR(
-      FromLevelDb(it->status(), "reading the repaired store"));
-  batch.Put(last_key, Fixed64String(last_sequence));
+  TALLY_ASSIGN_OR_RETURN(const Sequence last_sequence, LastSequence(*db));
+  batch.Put(internal::MetaKey(internal::kMetaLastSequence),
+            Fixed64String(last_sequence));
   batch.Put(internal::MetaKey(internal::kMetaLeavesSequence),
             Fixed64String(last_sequence));
   batch.Put(internal::MetaKey(internal::kMetaNextKeyspaceId),
-            Fixed32String(next_keyspace_id));
+            Fixed32String(tables.next_keyspace_id));
   batch.Put(internal::MetaKey(internal::kMetaNextOriginId),
-            Fixed32String(next_origin_id));
+            Fixed32String(tables.next_origin_id));
   batch.Put(internal::MetaKey(internal::kMetaOriginRows), Fixed32String(1));
   batch.Put(internal::MetaKey(internal::kMetaTombstoneIndex), "");
   batch.Put(internal::MetaKey(internal::kMetaTombstoneArrival), "");

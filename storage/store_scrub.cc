@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
 #include "storage/internal/slice.h"
@@ -59,6 +60,105 @@ using tree::Version;
 
 namespace internal {
 
+// What reading a range of leaves found: the leaves to correct, and the
+// rows to mark damaged.
+struct ScrubFindings {
+  struct Fix {
+    uint64_t leaf;
+    tree::NodeState computed;
+  };
+  std::vector<Fix> fixes;
+  std::vector<std::string> damaged;
+};
+
+absl::Status StoreImpl::ScrubRead(const Keyspace& ks, uint64_t first_leaf,
+                                  uint64_t end, ScrubReport* report,
+                                  ScrubFindings* found) {
+  // Checksums off: a block whose checksum fails is still read, row by
+  // row, and each row's digest says whether it is sound.
+  leveldb::ReadOptions read;
+  read.fill_cache = false;
+  const std::string prefix = RowKeyPrefix(ks.id.value());
+  // The leaf being read, and what its rows give so far.
+  uint64_t leaf = first_leaf;
+  tree::NodeState computed;
+  bool leaf_damaged = false;
+  size_t damaged_before = found->damaged.size();
+  auto next_leaf = [&] {
+    ++leaf;
+    computed = tree::NodeState();
+    leaf_damaged = false;
+    damaged_before = found->damaged.size();
+  };
+  auto finish_leaf = [&] {
+    ++report->leaves;
+    const tree::NodeState stored = catalogue_.ReadTree(
+        ks, [&](const tree::MerkleTree& tree) { return tree.leaf(leaf); });
+    if (leaf_damaged || stored != computed) {
+      found->fixes.push_back({leaf, computed});
+    }
+    next_leaf();
+  };
+  while (leaf < end) {
+    // One seek per step, not per leaf: rows come in token order, leaf
+    // after leaf. A seek again only after a block that cannot be read.
+    absl::Status check_failed;
+    const absl::Status scanned = ScanPrefix(
+        *db_, read, prefix,
+        RowKey(ks.id.value(), NodeRef{ks.depth, leaf}.first_token(), ""),
+        "scrubbing rows",
+        [&](absl::string_view row_key,
+            absl::string_view value) -> absl::StatusOr<bool> {
+          ParsedRowKey parsed;
+          if (!ParseRowKey(row_key, &parsed)) return false;
+          while (parsed.token > NodeRef{ks.depth, leaf}.last_token()) {
+            finish_leaf();
+            if (leaf >= end) return false;
+          }
+          if (IsDamaged(row_key)) return true;
+          ++report->rows_checked;
+          RowHeader header;
+          absl::string_view payload;
+          absl::Status check = Corrupt("row", row_key);
+          if (DecodeRowRecord(value, &header, &payload)) {
+            check =
+                CheckedValue(ks.name, parsed.token, parsed.key, header, payload)
+                    .status();
+          }
+          // Only damage marks a row; a backend that cannot answer now
+          // fails the step, to be retried.
+          if (!check.ok() && !absl::IsDataLoss(check)) {
+            check_failed = check;
+            return false;
+          }
+          if (!check.ok()) {
+            found->damaged.emplace_back(row_key);
+            leaf_damaged = true;
+            return true;
+          }
+          computed.digest ^= header.digest;
+          computed.count += 1;
+          return true;
+        });
+    TALLY_RETURN_IF_ERROR(check_failed);
+    if (!scanned.ok()) {
+      // A block LevelDB cannot decode at all: which rows it holds is
+      // unknown, so the leaf is left as it is (a repair could not replace
+      // rows the commit path cannot read either). Reads of them keep
+      // answering DATA_LOSS; LevelDB's repair is the way out.
+      ++report->leaves;
+      ++report->unreadable;
+      // Marked only with their leaf fixed.
+      found->damaged.resize(damaged_before);
+      next_leaf();
+      continue;
+    }
+    // No rows left in the keyspace, or past `end`: the rest hold none.
+    while (leaf < end) finish_leaf();
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
                                                    uint64_t first_leaf,
                                                    uint64_t count) {
@@ -74,73 +174,10 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
   // At a commit boundary, so that the rows read and the leaves corrected
   // are the same state; the leader holds this lock across its I/O too.
   absl::MutexLock commit_lock(&commit_mu_);
-  // Checksums off: a block whose checksum fails is still read, row by
-  // row, and each row's digest says whether it is sound.
-  leveldb::ReadOptions read;
-  read.fill_cache = false;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  const std::string prefix = internal::RowKeyPrefix(ks->id.value());
-  struct Fix {
-    uint64_t leaf;
-    tree::NodeState computed;
-  };
-  std::vector<Fix> fixes;
-  std::vector<std::string> damaged;
-  // One seek per step: rows come in token order, leaf after leaf.
-  it->Seek(internal::RowKey(ks->id.value(),
-                            NodeRef{ks->depth, first_leaf}.first_token(), ""));
-  for (uint64_t leaf = first_leaf; leaf < end; ++leaf) {
-    const NodeRef range{ks->depth, leaf};
-    tree::NodeState computed;
-    bool leaf_damaged = false;
-    const size_t damaged_before = damaged.size();
-    for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
-      const absl::string_view row_key = ToStringView(it->key());
-      internal::ParsedRowKey parsed;
-      if (!internal::ParseRowKey(row_key, &parsed)) break;
-      const Token token = parsed.token;
-      if (token > range.last_token()) break;
-      if (IsDamaged(row_key)) continue;
-      ++report.rows_checked;
-      const absl::string_view user_key = parsed.key;
-      RowHeader header;
-      absl::string_view payload;
-      absl::Status check = Corrupt("row", row_key);
-      if (internal::DecodeRowRecord(ToStringView(it->value()), &header,
-                                    &payload)) {
-        check =
-            CheckedValue(ks->name, token, user_key, header, payload).status();
-      }
-      // Only damage marks a row; a backend that cannot answer now fails
-      // the step, to be retried.
-      if (!check.ok() && !absl::IsDataLoss(check)) return check;
-      if (!check.ok()) {
-        damaged.emplace_back(row_key);
-        leaf_damaged = true;
-        continue;
-      }
-      computed.digest ^= header.digest;
-      computed.count += 1;
-    }
-    ++report.leaves;
-    if (!it->status().ok()) {
-      // A block LevelDB cannot decode at all: which rows it holds is
-      // unknown, so the leaf is left as it is (a repair could not replace
-      // rows the commit path cannot read either). Reads of them keep
-      // answering DATA_LOSS; LevelDB's repair is the way out.
-      ++report.unreadable;
-      damaged.resize(damaged_before);  // marked only with their leaf fixed
-      it.reset(db_->NewIterator(read));
-      if (leaf + 1 < end) {
-        it->Seek(internal::RowKey(
-            ks->id.value(), NodeRef{ks->depth, leaf + 1}.first_token(), ""));
-      }
-      continue;
-    }
-    const tree::NodeState stored = catalogue_.ReadTree(
-        *ks, [leaf](const tree::MerkleTree& t) { return t.leaf(leaf); });
-    if (leaf_damaged || stored != computed) fixes.push_back({leaf, computed});
-  }
+  ScrubFindings found;
+  TALLY_RETURN_IF_ERROR(ScrubRead(*ks, first_leaf, end, &report, &found));
+  std::vector<ScrubFindings::Fix>& fixes = found.fixes;
+  std::vector<std::string>& damaged = found.damaged;
   report.damaged_rows = damaged.size();
   if (fixes.empty()) return report;
 
@@ -152,7 +189,7 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
   for (const std::string& row_key : damaged) {
     batch.Put(internal::DamagedKey(row_key), "");
   }
-  for (const Fix& fix : fixes) {
+  for (const ScrubFindings::Fix& fix : fixes) {
     if (fix.computed.count == 0 && fix.computed.digest.IsZero()) {
       batch.Delete(
           internal::LeafKey(ks->id.value(), static_cast<uint32_t>(fix.leaf)));
@@ -166,7 +203,9 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
       WriteToLevelDb(&batch, /*sync=*/true, "marking damaged rows"));
   std::vector<std::pair<uint64_t, tree::NodeState>> corrected;
   corrected.reserve(fixes.size());
-  for (const Fix& fix : fixes) corrected.emplace_back(fix.leaf, fix.computed);
+  for (const ScrubFindings::Fix& fix : fixes) {
+    corrected.emplace_back(fix.leaf, fix.computed);
+  }
   report.leaves_repaired += catalogue_.SetLeaves(*ks, corrected);
   absl::MutexLock lock(&damaged_mu_);
   for (std::string& row_key : damaged) damaged_.insert(std::move(row_key));

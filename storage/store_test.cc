@@ -551,6 +551,27 @@ TEST(Store, UnknownFormatIsRefused) {
   EXPECT_THAT(store.status().message(), HasSubstr("format version 99"));
 }
 
+TEST(Store, AMalformedMetadataValueIsRefusedByName) {
+  struct Case {
+    absl::string_view name;
+    const char* what;
+  };
+  for (const Case& c :
+       {Case{internal::kMetaEpoch, "corrupted epoch record"},
+        Case{internal::kMetaLastSequence, "corrupted last sequence record"},
+        Case{internal::kMetaNextKeyspaceId,
+             "corrupted keyspace counter record"},
+        Case{internal::kMetaTrimmedThrough,
+             "corrupted trimmed sequence record"}}) {
+    TempDir dir;
+    OpenOrDie(dir.path());
+    PutRaw(dir.path(), internal::MetaKey(c.name), "xyz");
+    auto store = Store::Open(dir.path(), Options());
+    EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << c.name;
+    EXPECT_THAT(store.status().message(), HasSubstr(c.what)) << c.name;
+  }
+}
+
 TEST(Store, CorruptedRowGivesDataLoss) {
   TempDir dir;
   uint32_t ks_id = 0;

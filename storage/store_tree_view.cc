@@ -10,6 +10,8 @@
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
+#include "storage/internal/snapshot_row_reader.h"
+#include "storage/internal/store_impl.h"  // Keyspace
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -25,7 +27,7 @@ using tree::Version;
 absl::StatusOr<tree::ViewSummary> StoreTreeView::Summary(int top_levels) {
   TALLY_RETURN_IF_ERROR(tree::ValidateSummaryTopLevels(top_levels));
   tree::ViewSummary summary;
-  store_->catalogue_.ReadTree(*keyspace_, [&](const tree::MerkleTree& t) {
+  reader_->ReadTree(*keyspace_, [&summary](const tree::MerkleTree& t) {
     summary = tree::ViewSummary{t.depth(), t.root().digest, t.root().count, {}};
   });
   if (top_levels > 0) {
@@ -43,7 +45,7 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
   tree::ViewResponse response;
   const int depth = keyspace_->depth;
   // Nodes at or above the leaves come from the tree, under one lock.
-  store_->catalogue_.ReadTree(*keyspace_, [&](const tree::MerkleTree& t) {
+  reader_->ReadTree(*keyspace_, [&](const tree::MerkleTree& t) {
     for (const tree::DescendRequest& d : request.descend) {
       const int target = d.node.level + d.levels_ahead;
       if (target > depth) continue;
@@ -66,7 +68,7 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
 
   // Below the leaves: range scans over one snapshot. Rebuild the answer in
   // request order, since tree answers were gathered first.
-  const leveldb::Snapshot* snapshot = store_->db_->GetSnapshot();
+  const leveldb::Snapshot* snapshot = reader_->GetSnapshot();
   absl::Status status;
   // Listed rows found damaged, marked once the snapshot is released.
   std::vector<Token> damaged;
@@ -81,13 +83,12 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
       continue;
     }
     tree::DescendantAccumulator acc(d, &ordered);
-    status = store_->ForEachRow(
-        snapshot, keyspace_->id.value(), d.node,
-        [&](Token token, absl::string_view, const RowHeader& header,
-            absl::string_view) -> absl::StatusOr<bool> {
-          acc.Add(token, header.digest);
-          return true;
-        });
+    status =
+        reader_->ForEachRow(snapshot, keyspace_->id.value(), d.node,
+                            [&](const StoredRow& row) -> absl::StatusOr<bool> {
+                              acc.Add(row.token, row.header.digest);
+                              return true;
+                            });
     if (!status.ok()) break;
   }
   response.descendants = std::move(ordered);
@@ -118,10 +119,8 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
         });
     response.entries_per_range.push_back(count);
   }
-  store_->db_->ReleaseSnapshot(snapshot);
-  for (Token token : damaged) {
-    (void)store_->MarkDamaged(keyspace_, token, absl::OkStatus());
-  }
+  reader_->ReleaseSnapshot(snapshot);
+  for (Token token : damaged) (void)reader_->MarkDamaged(*keyspace_, token);
   if (!status.ok()) return status;
   return response;
 }
@@ -134,7 +133,7 @@ absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
           absl::StrCat("scan names an invalid range: ", range.DebugString()));
     }
   }
-  const leveldb::Snapshot* snapshot = store_->db_->GetSnapshot();
+  const leveldb::Snapshot* snapshot = reader_->GetSnapshot();
   absl::Status status;
   std::vector<Token> damaged;
   for (const NodeRef& range : ranges) {
@@ -146,32 +145,26 @@ absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
                           });
     if (!status.ok()) break;
   }
-  store_->db_->ReleaseSnapshot(snapshot);
-  for (Token token : damaged) {
-    (void)store_->MarkDamaged(keyspace_, token, absl::OkStatus());
-  }
+  reader_->ReleaseSnapshot(snapshot);
+  for (Token token : damaged) (void)reader_->MarkDamaged(*keyspace_, token);
   return status;
 }
 
 absl::Status StoreTreeView::ForEachSoundEntry(
     const leveldb::Snapshot* snapshot, const NodeRef& range,
     std::vector<Token>* damaged,
-    const std::function<absl::StatusOr<bool>(tree::RowEntry)>& fn) {
-  return store_->ForEachRow(
+    absl::FunctionRef<absl::StatusOr<bool>(tree::RowEntry)> fn) {
+  return reader_->ForEachRow(
       snapshot, keyspace_->id.value(), range,
-      [&](Token token, absl::string_view key, const RowHeader& header,
-          absl::string_view payload) -> absl::StatusOr<bool> {
-        const absl::Status check =
-            store_->CheckedValue(keyspace_->name, token, key, header, payload)
-                .status();
-        if (absl::IsDataLoss(check)) {
-          damaged->push_back(token);  // left out: a peer sends its copy
+      [&](const StoredRow& row) -> absl::StatusOr<bool> {
+        absl::StatusOr<tree::RowEntry> entry =
+            reader_->CheckedEntry(*keyspace_, row);
+        if (absl::IsDataLoss(entry.status())) {
+          damaged->push_back(row.token);  // left out: a peer sends its copy
           return true;
         }
-        TALLY_RETURN_IF_ERROR(check);
-        TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
-                               store_->ToEntry(token, key, header));
-        return fn(std::move(entry));
+        TALLY_RETURN_IF_ERROR(entry.status());
+        return fn(*std::move(entry));
       });
 }
 

@@ -1,7 +1,9 @@
 // StoreTreeView: the tree::TreeView of one keyspace of a store, which the
 // diff walks. The nodes above the leaves come from the keyspace's in-memory
 // tree; the leaf lists and scans read the rows at one LevelDB snapshot per
-// call. Made by Store::NewTreeView; it must not outlive its store.
+// call. Made by Store::NewTreeView; it must not outlive its store. It sees
+// the store only through a SnapshotRowReader
+// (internal/snapshot_row_reader.h).
 //
 // Thread-compatible: one caller at a time (the store's state it reads is
 // locked by the store).
@@ -10,14 +12,14 @@
 
 #include <leveldb/db.h>
 
-#include <functional>
 #include <optional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "storage/internal/store_impl.h"
+#include "storage/internal/snapshot_row_reader.h"
 #include "tree/token.h"
 #include "tree/tree_view.h"
 
@@ -28,8 +30,10 @@ namespace internal {
 // TreeView over one keyspace; one LevelDB snapshot per call.
 class StoreTreeView : public tree::TreeView {
  public:
-  StoreTreeView(StoreImpl* store, const Keyspace* keyspace)
-      : store_(store), keyspace_(keyspace) {}
+  // REQUIRES: `reader` and `keyspace` outlive the view (keyspaces are
+  // never removed from a store).
+  StoreTreeView(SnapshotRowReader* reader, const Keyspace* keyspace)
+      : reader_(reader), keyspace_(keyspace) {}
 
   absl::StatusOr<tree::ViewSummary> Summary(int top_levels) override;
   // A store is local: nothing crosses a network.
@@ -49,9 +53,9 @@ class StoreTreeView : public tree::TreeView {
   absl::Status ForEachSoundEntry(
       const leveldb::Snapshot* snapshot, const tree::NodeRef& range,
       std::vector<tree::Token>* damaged,
-      const std::function<absl::StatusOr<bool>(tree::RowEntry)>& fn);
+      absl::FunctionRef<absl::StatusOr<bool>(tree::RowEntry)> fn);
 
-  StoreImpl* const store_;
+  SnapshotRowReader* const reader_;
   const Keyspace* const keyspace_;
 };
 

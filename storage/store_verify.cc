@@ -58,6 +58,98 @@ absl::Status StoreImpl::VerifyOriginRows(
   return absl::OkStatus();
 }
 
+namespace {
+
+// Reports the leaves whose rows give another digest or count than the
+// persisted leaves or the in-memory tree.
+void CompareLeaves(const std::string& keyspace,
+                   const std::vector<tree::NodeState>& from_rows,
+                   const std::vector<tree::NodeState>& persisted,
+                   const tree::MerkleTree& memory_tree, VerifyReport* report) {
+  for (uint64_t leaf = 0; leaf < from_rows.size(); ++leaf) {
+    const tree::NodeState& rows = from_rows[leaf];
+    const tree::NodeState& stored = persisted[leaf];
+    if (rows != stored) {
+      report->problems.push_back(absl::StrFormat(
+          "keyspace '%s' leaf %d: rows give %s/%d rows, the stored leaf "
+          "%s/%d",
+          keyspace, leaf, rows.digest.ToHex(), rows.count,
+          stored.digest.ToHex(), stored.count));
+    }
+    const tree::NodeState& memory = memory_tree.leaf(leaf);
+    if (rows != memory) {
+      report->problems.push_back(absl::StrFormat(
+          "keyspace '%s' leaf %d: rows give %s/%d rows, the in-memory "
+          "tree %s/%d",
+          keyspace, leaf, rows.digest.ToHex(), rows.count,
+          memory.digest.ToHex(), memory.count));
+    }
+  }
+}
+
+// Reports the damage marks: their rows are left out of the leaves.
+void ReportDamaged(std::vector<std::string> damaged, VerifyReport* report) {
+  std::sort(damaged.begin(), damaged.end());
+  for (const std::string& row_key : damaged) {
+    // Sound again once a peer's copy or a new write replaces it.
+    ParsedRowKey row;
+    if (!ParseRowKey(row_key, &row)) {
+      report->problems.push_back(
+          absl::StrFormat("a damage mark names '%s', which is not a row key",
+                          absl::CHexEscape(row_key)));
+      continue;
+    }
+    report->problems.push_back(absl::StrFormat(
+        "row '%s' (keyspace id %d) is damaged and awaits a peer's copy",
+        absl::CHexEscape(row.key), row.keyspace_id));
+  }
+}
+
+}  // namespace
+
+absl::Status StoreImpl::VerifyRows(const leveldb::Snapshot* snapshot,
+                                   const Keyspace& ks,
+                                   std::vector<tree::NodeState>* leaves,
+                                   VerifyReport* report) {
+  leaves->assign(uint64_t{1} << ks.depth, tree::NodeState());
+  return ForEachRow(
+      snapshot, ks.id.value(), NodeRef{0, 0},
+      [&](const StoredRow& row) -> absl::StatusOr<bool> {
+        ++report->rows;
+        // Escaped only for a problem: most rows have none.
+        auto key = [&row] { return absl::CHexEscape(row.key); };
+        if (row.token != tree::TokenOf(row.key)) {
+          report->problems.push_back(absl::StrFormat(
+              "keyspace '%s': row '%s' is stored under the wrong token",
+              ks.name, key()));
+        }
+        const std::string origin = OriginName(row.header.origin_id);
+        absl::StatusOr<std::string> value = backend_->ReadValue(
+            RowLocation{ks.name, row.token, row.key}, row.payload);
+        if (origin.empty() || !value.ok()) {
+          report->problems.push_back(absl::StrFormat(
+              "keyspace '%s': row '%s' cannot be read back (%s)", ks.name,
+              key(),
+              origin.empty() ? "unknown origin" : value.status().ToString()));
+        } else {
+          const Digest128 digest = tree::RowDigest(
+              ks.name, row.key, Version{row.header.timestamp, origin},
+              row.header.deleted, *value);
+          if (digest != row.header.digest) {
+            report->problems.push_back(absl::StrFormat(
+                "keyspace '%s': row '%s' has digest %s but its content "
+                "digests to %s",
+                ks.name, key(), row.header.digest.ToHex(), digest.ToHex()));
+          }
+        }
+        tree::NodeState& leaf =
+            (*leaves)[tree::NodeIndexOf(row.token, ks.depth)];
+        leaf.digest ^= row.header.digest;
+        leaf.count += 1;
+        return true;
+      });
+}
+
 absl::StatusOr<VerifyReport> StoreImpl::Verify() {
   // One commit boundary for rows, persisted leaves and the in-memory trees.
   const leveldb::Snapshot* snapshot;
@@ -79,90 +171,27 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
     }
   }
   VerifyReport report;
-  std::sort(damaged.begin(), damaged.end());
-  for (const std::string& row_key : damaged) {
-    // Left out of the leaves below; sound again once a peer's copy or a
-    // new write replaces it.
-    ParsedRowKey row;
-    if (!ParseRowKey(row_key, &row)) {
-      report.problems.push_back(
-          absl::StrFormat("a damage mark names '%s', which is not a row key",
-                          absl::CHexEscape(row_key)));
-      continue;
-    }
-    report.problems.push_back(absl::StrFormat(
-        "row '%s' (keyspace id %d) is damaged and awaits a peer's copy",
-        absl::CHexEscape(row.key), row.keyspace_id));
-  }
+  ReportDamaged(std::move(damaged), &report);
   absl::Status status;
-  for (const auto& [ks, memory_tree] : trees) {
+  // No structured binding: Clang (before 16) does not let a lambda in the
+  // loop capture one.
+  for (const auto& keyspace_and_tree : trees) {
+    const Keyspace& ks = *keyspace_and_tree.first;
     ++report.keyspaces;
-    std::vector<tree::NodeState> leaves(uint64_t{1} << ks->depth);
-    status = ForEachRow(
-        snapshot, ks->id.value(), NodeRef{0, 0},
-        [&, ks = ks](Token token, absl::string_view key,
-                     const RowHeader& header,
-                     absl::string_view payload) -> absl::StatusOr<bool> {
-          ++report.rows;
-          if (token != tree::TokenOf(key)) {
-            report.problems.push_back(absl::StrFormat(
-                "keyspace '%s': row '%s' is stored under the wrong token",
-                ks->name, absl::CHexEscape(key)));
-          }
-          const std::string origin = OriginName(header.origin_id);
-          absl::StatusOr<std::string> value =
-              backend_->ReadValue(RowLocation{ks->name, token, key}, payload);
-          if (origin.empty() || !value.ok()) {
-            report.problems.push_back(absl::StrFormat(
-                "keyspace '%s': row '%s' cannot be read back (%s)", ks->name,
-                absl::CHexEscape(key),
-                origin.empty() ? "unknown origin" : value.status().ToString()));
-          } else {
-            const Digest128 digest = tree::RowDigest(
-                ks->name, key, Version{header.timestamp, origin},
-                header.deleted, *value);
-            if (digest != header.digest) {
-              report.problems.push_back(absl::StrFormat(
-                  "keyspace '%s': row '%s' has digest %s but its content "
-                  "digests to %s",
-                  ks->name, absl::CHexEscape(key), header.digest.ToHex(),
-                  digest.ToHex()));
-            }
-          }
-          tree::NodeState& leaf = leaves[tree::NodeIndexOf(token, ks->depth)];
-          leaf.digest ^= header.digest;
-          leaf.count += 1;
-          return true;
-        });
+    std::vector<tree::NodeState> leaves;
+    status = VerifyRows(snapshot, ks, &leaves, &report);
     if (!status.ok()) break;
-
     absl::StatusOr<std::vector<tree::NodeState>> persisted =
-        leaf_checkpoints_.RecoverLeaves(snapshot, ks->id, ks->depth,
+        leaf_checkpoints_.RecoverLeaves(snapshot, ks.id, ks.depth,
                                         leaves_sequence, nullptr);
     if (!persisted.ok()) {
       report.problems.push_back(absl::StrFormat(
-          "keyspace '%s': the persisted leaves cannot be read: %s", ks->name,
+          "keyspace '%s': the persisted leaves cannot be read: %s", ks.name,
           persisted.status().ToString()));
       continue;
     }
-    for (uint64_t leaf = 0; leaf < leaves.size(); ++leaf) {
-      const tree::NodeState& stored = (*persisted)[leaf];
-      if (leaves[leaf] != stored) {
-        report.problems.push_back(absl::StrFormat(
-            "keyspace '%s' leaf %d: rows give %s/%d rows, the stored leaf "
-            "%s/%d",
-            ks->name, leaf, leaves[leaf].digest.ToHex(), leaves[leaf].count,
-            stored.digest.ToHex(), stored.count));
-      }
-      if (leaves[leaf] != memory_tree.leaf(leaf)) {
-        report.problems.push_back(absl::StrFormat(
-            "keyspace '%s' leaf %d: rows give %s/%d rows, the in-memory "
-            "tree %s/%d",
-            ks->name, leaf, leaves[leaf].digest.ToHex(), leaves[leaf].count,
-            memory_tree.leaf(leaf).digest.ToHex(),
-            memory_tree.leaf(leaf).count));
-      }
-    }
+    CompareLeaves(ks.name, leaves, *persisted, keyspace_and_tree.second,
+                  &report);
   }
   if (status.ok()) {
     status = VerifyOriginRows(snapshot, memory_origin_rows, &report);

@@ -158,6 +158,9 @@ inline uint8_t GetByte(absl::string_view* in) {
 
 }  // namespace records_internal
 
+// The prefix of every record of one kind.
+inline std::string TagPrefix(char tag) { return std::string(1, tag); }
+
 // A tag followed by a name: 'M', 'K', 'N', 'P' and 'D' keys.
 inline std::string TaggedKey(char tag, absl::string_view name) {
   std::string k(1, tag);

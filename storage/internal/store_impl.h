@@ -68,6 +68,7 @@
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
 #include "storage/internal/slice.h"
+#include "storage/internal/snapshot_row_reader.h"
 #include "storage/internal/write_queue.h"
 #include "storage/leveldb_config.h"
 #include "storage/row_backend.h"
@@ -106,9 +107,11 @@ struct StagedRow {
   RowHeader header;
 };
 
-class StoreTreeView;
+// What ScrubRead found (store_scrub.cc).
+struct ScrubFindings;
 
-class StoreImpl : public Store {
+// The SnapshotRowReader it implements is what its tree views use.
+class StoreImpl : public Store, private SnapshotRowReader {
  public:
   StoreImpl(StoreOptions options, std::unique_ptr<leveldb::DB> db,
             std::unique_ptr<LevelDbConfig> config)
@@ -139,9 +142,6 @@ class StoreImpl : public Store {
   absl::StatusOr<WriteResult> Write(WriteRequest request) override;
   absl::StatusOr<Row> Get(absl::string_view keyspace,
                           absl::string_view key) override;
-  absl::Status ScanRows(
-      absl::string_view keyspace, const tree::NodeRef& range,
-      const std::function<absl::Status(const Row&)>& sink) override;
   absl::StatusOr<std::unique_ptr<tree::TreeView>> NewTreeView(
       absl::string_view keyspace) override;
   absl::StatusOr<KeyspaceInfo> GetKeyspace(
@@ -188,10 +188,19 @@ class StoreImpl : public Store {
                                            absl::string_view key,
                                            const RowHeader& header,
                                            absl::string_view payload) const;
-  // Recomputes the leaf of `token` (damage found by a read) and returns
-  // the read's kDataLoss error.
-  absl::Status MarkDamaged(const Keyspace* ks, tree::Token token,
-                           absl::Status found);
+  // SnapshotRowReader (store_row_reader.cc).
+  const leveldb::Snapshot* GetSnapshot() override;
+  void ReleaseSnapshot(const leveldb::Snapshot* snapshot) override;
+  absl::Status ForEachRow(const leveldb::Snapshot* snapshot,
+                          uint32_t keyspace_id, const tree::NodeRef& range,
+                          RowVisitor visit) override;
+  absl::StatusOr<tree::RowEntry> CheckedEntry(
+      const Keyspace& keyspace, const StoredRow& row) const override;
+  absl::Status MarkDamaged(const Keyspace& keyspace,
+                           tree::Token token) override;
+  void ReadTree(const Keyspace& keyspace,
+                absl::FunctionRef<void(const tree::MerkleTree&)> read)
+      const override ABSL_LOCKS_EXCLUDED(mu_);
   // This store's physical clock, for tombstone arrival times.
   tree::HlcTimestamp PhysicalNow() const;
   // Compares the rows per origin counted from the rows at `snapshot` with
@@ -200,14 +209,15 @@ class StoreImpl : public Store {
       const leveldb::Snapshot* snapshot,
       const absl::flat_hash_map<uint32_t, uint64_t>& in_memory,
       VerifyReport* report);
-  friend class StoreTreeView;
-
-  // Visits the row records of `range` in `keyspace_id` at `snapshot`.
-  // `fn(token, key, header, payload)` returns false to stop early.
-  template <typename Fn>
-  absl::Status ForEachRow(const leveldb::Snapshot* snapshot,
-                          uint32_t keyspace_id, const tree::NodeRef& range,
-                          Fn fn);
+  // Verify of one keyspace's rows at `snapshot`: each row's digest, with
+  // the leaves they give in `leaves`; problems go in `report`.
+  absl::Status VerifyRows(const leveldb::Snapshot* snapshot, const Keyspace& ks,
+                          std::vector<tree::NodeState>* leaves,
+                          VerifyReport* report);
+  // ScrubLeaves' reading half: the rows of leaves [first_leaf, end),
+  // checked. REQUIRES: commit_mu_ held (the caller's).
+  absl::Status ScrubRead(const Keyspace& ks, uint64_t first_leaf, uint64_t end,
+                         ScrubReport* report, ScrubFindings* found);
 
   absl::Status ValidateRequest(const WriteRequest& request) const;
   // Every runtime write to LevelDB goes through here: writes `batch` unless
@@ -362,6 +372,9 @@ class StoreImpl : public Store {
   absl::flat_hash_set<std::string> damaged_ ABSL_GUARDED_BY(damaged_mu_);
   std::atomic<uint64_t> damaged_count_{0};
 
+  // The migrations at open (store_migrations.cc). Counts the rows per
+  // origin of a store written before the counts were kept.
+  absl::Status BuildOriginRows();
   // Rewrites a tombstone index keyed by timestamp into one keyed by
   // arrival (every tombstone arriving now).
   absl::Status MigrateTombstoneIndex();
@@ -374,41 +387,6 @@ class StoreImpl : public Store {
       const std::function<void(absl::string_view row_key,
                                const RowHeader& header)>& fn);
 };
-
-template <typename Fn>
-absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
-                                   uint32_t keyspace_id,
-                                   const tree::NodeRef& range, Fn fn) {
-  leveldb::ReadOptions read;
-  read.snapshot = snapshot;
-  read.fill_cache = false;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
-  const std::string prefix = RowKeyPrefix(keyspace_id);
-  const tree::Token last = range.last_token();
-  for (it->Seek(RowKey(keyspace_id, range.first_token(), "")); it->Valid();
-       it->Next()) {
-    const leveldb::Slice k = it->key();
-    if (!k.starts_with(prefix)) break;
-    ParsedRowKey row;
-    if (!ParseRowKey(ToStringView(k), &row)) {
-      return Corrupt("row key", k.ToString());
-    }
-    if (row.token > last) break;
-    // Damaged rows are out of the tree until replaced: out of every answer.
-    if (damaged_count_.load() > 0 && IsDamaged(ToStringView(k))) {
-      continue;
-    }
-    RowHeader header;
-    absl::string_view payload;
-    if (!DecodeRowRecord(ToStringView(it->value()), &header, &payload)) {
-      return Corrupt("row", k.ToString());
-    }
-    absl::StatusOr<bool> more = fn(row.token, row.key, header, payload);
-    if (!more.ok()) return more.status();
-    if (!*more) return absl::OkStatus();
-  }
-  return FromLevelDb(it->status(), "scanning rows");
-}
 
 }  // namespace internal
 }  // namespace storage

@@ -1,0 +1,134 @@
+// StoreImpl as a SnapshotRowReader (internal/snapshot_row_reader.h): row
+// records at a snapshot, checked against their digests and made tree
+// entries; damage marking; the in-memory trees. The reads (Get) and the
+// tree views (store_tree_view.cc) both go through here.
+#include <leveldb/db.h>
+
+#include <string>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/internal/leveldb_status.h"
+#include "storage/internal/prefix_scan.h"
+#include "storage/internal/records.h"
+#include "storage/internal/snapshot_row_reader.h"
+#include "storage/internal/store_impl.h"
+#include "storage/row_backend.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace storage {
+namespace internal {
+
+using tree::Token;
+using tree::Version;
+
+const leveldb::Snapshot* StoreImpl::GetSnapshot() { return db_->GetSnapshot(); }
+
+void StoreImpl::ReleaseSnapshot(const leveldb::Snapshot* snapshot) {
+  db_->ReleaseSnapshot(snapshot);
+}
+
+absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
+                                   uint32_t keyspace_id,
+                                   const tree::NodeRef& range,
+                                   RowVisitor visit) {
+  leveldb::ReadOptions read;
+  read.snapshot = snapshot;
+  read.fill_cache = false;
+  const Token last = range.last_token();
+  return ScanPrefix(
+      *db_, read, RowKeyPrefix(keyspace_id),
+      RowKey(keyspace_id, range.first_token(), ""), "scanning rows",
+      [&](absl::string_view k, absl::string_view v) -> absl::StatusOr<bool> {
+        ParsedRowKey key;
+        if (!ParseRowKey(k, &key)) return Corrupt("row key", k);
+        if (key.token > last) return false;
+        // Damaged rows are out of the tree until replaced: out of every
+        // answer.
+        if (damaged_count_.load() > 0 && IsDamaged(k)) return true;
+        StoredRow row;
+        row.token = key.token;
+        row.key = key.key;
+        if (!DecodeRowRecord(v, &row.header, &row.payload)) {
+          return Corrupt("row", k);
+        }
+        return visit(row);
+      });
+}
+
+absl::StatusOr<tree::RowEntry> StoreImpl::CheckedEntry(
+    const Keyspace& keyspace, const StoredRow& row) const {
+  TALLY_RETURN_IF_ERROR(
+      CheckedValue(keyspace.name, row.token, row.key, row.header, row.payload)
+          .status());
+  return ToEntry(row.token, row.key, row.header);
+}
+
+void StoreImpl::ReadTree(
+    const Keyspace& keyspace,
+    absl::FunctionRef<void(const tree::MerkleTree&)> read) const {
+  catalogue_.ReadTree(keyspace,
+                      [&](const tree::MerkleTree& tree) { read(tree); });
+}
+
+absl::StatusOr<tree::RowEntry> StoreImpl::ToEntry(
+    Token token, absl::string_view key, const RowHeader& header) const {
+  tree::RowEntry entry;
+  entry.token = token;
+  entry.key = std::string(key);
+  entry.version.timestamp = header.timestamp;
+  entry.version.origin = OriginName(header.origin_id);
+  if (entry.version.origin.empty()) {
+    return absl::DataLossError(absl::StrFormat(
+        "row '%s' names origin id %d, which the origin table lacks",
+        absl::CHexEscape(key), header.origin_id));
+  }
+  entry.deleted = header.deleted;
+  entry.digest = header.digest;
+  return entry;
+}
+
+bool StoreImpl::IsDamaged(absl::string_view row_key) const {
+  if (damaged_count_.load() == 0) return false;
+  absl::MutexLock lock(&damaged_mu_);
+  return damaged_.contains(row_key);
+}
+
+absl::StatusOr<std::string> StoreImpl::CheckedValue(
+    absl::string_view keyspace, Token token, absl::string_view key,
+    const RowHeader& header, absl::string_view payload) const {
+  const std::string origin = OriginName(header.origin_id);
+  if (origin.empty()) {
+    return absl::DataLossError(absl::StrFormat(
+        "row '%s' of keyspace '%s' names origin id %d, which the origin "
+        "table lacks",
+        absl::CHexEscape(key), keyspace, header.origin_id));
+  }
+  TALLY_ASSIGN_OR_RETURN(
+      std::string value,
+      backend_->ReadValue(RowLocation{keyspace, token, key}, payload));
+  // The digest covers keyspace, key, version, flag and value: a flipped
+  // byte anywhere in the record shows here, whatever LevelDB's checksums
+  // were told to verify.
+  if (token != tree::TokenOf(key) ||
+      tree::RowDigest(keyspace, key, Version{header.timestamp, origin},
+                      header.deleted, value) != header.digest) {
+    return absl::DataLossError(absl::StrFormat(
+        "row '%s' of keyspace '%s' is damaged on this node (its stored bytes "
+        "do not match its digest); it is not served, and anti-entropy "
+        "replaces it with a peer's copy",
+        absl::CHexEscape(key), keyspace));
+  }
+  return value;
+}
+
+absl::Status StoreImpl::MarkDamaged(const Keyspace& ks, Token token) {
+  const uint64_t leaf = tree::NodeIndexOf(token, ks.depth);
+  return ScrubLeaves(ks.name, leaf, 1).status();
+}
+
+}  // namespace internal
+}  // namespace storage
+}  // namespace tally
