@@ -75,6 +75,12 @@ inline absl::Status Corrupt(absl::string_view what,
       "corrupted %s record (key %s)", what, absl::CHexEscape(record_key)));
 }
 
+// The kNotFound error for a keyspace this store does not hold.
+inline absl::Status KeyspaceNotFound(absl::string_view name) {
+  return absl::NotFoundError(
+      absl::StrFormat("keyspace '%s' does not exist", name));
+}
+
 // A keyspace and its in-memory tree.
 struct Keyspace {
   std::string name;
