@@ -58,6 +58,21 @@ using tree::Version;
 }  // namespace
 
 namespace internal {
+namespace {
+
+// A row as Store answers it: the entry of its header and key, and its
+// value, checked against the entry's digest by the caller.
+Row RowOf(tree::RowEntry entry, std::string value) {
+  Row row;
+  row.key = std::move(entry.key);
+  row.value = std::move(value);
+  row.version = std::move(entry.version);
+  row.deleted = entry.deleted;
+  row.digest = entry.digest;
+  return row;
+}
+
+}  // namespace
 
 // ----------------------------------------------------------------- reads
 
@@ -71,8 +86,7 @@ absl::StatusOr<Row> StoreImpl::Get(absl::string_view keyspace,
   }
   const Keyspace* ks = FindKeyspace(keyspace);
   if (ks == nullptr) {
-    return absl::NotFoundError(
-        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+    return KeyspaceNotFound(keyspace);
   }
   const Token token = tree::TokenOf(key);
   const std::string row_key = internal::RowKey(ks->id.value(), token, key);
@@ -118,21 +132,14 @@ absl::StatusOr<Row> StoreImpl::Get(absl::string_view keyspace,
   }
   if (block_damaged) (void)MarkDamaged(*ks, token);
   TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry, ToEntry(token, key, header));
-  Row row;
-  row.key = std::string(key);
-  row.value = *std::move(value);
-  row.version = std::move(entry.version);
-  row.deleted = header.deleted;
-  row.digest = header.digest;
-  return row;
+  return RowOf(std::move(entry), *std::move(value));
 }
 
 absl::StatusOr<std::unique_ptr<tree::TreeView>> StoreImpl::NewTreeView(
     absl::string_view keyspace) {
   const Keyspace* ks = FindKeyspace(keyspace);
   if (ks == nullptr) {
-    return absl::NotFoundError(
-        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+    return KeyspaceNotFound(keyspace);
   }
   return std::unique_ptr<tree::TreeView>(new StoreTreeView(this, ks));
 }
@@ -154,8 +161,7 @@ absl::StatusOr<std::vector<uint64_t>> StoreImpl::LeafCounts(
     absl::string_view keyspace) const {
   const Keyspace* ks = FindKeyspace(keyspace);
   if (ks == nullptr) {
-    return absl::NotFoundError(
-        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+    return KeyspaceNotFound(keyspace);
   }
   return catalogue_.ReadTree(*ks, [](const tree::MerkleTree& t) {
     std::vector<uint64_t> counts(t.leaf_count());
@@ -168,8 +174,7 @@ absl::StatusOr<tree::MerkleTree> StoreImpl::CopyTree(
     absl::string_view keyspace) const {
   const Keyspace* ks = FindKeyspace(keyspace);
   if (ks == nullptr) {
-    return absl::NotFoundError(
-        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+    return KeyspaceNotFound(keyspace);
   }
   return catalogue_.ReadTree(
       *ks, [](const tree::MerkleTree& t) { return t.Copy(); });

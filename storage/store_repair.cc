@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/leveldb_write.h"
 #include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
@@ -42,6 +43,7 @@ using internal::RowHeader;
 using internal::ScanPrefix;
 using internal::TagPrefix;
 using internal::ToStringView;
+using internal::WriteBatchTo;
 using tree::Digest128;
 using tree::HlcTimestamp;
 using tree::NodeRef;
@@ -210,10 +212,8 @@ absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
   batch.Put(internal::MetaKey(internal::kMetaOriginRows), Fixed32String(1));
   batch.Put(internal::MetaKey(internal::kMetaTombstoneIndex), "");
   batch.Put(internal::MetaKey(internal::kMetaTombstoneArrival), "");
-  leveldb::WriteOptions write;
-  write.sync = true;
-  TALLY_RETURN_IF_ERROR(
-      FromLevelDb(db->Write(write, &batch), "rewriting the derived records"));
+  TALLY_RETURN_IF_ERROR(WriteBatchTo(*db, &batch, /*sync=*/true,
+                                     "rewriting the derived records"));
   return removed;
 }
 

@@ -164,8 +164,7 @@ absl::StatusOr<ScrubReport> StoreImpl::ScrubLeaves(absl::string_view keyspace,
                                                    uint64_t count) {
   const Keyspace* ks = FindKeyspace(keyspace);
   if (ks == nullptr) {
-    return absl::NotFoundError(
-        absl::StrFormat("keyspace '%s' does not exist", keyspace));
+    return KeyspaceNotFound(keyspace);
   }
   const uint64_t leaves = uint64_t{1} << ks->depth;
   ScrubReport report;

@@ -29,6 +29,7 @@
 #include "storage/internal/coding.h"
 #include "storage/internal/commit_rules.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/leveldb_write.h"
 #include "storage/internal/records.h"
 #include "storage/internal/repair.h"
 #include "storage/internal/slice.h"
@@ -250,9 +251,7 @@ absl::Status StoreImpl::write_status() const {
 absl::Status StoreImpl::WriteToLevelDb(leveldb::WriteBatch* batch, bool sync,
                                        absl::string_view what) {
   TALLY_RETURN_IF_ERROR(write_status());
-  leveldb::WriteOptions write;
-  write.sync = sync;
-  const absl::Status status = FromLevelDb(db_->Write(write, batch), what);
+  const absl::Status status = WriteBatchTo(*db_, batch, sync, what);
   if (status.ok()) return status;
   absl::Status first;
   {

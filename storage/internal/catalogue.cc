@@ -162,8 +162,7 @@ absl::StatusOr<KeyspaceInfo> Catalogue::GetKeyspace(
   absl::MutexLock lock(&mu_);
   auto it = keyspaces_.find(name);
   if (it == keyspaces_.end()) {
-    return absl::NotFoundError(
-        absl::StrFormat("keyspace '%s' does not exist", name));
+    return KeyspaceNotFound(name);
   }
   return InfoOf(*it->second);
 }

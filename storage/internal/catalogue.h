@@ -96,6 +96,12 @@ struct CatalogueEdit {
   absl::InlinedVector<std::pair<OriginId, uint64_t>, 4> origin_rows;
 };
 
+// The kNotFound error for a keyspace this store does not hold.
+inline absl::Status KeyspaceNotFound(absl::string_view name) {
+  return absl::NotFoundError(
+      absl::StrFormat("keyspace '%s' does not exist", name));
+}
+
 class Catalogue {
  public:
   Catalogue() = default;
