@@ -17,6 +17,30 @@ constexpr absl::Duration kTick = absl::Milliseconds(100);
 // milliseconds, and the round trip of a handshake is allowed for.
 constexpr absl::Duration kClockBehindWarning = absl::Seconds(5);
 
+int64_t UnixMillisOrZero(absl::Time t) {
+  return t == absl::InfinitePast() ? 0 : absl::ToUnixMillis(t);
+}
+
+// `progress` as status shows it, as of `now`.
+void SessionToProto(const SessionProgress& progress, absl::Time now,
+                    v1::SessionProgress* out) {
+  out->set_phase(std::string(SessionPhaseName(progress.phase)));
+  if (progress.phase == SessionPhase::kFailed) {
+    out->set_failed_in(std::string(SessionPhaseName(progress.failed_in)));
+  }
+  out->set_keyspace(progress.keyspace);
+  out->set_phase_since_unix_ms(UnixMillisOrZero(progress.phase_since));
+  if (progress.phase_since != absl::InfinitePast()) {
+    out->set_phase_seconds(absl::ToDoubleSeconds(now - progress.phase_since));
+  }
+  out->set_started_unix_ms(UnixMillisOrZero(progress.started));
+  out->set_keyspaces(progress.keyspaces);
+  out->set_keyspaces_done(progress.keyspaces_done);
+  out->set_differences(progress.differences);
+  out->set_rows_received(progress.rows_received);
+  out->set_rows_sent(progress.rows_sent);
+}
+
 }  // namespace
 
 SessionScheduler::SessionScheduler(storage::Store* store,
@@ -225,6 +249,7 @@ void SessionScheduler::SetListenAddress(const std::string& address) {
 }
 
 void SessionScheduler::FillStatus(v1::StatusResponse* response) {
+  const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   response->set_listen(listen_address_);
   response->set_sessions_running(static_cast<uint32_t>(sessions_running_));
@@ -254,6 +279,9 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     p->set_rows_erased(peer->rows_erased);
     p->set_conflicts(peer->conflicts);
     p->set_clock_behind_seconds(peer->clock_behind_seconds);
+    SessionToProto(peer->session != nullptr ? peer->session->progress()
+                                            : SessionProgress{},
+                   now, p->mutable_session());
     if (peer->feed != nullptr) {
       const FeedCounters feed = peer->feed->counters();
       p->set_feed_received(feed.received);
