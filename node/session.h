@@ -33,7 +33,10 @@
 // handshake on one more.
 //
 // Thread-safe: Run() is called once, from one thread; progress() may be
-// called from any thread, while Run() runs and after it returned.
+// called from any thread, while Run() runs and after it returned. The
+// session's lock is never held while it calls out (the RPCs, the store,
+// on_handshake, on_phase), so a caller may hold its own lock around
+// progress() (SessionScheduler::FillStatus does).
 #ifndef TALLY_NODE_SESSION_H_
 #define TALLY_NODE_SESSION_H_
 

@@ -106,7 +106,8 @@ class SessionScheduler : public StatusSource {
     double clock_behind_seconds = 0;
     bool clock_warned = false;
     // The running session, or the last one; null before the first. Only
-    // RunSession replaces it, and never while the session runs.
+    // RunSession replaces it, and never while the session runs. Lock order:
+    // mu_, then the session's own (FillStatus reads its progress under mu_).
     std::unique_ptr<Session> session;
   };
 
