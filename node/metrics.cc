@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "node/session.h"
 
 namespace tally {
 namespace node {
@@ -141,6 +142,28 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
     e.Sample({{"peer", p.address()}, {"outcome", "ok"}}, p.sessions_ok());
     e.Sample({{"peer", p.address()}, {"outcome", "failed"}},
              p.sessions_failed());
+  }
+  // The Prometheus enum idiom: one series per phase, 1 for the current one,
+  // so that `tally_session_phase{phase="repair"} == 1` selects the peers
+  // whose session repairs now.
+  e.Family("tally_session_phase", kGauge,
+           "1 for the phase the session with the peer is in (the last "
+           "session's done or failed while none runs), 0 for the others.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    // A peer without a session record has had no session.
+    const absl::string_view current =
+        p.session().phase().empty() ? SessionPhaseName(SessionPhase::kIdle)
+                                    : absl::string_view(p.session().phase());
+    for (SessionPhase phase : kSessionPhases) {
+      const absl::string_view name = SessionPhaseName(phase);
+      e.Sample({{"peer", p.address()}, {"phase", name}},
+               uint64_t{name == current ? 1u : 0u});
+    }
+  }
+  e.Family("tally_session_phase_seconds", kGauge,
+           "Seconds the session with the peer has been in its phase.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.session().phase_seconds());
   }
   e.Family("tally_repair_rows_total", kCounter,
            "Rows repaired by anti-entropy sessions with the peer, by "

@@ -199,6 +199,38 @@ TEST(RenderPrometheus, PeersAndSubscribersGetTheirOwnSeries) {
   }
 }
 
+// The Prometheus enum idiom: every phase has a series per peer, 1 for the
+// phase the peer's session is in and 0 for the others.
+TEST(RenderPrometheus, SessionPhaseIsOneSeriesPerPhaseOneForTheCurrent) {
+  v1::StatusResponse s = SmallStatus();
+  v1::PeerStatus* p = s.add_peers();
+  p->set_address("127.0.0.1:7401");
+  p->mutable_session()->set_phase("repair");
+  p->mutable_session()->set_phase_seconds(2.5);
+  s.add_peers()->set_address("127.0.0.1:7402");  // no session yet
+  const std::string text = RenderPrometheus(s);
+  EXPECT_THAT(text, HasSubstr("# TYPE tally_session_phase gauge\n"
+                              "tally_session_phase{peer=\"127.0.0.1:7401\","
+                              "phase=\"idle\"} 0\n"
+                              "tally_session_phase{peer=\"127.0.0.1:7401\","
+                              "phase=\"handshake\"} 0\n"
+                              "tally_session_phase{peer=\"127.0.0.1:7401\","
+                              "phase=\"diff\"} 0\n"
+                              "tally_session_phase{peer=\"127.0.0.1:7401\","
+                              "phase=\"repair\"} 1\n"
+                              "tally_session_phase{peer=\"127.0.0.1:7401\","
+                              "phase=\"done\"} 0\n"
+                              "tally_session_phase{peer=\"127.0.0.1:7401\","
+                              "phase=\"failed\"} 0\n"
+                              "tally_session_phase{peer=\"127.0.0.1:7402\","
+                              "phase=\"idle\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tally_session_phase{peer=\"127.0.0.1:7402\","
+                              "phase=\"repair\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE tally_session_phase_seconds gauge\n"
+                              "tally_session_phase_seconds{peer=\"127.0.0.1:"
+                              "7401\"} 2.5\n"));
+}
+
 TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
   v1::StatusResponse s = SmallStatus();
   s.add_peers()->set_address("127.0.0.1:1");
@@ -228,7 +260,7 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
                 absl::StartsWith(line, family + " "))
         << line << " under " << family;
   }
-  EXPECT_EQ(seen.size(), 40u);  // every family, with a peer and a subscriber
+  EXPECT_EQ(seen.size(), 42u);  // every family, with a peer and a subscriber
 }
 
 TEST(RenderPrometheus, LabelValuesAreEscaped) {

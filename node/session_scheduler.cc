@@ -2,13 +2,10 @@
 
 #include <algorithm>
 #include <random>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "node/log.h"
-#include "node/replica.h"
-#include "node/sync.h"
 
 namespace tally {
 namespace node {
@@ -19,6 +16,30 @@ constexpr absl::Duration kTick = absl::Milliseconds(100);
 // A clock this far behind a peer's is warned about: NTP keeps clocks within
 // milliseconds, and the round trip of a handshake is allowed for.
 constexpr absl::Duration kClockBehindWarning = absl::Seconds(5);
+
+int64_t UnixMillisOrZero(absl::Time t) {
+  return t == absl::InfinitePast() ? 0 : absl::ToUnixMillis(t);
+}
+
+// `progress` as status shows it, as of `now`.
+void SessionToProto(const SessionProgress& progress, absl::Time now,
+                    v1::SessionProgress* out) {
+  out->set_phase(std::string(SessionPhaseName(progress.phase)));
+  if (progress.phase == SessionPhase::kFailed) {
+    out->set_failed_in(std::string(SessionPhaseName(progress.failed_in)));
+  }
+  out->set_keyspace(progress.keyspace);
+  out->set_phase_since_unix_ms(UnixMillisOrZero(progress.phase_since));
+  if (progress.phase_since != absl::InfinitePast()) {
+    out->set_phase_seconds(absl::ToDoubleSeconds(now - progress.phase_since));
+  }
+  out->set_started_unix_ms(UnixMillisOrZero(progress.started));
+  out->set_keyspaces(progress.keyspaces);
+  out->set_keyspaces_done(progress.keyspaces_done);
+  out->set_differences(progress.differences);
+  out->set_rows_received(progress.rows_received);
+  out->set_rows_sent(progress.rows_sent);
+}
 
 }  // namespace
 
@@ -131,119 +152,59 @@ absl::Status SessionScheduler::ClaimName(Peer* peer, const std::string& name) {
 }
 
 void SessionScheduler::RunSession(Peer* peer) {
-  const absl::Time start = absl::Now();
-  // When the session started by the store's clock: what the tombstone
-  // purge compares with the arrival of its tombstones.
-  const uint64_t clock_start = store_->clock().PhysicalMillis();
-  const bool from_source = peer->config.role == PeerRole::kSource;
-  absl::Status status;
-  uint64_t rows_received = 0;
-  uint64_t rows_sent = 0;
-  uint64_t bytes_repaired = 0;
-  uint64_t rows_erased = 0;
-  uint64_t conflicts = 0;
-
-  // Which keyspaces: every one either side has.
-  std::set<std::string> keyspaces;
-  for (const storage::KeyspaceInfo& ks : store_->ListKeyspaces()) {
-    keyspaces.insert(ks.name);
-  }
-  absl::StatusOr<v1::HandshakeResponse> handshake =
-      peer->client->Handshake({}, 0);
-  if (handshake.ok()) {
-    // Before the clock is observed, so that its warning names the peer.
+  SessionOptions options;
+  options.from_source = peer->config.role == PeerRole::kSource;
+  options.timeout = config_.session_timeout;
+  options.cancelled = &stopping_;
+  options.bandwidth_bytes_per_second = config_.repair_bandwidth_mb * 1e6;
+  options.on_handshake = [this, peer](const v1::HandshakeResponse& answer,
+                                      uint64_t sent, uint64_t received) {
+    return AcceptHandshake(peer, answer, sent, received);
+  };
+  auto owned =
+      std::make_unique<Session>(store_, peer->client.get(), std::move(options));
+  Session* const session = owned.get();
+  std::unique_ptr<Session> last;
+  {
     absl::MutexLock lock(&mu_);
-    peer->name = handshake->node_name();
+    last = std::move(peer->session);
+    peer->session = std::move(owned);
   }
-  if (handshake.ok() && handshake->clock_unix_ms() != 0) {
-    ObserveClock(peer, handshake->clock_unix_ms(), clock_start,
-                 store_->clock().PhysicalMillis());
-  }
-  if (!handshake.ok()) {
-    status = handshake.status();
-  } else {
-    status = ClaimName(peer, handshake->node_name());
-    if (status.ok() && handshake->node_name() == store_->node_name()) {
-      status = absl::FailedPreconditionError(absl::StrFormat(
-          "peer %s has this node's own name '%s'; node names must be unique",
-          peer->config.address, store_->node_name()));
-    }
-    for (const v1::KeyspaceSummary& ks : handshake->keyspaces()) {
-      keyspaces.insert(ks.name());
-    }
-  }
-
-  // Refused before any keyspace was synced: no per-keyspace line says why.
-  const bool refused = !status.ok();
-  std::unique_ptr<Replica> local = NewLocalReplica(store_);
-  std::unique_ptr<Replica> remote = NewRemoteReplica(peer->client.get());
-  // A keyspace this node may not create (it is at max-keyspaces) fails on
-  // its own: the keyspaces after it are synced all the same, or one such
-  // keyspace of a peer would stop every keyspace named after it for good.
-  bool keyspace_refused = false;
-  for (const std::string& keyspace : keyspaces) {
-    if (!status.ok() && !keyspace_refused) break;
-    SyncOptions options;
-    options.keyspace = keyspace;
-    options.a_is_source = from_source;
-    options.deadline = start + config_.session_timeout;
-    options.cancelled = &stopping_;
-    options.bandwidth_bytes_per_second = config_.repair_bandwidth_mb * 1e6;
-    const tree::ViewTraffic before = peer->client->traffic();
-    const absl::Time keyspace_start = absl::Now();
-    // The stats count what was done even when the sync fails half way:
-    // rows of the batches it applied were moved all the same.
-    SyncStats stats;
-    const absl::Status synced =
-        from_source ? SyncKeyspace(*remote, *local, options, &stats)
-                    : SyncKeyspace(*local, *remote, options, &stats);
-    const tree::ViewTraffic after = peer->client->traffic();
-    const uint64_t in = from_source ? stats.rows_to_b : stats.rows_to_a;
-    const uint64_t out = from_source ? 0 : stats.rows_to_b;
-    rows_received += in;
-    rows_sent += out;
-    bytes_repaired += stats.repair_bytes;
-    rows_erased += stats.erased_from_b;
-    conflicts += stats.conflicts;
-    if (!synced.ok()) {
-      keyspace_refused = absl::IsResourceExhausted(synced);
-      if (status.ok() || !keyspace_refused) status = synced;
-    }
-    LogInfo(absl::StrFormat(
-        "session peer=%s name=%s keyspace=%s mode=%s outcome=%s rounds=%d "
-        "bytes_sent=%d bytes_received=%d rows_sent=%d rows_received=%d "
-        "erased=%d conflicts=%d duration_ms=%d",
-        peer->config.address, handshake.ok() ? handshake->node_name() : "?",
-        keyspace, from_source ? "from-source" : "two-way",
-        synced.ok() ? "ok" : synced.ToString(), stats.diff.rounds,
-        after.bytes_sent - before.bytes_sent,
-        after.bytes_received - before.bytes_received, out, in,
-        stats.erased_from_b, stats.conflicts,
-        absl::ToInt64Milliseconds(absl::Now() - keyspace_start)));
-  }
-  if (refused) {
-    LogWarning(absl::StrFormat("session peer=%s outcome=%s",
-                               peer->config.address, status.ToString()));
-  }
+  last.reset();  // outside the lock
+  const SessionResult result = session->Run();
 
   absl::MutexLock lock(&mu_);
   peer->running = false;
   --sessions_running_;
-  peer->last_session = start;
-  peer->last_outcome = status.ok() ? "ok" : status.ToString();
-  if (status.ok()) {
+  peer->last_session = result.start;
+  peer->last_outcome = result.status.ok() ? "ok" : result.status.ToString();
+  if (result.status.ok()) {
     ++peer->sessions_ok;
     peer->synced_since =
-        absl::FromUnixMillis(static_cast<int64_t>(clock_start));
+        absl::FromUnixMillis(static_cast<int64_t>(result.clock_start_ms));
   } else {
     ++peer->sessions_failed;
   }
-  peer->rows_received += rows_received;
-  peer->rows_sent += rows_sent;
-  peer->bytes_repaired += bytes_repaired;
-  peer->rows_erased += rows_erased;
-  peer->conflicts += conflicts;
+  peer->rows_received += result.rows_received;
+  peer->rows_sent += result.rows_sent;
+  peer->bytes_repaired += result.bytes_repaired;
+  peer->rows_erased += result.rows_erased;
+  peer->conflicts += result.conflicts;
   peer->next_due = absl::Now() + JitteredLocked(config_.sync_interval);
+}
+
+absl::Status SessionScheduler::AcceptHandshake(
+    Peer* peer, const v1::HandshakeResponse& answer, uint64_t sent,
+    uint64_t received) {
+  {
+    // Before the clock is observed, so that its warning names the peer.
+    absl::MutexLock lock(&mu_);
+    peer->name = answer.node_name();
+  }
+  if (answer.clock_unix_ms() != 0) {
+    ObserveClock(peer, answer.clock_unix_ms(), sent, received);
+  }
+  return ClaimName(peer, answer.node_name());
 }
 
 void SessionScheduler::ObserveClock(Peer* peer, uint64_t peer_clock_ms,
@@ -288,6 +249,7 @@ void SessionScheduler::SetListenAddress(const std::string& address) {
 }
 
 void SessionScheduler::FillStatus(v1::StatusResponse* response) {
+  const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   response->set_listen(listen_address_);
   response->set_sessions_running(static_cast<uint32_t>(sessions_running_));
@@ -317,6 +279,9 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     p->set_rows_erased(peer->rows_erased);
     p->set_conflicts(peer->conflicts);
     p->set_clock_behind_seconds(peer->clock_behind_seconds);
+    SessionToProto(peer->session != nullptr ? peer->session->progress()
+                                            : SessionProgress{},
+                   now, p->mutable_session());
     if (peer->feed != nullptr) {
       const FeedCounters feed = peer->feed->counters();
       p->set_feed_received(feed.received);

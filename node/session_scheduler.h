@@ -3,11 +3,12 @@
 //
 // Each peer gets a session every `sync_interval` (jittered by ±20% so that
 // peers do not synchronise their load), never two at once for the same
-// peer. A session handshakes with the peer, then for every keyspace either
-// side has runs SyncKeyspace (node/sync.h): two-way last-writer-wins with a
-// peer, one-way from a `role=source` peer (this node becomes its copy).
+// peer. A session (node/session.h) handshakes with the peer, then for every
+// keyspace either side has diffs and repairs: two-way last-writer-wins with
+// a peer, one-way from a `role=source` peer (this node becomes its copy).
 // Sessions have a deadline and stop at the next step when the scheduler
-// shuts down. Each keyspace's session is logged on one line.
+// shuts down. The scheduler keeps each peer's running (or last) session, so
+// that status shows its phase, and adds its result to the peer's totals.
 //
 // Each handshake answer carries the peer's clock: a node whose clock is
 // far behind a peer's (more than 5 s, beyond the round trip) logs a warning
@@ -42,6 +43,7 @@
 #include "node/client.h"
 #include "node/config.h"
 #include "node/feed_subscriber.h"
+#include "node/session.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 
@@ -103,6 +105,10 @@ class SessionScheduler : public StatusSource {
     // handshake (negative: ahead), and whether that was warned about.
     double clock_behind_seconds = 0;
     bool clock_warned = false;
+    // The running session, or the last one; null before the first. Only
+    // RunSession replaces it, and never while the session runs. Lock order:
+    // mu_, then the session's own (FillStatus reads its progress under mu_).
+    std::unique_ptr<Session> session;
   };
 
   // Records `name` as the node at `peer`'s address. kAlreadyExists when a
@@ -111,8 +117,15 @@ class SessionScheduler : public StatusSource {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   void TimerLoop() ABSL_LOCKS_EXCLUDED(mu_);
-  // Runs one session with `peer`; REQUIRES: peer->running was set by us.
+  // Runs one session with `peer` and records its result; REQUIRES:
+  // peer->running was set by us.
   void RunSession(Peer* peer) ABSL_LOCKS_EXCLUDED(mu_);
+  // A session's handshake with `peer` was answered: records the peer's name
+  // and clock, and claims the name (ClaimName's error refuses the peer).
+  absl::Status AcceptHandshake(Peer* peer,
+                               const ::tally::v1::HandshakeResponse& answer,
+                               uint64_t sent, uint64_t received)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Records the peer's clock from a handshake answered between `sent` and
   // `received` (this node's clock, Unix ms); warns once when this node's
   // clock is far behind.

@@ -1,5 +1,6 @@
 #include "node/sync.h"
 
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -99,7 +100,8 @@ class Repairer {
     }
     if (to_a_.size() + to_b_.size() + erase_from_b_.size() >=
         options_.batch_rows) {
-      return Flush();
+      TALLY_RETURN_IF_ERROR(Flush());
+      Step(SyncStep::kDiff);  // the diff resumes
     }
     return absl::OkStatus();
   }
@@ -121,6 +123,9 @@ class Repairer {
       to_b_.clear();
       erase_from_b_.clear();
       return absl::OkStatus();
+    }
+    if (!to_a_.empty() || !to_b_.empty() || !erase_from_b_.empty()) {
+      Step(SyncStep::kRepair);
     }
     const storage::ApplyMode mode_b = options_.a_is_source
                                           ? storage::ApplyMode::kSourceOverride
@@ -149,6 +154,13 @@ class Repairer {
     }
     if (options_.on_progress) options_.on_progress(progress_);
     return absl::OkStatus();
+  }
+
+  // Tells on_step when the sync moves to another step.
+  void Step(SyncStep step) {
+    if (step_ == step) return;
+    step_ = step;
+    if (options_.on_step) options_.on_step(step);
   }
 
  private:
@@ -189,6 +201,7 @@ class Repairer {
   std::vector<std::string> erase_from_b_;
   const absl::Time start_ = absl::Now();
   uint64_t throttled_bytes_ = 0;
+  std::optional<SyncStep> step_;
 };
 
 }  // namespace
@@ -215,6 +228,7 @@ absl::Status SyncKeyspace(Replica& a, Replica& b, const SyncOptions& options,
   EmptyIfMissingView view_b(raw_b.ok() ? std::move(*raw_b) : nullptr);
 
   Repairer repairer(a, b, options, &stats);
+  repairer.Step(SyncStep::kDiff);
   absl::Status status = tree::DiffViews(
       view_a, view_b, options.diff,
       [&](const tree::RowEntry* in_a, const tree::RowEntry* in_b) {

@@ -46,6 +46,14 @@ struct SyncProgress {
   uint64_t rows_to_b = 0;
 };
 
+// The two steps a sync alternates between, for callers that show where it
+// is: the repair of a batch runs as soon as the diff has found enough
+// differences, and the diff resumes after it.
+enum class SyncStep {
+  kDiff,    // looking for differing keys
+  kRepair,  // fetching and writing a batch of them
+};
+
 struct SyncOptions {
   std::string keyspace;
   // One-way: b becomes an exact copy of a.
@@ -65,6 +73,10 @@ struct SyncOptions {
   std::function<void(const KeyDifference&)> on_difference;
   // Called now and then while a long sync runs. Optional.
   std::function<void(const SyncProgress&)> on_progress;
+  // Called when the sync moves to a step: kDiff as the diff starts and each
+  // time it resumes after a batch, kRepair as a batch starts to move (never
+  // in a dry run). Optional.
+  std::function<void(SyncStep)> on_step;
 };
 
 struct SyncStats {

@@ -1,6 +1,7 @@
 #include "node/sync.h"
 
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -190,6 +191,32 @@ TEST_F(SyncTest, CancelledSyncStops) {
   options.cancelled = &cancelled;
   EXPECT_EQ(SyncKeyspace(*ra_, *rb_, options).status().code(),
             absl::StatusCode::kCancelled);
+}
+
+// The steps a session shows as its phase: the repair of each batch between
+// stretches of the diff, and no repair in a dry run or without differences.
+TEST_F(SyncTest, StepsAlternateDiffAndRepairBatchByBatch) {
+  for (int i = 0; i < 10; ++i) Put(*a_, absl::StrCat("k", i), "v");
+  std::vector<SyncStep> steps;
+  SyncOptions options;
+  options.keyspace = "ks";
+  options.batch_rows = 4;  // batches of 4, 4 and 2
+  options.on_step = [&](SyncStep step) { steps.push_back(step); };
+  options.dry_run = true;
+  ASSERT_TRUE(SyncKeyspace(*ra_, *rb_, options).ok());
+  EXPECT_THAT(steps, ::testing::ElementsAre(SyncStep::kDiff));
+
+  steps.clear();
+  options.dry_run = false;
+  ASSERT_TRUE(SyncKeyspace(*ra_, *rb_, options).ok());
+  EXPECT_THAT(steps,
+              ::testing::ElementsAre(SyncStep::kDiff, SyncStep::kRepair,
+                                     SyncStep::kDiff, SyncStep::kRepair,
+                                     SyncStep::kDiff, SyncStep::kRepair));
+
+  steps.clear();
+  ASSERT_TRUE(SyncKeyspace(*ra_, *rb_, options).ok());
+  EXPECT_THAT(steps, ::testing::ElementsAre(SyncStep::kDiff));
 }
 
 }  // namespace

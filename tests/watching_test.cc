@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -292,6 +293,97 @@ TEST(Watching, FailedSessionThatPushedRowsReportsRowsSent) {
   EXPECT_GT(peer.bytes_repaired(), 0u);
   EXPECT_EQ(a->Stop(), 0);
   EXPECT_EQ(b->Stop(), 0);
+}
+
+// Issue 9 §4: an operator can see what a session is doing. Node a's peer b
+// is down at first: a's sessions fail in the handshake, and status says so.
+// Then b starts empty; a's session pushes a's rows to it under a repair
+// bandwidth limit that keeps it in the repair for a few seconds, and the
+// Admin Status RPC, `tally status` and /metrics all show the phase, the
+// keyspace and the time in it, until the session is done.
+TEST(Watching, RunningSessionShowsItsPhaseInStatusAndMetrics) {
+  TempDir dir_a, dir_b;
+  const std::string b_address = FreeLoopbackAddress();
+  // 3,000 rows of ~40 bytes at 0.02 MB/s: each batch of 1,000 takes ~2 s.
+  // A session every 2 s: the first ones fail (b is down).
+  auto a = StartNode(
+      "node-a", dir_a.path(),
+      {"--peer", b_address, "--sync-interval", "2s", "--repair-bandwidth",
+       "0.02", "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(a);
+  const int port = MetricsPort(*a);
+  ASSERT_GT(port, 0) << a->Log();
+  int i = 0;
+  auto loaded = Connect(a->address())
+                    ->Load(kKeyspace, [&](std::string* k, std::string* v) {
+                      if (i == 3000) return false;
+                      *k = absl::StrFormat("key-%04d", i++);
+                      *v = std::string(30, 'x');
+                      return true;
+                    });
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+
+  auto session = [&] {
+    const v1::StatusResponse s = Status(a->address());
+    return s.peers_size() == 1 ? s.peers(0).session() : v1::SessionProgress{};
+  };
+  auto phase_metric = [&](const std::string& phase) {
+    return absl::StrCat("tally_session_phase{peer=\"", b_address, "\",phase=\"",
+                        phase, "\"} 1\n");
+  };
+  v1::SessionProgress failed;
+  ASSERT_TRUE(WaitFor([&] {
+    failed = session();
+    return failed.phase() == "failed";
+  })) << a->Log();
+  EXPECT_EQ(failed.failed_in(), "handshake");
+  EXPECT_EQ(failed.keyspaces_done(), 0u);
+  EXPECT_TRUE(WaitFor([&] {
+    return absl::StrContains(Scrape(port), phase_metric("failed"));
+  })) << Scrape(port);
+
+  auto b = NodeProcess::Start("node-b", dir_b.path(),
+                              {"--sync-writes", "false"}, b_address);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(WaitFor([&] { return session().phase() == "repair"; }))
+      << a->Log();
+  const v1::SessionProgress repairing = session();
+  EXPECT_EQ(repairing.keyspace(), kKeyspace);
+  EXPECT_EQ(repairing.failed_in(), "");
+  EXPECT_GE(repairing.phase_seconds(), 0);
+  EXPECT_GT(repairing.phase_since_unix_ms(), 0);
+  EXPECT_GE(repairing.phase_since_unix_ms(), repairing.started_unix_ms());
+  EXPECT_EQ(repairing.keyspaces(), 1u);
+  EXPECT_EQ(repairing.keyspaces_done(), 0u);
+  EXPECT_TRUE(Status(a->address()).peers(0).session_running());
+  // The metric and the CLI, while the repair still runs.
+  EXPECT_TRUE(WaitFor([&] {
+    return absl::StrContains(Scrape(port), phase_metric("repair"));
+  })) << Scrape(port);
+  EXPECT_TRUE(WaitFor([&] {
+    const CommandResult text = RunTally({"status", "--node", a->address()});
+    return std::regex_search(
+        text.out, std::regex(b_address + " +repair +default +[0-9.]+ s"));
+  })) << RunTally({"status", "--node", a->address()}).out;
+
+  // That session ends done (the next starts about 2 s later).
+  v1::SessionProgress done;
+  ASSERT_TRUE(WaitFor([&] {
+    done = session();
+    return done.phase() == "done" &&
+           done.started_unix_ms() == repairing.started_unix_ms();
+  })) << a->Log();
+  EXPECT_EQ(done.keyspace(), "");
+  EXPECT_EQ(done.keyspaces_done(), 1u);
+  EXPECT_EQ(done.differences(), 3000u);
+  EXPECT_EQ(done.rows_sent(), 3000u);
+  EXPECT_EQ(Rows((*b)->address()), 3000u);
+  EXPECT_THAT(Scrape(port), HasSubstr(phase_metric("done")));
+  const CommandResult json =
+      RunTally({"status", "--node", a->address(), "--json"});
+  EXPECT_THAT(json.out, HasSubstr("\"phase\":\"done\""));
+  EXPECT_EQ(a->Stop(), 0);
+  EXPECT_EQ((*b)->Stop(), 0);
 }
 
 }  // namespace

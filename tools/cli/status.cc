@@ -107,6 +107,27 @@ std::string StatusText(const v1::StatusResponse& status,
   absl::StrAppend(&text, "\n", Section(peers, "no peers"));
 
   if (status.peers_size() > 0) {
+    std::vector<std::vector<std::string>> sessions = {
+        {"SESSION WITH", "PHASE", "KEYSPACE", "FOR", "KEYSPACES", "DIFFERENCES",
+         "ROWS IN/OUT"}};
+    for (const v1::PeerStatus& p : status.peers()) {
+      const v1::SessionProgress& s = p.session();
+      std::string phase = s.phase().empty() ? "idle" : s.phase();
+      if (!s.failed_in().empty())
+        absl::StrAppend(&phase, " in ", s.failed_in());
+      sessions.push_back({p.address(), phase,
+                          s.keyspace().empty() ? "-" : s.keyspace(),
+                          s.phase_since_unix_ms() > 0
+                              ? absl::StrFormat("%.1f s", s.phase_seconds())
+                              : std::string("-"),
+                          absl::StrCat(s.keyspaces_done(), "/", s.keyspaces()),
+                          absl::StrCat(s.differences()),
+                          absl::StrCat(s.rows_received(), "/", s.rows_sent())});
+    }
+    absl::StrAppend(&text, "\n", Table(sessions));
+  }
+
+  if (status.peers_size() > 0) {
     std::vector<std::vector<std::string>> feeds = {
         {"FEED FROM", "CONNECTED", "POSITION", "LAG", "RECEIVED", "APPLIED",
          "NOT NEWER", "SKIPPED OWN/SUPERSEDED", "REFUSED", "RECONNECTS"}};
@@ -210,6 +231,18 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                     {"skipped_superseded", p.feed_skipped_superseded()},
                     {"refused_skew", p.feed_refused_skew()},
                     {"reconnects", p.feed_reconnects()}};
+    const v1::SessionProgress& s = p.session();
+    peer["session"] = {{"phase", s.phase().empty() ? "idle" : s.phase()},
+                       {"failed_in", s.failed_in()},
+                       {"keyspace", s.keyspace()},
+                       {"phase_since_unix_ms", s.phase_since_unix_ms()},
+                       {"phase_seconds", s.phase_seconds()},
+                       {"started_unix_ms", s.started_unix_ms()},
+                       {"keyspaces", s.keyspaces()},
+                       {"keyspaces_done", s.keyspaces_done()},
+                       {"differences", s.differences()},
+                       {"rows_received", s.rows_received()},
+                       {"rows_sent", s.rows_sent()}};
     out["peers"].push_back(std::move(peer));
   }
   out["subscriptions"] = Json::array();

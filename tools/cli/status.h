@@ -2,8 +2,9 @@
 // one JSON object for machines.
 //
 // The text has a summary (node, sequences, sessions, feed totals), then
-// tables: keyspaces, rows per origin, peers (sessions and repairs), the
-// feeds this node follows (per peer: connected, lag, counters) and the
+// tables: keyspaces, rows per origin, peers (sessions and repairs), where
+// the session with each peer is (phase, keyspace, for how long), the feeds
+// this node follows (per peer: connected, lag, counters) and the
 // subscribers it serves. The JSON holds every field of the response.
 //
 //   std::cout << StatusText(response, client->address(), absl::Now());

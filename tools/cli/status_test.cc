@@ -96,12 +96,75 @@ TEST(StatusText, ShowsFeedCountersLagAndOrigins) {
   PEER            ROLE  NAME     LAST SESSION  OUTCOME  RUNNING  OK/FAILED  ROWS IN/OUT  ERASED  CONFLICTS  REPAIRED
   127.0.0.1:7401  peer  us/db-2  never         ok       no       4/1        11/12        8       2          4.0 KB
 
+  SESSION WITH    PHASE  KEYSPACE  FOR  KEYSPACES  DIFFERENCES  ROWS IN/OUT
+  127.0.0.1:7401  idle   -         -    0/0        0            0/0
+
   FEED FROM       CONNECTED  POSITION  LAG                RECEIVED  APPLIED  NOT NEWER  SKIPPED OWN/SUPERSEDED  REFUSED  RECONNECTS
   127.0.0.1:7401  yes        77        40 entries, 1.5 s  7         5        2          6/2                     0        1
 
   SUBSCRIBER  POSITION  SENT  SKIPPED OWN/SUPERSEDED
   us/db-2     9         10    6/2
 )");
+}
+
+// Issue 9 §4: what a running session is doing, per peer: its phase, the
+// keyspace, for how long, and its counts so far; a failed one names the
+// phase it failed in.
+TEST(StatusText, ShowsEachPeersSessionPhaseKeyspaceAndForHowLong) {
+  v1::StatusResponse s = MeshStatus();
+  v1::SessionProgress* running = s.mutable_peers(0)->mutable_session();
+  running->set_phase("repair");
+  running->set_keyspace("users");
+  running->set_phase_since_unix_ms(1764500000000);
+  running->set_phase_seconds(2.5);
+  running->set_keyspaces(3);
+  running->set_keyspaces_done(1);
+  running->set_differences(1200);
+  running->set_rows_received(1000);
+  running->set_rows_sent(7);
+  v1::PeerStatus* other = s.add_peers();
+  other->set_address("127.0.0.1:7402");
+  v1::SessionProgress* failed = other->mutable_session();
+  failed->set_phase("failed");
+  failed->set_failed_in("handshake");
+  failed->set_phase_since_unix_ms(1764500000000);
+  failed->set_phase_seconds(61);
+  const std::string text = StatusText(s, "x:1", absl::UnixEpoch());
+  EXPECT_THAT(text, HasSubstr(R"(
+  SESSION WITH    PHASE                KEYSPACE  FOR     KEYSPACES  DIFFERENCES  ROWS IN/OUT
+  127.0.0.1:7401  repair               users     2.5 s   1/3        1200         1000/7
+  127.0.0.1:7402  failed in handshake  -         61.0 s  0/0        0            0/0
+)"));
+}
+
+TEST(StatusJson, HoldsEachPeersSession) {
+  v1::StatusResponse s = MeshStatus();
+  v1::SessionProgress* session = s.mutable_peers(0)->mutable_session();
+  session->set_phase("diff");
+  session->set_keyspace("users");
+  session->set_phase_since_unix_ms(1764500000000);
+  session->set_phase_seconds(0.5);
+  session->set_started_unix_ms(1764499999000);
+  session->set_keyspaces(2);
+  session->set_keyspaces_done(1);
+  session->set_differences(9);
+  session->set_rows_received(4);
+  session->set_rows_sent(5);
+  const Json j = StatusJson(s, "x:1")["peers"][0]["session"];
+  EXPECT_EQ(j["phase"], "diff");
+  EXPECT_EQ(j["failed_in"], "");
+  EXPECT_EQ(j["keyspace"], "users");
+  EXPECT_EQ(j["phase_since_unix_ms"], 1764500000000);
+  EXPECT_EQ(j["phase_seconds"], 0.5);
+  EXPECT_EQ(j["started_unix_ms"], 1764499999000);
+  EXPECT_EQ(j["keyspaces"], 2);
+  EXPECT_EQ(j["keyspaces_done"], 1);
+  EXPECT_EQ(j["differences"], 9);
+  EXPECT_EQ(j["rows_received"], 4);
+  EXPECT_EQ(j["rows_sent"], 5);
+  // A peer that had no session yet.
+  EXPECT_EQ(StatusJson(MeshStatus(), "x:1")["peers"][0]["session"]["phase"],
+            "idle");
 }
 
 TEST(StatusText, EmptyNodeSaysSo) {
@@ -115,6 +178,7 @@ TEST(StatusText, EmptyNodeSaysSo) {
   EXPECT_THAT(text, HasSubstr("  no peers\n"));
   EXPECT_THAT(text, HasSubstr("  no subscribers\n"));
   EXPECT_THAT(text, testing::Not(HasSubstr("FEED FROM")));
+  EXPECT_THAT(text, testing::Not(HasSubstr("SESSION WITH")));
 }
 
 TEST(StatusJson, HoldsFeedLagAndOrigins) {

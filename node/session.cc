@@ -1,0 +1,198 @@
+#include "node/session.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "node/log.h"
+
+namespace tally {
+namespace node {
+
+absl::string_view SessionPhaseName(SessionPhase phase) {
+  switch (phase) {
+    case SessionPhase::kIdle:
+      return "idle";
+    case SessionPhase::kHandshake:
+      return "handshake";
+    case SessionPhase::kDiff:
+      return "diff";
+    case SessionPhase::kRepair:
+      return "repair";
+    case SessionPhase::kDone:
+      return "done";
+    case SessionPhase::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+Session::Session(storage::Store* store, NodeClient* client,
+                 SessionOptions options)
+    : store_(store),
+      client_(client),
+      options_(std::move(options)),
+      local_(NewLocalReplica(store)),
+      remote_(NewRemoteReplica(client)) {}
+
+SessionProgress Session::progress() const {
+  absl::MutexLock lock(&mu_);
+  return progress_;
+}
+
+SessionResult Session::Run() {
+  result_.start = absl::Now();
+  result_.clock_start_ms = store_->clock().PhysicalMillis();
+  {
+    absl::MutexLock lock(&mu_);
+    progress_.started = result_.start;
+  }
+  const absl::Status handshake = Handshake();
+  if (!handshake.ok()) Fail(handshake);
+  const bool refused = !handshake.ok();
+  if (!refused) {
+    // A keyspace refused with kResourceExhausted does not stop the ones
+    // after it: one keyspace of a peer's that this node may not create
+    // would otherwise stop every keyspace named after it for good.
+    bool keyspace_refused = false;
+    for (const std::string& keyspace : keyspaces_) {
+      if (!result_.status.ok() && !keyspace_refused) break;
+      const absl::Status synced = SyncKeyspace(keyspace);
+      if (!synced.ok()) {
+        keyspace_refused = absl::IsResourceExhausted(synced);
+        if (result_.status.ok() || !keyspace_refused) Fail(synced);
+      }
+    }
+  }
+  Finish(refused);
+  return result_;
+}
+
+absl::Status Session::Handshake() {
+  EnterPhase(SessionPhase::kHandshake, "");
+  // Which keyspaces: every one either side has.
+  for (const storage::KeyspaceInfo& ks : store_->ListKeyspaces()) {
+    keyspaces_.insert(ks.name);
+  }
+  absl::StatusOr<v1::HandshakeResponse> answer = client_->Handshake({}, 0);
+  if (!answer.ok()) return answer.status();
+  peer_name_ = answer->node_name();
+  absl::Status status;
+  if (options_.on_handshake) {
+    status = options_.on_handshake(*answer, result_.clock_start_ms,
+                                   store_->clock().PhysicalMillis());
+  }
+  if (status.ok() && answer->node_name() == store_->node_name()) {
+    status = absl::FailedPreconditionError(absl::StrFormat(
+        "peer %s has this node's own name '%s'; node names must be unique",
+        client_->address(), store_->node_name()));
+  }
+  for (const v1::KeyspaceSummary& ks : answer->keyspaces()) {
+    keyspaces_.insert(ks.name());
+  }
+  absl::MutexLock lock(&mu_);
+  progress_.keyspaces = static_cast<uint32_t>(keyspaces_.size());
+  return status;
+}
+
+absl::Status Session::SyncKeyspace(const std::string& keyspace) {
+  EnterPhase(SessionPhase::kDiff, keyspace);
+  const bool from_source = options_.from_source;
+  // The counts of the keyspaces before this one; the sync reports its own.
+  const SessionProgress before = progress();
+  SyncOptions options;
+  options.keyspace = keyspace;
+  options.a_is_source = from_source;
+  options.deadline = result_.start + options_.timeout;
+  options.cancelled = options_.cancelled;
+  options.bandwidth_bytes_per_second = options_.bandwidth_bytes_per_second;
+  options.batch_rows = options_.batch_rows;
+  options.on_step = [this, &keyspace](SyncStep step) {
+    EnterPhase(
+        step == SyncStep::kRepair ? SessionPhase::kRepair : SessionPhase::kDiff,
+        keyspace);
+  };
+  options.on_progress = [this, &before, from_source](const SyncProgress& p) {
+    absl::MutexLock lock(&mu_);
+    progress_.differences = before.differences + p.differences;
+    progress_.rows_received =
+        before.rows_received + (from_source ? p.rows_to_b : p.rows_to_a);
+    progress_.rows_sent = before.rows_sent + (from_source ? 0 : p.rows_to_b);
+  };
+  const tree::ViewTraffic traffic_before = client_->traffic();
+  const absl::Time start = absl::Now();
+  // The stats count what was done even when the sync fails half way: rows
+  // of the batches it applied were moved all the same.
+  SyncStats stats;
+  const absl::Status synced =
+      from_source ? node::SyncKeyspace(*remote_, *local_, options, &stats)
+                  : node::SyncKeyspace(*local_, *remote_, options, &stats);
+  const tree::ViewTraffic traffic_after = client_->traffic();
+  const uint64_t in = from_source ? stats.rows_to_b : stats.rows_to_a;
+  const uint64_t out = from_source ? 0 : stats.rows_to_b;
+  result_.rows_received += in;
+  result_.rows_sent += out;
+  result_.bytes_repaired += stats.repair_bytes;
+  result_.rows_erased += stats.erased_from_b;
+  result_.conflicts += stats.conflicts;
+  {
+    absl::MutexLock lock(&mu_);
+    progress_.rows_received = before.rows_received + in;
+    progress_.rows_sent = before.rows_sent + out;
+    ++progress_.keyspaces_done;
+  }
+  LogInfo(absl::StrFormat(
+      "session peer=%s name=%s keyspace=%s mode=%s outcome=%s rounds=%d "
+      "bytes_sent=%d bytes_received=%d rows_sent=%d rows_received=%d "
+      "erased=%d conflicts=%d duration_ms=%d",
+      client_->address(), peer_name_, keyspace,
+      from_source ? "from-source" : "two-way",
+      synced.ok() ? "ok" : synced.ToString(), stats.diff.rounds,
+      traffic_after.bytes_sent - traffic_before.bytes_sent,
+      traffic_after.bytes_received - traffic_before.bytes_received, out, in,
+      stats.erased_from_b, stats.conflicts,
+      absl::ToInt64Milliseconds(absl::Now() - start)));
+  return synced;
+}
+
+void Session::Finish(bool refused) {
+  // Refused before any keyspace was synced: no per-keyspace line says why.
+  if (refused) {
+    LogWarning(absl::StrFormat("session peer=%s outcome=%s", client_->address(),
+                               result_.status.ToString()));
+  }
+  SessionProgress now;
+  {
+    absl::MutexLock lock(&mu_);
+    const bool ok = result_.status.ok();
+    progress_.phase = ok ? SessionPhase::kDone : SessionPhase::kFailed;
+    progress_.failed_in = ok ? SessionPhase::kIdle : failed_in_;
+    progress_.keyspace = ok ? "" : failed_keyspace_;
+    progress_.phase_since = absl::Now();
+    now = progress_;
+  }
+  if (options_.on_phase) options_.on_phase(now);
+}
+
+void Session::EnterPhase(SessionPhase phase, const std::string& keyspace) {
+  SessionProgress now;
+  {
+    absl::MutexLock lock(&mu_);
+    if (progress_.phase == phase && progress_.keyspace == keyspace) return;
+    progress_.phase = phase;
+    progress_.keyspace = keyspace;
+    progress_.phase_since = absl::Now();
+    now = progress_;
+  }
+  if (options_.on_phase) options_.on_phase(now);
+}
+
+void Session::Fail(const absl::Status& error) {
+  result_.status = error;
+  absl::MutexLock lock(&mu_);
+  failed_in_ = progress_.phase;
+  failed_keyspace_ = progress_.keyspace;
+}
+
+}  // namespace node
+}  // namespace tally

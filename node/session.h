@@ -1,0 +1,208 @@
+// Session: one anti-entropy session with one peer, written as the steps it
+// takes, with the step it is in recorded so that status, metrics and logs
+// can say what a running session is doing (Scylla's row-level repair keeps
+// such a state per node for the same reason).
+//
+// The steps, in order; each is a method below, documented above it:
+//
+//   1. Handshake: the peer's name, clock and keyspaces. The owner checks
+//      the name and records the clock (SessionOptions::on_handshake); a
+//      peer that has this node's own name is refused.
+//   Then for every keyspace either side has, in name order:
+//   2. Diff: compare the two Merkle trees for the differing keys
+//      (node/sync.h, tree/diff.h);
+//   3. Repair: fetch and write a batch of them.
+//      The diff hands its differences to the repair a batch at a time as it
+//      finds them (so memory stays bounded), so a keyspace with many
+//      differences goes diff, repair, diff, repair, ...: the phase says which
+//      one is running. A keyspace this node may not create (it is at
+//      max-keyspaces, kResourceExhausted) fails on its own and the next
+//      keyspaces are synced all the same; any other error ends the session.
+//   4. Finish: the outcome, done or failed (with the phase and keyspace it
+//      failed in).
+//
+//   idle ──► handshake ──► diff ⇄ repair (per keyspace) ──► done
+//                 │            │      │
+//                 └────────────┴──────┴──────────────────► failed
+//
+//   Session session(store, client, options);
+//   SessionResult result = session.Run();    // on a pool thread
+//   SessionProgress now = session.progress();  // any thread, at any time
+//
+// Each keyspace's sync is logged on one line, and a session refused at the
+// handshake on one more.
+//
+// Thread-safe: Run() is called once, from one thread; progress() may be
+// called from any thread, while Run() runs and after it returned. The
+// session's lock is never held while it calls out (the RPCs, the store,
+// on_handshake, on_phase), so a caller may hold its own lock around
+// progress() (SessionScheduler::FillStatus does).
+#ifndef TALLY_NODE_SESSION_H_
+#define TALLY_NODE_SESSION_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "node/client.h"
+#include "node/replica.h"
+#include "node/sync.h"
+#include "storage/store.h"
+#include "tally/v1/tally.pb.h"
+
+namespace tally {
+namespace node {
+
+// Where a session is. kIdle is a peer's phase before its first session;
+// kDone and kFailed stay a peer's phase after a session ended, until the
+// next one starts.
+enum class SessionPhase {
+  kIdle,
+  kHandshake,
+  kDiff,
+  kRepair,
+  kDone,
+  kFailed,
+};
+
+// Every phase, in the order above: the series of the tally_session_phase
+// metric.
+inline constexpr std::array<SessionPhase, 6> kSessionPhases = {
+    SessionPhase::kIdle,   SessionPhase::kHandshake, SessionPhase::kDiff,
+    SessionPhase::kRepair, SessionPhase::kDone,      SessionPhase::kFailed};
+
+// "idle", "handshake", "diff", "repair", "done", "failed": the names status
+// and metrics use.
+absl::string_view SessionPhaseName(SessionPhase phase);
+
+// What a session has done so far, as status shows it.
+struct SessionProgress {
+  SessionPhase phase = SessionPhase::kIdle;
+  // For kFailed: the phase the error came in (kHandshake, kDiff, kRepair).
+  SessionPhase failed_in = SessionPhase::kIdle;
+  // The keyspace being diffed or repaired (for kFailed: the one it failed
+  // in); empty in the other phases.
+  std::string keyspace;
+  absl::Time started = absl::InfinitePast();
+  absl::Time phase_since = absl::InfinitePast();
+  // Keyspaces either side has (known once the handshake is answered) and
+  // those synced so far (failed ones included).
+  uint32_t keyspaces = 0;
+  uint32_t keyspaces_done = 0;
+  // Over every keyspace so far. The running keyspace's share is updated
+  // after each repair batch.
+  uint64_t differences = 0;
+  uint64_t rows_received = 0;
+  uint64_t rows_sent = 0;
+};
+
+// The counters a finished session adds to its peer's totals. They count
+// what was done even when the session failed half way: rows of the batches
+// it applied were moved all the same.
+struct SessionResult {
+  absl::Status status;
+  // When the session started, by this node's wall clock and by the store's
+  // clock (Unix ms): the store's is what the tombstone purge compares with
+  // the arrival of its tombstones (SessionScheduler::PeersSyncedSince).
+  absl::Time start = absl::InfinitePast();
+  uint64_t clock_start_ms = 0;
+  uint64_t rows_received = 0;
+  uint64_t rows_sent = 0;
+  uint64_t bytes_repaired = 0;
+  uint64_t rows_erased = 0;
+  uint64_t conflicts = 0;
+};
+
+struct SessionOptions {
+  // One-way: the peer is this node's source and this node becomes its copy.
+  bool from_source = false;
+  // The whole session gives up (kDeadlineExceeded) after this long.
+  absl::Duration timeout = absl::InfiniteDuration();
+  // When set and true, the session stops at its next step with kCancelled.
+  const std::atomic<bool>* cancelled = nullptr;
+  // Repair traffic limit in bytes per second; 0 is unlimited.
+  double bandwidth_bytes_per_second = 0;
+  // Rows fetched and written per repair batch.
+  size_t batch_rows = SyncOptions{}.batch_rows;
+  // Called with the peer's answer to the handshake, which was sent at
+  // `sent_ms` and answered by `received_ms` (the store's clock, Unix ms),
+  // before any keyspace is synced. An error refuses the peer: the session
+  // fails in kHandshake with it. Optional.
+  std::function<absl::Status(const ::tally::v1::HandshakeResponse& answer,
+                             uint64_t sent_ms, uint64_t received_ms)>
+      on_handshake;
+  // Called each time the phase changes, with the progress as of the change,
+  // before the new phase's work starts (no lock held). Optional.
+  std::function<void(const SessionProgress&)> on_phase;
+};
+
+class Session {
+ public:
+  // `store` and `client` must outlive the session.
+  Session(storage::Store* store, NodeClient* client, SessionOptions options);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Runs every step and returns the outcome. REQUIRES: called once.
+  SessionResult Run() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A copy of where the session is. kIdle until Run() starts.
+  SessionProgress progress() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // Step 1: handshake. Asks the peer for its name, clock and keyspaces and
+  // adds its keyspaces to keyspaces_. Returns the call's error, the
+  // owner's refusal (on_handshake), or kFailedPrecondition when the peer
+  // has this node's own name.
+  absl::Status Handshake() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Steps 2 and 3: diff `keyspace` with the peer and repair what differs,
+  // the two interleaved batch by batch (see the top of the file); the
+  // phase follows the sync's steps. Adds what was moved to result_, even
+  // on failure, and logs the keyspace's line.
+  absl::Status SyncKeyspace(const std::string& keyspace)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Step 4: record the outcome in the progress (done, or failed in the
+  // phase the error came in) and log a session refused before any
+  // keyspace was synced.
+  void Finish(bool refused) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Makes `phase` (and `keyspace`) current and tells on_phase.
+  void EnterPhase(SessionPhase phase, const std::string& keyspace)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Makes `error` the session's outcome, with the phase and keyspace it
+  // came in.
+  void Fail(const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Constant after construction.
+  storage::Store* const store_;
+  NodeClient* const client_;
+  const SessionOptions options_;
+  const std::unique_ptr<Replica> local_;
+  const std::unique_ptr<Replica> remote_;
+
+  // Used by Run()'s thread only.
+  SessionResult result_;
+  std::set<std::string> keyspaces_;  // either side's, in name order
+  std::string peer_name_ = "?";      // the handshake's, for the log lines
+  SessionPhase failed_in_ = SessionPhase::kIdle;  // where result_.status
+  std::string failed_keyspace_;                   // came from
+
+  mutable absl::Mutex mu_;
+  SessionProgress progress_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace node
+}  // namespace tally
+
+#endif  // TALLY_NODE_SESSION_H_

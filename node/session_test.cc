@@ -1,0 +1,316 @@
+// Session against a real peer (the Peer service over its own store, in
+// this process): the phases a session passes through, the phase a failure
+// is recorded in, and the counts its progress shows.
+#include "node/session.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "node/peer_service.h"
+#include "node/worker_pool.h"
+#include "tests/temp_dir.h"
+
+namespace tally {
+namespace node {
+namespace {
+
+using ::tally::testing::TempDir;
+using ::testing::ElementsAre;
+using ::testing::Pair;
+
+std::unique_ptr<storage::Store> OpenStore(const TempDir& dir,
+                                          const std::string& name,
+                                          size_t max_keyspaces = 256) {
+  storage::StoreOptions options;
+  options.node_name = name;
+  options.sync = false;
+  options.default_depth = 10;
+  options.max_keyspaces = max_keyspaces;
+  auto store = storage::Store::Open(dir.path(), options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? std::move(*store) : nullptr;
+}
+
+void Put(storage::Store& store, const std::string& keyspace,
+         const std::string& key) {
+  storage::WriteRequest w;
+  w.mutations.push_back(storage::Mutation::Put(keyspace, key, "value"));
+  ASSERT_TRUE(store.Write(std::move(w)).ok());
+}
+
+uint64_t Rows(storage::Store& store, const std::string& keyspace) {
+  for (const storage::KeyspaceInfo& ks : store.ListKeyspaces()) {
+    if (ks.name == keyspace) return ks.row_count;
+  }
+  return 0;
+}
+
+// A peer node in this process: its store behind a Peer service.
+class TestPeer {
+ public:
+  explicit TestPeer(std::unique_ptr<storage::Store> store)
+      : store_(std::move(store)),
+        pool_(std::make_unique<WorkerPool>(2, 64)),
+        service_(std::make_unique<PeerService>(store_.get(), pool_.get())) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+  }
+  ~TestPeer() { Stop(); }
+
+  storage::Store& store() { return *store_; }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+  void Stop() {
+    if (server_ == nullptr) return;
+    service_->StopFeeds();
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(5));
+    server_->Wait();
+    service_->WaitForFeeds();
+    server_.reset();
+  }
+
+ private:
+  std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<PeerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+// (phase, keyspace) as on_phase saw them, in order.
+using Phases = std::vector<std::pair<std::string, std::string>>;
+
+class SessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    local_ = OpenStore(local_dir_, "node-a");
+    ASSERT_NE(local_, nullptr);
+  }
+
+  void StartPeer(const std::string& name, size_t max_keyspaces = 256) {
+    auto store = OpenStore(peer_dir_, name, max_keyspaces);
+    ASSERT_NE(store, nullptr);
+    peer_ = std::make_unique<TestPeer>(std::move(store));
+  }
+
+  // Runs one session with `address` (the peer's by default), recording its
+  // phases in phases_ and its last progress in progress_.
+  SessionResult Run(SessionOptions options = {}, std::string address = "") {
+    if (address.empty()) address = peer_->address();
+    ClientOptions client_options;
+    client_options.node_name = local_->node_name();
+    client_options.epoch = local_->epoch();
+    client_options.rpc_timeout = absl::Seconds(10);
+    auto client = NodeClient::Connect(address, client_options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    if (!client.ok()) return SessionResult{client.status()};
+    std::function<void(const SessionProgress&)> then = options.on_phase;
+    options.on_phase = [this, then](const SessionProgress& p) {
+      phases_.emplace_back(SessionPhaseName(p.phase), p.keyspace);
+      if (then) then(p);
+    };
+    Session session(local_.get(), client->get(), std::move(options));
+    EXPECT_EQ(session.progress().phase, SessionPhase::kIdle);
+    SessionResult result = session.Run();
+    progress_ = session.progress();
+    return result;
+  }
+
+  TempDir local_dir_, peer_dir_;
+  std::unique_ptr<storage::Store> local_;
+  std::unique_ptr<TestPeer> peer_;
+  Phases phases_;
+  SessionProgress progress_;
+};
+
+TEST_F(SessionTest, ASuccessfulSessionGoesHandshakeDiffRepairDone) {
+  StartPeer("node-b");
+  Put(*local_, "ks", "only-here");
+  Put(peer_->store(), "ks", "only-there-1");
+  Put(peer_->store(), "ks", "only-there-2");
+
+  const SessionResult result = Run();
+  ASSERT_TRUE(result.status.ok()) << result.status;
+  EXPECT_THAT(phases_, ElementsAre(Pair("handshake", ""), Pair("diff", "ks"),
+                                   Pair("repair", "ks"), Pair("done", "")));
+  EXPECT_EQ(result.rows_received, 2u);
+  EXPECT_EQ(result.rows_sent, 1u);
+  EXPECT_EQ(Rows(*local_, "ks"), 3u);
+  EXPECT_EQ(Rows(peer_->store(), "ks"), 3u);
+
+  EXPECT_EQ(progress_.phase, SessionPhase::kDone);
+  EXPECT_EQ(progress_.keyspace, "");
+  EXPECT_EQ(progress_.keyspaces, 1u);
+  EXPECT_EQ(progress_.keyspaces_done, 1u);
+  EXPECT_EQ(progress_.differences, 3u);
+  EXPECT_EQ(progress_.rows_received, 2u);
+  EXPECT_EQ(progress_.rows_sent, 1u);
+  EXPECT_EQ(progress_.started, result.start);
+  EXPECT_GE(progress_.phase_since, progress_.started);
+}
+
+TEST_F(SessionTest, EveryKeyspaceOfEitherSideIsDiffedInNameOrder) {
+  StartPeer("node-b");
+  Put(*local_, "ks-2", "k");
+  Put(peer_->store(), "ks-1", "k");
+  Put(peer_->store(), "ks-3", "k");
+
+  ASSERT_TRUE(Run().status.ok());
+  EXPECT_THAT(phases_, ElementsAre(Pair("handshake", ""), Pair("diff", "ks-1"),
+                                   Pair("repair", "ks-1"), Pair("diff", "ks-2"),
+                                   Pair("repair", "ks-2"), Pair("diff", "ks-3"),
+                                   Pair("repair", "ks-3"), Pair("done", "")));
+  EXPECT_EQ(progress_.keyspaces, 3u);
+  EXPECT_EQ(progress_.keyspaces_done, 3u);
+}
+
+TEST_F(SessionTest, KeyspacesInSyncAreDiffedAndNotRepaired) {
+  StartPeer("node-b");
+  Put(*local_, "ks-1", "k");
+  Put(peer_->store(), "ks-2", "k");
+  ASSERT_TRUE(Run().status.ok());
+
+  phases_.clear();
+  ASSERT_TRUE(Run().status.ok());
+  EXPECT_THAT(phases_, ElementsAre(Pair("handshake", ""), Pair("diff", "ks-1"),
+                                   Pair("diff", "ks-2"), Pair("done", "")));
+  EXPECT_EQ(progress_.differences, 0u);
+  EXPECT_EQ(progress_.keyspaces_done, 2u);
+}
+
+TEST_F(SessionTest, ManyDifferencesAlternateDiffAndRepairBatchByBatch) {
+  StartPeer("node-b");
+  for (int i = 0; i < 10; ++i) Put(peer_->store(), "ks", absl::StrCat(i));
+
+  SessionOptions options;
+  options.batch_rows = 4;  // batches of 4, 4 and 2
+  ASSERT_TRUE(Run(std::move(options)).status.ok());
+  EXPECT_THAT(phases_, ElementsAre(Pair("handshake", ""), Pair("diff", "ks"),
+                                   Pair("repair", "ks"), Pair("diff", "ks"),
+                                   Pair("repair", "ks"), Pair("diff", "ks"),
+                                   Pair("repair", "ks"), Pair("done", "")));
+  EXPECT_EQ(progress_.rows_received, 10u);
+  EXPECT_EQ(Rows(*local_, "ks"), 10u);
+}
+
+TEST_F(SessionTest, AHandshakeTheOwnerRefusesFailsInHandshakeAndSyncsNothing) {
+  StartPeer("node-b");
+  Put(peer_->store(), "ks", "k");
+
+  SessionOptions options;
+  std::string seen_name;
+  options.on_handshake = [&](const v1::HandshakeResponse& answer, uint64_t sent,
+                             uint64_t received) {
+    seen_name = answer.node_name();
+    EXPECT_LE(sent, received);
+    return absl::AlreadyExistsError("that node is another peer already");
+  };
+  const SessionResult result = Run(std::move(options));
+  EXPECT_TRUE(absl::IsAlreadyExists(result.status)) << result.status;
+  EXPECT_EQ(seen_name, "node-b");
+  EXPECT_THAT(phases_, ElementsAre(Pair("handshake", ""), Pair("failed", "")));
+  EXPECT_EQ(progress_.phase, SessionPhase::kFailed);
+  EXPECT_EQ(progress_.failed_in, SessionPhase::kHandshake);
+  EXPECT_EQ(progress_.keyspaces_done, 0u);
+  EXPECT_EQ(Rows(*local_, "ks"), 0u);
+}
+
+TEST_F(SessionTest, APeerWithThisNodesOwnNameFailsInHandshake) {
+  StartPeer("node-a");
+  Put(peer_->store(), "ks", "k");
+
+  const SessionResult result = Run();
+  EXPECT_TRUE(absl::IsFailedPrecondition(result.status)) << result.status;
+  EXPECT_THAT(std::string(result.status.message()),
+              ::testing::HasSubstr("own name 'node-a'"));
+  EXPECT_EQ(progress_.phase, SessionPhase::kFailed);
+  EXPECT_EQ(progress_.failed_in, SessionPhase::kHandshake);
+  EXPECT_EQ(Rows(*local_, "ks"), 0u);
+}
+
+TEST_F(SessionTest, AnUnreachablePeerFailsInHandshake) {
+  StartPeer("node-b");
+  const std::string address = peer_->address();
+  peer_->Stop();  // nothing listens there any more
+
+  const SessionResult result = Run({}, address);
+  EXPECT_TRUE(absl::IsUnavailable(result.status) ||
+              absl::IsDeadlineExceeded(result.status))
+      << result.status;
+  EXPECT_THAT(phases_, ElementsAre(Pair("handshake", ""), Pair("failed", "")));
+  EXPECT_EQ(progress_.failed_in, SessionPhase::kHandshake);
+}
+
+// A cancel (shutdown) is noticed at the diff's next difference: the session
+// fails in the diff of the keyspace it was working on, and the keyspace
+// before it stays synced and counted.
+TEST_F(SessionTest, ACancelledSessionFailsInThePhaseAndKeyspaceItWasIn) {
+  StartPeer("node-b");
+  Put(peer_->store(), "ks-1", "k");
+  Put(peer_->store(), "ks-2", "k");
+
+  std::atomic<bool> cancelled{false};
+  SessionOptions options;
+  options.cancelled = &cancelled;
+  options.on_phase = [&](const SessionProgress& p) {
+    if (p.phase == SessionPhase::kDiff && p.keyspace == "ks-2") {
+      cancelled = true;
+    }
+  };
+  const SessionResult result = Run(std::move(options));
+  EXPECT_TRUE(absl::IsCancelled(result.status)) << result.status;
+  EXPECT_THAT(phases_, ElementsAre(Pair("handshake", ""), Pair("diff", "ks-1"),
+                                   Pair("repair", "ks-1"), Pair("diff", "ks-2"),
+                                   Pair("failed", "ks-2")));
+  EXPECT_EQ(progress_.failed_in, SessionPhase::kDiff);
+  EXPECT_EQ(progress_.keyspaces_done, 2u);
+  EXPECT_EQ(result.rows_received, 1u);
+  EXPECT_EQ(Rows(*local_, "ks-1"), 1u);
+  EXPECT_EQ(Rows(*local_, "ks-2"), 0u);
+}
+
+// The peer may hold one keyspace only: pushing it a second one is refused
+// in the repair. That keyspace fails on its own; the one after it is synced
+// all the same, and the session's outcome is the refusal, in the repair.
+TEST_F(SessionTest, AKeyspaceThePeerMayNotCreateFailsInRepairAndTheRestGoOn) {
+  StartPeer("node-b", /*max_keyspaces=*/1);
+  Put(*local_, "ks-1", "k");
+  Put(peer_->store(), "ks-2", "k");
+
+  const SessionResult result = Run();
+  EXPECT_TRUE(absl::IsResourceExhausted(result.status)) << result.status;
+  EXPECT_THAT(phases_,
+              ElementsAre(Pair("handshake", ""), Pair("diff", "ks-1"),
+                          Pair("repair", "ks-1"), Pair("diff", "ks-2"),
+                          Pair("repair", "ks-2"), Pair("failed", "ks-1")));
+  EXPECT_EQ(progress_.failed_in, SessionPhase::kRepair);
+  EXPECT_EQ(progress_.keyspaces_done, 2u);
+  EXPECT_EQ(Rows(*local_, "ks-2"), 1u);
+  EXPECT_EQ(Rows(peer_->store(), "ks-1"), 0u);
+}
+
+TEST(SessionPhase, EveryPhaseHasItsOwnName) {
+  std::vector<std::string> names;
+  for (SessionPhase phase : kSessionPhases) {
+    names.emplace_back(SessionPhaseName(phase));
+  }
+  EXPECT_THAT(names, ElementsAre("idle", "handshake", "diff", "repair", "done",
+                                 "failed"));
+}
+
+}  // namespace
+}  // namespace node
+}  // namespace tally
