@@ -1,3 +1,4 @@
+#include "absl/strings/str_format.h"
 #include "storage/row_backend.h"
 
 namespace tally {
@@ -21,6 +22,24 @@ class EmbeddedBackend : public RowBackend {
   absl::StatusOr<std::string> ReadValue(
       const RowLocation&, absl::string_view stored_payload) const override {
     return std::string(stored_payload);
+  }
+
+  absl::StatusOr<std::vector<absl::StatusOr<std::string>>> ReadValues(
+      absl::Span<const RowLocation> rows,
+      absl::Span<const absl::string_view> stored_payloads) const override {
+    if (rows.size() != stored_payloads.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ReadValues given %d rows and %d payloads; it needs one per row",
+          rows.size(), stored_payloads.size()));
+    }
+    // The payload is the value: nothing is read but the records the store
+    // has already read.
+    std::vector<absl::StatusOr<std::string>> values;
+    values.reserve(stored_payloads.size());
+    for (absl::string_view payload : stored_payloads) {
+      values.emplace_back(std::string(payload));
+    }
+    return values;
   }
 };
 

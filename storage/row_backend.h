@@ -19,10 +19,12 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "tree/token.h"
 
 namespace leveldb {
@@ -60,6 +62,22 @@ class RowBackend {
   // Returns kDataLoss when the payload cannot be the backend's.
   virtual absl::StatusOr<std::string> ReadValue(
       const RowLocation& row, absl::string_view stored_payload) const = 0;
+
+  // Reads by batch: what reads of many rows at once (Store::MultiGet) ask
+  // of a backend.
+
+  // Returns the values of a batch of rows given the payloads StageValue
+  // returned for them, one result per row in the order given: the value, or
+  // kDataLoss when that row's payload cannot be the backend's. One call is
+  // one read of the backend (one round trip for a database), whatever the
+  // number of rows. The call itself fails (kUnavailable, say) only when the
+  // backend cannot be read at all. The values are not checked against the
+  // rows' digests: the store does that. Like ReadValue, may be called from
+  // any thread.
+  // REQUIRES: rows.size() == stored_payloads.size().
+  virtual absl::StatusOr<std::vector<absl::StatusOr<std::string>>> ReadValues(
+      absl::Span<const RowLocation> rows,
+      absl::Span<const absl::string_view> stored_payloads) const = 0;
 };
 
 // Values kept in the store's own LevelDB, inside the row record.

@@ -136,6 +136,9 @@ class StoreImpl : public Store {
   absl::StatusOr<WriteResult> Write(WriteRequest request) override;
   absl::StatusOr<Row> Get(absl::string_view keyspace,
                           absl::string_view key) override;
+  absl::StatusOr<std::vector<absl::StatusOr<Row>>> MultiGet(
+      absl::string_view keyspace,
+      absl::Span<const absl::string_view> keys) override;
   absl::Status ScanRows(
       absl::string_view keyspace, const tree::NodeRef& range,
       const std::function<absl::Status(const Row&)>& sink) override;
@@ -186,6 +189,11 @@ class StoreImpl : public Store {
                                            absl::string_view key,
                                            const RowHeader& header,
                                            absl::string_view payload) const;
+  // Checks a row's value (as the backend returned it) and origin against
+  // the row's digest; kDataLoss when they do not match it.
+  absl::Status CheckValue(absl::string_view keyspace, tree::Token token,
+                          absl::string_view key, const RowHeader& header,
+                          absl::string_view value) const;
   // Recomputes the leaf of `token` (damage found by a read) and returns
   // the read's kDataLoss error.
   absl::Status MarkDamaged(const Keyspace* ks, tree::Token token,
