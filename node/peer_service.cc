@@ -78,6 +78,9 @@ absl::Status HandshakeOnPool(storage::Store& store,
     TALLY_RETURN_IF_ERROR(view.status());
     v1::KeyspaceSummary* summary = response->add_keyspaces();
     TALLY_RETURN_IF_ERROR(SummaryToProto(**view, name, top_levels, summary));
+    // The caller compares it with its own (node/schema_check.h).
+    TALLY_ASSIGN_OR_RETURN(*summary->mutable_schema_fingerprint(),
+                           store.SchemaFingerprint(name));
     // Counted as it grows (a tag and a length prefix per summary), so that
     // an answer too large is never built whole.
     bytes += summary->ByteSizeLong() + 6;

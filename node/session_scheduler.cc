@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "node/log.h"
 #include "node/replica.h"
+#include "node/schema_check.h"
 #include "node/sync.h"
 
 namespace tally {
@@ -175,6 +176,9 @@ void SessionScheduler::RunSession(Peer* peer) {
 
   // Refused before any keyspace was synced: no per-keyspace line says why.
   const bool refused = !status.ok();
+  const absl::flat_hash_map<std::string, std::string> peer_schemas =
+      handshake.ok() ? SchemaFingerprints(*handshake)
+                     : absl::flat_hash_map<std::string, std::string>();
   std::unique_ptr<Replica> local = NewLocalReplica(store_);
   std::unique_ptr<Replica> remote = NewRemoteReplica(peer->client.get());
   // A keyspace this node may not create (it is at max-keyspaces) fails on
@@ -194,9 +198,16 @@ void SessionScheduler::RunSession(Peer* peer) {
     // The stats count what was done even when the sync fails half way:
     // rows of the batches it applied were moved all the same.
     SyncStats stats;
+    // A keyspace whose schema differs from the peer's is refused on its
+    // own, as one this node may not create.
+    const absl::Status schema =
+        handshake.ok() ? CheckKeyspaceSchema(*store_, keyspace, peer_schemas,
+                                             handshake->node_name())
+                       : absl::OkStatus();
     const absl::Status synced =
-        from_source ? SyncKeyspace(*remote, *local, options, &stats)
-                    : SyncKeyspace(*local, *remote, options, &stats);
+        !schema.ok()  ? schema
+        : from_source ? SyncKeyspace(*remote, *local, options, &stats)
+                      : SyncKeyspace(*local, *remote, options, &stats);
     const tree::ViewTraffic after = peer->client->traffic();
     const uint64_t in = from_source ? stats.rows_to_b : stats.rows_to_a;
     const uint64_t out = from_source ? 0 : stats.rows_to_b;
@@ -206,7 +217,7 @@ void SessionScheduler::RunSession(Peer* peer) {
     rows_erased += stats.erased_from_b;
     conflicts += stats.conflicts;
     if (!synced.ok()) {
-      keyspace_refused = absl::IsResourceExhausted(synced);
+      keyspace_refused = absl::IsResourceExhausted(synced) || !schema.ok();
       if (status.ok() || !keyspace_refused) status = synced;
     }
     LogInfo(absl::StrFormat(

@@ -105,6 +105,12 @@ class Store {
   virtual absl::StatusOr<std::vector<absl::StatusOr<Row>>> MultiGet(
       absl::string_view keyspace, absl::Span<const absl::string_view> keys) = 0;
 
+  // The backend's schema fingerprint of `keyspace`
+  // (RowBackend::SchemaFingerprint), which nodes compare in the handshake;
+  // any keyspace name, held here or not.
+  virtual absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view keyspace) const = 0;
+
   // Streams the rows of a token range of a keyspace, in (token, key) order,
   // from one snapshot. Stops at the first error of `sink`. Returns kDataLoss
   // naming the row when it meets a damaged one (as Get() finds them: the

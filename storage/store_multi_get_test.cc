@@ -58,6 +58,11 @@ class CountingBackend : public RowBackend {
     return values;
   }
 
+  absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view keyspace) const override {
+    return inner_->SchemaFingerprint(keyspace);
+  }
+
   void Refuse(std::string payload) {
     absl::MutexLock lock(&mu_);
     refused_ = std::move(payload);

@@ -139,6 +139,10 @@ class StoreImpl : public Store {
   absl::StatusOr<std::vector<absl::StatusOr<Row>>> MultiGet(
       absl::string_view keyspace,
       absl::Span<const absl::string_view> keys) override;
+  absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view keyspace) const override {
+    return backend_->SchemaFingerprint(keyspace);
+  }
   absl::Status ScanRows(
       absl::string_view keyspace, const tree::NodeRef& range,
       const std::function<absl::Status(const Row&)>& sink) override;
