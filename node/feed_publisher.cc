@@ -1,12 +1,14 @@
 #include "node/feed_publisher.h"
 
 #include <algorithm>
+#include <map>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "node/grpc_status.h"
+#include "node/internal/read_ahead.h"
 #include "node/wire.h"
 #include "tree/status_macros.h"
 
@@ -88,12 +90,18 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
     std::vector<storage::ChangeEntry> entries;
     size_t next = 0;
     bool read_full = false;  // the last read may have left entries behind
+    // The rows of entries [next, rows_read), read ahead: rows[i] is the
+    // row of entries[i] (not read for entries sent without one).
+    std::vector<absl::StatusOr<storage::Row>> rows;
+    size_t rows_read = 0;
     while (true) {
       if (next == entries.size()) {
         TALLY_ASSIGN_OR_RETURN(entries,
                                store_->ReadChanges(position_, max_batch));
         next = 0;
         read_full = entries.size() == max_batch;
+        rows.assign(entries.size(), absl::StatusOr<storage::Row>());
+        rows_read = 0;
       }
       v1::FeedBatch batch;
       batch.set_epoch(store_->epoch());
@@ -102,7 +110,12 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
       size_t bytes = 0;
       const size_t taken_from = next;
       while (next < entries.size() && bytes < kStreamChunkBytes) {
-        TALLY_RETURN_IF_ERROR(Add(entries[next], &batch, &bytes));
+        if (next == rows_read) {
+          TALLY_ASSIGN_OR_RETURN(
+              rows_read,
+              ReadRows(entries, next, kStreamChunkBytes - bytes, &rows));
+        }
+        TALLY_RETURN_IF_ERROR(Add(entries[next], rows[next], &batch, &bytes));
         position_ = entries[next].sequence;
         ++next;
       }
@@ -154,10 +167,59 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
         request_.subscriber()));
   }
 
+  // True if `entry` is skipped whatever its row: born at the subscriber,
+  // or an erase.
+  bool SkippedUnread(const storage::ChangeEntry& entry) const {
+    return entry.version.origin == request_.subscriber() || entry.erased;
+  }
+
+  // Reads the rows of entries[from, ...), about as many as fill `budget`
+  // bytes, with one Store::MultiGet per keyspace among them, into
+  // (*rows)[i]. Returns the end of the entries read.
+  absl::StatusOr<size_t> ReadRows(
+      const std::vector<storage::ChangeEntry>& entries, size_t from,
+      size_t budget, std::vector<absl::StatusOr<storage::Row>>* rows) {
+    const size_t end =
+        std::min(entries.size(), from + read_ahead_.Keys(budget));
+    // Entries to read by keyspace (a log interleaves keyspaces).
+    std::map<absl::string_view, std::vector<size_t>> by_keyspace;
+    for (size_t i = from; i < end; ++i) {
+      if (!SkippedUnread(entries[i])) {
+        by_keyspace[entries[i].keyspace].push_back(i);
+      }
+    }
+    size_t read = 0;
+    size_t bytes = 0;
+    for (const auto& [keyspace, indexes] : by_keyspace) {
+      std::vector<absl::string_view> keys;
+      keys.reserve(indexes.size());
+      for (size_t i : indexes) keys.push_back(entries[i].key);
+      absl::StatusOr<std::vector<absl::StatusOr<storage::Row>>> found =
+          store_->MultiGet(keyspace, keys);
+      for (size_t j = 0; j < indexes.size(); ++j) {
+        absl::StatusOr<storage::Row>& row = (*rows)[indexes[j]];
+        if (absl::IsNotFound(found.status())) {
+          row = found.status();  // no keyspace: as if each key were gone
+        } else {
+          TALLY_RETURN_IF_ERROR(found.status());
+          row = std::move((*found)[j]);
+        }
+        ++read;
+        if (row.ok()) {
+          bytes += keyspace.size() + row->key.size() + row->value.size() +
+                   row->version.origin.size() + 32;
+        }
+      }
+    }
+    read_ahead_.Saw(read, bytes);
+    return end;
+  }
+
   // Adds an entry to the batch (adding its row's size to `bytes`), or
-  // counts why it is skipped.
-  absl::Status Add(const storage::ChangeEntry& entry, v1::FeedBatch* batch,
-                   size_t* bytes) {
+  // counts why it is skipped. `row` is the entry's row as ReadRows read it.
+  absl::Status Add(const storage::ChangeEntry& entry,
+                   const absl::StatusOr<storage::Row>& row,
+                   v1::FeedBatch* batch, size_t* bytes) {
     if (entry.version.origin == request_.subscriber()) {
       batch->set_skipped_own(batch->skipped_own() + 1);
       return absl::OkStatus();
@@ -166,7 +228,6 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
       batch->set_skipped_superseded(batch->skipped_superseded() + 1);
       return absl::OkStatus();
     }
-    absl::StatusOr<storage::Row> row = store_->Get(entry.keyspace, entry.key);
     // A damaged row (DATA_LOSS, now marked for repair) is never sent; the
     // subscriber gets it from anti-entropy.
     if (absl::IsNotFound(row.status()) || absl::IsDataLoss(row.status()) ||
@@ -238,6 +299,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
   int listener_ = 0;
   // Used by the subscription's thread only.
   storage::Sequence position_;
+  internal::ReadAhead read_ahead_;
 
   absl::Mutex mu_;
   bool changed_ ABSL_GUARDED_BY(mu_) = false;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "node/grpc_status.h"
+#include "node/internal/read_ahead.h"
 #include "node/internal/unary.h"
 #include "node/internal/write_stream.h"
 #include "node/stream_limiter.h"
@@ -77,6 +78,9 @@ absl::Status HandshakeOnPool(storage::Store& store,
     TALLY_RETURN_IF_ERROR(view.status());
     v1::KeyspaceSummary* summary = response->add_keyspaces();
     TALLY_RETURN_IF_ERROR(SummaryToProto(**view, name, top_levels, summary));
+    // The caller compares it with its own (node/schema_check.h).
+    TALLY_ASSIGN_OR_RETURN(*summary->mutable_schema_fingerprint(),
+                           store.SchemaFingerprint(name));
     // Counted as it grows (a tag and a length prefix per summary), so that
     // an answer too large is never built whole.
     bytes += summary->ByteSizeLong() + 6;
@@ -348,9 +352,11 @@ class ScanReactor final : public grpc::ServerWriteReactor<v1::ScanResponse> {
 //
 // Steps:
 //   Start (reaction): validate; schedule NextChunk.
-//   NextChunk (pool): on the first chunk, check the keyspace exists; read
-//     keys from next_key_ until the message is full; write it, or write it
-//     and finish when the keys are exhausted.
+//   NextChunk (pool): on the first chunk, check the keyspace exists; take
+//     the rows of the keys from next_key_ until the message is full,
+//     reading them ahead a window at a time with one Store::MultiGet
+//     (internal/read_ahead.h); write it, or write it and finish when the
+//     keys are exhausted.
 //   OnWriteDone (reaction): schedule the next chunk, or finish on a broken
 //     stream.
 // Steps never overlap, so the fields below need no lock.
@@ -445,8 +451,11 @@ class FetchRowsReactor final
     message_.Clear();
     size_t bytes = 0;
     while (next_key_ < request_->keys_size() && bytes < kStreamChunkBytes) {
+      if (read_next_ == read_.size()) {
+        TALLY_RETURN_IF_ERROR(ReadKeys(kStreamChunkBytes - bytes));
+      }
       const std::string& key = request_->keys(next_key_++);
-      absl::StatusOr<storage::Row> row = store_->Get(request_->keyspace(), key);
+      const absl::StatusOr<storage::Row>& row = read_[read_next_++];
       // A damaged row (DATA_LOSS, now marked for repair) is not sent: to
       // the fetcher it is missing here, as it is from this node's tree.
       if (absl::IsNotFound(row.status()) || absl::IsDataLoss(row.status())) {
@@ -462,6 +471,36 @@ class FetchRowsReactor final
     return absl::OkStatus();
   }
 
+  // Reads the rows of the keys after next_key_ in one MultiGet, about as
+  // many as fill `budget` bytes (rows read beyond the message wait in read_
+  // for the next one).
+  absl::Status ReadKeys(size_t budget) {
+    const int count = static_cast<int>(std::min<size_t>(
+        read_ahead_.Keys(budget),
+        static_cast<size_t>(request_->keys_size() - next_key_)));
+    const std::vector<absl::string_view> keys(
+        request_->keys().begin() + next_key_,
+        request_->keys().begin() + next_key_ + count);
+    absl::StatusOr<std::vector<absl::StatusOr<storage::Row>>> rows =
+        store_->MultiGet(request_->keyspace(), keys);
+    if (absl::IsNotFound(rows.status())) {
+      // No keyspace (checked at the first chunk): every key is missing.
+      read_.assign(keys.size(), rows.status());
+    } else {
+      TALLY_RETURN_IF_ERROR(rows.status());
+      read_ = *std::move(rows);
+    }
+    read_next_ = 0;
+    size_t bytes = 0;
+    for (size_t i = 0; i < read_.size(); ++i) {
+      bytes += read_[i].ok() ? read_[i]->key.size() + read_[i]->value.size() +
+                                   read_[i]->version.origin.size() + 32
+                             : keys[i].size() + 8;
+    }
+    read_ahead_.Saw(read_.size(), bytes);
+    return absl::OkStatus();
+  }
+
   // Constant after construction.
   storage::Store* const store_;
   WorkerPool* const pool_;
@@ -472,6 +511,11 @@ class FetchRowsReactor final
   // Used by one step at a time (see above).
   std::unique_ptr<StreamTicket> ticket_;
   int next_key_ = 0;
+  // Rows of the keys from next_key_ on, read ahead: read_[read_next_] is
+  // the row of request_->keys(next_key_).
+  std::vector<absl::StatusOr<storage::Row>> read_;
+  size_t read_next_ = 0;
+  internal::ReadAhead read_ahead_;
   v1::FetchRowsResponse message_;
 };
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "node/log.h"
+#include "node/schema_check.h"
 
 namespace tally {
 namespace node {
@@ -57,9 +58,18 @@ SessionResult Session::Run() {
     bool keyspace_refused = false;
     for (const std::string& keyspace : keyspaces_) {
       if (!result_.status.ok() && !keyspace_refused) break;
-      const absl::Status synced = SyncKeyspace(keyspace);
+      // A keyspace whose schema differs from the peer's is refused on its
+      // own, as one this node may not create (node/schema_check.h).
+      const absl::Status schema =
+          CheckKeyspaceSchema(*store_, keyspace, peer_schemas_, peer_name_);
+      if (!schema.ok()) {
+        LogInfo(absl::StrFormat(
+            "session peer=%s name=%s keyspace=%s outcome=%s",
+            client_->address(), peer_name_, keyspace, schema.ToString()));
+      }
+      const absl::Status synced = schema.ok() ? SyncKeyspace(keyspace) : schema;
       if (!synced.ok()) {
-        keyspace_refused = absl::IsResourceExhausted(synced);
+        keyspace_refused = absl::IsResourceExhausted(synced) || !schema.ok();
         if (result_.status.ok() || !keyspace_refused) Fail(synced);
       }
     }
@@ -90,6 +100,7 @@ absl::Status Session::Handshake() {
   for (const v1::KeyspaceSummary& ks : answer->keyspaces()) {
     keyspaces_.insert(ks.name());
   }
+  peer_schemas_ = SchemaFingerprints(*answer);
   absl::MutexLock lock(&mu_);
   progress_.keyspaces = static_cast<uint32_t>(keyspaces_.size());
   return status;

@@ -49,6 +49,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -195,6 +196,8 @@ class Session {
   SessionResult result_;
   std::set<std::string> keyspaces_;  // either side's, in name order
   std::string peer_name_ = "?";      // the handshake's, for the log lines
+  // The peer's schema fingerprint per keyspace (node/schema_check.h).
+  absl::flat_hash_map<std::string, std::string> peer_schemas_;
   SessionPhase failed_in_ = SessionPhase::kIdle;  // where result_.status
   std::string failed_keyspace_;                   // came from
 

@@ -19,10 +19,12 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "tree/token.h"
 
 namespace leveldb {
@@ -60,6 +62,35 @@ class RowBackend {
   // Returns kDataLoss when the payload cannot be the backend's.
   virtual absl::StatusOr<std::string> ReadValue(
       const RowLocation& row, absl::string_view stored_payload) const = 0;
+
+  // Reads by batch and the schema: what reads of many rows at once
+  // (Store::MultiGet) and the handshake between nodes ask of a backend.
+
+  // Returns the values of a batch of rows given the payloads StageValue
+  // returned for them, one result per row in the order given: the value, or
+  // kDataLoss when that row's payload cannot be the backend's. One call is
+  // one read of the backend (one round trip for a database), whatever the
+  // number of rows. The call itself fails (kUnavailable, say) only when the
+  // backend cannot be read at all. The values are not checked against the
+  // rows' digests: the store does that. Like ReadValue, may be called from
+  // any thread.
+  // REQUIRES: rows.size() == stored_payloads.size().
+  virtual absl::StatusOr<std::vector<absl::StatusOr<std::string>>> ReadValues(
+      absl::Span<const RowLocation> rows,
+      absl::Span<const absl::string_view> stored_payloads) const = 0;
+
+  // A fingerprint of the form the rows of `keyspace` take in this backend,
+  // for any keyspace name, whether the store holds it yet or not. Two nodes
+  // exchange the rows of a keyspace only when their fingerprints for it are
+  // equal (node/schema_check.h), so that no row is applied to a table of
+  // another shape. The embedded backend keeps values as opaque bytes and
+  // answers its format's name ("embedded/1") for every keyspace; a
+  // PostgreSQL backend hashes the table's columns, types and key. Never
+  // empty: on the wire an empty fingerprint is a node from before the
+  // field. kUnavailable when the backend cannot tell now. May be called
+  // from any thread.
+  virtual absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view keyspace) const = 0;
 };
 
 // Values kept in the store's own LevelDB, inside the row record.

@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "storage/names.h"
 #include "storage/row_backend.h"
 #include "storage/store_options.h"
@@ -90,6 +91,25 @@ class Store {
   // it with a peer's copy. LevelDB checksums are verified on this read.
   virtual absl::StatusOr<Row> Get(absl::string_view keyspace,
                                   absl::string_view key) = 0;
+
+  // Returns the rows of many keys of one keyspace, read from one LevelDB
+  // snapshot in key order, with the backend's values read in one batch
+  // (RowBackend::ReadValues): one result per key, in the order of `keys`
+  // (a key given twice is answered twice). Each result is what Get() would
+  // answer at that snapshot: the row (tombstones included); kNotFound for a
+  // key that is not in the keyspace; kDataLoss for a damaged row, marked and
+  // left out of its leaf as Get() does. The call itself returns kNotFound
+  // when the keyspace does not exist and kInvalidArgument for a bad
+  // keyspace name or key (nothing is read then), and the backend's error
+  // when it cannot be read at all. An empty `keys` answers an empty list.
+  virtual absl::StatusOr<std::vector<absl::StatusOr<Row>>> MultiGet(
+      absl::string_view keyspace, absl::Span<const absl::string_view> keys) = 0;
+
+  // The backend's schema fingerprint of `keyspace`
+  // (RowBackend::SchemaFingerprint), which nodes compare in the handshake;
+  // any keyspace name, held here or not.
+  virtual absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view keyspace) const = 0;
 
   // A TreeView over one keyspace for the diff algorithm; each call reads one
   // LevelDB snapshot. kNotFound for an unknown keyspace. The view must not

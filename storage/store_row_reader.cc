@@ -99,6 +99,17 @@ bool StoreImpl::IsDamaged(absl::string_view row_key) const {
 absl::StatusOr<std::string> StoreImpl::CheckedValue(
     absl::string_view keyspace, Token token, absl::string_view key,
     const RowHeader& header, absl::string_view payload) const {
+  TALLY_ASSIGN_OR_RETURN(
+      std::string value,
+      backend_->ReadValue(RowLocation{keyspace, token, key}, payload));
+  TALLY_RETURN_IF_ERROR(CheckValue(keyspace, token, key, header, value));
+  return value;
+}
+
+absl::Status StoreImpl::CheckValue(absl::string_view keyspace, Token token,
+                                   absl::string_view key,
+                                   const RowHeader& header,
+                                   absl::string_view value) const {
   const std::string origin = OriginName(header.origin_id);
   if (origin.empty()) {
     return absl::DataLossError(absl::StrFormat(
@@ -106,9 +117,6 @@ absl::StatusOr<std::string> StoreImpl::CheckedValue(
         "table lacks",
         absl::CHexEscape(key), keyspace, header.origin_id));
   }
-  TALLY_ASSIGN_OR_RETURN(
-      std::string value,
-      backend_->ReadValue(RowLocation{keyspace, token, key}, payload));
   // The digest covers keyspace, key, version, flag and value: a flipped
   // byte anywhere in the record shows here, whatever LevelDB's checksums
   // were told to verify.
@@ -121,7 +129,7 @@ absl::StatusOr<std::string> StoreImpl::CheckedValue(
         "replaces it with a peer's copy",
         absl::CHexEscape(key), keyspace));
   }
-  return value;
+  return absl::OkStatus();
 }
 
 absl::Status StoreImpl::MarkDamaged(const Keyspace& ks, Token token) {

@@ -56,6 +56,7 @@
 #include "node/client.h"
 #include "node/exit.h"
 #include "node/replica.h"
+#include "node/schema_check.h"
 #include "node/sync.h"
 #include "node/tls.h"
 #include "node/version.h"
@@ -218,6 +219,21 @@ absl::StatusOr<std::optional<v1::KeyspaceSummary>> FindKeyspace(
     if (ks.name() == keyspace) return ks;
   }
   return std::nullopt;
+}
+
+// FAILED_PRECONDITION when the backends of nodes `a` and `b` give
+// ctx.keyspace different schema fingerprints (node/schema_check.h): its
+// rows are then neither compared nor copied. OK when either lacks it.
+absl::Status CheckSchemas(const Context& ctx, node::NodeClient& a,
+                          node::NodeClient& b) {
+  TALLY_ASSIGN_OR_RETURN(std::optional<v1::KeyspaceSummary> in_a,
+                         FindKeyspace(ctx, a, ctx.keyspace));
+  TALLY_ASSIGN_OR_RETURN(std::optional<v1::KeyspaceSummary> in_b,
+                         FindKeyspace(ctx, b, ctx.keyspace));
+  if (!in_a.has_value() || !in_b.has_value()) return absl::OkStatus();
+  return node::CheckSchema(
+      ctx.keyspace, node::SchemaOf{a.address(), in_a->schema_fingerprint()},
+      node::SchemaOf{b.address(), in_b->schema_fingerprint()});
 }
 
 // ------------------------------------------------------------ put, get, del
@@ -554,6 +570,7 @@ CommandResult Diff(const Context& ctx) {
   TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
   TALLY_ASSIGN_OR_RETURN(auto a, Connect(ctx, ctx.args[0]));
   TALLY_ASSIGN_OR_RETURN(auto b, Connect(ctx, ctx.args[1]));
+  TALLY_RETURN_IF_ERROR(CheckSchemas(ctx, *a, *b));
   AbsentAsEmptyView view_a(a->NewTreeView(ctx.keyspace));
   AbsentAsEmptyView view_b(b->NewTreeView(ctx.keyspace));
 
@@ -631,6 +648,7 @@ CommandResult Repair(const Context& ctx) {
   }
   TALLY_ASSIGN_OR_RETURN(auto client_a, Connect(ctx, ctx.args[0]));
   TALLY_ASSIGN_OR_RETURN(auto client_b, Connect(ctx, ctx.args[1]));
+  TALLY_RETURN_IF_ERROR(CheckSchemas(ctx, *client_a, *client_b));
 
   // The sync's `a` is the source; the user's A and B keep their names in
   // everything printed.

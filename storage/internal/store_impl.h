@@ -142,6 +142,13 @@ class StoreImpl : public Store, private SnapshotRowReader {
   absl::StatusOr<WriteResult> Write(WriteRequest request) override;
   absl::StatusOr<Row> Get(absl::string_view keyspace,
                           absl::string_view key) override;
+  absl::StatusOr<std::vector<absl::StatusOr<Row>>> MultiGet(
+      absl::string_view keyspace,
+      absl::Span<const absl::string_view> keys) override;
+  absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view keyspace) const override {
+    return backend_->SchemaFingerprint(keyspace);
+  }
   absl::StatusOr<std::unique_ptr<tree::TreeView>> NewTreeView(
       absl::string_view keyspace) override;
   absl::StatusOr<KeyspaceInfo> GetKeyspace(
@@ -201,6 +208,11 @@ class StoreImpl : public Store, private SnapshotRowReader {
   void ReadTree(const Keyspace& keyspace,
                 absl::FunctionRef<void(const tree::MerkleTree&)> read)
       const override ABSL_LOCKS_EXCLUDED(mu_);
+  // Checks a row's value (as the backend returned it) and origin against
+  // the row's digest; kDataLoss when they do not match it.
+  absl::Status CheckValue(absl::string_view keyspace, tree::Token token,
+                          absl::string_view key, const RowHeader& header,
+                          absl::string_view value) const;
   // This store's physical clock, for tombstone arrival times.
   tree::HlcTimestamp PhysicalNow() const;
   // Compares the rows per origin counted from the rows at `snapshot` with

@@ -1,0 +1,64 @@
+// Schema check: two nodes exchange the rows of a keyspace only when their
+// backends give that keyspace the same schema fingerprint
+// (storage::RowBackend::SchemaFingerprint), which each node sends per
+// keyspace in its handshake answer (KeyspaceSummary.schema_fingerprint).
+// A row is then never applied to a table of another shape: a session
+// refuses that keyspace with FAILED_PRECONDITION naming both fingerprints,
+// and goes on with the others; `tally diff` and `tally repair` refuse it
+// the same way.
+//
+// An empty fingerprint is a node from before the field. It matches any
+// fingerprint, so that a mesh keeps syncing through a rolling upgrade:
+// every such node keeps its rows in the embedded backend, whose values are
+// opaque bytes that any node can take.
+//
+//   absl::flat_hash_map<std::string, std::string> theirs =
+//       SchemaFingerprints(handshake);
+//   absl::Status ok = CheckKeyspaceSchema(store, "users", theirs, "node-b");
+//
+// Thread-safe: functions only.
+#ifndef TALLY_NODE_SCHEMA_CHECK_H_
+#define TALLY_NODE_SCHEMA_CHECK_H_
+
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "storage/store.h"
+#include "tally/v1/tally.pb.h"
+
+namespace tally {
+namespace node {
+
+// One node's fingerprint of a keyspace, and the node's name for messages.
+struct SchemaOf {
+  absl::string_view node;
+  absl::string_view fingerprint;
+};
+
+// OK when the rows of `keyspace` may be exchanged between `a` and `b`:
+// their fingerprints are equal, or either is empty (a node from before the
+// field). Otherwise kFailedPrecondition naming the keyspace, both nodes and
+// both fingerprints: retrying cannot help until the schemas match.
+absl::Status CheckSchema(absl::string_view keyspace, const SchemaOf& a,
+                         const SchemaOf& b);
+
+// The schema fingerprint of every keyspace a handshake answer summarises,
+// by keyspace name ("" for a keyspace the peer sent none for).
+absl::flat_hash_map<std::string, std::string> SchemaFingerprints(
+    const v1::HandshakeResponse& handshake);
+
+// CheckSchema between this node (`store`'s backend) and a peer whose
+// handshake gave `peer_fingerprints`. OK when the peer lacks the keyspace:
+// it has no rows of it to compare, and the session creates it there. Fails
+// with the backend's error when this node cannot tell its own fingerprint.
+absl::Status CheckKeyspaceSchema(
+    const storage::Store& store, absl::string_view keyspace,
+    const absl::flat_hash_map<std::string, std::string>& peer_fingerprints,
+    absl::string_view peer_name);
+
+}  // namespace node
+}  // namespace tally
+
+#endif  // TALLY_NODE_SCHEMA_CHECK_H_
