@@ -91,10 +91,13 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify() {
   for (const auto& [ks, memory_tree] : trees) {
     ++report.keyspaces;
     std::vector<tree::NodeState> leaves(uint64_t{1} << ks->depth);
+    // `ks = ks`: a C++17 lambda may not capture a structured binding (Clang
+    // refuses it; C++20 allows it).
     status = ForEachRow(
         snapshot, ks->id, NodeRef{0, 0},
-        [&](Token token, absl::string_view key, const RowHeader& header,
-            absl::string_view payload) -> absl::StatusOr<bool> {
+        [&, ks = ks](Token token, absl::string_view key,
+                     const RowHeader& header,
+                     absl::string_view payload) -> absl::StatusOr<bool> {
           ++report.rows;
           if (token != tree::TokenOf(key)) {
             report.problems.push_back(absl::StrFormat(
