@@ -2,7 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/temp_dir.h"
+#include "support/temp_dir.h"
 #include "tests/test_certs.h"
 
 namespace tally {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "tests/temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace tally {
 namespace node {

@@ -17,7 +17,7 @@
 #include "node/metrics_server.h"
 #include "node/node_server.h"
 #include "storage/store.h"
-#include "tests/temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace tally {
 namespace node {

@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "support/temp_dir.h"
 #include "tests/disk_damage.h"
-#include "tests/temp_dir.h"
 
 namespace tally {
 namespace node {

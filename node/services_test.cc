@@ -24,7 +24,7 @@
 #include "node/wire.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
-#include "tests/temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace tally {
 namespace node {

@@ -4,57 +4,13 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "tree/memory_tree_view.h"
+#include "tree/absent_as_empty_view.h"
 #include "tree/status_macros.h"
 
 namespace tally {
 namespace node {
 namespace {
-
-// A view that answers as an empty keyspace when the replica does not have
-// the keyspace at all: a new node is simply empty, and repair creates the
-// keyspace on it with its first rows.
-class EmptyIfMissingView : public tree::TreeView {
- public:
-  explicit EmptyIfMissingView(std::unique_ptr<tree::TreeView> view)
-      : view_(std::move(view)) {}
-
-  bool missing() const { return missing_; }
-
-  // `view` null: the replica is already known to lack the keyspace.
-  absl::StatusOr<tree::ViewSummary> Summary(int top_levels) override {
-    if (view_ != nullptr) {
-      absl::StatusOr<tree::ViewSummary> summary = view_->Summary(top_levels);
-      if (!absl::IsNotFound(summary.status())) return summary;
-    }
-    missing_ = true;
-    TALLY_ASSIGN_OR_RETURN(
-        empty_, tree::MemoryTreeView::Create(tree::kDefaultDepth, {}));
-    return empty_->Summary(top_levels);
-  }
-
-  absl::StatusOr<tree::ViewResponse> Exchange(
-      const tree::ViewRequest& request) override {
-    return missing_ ? empty_->Exchange(request) : view_->Exchange(request);
-  }
-
-  absl::Status Scan(absl::Span<const tree::NodeRef> ranges,
-                    const tree::EntrySink& sink) override {
-    return missing_ ? empty_->Scan(ranges, sink) : view_->Scan(ranges, sink);
-  }
-
-  std::optional<tree::ViewTraffic> MeasuredTraffic() const override {
-    if (view_ == nullptr) return tree::ViewTraffic{};
-    return view_->MeasuredTraffic();
-  }
-
- private:
-  std::unique_ptr<tree::TreeView> view_;
-  std::unique_ptr<tree::MemoryTreeView> empty_;
-  bool missing_ = false;
-};
 
 // The repair half of a sync: collects keys to move as the diff finds them
 // and moves them in batches.
@@ -224,8 +180,10 @@ absl::Status SyncKeyspace(Replica& a, Replica& b, const SyncOptions& options,
   absl::StatusOr<std::unique_ptr<tree::TreeView>> raw_b =
       b.NewView(options.keyspace);
   if (!raw_b.ok() && !absl::IsNotFound(raw_b.status())) return raw_b.status();
-  EmptyIfMissingView view_a(raw_a.ok() ? std::move(*raw_a) : nullptr);
-  EmptyIfMissingView view_b(raw_b.ok() ? std::move(*raw_b) : nullptr);
+  // A replica that lacks the keyspace compares as empty: repair creates the
+  // keyspace there with its first rows.
+  tree::AbsentAsEmptyView view_a(raw_a.ok() ? std::move(*raw_a) : nullptr);
+  tree::AbsentAsEmptyView view_b(raw_b.ok() ? std::move(*raw_b) : nullptr);
 
   Repairer repairer(a, b, options, &stats);
   repairer.Step(SyncStep::kDiff);
@@ -235,10 +193,8 @@ absl::Status SyncKeyspace(Replica& a, Replica& b, const SyncOptions& options,
         return repairer.Add(in_a, in_b);
       },
       &stats.diff);
-  if (view_a.missing() && view_b.missing()) {
-    return absl::NotFoundError(
-        absl::StrFormat("keyspace '%s' exists on neither %s nor %s",
-                        options.keyspace, a.name(), b.name()));
+  if (view_a.absent() && view_b.absent()) {
+    return tree::KeyspaceAbsentOnBoth(options.keyspace, a.name(), b.name());
   }
   if (status.ok()) status = repairer.Flush();
   stats.duration = absl::Now() - start;

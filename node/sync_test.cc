@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/replica.h"
-#include "tests/temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace tally {
 namespace node {

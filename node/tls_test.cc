@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/temp_dir.h"
+#include "support/temp_dir.h"
 #include "tests/test_certs.h"
 
 namespace tally {

@@ -18,8 +18,8 @@
 #include "storage/internal/coding.h"
 #include "storage/internal/records.h"
 #include "storage/store.h"
+#include "support/temp_dir.h"
 #include "tests/disk_damage.h"
-#include "tests/temp_dir.h"
 
 namespace tally {
 namespace storage {

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "storage/internal/records.h"
 #include "storage/store.h"
-#include "tests/temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace tally {
 namespace storage {

@@ -27,10 +27,10 @@
 #include "gtest/gtest.h"
 #include "node/client.h"
 #include "node/wire.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
 #include "tally/v1/tally.grpc.pb.h"
 #include "tests/node_connect.h"
-#include "tests/process.h"
-#include "tests/temp_dir.h"
 
 namespace tally {
 namespace {

@@ -14,8 +14,8 @@
 #include "gtest/gtest.h"
 #include "node/peer_service.h"
 #include "node/worker_pool.h"
-#include "tests/tcp_proxy.h"
-#include "tests/temp_dir.h"
+#include "support/tcp_proxy.h"
+#include "support/temp_dir.h"
 
 namespace tally {
 namespace node {

@@ -14,10 +14,10 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "node/client.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
 #include "tests/disk_damage.h"
 #include "tests/node_connect.h"
-#include "tests/process.h"
-#include "tests/temp_dir.h"
 
 namespace tally {
 namespace {

@@ -6,7 +6,7 @@
 // Sessions run once at start-up and then only every hour (--sync-interval
 // 1h), so that what converges a mesh within a test's seconds is the feed,
 // unless a test says otherwise. Counters come from Admin.Status.
-#include "tests/mesh.h"
+#include "support/mesh.h"
 
 #include <algorithm>
 #include <map>
@@ -23,7 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/client.h"
-#include "tests/tcp_proxy.h"
+#include "support/tcp_proxy.h"
 
 namespace tally {
 namespace {

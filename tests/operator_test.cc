@@ -15,9 +15,9 @@
 #include "gtest/gtest.h"
 #include "node/client.h"
 #include "node/version.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
 #include "tests/node_connect.h"
-#include "tests/process.h"
-#include "tests/temp_dir.h"
 #include "tree/hlc.h"
 
 namespace tally {

@@ -19,9 +19,9 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
 #include "tests/disk_damage.h"
-#include "tests/process.h"
-#include "tests/temp_dir.h"
 
 namespace tally {
 namespace {

@@ -16,8 +16,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/client.h"
-#include "tests/process.h"
-#include "tests/temp_dir.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
 #include "tests/test_certs.h"
 
 namespace tally {

@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake g++ make pkg-config
+  clang
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libleveldb-dev libsnappy-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev

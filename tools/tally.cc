@@ -66,8 +66,8 @@
 #include "tools/cli/jsonl.h"
 #include "tools/cli/status.h"
 #include "tools/cli/synthetic.h"
+#include "tree/absent_as_empty_view.h"
 #include "tree/diff.h"
-#include "tree/memory_tree_view.h"
 #include "tree/merkle_tree.h"
 #include "tree/status_macros.h"
 
@@ -513,44 +513,6 @@ CommandResult Status(const Context& ctx) {
 
 // -------------------------------------------------------------------- diff
 
-// A node's view of a keyspace that answers as an empty keyspace when the
-// node does not have it: "A has 10 rows, B has none" is a diff, not an
-// error. Remembers that it was absent, so that a keyspace absent on both
-// sides (usually a typo) can be reported as trouble.
-class AbsentAsEmptyView : public tree::TreeView {
- public:
-  explicit AbsentAsEmptyView(std::unique_ptr<tree::TreeView> remote)
-      : remote_(std::move(remote)) {}
-
-  bool absent() const { return empty_ != nullptr; }
-
-  absl::StatusOr<tree::ViewSummary> Summary(int top_levels) override {
-    absl::StatusOr<tree::ViewSummary> summary = remote_->Summary(top_levels);
-    if (!absl::IsNotFound(summary.status())) return summary;
-    TALLY_ASSIGN_OR_RETURN(
-        empty_, tree::MemoryTreeView::Create(tree::kDefaultDepth, {}));
-    return empty_->Summary(top_levels);
-  }
-
-  absl::StatusOr<tree::ViewResponse> Exchange(
-      const tree::ViewRequest& request) override {
-    return absent() ? empty_->Exchange(request) : remote_->Exchange(request);
-  }
-
-  absl::Status Scan(absl::Span<const tree::NodeRef> ranges,
-                    const tree::EntrySink& sink) override {
-    return absent() ? empty_->Scan(ranges, sink) : remote_->Scan(ranges, sink);
-  }
-
-  std::optional<tree::ViewTraffic> MeasuredTraffic() const override {
-    return remote_->MeasuredTraffic();
-  }
-
- private:
-  std::unique_ptr<tree::TreeView> remote_;
-  std::unique_ptr<tree::MemoryTreeView> empty_;  // set when absent
-};
-
 Json DiffStatsJson(const tree::DiffStats& stats, double seconds) {
   return {{"differences", stats.differences},
           {"rounds", stats.rounds},
@@ -571,8 +533,9 @@ CommandResult Diff(const Context& ctx) {
   TALLY_ASSIGN_OR_RETURN(auto a, Connect(ctx, ctx.args[0]));
   TALLY_ASSIGN_OR_RETURN(auto b, Connect(ctx, ctx.args[1]));
   TALLY_RETURN_IF_ERROR(CheckSchemas(ctx, *a, *b));
-  AbsentAsEmptyView view_a(a->NewTreeView(ctx.keyspace));
-  AbsentAsEmptyView view_b(b->NewTreeView(ctx.keyspace));
+  // "A has 10 rows, B has none" is a diff, not an error.
+  tree::AbsentAsEmptyView view_a(a->NewTreeView(ctx.keyspace));
+  tree::AbsentAsEmptyView view_b(b->NewTreeView(ctx.keyspace));
 
   tree::DiffStats stats;
   const absl::Time start = absl::Now();
@@ -591,9 +554,7 @@ CommandResult Diff(const Context& ctx) {
   std::cout.flush();
   if (!status.ok()) return CallFailed(ctx, status);
   if (view_a.absent() && view_b.absent()) {
-    return absl::NotFoundError(
-        absl::StrFormat("keyspace '%s' exists on neither node (%s, %s)",
-                        ctx.keyspace, a->address(), b->address()));
+    return tree::KeyspaceAbsentOnBoth(ctx.keyspace, a->address(), b->address());
   }
   if (ctx.json) {
     Json summary = DiffStatsJson(stats, seconds);

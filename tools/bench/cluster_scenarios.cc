@@ -28,7 +28,7 @@
 #include "node/replica.h"
 #include "node/sync.h"
 #include "node/wire.h"
-#include "tests/process.h"
+#include "support/process.h"
 #include "tools/bench/scenario.h"
 #include "tools/bench/store_fixture.h"
 #include "tree/diff.h"

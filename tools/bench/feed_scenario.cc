@@ -34,8 +34,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "node/client.h"
-#include "tests/mesh.h"
-#include "tests/tcp_proxy.h"
+#include "support/mesh.h"
+#include "support/tcp_proxy.h"
 #include "tools/bench/scenario.h"
 
 ABSL_FLAG(uint64_t, feed_changes, 200000,

@@ -1,5 +1,5 @@
 // Shared pieces of the store benchmarks: synthetic rows and disk usage.
-// Scratch directories are tests/temp_dir.h's TempDir.
+// Scratch directories are support/temp_dir.h's TempDir.
 #ifndef TALLY_TOOLS_BENCH_STORE_FIXTURE_H_
 #define TALLY_TOOLS_BENCH_STORE_FIXTURE_H_
 
@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "tests/temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace tally {
 namespace bench {

@@ -1,4 +1,4 @@
-#include "tests/mesh.h"
+#include "support/mesh.h"
 
 #include <unistd.h>
 

@@ -1,12 +1,12 @@
-// TempDir: a fresh directory for one test, removed with everything in it when
-// the object goes out of scope.
+// TempDir: a fresh directory for one test (or benchmark run), removed with
+// everything in it when the object goes out of scope.
 //
 //   TempDir dir;
 //   auto store = Store::Open(dir.path(), options);
 //
 // Thread-compatible.
-#ifndef TALLY_TESTS_TEMP_DIR_H_
-#define TALLY_TESTS_TEMP_DIR_H_
+#ifndef TALLY_SUPPORT_TEMP_DIR_H_
+#define TALLY_SUPPORT_TEMP_DIR_H_
 
 #include <string>
 
@@ -29,4 +29,4 @@ class TempDir {
 }  // namespace testing
 }  // namespace tally
 
-#endif  // TALLY_TESTS_TEMP_DIR_H_
+#endif  // TALLY_SUPPORT_TEMP_DIR_H_

@@ -1,13 +1,15 @@
-// Test helpers that start real processes: tallyd nodes and tally commands.
+// Helpers that start real processes, tallyd nodes and tally commands, for the
+// multi-process tests and tally-bench's cluster scenarios.
 //
 //   auto node = NodeProcess::Start("a", dir.path(), {"--sync-interval", "1s"});
 //   NodeClient::Connect((*node)->address(), {});
 //   CommandResult r = RunTally({"diff", a, b, "--json"});
 //
-// Every process a test starts is stopped by its owner's destructor (SIGKILL
-// if it is still running), so a failing test leaves nothing behind.
-#ifndef TALLY_TESTS_PROCESS_H_
-#define TALLY_TESTS_PROCESS_H_
+// Every process a test (or benchmark) starts is stopped by its owner's
+// destructor (SIGKILL if it is still running), so a failing test leaves
+// nothing behind.
+#ifndef TALLY_SUPPORT_PROCESS_H_
+#define TALLY_SUPPORT_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -21,8 +23,8 @@
 namespace tally {
 namespace testing {
 
-// Paths of the binaries under test, from CMake (tests), or "tallyd" and
-// "tally" when built without them.
+// Paths of the tallyd and tally this build made (support/CMakeLists.txt), or
+// "tallyd" and "tally" when compiled without them.
 std::string TallydPath();
 std::string TallyPath();
 
@@ -87,4 +89,4 @@ pid_t SpawnCommand(const std::vector<std::string>& argv,
 }  // namespace testing
 }  // namespace tally
 
-#endif  // TALLY_TESTS_PROCESS_H_
+#endif  // TALLY_SUPPORT_PROCESS_H_

@@ -18,8 +18,8 @@
 //
 // Thread-safe. Runs one accepting thread and two threads per connection;
 // the destructor closes everything and joins them.
-#ifndef TALLY_TESTS_TCP_PROXY_H_
-#define TALLY_TESTS_TCP_PROXY_H_
+#ifndef TALLY_SUPPORT_TCP_PROXY_H_
+#define TALLY_SUPPORT_TCP_PROXY_H_
 
 #include <atomic>
 #include <memory>
@@ -93,4 +93,4 @@ class TcpProxy {
 }  // namespace testing
 }  // namespace tally
 
-#endif  // TALLY_TESTS_TCP_PROXY_H_
+#endif  // TALLY_SUPPORT_TCP_PROXY_H_

@@ -1,5 +1,5 @@
 // Mesh: a set of real tallyd processes on loopback wired into a topology,
-// for the multi-process mesh tests.
+// for the multi-process mesh tests and the feed benchmark.
 //
 //   Mesh mesh("ring", 5, {"--sync-writes", "false", "--sync-interval", "1h"});
 //   for (auto [from, to] : RingLinks(5)) mesh.Follow(from, to);
@@ -15,8 +15,8 @@
 // with it. Every process is stopped (SIGKILL if needed) by the destructor.
 //
 // Thread-compatible; client(i) may be used from many threads.
-#ifndef TALLY_TESTS_MESH_H_
-#define TALLY_TESTS_MESH_H_
+#ifndef TALLY_SUPPORT_MESH_H_
+#define TALLY_SUPPORT_MESH_H_
 
 #include <functional>
 #include <memory>
@@ -27,8 +27,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "node/client.h"
-#include "tests/process.h"
-#include "tests/temp_dir.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
 
 namespace tally {
 namespace testing {
@@ -115,4 +115,4 @@ class Mesh {
 }  // namespace testing
 }  // namespace tally
 
-#endif  // TALLY_TESTS_MESH_H_
+#endif  // TALLY_SUPPORT_MESH_H_

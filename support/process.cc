@@ -1,4 +1,4 @@
-#include "tests/process.h"
+#include "support/process.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "tests/temp_dir.h"
+#include "support/temp_dir.h"
 
 #include <stdlib.h>
 
