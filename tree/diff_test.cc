@@ -237,6 +237,92 @@ TEST(Diff, SparseDifferencesCostFewRounds) {
   EXPECT_LE(result.stats.rounds, 4u) << result.stats.DebugString();
 }
 
+// The planner against the cost model (EstimateDiffCost): the keys found
+// are exactly the keys that differ, the rounds stay within the caps the
+// model is tuned for (4 up to 1M rows), and the bytes stay near what the
+// model expects for the rounds taken. The model is an idealisation (every
+// node of a level alike, d known from the start), so the diff may cost
+// more; it cannot cost much less, or the byte counts are wrong.
+struct PlannerCase {
+  int n;
+  int d;
+};
+
+class DiffPlannerTest : public ::testing::TestWithParam<PlannerCase> {};
+
+TEST_P(DiffPlannerTest, RoundsAndBytesFollowTheCostModel) {
+  const PlannerCase c = GetParam();
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed=%llu n=%d d=%d\n", static_cast<unsigned long long>(seed),
+              c.n, c.d);
+  Rows a, b;
+  MakeReplicas(seed, c.n, c.d, &a, &b);
+  const std::set<std::string> expected = ExpectedDifferences(a, b);
+  const DiffOptions options;
+  const DiffResult result = RunDiff(a, b, 16, 16, options);
+  std::printf("  %s\n", result.stats.DebugString().c_str());
+  EXPECT_EQ(result.keys, expected) << "seed " << seed;
+
+  double entry_bytes = 0;
+  for (const auto& [key, row] : a) entry_bytes += WireSize(row);
+  entry_bytes /= static_cast<double>(a.size());
+  DiffOptions same_rounds = options;
+  same_rounds.max_rounds = static_cast<int>(result.stats.rounds);
+  same_rounds.round_saving = 0;
+  same_rounds.round_price_bytes = 0;
+  const DiffCostEstimate model =
+      EstimateDiffCost(c.n, expected.size(), entry_bytes, same_rounds);
+  const double measured = static_cast<double>(result.stats.payload_bytes());
+  std::printf("  model %.0f bytes in %d rounds; measured/model %.2f\n",
+              model.bytes, model.rounds, measured / model.bytes);
+  EXPECT_LE(result.stats.rounds, 4u) << "seed " << seed;
+  EXPECT_GE(measured, 0.8 * model.bytes) << "seed " << seed;
+  EXPECT_LE(measured, 1.6 * model.bytes) << "seed " << seed;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SeveralSizes, DiffPlannerTest,
+    ::testing::Values(PlannerCase{20000, 10}, PlannerCase{20000, 200},
+                      PlannerCase{100000, 30}, PlannerCase{100000, 1000},
+                      PlannerCase{300000, 100}, PlannerCase{300000, 3000}));
+
+TEST(Diff, TinyDifferencesSpendBytesRatherThanRounds) {
+  // One differing key: more rounds would save a few kilobytes, less than a
+  // round trip is worth (DiffOptions::round_price_bytes).
+  Rows a, b;
+  MakeReplicas(19, 100000, 1, &a, &b);
+  const DiffResult one = RunDiff(a, b, 16, 16);
+  EXPECT_EQ(one.keys, ExpectedDifferences(a, b));
+  EXPECT_LE(one.stats.rounds, 3u) << one.stats.DebugString();
+  // Without a price per round the planner takes the rounds the model
+  // finds worth taking.
+  DiffOptions free_rounds;
+  free_rounds.round_price_bytes = 0;
+  free_rounds.round_saving = 0;
+  const DiffResult more = RunDiff(a, b, 16, 16, free_rounds);
+  EXPECT_EQ(more.keys, ExpectedDifferences(a, b));
+  EXPECT_GT(more.stats.rounds, one.stats.rounds);
+  EXPECT_LT(more.stats.payload_bytes(), one.stats.payload_bytes());
+}
+
+TEST(DiffCostModel, EqualViewsCostTheHandshakeOnly) {
+  const DiffCostEstimate equal = EstimateDiffCost(1000000, 0, 40, {});
+  EXPECT_EQ(equal.rounds, 1);
+  EXPECT_LT(equal.bytes, 1024);
+}
+
+TEST(DiffCostModel, MoreRoundsWhereRowsPerDifferenceGrow) {
+  // At d = 1000 the rule takes one round more for every ~10x rows, and
+  // every extra round costs fewer bytes than going without it.
+  const DiffOptions options;
+  const DiffCostEstimate small = EstimateDiffCost(100000, 1000, 40, options);
+  const DiffCostEstimate large = EstimateDiffCost(10000000, 1000, 40, options);
+  EXPECT_LT(small.rounds, large.rounds);
+  DiffOptions capped = options;
+  capped.max_rounds = small.rounds;
+  EXPECT_GT(EstimateDiffCost(10000000, 1000, 40, capped).bytes, large.bytes);
+}
+
 TEST(Diff, SinkErrorStopsTheDiff) {
   Rows a, b;
   MakeReplicas(17, 1000, 50, &a, &b);
