@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -147,8 +148,12 @@ class Differ {
     stats_.rounds = 1;
     const int top_levels =
         std::clamp(options_.handshake_levels, 0, kMaxSummaryTopLevels);
-    TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_a, a_.Summary(top_levels));
-    TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_b, b_.Summary(top_levels));
+    absl::StatusOr<ViewSummary> asked_a;
+    absl::StatusOr<ViewSummary> asked_b;
+    BothAtOnce([&] { asked_a = a_.Summary(top_levels); },
+               [&] { asked_b = b_.Summary(top_levels); });
+    TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_a, std::move(asked_a));
+    TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_b, std::move(asked_b));
     Count(true, kSummaryRequestBytes, WireSize(summary_a));
     Count(false, kSummaryRequestBytes, WireSize(summary_b));
     const NodeRef root{0, 0};
@@ -395,16 +400,40 @@ class Differ {
       batch.listed.push_back(p);
       batch.listed_rows += rows;
     }
-    for (const Batch& batch : batches) {
-      TALLY_RETURN_IF_ERROR(RunBatch(batch, next));
+    // Each view answers the round's batches in turn, the two views at the
+    // same time: a round costs one round trip when it holds one batch.
+    std::vector<absl::StatusOr<ViewResponse>> answers_a;
+    std::vector<absl::StatusOr<ViewResponse>> answers_b;
+    auto ask = [&batches](TreeView& view,
+                          std::vector<absl::StatusOr<ViewResponse>>* answers) {
+      for (const Batch& batch : batches) {
+        answers->push_back(view.Exchange(batch.request));
+        if (!answers->back().ok()) break;
+      }
+    };
+    BothAtOnce([&] { ask(a_, &answers_a); }, [&] { ask(b_, &answers_b); });
+    for (size_t i = 0; i < batches.size(); ++i) {
+      if (i < answers_a.size()) TALLY_RETURN_IF_ERROR(answers_a[i].status());
+      if (i < answers_b.size()) TALLY_RETURN_IF_ERROR(answers_b[i].status());
+      TALLY_RETURN_IF_ERROR(RunBatch(batches[i], std::move(*answers_a[i]),
+                                     std::move(*answers_b[i]), next));
     }
     return absl::OkStatus();
   }
 
-  absl::Status RunBatch(const Batch& batch, std::vector<Pending>* next) {
+  // Runs `on_a` on this thread and `on_b` on a thread of its own, and
+  // returns when both have: each view is still used by one thread at a
+  // time, and a round waits for the slower view instead of both in turn.
+  template <typename OnA, typename OnB>
+  static void BothAtOnce(OnA&& on_a, OnB&& on_b) {
+    std::thread other(std::forward<OnB>(on_b));
+    on_a();
+    other.join();
+  }
+
+  absl::Status RunBatch(const Batch& batch, ViewResponse response_a,
+                        ViewResponse response_b, std::vector<Pending>* next) {
     ++stats_.exchanges;
-    TALLY_ASSIGN_OR_RETURN(ViewResponse response_a, a_.Exchange(batch.request));
-    TALLY_ASSIGN_OR_RETURN(ViewResponse response_b, b_.Exchange(batch.request));
     const size_t request_size = WireSize(batch.request);
     Count(true, request_size, WireSize(response_a));
     Count(false, request_size, WireSize(response_b));

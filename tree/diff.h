@@ -66,6 +66,13 @@
 // (shorter, seeded fingerprints; a bitmap of the children that differ):
 // at ~1 byte per node the model gives ~190 / ~270 / ~290 B per difference.
 //
+// Latency: within a round the two views are asked at the same time (view b
+// from a thread of its own, view a from the caller's), so a round costs one
+// round trip of the slower view, not one per view: two nodes each 50 ms
+// away cost 50 ms a round, not 100. The exchanges of one round to one view
+// go one after the other. Scans (ranges empty on one side) run on the
+// calling thread. The sink is always called on the calling thread.
+//
 // The views may have different depths: nodes are token ranges, and every
 // view answers for any level (from its tree above its depth, by scanning
 // below it).

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tree/memory_tree_view.h"
@@ -321,6 +323,79 @@ TEST(DiffCostModel, MoreRoundsWhereRowsPerDifferenceGrow) {
   DiffOptions capped = options;
   capped.max_rounds = small.rounds;
   EXPECT_GT(EstimateDiffCost(10000000, 1000, 40, capped).bytes, large.bytes);
+}
+
+// Two views that answer a call only once the other view has been asked the
+// same call too: a diff that asks them one after the other never gets an
+// answer from the first (it fails after a timeout).
+class Rendezvous {
+ public:
+  // Records that `side`'s next call has arrived and waits for the other
+  // side's matching call. Returns false after the timeout.
+  bool Meet(int side) {
+    absl::MutexLock lock(&mu_);
+    const uint64_t mine = ++calls_[side];
+    const uint64_t* other = &calls_[1 - side];
+    const auto arrived = [other, mine] { return *other >= mine; };
+    return mu_.AwaitWithTimeout(absl::Condition(&arrived), absl::Seconds(10));
+  }
+
+ private:
+  absl::Mutex mu_;
+  uint64_t calls_[2] = {0, 0};
+};
+
+class RendezvousView : public TreeView {
+ public:
+  RendezvousView(std::unique_ptr<MemoryTreeView> view, Rendezvous* meeting,
+                 int side)
+      : view_(std::move(view)), meeting_(meeting), side_(side) {}
+
+  absl::StatusOr<ViewSummary> Summary(int top_levels) override {
+    if (!meeting_->Meet(side_)) return Alone();
+    return view_->Summary(top_levels);
+  }
+  absl::StatusOr<ViewResponse> Exchange(const ViewRequest& request) override {
+    if (!meeting_->Meet(side_)) return Alone();
+    return view_->Exchange(request);
+  }
+  absl::Status Scan(absl::Span<const NodeRef> ranges,
+                    const EntrySink& sink) override {
+    return view_->Scan(ranges, sink);
+  }
+
+ private:
+  static absl::Status Alone() {
+    return absl::DeadlineExceededError("asked while the other view was not");
+  }
+  std::unique_ptr<MemoryTreeView> view_;
+  Rendezvous* const meeting_;
+  const int side_;
+};
+
+TEST(Diff, AsksBothViewsAtTheSameTime) {
+  // Within a round the two views are asked at once, so a round costs one
+  // round trip however the views are placed.
+  Rows a, b;
+  MakeReplicas(23, 20000, 100, &a, &b);
+  auto memory_a = MemoryTreeView::Create(16, ToVector(a));
+  auto memory_b = MemoryTreeView::Create(16, ToVector(b));
+  ASSERT_TRUE(memory_a.ok() && memory_b.ok());
+  Rendezvous meeting;
+  RendezvousView view_a(std::move(*memory_a), &meeting, 0);
+  RendezvousView view_b(std::move(*memory_b), &meeting, 1);
+  std::set<std::string> found;
+  DiffStats stats;
+  const absl::Status s = DiffViews(
+      view_a, view_b, DiffOptions{},
+      [&](const RowEntry* in_a, const RowEntry* in_b) {
+        found.insert(in_a != nullptr ? in_a->key : in_b->key);
+        return absl::OkStatus();
+      },
+      &stats);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(found, ExpectedDifferences(a, b));
+  EXPECT_GE(stats.rounds, 3u);
 }
 
 TEST(Diff, SinkErrorStopsTheDiff) {
