@@ -53,7 +53,7 @@
 // "model" = EstimateDiffCost in the rounds taken):
 //
 //   N      rounds  bytes/diff  model
-//   100k   4         638        513
+//   100k   4         654        513
 //   1M     4       1,102        989
 //   10M    5       1,462      1,206
 //
