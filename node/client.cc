@@ -167,6 +167,20 @@ absl::StatusOr<std::unique_ptr<NodeClient>> NodeClient::Connect(
       new NodeClient(address, std::move(options), std::move(channel)));
 }
 
+void NodeClient::StartConnecting() {
+  channel_->GetState(/*try_to_connect=*/true);
+}
+
+bool NodeClient::AwaitConnection(absl::Duration timeout) {
+  const auto deadline = absl::ToChronoTime(absl::Now() + timeout);
+  grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
+  while (state == GRPC_CHANNEL_IDLE || state == GRPC_CHANNEL_CONNECTING) {
+    if (!channel_->WaitForStateChange(state, deadline)) return false;
+    state = channel_->GetState(/*try_to_connect=*/true);
+  }
+  return state == GRPC_CHANNEL_READY;
+}
+
 tree::ViewTraffic NodeClient::traffic() const {
   return tree::ViewTraffic{sent_.load(), received_.load()};
 }

@@ -105,6 +105,17 @@ class NodeClient {
 
   const std::string& address() const { return address_; }
 
+  // Starts connecting the channel now rather than at the first call, and
+  // returns at once: clients that will be used together (the two nodes of
+  // `tally diff`) connect at the same time.
+  void StartConnecting();
+  // Connects (if not yet) and waits while the channel is connecting, at most
+  // `timeout`. Returns true when it is ready; false when it failed or is
+  // still connecting: the next call then says why, exactly as without
+  // this wait (a dead node still fails fast). Used so that the set-up of a
+  // connection is paid before a diff's first round, not within it.
+  bool AwaitConnection(absl::Duration timeout);
+
   // ---- Peer service.
   absl::StatusOr<v1::HandshakeResponse> Handshake(
       const std::vector<std::string>& keyspaces, int top_levels);

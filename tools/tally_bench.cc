@@ -35,8 +35,9 @@ namespace {
 // The registry, in the order --scenario=all runs them.
 std::vector<Scenario> AllScenarios() {
   return {
-      DiffMemScenario(),  IngestScenario(),    OpenScenario(),
-      NodeDiffScenario(), BootstrapScenario(), FeedScenario(),
+      DiffMemScenario(),  IngestScenario(), OpenScenario(),
+      NodeDiffScenario(), WanScenario(),    BootstrapScenario(),
+      FeedScenario(),
   };
 }
 

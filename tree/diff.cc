@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -31,6 +32,10 @@ struct Planned {
   Step step = Step::kList;
   int levels_ahead = 0;
 };
+
+// A summary answer besides its top nodes: depth, 128-bit root, row count,
+// the responder's clock; and its request.
+constexpr double kSummaryBytes = 40;
 
 bool EntryLess(const RowEntry& x, const RowEntry& y) {
   if (x.token != y.token) return x.token < y.token;
@@ -143,8 +148,12 @@ class Differ {
     stats_.rounds = 1;
     const int top_levels =
         std::clamp(options_.handshake_levels, 0, kMaxSummaryTopLevels);
-    TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_a, a_.Summary(top_levels));
-    TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_b, b_.Summary(top_levels));
+    absl::StatusOr<ViewSummary> asked_a;
+    absl::StatusOr<ViewSummary> asked_b;
+    BothAtOnce([&] { asked_a = a_.Summary(top_levels); },
+               [&] { asked_b = b_.Summary(top_levels); });
+    TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_a, std::move(asked_a));
+    TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_b, std::move(asked_b));
     Count(true, kSummaryRequestBytes, WireSize(summary_a));
     Count(false, kSummaryRequestBytes, WireSize(summary_b));
     const NodeRef root{0, 0};
@@ -228,11 +237,63 @@ class Differ {
     return planned;
   }
 
+  // The bytes the model expects the frontier to cost if it must be resolved
+  // within `rounds` rounds, this one included. Ranges streamed or listed
+  // whatever the budget cost the same for every `rounds` and are left out.
+  double FrontierBytes(int rounds, CostModel& model) const {
+    double bytes = 0;
+    for (const Pending& p : work_) {
+      if (p.count_a == 0 || p.count_b == 0) continue;
+      if (std::max(p.count_a, p.count_b) <= options_.list_threshold ||
+          p.node.level == kTokenBits) {
+        continue;
+      }
+      const int max_levels = std::max(1, std::min(options_.max_levels_per_round,
+                                                  kTokenBits - p.node.level));
+      bytes += model
+                   .Best(0.5 * static_cast<double>(p.count_a + p.count_b),
+                         p.expected, rounds, max_levels)
+                   .bytes;
+    }
+    return bytes;
+  }
+
+  // How many rounds, this one included, the rest of the diff should take:
+  // the fewest after which one more round would save less than
+  // `round_saving` of the bytes still to come, or less than
+  // `round_price_bytes` (see DiffOptions), and at most what `max_rounds`
+  // leaves. Chosen again every round, from what the earlier rounds saw.
+  int ChooseRounds(CostModel& model) const {
+    const int max_left =
+        std::max(1, options_.max_rounds - static_cast<int>(stats_.rounds) + 1);
+    // Ranges too large to list need at least one more descent (Plan).
+    int rounds = 1;
+    for (const Pending& p : work_) {
+      if (p.count_a > 0 && p.count_b > 0 &&
+          std::max(p.count_a, p.count_b) > options_.max_list_rows) {
+        rounds = 2;
+        break;
+      }
+    }
+    if (rounds >= max_left) return rounds;
+    double bytes = FrontierBytes(rounds, model);
+    while (rounds < max_left) {
+      const double more = FrontierBytes(rounds + 1, model);
+      const double saving = bytes - more;
+      if (saving <
+          std::max(options_.round_saving * bytes, options_.round_price_bytes)) {
+        break;
+      }
+      bytes = more;
+      ++rounds;
+    }
+    return rounds;
+  }
+
   absl::Status RunRound() {
     ++stats_.rounds;
-    const int rounds_left =
-        options_.target_rounds - static_cast<int>(stats_.rounds) + 1;
     CostModel model(EntryBytes());
+    const int rounds_left = ChooseRounds(model);
     // Take the frontier, up to what one round may carry; the rest waits.
     std::vector<Planned> plan;
     uint64_t budget = kMaxDescendantsPerExchange *
@@ -339,16 +400,40 @@ class Differ {
       batch.listed.push_back(p);
       batch.listed_rows += rows;
     }
-    for (const Batch& batch : batches) {
-      TALLY_RETURN_IF_ERROR(RunBatch(batch, next));
+    // Each view answers the round's batches in turn, the two views at the
+    // same time: a round costs one round trip when it holds one batch.
+    std::vector<absl::StatusOr<ViewResponse>> answers_a;
+    std::vector<absl::StatusOr<ViewResponse>> answers_b;
+    auto ask = [&batches](TreeView& view,
+                          std::vector<absl::StatusOr<ViewResponse>>* answers) {
+      for (const Batch& batch : batches) {
+        answers->push_back(view.Exchange(batch.request));
+        if (!answers->back().ok()) break;
+      }
+    };
+    BothAtOnce([&] { ask(a_, &answers_a); }, [&] { ask(b_, &answers_b); });
+    for (size_t i = 0; i < batches.size(); ++i) {
+      if (i < answers_a.size()) TALLY_RETURN_IF_ERROR(answers_a[i].status());
+      if (i < answers_b.size()) TALLY_RETURN_IF_ERROR(answers_b[i].status());
+      TALLY_RETURN_IF_ERROR(RunBatch(batches[i], std::move(*answers_a[i]),
+                                     std::move(*answers_b[i]), next));
     }
     return absl::OkStatus();
   }
 
-  absl::Status RunBatch(const Batch& batch, std::vector<Pending>* next) {
+  // Runs `on_a` on this thread and `on_b` on a thread of its own, and
+  // returns when both have: each view is still used by one thread at a
+  // time, and a round waits for the slower view instead of both in turn.
+  template <typename OnA, typename OnB>
+  static void BothAtOnce(OnA&& on_a, OnB&& on_b) {
+    std::thread other(std::forward<OnB>(on_b));
+    on_a();
+    other.join();
+  }
+
+  absl::Status RunBatch(const Batch& batch, ViewResponse response_a,
+                        ViewResponse response_b, std::vector<Pending>* next) {
     ++stats_.exchanges;
-    TALLY_ASSIGN_OR_RETURN(ViewResponse response_a, a_.Exchange(batch.request));
-    TALLY_ASSIGN_OR_RETURN(ViewResponse response_b, b_.Exchange(batch.request));
     const size_t request_size = WireSize(batch.request);
     Count(true, request_size, WireSize(response_a));
     Count(false, request_size, WireSize(response_b));
@@ -520,6 +605,89 @@ class Differ {
 };
 
 }  // namespace
+
+namespace {
+
+// EstimateDiffCost's search: the cheapest way, in bytes of both views, to
+// resolve the mismatched nodes of one level within a number of rounds, when
+// every node of a level is treated alike (the uniform case the planner's
+// per-node choices approximate).
+class UniformPlan {
+ public:
+  UniformPlan(double rows, double differences, double entry_bytes)
+      : rows_(rows), differences_(differences), entry_bytes_(entry_bytes) {}
+
+  // Bytes to resolve level `level`'s mismatched nodes in `rounds` rounds.
+  double Best(int level, int rounds) {
+    const int key = level * 64 + rounds;
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    const double nodes = std::ldexp(1.0, level);
+    const double rows_per_node = rows_ / nodes;
+    // Poisson occupancy: the nodes of the level that hold a difference.
+    const double mismatched = nodes * -std::expm1(-differences_ / nodes);
+    // Listing: both views list every row of each mismatched node, which
+    // holds its share of the differences plus its share of the rest (a node
+    // picked because it holds a difference is larger than the average one).
+    const double listed_rows = std::max(
+        1.0, rows_per_node + differences_ / mismatched - differences_ / nodes);
+    double best =
+        mismatched * (kNamedNodeBytes + 2 * entry_bytes_ * listed_rows);
+    if (rounds > 1) {
+      for (int levels = 1;
+           levels <= kMaxLevelsAhead && level + levels <= kTokenBits;
+           ++levels) {
+        const double children = std::ldexp(1.0, levels);
+        const double digest =
+            2 * (8 + static_cast<double>(VarintBytes(
+                         static_cast<uint64_t>(rows_per_node / children))));
+        const double own =
+            mismatched * (kNamedNodeBytes / 2 + children * digest);
+        if (own >= best) break;  // grows with levels; cannot win
+        best = std::min(best, own + Best(level + levels, rounds - 1));
+      }
+    }
+    memo_.emplace(key, best);
+    return best;
+  }
+
+ private:
+  static constexpr double kNamedNodeBytes = 20;
+  const double rows_;
+  const double differences_;
+  const double entry_bytes_;
+  std::unordered_map<int, double> memo_;
+};
+
+}  // namespace
+
+DiffCostEstimate EstimateDiffCost(uint64_t rows, uint64_t differences,
+                                  double entry_bytes,
+                                  const DiffOptions& options) {
+  const int top = std::clamp(options.handshake_levels, 0, kMaxSummaryTopLevels);
+  const double top_nodes = std::ldexp(1.0, top);
+  const double handshake =
+      2 * (kSummaryBytes +
+           top_nodes * (8 + static_cast<double>(VarintBytes(
+                                static_cast<uint64_t>(rows / top_nodes)))));
+  if (differences == 0 || rows == 0) return DiffCostEstimate{handshake, 1};
+  UniformPlan plan(static_cast<double>(rows), static_cast<double>(differences),
+                   entry_bytes);
+  // The same rule as the planner's: add a round while it saves enough.
+  int rounds = 2;
+  double bytes = handshake + plan.Best(top, 1);
+  const int max_rounds = std::max(2, options.max_rounds);
+  while (rounds < max_rounds) {
+    const double more = handshake + plan.Best(top, rounds);
+    if (bytes - more < std::max(options.round_saving * (bytes - handshake),
+                                options.round_price_bytes)) {
+      break;
+    }
+    bytes = more;
+    ++rounds;
+  }
+  return DiffCostEstimate{bytes, rounds};
+}
 
 std::string DiffStats::DebugString() const {
   return absl::StrFormat(

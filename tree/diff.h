@@ -9,14 +9,14 @@
 //     `handshake_levels` levels. Equal roots and counts end the diff in one
 //     round. An empty side skips the tree: the other side is streamed.
 //  2. Descent: every mismatched node is expanded several levels in one round.
-//     How many is chosen by a cost model of the wire (a node digest ~9-10
-//     bytes per view, a listed row ~60-100) to finish within
-//     `target_rounds`: the share of children that differed in the previous
-//     round estimates how many differences lie below each node, and its row
-//     count says what listing it would cost. When most nodes of a level
-//     differ, the whole level is fetched instead of node by node. A round
-//     may hold several exchanges (within the per-exchange limits); they do
-//     not depend on one another, so it costs one round trip.
+//     How many is chosen by a cost model of the wire (below) for the number
+//     of rounds the rest of the diff is to take, which the planner chooses
+//     again every round from what it has seen (see "Rounds"): the share of
+//     children that differed in the previous round estimates how many
+//     differences lie below each node, and its row count says what listing
+//     it would cost. When most nodes of a level differ, the whole level is
+//     fetched instead of node by node. A round may hold several exchanges
+//     (within the per-exchange limits); they do not depend on one another.
 //  3. Below the leaves the same descent continues over token sub-ranges,
 //     which the views answer by range scans, until listing a range costs
 //     less than expanding it further.
@@ -24,10 +24,54 @@
 //     missing on one side or with different digests are the differences.
 //     A range that is empty on one side is streamed from the other.
 //
-// Cost at N = 1M rows (tally-bench --scenario=diff-mem): 4 rounds, ~1.3 KB
-// per difference at d = 1000, ~0.8 KB at d = 10000. With only both views'
-// digests and rows on the wire, bytes and rounds trade against each other:
-// target_rounds = 5 gives ~0.95 KB, 6 ~0.8 KB at d = 1000.
+// Cost. A node digest costs w ~ 10 bytes per view (a 64-bit fingerprint and
+// a varint row count), a listed row e ~ 40 (WireSize: key, HLC, origin
+// index, fingerprint). With d differing keys spread over N rows, m(l) =
+// 2^l (1 - e^(-d / 2^l)) nodes of level l differ. A diff of r rounds
+// (the handshake at level h = handshake_levels, r - 2 descents
+// h -> l_1 -> ... -> l_k, then the listing at l_k) moves, both views
+// together,
+//
+//   B(N, d, r) = 2^h 2w + sum_i m(l_i) 2^(l_(i+1) - l_i) 2w
+//                + m(l_k) 2e (N / 2^l_k + d / m(l_k)),
+//
+// minimised over the levels by EstimateDiffCost(). Per difference that is
+// about (r - 1) 2w (N/d)^(1/(r - 1)) plus the two or three rows listed with
+// each difference: at a fixed number of rounds it grows as a root of N/d,
+// and every round added takes one more root. The depth of the stored trees
+// does not enter: below it the views answer by range scans, at the same
+// wire cost, so only N, d and r do.
+//
+// Rounds. Each round adds one round trip; the planner adds a round only
+// while the model says it saves at least `round_saving` of the bytes still
+// to come and at least `round_price_bytes`, up to `max_rounds`. With the
+// defaults that gives 4 rounds from N/d ~ 100 to ~1000 and 5 at ~10,000
+// (diff-mem below), and fewer for a handful of differences (d = 1 at 100k:
+// 3 rounds, 5 KB).
+//
+// Measured (tally-bench --scenario=diff-mem, d = 1000, both views' bytes,
+// "model" = EstimateDiffCost in the rounds taken):
+//
+//   N      rounds  bytes/diff  model
+//   100k   4         654        513
+//   1M     4       1,102        989
+//   10M    5       1,462      1,206
+//
+// (before this planner, with 4 rounds always: 648, 1,102, 3,192.) The model
+// is the optimum of a diff that knows d from the start and treats every
+// node of a level alike, so the diff costs 10-25% more. It also says that
+// bytes per difference cannot be flat from 100k to 10M within 4-5 rounds
+// while a node digest costs ~10 bytes per view: its own optimum at those
+// rounds grows 2.4x. What flattens it is cheaper digests deep in the tree
+// (shorter, seeded fingerprints; a bitmap of the children that differ):
+// at ~1 byte per node the model gives ~190 / ~270 / ~290 B per difference.
+//
+// Latency: within a round the two views are asked at the same time (view b
+// from a thread of its own, view a from the caller's), so a round costs one
+// round trip of the slower view, not one per view: two nodes each 50 ms
+// away cost 50 ms a round, not 100. The exchanges of one round to one view
+// go one after the other. Scans (ranges empty on one side) run on the
+// calling thread. The sink is always called on the calling thread.
 //
 // The views may have different depths: nodes are token ranges, and every
 // view answers for any level (from its tree above its depth, by scanning
@@ -62,10 +106,17 @@ namespace tally {
 namespace tree {
 
 struct DiffOptions {
-  // Rounds a diff aims to finish in, the handshake included. The expansion
-  // of each node is chosen by a cost model (bytes on the wire) to finish
-  // within what is left; estimates can be wrong, so it is a target.
-  int target_rounds = 4;
+  // The most rounds a diff plans for, the handshake included. Estimates can
+  // be wrong and ranges too large to list are never listed, so a diff may
+  // take more; it never plans more.
+  int max_rounds = 6;
+  // Every round, the planner chooses how many rounds the rest of the diff
+  // takes: it adds a round only while the model says that round saves at
+  // least this share of the bytes still to come...
+  double round_saving = 0.5;
+  // ... and at least this many bytes: below it, bytes are cheaper than a
+  // round trip on any link (8 KiB is 1.3 ms at 50 Mbit/s).
+  double round_price_bytes = 8192;
   // Levels of the root fetched with the summaries, in the same round.
   // Costs 2 * 2^levels node digests even when the views are equal; views
   // shallower than this answer it by a scan. 5 keeps an in-sync check
@@ -104,6 +155,20 @@ struct DiffStats {
 // nullptr where the key is absent. The pointers live only during the call.
 using DifferenceSink =
     std::function<absl::Status(const RowEntry* in_a, const RowEntry* in_b)>;
+
+// The cost model as numbers, for views of `rows` rows each with
+// `differences` differing keys spread uniformly and listed rows of
+// `entry_bytes` each (WireSize): the rounds the planner's rule picks and the
+// payload bytes of both views it expects (see "Cost" above). What a diff
+// measures may differ by the Poisson spread of real data and by the
+// planner's estimates of d, which it learns as it descends.
+struct DiffCostEstimate {
+  double bytes = 0;
+  int rounds = 0;
+};
+DiffCostEstimate EstimateDiffCost(uint64_t rows, uint64_t differences,
+                                  double entry_bytes,
+                                  const DiffOptions& options);
 
 // Computes the differences between `a` and `b`. Returns the first error of a
 // view or of the sink. `stats` (optional) is filled in either case.

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tree/memory_tree_view.h"
@@ -235,6 +237,165 @@ TEST(Diff, SparseDifferencesCostFewRounds) {
   const DiffResult result = RunDiff(a, b, 16, 16);
   EXPECT_EQ(result.keys.size(), ExpectedDifferences(a, b).size());
   EXPECT_LE(result.stats.rounds, 4u) << result.stats.DebugString();
+}
+
+// The planner against the cost model (EstimateDiffCost): the keys found
+// are exactly the keys that differ, the rounds stay within the caps the
+// model is tuned for (4 up to 1M rows), and the bytes stay near what the
+// model expects for the rounds taken. The model is an idealisation (every
+// node of a level alike, d known from the start), so the diff may cost
+// more; it cannot cost much less, or the byte counts are wrong.
+struct PlannerCase {
+  int n;
+  int d;
+};
+
+class DiffPlannerTest : public ::testing::TestWithParam<PlannerCase> {};
+
+TEST_P(DiffPlannerTest, RoundsAndBytesFollowTheCostModel) {
+  const PlannerCase c = GetParam();
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed=%llu n=%d d=%d\n", static_cast<unsigned long long>(seed),
+              c.n, c.d);
+  Rows a, b;
+  MakeReplicas(seed, c.n, c.d, &a, &b);
+  const std::set<std::string> expected = ExpectedDifferences(a, b);
+  const DiffOptions options;
+  const DiffResult result = RunDiff(a, b, 16, 16, options);
+  std::printf("  %s\n", result.stats.DebugString().c_str());
+  EXPECT_EQ(result.keys, expected) << "seed " << seed;
+
+  double entry_bytes = 0;
+  for (const auto& [key, row] : a) entry_bytes += WireSize(row);
+  entry_bytes /= static_cast<double>(a.size());
+  DiffOptions same_rounds = options;
+  same_rounds.max_rounds = static_cast<int>(result.stats.rounds);
+  same_rounds.round_saving = 0;
+  same_rounds.round_price_bytes = 0;
+  const DiffCostEstimate model =
+      EstimateDiffCost(c.n, expected.size(), entry_bytes, same_rounds);
+  const double measured = static_cast<double>(result.stats.payload_bytes());
+  std::printf("  model %.0f bytes in %d rounds; measured/model %.2f\n",
+              model.bytes, model.rounds, measured / model.bytes);
+  EXPECT_LE(result.stats.rounds, 4u) << "seed " << seed;
+  EXPECT_GE(measured, 0.8 * model.bytes) << "seed " << seed;
+  EXPECT_LE(measured, 1.6 * model.bytes) << "seed " << seed;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SeveralSizes, DiffPlannerTest,
+    ::testing::Values(PlannerCase{20000, 10}, PlannerCase{20000, 200},
+                      PlannerCase{100000, 30}, PlannerCase{100000, 1000},
+                      PlannerCase{300000, 100}, PlannerCase{300000, 3000}));
+
+TEST(Diff, TinyDifferencesSpendBytesRatherThanRounds) {
+  // One differing key: more rounds would save a few kilobytes, less than a
+  // round trip is worth (DiffOptions::round_price_bytes).
+  Rows a, b;
+  MakeReplicas(19, 100000, 1, &a, &b);
+  const DiffResult one = RunDiff(a, b, 16, 16);
+  EXPECT_EQ(one.keys, ExpectedDifferences(a, b));
+  EXPECT_LE(one.stats.rounds, 3u) << one.stats.DebugString();
+  // Without a price per round the planner takes the rounds the model
+  // finds worth taking.
+  DiffOptions free_rounds;
+  free_rounds.round_price_bytes = 0;
+  free_rounds.round_saving = 0;
+  const DiffResult more = RunDiff(a, b, 16, 16, free_rounds);
+  EXPECT_EQ(more.keys, ExpectedDifferences(a, b));
+  EXPECT_GT(more.stats.rounds, one.stats.rounds);
+  EXPECT_LT(more.stats.payload_bytes(), one.stats.payload_bytes());
+}
+
+TEST(DiffCostModel, EqualViewsCostTheHandshakeOnly) {
+  const DiffCostEstimate equal = EstimateDiffCost(1000000, 0, 40, {});
+  EXPECT_EQ(equal.rounds, 1);
+  EXPECT_LT(equal.bytes, 1024);
+}
+
+TEST(DiffCostModel, MoreRoundsWhereRowsPerDifferenceGrow) {
+  // At d = 1000 the rule takes one round more for every ~10x rows, and
+  // every extra round costs fewer bytes than going without it.
+  const DiffOptions options;
+  const DiffCostEstimate small = EstimateDiffCost(100000, 1000, 40, options);
+  const DiffCostEstimate large = EstimateDiffCost(10000000, 1000, 40, options);
+  EXPECT_LT(small.rounds, large.rounds);
+  DiffOptions capped = options;
+  capped.max_rounds = small.rounds;
+  EXPECT_GT(EstimateDiffCost(10000000, 1000, 40, capped).bytes, large.bytes);
+}
+
+// Two views that answer a call only once the other view has been asked the
+// same call too: a diff that asks them one after the other never gets an
+// answer from the first (it fails after a timeout).
+class Rendezvous {
+ public:
+  // Records that `side`'s next call has arrived and waits for the other
+  // side's matching call. Returns false after the timeout.
+  bool Meet(int side) {
+    absl::MutexLock lock(&mu_);
+    const uint64_t mine = ++calls_[side];
+    const uint64_t* other = &calls_[1 - side];
+    const auto arrived = [other, mine] { return *other >= mine; };
+    return mu_.AwaitWithTimeout(absl::Condition(&arrived), absl::Seconds(10));
+  }
+
+ private:
+  absl::Mutex mu_;
+  uint64_t calls_[2] = {0, 0};
+};
+
+class RendezvousView : public TreeView {
+ public:
+  RendezvousView(std::unique_ptr<MemoryTreeView> view, Rendezvous* meeting,
+                 int side)
+      : view_(std::move(view)), meeting_(meeting), side_(side) {}
+
+  absl::StatusOr<ViewSummary> Summary(int top_levels) override {
+    if (!meeting_->Meet(side_)) return Alone();
+    return view_->Summary(top_levels);
+  }
+  absl::StatusOr<ViewResponse> Exchange(const ViewRequest& request) override {
+    if (!meeting_->Meet(side_)) return Alone();
+    return view_->Exchange(request);
+  }
+  absl::Status Scan(absl::Span<const NodeRef> ranges,
+                    const EntrySink& sink) override {
+    return view_->Scan(ranges, sink);
+  }
+
+ private:
+  static absl::Status Alone() {
+    return absl::DeadlineExceededError("asked while the other view was not");
+  }
+  std::unique_ptr<MemoryTreeView> view_;
+  Rendezvous* const meeting_;
+  const int side_;
+};
+
+TEST(Diff, AsksBothViewsAtTheSameTime) {
+  // Within a round the two views are asked at once, so a round costs one
+  // round trip however the views are placed.
+  Rows a, b;
+  MakeReplicas(23, 20000, 100, &a, &b);
+  auto memory_a = MemoryTreeView::Create(16, ToVector(a));
+  auto memory_b = MemoryTreeView::Create(16, ToVector(b));
+  ASSERT_TRUE(memory_a.ok() && memory_b.ok());
+  Rendezvous meeting;
+  RendezvousView view_a(std::move(*memory_a), &meeting, 0);
+  RendezvousView view_b(std::move(*memory_b), &meeting, 1);
+  std::set<std::string> found;
+  DiffStats stats;
+  const absl::Status s = DiffViews(
+      view_a, view_b, DiffOptions{},
+      [&](const RowEntry* in_a, const RowEntry* in_b) {
+        found.insert(in_a != nullptr ? in_a->key : in_b->key);
+        return absl::OkStatus();
+      },
+      &stats);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(found, ExpectedDifferences(a, b));
+  EXPECT_GE(stats.rounds, 3u);
 }
 
 TEST(Diff, SinkErrorStopsTheDiff) {

@@ -1,4 +1,4 @@
-// Scenarios "diff" and "bootstrap": real tallyd processes on loopback,
+// Scenarios "diff", "wan" and "bootstrap": real tallyd processes on loopback,
 // driven over gRPC through the same client library the CLI uses.
 //
 // diff: N rows on node A, copied to node B; then d differences are made on
@@ -8,6 +8,8 @@
 // leaf from both sides. Bytes are serialized message sizes, counted by the
 // client.
 //
+// wan: the same diff through delaying proxies (see RunWan).
+//
 // bootstrap: rows/s and MB/s into an empty node by one repair, against
 // loading the same rows through the Admin service (the node's own ingest
 // over gRPC) in the same run.
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -29,6 +32,7 @@
 #include "node/sync.h"
 #include "node/wire.h"
 #include "support/process.h"
+#include "tools/bench/delay_proxy.h"
 #include "tools/bench/scenario.h"
 #include "tools/bench/store_fixture.h"
 #include "tree/diff.h"
@@ -36,6 +40,8 @@
 ABSL_FLAG(std::string, tallyd, "",
           "diff, bootstrap: path of tallyd (default: ../node/tallyd next to "
           "this binary)");
+ABSL_FLAG(uint64_t, wan_diffs, 100, "wan: number of differences");
+ABSL_FLAG(int, wan_rtt_ms, 50, "wan: round trip through a proxy, ms");
 ABSL_FLAG(std::string, node_diffs, "0,1,100,1000,100000",
           "diff: numbers of differences to measure (cumulative, ascending)");
 
@@ -119,10 +125,22 @@ absl::StatusOr<Measured> MeasureDiff(tree::TreeView& a, tree::TreeView& b) {
   return m;
 }
 
+// Connects before the clock starts, as `tally diff` does: the diff's time
+// is its rounds, not the connection set-up.
+absl::StatusOr<std::unique_ptr<node::NodeClient>> ConnectedClient(
+    const std::string& address) {
+  auto client = node::NodeClient::Connect(address, {});
+  if (!client.ok()) return client.status();
+  if (!(*client)->AwaitConnection(absl::Seconds(10))) {
+    return absl::UnavailableError("cannot connect to " + address);
+  }
+  return client;
+}
+
 // tally's diff between two nodes, as `tally diff` runs it.
 absl::StatusOr<Measured> TallyDiff(const std::string& a, const std::string& b) {
-  auto ca = node::NodeClient::Connect(a, {});
-  auto cb = node::NodeClient::Connect(b, {});
+  auto ca = ConnectedClient(a);
+  auto cb = ConnectedClient(b);
   if (!ca.ok()) return ca.status();
   if (!cb.ok()) return cb.status();
   return MeasureDiff(*(*ca)->NewTreeView(kKeyspace),
@@ -132,7 +150,7 @@ absl::StatusOr<Measured> TallyDiff(const std::string& a, const std::string& b) {
 // A node's own session with a peer: its store is local (nothing of it
 // crosses the network), the peer is remote.
 absl::StatusOr<Measured> SessionDiff(storage::Store& a, const std::string& b) {
-  auto cb = node::NodeClient::Connect(b, {});
+  auto cb = ConnectedClient(b);
   if (!cb.ok()) return cb.status();
   auto va = a.NewTreeView(kKeyspace);
   if (!va.ok()) return va.status();
@@ -307,6 +325,109 @@ absl::Status RunNodeDiff(std::ostream& out) {
   return absl::OkStatus();
 }
 
+// wan: the diff when the nodes are far away. N rows on A, copied to B, d
+// keys updated on B; then the same diffs through delaying proxies
+// (DelayProxy, half the round trip each way): `tally diff` with one node
+// behind a proxy and with both, and A's own session with B behind one.
+// Three runs each; the goal is wall time <= (rounds + 1) x the round trip.
+absl::Status RunWan(std::ostream& out) {
+  const uint64_t rows = absl::GetFlag(FLAGS_rows);
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  const uint64_t d = absl::GetFlag(FLAGS_wan_diffs);
+  const absl::Duration rtt =
+      absl::Milliseconds(absl::GetFlag(FLAGS_wan_rtt_ms));
+  if (d > rows) {
+    return absl::InvalidArgumentError("--wan_diffs must be at most --rows");
+  }
+  testing::TempDir dir_a;
+  node::NodeConfig config_a;
+  config_a.name = "a";
+  config_a.data_dir = dir_a.path() + "/data";
+  config_a.listen = "127.0.0.1:0";
+  config_a.sync_writes = false;
+  auto node_a = node::NodeServer::Start(config_a);
+  if (!node_a.ok()) return node_a.status();
+  const std::string address_a = (*node_a)->listen_address();
+  auto client_a = node::NodeClient::Connect(address_a, {});
+  if (!client_a.ok()) return client_a.status();
+  Cluster cluster;
+  if (absl::Status s = cluster.Add("b"); !s.ok()) return s;
+  const std::string address_b = cluster.nodes[0]->address();
+  auto loaded = LoadRows(**client_a, rows, seed);
+  if (!loaded.ok()) return loaded.status();
+  auto copied = Bootstrap(**client_a, *cluster.clients[0]);
+  if (!copied.ok()) return copied.status();
+  std::mt19937_64 rng(seed + 2);
+  std::vector<uint64_t> order(rows);
+  for (uint64_t i = 0; i < rows; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed + 1));
+  uint64_t i = 0;
+  auto drift =
+      cluster.clients[0]->Load(kKeyspace, [&](std::string* k, std::string* v) {
+        if (i >= d) return false;
+        *k = RowKey(order[i++]);
+        *v = RandomBytes(rng, 100);
+        return true;
+      });
+  if (!drift.ok()) return drift.status();
+
+  auto proxy_a = DelayProxy::Start(address_a, rtt / 2);
+  if (!proxy_a.ok()) return proxy_a.status();
+  auto proxy_b = DelayProxy::Start(address_b, rtt / 2);
+  if (!proxy_b.ok()) return proxy_b.status();
+  const std::string far_a = (*proxy_a)->address();
+  const std::string far_b = (*proxy_b)->address();
+
+  out << absl::StrFormat(
+      "wan: N = %d, d = %d keys updated on B, round trip through a delaying "
+      "proxy %s;\nthree runs each, connections set up before the clock "
+      "starts\n\n",
+      rows, d, absl::FormatDuration(rtt));
+  out << absl::StrFormat("%-34s %6s %10s %8s %26s %8s\n", "placement", "rounds",
+                         "bytes", "B/diff", "wall ms (min/med/max)", "goal ms");
+  struct Placement {
+    const char* name;
+    std::function<absl::StatusOr<Measured>()> run;
+  };
+  const std::vector<Placement> placements = {
+      {"tally diff, no proxy", [&] { return TallyDiff(address_a, address_b); }},
+      {"tally diff, B behind the proxy",
+       [&] { return TallyDiff(address_a, far_b); }},
+      {"tally diff, A and B behind proxies",
+       [&] { return TallyDiff(far_a, far_b); }},
+      {"session of A, B behind the proxy",
+       [&] { return SessionDiff((*node_a)->store(), far_b); }},
+  };
+  for (const Placement& p : placements) {
+    std::vector<double> millis;
+    Measured m;
+    for (int run = 0; run < 3; ++run) {
+      auto measured = p.run();
+      if (!measured.ok()) return measured.status();
+      if (measured->differences != d) {
+        return absl::InternalError(
+            absl::StrFormat("%s: made %d differences, found %d", p.name, d,
+                            measured->differences));
+      }
+      m = *measured;
+      millis.push_back(m.seconds * 1000);
+    }
+    std::sort(millis.begin(), millis.end());
+    const bool direct = p.name == placements.front().name;
+    const std::string goal =
+        direct ? std::string("-")
+               : absl::StrFormat(
+                     "%.0f", (m.rounds + 1) * absl::ToDoubleMilliseconds(rtt));
+    out << absl::StrFormat(
+        "%-34s %6d %10d %8s %26s %8s\n", p.name, m.rounds, m.bytes,
+        d == 0 ? std::string("-") : absl::StrFormat("%.0f", 1.0 * m.bytes / d),
+        absl::StrFormat("%.0f / %.0f / %.0f", millis[0], millis[1], millis[2]),
+        goal);
+  }
+  out << "goal: wall time <= (rounds + 1) x round trip\n";
+  return absl::OkStatus();
+}
+
 absl::Status RunBootstrap(std::ostream& out) {
   const uint64_t rows = absl::GetFlag(FLAGS_rows);
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
@@ -355,6 +476,12 @@ Scenario NodeDiffScenario() {
           "tally diff between two real tallyd over gRPC vs a leaf-exchange "
           "baseline",
           &RunNodeDiff};
+}
+
+Scenario WanScenario() {
+  return {"wan",
+          "tally diff and a session through delaying proxies (a long link)",
+          &RunWan};
 }
 
 Scenario BootstrapScenario() {

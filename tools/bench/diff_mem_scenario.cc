@@ -4,8 +4,9 @@
 // each mismatched leaf from both sides).
 //
 // What it shows: bytes and rounds per session as d grows, with N fixed, and
-// how far below the leaf-exchange baseline tally stays. It checks that the
-// diff found exactly the keys it changed.
+// how far below the leaf-exchange baseline tally stays, beside what the cost
+// model (tree::EstimateDiffCost) predicts. It checks that the diff found
+// exactly the keys it changed.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -30,8 +31,13 @@
 
 ABSL_FLAG(std::string, diffs, "0,1,100,10000",
           "diff-mem: comma-separated numbers of differing keys.");
-ABSL_FLAG(int, target_rounds, tally::tree::DiffOptions{}.target_rounds,
-          "diff-mem: DiffOptions::target_rounds.");
+ABSL_FLAG(int, max_rounds, tally::tree::DiffOptions{}.max_rounds,
+          "diff-mem: DiffOptions::max_rounds.");
+ABSL_FLAG(double, round_saving, tally::tree::DiffOptions{}.round_saving,
+          "diff-mem: DiffOptions::round_saving.");
+ABSL_FLAG(double, round_price_bytes,
+          tally::tree::DiffOptions{}.round_price_bytes,
+          "diff-mem: DiffOptions::round_price_bytes.");
 ABSL_FLAG(int, handshake_levels, tally::tree::DiffOptions{}.handshake_levels,
           "diff-mem: DiffOptions::handshake_levels.");
 
@@ -184,22 +190,29 @@ absl::Status RunDiffMem(std::ostream& out) {
                          tree::MemoryTreeView::Create(kDepth, base));
 
   tree::DiffOptions options;
-  options.target_rounds = absl::GetFlag(FLAGS_target_rounds);
+  options.max_rounds = absl::GetFlag(FLAGS_max_rounds);
+  options.round_saving = absl::GetFlag(FLAGS_round_saving);
+  options.round_price_bytes = absl::GetFlag(FLAGS_round_price_bytes);
   options.handshake_levels = absl::GetFlag(FLAGS_handshake_levels);
   out << absl::StrFormat(
       "rows: %d-byte keys, %d-byte values, depth %d on both sides; seed %d\n"
-      "diff: target_rounds=%d handshake_levels=%d\n"
+      "diff: max_rounds=%d round_saving=%.2f handshake_levels=%d\n"
       "baseline: every depth-%d leaf digest from both sides, then every row "
       "of each mismatched leaf from both sides\n\n",
-      kKeyBytes, kValueBytes, kDepth, seed, options.target_rounds,
-      options.handshake_levels, kBaselineDepth);
+      kKeyBytes, kValueBytes, kDepth, seed, options.max_rounds,
+      options.round_saving, options.handshake_levels, kBaselineDepth);
   const char* const kHeader =
-      "%9s %6s %6s %5s %8s %8s %10s %11s %11s %8s %8s %12s %11s\n";
+      "%9s %6s %6s %5s %8s %8s %10s %11s %11s %8s %8s %12s %11s | %6s %8s\n";
   const char* const kRow =
-      "%9d %6d %6d %5d %8d %8d %10d %11d %11d %8s %8.1f %12d %11s\n";
+      "%9d %6d %6d %5d %8d %8d %10d %11d %11d %8s %8.1f %12d %11s | %6d %8s\n";
   out << absl::StrFormat(kHeader, "N", "d", "rounds", "exch", "digests",
                          "entries", "sent", "received", "payload", "B/diff",
-                         "ms", "base_payload", "tally/base");
+                         "ms", "base_payload", "tally/base", "m.rnd",
+                         "m.B/diff");
+  out << "m.rnd: rounds the cost model picks; m.B/diff: bytes per difference "
+         "it expects in the rounds measured\n";
+  // Every row has the same wire size here (keys of one length, one origin).
+  const double entry_bytes = static_cast<double>(tree::WireSize(base.front()));
   for (uint64_t d : diffs) {
     std::unordered_set<std::string> changed;
     TALLY_ASSIGN_OR_RETURN(std::unique_ptr<tree::MemoryTreeView> view_b,
@@ -233,10 +246,24 @@ absl::Status RunDiffMem(std::ostream& out) {
     const std::string ratio = absl::StrFormat(
         "%.4f", static_cast<double>(stats.payload_bytes()) /
                     static_cast<double>(std::max<uint64_t>(baseline, 1)));
-    out << absl::StrFormat(kRow, n, d, stats.rounds, stats.exchanges,
-                           stats.digests, stats.entries, stats.bytes_sent,
-                           stats.bytes_received, stats.payload_bytes(),
-                           per_diff, millis, baseline, ratio);
+    const tree::DiffCostEstimate model =
+        tree::EstimateDiffCost(n, d, entry_bytes, options);
+    // And what it expects in the rounds the diff took.
+    tree::DiffOptions same_rounds = options;
+    same_rounds.max_rounds = static_cast<int>(stats.rounds);
+    same_rounds.round_saving = 0;
+    same_rounds.round_price_bytes = 0;
+    const std::string model_per_diff =
+        d == 0
+            ? "-"
+            : absl::StrFormat(
+                  "%.0f",
+                  tree::EstimateDiffCost(n, d, entry_bytes, same_rounds).bytes /
+                      static_cast<double>(d));
+    out << absl::StrFormat(
+        kRow, n, d, stats.rounds, stats.exchanges, stats.digests, stats.entries,
+        stats.bytes_sent, stats.bytes_received, stats.payload_bytes(), per_diff,
+        millis, baseline, ratio, model.rounds, model_per_diff);
     out.flush();
   }
   return absl::OkStatus();

@@ -45,6 +45,7 @@ Scenario DiffMemScenario();
 Scenario IngestScenario();
 Scenario OpenScenario();
 Scenario NodeDiffScenario();
+Scenario WanScenario();
 Scenario BootstrapScenario();
 Scenario FeedScenario();
 
