@@ -473,6 +473,7 @@ absl::Status StoreImpl::StageMutation(Group& g, Mutation& m, ApplyMode mode,
                                    : std::move(row.version));
     return absl::OkStatus();
   }
+  if (decision == internal::Decision::kWriteTie) ++g.ties_resolved;
   Version& version = row.version;
 
   internal::ChangeRecord change;
@@ -619,6 +620,7 @@ void StoreImpl::Publish(const Group& g) {
       }
     }
     for (const std::string& row_key : g.repaired) damaged_.erase(row_key);
+    ties_resolved_.fetch_add(g.ties_resolved, std::memory_order_relaxed);
     damaged_count_.store(damaged_.size());
     last_sequence_ = g.sequence;
     checkpoint_due =

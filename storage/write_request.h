@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "storage/store_types.h"
+#include "tree/digest.h"
 #include "tree/version.h"
 
 namespace tally {
@@ -41,10 +42,22 @@ struct UpstreamProgress {
   Sequence sequence = 0;
 };
 
+// The order last writer wins puts rows in: by version (timestamp, then
+// origin name) and, between equal versions with different content, by row
+// digest, the higher one winning (the tie rule). Rows found by a first scan
+// get the same bootstrap version on every replica, and a restored backup can
+// bring back an old version with other content: without the rule such a tie
+// stays different forever; with it every replica keeps the same row, so both
+// sides of a sync converge. Returns a negative number, 0 (the same version
+// and content) or a positive number as `a` orders before, with or after `b`.
+int CompareRows(const tree::Version& a, const tree::Digest128& a_digest,
+                const tree::Version& b, const tree::Digest128& b_digest);
+
 // How a request's mutations meet the stored rows.
 enum class ApplyMode {
-  // A mutation is applied only when its version is higher than the stored
-  // one (last writer wins).
+  // A mutation is applied only when it orders after the stored row
+  // (CompareRows: a higher version, or an equal version whose digest wins
+  // the tie rule); last writer wins.
   kLastWriterWins,
   // The mutations come from an authoritative source (seed 000's master):
   // each replaces the stored row whenever the two differ, whatever their

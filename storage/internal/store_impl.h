@@ -176,6 +176,7 @@ class StoreImpl : public Store {
                                           uint64_t count) override
       ABSL_LOCKS_EXCLUDED(commit_mu_, mu_);
   uint64_t damaged_rows() const override { return damaged_count_.load(); }
+  uint64_t ties_resolved() const override { return ties_resolved_.load(); }
 
  private:
   // True if `row_key` is marked damaged. Cheap while nothing is.
@@ -250,6 +251,8 @@ class StoreImpl : public Store {
     absl::flat_hash_map<std::string, StagedRow> staged;
     // Remote timestamps to observe once committed.
     std::vector<tree::HlcTimestamp> observed;
+    // Rows written by the tie rule (commit_rules.h), for ties_resolved().
+    uint64_t ties_resolved = 0;
     // Damaged rows this group replaced or erased (their marks go).
     std::vector<std::string> repaired;
     // Arrival time of the tombstones this group writes.
@@ -386,6 +389,9 @@ class StoreImpl : public Store {
   // lock on every row a scan visits, to skip the lookup while it is 0).
   absl::flat_hash_set<std::string> damaged_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> damaged_count_{0};
+  // Rows the tie rule replaced since the store opened (published after
+  // their commit).
+  std::atomic<uint64_t> ties_resolved_{0};
 
   // Rewrites a tombstone index keyed by timestamp into one keyed by
   // arrival (every tombstone arriving now).
