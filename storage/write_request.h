@@ -28,6 +28,11 @@ struct Mutation {
   // ApplyMode::kSourceOverride: the source does not have the row, so the
   // copy must not have it either.
   bool erase = false;
+  // ApplyMode::kCaptured only: the bytes the index record keeps for the row
+  // (what RowBackend::ApplyRows would have returned for it: the backend's
+  // token for its row version). Unset: the value itself, as the embedded
+  // backend keeps it.
+  std::optional<std::string> captured_payload;
 
   static Mutation Put(std::string keyspace, std::string key, std::string value);
   static Mutation Delete(std::string keyspace, std::string key);
@@ -68,6 +73,17 @@ enum class ApplyMode {
   // removes the row only if it is still a tombstone of exactly the given
   // version.
   kPurgeTombstones,
+  // Changes the backend has already made (an application wrote its
+  // database, and the backend captured the change): the store updates only
+  // its index, leaves, change log and origin counts, with the version the
+  // capture gives (every mutation carries one, with the origin it names),
+  // and never asks the backend to apply them. Decided as last writer wins:
+  // a capture stamps its versions with the store's clock (Store::clock()),
+  // which has observed every version the store holds, so a fresh capture is
+  // always newer than the row it changes, and one that is not newer is a
+  // replay, which changes nothing: replaying captured changes after a crash
+  // is idempotent.
+  kCaptured,
 };
 
 struct WriteRequest {
@@ -77,9 +93,14 @@ struct WriteRequest {
 };
 
 struct WriteResult {
-  // Per mutation, in order: true if applied; false if the stored version
-  // was equal or newer (last writer wins).
+  // Per mutation, in order: true if applied; false if the commit rules
+  // left the row as it was (the stored row orders after it, ...) or the
+  // backend refused it.
   std::vector<bool> applied;
+  // The mutations (indexes, ascending) the backend refused: its row had
+  // changed since the store last indexed it (RowOutcome::applied). They are
+  // false in `applied`, and changed nothing in the store.
+  std::vector<size_t> refused;
   // The log sequence of the last entry this request wrote, or 0 if none.
   Sequence last_sequence = 0;
   // Versions given to (or kept by) each mutation, in order.
