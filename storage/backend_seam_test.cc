@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "storage/internal/fault_injection_env.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
 #include "tests/temp_dir.h"
@@ -57,10 +58,6 @@ class RecordingBackend : public RowBackend {
       (*outcomes)[i].applied = !absl::StartsWith(c.row.key, "refuse");
       (*outcomes)[i].payload = absl::StrCat("P:", c.value);
     }
-    return absl::OkStatus();
-  }
-
-  absl::Status StageCommit(leveldb::WriteBatch*) override {
     return absl::OkStatus();
   }
 
@@ -217,6 +214,101 @@ TEST_F(BackendSeam, ACapturedWriteNeedsAVersionAndNoErase) {
   payload_outside.mutations.push_back(Mutation::Put("ks", "k", "v"));
   payload_outside.mutations.back().captured_payload = "P:v";
   EXPECT_EQ(store_->Write(std::move(payload_outside)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Captured changes with the backend's position, the embedded backend real:
+// a commit carries the position in its batch; a crash loses both or
+// neither; replaying from the position read back (and before it) changes
+// nothing that is already there.
+TEST(BackendPositionTest, ReplayingCapturedChangesAfterACrashIsIdempotent) {
+  TempDir dir;
+  internal::FaultInjectionEnv env;
+  StoreOptions options;
+  options.node_name = "node-a";
+  options.default_depth = 8;
+  options.env = &env;
+  const auto open = [&](bool sync) {
+    StoreOptions o = options;
+    o.sync = sync;
+    auto store = Store::Open(dir.path(), o);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(*store) : nullptr;
+  };
+  // What the capture delivers: two transactions, each with its end position.
+  std::vector<WriteRequest> captured(2);
+  {
+    std::unique_ptr<Store> store = open(/*sync=*/true);
+    ASSERT_NE(store, nullptr);
+    auto none = store->backend_position();
+    ASSERT_TRUE(none.ok());
+    EXPECT_FALSE(none->has_value());
+    for (int t = 0; t < 2; ++t) {
+      captured[t].mode = ApplyMode::kCaptured;
+      captured[t].backend_position = BackendPosition{absl::StrCat("lsn-", t)};
+      for (int i = 0; i < 3; ++i) {
+        Mutation m = Mutation::Put("ks", absl::StrCat("t", t, "-", i), "v");
+        m.version = tree::Version{store->clock().Now(), "node-a"};
+        captured[t].mutations.push_back(std::move(m));
+      }
+    }
+    // Transaction 0 in a durable commit.
+    ASSERT_TRUE(store->Write(captured[0]).ok());
+  }
+  {
+    // Transaction 1 in a commit the crash loses.
+    std::unique_ptr<Store> store = open(/*sync=*/false);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Write(captured[1]).ok());
+  }
+  ASSERT_TRUE(env.DropUnsyncedData().ok());
+
+  std::unique_ptr<Store> store = open(/*sync=*/true);
+  ASSERT_NE(store, nullptr);
+  auto position = store->backend_position();
+  ASSERT_TRUE(position.ok()) << position.status();
+  ASSERT_TRUE(position->has_value());
+  EXPECT_EQ((*position)->bytes, "lsn-0");  // with transaction 0's rows only
+  EXPECT_TRUE(store->Get("ks", "t0-2").ok());
+  EXPECT_EQ(store->Get("ks", "t1-0").status().code(),
+            absl::StatusCode::kNotFound);
+  const Sequence after_crash = store->last_sequence();
+  const auto root_after_crash = store->GetKeyspace("ks")->root;
+
+  // The capture resends from an older position (it may): transaction 0
+  // again changes nothing; transaction 1 is applied once.
+  auto again = store->Write(captured[0]);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->applied, (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(store->last_sequence(), after_crash);
+  EXPECT_EQ(store->GetKeyspace("ks")->root, root_after_crash);
+  ASSERT_TRUE(store->Write(captured[1]).ok());
+  EXPECT_EQ(store->last_sequence(), after_crash + 3);
+  EXPECT_EQ((*store->backend_position())->bytes, "lsn-1");
+  const auto root = store->GetKeyspace("ks")->root;
+  // Both replayed once more: nothing changes.
+  for (const WriteRequest& request : captured) {
+    auto replay = store->Write(request);
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    EXPECT_EQ(replay->applied, (std::vector<bool>{false, false, false}));
+  }
+  EXPECT_EQ(store->last_sequence(), after_crash + 3);
+  EXPECT_EQ(store->GetKeyspace("ks")->root, root);
+  auto report = store->Verify();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->ok()) << report->problems.front();
+}
+
+TEST(BackendPositionTest, AnEmptyPositionIsRefused) {
+  TempDir dir;
+  StoreOptions options;
+  options.node_name = "node-a";
+  options.sync = false;
+  auto store = Store::Open(dir.path(), options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  WriteRequest request;
+  request.backend_position = BackendPosition{""};
+  EXPECT_EQ((*store)->Write(std::move(request)).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

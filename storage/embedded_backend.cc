@@ -26,11 +26,6 @@ class EmbeddedBackend : public RowBackend {
     return absl::OkStatus();
   }
 
-  absl::Status StageCommit(leveldb::WriteBatch*) override {
-    // The row records carry everything; there is no position to keep.
-    return absl::OkStatus();
-  }
-
   absl::StatusOr<std::string> ReadValue(
       const RowLocation&, absl::string_view stored_payload) const override {
     return std::string(stored_payload);

@@ -10,14 +10,17 @@
 //  - A PostgreSQL backend (a later issue) keeps rows in a table. It keeps a
 //    CAS token in the record instead of the value, applies a commit group's
 //    rows in one transaction under a compare-and-swap on that token, and
-//    records its own position (a WAL LSN) in the store's WriteBatch through
-//    StageCommit.
+//    reports the changes applications make as captured writes
+//    (ApplyMode::kCaptured) carrying its WAL position (BackendPosition on
+//    the WriteRequest), which the store commits in the same WriteBatch.
 //
 // A commit goes: the commit rules decide each mutation against the index
 // (storage/internal/commit_rules.h); the leader calls ApplyRows ONCE with
 // the rows that are to change; the store then stages, in one WriteBatch,
 // the index records of the rows the backend applied (and only those), their
-// leaves, change-log entries and counts.
+// leaves, change-log entries and counts. Captured writes skip ApplyRows:
+// the backend has them already. The backend never sees the store's
+// LevelDB: its position travels typed, on the request.
 //
 //   std::vector<RowOutcome> outcomes;
 //   absl::Status s = backend->ApplyRows(rows, &outcomes);
@@ -40,10 +43,6 @@
 #include "tree/digest.h"
 #include "tree/token.h"
 #include "tree/version.h"
-
-namespace leveldb {
-class WriteBatch;
-}  // namespace leveldb
 
 namespace tally {
 namespace storage {
@@ -117,10 +116,6 @@ class RowBackend {
   // commit is retried).
   virtual absl::Status ApplyRows(absl::Span<const RowChange> rows,
                                  std::vector<RowOutcome>* outcomes) = 0;
-
-  // Adds the backend's own records (its position, for one) to the batch
-  // that commits a group of rows. Called once per commit, last.
-  virtual absl::Status StageCommit(leveldb::WriteBatch* batch) = 0;
 
   // Returns the value of a row given the payload ApplyRows returned for it.
   // Returns kDataLoss when the payload cannot be the backend's.

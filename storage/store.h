@@ -179,6 +179,12 @@ class Store {
   // tie keep the same row.
   virtual uint64_t ties_resolved() const = 0;
 
+  // The backend position the last commit that carried one wrote
+  // (WriteRequest::backend_position), as durable as that commit; nullopt
+  // when none ever did. A backend reads it after Open to resume its stream
+  // after what the store holds. kDataLoss for a corrupted record.
+  virtual absl::StatusOr<std::optional<BackendPosition>> backend_position() = 0;
+
   // Registers a listener; returns an id for RemoveChangeListener. Once
   // RemoveChangeListener returns, the listener is not running and is never
   // called again, so what it refers to may be destroyed.

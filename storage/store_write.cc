@@ -146,6 +146,13 @@ absl::Status StoreImpl::ValidateRequest(const WriteRequest& request) const {
   if (request.progress.has_value()) {
     TALLY_RETURN_IF_ERROR(ValidateNodeName(request.progress->upstream));
   }
+  if (request.backend_position.has_value() &&
+      (request.backend_position->bytes.empty() ||
+       request.backend_position->bytes.size() > options_.max_key_bytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "backend position is %d bytes; it must be 1..%d (max_key_bytes)",
+        request.backend_position->bytes.size(), options_.max_key_bytes));
+  }
   return absl::OkStatus();
 }
 
@@ -272,6 +279,13 @@ absl::Status StoreImpl::CommitGroup(const std::vector<Writer*>& group) {
       g.batch.Put(internal::TaggedKey(internal::kProgressTag,
                                       request.progress->upstream),
                   v);
+    }
+    if (request.backend_position.has_value()) {
+      // In the rows' batch: after a crash the position and the rows it
+      // covers are both there or both gone.
+      g.batch.Put(
+          internal::BackendPositionKey(),
+          internal::EncodeBackendPosition(request.backend_position->bytes));
     }
   }
   TALLY_RETURN_IF_ERROR(ApplyAccepted(g));
@@ -718,7 +732,20 @@ absl::Status StoreImpl::FinishGroup(Group& g) {
       g.origin_rows.emplace_back(id, after);
     }
   }
-  return backend_->StageCommit(&g.batch);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<BackendPosition>> StoreImpl::backend_position() {
+  std::string record;
+  const leveldb::Status s =
+      db_->Get(leveldb::ReadOptions(), internal::BackendPositionKey(), &record);
+  if (s.IsNotFound()) return std::optional<BackendPosition>();
+  TALLY_RETURN_IF_ERROR(FromLevelDb(s, "reading the backend position"));
+  BackendPosition position;
+  if (!internal::DecodeBackendPosition(record, &position.bytes)) {
+    return Corrupt("backend position", internal::BackendPositionKey());
+  }
+  return std::optional<BackendPosition>(std::move(position));
 }
 
 void StoreImpl::Publish(const Group& g) {

@@ -58,6 +58,20 @@ struct UpstreamProgress {
 int CompareRows(const tree::Version& a, const tree::Digest128& a_digest,
                 const tree::Version& b, const tree::Digest128& b_digest);
 
+// Where the backend's own stream of changes stands (for a PostgreSQL
+// backend, the end LSN of the last transaction whose captured changes are
+// in the store): opaque bytes the backend encodes and orders. The store
+// commits it in the same WriteBatch as the request's rows and hands it back
+// after a restart (Store::backend_position()), so that the backend resumes
+// after exactly what the store holds.
+struct BackendPosition {
+  std::string bytes;  // 1..max_key_bytes bytes
+
+  friend bool operator==(const BackendPosition& a, const BackendPosition& b) {
+    return a.bytes == b.bytes;
+  }
+};
+
 // How a request's mutations meet the stored rows.
 enum class ApplyMode {
   // A mutation is applied only when it orders after the stored row
@@ -82,7 +96,8 @@ enum class ApplyMode {
   // which has observed every version the store holds, so a fresh capture is
   // always newer than the row it changes, and one that is not newer is a
   // replay, which changes nothing: replaying captured changes after a crash
-  // is idempotent.
+  // is idempotent (with the request's backend_position, committed in the
+  // same batch, the backend knows where to resume).
   kCaptured,
 };
 
@@ -90,6 +105,9 @@ struct WriteRequest {
   std::vector<Mutation> mutations;
   std::optional<UpstreamProgress> progress;
   ApplyMode mode = ApplyMode::kLastWriterWins;
+  // Committed with the rows when set; of the requests one commit groups,
+  // the last one's position is kept (positions must grow in request order).
+  std::optional<BackendPosition> backend_position;
 };
 
 struct WriteResult {

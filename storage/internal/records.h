@@ -23,6 +23,9 @@
 //                                     for the purge
 //   'D' row key                    -> (empty): a row whose stored bytes do
 //                                     not match its digest (damaged)
+//   'B'                            -> backend position (opaque, non-empty):
+//                                     where the backend's captured changes
+//                                     stand, committed with their rows
 //
 // A tombstone's purge age is judged by its arrival, not by its own
 // timestamp: a tombstone written by a node whose clock runs behind looks old
@@ -245,6 +248,27 @@ inline bool DecodeChangeRecord(absl::string_view record, ChangeRecord* c) {
   c->digest_delta = tree::Digest128::Load(p + 17);
   c->count_delta = static_cast<int8_t>(p[33]);
   c->key = record.substr(kChangeHeaderSize);
+  return true;
+}
+
+// The backend's position (storage/write_request.h BackendPosition): one
+// record, rewritten by every commit whose request carries one, in the same
+// WriteBatch as the request's rows.
+inline constexpr char kBackendPositionTag = 'B';
+
+inline std::string BackendPositionKey() {
+  return std::string(1, kBackendPositionTag);
+}
+
+inline std::string EncodeBackendPosition(absl::string_view position) {
+  return std::string(position);
+}
+
+// Returns false when the record is malformed (a position is never empty).
+inline bool DecodeBackendPosition(absl::string_view record,
+                                  std::string* position) {
+  if (record.empty()) return false;
+  position->assign(record.data(), record.size());
   return true;
 }
 

@@ -190,6 +190,7 @@ class StoreImpl : public Store {
       ABSL_LOCKS_EXCLUDED(commit_mu_, mu_);
   uint64_t damaged_rows() const override { return damaged_count_.load(); }
   uint64_t ties_resolved() const override { return ties_resolved_.load(); }
+  absl::StatusOr<std::optional<BackendPosition>> backend_position() override;
 
  private:
   // True if `row_key` is marked damaged. Cheap while nothing is.
@@ -354,7 +355,7 @@ class StoreImpl : public Store {
   // backend was not asked).
   void StageAccepted(Group& g, const Group::Accepted& a,
                      const RowOutcome* outcome);
-  // Adds the group's metadata records and the backend's.
+  // Adds the group's metadata records.
   absl::Status FinishGroup(Group& g);
   // After the batch committed: trees, tables, listeners, checkpoint.
   void Publish(const Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
