@@ -176,6 +176,7 @@ absl::Status CollectNodeStatus(storage::Store* store,
   response->set_node_name(store->node_name());
   response->set_epoch(store->epoch());
   response->set_last_sequence(store->last_sequence());
+  response->set_ties_resolved(store->ties_resolved());
   if (const absl::Status writable = store->write_status(); !writable.ok()) {
     response->set_store_write_error(std::string(writable.message()));
   }

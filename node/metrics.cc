@@ -192,8 +192,13 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
   }
   e.Family("tally_conflicts_total", kCounter,
            "Keys sessions found with equal versions and different content, "
-           "which last writer wins cannot order, over all peers.");
+           "which the tie rule settles (the higher row digest wins), over all "
+           "peers.");
   e.Sample(status.conflicts());
+  e.Family("tally_ties_resolved_total", kCounter,
+           "Rows this node's store replaced under the tie rule: the same "
+           "version as the stored row, other content, a higher row digest.");
+  e.Sample(status.ties_resolved());
   e.Family("tally_peer_conflicts_total", kCounter,
            "Keys sessions with the peer found with equal versions and "
            "different content.");

@@ -39,6 +39,7 @@ v1::StatusResponse SmallStatus() {
   s.set_sessions_failed(1);
   s.set_rows_erased(8);
   s.set_conflicts(2);
+  s.set_ties_resolved(3);
   v1::KeyspaceSummary* ks = s.add_keyspaces();
   ks->set_name("users");
   ks->set_row_count(3);
@@ -85,9 +86,12 @@ tally_sessions_total{outcome="failed"} 1
 # HELP tally_rows_erased_total Rows erased here by sessions with a source peer because the source lacks them, over all peers.
 # TYPE tally_rows_erased_total counter
 tally_rows_erased_total 8
-# HELP tally_conflicts_total Keys sessions found with equal versions and different content, which last writer wins cannot order, over all peers.
+# HELP tally_conflicts_total Keys sessions found with equal versions and different content, which the tie rule settles (the higher row digest wins), over all peers.
 # TYPE tally_conflicts_total counter
 tally_conflicts_total 2
+# HELP tally_ties_resolved_total Rows this node's store replaced under the tie rule: the same version as the stored row, other content, a higher row digest.
+# TYPE tally_ties_resolved_total counter
+tally_ties_resolved_total 3
 # HELP tally_feed_entries_sent_total Change-log entries this node's feed sent, over all subscribers.
 # TYPE tally_feed_entries_sent_total counter
 tally_feed_entries_sent_total 10
@@ -260,7 +264,7 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
                 absl::StartsWith(line, family + " "))
         << line << " under " << family;
   }
-  EXPECT_EQ(seen.size(), 42u);  // every family, with a peer and a subscriber
+  EXPECT_EQ(seen.size(), 43u);  // every family, with a peer and a subscriber
 }
 
 TEST(RenderPrometheus, LabelValuesAreEscaped) {

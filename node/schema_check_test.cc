@@ -19,7 +19,7 @@
 #include "node/worker_pool.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
-#include "tests/temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace tally {
 namespace node {
@@ -72,12 +72,9 @@ class FingerprintBackend : public storage::RowBackend {
                               std::string keyspace = "")
       : fingerprint_(std::move(fingerprint)), keyspace_(std::move(keyspace)) {}
   absl::string_view name() const override { return "fingerprint"; }
-  absl::StatusOr<std::string> StageValue(const storage::RowLocation& row,
-                                         absl::string_view value) override {
-    return inner_->StageValue(row, value);
-  }
-  absl::Status StageCommit(leveldb::WriteBatch* batch) override {
-    return inner_->StageCommit(batch);
+  absl::Status ApplyRows(absl::Span<const storage::RowChange> rows,
+                         std::vector<storage::RowOutcome>* outcomes) override {
+    return inner_->ApplyRows(rows, outcomes);
   }
   absl::StatusOr<std::string> ReadValue(
       const storage::RowLocation& row,

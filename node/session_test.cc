@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "node/peer_service.h"
 #include "node/worker_pool.h"
-#include "tests/temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace tally {
 namespace node {

@@ -32,7 +32,14 @@ class Repairer {
     } else if (in_a == nullptr) {
       d.action = KeyDifference::Action::kCopyToA;
     } else {
-      const int c = tree::CompareVersions(in_a->version, in_b->version);
+      // Equal versions with different content (a tie) are still counted
+      // as conflicts, and the tie rule moves the row with the higher digest,
+      // which the other store's commit rules then take: both converge.
+      if (tree::CompareVersions(in_a->version, in_b->version) == 0) {
+        ++stats_.conflicts;
+      }
+      const int c = storage::CompareRows(in_a->version, in_a->digest,
+                                         in_b->version, in_b->digest);
       d.action = c > 0   ? KeyDifference::Action::kCopyToB
                  : c < 0 ? KeyDifference::Action::kCopyToA
                          : KeyDifference::Action::kConflict;
@@ -51,7 +58,8 @@ class Repairer {
         erase_from_b_.push_back(std::move(d.key));
         break;
       case KeyDifference::Action::kConflict:
-        ++stats_.conflicts;
+        // Same version and digest: counted above (the diff never lists
+        // such a key; nothing to move).
         break;
     }
     if (to_a_.size() + to_b_.size() + erase_from_b_.size() >=

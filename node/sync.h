@@ -8,7 +8,9 @@
 //     - two-way (last writer wins): for each key the side with the higher
 //       version wins; its row is fetched and written to the other side,
 //       keeping its version and origin. Equal versions with different
-//       content cannot be ordered and are counted as conflicts.
+//       content (a tie) are counted as conflicts, and the row with the
+//       higher digest wins (the tie rule, storage::CompareRows), as the
+//       store's own commit rules decide, so both sides converge.
 //     - one-way from a source (`a_is_source`): b becomes equal to a. a's row
 //       replaces b's whatever the versions; rows a lacks are erased from b.
 //  3. Rows move under a bandwidth limit, if set.
@@ -85,7 +87,7 @@ struct SyncStats {
   uint64_t rows_to_b = 0;
   uint64_t erased_from_b = 0;
   uint64_t ignored = 0;       // repaired rows the target already had newer
-  uint64_t conflicts = 0;     // equal versions, different content
+  uint64_t conflicts = 0;     // equal versions, different content (ties)
   uint64_t repair_bytes = 0;  // value and key bytes moved by the repair
   absl::Duration duration;
 };

@@ -1,6 +1,7 @@
 #include "node/sync.h"
 
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -88,6 +89,57 @@ TEST_F(SyncTest, TwoWayCopiesEachKeysNewerVersionToTheOtherSide) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->diff.differences, 0u);
   EXPECT_EQ(again->diff.rounds, 1u);
+}
+
+// Rows found by a first scan get the same bootstrap version on every
+// replica; with different content such a tie used to stay different
+// forever. The tie rule keeps the row with the higher digest on both sides.
+TEST_F(SyncTest, ATieConvergesToTheRowWithTheHigherDigest) {
+  const tree::Version version{
+      tree::HlcTimestamp::FromParts(absl::ToUnixMillis(absl::Now()) - 1000, 0),
+      "bootstrap"};
+  for (const auto& [store, value] :
+       {std::pair{a_.get(), "from-a"}, std::pair{b_.get(), "from-b"}}) {
+    storage::WriteRequest w;
+    w.mutations.push_back(storage::Mutation::Put("ks", "twin", value));
+    w.mutations.back().version = version;
+    auto written = store->Write(std::move(w));
+    ASSERT_TRUE(written.ok()) << written.status();
+    ASSERT_TRUE(written->applied[0]);
+  }
+  const auto digest = [](const char* value, const tree::Version& v) {
+    return tree::RowDigest("ks", "twin", v, false, value);
+  };
+  const std::string winner =
+      storage::CompareRows(version, digest("from-a", version), version,
+                           digest("from-b", version)) > 0
+          ? "from-a"
+          : "from-b";
+  ASSERT_NE(a_->GetKeyspace("ks")->root, b_->GetKeyspace("ks")->root);
+
+  auto stats = Sync();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->conflicts, 1u);
+  EXPECT_EQ(stats->rows_to_a + stats->rows_to_b, 1u);
+  EXPECT_EQ(Value(*a_, "twin"), winner);
+  EXPECT_EQ(Value(*b_, "twin"), winner);
+  EXPECT_EQ(a_->GetKeyspace("ks")->root, b_->GetKeyspace("ks")->root);
+  // Exactly the store that took the other row counts the tie it resolved.
+  EXPECT_EQ(a_->ties_resolved() + b_->ties_resolved(), 1u);
+  EXPECT_EQ((winner == "from-a" ? b_ : a_)->ties_resolved(), 1u);
+  // The loser's row, pushed again, is refused: the rule is the same on
+  // both sides, whichever way the row travels.
+  storage::WriteRequest loser;
+  loser.mutations.push_back(storage::Mutation::Put(
+      "ks", "twin", winner == "from-a" ? "from-b" : "from-a"));
+  loser.mutations.back().version = version;
+  auto refused = a_->Write(std::move(loser));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_FALSE(refused->applied[0]);
+
+  auto again = Sync();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->diff.differences, 0u);
 }
 
 TEST_F(SyncTest, DeletesTravelAsTombstones) {

@@ -3,6 +3,7 @@
 #include "storage/internal/commit_rules.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -26,12 +27,13 @@ enum class Stored {
 
 // The incoming version against the stored one (ignored when absent).
 enum class Order {
-  kOlder,           // lower timestamp
-  kOlderOrigin,     // same timestamp, lower origin name
-  kEqualSame,       // same version, same content (a replay)
-  kEqualDifferent,  // same version, different content (a tie)
-  kNewerOrigin,     // same timestamp, higher origin name
-  kNewer,           // higher timestamp
+  kOlder,        // lower timestamp
+  kOlderOrigin,  // same timestamp, lower origin name
+  kEqualSame,    // same version, same content (a replay)
+  kTieHigher,    // same version, other content, a higher digest
+  kTieLower,     // same version, other content, a lower digest
+  kNewerOrigin,  // same timestamp, higher origin name
+  kNewer,        // higher timestamp
 };
 
 constexpr uint64_t kStoredTs = 1000;
@@ -81,7 +83,8 @@ IncomingRow MakeIncoming(const Case& c, const StoredState& stored) {
       row.version = V(kStoredTs, "node-a");
       break;
     case Order::kEqualSame:
-    case Order::kEqualDifferent:
+    case Order::kTieHigher:
+    case Order::kTieLower:
       row.version = V(kStoredTs, "node-b");
       break;
     case Order::kNewerOrigin:
@@ -96,6 +99,18 @@ IncomingRow MakeIncoming(const Case& c, const StoredState& stored) {
     // The stored row again (a replay): the table pairs a put with a live
     // row and a delete with a tombstone.
     row.digest = stored.digest;
+  } else if (c.order == Order::kTieHigher || c.order == Order::kTieLower) {
+    // Other content under the same version, on the wanted side of the
+    // stored digest (compared here as the two 64-bit halves, high first).
+    // A tombstone has one digest per version: the table's ties are puts.
+    EXPECT_EQ(c.kind, Kind::kPut) << "ties are built from puts";
+    const bool higher = c.order == Order::kTieHigher;
+    for (int n = 0;; ++n) {
+      row.digest = DigestOf(row.version, false, "other-" + std::to_string(n));
+      const auto a = std::make_pair(row.digest.high, row.digest.low);
+      const auto b = std::make_pair(stored.digest.high, stored.digest.low);
+      if (higher ? a > b : a < b) break;
+    }
   } else {
     row.digest = DigestOf(row.version, deleted, deleted ? "" : "incoming");
   }
@@ -107,9 +122,9 @@ std::string Describe(const Case& c) {
   static const char* const kStored[] = {"absent", "live", "tombstone",
                                         "damaged", "damaged-unreadable"};
   static const char* const kKinds[] = {"put", "delete", "erase"};
-  static const char* const kOrders[] = {"older",        "older-origin",
-                                        "equal-same",   "equal-different",
-                                        "newer-origin", "newer"};
+  static const char* const kOrders[] = {
+      "older",     "older-origin", "equal-same", "tie-higher",
+      "tie-lower", "newer-origin", "newer"};
   std::string s = std::string(kModes[static_cast<int>(c.mode)]) + " " +
                   kStored[static_cast<int>(c.stored)] + " " +
                   kKinds[static_cast<int>(c.kind)] + " " +
@@ -135,15 +150,16 @@ const Case kCases[] = {
   {kLww, Stored::kLive, Kind::kPut, Order::kOlder, Decision::kSkipNotNewer},
   {kLww, Stored::kLive, Kind::kPut, Order::kOlderOrigin, Decision::kSkipNotNewer},
   {kLww, Stored::kLive, Kind::kPut, Order::kEqualSame, Decision::kSkipNotNewer},
-  {kLww, Stored::kLive, Kind::kPut, Order::kEqualDifferent, Decision::kSkipNotNewer},
+  {kLww, Stored::kLive, Kind::kPut, Order::kTieHigher, Decision::kWriteTie},
+  {kLww, Stored::kLive, Kind::kPut, Order::kTieLower, Decision::kSkipTieLost},
   {kLww, Stored::kLive, Kind::kPut, Order::kNewerOrigin, Decision::kWrite},
   {kLww, Stored::kLive, Kind::kPut, Order::kNewer, Decision::kWrite},
   {kLww, Stored::kLive, Kind::kDelete, Order::kOlder, Decision::kSkipNotNewer},
-  {kLww, Stored::kLive, Kind::kDelete, Order::kEqualDifferent, Decision::kSkipNotNewer},
+  {kLww, Stored::kTombstone, Kind::kPut, Order::kTieHigher, Decision::kWriteTie},
   {kLww, Stored::kLive, Kind::kDelete, Order::kNewer, Decision::kWrite},
   {kLww, Stored::kLive, Kind::kDelete, Order::kOlder, Decision::kSkipNotNewer, true, kHorizon},
   {kLww, Stored::kTombstone, Kind::kPut, Order::kOlder, Decision::kSkipNotNewer},
-  {kLww, Stored::kTombstone, Kind::kPut, Order::kEqualDifferent, Decision::kSkipNotNewer},
+  {kLww, Stored::kTombstone, Kind::kPut, Order::kTieLower, Decision::kSkipTieLost},
   {kLww, Stored::kTombstone, Kind::kPut, Order::kNewer, Decision::kWrite},
   {kLww, Stored::kTombstone, Kind::kDelete, Order::kEqualSame, Decision::kSkipNotNewer},
   {kLww, Stored::kTombstone, Kind::kDelete, Order::kNewer, Decision::kWrite},
@@ -162,7 +178,8 @@ const Case kCases[] = {
   {kSource, Stored::kLive, Kind::kPut, Order::kOlder, Decision::kOverride},
   {kSource, Stored::kLive, Kind::kPut, Order::kOlderOrigin, Decision::kOverride},
   {kSource, Stored::kLive, Kind::kPut, Order::kEqualSame, Decision::kSkipSame},
-  {kSource, Stored::kLive, Kind::kPut, Order::kEqualDifferent, Decision::kOverride},
+  {kSource, Stored::kLive, Kind::kPut, Order::kTieHigher, Decision::kOverride},
+  {kSource, Stored::kLive, Kind::kPut, Order::kTieLower, Decision::kOverride},
   {kSource, Stored::kLive, Kind::kPut, Order::kNewer, Decision::kOverride},
   {kSource, Stored::kLive, Kind::kDelete, Order::kOlder, Decision::kOverride, true, kHorizon},
   {kSource, Stored::kLive, Kind::kErase, Order::kOlder, Decision::kErase},
@@ -200,6 +217,19 @@ TEST(CommitRules, TableOfCases) {
     const Decision got = Decide(stored, row, c.mode, c.purged_before);
     EXPECT_EQ(DecisionName(got), DecisionName(c.expected)) << Describe(c);
   }
+}
+
+TEST(CommitRules, RowsOrderByVersionThenByTheHigherDigest) {
+  const tree::Version v = V(kStoredTs, "node-b");
+  const tree::Digest128 low{1, 9};
+  const tree::Digest128 high{2, 0};
+  EXPECT_GT(CompareRows(v, high, v, low), 0);
+  EXPECT_LT(CompareRows(v, low, v, high), 0);
+  EXPECT_GT(CompareRows(v, tree::Digest128{1, 10}, v, low), 0);
+  EXPECT_EQ(CompareRows(v, low, v, low), 0);
+  // The version comes first, whatever the digests.
+  EXPECT_GT(CompareRows(V(kStoredTs + 1, "node-a"), low, v, high), 0);
+  EXPECT_LT(CompareRows(V(kStoredTs, "node-a"), high, v, low), 0);
 }
 
 TEST(CommitRules, OnlyWritesAndErasesApply) {

@@ -7,17 +7,25 @@ namespace {
 
 constexpr absl::string_view kEmbeddedFingerprint = "embedded/1";
 
+// The store's own LevelDB holds the value in the row record: a row is
+// applied by the store's WriteBatch itself, so nothing is ever refused and
+// the payload is the value.
 class EmbeddedBackend : public RowBackend {
  public:
   absl::string_view name() const override { return "embedded"; }
 
-  absl::StatusOr<std::string> StageValue(const RowLocation&,
-                                         absl::string_view value) override {
-    return std::string(value);
-  }
-
-  absl::Status StageCommit(leveldb::WriteBatch*) override {
-    // The row records carry everything; there is no position to keep.
+  absl::Status ApplyRows(absl::Span<const RowChange> rows,
+                         std::vector<RowOutcome>* outcomes) override {
+    outcomes->resize(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      RowOutcome& outcome = (*outcomes)[i];
+      outcome.applied = true;
+      if (rows[i].kind == RowChange::Kind::kPut) {
+        outcome.payload.assign(rows[i].value.data(), rows[i].value.size());
+      } else {
+        outcome.payload.clear();
+      }
+    }
     return absl::OkStatus();
   }
 

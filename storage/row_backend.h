@@ -7,13 +7,28 @@
 //
 //  - EmbeddedBackend (the default) keeps it in the same LevelDB record, so a
 //    commit is one WriteBatch and needs nothing else.
-//  - A PostgreSQL backend (a later issue) keeps rows in a table. It stores no
-//    payload in the record, applies rows through libpq under the change's
-//    replication origin, and records its own position (a WAL LSN) in the
-//    store's WriteBatch through StageCommit.
+//  - A PostgreSQL backend (a later issue) keeps rows in a table. It keeps a
+//    CAS token in the record instead of the value, applies a commit group's
+//    rows in one transaction under a compare-and-swap on that token, and
+//    reports the changes applications make as captured writes
+//    (ApplyMode::kCaptured) carrying its WAL position (BackendPosition on
+//    the WriteRequest), which the store commits in the same WriteBatch.
 //
-// The store calls the backend from its single commit leader, never
-// concurrently for writes; ReadValue may be called from any thread.
+// A commit goes: the commit rules decide each mutation against the index
+// (storage/internal/commit_rules.h); the leader calls ApplyRows ONCE with
+// the rows that are to change; the store then stages, in one WriteBatch,
+// the index records of the rows the backend applied (and only those), their
+// leaves, change-log entries and counts. Captured writes skip ApplyRows:
+// the backend has them already. The backend never sees the store's
+// LevelDB: its position travels typed, on the request.
+//
+//   std::vector<RowOutcome> outcomes;
+//   absl::Status s = backend->ApplyRows(rows, &outcomes);
+//   // outcomes[i].applied: keep outcomes[i].payload in the index record.
+//
+// Thread-safety: the store calls ApplyRows from its single commit leader,
+// never concurrently with itself; ReadValue may be called from any thread,
+// concurrently with ApplyRows.
 #ifndef TALLY_STORAGE_ROW_BACKEND_H_
 #define TALLY_STORAGE_ROW_BACKEND_H_
 
@@ -25,11 +40,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "tree/digest.h"
 #include "tree/token.h"
-
-namespace leveldb {
-class WriteBatch;
-}  // namespace leveldb
+#include "tree/version.h"
 
 namespace tally {
 namespace storage {
@@ -41,6 +54,52 @@ struct RowLocation {
   absl::string_view key;
 };
 
+// What the index holds for a row: the version the commit's decision was
+// made against, and the backend's own token for it. It is the row's
+// compare-and-swap token: the backend applies a change only while its row
+// is still the one described here.
+struct IndexedRow {
+  // False when the index holds no row: the backend must not hold one either
+  // (an insert that finds a row refuses).
+  bool exists = false;
+  // Meaningful when `exists`. `version` is never null then.
+  const tree::Version* version = nullptr;
+  bool deleted = false;
+  tree::Digest128 digest;
+  // What ApplyRows returned for this row version (for a PostgreSQL backend
+  // the row's commit timestamp and origin); empty for a row the store has
+  // not read (damaged and unreadable).
+  absl::string_view payload;
+};
+
+// One row a commit changes.
+struct RowChange {
+  enum class Kind {
+    kPut,     // insert or replace the row with `value`
+    kDelete,  // the row becomes a tombstone (the backend deletes its row)
+    kErase,   // the row goes with no tombstone (source override, purge)
+  };
+  RowLocation row;
+  Kind kind = Kind::kPut;
+  absl::string_view value;  // kPut only
+  // The version the row gets (kept in the index; the backend may record it
+  // for its own use). Never null.
+  const tree::Version* version = nullptr;
+  // The compare-and-swap token.
+  IndexedRow expected;
+};
+
+// What the backend did with one RowChange.
+struct RowOutcome {
+  // False: the backend's row is no longer `expected` (an application wrote
+  // it meanwhile). The store then leaves the index, leaves and log as they
+  // are for that row and reports the mutation as refused.
+  bool applied = false;
+  // When applied (and not kErase): the bytes to keep in the row's index
+  // record, handed back to ReadValue and as IndexedRow::payload.
+  std::string payload;
+};
+
 class RowBackend {
  public:
   virtual ~RowBackend() = default;
@@ -48,17 +107,17 @@ class RowBackend {
   // A short name for status output ("embedded", "postgresql").
   virtual absl::string_view name() const = 0;
 
-  // Returns the bytes to keep in the row's index record for a new value:
-  // the value itself for the embedded backend, or nothing when the value
-  // lives elsewhere (the backend then writes it before returning OK).
-  virtual absl::StatusOr<std::string> StageValue(const RowLocation& row,
-                                                 absl::string_view value) = 0;
+  // Applies one commit group's rows, all or none on error, and says per row
+  // whether it was applied. A key appears at most once in `rows` (the
+  // store sends the group's last change of a key, against the state the
+  // index held before the group). Sets `outcomes` to one entry per row, in
+  // order. An error fails the whole commit: the store writes nothing, so a
+  // backend must then have applied nothing (or apply idempotently when the
+  // commit is retried).
+  virtual absl::Status ApplyRows(absl::Span<const RowChange> rows,
+                                 std::vector<RowOutcome>* outcomes) = 0;
 
-  // Adds the backend's own records (its position, for one) to the batch
-  // that commits a group of rows. Called once per commit, last.
-  virtual absl::Status StageCommit(leveldb::WriteBatch* batch) = 0;
-
-  // Returns the value of a row given the payload StageValue returned for it.
+  // Returns the value of a row given the payload ApplyRows returned for it.
   // Returns kDataLoss when the payload cannot be the backend's.
   virtual absl::StatusOr<std::string> ReadValue(
       const RowLocation& row, absl::string_view stored_payload) const = 0;

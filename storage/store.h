@@ -18,8 +18,9 @@
 //   absl::StatusOr<WriteResult> r = (*store)->Write(std::move(w));
 //
 // Last writer wins per row: a mutation is applied only when its version is
-// higher than the stored one. Local mutations get a fresh HLC timestamp and
-// this node's origin; replicated ones keep their version and origin.
+// higher than the stored one, or equal with other content and a higher row
+// digest (the tie rule, CompareRows). Local mutations get a fresh HLC timestamp
+// and this node's origin; replicated ones keep their version and origin.
 //
 // Thread-safe: all methods may be called concurrently.
 #ifndef TALLY_STORAGE_STORE_H_
@@ -183,6 +184,18 @@ class Store {
                                                   uint64_t count) = 0;
   // Rows currently marked damaged (awaiting a peer's copy or a new write).
   virtual uint64_t damaged_rows() const = 0;
+
+  // Rows replaced by the tie rule since the store opened: a row of the same
+  // version as the stored one but other content, whose digest is the higher
+  // (CompareRows in storage/write_request.h), so that both replicas of a
+  // tie keep the same row.
+  virtual uint64_t ties_resolved() const = 0;
+
+  // The backend position the last commit that carried one wrote
+  // (WriteRequest::backend_position), as durable as that commit; nullopt
+  // when none ever did. A backend reads it after Open to resume its stream
+  // after what the store holds. kDataLoss for a corrupted record.
+  virtual absl::StatusOr<std::optional<BackendPosition>> backend_position() = 0;
 
   // Registers a listener; returns an id for RemoveChangeListener. Once
   // RemoveChangeListener returns, the listener is not running and is never

@@ -10,8 +10,8 @@
 #include "gtest/gtest.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
+#include "support/temp_dir.h"
 #include "tests/disk_damage.h"
-#include "tests/temp_dir.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -28,12 +28,9 @@ using ::testing::HasSubstr;
 class CountingBackend : public RowBackend {
  public:
   absl::string_view name() const override { return "counting"; }
-  absl::StatusOr<std::string> StageValue(const RowLocation& row,
-                                         absl::string_view value) override {
-    return inner_->StageValue(row, value);
-  }
-  absl::Status StageCommit(leveldb::WriteBatch* batch) override {
-    return inner_->StageCommit(batch);
+  absl::Status ApplyRows(absl::Span<const RowChange> rows,
+                         std::vector<RowOutcome>* outcomes) override {
+    return inner_->ApplyRows(rows, outcomes);
   }
   absl::StatusOr<std::string> ReadValue(
       const RowLocation& row, absl::string_view payload) const override {

@@ -98,9 +98,21 @@ absl::Status StoreImpl::ValidateRequest(const WriteRequest& request) const {
           "(key '%s')",
           absl::CHexEscape(m.key)));
     }
-    if (m.erase && request.mode == ApplyMode::kLastWriterWins) {
+    if (m.erase && (request.mode == ApplyMode::kLastWriterWins ||
+                    request.mode == ApplyMode::kCaptured)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "erase of key '%s' outside a source override; use a delete",
+          absl::CHexEscape(m.key)));
+    }
+    if (request.mode == ApplyMode::kCaptured && !m.version.has_value()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "captured change of key '%s' has no version; the capture gives it",
+          absl::CHexEscape(m.key)));
+    }
+    if (m.captured_payload.has_value() &&
+        request.mode != ApplyMode::kCaptured) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "key '%s' carries a captured payload outside a captured write",
           absl::CHexEscape(m.key)));
     }
     if (m.erase && (m.deleted || !m.value.empty())) {
@@ -133,6 +145,13 @@ absl::Status StoreImpl::ValidateRequest(const WriteRequest& request) const {
   }
   if (request.progress.has_value()) {
     TALLY_RETURN_IF_ERROR(ValidateNodeName(request.progress->upstream));
+  }
+  if (request.backend_position.has_value() &&
+      (request.backend_position->bytes.empty() ||
+       request.backend_position->bytes.size() > options_.max_key_bytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "backend position is %d bytes; it must be 1..%d (max_key_bytes)",
+        request.backend_position->bytes.size(), options_.max_key_bytes));
   }
   return absl::OkStatus();
 }
@@ -233,7 +252,15 @@ absl::Status StoreImpl::CommitGroup(
                   internal::EncodeProgress(internal::ProgressRecord{
                       request.progress->epoch, request.progress->sequence}));
     }
+    if (request.backend_position.has_value()) {
+      // In the rows' batch: after a crash the position and the rows it
+      // covers are both there or both gone.
+      g.batch.Put(
+          internal::BackendPositionKey(),
+          internal::EncodeBackendPosition(request.backend_position->bytes));
+    }
   }
+  TALLY_RETURN_IF_ERROR(ApplyAccepted(g));
   TALLY_RETURN_IF_ERROR(FinishGroup(g));
   TALLY_RETURN_IF_ERROR(WriteToLevelDb(&g.batch, options_.sync, "committing"));
   for (size_t i = 0; i < group.size(); ++i) {
@@ -328,6 +355,8 @@ absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(StagedCommit& g,
     absl::string_view payload;
     if (internal::DecodeRowRecord(record, &current.header, &payload)) {
       current.exists = true;
+      // Kept for the backend's compare-and-swap token (moved, not copied).
+      current.stored_record = std::move(record);
     } else if (!current.damaged) {
       return Corrupt("row", row_key);
     }
@@ -338,7 +367,7 @@ absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(StagedCommit& g,
   } else if (!s.IsNotFound()) {
     return FromLevelDb(s, "reading a row before writing it");
   }
-  return &g.staged.emplace(row_key, current).first->second;
+  return &g.staged.emplace(row_key, std::move(current)).first->second;
 }
 
 HlcTimestamp StoreImpl::StampLocalWrite(const StagedRow& current) {
@@ -403,13 +432,13 @@ internal::StoredState StoreImpl::StoredStateOf(const StagedCommit& g,
   return state;
 }
 
-absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
+absl::Status StoreImpl::StageMutation(StagedCommit& g, const Mutation& m,
                                       ApplyMode mode, WriteResult* result) {
   commit_mu_.AssertHeld();
   const auto [ks_id, depth] =
       ResolveKeyspace(g, m.keyspace, options_.default_depth);
   const Token token = tree::TokenOf(m.key);
-  const std::string row_key = internal::RowKey(ks_id.value(), token, m.key);
+  std::string row_key = internal::RowKey(ks_id.value(), token, m.key);
   TALLY_ASSIGN_OR_RETURN(StagedRow * current, CurrentRow(g, row_key));
 
   internal::IncomingRow row;
@@ -440,68 +469,195 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, Mutation& m,
                                    : std::move(row.version));
     return absl::OkStatus();
   }
-  Version& version = row.version;
 
-  internal::ChangeRecord change;
-  change.keyspace_id = ks_id.value();
-  change.timestamp = version.timestamp;
-  change.origin_id = origin_id.value();
-  change.key = m.key;
+  // Accepted: staged once the backend has applied it (ApplyAccepted).
+  const size_t self = g.accepted.size();
+  StagedCommit::Accepted& a = g.accepted.emplace_back();
+  a.result = result;
+  a.index = result->applied.size();
+  a.mutation = &m;
+  a.token = token;
+  a.depth = depth;
+  a.keyspace_id = ks_id.value();
+  a.origin_id = origin_id.value();
+  a.decision = decision;
+  a.digest = row.digest;
+  a.before.exists = current->exists;
+  a.before.damaged = current->damaged;
+  a.before.header = current->header;
+  a.captured = mode == ApplyMode::kCaptured;
+  if (a.captured) {
+    // The backend has it already: it ends the key's run of rows to apply.
+    current->run_first = StagedRow::kNoRun;
+  } else if (current->run_first == StagedRow::kNoRun) {
+    // The first row of the key the backend gets: its expected state is the
+    // row as the index holds it now.
+    current->run_first = self;
+    a.before_version = std::move(stored.version);
+    a.expected_from = current->written_by;
+  } else {
+    // The backend gets the key's last row, against the first one's state.
+    g.accepted[current->run_last].superseded = true;
+  }
+  a.run_first = a.captured ? self : current->run_first;
+  if (!a.captured) current->run_last = self;
+  result->applied.push_back(true);
+  result->versions.push_back(row.version);
+  a.version = std::move(row.version);
+
+  // What the group's later mutations of the key see.
   if (decision == internal::Decision::kErase) {
-    g.batch.Delete(row_key);
+    current->exists = false;
+    current->damaged = false;
+    current->header = RowHeader{};
+  } else {
+    current->exists = true;
+    current->damaged = false;
+    current->header.timestamp = a.version.timestamp;
+    current->header.origin_id = origin_id.value();
+    current->header.deleted = m.deleted;
+    current->header.digest = row.digest;
+  }
+  current->written_by = &m;
+  a.row_key = std::move(row_key);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::ApplyAccepted(StagedCommit& g) {
+  // One RowChange per run of a key's accepted rows (the run's last change,
+  // against the state before its first), so that the backend sees a key at
+  // most once; captured rows are not sent. A refused run refuses all its
+  // rows: the later ones were decided against the earlier ones.
+  std::vector<RowChange> changes;
+  std::vector<size_t> change_of(g.accepted.size(), StagedRow::kNoRun);
+  for (size_t i = 0; i < g.accepted.size(); ++i) {
+    const StagedCommit::Accepted& a = g.accepted[i];
+    if (a.captured || a.superseded) continue;
+    const StagedCommit::Accepted& first = g.accepted[a.run_first];
+    const Mutation& m = *a.mutation;
+    RowChange& c = changes.emplace_back();
+    c.row = RowLocation{m.keyspace, a.token, m.key};
+    c.kind = m.erase     ? RowChange::Kind::kErase
+             : m.deleted ? RowChange::Kind::kDelete
+                         : RowChange::Kind::kPut;
+    c.value = m.value;
+    c.version = &a.version;
+    c.expected.exists = first.before.exists;
+    if (first.before.exists) {
+      c.expected.version = &first.before_version;
+      c.expected.deleted = first.before.header.deleted;
+      c.expected.digest = first.before.header.digest;
+      c.expected.payload = ExpectedPayload(g, first);
+    }
+    change_of[a.run_first] = changes.size() - 1;
+  }
+  std::vector<RowOutcome> outcomes;
+  if (!changes.empty()) {
+    TALLY_RETURN_IF_ERROR(backend_->ApplyRows(changes, &outcomes));
+    if (outcomes.size() != changes.size()) {
+      return absl::InternalError(
+          absl::StrFormat("backend '%s' answered %d rows of %d",
+                          backend_->name(), outcomes.size(), changes.size()));
+    }
+  }
+  for (size_t i = 0; i < g.accepted.size(); ++i) {
+    StagedCommit::Accepted& a = g.accepted[i];
+    RowOutcome* outcome = nullptr;
+    if (!a.captured) {
+      outcome = &outcomes[change_of[a.run_first]];
+      if (!outcome->applied) {
+        a.result->applied[a.index] = false;
+        a.result->refused.push_back(a.index);
+        continue;
+      }
+    }
+    StageAccepted(g, a, outcome);
+  }
+  return absl::OkStatus();
+}
+
+absl::string_view StoreImpl::ExpectedPayload(
+    const StagedCommit& g, const StagedCommit::Accepted& first) const {
+  if (first.expected_from == nullptr) {
+    // The row as LevelDB holds it.
+    auto it = g.staged.find(first.row_key);
+    if (it == g.staged.end() ||
+        it->second.stored_record.size() < internal::kRowHeaderSize) {
+      return absl::string_view();
+    }
+    return absl::string_view(it->second.stored_record)
+        .substr(internal::kRowHeaderSize);
+  }
+  // Written earlier in this group by a captured change.
+  const Mutation& m = *first.expected_from;
+  return m.captured_payload.has_value() ? *m.captured_payload
+                                        : absl::string_view(m.value);
+}
+
+void StoreImpl::StageAccepted(StagedCommit& g, const StagedCommit::Accepted& a,
+                              const RowOutcome* outcome) {
+  const Mutation& m = *a.mutation;
+  const StagedRow& before = a.before;
+  internal::ChangeRecord change;
+  change.keyspace_id = a.keyspace_id;
+  change.timestamp = a.version.timestamp;
+  change.origin_id = a.origin_id;
+  change.key = m.key;
+  if (a.decision == internal::Decision::kWriteTie) ++g.ties_resolved;
+  if (a.decision == internal::Decision::kErase) {
+    // The run's last change writes the row record.
+    if (!a.superseded) g.batch.Delete(a.row_key);
     // The tombstone's 'T' record, if any, is removed by the purge that
     // finds it stale (internal/records.h).
     change.erased = true;
-    if (current->damaged) {
+    if (before.damaged) {
       // A damaged row is already out of its leaf.
-      g.batch.Delete(internal::DamagedKey(row_key));
-      g.repaired.push_back(row_key);
+      g.batch.Delete(internal::DamagedKey(a.row_key));
+      g.repaired.push_back(a.row_key);
     } else {
-      change.digest_delta = current->header.digest;
+      change.digest_delta = before.header.digest;
       change.count_delta = -1;
     }
-    StageChange(g, change, token, depth);
-    if (current->exists) CountRowChange(g, *current, std::nullopt);
-    *current = StagedRow{};
+    StageChange(g, change, a.token, a.depth);
+    if (before.exists) CountRowChange(g, before, std::nullopt);
   } else {
-    if (m.version.has_value()) g.observed.push_back(version.timestamp);
-
+    if (m.version.has_value()) g.observed.push_back(a.version.timestamp);
     RowHeader header;
-    header.timestamp = version.timestamp;
-    header.origin_id = origin_id.value();
+    header.timestamp = a.version.timestamp;
+    header.origin_id = a.origin_id;
     header.deleted = m.deleted;
-    header.digest = row.digest;
-    TALLY_ASSIGN_OR_RETURN(
-        std::string payload,
-        backend_->StageValue(RowLocation{m.keyspace, token, m.key}, m.value));
-    g.batch.Put(row_key, internal::EncodeRowRecord(header, payload));
+    header.digest = a.digest;
+    if (!a.superseded) {
+      absl::string_view payload;
+      if (outcome != nullptr) {
+        payload = outcome->payload;
+      } else if (m.captured_payload.has_value()) {
+        payload = *m.captured_payload;
+      } else {
+        payload = m.value;
+      }
+      g.batch.Put(a.row_key, internal::EncodeRowRecord(header, payload));
+    }
     if (m.deleted) {
       // Indexed by arrival here; the value says which tombstone it is, so
       // that the purge can tell a stale record (internal/records.h).
-      g.batch.Put(internal::TombstoneKey(g.arrival, row_key),
-                  internal::EncodeTombstoneValue(version.timestamp));
+      g.batch.Put(internal::TombstoneKey(g.arrival, a.row_key),
+                  internal::EncodeTombstoneValue(a.version.timestamp));
     }
-
     change.deleted = m.deleted;
     change.digest_delta = header.digest;
     // A damaged row is already out of its leaf.
-    const bool in_leaf = current->exists && !current->damaged;
-    if (in_leaf) change.digest_delta ^= current->header.digest;
+    const bool in_leaf = before.exists && !before.damaged;
+    if (in_leaf) change.digest_delta ^= before.header.digest;
     change.count_delta = in_leaf ? 0 : 1;
-    StageChange(g, change, token, depth);
-    if (current->damaged) {
-      g.batch.Delete(internal::DamagedKey(row_key));
-      g.repaired.push_back(row_key);
+    StageChange(g, change, a.token, a.depth);
+    if (before.damaged) {
+      g.batch.Delete(internal::DamagedKey(a.row_key));
+      g.repaired.push_back(a.row_key);
     }
-    CountRowChange(g, *current, origin_id);
-    current->exists = true;
-    current->damaged = false;
-    current->header = header;
+    CountRowChange(g, before, OriginId(a.origin_id));
   }
-  result->applied.push_back(true);
-  result->versions.push_back(std::move(version));
-  result->last_sequence = g.sequence;
-  return absl::OkStatus();
+  a.result->last_sequence = g.sequence;
 }
 
 absl::Status StoreImpl::FinishGroup(StagedCommit& g) {
@@ -538,7 +694,20 @@ absl::Status StoreImpl::FinishGroup(StagedCommit& g) {
       g.edit.origin_rows.emplace_back(id, after);
     }
   }
-  return backend_->StageCommit(&g.batch);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<BackendPosition>> StoreImpl::backend_position() {
+  std::string record;
+  const leveldb::Status s =
+      db_->Get(leveldb::ReadOptions(), internal::BackendPositionKey(), &record);
+  if (s.IsNotFound()) return std::optional<BackendPosition>();
+  TALLY_RETURN_IF_ERROR(FromLevelDb(s, "reading the backend position"));
+  BackendPosition position;
+  if (!internal::DecodeBackendPosition(record, &position.bytes)) {
+    return Corrupt("backend position", internal::BackendPositionKey());
+  }
+  return std::optional<BackendPosition>(std::move(position));
 }
 
 void StoreImpl::Install(const StagedCommit& g) {
@@ -550,6 +719,7 @@ void StoreImpl::Install(const StagedCommit& g) {
     for (const std::string& row_key : g.repaired) damaged_.erase(row_key);
     damaged_count_.store(damaged_.size());
   }
+  ties_resolved_.fetch_add(g.ties_resolved, std::memory_order_relaxed);
   std::vector<LeafRef> changed;
   changed.reserve(g.edit.leaf_deltas.size());
   for (const CatalogueEdit::LeafDelta& d : g.edit.leaf_deltas) {

@@ -5,6 +5,17 @@
 namespace tally {
 namespace storage {
 
+int CompareRows(const tree::Version& a, const tree::Digest128& a_digest,
+                const tree::Version& b, const tree::Digest128& b_digest) {
+  const int c = tree::CompareVersions(a, b);
+  if (c != 0) return c;
+  if (a_digest.high != b_digest.high) {
+    return a_digest.high < b_digest.high ? -1 : 1;
+  }
+  if (a_digest.low != b_digest.low) return a_digest.low < b_digest.low ? -1 : 1;
+  return 0;
+}
+
 Mutation Mutation::Put(std::string keyspace, std::string key,
                        std::string value) {
   Mutation m;

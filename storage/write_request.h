@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "storage/store_types.h"
+#include "tree/digest.h"
 #include "tree/version.h"
 
 namespace tally {
@@ -27,6 +28,11 @@ struct Mutation {
   // ApplyMode::kSourceOverride: the source does not have the row, so the
   // copy must not have it either.
   bool erase = false;
+  // ApplyMode::kCaptured only: the bytes the index record keeps for the row
+  // (what RowBackend::ApplyRows would have returned for it: the backend's
+  // token for its row version). Unset: the value itself, as the embedded
+  // backend keeps it.
+  std::optional<std::string> captured_payload;
 
   static Mutation Put(std::string keyspace, std::string key, std::string value);
   static Mutation Delete(std::string keyspace, std::string key);
@@ -41,10 +47,36 @@ struct UpstreamProgress {
   Sequence sequence = 0;
 };
 
+// The order last writer wins puts rows in: by version (timestamp, then
+// origin name) and, between equal versions with different content, by row
+// digest, the higher one winning (the tie rule). Rows found by a first scan
+// get the same bootstrap version on every replica, and a restored backup can
+// bring back an old version with other content: without the rule such a tie
+// stays different forever; with it every replica keeps the same row, so both
+// sides of a sync converge. Returns a negative number, 0 (the same version
+// and content) or a positive number as `a` orders before, with or after `b`.
+int CompareRows(const tree::Version& a, const tree::Digest128& a_digest,
+                const tree::Version& b, const tree::Digest128& b_digest);
+
+// Where the backend's own stream of changes stands (for a PostgreSQL
+// backend, the end LSN of the last transaction whose captured changes are
+// in the store): opaque bytes the backend encodes and orders. The store
+// commits it in the same WriteBatch as the request's rows and hands it back
+// after a restart (Store::backend_position()), so that the backend resumes
+// after exactly what the store holds.
+struct BackendPosition {
+  std::string bytes;  // 1..max_key_bytes bytes
+
+  friend bool operator==(const BackendPosition& a, const BackendPosition& b) {
+    return a.bytes == b.bytes;
+  }
+};
+
 // How a request's mutations meet the stored rows.
 enum class ApplyMode {
-  // A mutation is applied only when its version is higher than the stored
-  // one (last writer wins).
+  // A mutation is applied only when it orders after the stored row
+  // (CompareRows: a higher version, or an equal version whose digest wins
+  // the tie rule); last writer wins.
   kLastWriterWins,
   // The mutations come from an authoritative source (seed 000's master):
   // each replaces the stored row whenever the two differ, whatever their
@@ -55,18 +87,38 @@ enum class ApplyMode {
   // removes the row only if it is still a tombstone of exactly the given
   // version.
   kPurgeTombstones,
+  // Changes the backend has already made (an application wrote its
+  // database, and the backend captured the change): the store updates only
+  // its index, leaves, change log and origin counts, with the version the
+  // capture gives (every mutation carries one, with the origin it names),
+  // and never asks the backend to apply them. Decided as last writer wins:
+  // a capture stamps its versions with the store's clock (Store::clock()),
+  // which has observed every version the store holds, so a fresh capture is
+  // always newer than the row it changes, and one that is not newer is a
+  // replay, which changes nothing: replaying captured changes after a crash
+  // is idempotent (with the request's backend_position, committed in the
+  // same batch, the backend knows where to resume).
+  kCaptured,
 };
 
 struct WriteRequest {
   std::vector<Mutation> mutations;
   std::optional<UpstreamProgress> progress;
   ApplyMode mode = ApplyMode::kLastWriterWins;
+  // Committed with the rows when set; of the requests one commit groups,
+  // the last one's position is kept (positions must grow in request order).
+  std::optional<BackendPosition> backend_position;
 };
 
 struct WriteResult {
-  // Per mutation, in order: true if applied; false if the stored version
-  // was equal or newer (last writer wins).
+  // Per mutation, in order: true if applied; false if the commit rules
+  // left the row as it was (the stored row orders after it, ...) or the
+  // backend refused it.
   std::vector<bool> applied;
+  // The mutations (indexes, ascending) the backend refused: its row had
+  // changed since the store last indexed it (RowOutcome::applied). They are
+  // false in `applied`, and changed nothing in the store.
+  std::vector<size_t> refused;
   // The log sequence of the last entry this request wrote, or 0 if none.
   Sequence last_sequence = 0;
   // Versions given to (or kept by) each mutation, in order.

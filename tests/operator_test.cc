@@ -232,30 +232,53 @@ TEST(Operator, FlagfileFlagsApply) {
   EXPECT_EQ(RowCount(node->address(), "users"), 1u);
 }
 
-// repair exited 0 after printing "A and B still differ". Two rows with the
-// same version and different content are a conflict repair leaves alone,
-// so the nodes still differ afterwards, deterministically.
+// repair exited 0 after printing "A and B still differ". A tombstone older
+// than what the other node has purged is one repair cannot move (the other
+// node refuses it, so that a peer that has not purged yet cannot bring it
+// back), so the nodes still differ afterwards, deterministically. (Two rows
+// with the same version and different content used to serve here; the tie
+// rule now settles those: the higher row digest wins on both sides.)
 TEST(Operator, RepairThatLeavesTheNodesDifferentExitsOne) {
   TempDir dir;
   auto a = StartNode("a", dir.path() + "/a");
-  auto b = StartNode("b", dir.path() + "/b");
+  // b purges every tombstone as soon as it arrived (it has no peers).
+  auto started =
+      NodeProcess::Start("b", dir.path() + "/b",
+                         {"--sync-writes", "false", "--tombstone-min-age",
+                          "1ms", "--maintenance-interval", "50ms"});
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<NodeProcess> b = std::move(*started);
   ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  const uint64_t hlc =
-      tree::HlcTimestamp::FromParts(absl::ToUnixMillis(absl::Now()) - 1000, 0)
+  const uint64_t an_hour_ago =
+      tree::HlcTimestamp::FromParts(
+          absl::ToUnixMillis(absl::Now() - absl::Hours(1)), 0)
           .raw();
-  for (const auto& [node, value] :
-       {std::pair{a.get(), "from-a"}, std::pair{b.get(), "from-b"}}) {
+  const auto tombstone = [&](const std::string& key) {
     v1::Row row;
-    row.set_key("same-version");
-    row.set_value(value);
-    row.mutable_version()->set_hlc(hlc);
+    row.set_key(key);
+    row.set_deleted(true);
+    row.mutable_version()->set_hlc(an_hour_ago);
     row.mutable_version()->set_origin("node-x");
-    auto pushed =
-        Connect(node->address())
-            ->PushRows("default", v1::APPLY_MODE_LAST_WRITER_WINS, {row}, {});
-    ASSERT_TRUE(pushed.ok()) << pushed.status();
+    return row;
+  };
+  // Once b has purged a tombstone, its horizon is past the hour-old ones.
+  auto probe = Connect(b->address())
+                   ->PushRows("default", v1::APPLY_MODE_LAST_WRITER_WINS,
+                              {tombstone("probe")}, {});
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  // (Refused already: a purge pass ran first, and its horizon is past.)
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (probe->applied() == 1) {
+    auto status = Connect(b->address())->Status();
+    if (status.ok() && status->tombstones_purged() >= 1) break;
+    ASSERT_LT(absl::Now(), deadline) << "b never purged its tombstone";
+    absl::SleepFor(absl::Milliseconds(50));
   }
+  auto pushed = Connect(a->address())
+                    ->PushRows("default", v1::APPLY_MODE_LAST_WRITER_WINS,
+                               {tombstone("purged-on-b")}, {});
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  ASSERT_EQ(pushed->applied(), 1u);
   const CommandResult text = RunTally({"repair", a->address(), b->address()});
   EXPECT_THAT(text.out, HasSubstr("still differ"));
   EXPECT_EQ(text.exit_code, 1) << text.out << text.err;

@@ -39,11 +39,15 @@ Decision Decide(const StoredState& stored, const IncomingRow& row,
     }
     return Decision::kWrite;
   }
-  // Last writer wins.
-  if (tree::CompareVersions(row.version, stored.version) > 0) {
-    return Decision::kWrite;
+  // Last writer wins, ties broken by digest.
+  const int by_version = tree::CompareVersions(row.version, stored.version);
+  if (by_version > 0) return Decision::kWrite;
+  if (by_version < 0 || row.digest == stored.digest) {
+    return Decision::kSkipNotNewer;
   }
-  return Decision::kSkipNotNewer;
+  return CompareRows(row.version, row.digest, stored.version, stored.digest) > 0
+             ? Decision::kWriteTie
+             : Decision::kSkipTieLost;
 }
 
 absl::string_view DecisionName(Decision d) {
@@ -54,10 +58,14 @@ absl::string_view DecisionName(Decision d) {
       return "replace-damaged";
     case Decision::kOverride:
       return "override";
+    case Decision::kWriteTie:
+      return "write-tie";
     case Decision::kErase:
       return "erase";
     case Decision::kSkipNotNewer:
       return "skip-not-newer";
+    case Decision::kSkipTieLost:
+      return "skip-tie-lost";
     case Decision::kSkipSame:
       return "skip-same";
     case Decision::kSkipAbsent:

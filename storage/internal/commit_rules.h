@@ -18,7 +18,10 @@
 //    would refuse);
 //  - kLastWriterWins: a row is written when its version is higher than the
 //    stored one; an equal version with the same content is a no-op (so that
-//    replays are idempotent), and an older one is refused;
+//    replays are idempotent), and an older one is refused. The tie rule: an
+//    equal version with different content is written when its digest is the
+//    higher (CompareRows in storage/write_request.h), so that every replica
+//    keeps the same row of a tie;
 //  - kSourceOverride: the source's row replaces the stored one whenever the
 //    two differ (by digest), whatever their versions; an erase removes the
 //    row;
@@ -78,10 +81,12 @@ enum class Decision {
   kWrite,           // the key is new here, or the version is higher
   kReplaceDamaged,  // the stored row is damaged: any write replaces it
   kOverride,        // source override: the source's row differs from ours
+  kWriteTie,        // an equal version, other content, the higher digest
   // Remove the row, leaving no tombstone.
   kErase,
   // Leave the row as it is.
-  kSkipNotNewer,   // the stored version is newer or equal
+  kSkipNotNewer,   // the stored version is newer, or the very same row
+  kSkipTieLost,    // an equal version, other content, the lower digest
   kSkipSame,       // source override: the rows are identical
   kSkipAbsent,     // an erase of a row this store does not hold
   kSkipPurged,     // a tombstone older than the purge horizon, key absent
@@ -98,7 +103,7 @@ Decision Decide(const StoredState& stored, const IncomingRow& row,
 // True for the decisions that write the row.
 inline bool Writes(Decision d) {
   return d == Decision::kWrite || d == Decision::kReplaceDamaged ||
-         d == Decision::kOverride;
+         d == Decision::kOverride || d == Decision::kWriteTie;
 }
 // True for the decisions that change the store (writes and erases).
 inline bool Applies(Decision d) { return Writes(d) || d == Decision::kErase; }

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/records.h"
-#include "tests/temp_dir.h"
+#include "support/temp_dir.h"
 #include "tree/token.h"
 
 namespace tally {

@@ -36,6 +36,9 @@
 //                                     for the purge
 //   'D' row key                    -> (empty): a row whose stored bytes do
 //                                     not match its digest (damaged)
+//   'B'                            -> backend position (opaque, non-empty):
+//                                     where the backend's captured changes
+//                                     stand, committed with their rows
 //
 // A tombstone's purge age is judged by its arrival, not by its own
 // timestamp: a tombstone written by a node whose clock runs behind looks old
@@ -526,6 +529,27 @@ inline std::string DamagedKey(absl::string_view row_key) {
 // `row_key` is not parsed: a mark names whatever row record was damaged.
 inline bool ParseDamagedKey(absl::string_view k, absl::string_view* row_key) {
   return ParseTaggedKey(kDamagedTag, k, row_key);
+}
+
+// The backend's position (storage/write_request.h BackendPosition): one
+// record, rewritten by every commit whose request carries one, in the same
+// WriteBatch as the request's rows.
+inline constexpr char kBackendPositionTag = 'B';
+
+inline std::string BackendPositionKey() {
+  return std::string(1, kBackendPositionTag);
+}
+
+inline std::string EncodeBackendPosition(absl::string_view position) {
+  return std::string(position);
+}
+
+// Returns false when the record is malformed (a position is never empty).
+inline bool DecodeBackendPosition(absl::string_view record,
+                                  std::string* position) {
+  if (record.empty()) return false;
+  position->assign(record.data(), record.size());
+  return true;
 }
 
 }  // namespace internal

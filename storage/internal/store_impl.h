@@ -105,6 +105,19 @@ struct StagedRow {
   // Marked damaged ('D'): left out of its leaf, replaced by any write.
   bool damaged = false;
   RowHeader header;
+
+  // The rest is the group's bookkeeping for the backend (ApplyAccepted).
+  // The record as LevelDB held it before the group (empty if none): its
+  // payload is the backend's compare-and-swap token.
+  std::string stored_record;
+  // The group's last accepted mutation of the row, if any (its payload is
+  // the token for a later one when it was captured).
+  const Mutation* written_by = nullptr;
+  // Indexes in Group::accepted of the first and the last accepted mutation
+  // of the row's current run of rows for the backend (kNoRun: none).
+  size_t run_first = kNoRun;
+  size_t run_last = kNoRun;
+  static constexpr size_t kNoRun = ~size_t{0};
 };
 
 // What ScrubRead found (store_scrub.cc).
@@ -183,6 +196,8 @@ class StoreImpl : public Store, private SnapshotRowReader {
                                           uint64_t count) override
       ABSL_LOCKS_EXCLUDED(commit_mu_, damaged_mu_);
   uint64_t damaged_rows() const override { return damaged_count_.load(); }
+  uint64_t ties_resolved() const override { return ties_resolved_.load(); }
+  absl::StatusOr<std::optional<BackendPosition>> backend_position() override;
 
  private:
   // True if `row_key` is marked damaged. Cheap while nothing is.
@@ -261,6 +276,39 @@ class StoreImpl : public Store, private SnapshotRowReader {
     absl::flat_hash_map<std::string, StagedRow> staged;
     // Remote timestamps to observe once committed.
     std::vector<tree::HlcTimestamp> observed;
+    // A mutation the commit rules accepted, waiting for the backend
+    // (StageMutation queues it, ApplyAccepted stages it if applied).
+    struct Accepted {
+      WriteResult* result = nullptr;
+      size_t index = 0;  // its mutation's slot in `result`
+      const Mutation* mutation = nullptr;
+      std::string row_key;
+      tree::Token token = 0;
+      int depth = 0;
+      uint32_t keyspace_id = 0;
+      uint32_t origin_id = 0;
+      tree::Version version;
+      tree::Digest128 digest;
+      internal::Decision decision = internal::Decision::kWrite;
+      // The row it was decided against (its stored_record left empty).
+      StagedRow before;
+      // For the first of a run: before's version, for the backend's token.
+      tree::Version before_version;
+      // For the first of a run: the captured mutation `before` came from,
+      // or nullptr when it is the row LevelDB holds.
+      const Mutation* expected_from = nullptr;
+      // ApplyMode::kCaptured: the backend has it; it is not sent.
+      bool captured = false;
+      // The first accepted mutation of its run of rows for the backend: the
+      // key's accepted mutations since its last captured one, sent to the
+      // backend as one change (the last) against the first one's `before`.
+      size_t run_first = 0;
+      // A later accepted mutation of its run follows.
+      bool superseded = false;
+    };
+    std::vector<Accepted> accepted;
+    // Rows written by the tie rule (commit_rules.h), for ties_resolved().
+    uint64_t ties_resolved = 0;
     // Damaged rows this group replaced or erased (their marks go).
     std::vector<std::string> repaired;
     // Arrival time of the tombstones this group writes.
@@ -304,12 +352,27 @@ class StoreImpl : public Store, private SnapshotRowReader {
   // The row as the commit rules see it (storage/internal/commit_rules.h).
   internal::StoredState StoredStateOf(const StagedCommit& g,
                                       const StagedRow& row) const;
-  // Applies one mutation to the group under `mode`, recording the outcome:
-  // the commit rules decide, this does the I/O they call for.
-  absl::Status StageMutation(StagedCommit& g, Mutation& m, ApplyMode mode,
+  // Decides one mutation under `mode` (the commit rules) and, when it is
+  // to apply, queues it in g.accepted for ApplyAccepted. `m` must outlive
+  // the group.
+  absl::Status StageMutation(StagedCommit& g, const Mutation& m, ApplyMode mode,
                              WriteResult* result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  // Adds the group's metadata records and the backend's.
+  // Once every mutation of the group is decided: asks the backend to apply
+  // the accepted rows (one ApplyRows call), then stages the index records,
+  // leaves, change log and counts of the rows it applied, and marks the
+  // others refused in their results.
+  absl::Status ApplyAccepted(StagedCommit& g)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // The compare-and-swap token's payload for the first row of a run.
+  absl::string_view ExpectedPayload(const StagedCommit& g,
+                                    const StagedCommit::Accepted& first) const;
+  // Stages one applied row; `outcome` is the backend's (nullptr when the
+  // backend was not asked).
+  void StageAccepted(StagedCommit& g, const StagedCommit::Accepted& a,
+                     const RowOutcome* outcome)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Adds the group's metadata records.
   absl::Status FinishGroup(StagedCommit& g)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // After the batch is durable: installs the catalogue edit, clears the
@@ -383,6 +446,9 @@ class StoreImpl : public Store, private SnapshotRowReader {
   mutable absl::Mutex damaged_mu_;
   absl::flat_hash_set<std::string> damaged_ ABSL_GUARDED_BY(damaged_mu_);
   std::atomic<uint64_t> damaged_count_{0};
+  // Rows the tie rule replaced since the store opened (published after
+  // their commit).
+  std::atomic<uint64_t> ties_resolved_{0};
 
   // The migrations at open (store_migrations.cc). Counts the rows per
   // origin of a store written before the counts were kept.

@@ -62,6 +62,7 @@ std::string StatusText(const v1::StatusResponse& status,
                        feed.received(), feed.applied(), feed.not_newer(),
                        feed.refused_skew())},
       {"tombstones purged", absl::StrCat(status.tombstones_purged())},
+      {"ties resolved", absl::StrCat(status.ties_resolved())},
       {"clock behind",
        absl::StrFormat("%.1f s%s", status.clock_behind_seconds(),
                        status.clock_behind_seconds() > 5
@@ -184,6 +185,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   out["sessions_failed"] = status.sessions_failed();
   out["rows_erased"] = status.rows_erased();
   out["conflicts"] = status.conflicts();
+  out["ties_resolved"] = status.ties_resolved();
   const v1::FeedTotals& feed = status.feed();
   out["feed"] = {{"sent", feed.sent()},
                  {"skipped_own", feed.skipped_own()},

@@ -21,6 +21,7 @@ v1::StatusResponse MeshStatus() {
   s.set_sessions_failed(1);
   s.set_rows_erased(8);
   s.set_conflicts(2);
+  s.set_ties_resolved(1);
   v1::KeyspaceSummary* ks = s.add_keyspaces();
   ks->set_name("users");
   ks->set_row_count(3);
@@ -83,6 +84,7 @@ TEST(StatusText, ShowsFeedCountersLagAndOrigins) {
   feed sent          10 (skipped: 6 own, 2 superseded)
   feed received      7 (applied 5, not newer 2, refused timestamps 0)
   tombstones purged  0
+  ties resolved      1
   clock behind       0.0 s
   scrub              0 passes, 0 rows checked, 0 damaged found, 0 leaves repaired; damaged now: 0
 
@@ -219,6 +221,7 @@ TEST(StatusJson, CountsErasedRowsAndConflictsPerPeerAndInTotal) {
   const Json j = StatusJson(MeshStatus(), "x:1");
   EXPECT_EQ(j["rows_erased"], 8);
   EXPECT_EQ(j["conflicts"], 2);
+  EXPECT_EQ(j["ties_resolved"], 1);
   EXPECT_EQ(j["peers"][0]["rows_erased"], 8);
   EXPECT_EQ(j["peers"][0]["conflicts"], 2);
 }

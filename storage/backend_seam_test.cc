@@ -1,0 +1,332 @@
+// The backend seam (storage/row_backend.h): one ApplyRows call per commit
+// group with each row's compare-and-swap token, per-row outcomes, and
+// captured writes the backend is never asked to apply.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "storage/internal/fault_injection_env.h"
+#include "storage/row_backend.h"
+#include "storage/store.h"
+#include "support/temp_dir.h"
+#include "tree/digest.h"
+
+namespace tally {
+namespace storage {
+namespace {
+
+using ::tally::testing::TempDir;
+
+// What the backend saw of one RowChange (its views die with the call).
+struct SeenChange {
+  std::string key;
+  RowChange::Kind kind;
+  std::string value;
+  tree::Version version;
+  bool expected_exists;
+  tree::Version expected_version;
+  tree::Digest128 expected_digest;
+  std::string expected_payload;
+};
+
+// The seam under test: keeps values as the embedded backend does (payload
+// "P:" + value, so that the payload is seen to be the backend's), refuses
+// rows whose key starts with "refuse", and records every call.
+class RecordingBackend : public RowBackend {
+ public:
+  absl::string_view name() const override { return "recording"; }
+
+  absl::Status ApplyRows(absl::Span<const RowChange> rows,
+                         std::vector<RowOutcome>* outcomes) override {
+    calls.emplace_back();
+    outcomes->resize(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const RowChange& c = rows[i];
+      SeenChange seen{std::string(c.row.key), c.kind, std::string(c.value),
+                      *c.version, c.expected.exists};
+      if (c.expected.exists) {
+        seen.expected_version = *c.expected.version;
+        seen.expected_digest = c.expected.digest;
+        seen.expected_payload = std::string(c.expected.payload);
+      }
+      calls.back().push_back(std::move(seen));
+      (*outcomes)[i].applied = !absl::StartsWith(c.row.key, "refuse");
+      (*outcomes)[i].payload = absl::StrCat("P:", c.value);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> ReadValue(
+      const RowLocation&, absl::string_view payload) const override {
+    if (!absl::StartsWith(payload, "P:")) {
+      return absl::DataLossError("not a recording payload");
+    }
+    return std::string(payload.substr(2));
+  }
+
+  absl::StatusOr<std::vector<absl::StatusOr<std::string>>> ReadValues(
+      absl::Span<const RowLocation> rows,
+      absl::Span<const absl::string_view> payloads) const override {
+    std::vector<absl::StatusOr<std::string>> values;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      values.push_back(ReadValue(rows[i], payloads[i]));
+    }
+    return values;
+  }
+
+  absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view) const override {
+    return std::string("recording/1");
+  }
+
+  std::vector<std::vector<SeenChange>> calls;
+};
+
+class BackendSeam : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    backend_ = std::make_shared<RecordingBackend>();
+    StoreOptions options;
+    options.node_name = "node-a";
+    options.sync = false;
+    options.default_depth = 8;
+    options.backend = backend_;
+    auto store = Store::Open(dir_.path(), options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+
+  WriteResult Write(std::vector<Mutation> mutations,
+                    ApplyMode mode = ApplyMode::kLastWriterWins) {
+    WriteRequest request;
+    request.mutations = std::move(mutations);
+    request.mode = mode;
+    auto result = store_->Write(std::move(request));
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *std::move(result) : WriteResult{};
+  }
+
+  void ExpectVerified() {
+    auto report = store_->Verify();
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_TRUE(report->ok()) << report->problems.front();
+  }
+
+  TempDir dir_;
+  std::shared_ptr<RecordingBackend> backend_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(BackendSeam, OneCallPerGroupAndARefusedRowChangesNothing) {
+  const WriteResult r = Write({Mutation::Put("ks", "a", "1"),
+                               Mutation::Put("ks", "refuse-b", "2"),
+                               Mutation::Put("ks", "c", "3")});
+  ASSERT_EQ(backend_->calls.size(), 1u);
+  ASSERT_EQ(backend_->calls[0].size(), 3u);
+  EXPECT_FALSE(backend_->calls[0][0].expected_exists);  // an insert
+  EXPECT_EQ(r.applied, (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(r.refused, (std::vector<size_t>{1}));
+  // The refused row is in neither the index nor the tree nor the log.
+  EXPECT_EQ(store_->Get("ks", "refuse-b").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Get("ks", "a")->value, "1");
+  EXPECT_EQ(store_->GetKeyspace("ks")->row_count, 2u);
+  EXPECT_EQ(store_->last_sequence(), 2u);
+  auto changes = store_->ReadChanges(0, 10);
+  ASSERT_TRUE(changes.ok());
+  ASSERT_EQ(changes->size(), 2u);
+  EXPECT_EQ((*changes)[1].key, "c");
+  ExpectVerified();
+}
+
+TEST_F(BackendSeam, TheCasTokenIsTheIndexedRowAndItsPayload) {
+  const WriteResult first = Write({Mutation::Put("ks", "k", "v1")});
+  const WriteResult second = Write({Mutation::Put("ks", "k", "v2")});
+  ASSERT_EQ(backend_->calls.size(), 2u);
+  const SeenChange& seen = backend_->calls[1][0];
+  EXPECT_TRUE(seen.expected_exists);
+  EXPECT_EQ(seen.expected_version, first.versions[0]);
+  EXPECT_EQ(seen.expected_digest,
+            tree::RowDigest("ks", "k", first.versions[0], false, "v1"));
+  EXPECT_EQ(seen.expected_payload, "P:v1");  // what ApplyRows returned
+  EXPECT_EQ(seen.version, second.versions[0]);
+  EXPECT_EQ(store_->Get("ks", "k")->value, "v2");  // read through ReadValue
+}
+
+// A key written twice in one group reaches the backend once: the last
+// change, against the row as the index held it before the group. Refused,
+// both writes are refused (the second was decided against the first).
+TEST_F(BackendSeam, AKeyWrittenTwiceInAGroupIsOneChangeForTheBackend) {
+  Write({Mutation::Put("ks", "k", "old"),
+         Mutation::Put("ks", "refuse-k", "old")});
+  backend_->calls.clear();
+  const WriteResult r = Write(
+      {Mutation::Put("ks", "k", "mid"), Mutation::Put("ks", "refuse-k", "x"),
+       Mutation::Put("ks", "k", "new"), Mutation::Delete("ks", "refuse-k")});
+  ASSERT_EQ(backend_->calls.size(), 1u);
+  ASSERT_EQ(backend_->calls[0].size(), 2u);
+  // In the order of each key's last change.
+  EXPECT_EQ(backend_->calls[0][0].key, "k");
+  EXPECT_EQ(backend_->calls[0][0].value, "new");
+  EXPECT_EQ(backend_->calls[0][0].expected_payload, "P:old");
+  EXPECT_EQ(backend_->calls[0][1].key, "refuse-k");
+  EXPECT_EQ(backend_->calls[0][1].kind, RowChange::Kind::kDelete);
+  EXPECT_FALSE(backend_->calls[0][1].expected_exists);
+  EXPECT_EQ(r.applied, (std::vector<bool>{true, false, true, false}));
+  EXPECT_EQ(r.refused, (std::vector<size_t>{1, 3}));
+  EXPECT_EQ(store_->Get("ks", "k")->value, "new");
+  // refuse-k was refused by its first write already: it was never stored.
+  EXPECT_EQ(store_->Get("ks", "refuse-k").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->last_sequence(), 3u);  // old, mid, new
+  ExpectVerified();
+}
+
+TEST_F(BackendSeam, CapturedChangesAreIndexedWithoutAskingTheBackend) {
+  Mutation m = Mutation::Put("ks", "app-row", "from-the-app");
+  const tree::Version version{store_->clock().Now(), "node-a"};
+  m.version = version;
+  m.captured_payload = "P:from-the-app";
+  const WriteResult r = Write({m}, ApplyMode::kCaptured);
+  EXPECT_TRUE(backend_->calls.empty());
+  EXPECT_EQ(r.applied, (std::vector<bool>{true}));
+  auto row = store_->Get("ks", "app-row");
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ(row->value, "from-the-app");
+  EXPECT_EQ(row->version, version);
+  // Replayed: nothing changes.
+  const Sequence before = store_->last_sequence();
+  EXPECT_EQ(Write({m}, ApplyMode::kCaptured).applied,
+            (std::vector<bool>{false}));
+  EXPECT_EQ(store_->last_sequence(), before);
+  // A later apply of the key carries the captured payload as its token.
+  Write({Mutation::Put("ks", "app-row", "local")});
+  ASSERT_EQ(backend_->calls.size(), 1u);
+  EXPECT_EQ(backend_->calls[0][0].expected_payload, "P:from-the-app");
+  EXPECT_EQ(backend_->calls[0][0].expected_version, version);
+  ExpectVerified();
+}
+
+TEST_F(BackendSeam, ACapturedWriteNeedsAVersionAndNoErase) {
+  WriteRequest unversioned;
+  unversioned.mode = ApplyMode::kCaptured;
+  unversioned.mutations.push_back(Mutation::Put("ks", "k", "v"));
+  EXPECT_EQ(store_->Write(std::move(unversioned)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  WriteRequest erase;
+  erase.mode = ApplyMode::kCaptured;
+  erase.mutations.push_back(Mutation::Erase("ks", "k"));
+  erase.mutations.back().version =
+      tree::Version{store_->clock().Now(), "node-a"};
+  EXPECT_EQ(store_->Write(std::move(erase)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  WriteRequest payload_outside;
+  payload_outside.mutations.push_back(Mutation::Put("ks", "k", "v"));
+  payload_outside.mutations.back().captured_payload = "P:v";
+  EXPECT_EQ(store_->Write(std::move(payload_outside)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Captured changes with the backend's position, the embedded backend real:
+// a commit carries the position in its batch; a crash loses both or
+// neither; replaying from the position read back (and before it) changes
+// nothing that is already there.
+TEST(BackendPositionTest, ReplayingCapturedChangesAfterACrashIsIdempotent) {
+  TempDir dir;
+  internal::FaultInjectionEnv env;
+  StoreOptions options;
+  options.node_name = "node-a";
+  options.default_depth = 8;
+  options.env = &env;
+  const auto open = [&](bool sync) {
+    StoreOptions o = options;
+    o.sync = sync;
+    auto store = Store::Open(dir.path(), o);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(*store) : nullptr;
+  };
+  // What the capture delivers: two transactions, each with its end position.
+  std::vector<WriteRequest> captured(2);
+  {
+    std::unique_ptr<Store> store = open(/*sync=*/true);
+    ASSERT_NE(store, nullptr);
+    auto none = store->backend_position();
+    ASSERT_TRUE(none.ok());
+    EXPECT_FALSE(none->has_value());
+    for (int t = 0; t < 2; ++t) {
+      captured[t].mode = ApplyMode::kCaptured;
+      captured[t].backend_position = BackendPosition{absl::StrCat("lsn-", t)};
+      for (int i = 0; i < 3; ++i) {
+        Mutation m = Mutation::Put("ks", absl::StrCat("t", t, "-", i), "v");
+        m.version = tree::Version{store->clock().Now(), "node-a"};
+        captured[t].mutations.push_back(std::move(m));
+      }
+    }
+    // Transaction 0 in a durable commit.
+    ASSERT_TRUE(store->Write(captured[0]).ok());
+  }
+  {
+    // Transaction 1 in a commit the crash loses.
+    std::unique_ptr<Store> store = open(/*sync=*/false);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Write(captured[1]).ok());
+  }
+  ASSERT_TRUE(env.DropUnsyncedData().ok());
+
+  std::unique_ptr<Store> store = open(/*sync=*/true);
+  ASSERT_NE(store, nullptr);
+  auto position = store->backend_position();
+  ASSERT_TRUE(position.ok()) << position.status();
+  ASSERT_TRUE(position->has_value());
+  EXPECT_EQ((*position)->bytes, "lsn-0");  // with transaction 0's rows only
+  EXPECT_TRUE(store->Get("ks", "t0-2").ok());
+  EXPECT_EQ(store->Get("ks", "t1-0").status().code(),
+            absl::StatusCode::kNotFound);
+  const Sequence after_crash = store->last_sequence();
+  const auto root_after_crash = store->GetKeyspace("ks")->root;
+
+  // The capture resends from an older position (it may): transaction 0
+  // again changes nothing; transaction 1 is applied once.
+  auto again = store->Write(captured[0]);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->applied, (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(store->last_sequence(), after_crash);
+  EXPECT_EQ(store->GetKeyspace("ks")->root, root_after_crash);
+  ASSERT_TRUE(store->Write(captured[1]).ok());
+  EXPECT_EQ(store->last_sequence(), after_crash + 3);
+  EXPECT_EQ((*store->backend_position())->bytes, "lsn-1");
+  const auto root = store->GetKeyspace("ks")->root;
+  // Both replayed once more: nothing changes.
+  for (const WriteRequest& request : captured) {
+    auto replay = store->Write(request);
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    EXPECT_EQ(replay->applied, (std::vector<bool>{false, false, false}));
+  }
+  EXPECT_EQ(store->last_sequence(), after_crash + 3);
+  EXPECT_EQ(store->GetKeyspace("ks")->root, root);
+  auto report = store->Verify();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->ok()) << report->problems.front();
+}
+
+TEST(BackendPositionTest, AnEmptyPositionIsRefused) {
+  TempDir dir;
+  StoreOptions options;
+  options.node_name = "node-a";
+  options.sync = false;
+  auto store = Store::Open(dir.path(), options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  WriteRequest request;
+  request.backend_position = BackendPosition{""};
+  EXPECT_EQ((*store)->Write(std::move(request)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace storage
+}  // namespace tally
