@@ -229,13 +229,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Row>>> StoreImpl::MultiGet(
         l.status = entry.status();
         continue;
       }
-      Row row;
-      row.key = std::string(l.key);
-      row.value = *std::move(values[j]);
-      row.version = std::move(entry->version);
-      row.deleted = l.header.deleted;
-      row.digest = l.header.digest;
-      l.row = std::move(row);
+      l.row = RowOf(*std::move(entry), *std::move(values[j]));
     }
   }
 

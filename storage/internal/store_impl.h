@@ -220,9 +220,9 @@ class StoreImpl : public Store, private SnapshotRowReader {
       const Keyspace& keyspace, const StoredRow& row) const override;
   absl::Status MarkDamaged(const Keyspace& keyspace,
                            tree::Token token) override;
-  void ReadTree(const Keyspace& keyspace,
-                absl::FunctionRef<void(const tree::MerkleTree&)> read)
-      const override ABSL_LOCKS_EXCLUDED(mu_);
+  void ReadTree(
+      const Keyspace& keyspace,
+      absl::FunctionRef<void(const tree::MerkleTree&)> read) const override;
   // Checks a row's value (as the backend returned it) and origin against
   // the row's digest; kDataLoss when they do not match it.
   absl::Status CheckValue(absl::string_view keyspace, tree::Token token,
@@ -351,7 +351,8 @@ class StoreImpl : public Store, private SnapshotRowReader {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // The row as the commit rules see it (storage/internal/commit_rules.h).
   internal::StoredState StoredStateOf(const StagedCommit& g,
-                                      const StagedRow& row) const;
+                                      const StagedRow& row) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Decides one mutation under `mode` (the commit rules) and, when it is
   // to apply, queues it in g.accepted for ApplyAccepted. `m` must outlive
   // the group.

@@ -1,0 +1,469 @@
+// StoreImpl's staging of one group commit: keyspaces and origins resolved
+// (new ones added to the catalogue edit), each mutation decided by the
+// commit rules (internal/commit_rules.h), the accepted rows applied by the
+// backend in one ApplyRows call, and the index records, leaves, change log
+// and counts of the rows it applied (storage/internal/store_impl.h).
+#include <leveldb/db.h>
+#include <leveldb/env.h>
+#include <leveldb/write_batch.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "storage/internal/coding.h"
+#include "storage/internal/commit_rules.h"
+#include "storage/internal/leveldb_status.h"
+#include "storage/internal/leveldb_write.h"
+#include "storage/internal/records.h"
+#include "storage/internal/repair.h"
+#include "storage/internal/slice.h"
+#include "storage/internal/store_impl.h"
+#include "storage/leveldb_config.h"
+#include "storage/store.h"
+#include "storage/store_tree_view.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace storage {
+namespace {
+
+using internal::Corrupt;
+using internal::DirectoryState;
+using internal::Fixed32String;
+using internal::Fixed64String;
+using internal::FromLevelDb;
+using internal::InspectDirectory;
+using internal::kLocalOriginId;
+using internal::RecoveryAdvice;
+using internal::RowHeader;
+using tree::Digest128;
+using tree::HlcTimestamp;
+using tree::NodeRef;
+using tree::Token;
+using tree::Version;
+
+}  // namespace
+
+namespace internal {
+
+StoreImpl::StagedCommit StoreImpl::StartGroup() {
+  commit_mu_.AssertHeld();
+  StagedCommit g;
+  g.edit = catalogue_.StartEdit();
+  g.first_sequence = change_log_.last_sequence();
+  g.sequence = g.first_sequence;
+  g.arrival = PhysicalNow();
+  return g;
+}
+
+std::pair<KeyspaceId, int> StoreImpl::ResolveKeyspace(StagedCommit& g,
+                                                      const std::string& name,
+                                                      int depth) {
+  commit_mu_.AssertHeld();
+  if (const Keyspace* ks = FindKeyspace(name); ks != nullptr) {
+    return {ks->id, ks->depth};
+  }
+  auto it = g.edit.new_keyspaces.find(name);
+  if (it != g.edit.new_keyspaces.end()) {
+    return {it->second.id, it->second.depth};
+  }
+  const KeyspaceId id = g.edit.AddKeyspace(name, depth);
+  g.batch.Put(internal::KeyspaceKey(name),
+              internal::EncodeKeyspaceRecord(
+                  internal::KeyspaceRecord{id.value(), depth}));
+  return {id, depth};
+}
+
+OriginId StoreImpl::ResolveOrigin(StagedCommit& g, const std::string& name) {
+  commit_mu_.AssertHeld();
+  if (std::optional<OriginId> id = catalogue_.FindOrigin(name)) return *id;
+  auto it = g.edit.new_origins.find(name);
+  if (it != g.edit.new_origins.end()) return it->second;
+  const OriginId id = g.edit.AddOrigin(name);
+  g.batch.Put(internal::OriginByIdKey(id.value()), name);
+  g.batch.Put(internal::OriginByNameKey(name), Fixed32String(id.value()));
+  return id;
+}
+
+std::string StoreImpl::OriginNameIn(const StagedCommit& g, OriginId id) const {
+  commit_mu_.AssertHeld();
+  if (g.edit.IsNewOrigin(id)) return g.edit.NewOriginName(id);
+  return catalogue_.OriginName(id);
+}
+
+absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(StagedCommit& g,
+                                                 const std::string& row_key) {
+  commit_mu_.AssertHeld();
+  auto it = g.staged.find(row_key);
+  if (it != g.staged.end()) return &it->second;
+  StagedRow current;
+  current.damaged = IsDamaged(row_key);
+  std::string record;
+  const leveldb::Status s = db_->Get(leveldb::ReadOptions(), row_key, &record);
+  if (s.ok()) {
+    absl::string_view payload;
+    if (internal::DecodeRowRecord(record, &current.header, &payload)) {
+      current.exists = true;
+      // Kept for the backend's compare-and-swap token (moved, not copied).
+      current.stored_record = std::move(record);
+    } else if (!current.damaged) {
+      return Corrupt("row", row_key);
+    }
+    // A damaged record that cannot even be decoded: nothing of it is
+    // counted anywhere, so the write treats the row as absent.
+  } else if (current.damaged && s.IsCorruption()) {
+    // Same: the mark says what the read cannot.
+  } else if (!s.IsNotFound()) {
+    return FromLevelDb(s, "reading a row before writing it");
+  }
+  return &g.staged.emplace(row_key, std::move(current)).first->second;
+}
+
+HlcTimestamp StoreImpl::StampLocalWrite(const StagedRow& current) {
+  commit_mu_.AssertHeld();
+  // A local write must win over whatever is stored, even a row stamped by a
+  // peer whose clock runs ahead of ours.
+  HlcTimestamp t = clock_.Now();
+  if (current.exists && !(current.header.timestamp < t)) {
+    (void)clock_.Observe(current.header.timestamp);
+    t = clock_.Now();
+    if (!(current.header.timestamp < t)) {
+      t = HlcTimestamp::FromRaw(current.header.timestamp.raw() + 1);
+    }
+  }
+  return t;
+}
+
+void StoreImpl::CountRowChange(StagedCommit& g, const StagedRow& before,
+                               std::optional<OriginId> after) {
+  const OriginId before_origin(before.header.origin_id);
+  if (before.exists && after == before_origin) return;
+  auto add = [&g](OriginId origin_id, int64_t delta) {
+    for (auto& [id, sum] : g.origin_row_deltas) {
+      if (id == origin_id) {
+        sum += delta;
+        return;
+      }
+    }
+    g.origin_row_deltas.emplace_back(origin_id, delta);
+  };
+  if (before.exists) add(before_origin, -1);
+  if (after.has_value()) add(*after, +1);
+}
+
+void StoreImpl::StageChange(StagedCommit& g,
+                            const internal::ChangeRecord& change, Token token,
+                            int depth) {
+  commit_mu_.AssertHeld();
+  std::string record;
+  internal::EncodeChangeRecord(change, &record);
+  g.batch.Put(internal::ChangeKey(++g.sequence), record);
+  g.edit.leaf_deltas.push_back(CatalogueEdit::LeafDelta{
+      KeyspaceId(change.keyspace_id),
+      static_cast<uint32_t>(tree::NodeIndexOf(token, depth)),
+      change.digest_delta, change.count_delta});
+}
+
+internal::StoredState StoreImpl::StoredStateOf(const StagedCommit& g,
+                                               const StagedRow& row) const {
+  internal::StoredState state;
+  state.exists = row.exists;
+  state.damaged = row.damaged;
+  if (row.exists) {
+    state.deleted = row.header.deleted;
+    state.digest = row.header.digest;
+    // The origin's name orders versions; a damaged row's is never asked.
+    if (!row.damaged) {
+      state.version = Version{row.header.timestamp,
+                              OriginNameIn(g, OriginId(row.header.origin_id))};
+    }
+  }
+  return state;
+}
+
+absl::Status StoreImpl::StageMutation(StagedCommit& g, const Mutation& m,
+                                      ApplyMode mode, WriteResult* result) {
+  commit_mu_.AssertHeld();
+  const auto [ks_id, depth] =
+      ResolveKeyspace(g, m.keyspace, options_.default_depth);
+  const Token token = tree::TokenOf(m.key);
+  std::string row_key = internal::RowKey(ks_id.value(), token, m.key);
+  TALLY_ASSIGN_OR_RETURN(StagedRow * current, CurrentRow(g, row_key));
+
+  internal::IncomingRow row;
+  row.kind = m.erase     ? internal::IncomingRow::Kind::kErase
+             : m.deleted ? internal::IncomingRow::Kind::kDelete
+                         : internal::IncomingRow::Kind::kPut;
+  row.replicated = m.version.has_value();
+  OriginId origin_id;
+  if (m.version.has_value()) {
+    row.version = *m.version;
+    origin_id = ResolveOrigin(g, row.version.origin);
+  } else {
+    row.version = Version{StampLocalWrite(*current), node_name_};
+    origin_id = OriginId(kLocalOriginId);
+  }
+  if (!m.erase) {
+    row.digest =
+        tree::RowDigest(m.keyspace, m.key, row.version, m.deleted, m.value);
+  }
+  internal::StoredState stored = StoredStateOf(g, *current);
+  const internal::Decision decision =
+      internal::Decide(stored, row, mode, purged_before_.load());
+  if (!internal::Applies(decision)) {
+    result->applied.push_back(false);
+    // Last writer wins reports the version that stays.
+    result->versions.push_back(decision == internal::Decision::kSkipNotNewer
+                                   ? std::move(stored.version)
+                                   : std::move(row.version));
+    return absl::OkStatus();
+  }
+
+  // Accepted: staged once the backend has applied it (ApplyAccepted).
+  const size_t self = g.accepted.size();
+  StagedCommit::Accepted& a = g.accepted.emplace_back();
+  a.result = result;
+  a.index = result->applied.size();
+  a.mutation = &m;
+  a.token = token;
+  a.depth = depth;
+  a.keyspace_id = ks_id.value();
+  a.origin_id = origin_id.value();
+  a.decision = decision;
+  a.digest = row.digest;
+  a.before.exists = current->exists;
+  a.before.damaged = current->damaged;
+  a.before.header = current->header;
+  a.captured = mode == ApplyMode::kCaptured;
+  if (a.captured) {
+    // The backend has it already: it ends the key's run of rows to apply.
+    current->run_first = StagedRow::kNoRun;
+  } else if (current->run_first == StagedRow::kNoRun) {
+    // The first row of the key the backend gets: its expected state is the
+    // row as the index holds it now.
+    current->run_first = self;
+    a.before_version = std::move(stored.version);
+    a.expected_from = current->written_by;
+  } else {
+    // The backend gets the key's last row, against the first one's state.
+    g.accepted[current->run_last].superseded = true;
+  }
+  a.run_first = a.captured ? self : current->run_first;
+  if (!a.captured) current->run_last = self;
+  result->applied.push_back(true);
+  result->versions.push_back(row.version);
+  a.version = std::move(row.version);
+
+  // What the group's later mutations of the key see.
+  if (decision == internal::Decision::kErase) {
+    current->exists = false;
+    current->damaged = false;
+    current->header = RowHeader{};
+  } else {
+    current->exists = true;
+    current->damaged = false;
+    current->header.timestamp = a.version.timestamp;
+    current->header.origin_id = origin_id.value();
+    current->header.deleted = m.deleted;
+    current->header.digest = row.digest;
+  }
+  current->written_by = &m;
+  a.row_key = std::move(row_key);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::ApplyAccepted(StagedCommit& g) {
+  // One RowChange per run of a key's accepted rows (the run's last change,
+  // against the state before its first), so that the backend sees a key at
+  // most once; captured rows are not sent. A refused run refuses all its
+  // rows: the later ones were decided against the earlier ones.
+  std::vector<RowChange> changes;
+  std::vector<size_t> change_of(g.accepted.size(), StagedRow::kNoRun);
+  for (size_t i = 0; i < g.accepted.size(); ++i) {
+    const StagedCommit::Accepted& a = g.accepted[i];
+    if (a.captured || a.superseded) continue;
+    const StagedCommit::Accepted& first = g.accepted[a.run_first];
+    const Mutation& m = *a.mutation;
+    RowChange& c = changes.emplace_back();
+    c.row = RowLocation{m.keyspace, a.token, m.key};
+    c.kind = m.erase     ? RowChange::Kind::kErase
+             : m.deleted ? RowChange::Kind::kDelete
+                         : RowChange::Kind::kPut;
+    c.value = m.value;
+    c.version = &a.version;
+    c.expected.exists = first.before.exists;
+    if (first.before.exists) {
+      c.expected.version = &first.before_version;
+      c.expected.deleted = first.before.header.deleted;
+      c.expected.digest = first.before.header.digest;
+      c.expected.payload = ExpectedPayload(g, first);
+    }
+    change_of[a.run_first] = changes.size() - 1;
+  }
+  std::vector<RowOutcome> outcomes;
+  if (!changes.empty()) {
+    TALLY_RETURN_IF_ERROR(backend_->ApplyRows(changes, &outcomes));
+    if (outcomes.size() != changes.size()) {
+      return absl::InternalError(
+          absl::StrFormat("backend '%s' answered %d rows of %d",
+                          backend_->name(), outcomes.size(), changes.size()));
+    }
+  }
+  for (size_t i = 0; i < g.accepted.size(); ++i) {
+    StagedCommit::Accepted& a = g.accepted[i];
+    RowOutcome* outcome = nullptr;
+    if (!a.captured) {
+      outcome = &outcomes[change_of[a.run_first]];
+      if (!outcome->applied) {
+        a.result->applied[a.index] = false;
+        a.result->refused.push_back(a.index);
+        continue;
+      }
+    }
+    StageAccepted(g, a, outcome);
+  }
+  return absl::OkStatus();
+}
+
+absl::string_view StoreImpl::ExpectedPayload(
+    const StagedCommit& g, const StagedCommit::Accepted& first) const {
+  if (first.expected_from == nullptr) {
+    // The row as LevelDB holds it.
+    auto it = g.staged.find(first.row_key);
+    if (it == g.staged.end() ||
+        it->second.stored_record.size() < internal::kRowHeaderSize) {
+      return absl::string_view();
+    }
+    return absl::string_view(it->second.stored_record)
+        .substr(internal::kRowHeaderSize);
+  }
+  // Written earlier in this group by a captured change.
+  const Mutation& m = *first.expected_from;
+  return m.captured_payload.has_value() ? *m.captured_payload
+                                        : absl::string_view(m.value);
+}
+
+void StoreImpl::StageAccepted(StagedCommit& g, const StagedCommit::Accepted& a,
+                              const RowOutcome* outcome) {
+  const Mutation& m = *a.mutation;
+  const StagedRow& before = a.before;
+  internal::ChangeRecord change;
+  change.keyspace_id = a.keyspace_id;
+  change.timestamp = a.version.timestamp;
+  change.origin_id = a.origin_id;
+  change.key = m.key;
+  if (a.decision == internal::Decision::kWriteTie) ++g.ties_resolved;
+  if (a.decision == internal::Decision::kErase) {
+    // The run's last change writes the row record.
+    if (!a.superseded) g.batch.Delete(a.row_key);
+    // The tombstone's 'T' record, if any, is removed by the purge that
+    // finds it stale (internal/records.h).
+    change.erased = true;
+    if (before.damaged) {
+      // A damaged row is already out of its leaf.
+      g.batch.Delete(internal::DamagedKey(a.row_key));
+      g.repaired.push_back(a.row_key);
+    } else {
+      change.digest_delta = before.header.digest;
+      change.count_delta = -1;
+    }
+    StageChange(g, change, a.token, a.depth);
+    if (before.exists) CountRowChange(g, before, std::nullopt);
+  } else {
+    if (m.version.has_value()) g.observed.push_back(a.version.timestamp);
+    RowHeader header;
+    header.timestamp = a.version.timestamp;
+    header.origin_id = a.origin_id;
+    header.deleted = m.deleted;
+    header.digest = a.digest;
+    if (!a.superseded) {
+      absl::string_view payload;
+      if (outcome != nullptr) {
+        payload = outcome->payload;
+      } else if (m.captured_payload.has_value()) {
+        payload = *m.captured_payload;
+      } else {
+        payload = m.value;
+      }
+      g.batch.Put(a.row_key, internal::EncodeRowRecord(header, payload));
+    }
+    if (m.deleted) {
+      // Indexed by arrival here; the value says which tombstone it is, so
+      // that the purge can tell a stale record (internal/records.h).
+      g.batch.Put(internal::TombstoneKey(g.arrival, a.row_key),
+                  internal::EncodeTombstoneValue(a.version.timestamp));
+    }
+    change.deleted = m.deleted;
+    change.digest_delta = header.digest;
+    // A damaged row is already out of its leaf.
+    const bool in_leaf = before.exists && !before.damaged;
+    if (in_leaf) change.digest_delta ^= before.header.digest;
+    change.count_delta = in_leaf ? 0 : 1;
+    StageChange(g, change, a.token, a.depth);
+    if (before.damaged) {
+      g.batch.Delete(internal::DamagedKey(a.row_key));
+      g.repaired.push_back(a.row_key);
+    }
+    CountRowChange(g, before, OriginId(a.origin_id));
+  }
+  a.result->last_sequence = g.sequence;
+}
+
+absl::Status StoreImpl::FinishGroup(StagedCommit& g) {
+  commit_mu_.AssertHeld();
+  if (!g.edit.new_keyspaces.empty()) {
+    g.batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaNextKeyspaceId),
+        Fixed32String(g.edit.next_keyspace_id.value()));
+  }
+  if (!g.edit.new_origins.empty()) {
+    g.batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaNextOriginId),
+        Fixed32String(g.edit.next_origin_id.value()));
+  }
+  if (g.sequence != g.first_sequence) {
+    g.batch.Put(
+        internal::TaggedKey(internal::kMetaTag, internal::kMetaLastSequence),
+        Fixed64String(g.sequence));
+  }
+  // The leader holds commit_mu_: nobody else changes the counts meanwhile.
+  if (!g.origin_row_deltas.empty()) {
+    for (const auto& [id, delta] : g.origin_row_deltas) {
+      if (delta == 0) continue;
+      const int64_t before = static_cast<int64_t>(catalogue_.origin_rows(id));
+      // Never below zero: Verify() reports a count that disagrees with the
+      // rows, and a wrapped counter would hide how far off it is.
+      const uint64_t after =
+          static_cast<uint64_t>(std::max<int64_t>(0, before + delta));
+      if (after == 0) {
+        g.batch.Delete(internal::OriginRowsKey(id.value()));
+      } else {
+        g.batch.Put(internal::OriginRowsKey(id.value()), Fixed64String(after));
+      }
+      g.edit.origin_rows.emplace_back(id, after);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+}  // namespace storage
+}  // namespace tally
