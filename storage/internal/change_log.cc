@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/prefix_scan.h"
 #include "storage/internal/store_impl.h"
 #include "tree/status_macros.h"
 
@@ -56,21 +57,23 @@ absl::Status ChangeLog::Read(
     Sequence after, size_t limit,
     absl::FunctionRef<absl::Status(Sequence, const ChangeRecord&)> fn) const {
   TALLY_RETURN_IF_ERROR(CheckRetained(after));
-  std::unique_ptr<leveldb::Iterator> it(
-      db_->NewIterator(leveldb::ReadOptions()));
   size_t read = 0;
-  for (it->Seek(ChangeKey(after + 1));
-       it->Valid() && it->key()[0] == kChangeTag && read < limit; it->Next()) {
-    ChangeRecord change;
-    Sequence sequence;
-    if (!ParseChangeKey(ToStringView(it->key()), &sequence) ||
-        !DecodeChangeRecord(ToStringView(it->value()), &change)) {
-      return Corrupt("change", it->key().ToString());
-    }
-    TALLY_RETURN_IF_ERROR(fn(sequence, change));
-    ++read;
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading the change log"));
+  TALLY_RETURN_IF_ERROR(
+      ScanPrefix(*db_, leveldb::ReadOptions(), TagPrefix(kChangeTag),
+                 ChangeKey(after + 1), "reading the change log",
+                 [&](absl::string_view key,
+                     absl::string_view value) -> absl::StatusOr<bool> {
+                   if (read >= limit) return false;
+                   ChangeRecord change;
+                   Sequence sequence;
+                   if (!ParseChangeKey(key, &sequence) ||
+                       !DecodeChangeRecord(value, &change)) {
+                     return Corrupt("change", key);
+                   }
+                   TALLY_RETURN_IF_ERROR(fn(sequence, change));
+                   ++read;
+                   return true;
+                 }));
   // A trim that started meanwhile may have removed entries under the
   // iterator.
   return CheckRetained(after);

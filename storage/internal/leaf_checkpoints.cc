@@ -5,6 +5,7 @@
 
 #include "storage/internal/coding.h"
 #include "storage/internal/leveldb_status.h"
+#include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
@@ -72,40 +73,41 @@ absl::StatusOr<std::vector<tree::NodeState>> LeafCheckpoints::RecoverLeaves(
     Sequence leaves_sequence, std::vector<uint32_t>* replayed_leaves) const {
   leveldb::ReadOptions read;
   read.snapshot = snapshot;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
   std::vector<tree::NodeState> leaves(uint64_t{1} << depth);
-  const std::string prefix = LeafKeyPrefix(keyspace.value());
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
-       it->Next()) {
-    ParsedLeafKey key;
-    tree::NodeState state;
-    if (!ParseLeafKey(ToStringView(it->key()), &key) ||
-        !DecodeLeaf(ToStringView(it->value()), &state) ||
-        key.leaf >= leaves.size()) {
-      return Corrupt("leaf", it->key().ToString());
-    }
-    leaves[key.leaf] = state;
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "reading leaves"));
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      *db_, read, LeafKeyPrefix(keyspace.value()), "reading leaves",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        ParsedLeafKey leaf;
+        tree::NodeState state;
+        if (!ParseLeafKey(key, &leaf) || !DecodeLeaf(value, &state) ||
+            leaf.leaf >= leaves.size()) {
+          return Corrupt("leaf", key);
+        }
+        leaves[leaf.leaf] = state;
+        return absl::OkStatus();
+      }));
   // Changes committed after the checkpoint carry their leaf deltas.
-  for (it->Seek(ChangeKey(leaves_sequence + 1));
-       it->Valid() && it->key()[0] == kChangeTag; it->Next()) {
-    ChangeRecord change;
-    uint64_t sequence;
-    if (!ParseChangeKey(ToStringView(it->key()), &sequence) ||
-        !DecodeChangeRecord(ToStringView(it->value()), &change)) {
-      return Corrupt("change", it->key().ToString());
-    }
-    if (change.keyspace_id != keyspace.value()) continue;
-    const uint64_t index = tree::NodeIndexOf(tree::TokenOf(change.key), depth);
-    if (replayed_leaves != nullptr) {
-      replayed_leaves->push_back(static_cast<uint32_t>(index));
-    }
-    tree::NodeState& leaf = leaves[index];
-    leaf.digest ^= change.digest_delta;
-    leaf.count += change.count_delta;
-  }
-  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), "replaying changes"));
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      *db_, read, TagPrefix(kChangeTag), ChangeKey(leaves_sequence + 1),
+      "replaying changes",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        ChangeRecord change;
+        Sequence sequence;
+        if (!ParseChangeKey(key, &sequence) ||
+            !DecodeChangeRecord(value, &change)) {
+          return Corrupt("change", key);
+        }
+        if (change.keyspace_id != keyspace.value()) return absl::OkStatus();
+        const uint64_t index =
+            tree::NodeIndexOf(tree::TokenOf(change.key), depth);
+        if (replayed_leaves != nullptr) {
+          replayed_leaves->push_back(static_cast<uint32_t>(index));
+        }
+        tree::NodeState& leaf = leaves[index];
+        leaf.digest ^= change.digest_delta;
+        leaf.count += change.count_delta;
+        return absl::OkStatus();
+      }));
   return leaves;
 }
 
