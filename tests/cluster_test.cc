@@ -528,17 +528,21 @@ TEST(Cluster, UnreadScansLeaveARunningNodeAnswering) {
   }
   absl::SleepFor(absl::Milliseconds(500));
 
+  // A frozen node never answers (the defect: every pool thread blocked on
+  // an unread scan). 1 s tells that from a slow answer on a loaded 2-core
+  // machine, where 100 ms failed 5 times in a day of parallel builds.
+  const absl::Duration answers_within = absl::Seconds(1);
   for (int round = 0; round < 3; ++round) {
     absl::Time start = absl::Now();
     absl::StatusOr<v1::StatusResponse> status = client->Status();
     ASSERT_TRUE(status.ok()) << status.status();
-    EXPECT_LT(absl::Now() - start, absl::Milliseconds(100)) << "Status";
+    EXPECT_LT(absl::Now() - start, answers_within) << "Status";
     start = absl::Now();
     ASSERT_TRUE(client->Put("users", absl::StrCat("k", round), "v").ok());
-    EXPECT_LT(absl::Now() - start, absl::Milliseconds(100)) << "Put";
+    EXPECT_LT(absl::Now() - start, answers_within) << "Put";
     start = absl::Now();
     ASSERT_TRUE(client->Get("users", absl::StrCat("k", round)).ok());
-    EXPECT_LT(absl::Now() - start, absl::Milliseconds(100)) << "Get";
+    EXPECT_LT(absl::Now() - start, answers_within) << "Get";
   }
   for (auto& context : contexts) context->TryCancel();
   for (auto& reader : readers) {
