@@ -125,7 +125,7 @@ class RowBackend {
   // Reads by batch and the schema: what reads of many rows at once
   // (Store::MultiGet) and the handshake between nodes ask of a backend.
 
-  // Returns the values of a batch of rows given the payloads StageValue
+  // Returns the values of a batch of rows given the payloads ApplyRows
   // returned for them, one result per row in the order given: the value, or
   // kDataLoss when that row's payload cannot be the backend's. One call is
   // one read of the backend (one round trip for a database), whatever the
