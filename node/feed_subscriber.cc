@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
@@ -162,11 +163,9 @@ absl::Status FeedSubscriber::FollowOnce() {
     // The publisher's epoch changed (or our position is past its log):
     // resynchronise by anti-entropy and follow from its head.
     request_session_();
-    TALLY_RETURN_IF_ERROR(
-        store_
-            ->Write(storage::WriteRequest{
-                {}, storage::UpstreamProgress{upstream, 0, 0}})
-            .status());
+    storage::WriteRequest reset;
+    reset.progress = storage::UpstreamProgress{upstream, 0, 0};
+    TALLY_RETURN_IF_ERROR(store_->Write(std::move(reset)).status());
   }
   return status;
 }

@@ -25,10 +25,10 @@ using ::tally::testing::TempDir;
 // What the backend saw of one RowChange (its views die with the call).
 struct SeenChange {
   std::string key;
-  RowChange::Kind kind;
+  RowChange::Kind kind = RowChange::Kind::kPut;
   std::string value;
   tree::Version version;
-  bool expected_exists;
+  bool expected_exists = false;
   tree::Version expected_version;
   tree::Digest128 expected_digest;
   std::string expected_payload;
@@ -47,8 +47,12 @@ class RecordingBackend : public RowBackend {
     outcomes->resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       const RowChange& c = rows[i];
-      SeenChange seen{std::string(c.row.key), c.kind, std::string(c.value),
-                      *c.version, c.expected.exists};
+      SeenChange seen;
+      seen.key = std::string(c.row.key);
+      seen.kind = c.kind;
+      seen.value = std::string(c.value);
+      seen.version = *c.version;
+      seen.expected_exists = c.expected.exists;
       if (c.expected.exists) {
         seen.expected_version = *c.expected.version;
         seen.expected_digest = c.expected.digest;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -121,12 +122,10 @@ class FeedSubscriberTest : public ::testing::Test {
 TEST_F(FeedSubscriberTest, AppliesABacklogInOrderAndStoresItsPosition) {
   // Stored progress in the publisher's epoch at 0: the subscriber follows
   // from the start of the log (not from the head).
-  ASSERT_TRUE(
-      subscriber_
-          ->Write(storage::WriteRequest{
-              {},
-              storage::UpstreamProgress{"publisher", publisher_->epoch(), 0}})
-          .ok());
+  storage::WriteRequest at_start;
+  at_start.progress =
+      storage::UpstreamProgress{"publisher", publisher_->epoch(), 0};
+  ASSERT_TRUE(subscriber_->Write(std::move(at_start)).ok());
   constexpr int kRows = 30'000;
   Write(kRows, "v");
   Start();
