@@ -1,16 +1,11 @@
 #include "storage/store.h"
 
 #include <leveldb/db.h>
-#include <leveldb/env.h>
 #include <leveldb/write_batch.h>
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
-#include <filesystem>
 #include <map>
-#include <random>
-#include <set>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -18,10 +13,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -29,10 +22,8 @@
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
-#include "storage/internal/repair.h"
 #include "storage/internal/store_impl.h"
 #include "storage/leveldb_config.h"
-#include "storage/store_tree_view.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -40,21 +31,8 @@ namespace storage {
 namespace {
 
 using internal::Corrupt;
-using internal::DecodeFixed32;
-using internal::DecodeFixed64;
-using internal::DirectoryState;
-using internal::Fixed32String;
-using internal::Fixed64String;
-using internal::FromLevelDb;
-using internal::InspectDirectory;
-using internal::kLocalOriginId;
-using internal::RecoveryAdvice;
 using internal::RowHeader;
-using tree::Digest128;
 using tree::HlcTimestamp;
-using tree::NodeRef;
-using tree::Token;
-using tree::Version;
 
 }  // namespace
 
