@@ -11,6 +11,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev openssl
   nlohmann-json3-dev libcpp-httplib-dev
+  # The PostgreSQL backend: libpq to build, the server for the tests'
+  # throwaway clusters, pg_comparator as the benchmark's baseline.
+  libpq-dev postgresql-15 postgresql-comparator
 )
 
 missing=()

@@ -8,9 +8,19 @@
 # without the mutex its ABSL_GUARDED_BY names fails CI. The tests run once,
 # so the Clang build adds its compile time and nothing else. Both use ccache
 # when it is installed.
+#
+# The PostgreSQL tests start their own throwaway servers
+# (support/pg_cluster.h). TALLY_REQUIRE_POSTGRES=1 makes each of them FAIL,
+# not skip, when PostgreSQL is missing, so a machine without it never reads
+# green; the check below says so up front.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/build.sh
+export TALLY_REQUIRE_POSTGRES=1
+if [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
+  echo "test.sh: PostgreSQL 15 is not installed (tools/install-deps.sh installs it)" >&2
+  exit 1
+fi
 launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
