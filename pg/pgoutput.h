@@ -39,15 +39,12 @@
 namespace tally {
 namespace pg {
 
-// PostgreSQL's timestamps in the protocol: microseconds since
-// 2000-01-01 00:00:00 UTC (946684800 s after the Unix epoch).
-inline constexpr int64_t kPgEpochUnixSeconds = 946684800;
-
 // 'B': the start of a transaction (sent at its commit: proto 1 decodes a
 // transaction only once it has committed).
 struct BeginMessage {
-  uint64_t final_lsn = 0;      // the LSN of the commit record
-  int64_t commit_time_us = 0;  // µs since 2000-01-01 UTC
+  uint64_t final_lsn = 0;  // the LSN of the commit record
+  // µs since 2000-01-01 UTC (FromPgTimestamp in replication_messages.h).
+  int64_t commit_time_us = 0;
   uint32_t xid = 0;
 };
 
