@@ -16,6 +16,7 @@ using internal::PutBigEndian64;
 
 constexpr char kFormat = 0x01;
 constexpr uint8_t kFlagDeleted = 0x01;
+constexpr uint8_t kFlagErased = 0x02;
 
 void PutString(std::string* out, absl::string_view s) {
   PutBigEndian32(out, static_cast<uint32_t>(s.size()));
@@ -112,7 +113,9 @@ std::string EncodeApplyMessage(const ApplyMessage& message) {
     PutString(&rows, row.key);
     PutBigEndian64(&rows, row.version.timestamp.raw());
     PutBigEndian32(&rows, origins.IndexOf(row.version.origin));
-    rows.push_back(static_cast<char>(row.deleted ? kFlagDeleted : 0));
+    rows.push_back(
+        static_cast<char>((row.deleted || row.erased ? kFlagDeleted : 0) |
+                          (row.erased ? kFlagErased : 0)));
   }
   std::string out;
   out.push_back(kFormat);
@@ -167,7 +170,8 @@ absl::StatusOr<ApplyMessage> DecodeApplyMessage(absl::string_view bytes) {
                                   keyspaces.size(), " and ", origins.size()),
                      r.pos());
     }
-    if (flags & ~kFlagDeleted) {
+    if ((flags & ~(kFlagDeleted | kFlagErased)) ||
+        ((flags & kFlagErased) && !(flags & kFlagDeleted))) {
       return Corrupt(absl::StrCat("row ", i, " has unknown flags ", int{flags}),
                      r.pos());
     }
@@ -175,6 +179,7 @@ absl::StatusOr<ApplyMessage> DecodeApplyMessage(absl::string_view bytes) {
     row.version.timestamp = tree::HlcTimestamp::FromRaw(timestamp);
     row.version.origin = origins[origin];
     row.deleted = flags & kFlagDeleted;
+    row.erased = flags & kFlagErased;
   }
   if (r.left() != 0) {
     return Corrupt(absl::StrCat(r.left(), " bytes after the last row"),

@@ -19,7 +19,8 @@
 //   u32 keyspace count, then per keyspace: u32 length + name
 //   u32 origin count,   then per origin:   u32 length + long name
 //   u32 row count, then per row: u32 keyspace index, u32 length + key,
-//       u64 HLC timestamp, u32 origin index, u8 flags (bit 0: deleted)
+//       u64 HLC timestamp, u32 origin index, u8 flags (bit 0: deleted,
+//       bit 1: erased, no tombstone left)
 // Keyspace and origin names are listed once: a batch of 10,000 rows from a
 // handful of origins stays close to the size of its keys.
 //
@@ -53,10 +54,14 @@ struct AppliedRow {
   std::string key;
   tree::Version version;
   bool deleted = false;
+  // The row went with no tombstone (a source override's erase). Implies
+  // `deleted`.
+  bool erased = false;
 
   friend bool operator==(const AppliedRow& a, const AppliedRow& b) {
     return a.keyspace == b.keyspace && a.key == b.key &&
-           a.version == b.version && a.deleted == b.deleted;
+           a.version == b.version && a.deleted == b.deleted &&
+           a.erased == b.erased;
   }
 };
 

@@ -21,7 +21,8 @@ ApplyMessage Sample() {
        false},
       {"public.u", "k2", V(101, "us/db-2"), true},
       {"public.t", "", V(102, "eu/db-1"), false},
-      {"public.t", "k4", tree::Version{}, true},  // bootstrap version
+      {"public.t", "k4", tree::Version{}, true},          // bootstrap version
+      {"public.u", "k5", V(103, "us/db-2"), true, true},  // erased
   };
   return m;
 }
@@ -79,7 +80,11 @@ TEST(ApplyMessage, RefusesBadFormatIndexesAndFlags) {
             absl::StatusCode::kDataLoss);
   // The last byte is the last row's flags.
   bad = good;
-  bad.back() = 0x03;
+  bad.back() = 0x04;
+  EXPECT_EQ(DecodeApplyMessage(bad).status().code(),
+            absl::StatusCode::kDataLoss);
+  // Erased but not deleted.
+  bad.back() = 0x02;
   EXPECT_EQ(DecodeApplyMessage(bad).status().code(),
             absl::StatusCode::kDataLoss);
   // A row naming a keyspace the message does not list: one row, keyspace 1.

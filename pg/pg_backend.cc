@@ -1,0 +1,595 @@
+#include "pg/pg_backend.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "pg/apply_message.h"
+#include "pg/binary_copy.h"
+#include "pg/internal/big_endian.h"
+#include "pg/lsn.h"
+#include "pg/row_codec.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace pg {
+namespace {
+
+using storage::RowChange;
+using storage::RowLocation;
+using storage::RowOutcome;
+
+// PostgreSQL's epoch, 2000-01-01 00:00:00 UTC, in Unix microseconds.
+constexpr int64_t kPostgresEpochUnixMicros = int64_t{946684800} * 1000000;
+
+constexpr Oid kInt8Oid = 20;
+constexpr Oid kByteaOid = 17;
+constexpr Oid kTimestamptzOid = 1184;
+
+// The staging table's fixed columns, before the table's own (c0, c1, ...).
+// op: 'u' update under the CAS, 'd' delete under the CAS, 'i' insert if
+// absent, 'n' nothing to write, applied if the row is absent.
+constexpr absl::string_view kStageColumns = "i, op, ets, eor";
+
+std::string Int4Bytes(uint32_t v) {
+  std::string s;
+  internal::PutBigEndian32(&s, v);
+  return s;
+}
+
+std::string Int8Bytes(int64_t v) {
+  std::string s;
+  internal::PutBigEndian64(&s, static_cast<uint64_t>(v));
+  return s;
+}
+
+std::string Quote(absl::string_view name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out.push_back('"');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+std::string StageColumn(size_t i) { return absl::StrCat("c", i); }
+
+// `a."k1" = b.c0 AND ...` over the key columns; `b` is the staging table.
+std::string KeyMatch(const TableSchema& t, absl::string_view a,
+                     absl::string_view b) {
+  std::vector<std::string> parts;
+  for (size_t k = 0; k < t.key_columns(); ++k) {
+    parts.push_back(absl::StrCat(a, ".", Quote(t.columns()[k].name), " = ", b,
+                                 ".", StageColumn(k)));
+  }
+  return absl::StrJoin(parts, " AND ");
+}
+
+// The compare-and-swap: the row version `t` is still the one whose token
+// the staging row `s` expects. One commit-timestamp lookup per row.
+constexpr absl::string_view kCas =
+    "(SELECT x.timestamp IS NOT DISTINCT FROM s.ets AND x.roident IS NOT "
+    "DISTINCT FROM s.eor FROM "
+    "pg_catalog.pg_xact_commit_timestamp_origin(t.xmin) AS x)";
+
+std::string CreateStageSql(const TableSchema& t, absl::string_view temp) {
+  std::string sql = absl::StrCat("CREATE TEMP TABLE IF NOT EXISTS ", temp,
+                                 " (i int4, op \"char\", ets timestamptz, "
+                                 "eor oid");
+  for (size_t c = 0; c < t.columns().size(); ++c) {
+    const TableColumn& col = t.columns()[c];
+    absl::StrAppend(&sql, ", ", StageColumn(c), " ", col.type);
+    if (!col.collation.empty()) {
+      absl::StrAppend(&sql, " COLLATE ", Quote(col.collation));
+    }
+  }
+  absl::StrAppend(&sql, ") ON COMMIT DELETE ROWS");
+  return sql;
+}
+
+std::string CopyStageSql(const TableSchema& t, absl::string_view temp) {
+  std::vector<std::string> cols;
+  for (size_t c = 0; c < t.columns().size(); ++c) {
+    cols.push_back(StageColumn(c));
+  }
+  return absl::StrCat("COPY pg_temp.", temp, " (", kStageColumns, ", ",
+                      absl::StrJoin(cols, ", "),
+                      ") FROM STDIN (FORMAT binary)");
+}
+
+// One statement for all staged rows of a table; returns the staging row
+// indexes it applied. Data-modifying CTEs share one snapshot, which is fine:
+// a key is staged at most once.
+std::string MergeSql(const TableSchema& t, absl::string_view temp) {
+  const std::string stage = absl::StrCat("pg_temp.", temp);
+  const std::string table = t.quoted_name();
+  std::vector<std::string> set, all, values, ins_keys;
+  for (size_t c = 0; c < t.columns().size(); ++c) {
+    const std::string name = Quote(t.columns()[c].name);
+    all.push_back(name);
+    values.push_back(absl::StrCat("s.", StageColumn(c)));
+    if (c >= t.key_columns()) {
+      set.push_back(absl::StrCat(name, " = s.", StageColumn(c)));
+    }
+  }
+  if (set.empty()) {
+    // A table of key columns only: rewrite the key to itself, so that the
+    // row version (and its token) is the apply's.
+    for (size_t k = 0; k < t.key_columns(); ++k) {
+      set.push_back(
+          absl::StrCat(Quote(t.columns()[k].name), " = s.", StageColumn(k)));
+    }
+  }
+  for (size_t k = 0; k < t.key_columns(); ++k) {
+    ins_keys.push_back(absl::StrCat("ins.", Quote(t.columns()[k].name), " = s.",
+                                    StageColumn(k)));
+  }
+  return absl::StrCat(
+      "WITH upd AS (UPDATE ", table, " AS t SET ", absl::StrJoin(set, ", "),
+      " FROM ", stage, " AS s WHERE s.op = 'u' AND ", KeyMatch(t, "t", "s"),
+      " AND ", kCas, " RETURNING s.i), ", "del AS (DELETE FROM ", table,
+      " AS t USING ", stage, " AS s WHERE s.op = 'd' AND ",
+      KeyMatch(t, "t", "s"), " AND ", kCas, " RETURNING s.i), ",
+      "ins AS (INSERT INTO ", table, " AS t (", absl::StrJoin(all, ", "),
+      ") SELECT ", absl::StrJoin(values, ", "), " FROM ", stage,
+      " AS s WHERE s.op = 'i' ON CONFLICT DO NOTHING RETURNING ",
+      absl::StrJoin(all.begin(), all.begin() + t.key_columns(), ", "), "), ",
+      "absent AS (SELECT s.i FROM ", stage,
+      " AS s WHERE s.op = 'n' AND NOT EXISTS (SELECT 1 FROM ", table,
+      " AS t WHERE ", KeyMatch(t, "t", "s"), ")) ",
+      "SELECT i FROM upd UNION ALL SELECT i FROM del UNION ALL SELECT s.i "
+      "FROM ins JOIN ",
+      stage, " AS s ON s.op = 'i' AND ", absl::StrJoin(ins_keys, " AND "),
+      " UNION ALL SELECT i FROM absent");
+}
+
+// Rows by key: the key columns arrive as one array parameter each.
+std::string ReadSql(const TableSchema& t) {
+  std::vector<std::string> cols, keys, arrays;
+  for (size_t c = 0; c < t.columns().size(); ++c) {
+    cols.push_back(absl::StrCat("t.", Quote(t.columns()[c].name)));
+  }
+  for (size_t k = 0; k < t.key_columns(); ++k) {
+    keys.push_back(cols[k]);
+    arrays.push_back(absl::StrCat("$", k + 1, "::", t.columns()[k].type, "[]"));
+  }
+  return absl::StrCat(
+      "SELECT ", absl::StrJoin(cols, ", "), ", x.timestamp, x.roident FROM ",
+      t.quoted_name(),
+      " AS t CROSS JOIN LATERAL "
+      "pg_catalog.pg_xact_commit_timestamp_origin(t.xmin) AS x WHERE (",
+      absl::StrJoin(keys, ", "), ") IN (SELECT * FROM pg_catalog.unnest(",
+      absl::StrJoin(arrays, ", "), "))");
+}
+
+// The binary form of a one-dimensional array without NULLs.
+std::string BinaryArray(Oid element_type,
+                        const std::vector<absl::string_view>& elements) {
+  std::string out;
+  internal::PutBigEndian32(&out, 1);  // dimensions
+  internal::PutBigEndian32(&out, 0);  // no NULLs
+  internal::PutBigEndian32(&out, element_type);
+  internal::PutBigEndian32(&out, static_cast<uint32_t>(elements.size()));
+  internal::PutBigEndian32(&out, 1);  // lower bound
+  for (absl::string_view e : elements) {
+    internal::PutBigEndian32(&out, static_cast<uint32_t>(e.size()));
+    out.append(e.data(), e.size());
+  }
+  return out;
+}
+
+int64_t NowStamp() {
+  return absl::ToUnixMicros(absl::Now()) - kPostgresEpochUnixMicros;
+}
+
+absl::Status WithContext(const absl::Status& s, absl::string_view what) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+}  // namespace
+
+PgBackend::PgBackend(PgBackendOptions options, OriginId origin_id,
+                     std::vector<Table> tables,
+                     std::unique_ptr<Connection> apply,
+                     std::unique_ptr<Connection> reader, int64_t last_stamp)
+    : options_(std::move(options)),
+      origin_id_(origin_id),
+      tables_(std::move(tables)),
+      table_index_([this] {
+        absl::flat_hash_map<std::string, size_t> index;
+        for (size_t i = 0; i < tables_.size(); ++i) {
+          index[tables_[i].schema.name()] = i;
+        }
+        return index;
+      }()),
+      apply_(std::move(apply)),
+      last_stamp_(last_stamp),
+      reader_(std::move(reader)) {}
+
+PgBackend::~PgBackend() = default;
+
+absl::StatusOr<std::unique_ptr<Connection>> PgBackend::OpenApply(
+    const PgBackendOptions& options, absl::Span<const Table> tables) {
+  ConnectOptions connect = options.connect;
+  connect.application_name = "tally apply";
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c,
+                         Connection::Open(options.conninfo, connect));
+  // One origin per node: another session may still hold it for a moment
+  // after the previous process's connection closed (PG-DESIGN §1.5).
+  const absl::Time deadline = absl::Now() + options.origin_busy_wait;
+  while (true) {
+    absl::Status s =
+        c->ExecParams(
+             "SELECT pg_catalog.pg_replication_origin_session_setup($1)",
+             {Param::Text(options.origin_name)})
+            .status();
+    if (s.ok()) break;
+    if (!absl::IsFailedPrecondition(s) || absl::Now() >= deadline) {
+      return WithContext(s, absl::StrCat("setting up replication origin ",
+                                         options.origin_name));
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  for (const Table& t : tables) {
+    TALLY_RETURN_IF_ERROR(
+        c->Exec(CreateStageSql(t.schema, t.temp_name)).status());
+  }
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<PgBackend>> PgBackend::Open(
+    const PgBackendOptions& options) {
+  if (options.origin_name.empty()) {
+    return absl::InvalidArgumentError("the apply origin needs a name");
+  }
+  ConnectOptions connect = options.connect;
+  connect.application_name = "tally reader";
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> reader,
+                         Connection::Open(options.conninfo, connect));
+  // Create the origin if missing (a concurrent creator is fine: the name is
+  // unique, and either one wins).
+  absl::Status created =
+      reader
+          ->ExecParams(
+              "SELECT pg_catalog.pg_replication_origin_create($1) WHERE NOT "
+              "EXISTS (SELECT 1 FROM pg_catalog.pg_replication_origin WHERE "
+              "roname = $1)",
+              {Param::Text(options.origin_name)})
+          .status();
+  if (!created.ok() && !absl::IsAlreadyExists(created)) {
+    return WithContext(created, absl::StrCat("creating replication origin ",
+                                             options.origin_name));
+  }
+  TALLY_ASSIGN_OR_RETURN(
+      Result origin,
+      reader->ExecParams(
+          "SELECT roident, pg_catalog.pg_replication_origin_progress($1, "
+          "true) FROM pg_catalog.pg_replication_origin WHERE roname = $1",
+          {Param::Text(options.origin_name)}));
+  uint32_t roident = 0;
+  if (origin.rows() != 1 || !absl::SimpleAtoi(origin.Value(0, 0), &roident) ||
+      roident > 0xffff) {
+    return absl::InternalError(absl::StrCat(
+        "replication origin ", options.origin_name, " has no usable id"));
+  }
+  int64_t last_stamp = 0;
+  if (!origin.IsNull(0, 1)) {
+    TALLY_ASSIGN_OR_RETURN(Lsn progress, ParseLsn(origin.Value(0, 1)));
+    last_stamp = static_cast<int64_t>(progress);
+  }
+
+  std::vector<Table> tables;
+  for (size_t i = 0; i < options.tables.size(); ++i) {
+    TALLY_ASSIGN_OR_RETURN(TableSchema schema,
+                           TableSchema::Read(*reader, options.tables[i]));
+    Table t{std::move(schema), absl::StrCat("tally_apply_", i), "", ""};
+    t.merge_sql = MergeSql(t.schema, t.temp_name);
+    t.read_sql = ReadSql(t.schema);
+    tables.push_back(std::move(t));
+  }
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> apply,
+                         OpenApply(options, tables));
+  return std::unique_ptr<PgBackend>(new PgBackend(
+      options, OriginId{static_cast<uint16_t>(roident)}, std::move(tables),
+      std::move(apply), std::move(reader), last_stamp));
+}
+
+const TableSchema* PgBackend::schema(absl::string_view keyspace) const {
+  auto it = table_index_.find(keyspace);
+  return it == table_index_.end() ? nullptr : &tables_[it->second].schema;
+}
+
+int64_t PgBackend::last_stamp() const {
+  absl::MutexLock lock(&apply_mu_);
+  return last_stamp_;
+}
+
+absl::StatusOr<std::string> PgBackend::SchemaFingerprint(
+    absl::string_view keyspace) const {
+  const TableSchema* t = schema(keyspace);
+  if (t == nullptr) return absl::StrCat(kFingerprintPrefix, "not-kept");
+  return t->fingerprint();
+}
+
+absl::Status PgBackend::ApplyRows(absl::Span<const RowChange> rows,
+                                  std::vector<RowOutcome>* outcomes) {
+  absl::MutexLock lock(&apply_mu_);
+  outcomes->assign(rows.size(), RowOutcome{});
+  if (rows.empty()) return absl::OkStatus();
+  bool began = false;
+  absl::Status s = ApplyLocked(rows, outcomes, &began);
+  if (!s.ok()) {
+    outcomes->assign(rows.size(), RowOutcome{});
+    if (began && apply_ != nullptr && apply_->healthy()) {
+      (void)apply_->Exec("ROLLBACK");
+    }
+  }
+  return s;
+}
+
+absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
+                                    std::vector<RowOutcome>* outcomes,
+                                    bool* began) {
+  // Stage every row before touching the database: a row that is not the
+  // table's encoding fails the commit with nothing sent.
+  std::vector<CopyBinaryWriter> stages(tables_.size());
+  std::vector<bool> used(tables_.size(), false);
+  std::vector<Field> fields;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowChange& row = rows[i];
+    auto it = table_index_.find(row.row.keyspace);
+    if (it == table_index_.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("keyspace ", row.row.keyspace,
+                       " is not a table this node keeps (--table)"));
+    }
+    const Table& table = tables_[it->second];
+    const RowCodec codec = table.schema.codec();
+    const bool present = row.expected.exists && !row.expected.deleted;
+    char op;
+    if (row.kind == RowChange::Kind::kPut) {
+      op = present ? 'u' : 'i';
+    } else {
+      op = present ? 'd' : 'n';
+    }
+    std::optional<RowToken> expected;
+    if (op == 'u' || op == 'd') {
+      absl::StatusOr<RowToken> token = RowToken::Decode(row.expected.payload);
+      // No token (an unreadable record): the row cannot be compared, so it
+      // is refused rather than written blind.
+      if (!token.ok()) continue;
+      expected = *token;
+    }
+    absl::Status decoded = op == 'u' || op == 'i'
+                               ? codec.Decode(row.row.key, row.value, &fields)
+                               : codec.DecodeKey(row.row.key, &fields);
+    if (!decoded.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a row of keyspace ", row.row.keyspace,
+                       " is not the table's encoding: ", decoded.message()));
+    }
+    fields.resize(codec.columns(), Field::Null());
+    const std::string index = Int4Bytes(static_cast<uint32_t>(i));
+    const std::string op_byte(1, op);
+    std::string ets, eor;
+    std::vector<Field> staged = {Field::Of(index), Field::Of(op_byte),
+                                 Field::Null(), Field::Null()};
+    if (expected && expected->commit_time_us) {
+      ets = Int8Bytes(*expected->commit_time_us);
+      eor = Int4Bytes(expected->origin.value);
+      staged[2] = Field::Of(ets);
+      staged[3] = Field::Of(eor);
+    }
+    staged.insert(staged.end(), fields.begin(), fields.end());
+    TALLY_RETURN_IF_ERROR(stages[it->second].AddRow(staged));
+    used[it->second] = true;
+  }
+
+  if (apply_ == nullptr || !apply_->healthy()) {
+    apply_.reset();
+    TALLY_ASSIGN_OR_RETURN(apply_, OpenApply(options_, tables_));
+  }
+  const int64_t stamp = std::max(NowStamp(), last_stamp_ + 1);
+  *began = true;
+  TALLY_RETURN_IF_ERROR(apply_->Exec("BEGIN").status());
+  TALLY_RETURN_IF_ERROR(
+      apply_
+          ->ExecParams(
+              "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_lsn, "
+              "$2::timestamptz)",
+              {Param::Text(FormatLsn(static_cast<Lsn>(stamp))),
+               Param::Binary(Int8Bytes(stamp), kTimestamptzOid)})
+          .status());
+  ApplyMessage message;
+  message.apply_sequence = static_cast<uint64_t>(stamp);
+  message.token = RowToken{stamp, origin_id_};
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (!used[t]) continue;
+    const Table& table = tables_[t];
+    stages[t].Finish();
+    TALLY_RETURN_IF_ERROR(
+        WithContext(apply_
+                        ->CopyIn(CopyStageSql(table.schema, table.temp_name),
+                                 stages[t].TakeBuffered())
+                        .status(),
+                    absl::StrCat("staging rows of ", table.schema.name())));
+    absl::StatusOr<Result> applied = apply_->Exec(table.merge_sql);
+    if (!applied.ok()) {
+      return WithContext(applied.status(), absl::StrCat("applying rows to ",
+                                                        table.schema.name()));
+    }
+    for (int r = 0; r < applied->rows(); ++r) {
+      size_t i = 0;
+      if (!absl::SimpleAtoi(applied->Value(r, 0), &i) || i >= rows.size()) {
+        return absl::InternalError("the apply returned a row it was not given");
+      }
+      (*outcomes)[i].applied = true;
+    }
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!(*outcomes)[i].applied) continue;
+    const RowChange& row = rows[i];
+    AppliedRow a;
+    a.keyspace = std::string(row.row.keyspace);
+    a.key = std::string(row.row.key);
+    a.version = *row.version;
+    a.deleted = row.kind != RowChange::Kind::kPut;
+    a.erased = row.kind == RowChange::Kind::kErase;
+    message.rows.push_back(std::move(a));
+  }
+  if (!message.rows.empty()) {
+    TALLY_RETURN_IF_ERROR(
+        apply_
+            ->ExecParams(
+                "SELECT pg_catalog.pg_logical_emit_message(true, $1, $2)",
+                {Param::Text(std::string(kApplyMessagePrefix)),
+                 Param::Binary(EncodeApplyMessage(message), kByteaOid)})
+            .status());
+  }
+  TALLY_RETURN_IF_ERROR(
+      WithContext(apply_->Exec("COMMIT").status(), "committing an apply"));
+  last_stamp_ = stamp;
+  const std::string token = message.token.Encode();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    RowOutcome& o = (*outcomes)[i];
+    // A tombstone keeps no token: no PostgreSQL row describes it.
+    if (o.applied && rows[i].kind == RowChange::Kind::kPut) o.payload = token;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> PgBackend::ReadValue(
+    const RowLocation& row, absl::string_view stored_payload) const {
+  TALLY_ASSIGN_OR_RETURN(auto values, ReadValues({row}, {stored_payload}));
+  return std::move(values[0]);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<std::string>>> PgBackend::ReadValues(
+    absl::Span<const RowLocation> rows,
+    absl::Span<const absl::string_view> stored_payloads) const {
+  if (rows.size() != stored_payloads.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReadValues given ", rows.size(), " rows and ",
+                     stored_payloads.size(), " payloads"));
+  }
+  std::vector<absl::StatusOr<std::string>> values(
+      rows.size(), absl::InternalError("not read"));
+  std::vector<std::vector<size_t>> by_table(tables_.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    // A tombstone: no row, the empty value.
+    if (stored_payloads[i].empty()) {
+      values[i] = std::string();
+      continue;
+    }
+    auto it = table_index_.find(rows[i].keyspace);
+    if (it == table_index_.end()) {
+      values[i] = absl::FailedPreconditionError(absl::StrCat(
+          "keyspace ", rows[i].keyspace, " is not a table this node keeps"));
+      continue;
+    }
+    by_table[it->second].push_back(i);
+  }
+  absl::MutexLock lock(&read_mu_);
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (by_table[t].empty()) continue;
+    if (reader_ == nullptr || !reader_->healthy()) {
+      ConnectOptions connect = options_.connect;
+      connect.application_name = "tally reader";
+      absl::StatusOr<std::unique_ptr<Connection>> c =
+          Connection::Open(options_.conninfo, connect);
+      if (!c.ok()) return c.status();
+      reader_ = std::move(*c);
+    }
+    TALLY_RETURN_IF_ERROR(
+        ReadTable(tables_[t], rows, stored_payloads, by_table[t], &values));
+  }
+  return values;
+}
+
+absl::Status PgBackend::ReadTable(
+    const Table& table, absl::Span<const RowLocation> rows,
+    absl::Span<const absl::string_view> payloads,
+    absl::Span<const size_t> indexes,
+    std::vector<absl::StatusOr<std::string>>* values) const {
+  const TableSchema& schema = table.schema;
+  const RowCodec codec = schema.codec();
+  const size_t k = schema.key_columns();
+  std::vector<std::vector<absl::string_view>> key_arrays(k);
+  std::vector<Field> fields;
+  std::vector<size_t> asked;
+  for (size_t i : indexes) {
+    absl::Status s = codec.DecodeKey(rows[i].key, &fields);
+    bool has_null = false;
+    for (const Field& f : fields) has_null |= f.is_null();
+    if (!s.ok() || has_null) {
+      (*values)[i] = absl::DataLossError(
+          absl::StrCat("a key of keyspace ", schema.name(),
+                       " is not the table's key encoding: ",
+                       s.ok() ? "a key column is NULL" : s.message()));
+      continue;
+    }
+    for (size_t c = 0; c < k; ++c) key_arrays[c].push_back(fields[c].bytes());
+    asked.push_back(i);
+  }
+  if (asked.empty()) return absl::OkStatus();
+  std::vector<Param> params;
+  for (size_t c = 0; c < k; ++c) {
+    params.push_back(
+        Param::Binary(BinaryArray(schema.columns()[c].type_oid, key_arrays[c]),
+                      schema.columns()[c].array_type_oid));
+  }
+  absl::StatusOr<Result> r =
+      reader_->ExecParams(table.read_sql, params, /*binary_results=*/true);
+  if (!r.ok()) {
+    return WithContext(r.status(),
+                       absl::StrCat("reading rows of ", schema.name()));
+  }
+  struct Found {
+    std::string value;
+    RowToken token;
+  };
+  absl::flat_hash_map<std::string, Found> found;
+  const int n = static_cast<int>(codec.columns());
+  std::string key, value;
+  std::vector<Field> row;
+  for (int i = 0; i < r->rows(); ++i) {
+    row.clear();
+    for (int c = 0; c < n; ++c) {
+      row.push_back(r->IsNull(i, c) ? Field::Null()
+                                    : Field::Of(r->Value(i, c)));
+    }
+    TALLY_RETURN_IF_ERROR(codec.Encode(row, &key, &value));
+    auto nullable = [&](int c) {
+      return r->IsNull(i, c) ? Field::Null() : Field::Of(r->Value(i, c));
+    };
+    TALLY_ASSIGN_OR_RETURN(RowToken token,
+                           RowToken::FromBinary(nullable(n), nullable(n + 1)));
+    found[key] = Found{value, token};
+  }
+  for (size_t i : asked) {
+    absl::StatusOr<RowToken> want = RowToken::Decode(payloads[i]);
+    if (!want.ok()) {
+      (*values)[i] = want.status();
+      continue;
+    }
+    auto it = found.find(rows[i].key);
+    if (it == found.end() || it->second.token != *want) {
+      (*values)[i] = absl::AbortedError(absl::StrCat(
+          "row of keyspace ", schema.name(),
+          it == found.end() ? " is gone from the table"
+                            : " changed in the table",
+          " since it was indexed; the capture indexes the change"));
+      continue;
+    }
+    (*values)[i] = it->second.value;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pg
+}  // namespace tally

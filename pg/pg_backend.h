@@ -1,0 +1,191 @@
+// PgBackend: the RowBackend that keeps rows in PostgreSQL tables
+// (PG-DESIGN §2.5), one keyspace per table ("public.users").
+//
+// The store keeps the index (token, key -> version, digest) and, in place
+// of each row's value, the RowToken (pg/row_token.h) of the PostgreSQL row
+// version it describes: the commit timestamp and replication origin of the
+// transaction that wrote it. Values are the canonical bytes of
+// pg/row_codec.h; a tombstone keeps an empty payload.
+//
+// Apply. One connection per database holds the node's replication origin
+// (`pg_replication_origin_session_setup`, created if missing). ApplyRows is
+// ONE transaction:
+//   BEGIN; SELECT pg_replication_origin_xact_setup(<stamp as LSN>, <stamp>)
+//   per keyspace: binary COPY of the rows into a temp table (row index, op,
+//     expected token, the canonical columns), then one statement that
+//     UPDATEs and DELETEs rows whose pg_xact_commit_timestamp_origin(xmin)
+//     still equals the expected token, INSERTs rows the index says are
+//     absent with ON CONFLICT DO NOTHING, checks that rows to be absent
+//     are, and returns the row indexes it changed;
+//   pg_logical_emit_message(true, 'tally.apply', <the changed rows>)
+//     (pg/apply_message.h); COMMIT.
+// The stamp is a unique, increasing timestamp (µs since 2000, at least one
+// above the last one the origin's progress recorded) used both as the
+// transaction's commit timestamp and as its origin LSN, so that a restart
+// continues above every stamp used before. xact_setup fixes the commit
+// timestamp, so the token of every applied row, RowToken(stamp, the
+// origin's roident), is known before COMMIT. A row the statement did not
+// return was changed by an application since tallyd captured it: it is
+// refused (RowOutcome::applied false) and the capture delivers the
+// application's write, which wins.
+//
+// Crash safety: PostgreSQL commits first, the store's WriteBatch second.
+// If tallyd dies between the two, PostgreSQL holds rows the index does not
+// describe. The capture resumes from the store's position, which is before
+// that transaction, receives it (origin = this node's apply origin) with
+// its 'tally.apply' message, and indexes the listed rows with the versions
+// the message carries. When the store did commit, the same versions and
+// digests change nothing: an idempotent replay. An error before COMMIT
+// rolls back and applies nothing; an error during COMMIT (the connection
+// lost) leaves the outcome unknown, which the same capture replay settles.
+//
+// Reads. ReadValues sends one `SELECT <canonical columns> ... WHERE (key)
+// IN (unnest of key arrays)` per keyspace per call, in binary, on a reader
+// connection, and answers a row only while its token still equals the
+// payload the index holds (kAborted otherwise: the row changed since it was
+// indexed, and the capture will index the change).
+//
+//   PgBackendOptions o;
+//   o.conninfo = "postgresql://tally@127.0.0.1/app";
+//   o.tables = {"public.users"};
+//   o.origin_name = "tally_db_3";
+//   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<PgBackend> b, PgBackend::Open(o));
+//
+// Thread-safety: ApplyRows is called by one thread at a time (the store's
+// commit leader); ReadValue(s) and SchemaFingerprint from any thread,
+// concurrently with it. Each connection is guarded by its own mutex.
+#ifndef TALLY_PG_PG_BACKEND_H_
+#define TALLY_PG_PG_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "pg/connection.h"
+#include "pg/row_token.h"
+#include "pg/table_schema.h"
+#include "storage/row_backend.h"
+
+namespace tally {
+namespace pg {
+
+struct PgBackendOptions {
+  // libpq connection string or URL of the database.
+  std::string conninfo;
+  // The tables kept, as qualified names; each is a keyspace.
+  std::vector<std::string> tables;
+  // The node's replication origin ("tally_<slot>"); created if missing.
+  std::string origin_name;
+  ConnectOptions connect;
+  // How long Open waits for the origin when another session still holds
+  // it (briefly, after a previous process's connection closed).
+  absl::Duration origin_busy_wait = absl::Seconds(10);
+};
+
+class PgBackend final : public storage::RowBackend {
+ public:
+  // Connects (apply and reader connections), creates and sets up the
+  // origin, reads the tables' schemas. Returns the connection's error, the
+  // schema's (kNotFound, kFailedPrecondition without a primary key), or
+  // kFailedPrecondition when another session holds the origin past
+  // `origin_busy_wait`.
+  static absl::StatusOr<std::unique_ptr<PgBackend>> Open(
+      const PgBackendOptions& options);
+
+  ~PgBackend() override;
+  PgBackend(const PgBackend&) = delete;
+  PgBackend& operator=(const PgBackend&) = delete;
+
+  absl::string_view name() const override { return "postgresql"; }
+
+  // See the header comment. Returns kFailedPrecondition for a keyspace
+  // that is not a kept table, kInvalidArgument for a key or value that is
+  // not the table's encoding, or the database's error (nothing applied,
+  // or, for an error during COMMIT, an outcome the capture settles).
+  absl::Status ApplyRows(absl::Span<const storage::RowChange> rows,
+                         std::vector<storage::RowOutcome>* outcomes) override
+      ABSL_LOCKS_EXCLUDED(apply_mu_);
+
+  absl::StatusOr<std::string> ReadValue(const storage::RowLocation& row,
+                                        absl::string_view stored_payload)
+      const override ABSL_LOCKS_EXCLUDED(read_mu_);
+
+  absl::StatusOr<std::vector<absl::StatusOr<std::string>>> ReadValues(
+      absl::Span<const storage::RowLocation> rows,
+      absl::Span<const absl::string_view> stored_payloads) const override
+      ABSL_LOCKS_EXCLUDED(read_mu_);
+
+  // The table's fingerprint (pg/table_schema.h) for a kept table; for any
+  // other keyspace "postgresql/1:not-kept", which matches no table, so no
+  // peer sends this node rows it has no table for.
+  absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view keyspace) const override;
+
+  // The apply origin's id (roident): the origin of every row ApplyRows
+  // writes.
+  OriginId origin_id() const { return origin_id_; }
+  // The schema of a kept table, or null.
+  const TableSchema* schema(absl::string_view keyspace) const;
+  // The stamp of the last apply transaction this backend committed (or
+  // found recorded as the origin's progress at Open).
+  int64_t last_stamp() const ABSL_LOCKS_EXCLUDED(apply_mu_);
+
+ private:
+  struct Table {
+    TableSchema schema;
+    // pg_temp.<temp_name>: the apply's staging table for it.
+    std::string temp_name;
+    // The apply's statement for the staged rows (see the .cc).
+    std::string merge_sql;
+    // The reader's SELECT of rows by key.
+    std::string read_sql;
+  };
+
+  PgBackend(PgBackendOptions options, OriginId origin_id,
+            std::vector<Table> tables, std::unique_ptr<Connection> apply,
+            std::unique_ptr<Connection> reader, int64_t last_stamp);
+
+  // Opens the apply connection with the origin set up and the temp tables
+  // created.
+  static absl::StatusOr<std::unique_ptr<Connection>> OpenApply(
+      const PgBackendOptions& options, absl::Span<const Table> tables);
+  // Sets `*began` once it has sent BEGIN (the caller then rolls back on
+  // error).
+  absl::Status ApplyLocked(absl::Span<const storage::RowChange> rows,
+                           std::vector<storage::RowOutcome>* outcomes,
+                           bool* began)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  absl::Status ReadTable(const Table& table,
+                         absl::Span<const storage::RowLocation> rows,
+                         absl::Span<const absl::string_view> payloads,
+                         absl::Span<const size_t> indexes,
+                         std::vector<absl::StatusOr<std::string>>* values) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(read_mu_);
+
+  // Constant after construction.
+  const PgBackendOptions options_;
+  const OriginId origin_id_;
+  const std::vector<Table> tables_;
+  const absl::flat_hash_map<std::string, size_t> table_index_;
+
+  mutable absl::Mutex apply_mu_;
+  std::unique_ptr<Connection> apply_ ABSL_GUARDED_BY(apply_mu_);
+  int64_t last_stamp_ ABSL_GUARDED_BY(apply_mu_);
+
+  mutable absl::Mutex read_mu_;
+  // Reopened by the const reads when broken.
+  mutable std::unique_ptr<Connection> reader_ ABSL_GUARDED_BY(read_mu_);
+};
+
+}  // namespace pg
+}  // namespace tally
+
+#endif  // TALLY_PG_PG_BACKEND_H_

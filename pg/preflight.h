@@ -1,0 +1,59 @@
+// Preflight: the checks tallyd makes of a database before it keeps its
+// tables (issue 10 §1), each refusal naming the fix.
+//
+// The first start needs: wal_level = logical (logical decoding) and
+// track_commit_timestamp = on (the apply's compare-and-swap token, and the
+// version of captured changes); a role with REPLICATION (or a superuser)
+// that may call the replication-origin functions (PostgreSQL grants them to
+// superusers only) and read and write every kept table; every table present
+// with a primary key; a free replication slot unless the node's slot
+// exists already; a free replication-origin state unless the node's origin
+// exists already; a free WAL sender for the capture connection.
+//
+//   PreflightOptions o;
+//   o.tables = {"public.users", "public.orders"};
+//   o.slot_name = "tally_db_3";
+//   o.origin_name = "tally_db_3";
+//   absl::StatusOr<std::vector<TableSchema>> tables = Preflight(conn, o);
+//
+// All problems are reported at once, one per "; "-separated clause, so an
+// operator fixes them in one round. The code is the first problem's:
+// kFailedPrecondition for settings and tables (a restart or a DDL change is
+// needed), kPermissionDenied for the role, kNotFound for a missing table,
+// kResourceExhausted for slots, origins and WAL senders.
+//
+// Thread-compatible: uses the caller's connection.
+#ifndef TALLY_PG_PREFLIGHT_H_
+#define TALLY_PG_PREFLIGHT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pg/connection.h"
+#include "pg/table_schema.h"
+
+namespace tally {
+namespace pg {
+
+struct PreflightOptions {
+  // Qualified table names ("public.users").
+  std::vector<std::string> tables;
+  // The node's replication slot and apply origin. When one exists already
+  // (a later start) it needs no free slot (origin state); empty: a free
+  // one is required.
+  std::string slot_name;
+  std::string origin_name;
+};
+
+// Runs every check on the database `conn` is connected to (an ordinary
+// connection). Returns the tables' schemas, in the order of
+// `options.tables`, when all pass; otherwise an error naming every problem
+// and its fix.
+absl::StatusOr<std::vector<TableSchema>> Preflight(
+    Connection& conn, const PreflightOptions& options);
+
+}  // namespace pg
+}  // namespace tally
+
+#endif  // TALLY_PG_PREFLIGHT_H_

@@ -1,0 +1,171 @@
+#include "pg/preflight.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "support/pg_cluster.h"
+#include "support/pg_test_macros.h"
+
+namespace tally {
+namespace pg {
+namespace {
+
+using ::tally::testing::PgCluster;
+using ::tally::testing::PgClusterOptions;
+
+std::unique_ptr<PgCluster> StartCluster(std::vector<std::string> settings) {
+  PgClusterOptions options;
+  options.settings = std::move(settings);
+  absl::StatusOr<std::unique_ptr<PgCluster>> pg = PgCluster::Start(options);
+  EXPECT_TRUE(pg.ok()) << pg.status();
+  return pg.ok() ? std::move(*pg) : nullptr;
+}
+
+std::unique_ptr<Connection> Connect(const PgCluster& pg,
+                                    absl::string_view user = "postgres",
+                                    std::string replication = "") {
+  ConnectOptions options;
+  options.replication = std::move(replication);
+  absl::StatusOr<std::unique_ptr<Connection>> c =
+      Connection::Open(pg.Uri("postgres", user), options);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+bool Mentions(const absl::Status& s, absl::string_view text) {
+  return s.message().find(text) != absl::string_view::npos;
+}
+
+TEST(Preflight, AReadyDatabasePassesAndGivesTheSchemas) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  auto pg = StartCluster({});
+  ASSERT_NE(pg, nullptr);
+  ASSERT_TRUE(pg->Execute("CREATE TABLE public.a (id int PRIMARY KEY, v text);"
+                          "CREATE TABLE public.b (k text PRIMARY KEY);")
+                  .ok());
+  auto c = Connect(*pg);
+  ASSERT_NE(c, nullptr);
+  PreflightOptions options;
+  options.tables = {"public.b", "public.a"};
+  auto tables = Preflight(*c, options);
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  ASSERT_EQ(tables->size(), 2u);
+  EXPECT_EQ((*tables)[0].name(), "public.b");
+  EXPECT_EQ((*tables)[1].name(), "public.a");
+}
+
+TEST(Preflight, WrongSettingsAreRefusedWithTheFix) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  auto pg = StartCluster({"wal_level=replica", "track_commit_timestamp=off"});
+  ASSERT_NE(pg, nullptr);
+  auto c = Connect(*pg);
+  ASSERT_NE(c, nullptr);
+  absl::Status s = Preflight(*c, {}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(Mentions(s, "wal_level is 'replica'")) << s;
+  EXPECT_TRUE(Mentions(s, "ALTER SYSTEM SET wal_level = logical")) << s;
+  EXPECT_TRUE(Mentions(s, "track_commit_timestamp is off")) << s;
+  EXPECT_TRUE(Mentions(s, "ALTER SYSTEM SET track_commit_timestamp = on")) << s;
+}
+
+TEST(Preflight, ARoleWithoutReplicationOrGrantsIsRefusedUntilGranted) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  auto pg = StartCluster({});
+  ASSERT_NE(pg, nullptr);
+  ASSERT_TRUE(pg->Execute("CREATE ROLE app LOGIN;"
+                          "CREATE TABLE public.t (id int PRIMARY KEY);")
+                  .ok());
+  auto c = Connect(*pg, "app");
+  ASSERT_NE(c, nullptr);
+  PreflightOptions options;
+  options.tables = {"public.t"};
+  absl::Status s = Preflight(*c, options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_TRUE(Mentions(s, "ALTER ROLE \"app\" REPLICATION")) << s;
+  EXPECT_TRUE(Mentions(s,
+                       "GRANT EXECUTE ON FUNCTION "
+                       "pg_replication_origin_create(text)"))
+      << s;
+  EXPECT_TRUE(Mentions(s, "may not read and write table public.t")) << s;
+
+  ASSERT_TRUE(
+      pg->Execute("ALTER ROLE app REPLICATION;"
+                  "GRANT EXECUTE ON FUNCTION "
+                  "pg_replication_origin_create(text), "
+                  "pg_replication_origin_session_setup(text), "
+                  "pg_replication_origin_xact_setup(pg_lsn, timestamptz), "
+                  "pg_replication_origin_progress(text, boolean) TO app;"
+                  "GRANT SELECT, INSERT, UPDATE, DELETE ON public.t TO app;")
+          .ok());
+  auto tables = Preflight(*c, options);
+  EXPECT_TRUE(tables.ok()) << tables.status();
+}
+
+TEST(Preflight, TablesWithoutAKeyOrMissingAreAllNamed) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  auto pg = StartCluster({});
+  ASSERT_NE(pg, nullptr);
+  ASSERT_TRUE(pg->Execute("CREATE TABLE public.nokey (a int);"
+                          "CREATE TABLE public.ok (id int PRIMARY KEY);")
+                  .ok());
+  auto c = Connect(*pg);
+  ASSERT_NE(c, nullptr);
+  PreflightOptions options;
+  options.tables = {"public.ok", "public.nokey", "public.gone"};
+  absl::Status s = Preflight(*c, options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(Mentions(s, "table public.nokey has no primary key")) << s;
+  EXPECT_TRUE(Mentions(s, "ADD PRIMARY KEY")) << s;
+  EXPECT_TRUE(Mentions(s, "table public.gone does not exist")) << s;
+  EXPECT_FALSE(Mentions(s, "public.ok")) << s;
+}
+
+TEST(Preflight, NoFreeSlotOriginOrWalSenderIsRefused) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  auto pg = StartCluster({"max_replication_slots=1", "max_wal_senders=1"});
+  ASSERT_NE(pg, nullptr);
+  auto c = Connect(*pg);
+  ASSERT_NE(c, nullptr);
+  PreflightOptions options;
+  options.slot_name = "tally_a";
+  options.origin_name = "tally_a";
+  ASSERT_TRUE(Preflight(*c, options).ok());
+
+  // Another system takes the only slot and the only origin state.
+  ASSERT_TRUE(pg->Execute("SELECT pg_create_logical_replication_slot("
+                          "'other', 'pgoutput');"
+                          "SELECT pg_replication_origin_create('other');")
+                  .ok());
+  absl::Status s = Preflight(*c, options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_TRUE(Mentions(s, "all 1 replication slots are in use")) << s;
+  EXPECT_TRUE(Mentions(s, "replication origin states are in use")) << s;
+  EXPECT_FALSE(Mentions(s, "WAL senders")) << s;
+  // The node's own slot and origin, once they exist, need none free.
+  options.slot_name = "other";
+  options.origin_name = "other";
+  ASSERT_TRUE(Preflight(*c, options).ok());
+
+  // A replication client holds the only WAL sender.
+  auto sender = Connect(*pg, "postgres", "database");
+  ASSERT_NE(sender, nullptr);
+  s = Preflight(*c, options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_TRUE(Mentions(s, "all 1 WAL senders are in use")) << s;
+  sender.reset();
+  // The sender's slot is released when its backend exits, shortly after.
+  absl::Status after;
+  for (int i = 0; i < 50; ++i) {
+    after = Preflight(*c, options).status();
+    if (after.ok()) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(after.ok()) << after;
+}
+
+}  // namespace
+}  // namespace pg
+}  // namespace tally

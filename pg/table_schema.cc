@@ -1,0 +1,357 @@
+#include "pg/table_schema.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace pg {
+namespace {
+
+// SQL's quoting of an identifier (what PQescapeIdentifier does, without a
+// connection: the names come from the catalog, already valid UTF-8).
+std::string QuoteName(absl::string_view name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out.push_back('"');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+// The catalog query. Types are formatted with search_path = pg_catalog
+// (set around it), so that format_type qualifies every type outside
+// pg_catalog and a user type reads alike whatever the session's path.
+constexpr absl::string_view kColumnsQuery = R"sql(
+SELECT c.oid, c.relkind, a.attname, a.atttypid,
+       pg_catalog.format_type(a.atttypid, a.atttypmod),
+       coalesce(co.collname, ''), a.attnum, k.pos, ty.typarray
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_catalog.pg_attribute a
+  ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+     AND a.attgenerated = ''
+LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation
+LEFT JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid
+LEFT JOIN pg_catalog.pg_index i ON i.indrelid = c.oid AND i.indisprimary
+LEFT JOIN LATERAL pg_catalog.unnest(i.indkey) WITH ORDINALITY AS k(attnum, pos)
+  ON k.attnum = a.attnum AND k.pos <= i.indnkeyatts
+WHERE n.nspname = $1 AND c.relname = $2
+ORDER BY a.attnum
+)sql";
+
+absl::StatusOr<Result> ReadColumns(Connection& conn, const std::string& schema,
+                                   const std::string& table) {
+  TALLY_ASSIGN_OR_RETURN(Result path,
+                         conn.Exec("SELECT pg_catalog.current_setting("
+                                   "'search_path')"));
+  const std::string saved(path.Value(0, 0));
+  TALLY_RETURN_IF_ERROR(
+      conn.Exec("SELECT pg_catalog.set_config('search_path', 'pg_catalog', "
+                "false)")
+          .status());
+  absl::StatusOr<Result> rows =
+      conn.ExecParams(kColumnsQuery, {Param::Text(schema), Param::Text(table)});
+  absl::Status restored =
+      conn.ExecParams("SELECT pg_catalog.set_config('search_path', $1, false)",
+                      {Param::Text(saved)})
+          .status();
+  if (!rows.ok()) return rows.status();
+  if (!restored.ok()) return restored;
+  return rows;
+}
+
+// One line of a description, parsed back.
+struct DescribedColumn {
+  int key_position = 0;  // 0: not in the key
+  std::string name;      // unquoted
+  std::string type;
+  std::string collation;  // unquoted; empty for none
+};
+
+// Reads a quoted identifier at the start of `*s` and removes it.
+bool ConsumeQuoted(absl::string_view* s, std::string* out) {
+  if (s->empty() || s->front() != '"') return false;
+  out->clear();
+  for (size_t i = 1; i < s->size(); ++i) {
+    if ((*s)[i] != '"') {
+      out->push_back((*s)[i]);
+      continue;
+    }
+    if (i + 1 < s->size() && (*s)[i + 1] == '"') {
+      out->push_back('"');
+      ++i;
+      continue;
+    }
+    s->remove_prefix(i + 1);
+    return true;
+  }
+  return false;
+}
+
+bool ParseLine(absl::string_view line, DescribedColumn* col) {
+  if (absl::ConsumePrefix(&line, "key ")) {
+    const size_t space = line.find(' ');
+    if (space == line.npos ||
+        !absl::SimpleAtoi(line.substr(0, space), &col->key_position) ||
+        col->key_position < 1) {
+      return false;
+    }
+    line.remove_prefix(space + 1);
+  } else if (!absl::ConsumePrefix(&line, "column ")) {
+    return false;
+  }
+  if (!ConsumeQuoted(&line, &col->name) || !absl::ConsumePrefix(&line, " ")) {
+    return false;
+  }
+  const size_t collate = line.rfind(" collate \"");
+  if (collate != line.npos) {
+    absl::string_view rest = line.substr(collate + 9);
+    if (!ConsumeQuoted(&rest, &col->collation) || !rest.empty()) return false;
+    line = line.substr(0, collate);
+  }
+  col->type = std::string(line);
+  return !col->type.empty();
+}
+
+bool ParseDescription(absl::string_view text,
+                      std::vector<DescribedColumn>* columns) {
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    DescribedColumn col;
+    if (!ParseLine(line, &col)) return false;
+    columns->push_back(std::move(col));
+  }
+  return true;
+}
+
+std::string KeyOf(const std::vector<DescribedColumn>& columns) {
+  std::vector<std::pair<int, std::string>> key;
+  for (const DescribedColumn& c : columns) {
+    if (c.key_position > 0) key.emplace_back(c.key_position, c.name);
+  }
+  std::sort(key.begin(), key.end());
+  return absl::StrCat(
+      "(",
+      absl::StrJoin(key, ", ",
+                    [](std::string* out, const std::pair<int, std::string>& k) {
+                      out->append(k.second);
+                    }),
+      ")");
+}
+
+std::string TypeWithCollation(const DescribedColumn& c) {
+  if (c.collation.empty()) return c.type;
+  return absl::StrCat(c.type, " collate \"", c.collation, "\"");
+}
+
+}  // namespace
+
+absl::Status SplitQualifiedName(absl::string_view qualified_name,
+                                std::string* schema, std::string* table) {
+  const size_t dot = qualified_name.find('.');
+  if (dot == qualified_name.npos || dot == 0 ||
+      dot + 1 == qualified_name.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table \"", qualified_name,
+        "\" must be named with its schema, as schema.table (public.users)"));
+  }
+  *schema = std::string(qualified_name.substr(0, dot));
+  *table = std::string(qualified_name.substr(dot + 1));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TableSchema> TableSchema::Read(
+    Connection& conn, absl::string_view qualified_name) {
+  std::string schema, table;
+  TALLY_RETURN_IF_ERROR(SplitQualifiedName(qualified_name, &schema, &table));
+  absl::StatusOr<Result> rows = ReadColumns(conn, schema, table);
+  if (!rows.ok()) {
+    return absl::Status(
+        rows.status().code(),
+        absl::StrCat("reading the columns of table ", qualified_name, ": ",
+                     rows.status().message()));
+  }
+  if (rows->rows() == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("table ", qualified_name, " does not exist"));
+  }
+  const absl::string_view relkind = rows->Value(0, 1);
+  if (relkind != "r") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        qualified_name, " is not a plain table (pg_class.relkind '", relkind,
+        "'): tally keeps the rows of tables",
+        relkind == "p" ? "; name the partitions of a partitioned table" : ""));
+  }
+  TableSchema t;
+  t.name_ = std::string(qualified_name);
+  if (!absl::SimpleAtoi(rows->Value(0, 0), &t.relid_)) {
+    return absl::InternalError("pg_class.oid is not a number");
+  }
+  std::vector<std::pair<int64_t, std::string>> key;
+  for (int r = 0; r < rows->rows(); ++r) {
+    if (rows->IsNull(r, 2)) continue;  // a table of no columns
+    TableColumn col;
+    col.name = std::string(rows->Value(r, 2));
+    if (!absl::SimpleAtoi(rows->Value(r, 3), &col.type_oid) ||
+        !absl::SimpleAtoi(rows->Value(r, 6), &col.attnum) ||
+        !absl::SimpleAtoi(rows->Value(r, 8), &col.array_type_oid)) {
+      return absl::InternalError(absl::StrCat(
+          "catalog row of column ", col.name, " has a non-numeric OID"));
+    }
+    col.type = std::string(rows->Value(r, 4));
+    col.collation = std::string(rows->Value(r, 5));
+    if (!rows->IsNull(r, 7)) {
+      int64_t pos = 0;
+      if (!absl::SimpleAtoi(rows->Value(r, 7), &pos)) {
+        return absl::InternalError("primary-key position is not a number");
+      }
+      key.emplace_back(pos, col.name);
+    }
+    t.columns_.push_back(std::move(col));
+  }
+  if (key.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "table ", qualified_name,
+        " has no primary key: tally identifies rows by it (and logical "
+        "decoding sends old keys by it); add one, e.g. ALTER TABLE ",
+        QuoteName(schema), ".", QuoteName(table),
+        " ADD PRIMARY KEY (<columns>)"));
+  }
+  std::sort(key.begin(), key.end());
+  std::vector<std::string> key_names;
+  for (auto& k : key) key_names.push_back(std::move(k.second));
+  TALLY_RETURN_IF_ERROR(t.Finish(key_names));
+  return t;
+}
+
+absl::StatusOr<TableSchema> TableSchema::FromColumns(
+    std::string qualified_name, std::vector<TableColumn> columns,
+    const std::vector<std::string>& primary_key) {
+  std::string schema, table;
+  TALLY_RETURN_IF_ERROR(SplitQualifiedName(qualified_name, &schema, &table));
+  TableSchema t;
+  t.name_ = std::move(qualified_name);
+  t.columns_ = std::move(columns);
+  TALLY_RETURN_IF_ERROR(t.Finish(primary_key));
+  return t;
+}
+
+absl::Status TableSchema::Finish(const std::vector<std::string>& primary_key) {
+  std::string schema, table;
+  TALLY_RETURN_IF_ERROR(SplitQualifiedName(name_, &schema, &table));
+  quoted_name_ = absl::StrCat(QuoteName(schema), ".", QuoteName(table));
+  std::vector<std::string> names;
+  for (const TableColumn& c : columns_) names.push_back(c.name);
+  std::vector<size_t> key;
+  for (const std::string& k : primary_key) {
+    auto it = std::find(names.begin(), names.end(), k);
+    if (it == names.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "primary-key column \"", k, "\" is not a column of ", name_));
+    }
+    key.push_back(static_cast<size_t>(it - names.begin()));
+  }
+  TALLY_ASSIGN_OR_RETURN(std::vector<size_t> order,
+                         CanonicalColumnOrder(names, key));
+  std::vector<TableColumn> ordered;
+  ordered.reserve(order.size());
+  for (size_t i : order) ordered.push_back(std::move(columns_[i]));
+  columns_ = std::move(ordered);
+  key_columns_ = key.size();
+  description_.clear();
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    const TableColumn& c = columns_[i];
+    if (i < key_columns_) {
+      absl::StrAppend(&description_, "key ", i + 1, " ");
+    } else {
+      absl::StrAppend(&description_, "column ");
+    }
+    absl::StrAppend(&description_, QuoteName(c.name), " ", c.type);
+    if (!c.collation.empty()) {
+      absl::StrAppend(&description_, " collate ", QuoteName(c.collation));
+    }
+    description_.push_back('\n');
+  }
+  const XXH128_hash_t h =
+      XXH3_128bits(description_.data(), description_.size());
+  fingerprint_ =
+      absl::StrFormat("%s%016x%016x", kFingerprintPrefix, h.high64, h.low64);
+  return absl::OkStatus();
+}
+
+std::string TableSchema::select_list() const {
+  return absl::StrJoin(columns_, ", ",
+                       [](std::string* out, const TableColumn& c) {
+                         out->append(QuoteName(c.name));
+                       });
+}
+
+std::string TableSchema::key_list() const {
+  return absl::StrJoin(columns_.begin(), columns_.begin() + key_columns_, ", ",
+                       [](std::string* out, const TableColumn& c) {
+                         out->append(QuoteName(c.name));
+                       });
+}
+
+std::string DescribeSchemaDifference(absl::string_view here,
+                                     absl::string_view there) {
+  if (here == there) return "";
+  std::vector<DescribedColumn> a, b;
+  if (!ParseDescription(here, &a) || !ParseDescription(there, &b)) {
+    return absl::StrCat("the tables differ (here: ", here, "; there: ", there,
+                        ")");
+  }
+  absl::flat_hash_map<std::string, const DescribedColumn*> by_name;
+  for (const DescribedColumn& c : b) by_name[c.name] = &c;
+  std::vector<std::string> parts;
+  for (const DescribedColumn& c : a) {
+    auto it = by_name.find(c.name);
+    if (it == by_name.end()) {
+      parts.push_back(absl::StrCat("column ", c.name, ": ",
+                                   TypeWithCollation(c),
+                                   " here, absent there"));
+      continue;
+    }
+    const DescribedColumn& o = *it->second;
+    if (c.type != o.type) {
+      parts.push_back(absl::StrCat("column ", c.name, ": ", c.type, " here, ",
+                                   o.type, " there"));
+    } else if (c.collation != o.collation) {
+      parts.push_back(absl::StrCat("column ", c.name, ": collation \"",
+                                   c.collation, "\" here, \"", o.collation,
+                                   "\" there"));
+    }
+    by_name.erase(it);
+  }
+  for (const DescribedColumn& o : b) {
+    if (by_name.contains(o.name)) {
+      parts.push_back(absl::StrCat("column ", o.name, ": absent here, ",
+                                   TypeWithCollation(o), " there"));
+    }
+  }
+  const std::string key_a = KeyOf(a), key_b = KeyOf(b);
+  if (key_a != key_b) {
+    parts.push_back(
+        absl::StrCat("primary key ", key_a, " here, ", key_b, " there"));
+  }
+  if (parts.empty()) {
+    return absl::StrCat("the tables differ (here: ", here, "; there: ", there,
+                        ")");
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+}  // namespace pg
+}  // namespace tally

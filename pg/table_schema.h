@@ -1,0 +1,143 @@
+// TableSchema: what tally knows of one PostgreSQL table — its columns in the
+// canonical order, its primary key, the SELECT list that reads its rows as
+// canonical fields, and the schema fingerprint peers compare.
+//
+// A keyspace is a table named by its qualified name ("public.users", the
+// catalog's spelling: no case folding, no quotes). Read() takes the
+// description from the catalog (pg_attribute, pg_index, pg_collation) and
+// never from a `SELECT *`. Generated columns are left out: pgoutput does
+// not send them and COPY FROM cannot write them, so they are not part of
+// the row tally keeps (each database computes its own).
+//
+// The fingerprint (PG-DESIGN §2.2) hashes, in canonical order, each
+// column's name, `format_type(atttypid, atttypmod)`, collation and whether
+// and where it is in the primary key; not the table's physical column
+// order, not its OID, not the database. Two tables with the same
+// fingerprint encode the same row to the same bytes; an `int4` column on
+// one side and `int8` on the other give different fingerprints, so peers
+// refuse to exchange that keyspace's rows instead of disagreeing on every
+// digest. The fingerprint is "postgresql/1:" and 32 hex digits, the hash of
+// description(), a canonical text with one line per column that
+// DescribeSchemaDifference() compares to name the mismatch ("column b:
+// integer here, bigint there").
+//
+//   TALLY_ASSIGN_OR_RETURN(TableSchema t, TableSchema::Read(conn, "public.t"));
+//   conn.CopyOut(absl::StrCat("COPY (SELECT ", t.select_list(), " FROM ",
+//                             t.quoted_name(), ") TO STDOUT (FORMAT binary)"),
+//                ...);  // rows of t.codec().columns() canonical fields
+//
+// Thread-safety: an immutable value once read.
+#ifndef TALLY_PG_TABLE_SCHEMA_H_
+#define TALLY_PG_TABLE_SCHEMA_H_
+
+#include <libpq-fe.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "pg/connection.h"
+#include "pg/row_codec.h"
+
+namespace tally {
+namespace pg {
+
+// The prefix of every PostgreSQL schema fingerprint (its format version).
+inline constexpr absl::string_view kFingerprintPrefix = "postgresql/1:";
+
+struct TableColumn {
+  std::string name;
+  Oid type_oid = 0;
+  // format_type(atttypid, atttypmod), with user types schema-qualified
+  // ("bigint", "character varying(20)", "public.mood").
+  std::string type;
+  // The collation's name ("default", "C", ...); empty for a type without
+  // one.
+  std::string collation;
+  // Position in the physical table (attnum), for messages only.
+  int attnum = 0;
+  // The type of an array of this type (pg_type.typarray), 0 if none: the
+  // apply and reads by key send keys as arrays.
+  Oid array_type_oid = 0;
+};
+
+class TableSchema {
+ public:
+  // Reads table `qualified_name` ("schema.table") from the catalog of the
+  // database `conn` is connected to. Returns kInvalidArgument for a name
+  // without a schema; kNotFound when there is no such table;
+  // kFailedPrecondition when the relation is not a plain table, or has no
+  // primary key (naming the table and the fix); a connection's error otherwise.
+  // REQUIRES: `conn` is an ordinary connection with no transaction open,
+  // or in a transaction whose snapshot the caller means to describe.
+  static absl::StatusOr<TableSchema> Read(Connection& conn,
+                                          absl::string_view qualified_name);
+
+  // Builds a schema from parts (tests, and a peer's description). Columns
+  // may come in any order; `primary_key` names key columns in key order.
+  // Returns kInvalidArgument when the key is empty or names no column.
+  static absl::StatusOr<TableSchema> FromColumns(
+      std::string qualified_name, std::vector<TableColumn> columns,
+      const std::vector<std::string>& primary_key);
+
+  // "public.t".
+  const std::string& name() const { return name_; }
+  // The table's name as SQL: "\"public\".\"t\"".
+  const std::string& quoted_name() const { return quoted_name_; }
+  // The table's OID, 0 for a schema built from parts.
+  Oid relid() const { return relid_; }
+
+  // The columns in canonical order (pg/row_codec.h): key columns first, in
+  // key order, then the others by name.
+  absl::Span<const TableColumn> columns() const { return columns_; }
+  size_t key_columns() const { return key_columns_; }
+  RowCodec codec() const {
+    return RowCodec(key_columns_, columns_.size() - key_columns_);
+  }
+
+  // The quoted column names in canonical order, comma separated:
+  // "\"id\", \"a\", \"b\"". A COPY of `SELECT <this> FROM <quoted_name()>`
+  // yields rows of canonical fields.
+  std::string select_list() const;
+  // The key's column names alone, the same way ("\"id\"").
+  std::string key_list() const;
+
+  // One line per column in canonical order:
+  //   key 1 "id" bigint
+  //   column "b" text collate "default"
+  const std::string& description() const { return description_; }
+  // kFingerprintPrefix + hex XXH3-128 of description().
+  const std::string& fingerprint() const { return fingerprint_; }
+
+ private:
+  TableSchema() = default;
+  // Orders the columns, builds the quoted names, description, fingerprint.
+  absl::Status Finish(const std::vector<std::string>& primary_key);
+
+  std::string name_;
+  std::string quoted_name_;
+  Oid relid_ = 0;
+  std::vector<TableColumn> columns_;
+  size_t key_columns_ = 0;
+  std::string description_;
+  std::string fingerprint_;
+};
+
+// Names how two descriptions (TableSchema::description()) differ, in the
+// words of the node that holds `here`: "column b: integer here, bigint
+// there; column c: absent here, text there; primary key (id) here, (id, b)
+// there". Empty when they are equal.
+std::string DescribeSchemaDifference(absl::string_view here,
+                                     absl::string_view there);
+
+// Splits "schema.table" at its first dot. kInvalidArgument without one, or
+// with an empty part.
+absl::Status SplitQualifiedName(absl::string_view qualified_name,
+                                std::string* schema, std::string* table);
+
+}  // namespace pg
+}  // namespace tally
+
+#endif  // TALLY_PG_TABLE_SCHEMA_H_

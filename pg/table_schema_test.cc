@@ -1,0 +1,279 @@
+#include "pg/table_schema.h"
+
+#include <xxhash.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "pg/binary_copy.h"
+#include "support/pg_cluster.h"
+#include "support/pg_test_macros.h"
+
+namespace tally {
+namespace pg {
+namespace {
+
+using ::tally::testing::PgCluster;
+
+// One server for the suite: each test works in databases of its own.
+class TableSchemaTest : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() { cluster_.reset(); }
+
+  void SetUp() override {
+    TALLY_SKIP_UNLESS_POSTGRES();
+    if (cluster_ == nullptr) {
+      absl::StatusOr<std::unique_ptr<PgCluster>> pg = PgCluster::Start();
+      ASSERT_TRUE(pg.ok()) << pg.status();
+      cluster_ = std::move(*pg);
+    }
+  }
+
+  // A fresh database named after the test plus `suffix`, set up with `sql`,
+  // and a connection to it.
+  std::unique_ptr<Connection> Database(absl::string_view suffix,
+                                       absl::string_view sql) {
+    const std::string name = absl::StrCat(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+        suffix);
+    std::string lower;
+    for (char c : name) lower.push_back(absl::ascii_tolower(c));
+    EXPECT_TRUE(cluster_->CreateDatabase(lower).ok());
+    absl::StatusOr<std::string> r = cluster_->Execute(sql, lower);
+    EXPECT_TRUE(r.ok()) << r.status();
+    absl::StatusOr<std::unique_ptr<Connection>> c =
+        Connection::Open(cluster_->Uri(lower), {});
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  static std::unique_ptr<PgCluster> cluster_;
+};
+
+std::unique_ptr<PgCluster> TableSchemaTest::cluster_;
+
+std::vector<std::string> Names(const TableSchema& t) {
+  std::vector<std::string> names;
+  for (const TableColumn& c : t.columns()) names.push_back(c.name);
+  return names;
+}
+
+TEST_F(TableSchemaTest, ReadsColumnsInCanonicalOrderWithTheKeyFirst) {
+  auto c = Database("", R"sql(
+      CREATE TABLE public.t (z text COLLATE "C", b int NOT NULL, a bigint,
+                             m numeric(10,2), PRIMARY KEY (b, a));)sql");
+  ASSERT_NE(c, nullptr);
+  absl::StatusOr<TableSchema> t = TableSchema::Read(*c, "public.t");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->name(), "public.t");
+  EXPECT_EQ(t->quoted_name(), "\"public\".\"t\"");
+  EXPECT_NE(t->relid(), 0u);
+  EXPECT_EQ(Names(*t), (std::vector<std::string>{"b", "a", "m", "z"}));
+  EXPECT_EQ(t->key_columns(), 2u);
+  EXPECT_EQ(t->select_list(), "\"b\", \"a\", \"m\", \"z\"");
+  EXPECT_EQ(t->key_list(), "\"b\", \"a\"");
+  EXPECT_EQ(t->columns()[0].type, "integer");
+  EXPECT_EQ(t->columns()[0].type_oid, 23u);
+  EXPECT_EQ(t->columns()[2].type, "numeric(10,2)");
+  EXPECT_EQ(t->columns()[3].collation, "C");
+  EXPECT_EQ(t->description(),
+            "key 1 \"b\" integer\n"
+            "key 2 \"a\" bigint\n"
+            "column \"m\" numeric(10,2)\n"
+            "column \"z\" text collate \"C\"\n");
+  EXPECT_TRUE(absl::StartsWith(t->fingerprint(), kFingerprintPrefix));
+  EXPECT_EQ(t->fingerprint().size(), kFingerprintPrefix.size() + 32);
+}
+
+TEST_F(TableSchemaTest, SameFingerprintAcrossColumnOrderAndDatabases) {
+  auto one = Database("_one", R"sql(
+      CREATE TABLE public.t (id bigint PRIMARY KEY, a int, b text,
+                             c timestamptz);)sql");
+  // Another physical order, and a dropped column left behind.
+  auto two = Database("_two", R"sql(
+      CREATE TABLE public.t (c timestamptz, gone int, b text,
+                             id bigint PRIMARY KEY, a int);
+      ALTER TABLE public.t DROP COLUMN gone;)sql");
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(two, nullptr);
+  auto a = TableSchema::Read(*one, "public.t");
+  auto b = TableSchema::Read(*two, "public.t");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->fingerprint(), b->fingerprint());
+  EXPECT_EQ(a->select_list(), b->select_list());
+  EXPECT_EQ(DescribeSchemaDifference(a->description(), b->description()), "");
+}
+
+TEST_F(TableSchemaTest, Int4AndInt8KeysDifferAndTheDifferenceIsNamed) {
+  auto narrow = Database("_narrow", R"sql(
+      CREATE TABLE public.t (id int PRIMARY KEY, b text);)sql");
+  auto wide = Database("_wide", R"sql(
+      CREATE TABLE public.t (id bigint PRIMARY KEY, b text, extra int);)sql");
+  ASSERT_NE(narrow, nullptr);
+  ASSERT_NE(wide, nullptr);
+  auto a = TableSchema::Read(*narrow, "public.t");
+  auto b = TableSchema::Read(*wide, "public.t");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->fingerprint(), b->fingerprint());
+  EXPECT_EQ(DescribeSchemaDifference(a->description(), b->description()),
+            "column id: integer here, bigint there; "
+            "column extra: absent here, integer there");
+}
+
+TEST_F(TableSchemaTest, UserTypesAreQualifiedWhateverTheSearchPath) {
+  auto c = Database("", R"sql(
+      CREATE SCHEMA app;
+      CREATE TYPE app.mood AS ENUM ('sad', 'ok');
+      CREATE TABLE app.t (id int PRIMARY KEY, m app.mood, ms app.mood[]);)sql");
+  ASSERT_NE(c, nullptr);
+  auto plain = TableSchema::Read(*c, "app.t");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(c->Exec("SET search_path = app, public").ok());
+  auto with_path = TableSchema::Read(*c, "app.t");
+  ASSERT_TRUE(with_path.ok()) << with_path.status();
+  EXPECT_EQ(plain->columns()[1].type, "app.mood");
+  EXPECT_EQ(plain->columns()[2].type, "app.mood[]");
+  EXPECT_EQ(plain->fingerprint(), with_path->fingerprint());
+  // The session's own path is restored.
+  auto path = c->Exec("SHOW search_path");
+  ASSERT_TRUE(path.ok());
+  EXPECT_EQ(path->Value(0, 0), "app, public");
+}
+
+TEST_F(TableSchemaTest, RefusesWhatItCannotKeep) {
+  auto c = Database("", R"sql(
+      CREATE TABLE public.nokey (a int, b text);
+      CREATE VIEW public.v AS SELECT 1 AS x;
+      CREATE TABLE public.gen (id int PRIMARY KEY, a int,
+                               twice int GENERATED ALWAYS AS (a * 2) STORED);)sql");
+  ASSERT_NE(c, nullptr);
+  absl::StatusOr<TableSchema> t = TableSchema::Read(*c, "public.nokey");
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(t.status().message().find("public.nokey has no primary key"),
+            std::string::npos)
+      << t.status();
+  EXPECT_NE(t.status().message().find("ADD PRIMARY KEY"), std::string::npos);
+  t = TableSchema::Read(*c, "public.missing");
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound) << t.status();
+  EXPECT_NE(t.status().message().find("public.missing"), std::string::npos);
+  t = TableSchema::Read(*c, "nokey");
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  t = TableSchema::Read(*c, "public.v");
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition);
+  // Names are the catalog's: no case folding.
+  t = TableSchema::Read(*c, "public.NOKEY");
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
+  // Generated columns are not part of the row.
+  t = TableSchema::Read(*c, "public.gen");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(Names(*t), (std::vector<std::string>{"id", "a"}));
+}
+
+// XXH3-128 over the canonical key and value of every row of a binary COPY
+// of `t`'s SELECT list, in key order, as hex.
+std::string DigestOfTable(Connection& c, const TableSchema& t) {
+  const RowCodec codec = t.codec();
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_128bits_reset(state);
+  std::string key, value;
+  CopyBinaryReader reader(
+      [&](absl::Span<const Field> fields) {
+        absl::Status s = codec.Encode(fields, &key, &value);
+        if (!s.ok()) return s;
+        XXH3_128bits_update(state, key.data(), key.size());
+        XXH3_128bits_update(state, value.data(), value.size());
+        return absl::OkStatus();
+      },
+      static_cast<int>(codec.columns()));
+  absl::Status s = c.CopyOut(
+      absl::StrCat("COPY (SELECT ", t.select_list(), " FROM ", t.quoted_name(),
+                   " ORDER BY ", t.key_list(), ") TO STDOUT (FORMAT binary)"),
+      [&](absl::string_view chunk) { return reader.Feed(chunk); });
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(reader.Finish().ok());
+  EXPECT_EQ(reader.rows(), 1000);
+  const XXH128_hash_t h = XXH3_128bits_digest(state);
+  XXH3_freeState(state);
+  return absl::StrCat(absl::Hex(h.high64, absl::kZeroPad16),
+                      absl::Hex(h.low64, absl::kZeroPad16));
+}
+
+constexpr absl::string_view kRowsSql = R"sql(
+    INSERT INTO public.t (id, f, ts, n, by, j, arr, tx)
+    SELECT i, i / 7.0, timestamptz '2024-01-02 03:04:05+00' + i * interval '1 h',
+           i * 1.0001, decode(md5(i::text), 'hex'),
+           jsonb_build_object('i', i, 'f', i / 3.0), ARRAY[i, -i],
+           'row ' || i
+    FROM generate_series(1, 1000) i;)sql";
+
+TEST_F(TableSchemaTest, BinaryCopyDigestIgnoresSessionSettings) {
+  auto c = Database("_one", absl::StrCat(R"sql(
+      CREATE TABLE public.t (id bigint PRIMARY KEY, f float8, ts timestamptz,
+                             n numeric, by bytea, j jsonb, arr int[], tx text);
+      )sql",
+                                         kRowsSql));
+  // The same rows in another database, columns in another physical order.
+  auto other = Database("_other", absl::StrCat(R"sql(
+      CREATE TABLE public.t (tx text, arr int[], j jsonb, by bytea, n numeric,
+                             ts timestamptz, f float8, id bigint PRIMARY KEY);
+      )sql",
+                                               kRowsSql));
+  ASSERT_NE(c, nullptr);
+  ASSERT_NE(other, nullptr);
+  auto t = TableSchema::Read(*c, "public.t");
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::string baseline = DigestOfTable(*c, *t);
+  for (const char* setting :
+       {"SET TimeZone = 'America/New_York'", "SET DateStyle = 'SQL, DMY'",
+        "SET extra_float_digits = 0", "SET bytea_output = 'escape'"}) {
+    ASSERT_TRUE(c->Exec(setting).ok()) << setting;
+    EXPECT_EQ(DigestOfTable(*c, *t), baseline) << "after " << setting;
+  }
+  auto t_other = TableSchema::Read(*other, "public.t");
+  ASSERT_TRUE(t_other.ok()) << t_other.status();
+  EXPECT_EQ(t_other->fingerprint(), t->fingerprint());
+  EXPECT_EQ(DigestOfTable(*other, *t_other), baseline);
+  // The digest sees the content: one changed value changes it.
+  ASSERT_TRUE(
+      other->Exec("UPDATE public.t SET f = f + 1e-9 WHERE id = 500").ok());
+  EXPECT_NE(DigestOfTable(*other, *t_other), baseline);
+}
+
+TEST(DescribeSchemaDifference, NamesEachDifference) {
+  auto a = TableSchema::FromColumns("public.t",
+                                    {{"id", 20, "bigint", "", 1},
+                                     {"b", 25, "text", "default", 2},
+                                     {"c", 23, "integer", "", 3}},
+                                    {"id"});
+  auto b = TableSchema::FromColumns("public.t",
+                                    {{"id", 20, "bigint", "", 1},
+                                     {"b", 25, "text", "C", 2},
+                                     {"d", 23, "integer", "", 3}},
+                                    {"id", "b"});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->fingerprint(), b->fingerprint());
+  EXPECT_EQ(DescribeSchemaDifference(a->description(), b->description()),
+            "column b: collation \"default\" here, \"C\" there; "
+            "column c: integer here, absent there; "
+            "column d: absent here, integer there; "
+            "primary key (id) here, (id, b) there");
+  EXPECT_EQ(DescribeSchemaDifference(a->description(), a->description()), "");
+  // Unreadable text is still reported, whole.
+  EXPECT_NE(DescribeSchemaDifference("garbage", a->description()), "");
+  // A key column that is no column.
+  EXPECT_EQ(TableSchema::FromColumns("public.t", {{"id", 20, "bigint", "", 1}},
+                                     {"nope"})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pg
+}  // namespace tally
