@@ -192,9 +192,12 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
       stop.store(true);
     }
   };
+  // The tool prints every key of a diff and of a dry run; a real repair
+  // prints only its counts.
+  const bool stream_keys = !repair || request.dry_run();
   sync.on_difference = [&](const KeyDifference& d) {
     check_cancelled();
-    if (!event_error.ok()) return;
+    if (!stream_keys || !event_error.ok()) return;
     const tree::RowEntry* in_a = swapped ? d.in_b : d.in_a;
     const tree::RowEntry* in_b = swapped ? d.in_a : d.in_b;
     v1::DiffDifference out;
