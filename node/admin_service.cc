@@ -105,10 +105,11 @@ class LoadReactor final
 
 AdminService::AdminService(storage::Store* store, WorkerPool* pool,
                            std::vector<StatusSource*> status_sources,
-                           StreamLimiter* limiter)
+                           StreamLimiter* limiter, DiffRunner* diff_runner)
     : store_(store),
       pool_(pool),
       limiter_(limiter),
+      diff_runner_(diff_runner),
       status_sources_(std::move(status_sources)) {}
 
 grpc::ServerUnaryReactor* AdminService::Put(
@@ -168,6 +169,15 @@ grpc::ServerUnaryReactor* AdminService::Status(
     if (!size.ok()) response->Clear();
     return size;
   });
+}
+
+grpc::ServerWriteReactor<v1::RunDiffEvent>* AdminService::RunDiff(
+    grpc::CallbackServerContext* context, const v1::RunDiffRequest* request) {
+  if (diff_runner_ == nullptr) {
+    // The generated default: UNIMPLEMENTED.
+    return v1::Admin::CallbackService::RunDiff(context, request);
+  }
+  return diff_runner_->Start(context, request);
 }
 
 absl::Status CollectNodeStatus(storage::Store* store,

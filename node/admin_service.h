@@ -1,10 +1,11 @@
-// AdminService: the tally.v1.Admin gRPC service — Put, Get, Delete, Load and
-// Status for tools and applications.
+// AdminService: the tally.v1.Admin gRPC service — Put, Get, Delete, Load,
+// Status and RunDiff for tools and applications.
 //
 // Callback API; store work runs on the node's WorkerPool. Every request is
 // validated and bad input answered with a clear status. Status combines the
 // store's keyspaces with what the node's scheduler knows about peers and
-// sessions and the change feed (StatusSource).
+// sessions and the change feed (StatusSource). RunDiff is served by the
+// node's DiffRunner (node/diff_runner.h).
 //
 // Thread-safe. `store`, `pool` and `status_source` must outlive the service.
 #ifndef TALLY_NODE_ADMIN_SERVICE_H_
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "node/diff_runner.h"
 #include "node/status_source.h"
 #include "node/stream_limiter.h"
 #include "node/worker_pool.h"
@@ -38,10 +40,12 @@ class AdminService final
  public:
   // `status_sources` (peers, sessions, the feed) may be empty. `limiter`
   // bounds the Load streams per client (node/stream_limiter.h); null for
-  // none. It must outlive the service.
+  // none. `diff_runner` serves RunDiff; null answers it UNIMPLEMENTED, as
+  // a node from before the call. Both must outlive the service.
   AdminService(storage::Store* store, WorkerPool* pool,
                std::vector<StatusSource*> status_sources,
-               StreamLimiter* limiter = nullptr);
+               StreamLimiter* limiter = nullptr,
+               DiffRunner* diff_runner = nullptr);
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context,
                                 const ::tally::v1::PutRequest* request,
@@ -60,11 +64,15 @@ class AdminService final
       grpc::CallbackServerContext* context,
       const ::tally::v1::StatusRequest* request,
       ::tally::v1::StatusResponse* response) override;
+  grpc::ServerWriteReactor<::tally::v1::RunDiffEvent>* RunDiff(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::RunDiffRequest* request) override;
 
  private:
   storage::Store* const store_;
   WorkerPool* const pool_;
   StreamLimiter* const limiter_;
+  DiffRunner* const diff_runner_;
   const std::vector<StatusSource*> status_sources_;
 };
 

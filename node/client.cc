@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -104,6 +105,21 @@ class RemoteTreeView : public tree::TreeView {
 };
 
 }  // namespace
+
+namespace {
+constexpr char kUnreachablePeerPayload[] = "tally.v1/unreachable-peer";
+}  // namespace
+
+absl::Status MarkPeerUnreachable(absl::Status status, absl::string_view peer) {
+  status.SetPayload(kUnreachablePeerPayload, absl::Cord(peer));
+  return status;
+}
+
+std::optional<std::string> UnreachablePeer(const absl::Status& status) {
+  absl::optional<absl::Cord> peer = status.GetPayload(kUnreachablePeerPayload);
+  if (!peer.has_value()) return std::nullopt;
+  return std::string(*peer);
+}
 
 absl::Status ValidateAddress(absl::string_view address) {
   const size_t colon = address.rfind(':');
@@ -215,7 +231,9 @@ template <typename Response, typename Start>
 absl::Status NodeClient::ReadStream(
     absl::string_view name, size_t request_bytes,
     const std::function<absl::Status(Response&)>& sink, const Start& start,
-    absl::Duration timeout, StreamCanceller* canceller) {
+    absl::Duration timeout, StreamCanceller* canceller,
+    const std::function<void(const grpc::ClientContext&, const grpc::Status&,
+                             absl::Status*)>& on_finish) {
   grpc::ClientContext context;
   if (timeout != absl::InfiniteDuration()) SetDeadline(&context, timeout);
   if (canceller != nullptr && !canceller->Attach(&context)) {
@@ -242,8 +260,10 @@ absl::Status NodeClient::ReadStream(
     }
   }
   if (!sink_status.ok()) return sink_status;
-  if (!s.ok()) return CallError(s, address_, name);
-  return absl::OkStatus();
+  absl::Status status =
+      s.ok() ? absl::OkStatus() : CallError(s, address_, name);
+  if (on_finish) on_finish(context, s, &status);
+  return status;
 }
 
 absl::StatusOr<v1::HandshakeResponse> NodeClient::Handshake(
@@ -471,6 +491,30 @@ absl::StatusOr<v1::StatusResponse> NodeClient::Status() {
       options_.rpc_timeout, address_, "Status",
       [&](grpc::ClientContext* c, v1::StatusResponse* r) {
         return stubs_->admin->Status(c, request, r);
+      });
+}
+
+absl::Status NodeClient::RunDiff(
+    const v1::RunDiffRequest& request,
+    const std::function<absl::Status(v1::RunDiffEvent&)>& sink,
+    StreamCanceller* canceller) {
+  return ReadStream<v1::RunDiffEvent>(
+      "RunDiff", request.ByteSizeLong(), sink,
+      [&](grpc::ClientContext* c) {
+        return stubs_->admin->RunDiff(c, request);
+      },
+      options_.stream_timeout, canceller,
+      [](const grpc::ClientContext& context, const grpc::Status& s,
+         absl::Status* status) {
+        if (s.ok()) return;
+        const auto& trailers = context.GetServerTrailingMetadata();
+        auto it = trailers.find(kUnreachablePeerMetadata);
+        if (it == trailers.end()) return;
+        // The node was reached: its own message says which peer it could
+        // not reach, without "node A is unavailable" in front.
+        *status = MarkPeerUnreachable(
+            absl::UnavailableError(s.error_message()),
+            absl::string_view(it->second.data(), it->second.size()));
       });
 }
 

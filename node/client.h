@@ -18,6 +18,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@
 
 namespace grpc {
 class Channel;
+class Status;
 class ChannelCredentials;
 class ClientContext;
 }  // namespace grpc
@@ -89,6 +91,19 @@ struct ClientOptions {
   // plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
 };
+
+// Admin.RunDiff's answer when the node that runs the diff cannot reach its
+// peer carries this trailing metadata key (the peer's address), so that a
+// tool tells "A cannot reach B" from "the tool cannot reach A" (both are
+// UNAVAILABLE) and may diff from where it is instead.
+inline constexpr char kUnreachablePeerMetadata[] = "tally-unreachable-peer";
+
+// `status` with a payload naming `peer` as the node that could not be
+// reached; UnreachablePeer() reads it back (nullopt when there is none).
+// The server sends it as kUnreachablePeerMetadata; NodeClient::RunDiff
+// restores it.
+absl::Status MarkPeerUnreachable(absl::Status status, absl::string_view peer);
+std::optional<std::string> UnreachablePeer(const absl::Status& status);
 
 // Splits and checks "HOST:PORT". Returns kInvalidArgument naming the
 // problem (no port, port out of range, empty host).
@@ -157,6 +172,16 @@ class NodeClient {
       const std::string& keyspace,
       const std::function<bool(std::string* key, std::string* value)>& next);
   absl::StatusOr<v1::StatusResponse> Status();
+  // Asks this node to diff (or repair) itself against request.peer and
+  // calls `sink` for every event, the summary last; stops at the sink's
+  // first error. A `canceller` can end the call from another thread
+  // (kCancelled; the node then stops the diff). The whole call has the
+  // stream deadline. An error saying the node could not reach the peer
+  // carries UnreachablePeer().
+  absl::Status RunDiff(
+      const v1::RunDiffRequest& request,
+      const std::function<absl::Status(v1::RunDiffEvent&)>& sink,
+      StreamCanceller* canceller = nullptr);
 
   // A TreeView of `keyspace` on this node. Summary() answers kNotFound when
   // the node has no such keyspace.
@@ -171,11 +196,15 @@ class NodeClient {
   // Reads a server stream started by `start(context)` to its end, counting
   // its bytes and handing each message to `sink` (which may take it apart).
   // A `canceller`, when given, can end the stream from another thread.
+  // `on_finish`, when given, sees the finished call's context (its trailing
+  // metadata) and status, and may amend the status the call returns.
   template <typename Response, typename Start>
-  absl::Status ReadStream(absl::string_view name, size_t request_bytes,
-                          const std::function<absl::Status(Response&)>& sink,
-                          const Start& start, absl::Duration timeout,
-                          StreamCanceller* canceller = nullptr);
+  absl::Status ReadStream(
+      absl::string_view name, size_t request_bytes,
+      const std::function<absl::Status(Response&)>& sink, const Start& start,
+      absl::Duration timeout, StreamCanceller* canceller = nullptr,
+      const std::function<void(const grpc::ClientContext&, const grpc::Status&,
+                               absl::Status*)>& on_finish = nullptr);
   void CountSent(size_t bytes) { sent_ += bytes; }
   void CountReceived(size_t bytes) { received_ += bytes; }
 

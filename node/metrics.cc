@@ -132,6 +132,10 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
   e.Family("tally_sessions_running", kGauge,
            "Anti-entropy sessions running now.");
   e.Sample(uint64_t{status.sessions_running()});
+  e.Family("tally_diffs_running", kGauge,
+           "Diffs and repairs against another node that tools asked this "
+           "node to run (Admin.RunDiff), running now.");
+  e.Sample(uint64_t{status.diffs_running()});
   e.Family("tally_sessions_total", kCounter,
            "Anti-entropy sessions finished, by outcome, over all peers.");
   e.Sample({{"outcome", "ok"}}, status.sessions_ok());

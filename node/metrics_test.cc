@@ -37,6 +37,7 @@ v1::StatusResponse SmallStatus() {
   s.set_tombstones_purged(1);
   s.set_sessions_ok(4);
   s.set_sessions_failed(1);
+  s.set_diffs_running(1);
   s.set_rows_erased(8);
   s.set_conflicts(2);
   s.set_ties_resolved(3);
@@ -79,6 +80,9 @@ tally_origin_rows{origin="us/db-2"} 1
 # HELP tally_sessions_running Anti-entropy sessions running now.
 # TYPE tally_sessions_running gauge
 tally_sessions_running 0
+# HELP tally_diffs_running Diffs and repairs against another node that tools asked this node to run (Admin.RunDiff), running now.
+# TYPE tally_diffs_running gauge
+tally_diffs_running 1
 # HELP tally_sessions_total Anti-entropy sessions finished, by outcome, over all peers.
 # TYPE tally_sessions_total counter
 tally_sessions_total{outcome="ok"} 4

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "node/admin_service.h"
 #include "node/client.h"
+#include "node/diff_runner.h"
 #include "node/log.h"
 #include "node/maintenance.h"
 #include "node/metrics.h"
@@ -98,13 +99,19 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   scrub.interval = config.scrub_interval;
   node->scrubber_ =
       std::make_unique<Scrubber>(node->store_.get(), std::move(scrub));
+  // Diffs a tool asks this node to run against another (Admin.RunDiff):
+  // dialled as its sessions dial peers, as many at once as sessions.
+  node->diff_runner_ =
+      std::make_unique<DiffRunner>(node->store_.get(), client_options,
+                                   config.max_sessions, node->streams_.get());
   // Admin.Status and the metrics page report the same sources.
   const std::vector<StatusSource*> status_sources = {
       node->scheduler_.get(), node->peer_service_->feed_status(),
-      node->maintenance_.get(), node->scrubber_.get()};
-  node->admin_service_ =
-      std::make_unique<AdminService>(node->store_.get(), node->pool_.get(),
-                                     status_sources, node->streams_.get());
+      node->maintenance_.get(), node->scrubber_.get(),
+      node->diff_runner_.get()};
+  node->admin_service_ = std::make_unique<AdminService>(
+      node->store_.get(), node->pool_.get(), status_sources,
+      node->streams_.get(), node->diff_runner_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   // Linked in explicitly: with --as-needed the plugin is dropped otherwise.
@@ -149,6 +156,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   node->listen_address_ = absl::StrCat(
       config.listen.substr(0, config.listen.rfind(':')), ":", port);
   node->scheduler_->SetListenAddress(node->listen_address_);
+  node->diff_runner_->SetListenAddress(node->listen_address_);
   LogInfo(DescribeServerTls(tls));
   TALLY_RETURN_IF_ERROR(node->scheduler_->Start());
   node->maintenance_->Start();
@@ -185,7 +193,8 @@ void NodeServer::Shutdown() {
   if (maintenance_ != nullptr) maintenance_->Shutdown();
   if (scrubber_ != nullptr) scrubber_->Shutdown();
   if (scheduler_ != nullptr) scheduler_->Shutdown();
-  LogInfo("shutdown: sessions and feed subscriptions stopped");
+  if (diff_runner_ != nullptr) diff_runner_->Shutdown();
+  LogInfo("shutdown: sessions, diffs and feed subscriptions stopped");
   if (peer_service_ != nullptr) peer_service_->StopFeeds();
   if (store_health_ != nullptr) {
     absl::MutexLock lock(&store_health_->mu);

@@ -39,6 +39,7 @@ class Store;
 namespace node {
 
 class AdminService;
+class DiffRunner;
 class MetricsServer;
 class Maintenance;
 class Scrubber;
@@ -77,6 +78,7 @@ class NodeServer {
   std::unique_ptr<Maintenance> maintenance_;
   std::unique_ptr<Scrubber> scrubber_;
   std::unique_ptr<PeerService> peer_service_;
+  std::unique_ptr<DiffRunner> diff_runner_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsServer> metrics_;

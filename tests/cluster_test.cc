@@ -30,6 +30,7 @@
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tally/v1/tally.grpc.pb.h"
+#include "tests/diff_paths.h"
 #include "tests/node_connect.h"
 
 namespace tally {
@@ -38,8 +39,13 @@ namespace {
 using ::tally::node::NodeClient;
 using ::tally::testing::CommandResult;
 using ::tally::testing::Connect;
+using ::tally::testing::DiffPath;
+using ::tally::testing::DiffPathName;
 using ::tally::testing::FreeLoopbackAddress;
+using ::tally::testing::kBothDiffPaths;
 using ::tally::testing::NodeProcess;
+using ::tally::testing::OnPath;
+using ::tally::testing::RunDiffCommand;
 using ::tally::testing::RunTally;
 using ::tally::testing::TempDir;
 using ::testing::HasSubstr;
@@ -91,10 +97,10 @@ struct DiffResult {
   std::string output;
 };
 
-// Runs `tally diff A B --json` and parses its lines.
-DiffResult Diff(const std::string& a, const std::string& b) {
+// Runs `tally diff A B --json` through `path` and parses its lines.
+DiffResult Diff(DiffPath path, const std::string& a, const std::string& b) {
   const CommandResult r =
-      RunTally({"diff", a, b, "--keyspace", kKeyspace, "--json"});
+      RunDiffCommand(path, {"diff", a, b, "--keyspace", kKeyspace, "--json"});
   DiffResult d;
   d.exit_code = r.exit_code;
   d.output = r.out + r.err;
@@ -115,15 +121,17 @@ DiffResult Diff(const std::string& a, const std::string& b) {
   return d;
 }
 
-// Two nodes with the same 100k rows: A loaded, B filled by one repair.
-class TwoNodes : public ::testing::Test {
+// Two nodes with the same 100k rows: A loaded, B filled by one repair. Every
+// diff and repair runs on A and, again, from the tool (tests/diff_paths.h).
+class TwoNodes : public ::testing::TestWithParam<DiffPath> {
  protected:
   void SetUp() override {
     a_ = StartNode("node-a", dir_a_.path());
     b_ = StartNode("node-b", dir_b_.path());
     ASSERT_TRUE(a_ && b_);
     Load(a_->address(), 0, 100000);
-    const CommandResult repair = RunTally(
+    const CommandResult repair = RunDiffCommand(
+        GetParam(),
         {"repair", a_->address(), b_->address(), "--keyspace", kKeyspace});
     ASSERT_EQ(repair.exit_code, 0) << repair.out << repair.err;
   }
@@ -134,16 +142,16 @@ class TwoNodes : public ::testing::Test {
   std::unique_ptr<NodeProcess> b_;
 };
 
-TEST_F(TwoNodes, OneRepairFillsAnEmptyNodeAndEqualNodesDiffInOneRound) {
+TEST_P(TwoNodes, OneRepairFillsAnEmptyNodeAndEqualNodesDiffInOneRound) {
   EXPECT_EQ(Root(a_->address()), Root(b_->address()));
   EXPECT_EQ(Root(b_->address()).second, 100000u);
-  const DiffResult d = Diff(a_->address(), b_->address());
+  const DiffResult d = Diff(GetParam(), a_->address(), b_->address());
   EXPECT_EQ(d.exit_code, 0) << d.output;
   EXPECT_EQ(d.rounds, 1) << d.output;
   EXPECT_EQ(d.differences, 0);
 }
 
-TEST_F(TwoNodes, DiffListsExactlyTheDriftAndRepairAppliesLastWriterWins) {
+TEST_P(TwoNodes, DiffListsExactlyTheDriftAndRepairAppliesLastWriterWins) {
   auto a = Connect(a_->address());
   auto b = Connect(b_->address());
   std::set<std::string> changed;
@@ -184,12 +192,13 @@ TEST_F(TwoNodes, DiffListsExactlyTheDriftAndRepairAppliesLastWriterWins) {
   }
   ASSERT_EQ(changed.size(), 175u);
 
-  const DiffResult d = Diff(a_->address(), b_->address());
+  const DiffResult d = Diff(GetParam(), a_->address(), b_->address());
   EXPECT_EQ(d.exit_code, 1) << d.output;
   EXPECT_EQ(d.keys, changed);
   EXPECT_EQ(d.differences, 175);
 
-  const CommandResult repair = RunTally(
+  const CommandResult repair = RunDiffCommand(
+      GetParam(),
       {"repair", a_->address(), b_->address(), "--keyspace", kKeyspace});
   ASSERT_EQ(repair.exit_code, 0) << repair.out << repair.err;
   EXPECT_EQ(Root(a_->address()), Root(b_->address()));
@@ -204,19 +213,19 @@ TEST_F(TwoNodes, DiffListsExactlyTheDriftAndRepairAppliesLastWriterWins) {
       }
     }
   }
-  EXPECT_EQ(Diff(a_->address(), b_->address()).exit_code, 0);
+  EXPECT_EQ(Diff(GetParam(), a_->address(), b_->address()).exit_code, 0);
 }
 
-TEST_F(TwoNodes, SourceModeDeletesExtrasAndOverridesNewerVersions) {
+TEST_P(TwoNodes, SourceModeDeletesExtrasAndOverridesNewerVersions) {
   auto b = Connect(b_->address());
   for (int i = 0; i < 20; ++i) {
     ASSERT_TRUE(b->Put(kKeyspace, absl::StrCat("extra-", i), "x").ok());
     ASSERT_TRUE(b->Put(kKeyspace, Key(i * 1000), "newer-on-b").ok());
   }
   ASSERT_TRUE(b->Delete(kKeyspace, Key(5)).ok());
-  const CommandResult repair =
-      RunTally({"repair", a_->address(), b_->address(), "--keyspace", kKeyspace,
-                "--source", a_->address()});
+  const CommandResult repair = RunDiffCommand(
+      GetParam(), {"repair", a_->address(), b_->address(), "--keyspace",
+                   kKeyspace, "--source", a_->address()});
   ASSERT_EQ(repair.exit_code, 0) << repair.out << repair.err;
   EXPECT_EQ(Root(a_->address()), Root(b_->address()));
   EXPECT_EQ(b->Get(kKeyspace, "extra-3").status().code(),
@@ -226,6 +235,8 @@ TEST_F(TwoNodes, SourceModeDeletesExtrasAndOverridesNewerVersions) {
   EXPECT_NE(got->row().value(), "newer-on-b");
   EXPECT_FALSE(b->Get(kKeyspace, Key(5))->row().deleted());
 }
+
+INSTANTIATE_TEST_SUITE_P(BothPaths, TwoNodes, kBothDiffPaths, DiffPathName);
 
 TEST(Cluster, NodeWithSourcePeerBecomesItsCopyOnItsOwn) {
   TempDir dir_a, dir_c;
@@ -250,7 +261,11 @@ TEST(Cluster, NodeWithSourcePeerBecomesItsCopyOnItsOwn) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(Cluster, PeerKilledMidRepairLeavesSoundStoresAndTheNextRepairCompletes) {
+// Runs on A and from the tool (tests/diff_paths.h).
+class ClusterRepair : public ::testing::TestWithParam<DiffPath> {};
+
+TEST_P(ClusterRepair,
+       PeerKilledMidRepairLeavesSoundStoresAndTheNextRepairCompletes) {
   TempDir dir_a, dir_b, scratch;
   auto a = StartNode("node-a", dir_a.path(), {});  // default: sync writes
   auto b = StartNode("node-b", dir_b.path(), {});
@@ -258,8 +273,8 @@ TEST(Cluster, PeerKilledMidRepairLeavesSoundStoresAndTheNextRepairCompletes) {
   Load(a->address(), 0, 200000);
   const std::string out = scratch.path() + "/repair.out";
   const pid_t repair = ::tally::testing::SpawnCommand(
-      {::tally::testing::TallyPath(), "repair", a->address(), b->address(),
-       "--keyspace", kKeyspace},
+      OnPath(GetParam(), {::tally::testing::TallyPath(), "repair", a->address(),
+                          b->address(), "--keyspace", kKeyspace}),
       out);
   // Let it move some rows, then kill the target mid-stream.
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
@@ -279,12 +294,16 @@ TEST(Cluster, PeerKilledMidRepairLeavesSoundStoresAndTheNextRepairCompletes) {
   a = StartNode("node-a", dir_a.path(), {});
   b = StartNode("node-b", dir_b.path(), {});
   ASSERT_TRUE(a && b);
-  const CommandResult again =
-      RunTally({"repair", a->address(), b->address(), "--keyspace", kKeyspace});
+  const CommandResult again = RunDiffCommand(
+      GetParam(),
+      {"repair", a->address(), b->address(), "--keyspace", kKeyspace});
   EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
   EXPECT_EQ(Root(a->address()), Root(b->address()));
   EXPECT_EQ(Root(b->address()).second, 200000u);
 }
+
+INSTANTIATE_TEST_SUITE_P(BothPaths, ClusterRepair, kBothDiffPaths,
+                         DiffPathName);
 
 TEST(Cluster, BadRequestsGetClearErrorsAndTheNodeKeepsServing) {
   TempDir dir;

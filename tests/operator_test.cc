@@ -17,6 +17,7 @@
 #include "node/version.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "tests/diff_paths.h"
 #include "tests/node_connect.h"
 #include "tree/hlc.h"
 
@@ -25,8 +26,12 @@ namespace {
 
 using ::tally::testing::CommandResult;
 using ::tally::testing::Connect;
+using ::tally::testing::DiffPath;
+using ::tally::testing::DiffPathName;
+using ::tally::testing::kBothDiffPaths;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::RunCommand;
+using ::tally::testing::RunDiffCommand;
 using ::tally::testing::RunTally;
 using ::tally::testing::TallydPath;
 using ::tally::testing::TallyPath;
@@ -238,7 +243,10 @@ TEST(Operator, FlagfileFlagsApply) {
 // back), so the nodes still differ afterwards, deterministically. (Two rows
 // with the same version and different content used to serve here; the tie
 // rule now settles those: the higher row digest wins on both sides.)
-TEST(Operator, RepairThatLeavesTheNodesDifferentExitsOne) {
+// Runs on A and from the tool (tests/diff_paths.h).
+class OperatorRepair : public ::testing::TestWithParam<DiffPath> {};
+
+TEST_P(OperatorRepair, RepairThatLeavesTheNodesDifferentExitsOne) {
   TempDir dir;
   auto a = StartNode("a", dir.path() + "/a");
   // b purges every tombstone as soon as it arrived (it has no peers).
@@ -279,16 +287,17 @@ TEST(Operator, RepairThatLeavesTheNodesDifferentExitsOne) {
                                {tombstone("purged-on-b")}, {});
   ASSERT_TRUE(pushed.ok()) << pushed.status();
   ASSERT_EQ(pushed->applied(), 1u);
-  const CommandResult text = RunTally({"repair", a->address(), b->address()});
+  const CommandResult text =
+      RunDiffCommand(GetParam(), {"repair", a->address(), b->address()});
   EXPECT_THAT(text.out, HasSubstr("still differ"));
   EXPECT_EQ(text.exit_code, 1) << text.out << text.err;
-  const CommandResult json =
-      RunTally({"repair", a->address(), b->address(), "--json"});
+  const CommandResult json = RunDiffCommand(
+      GetParam(), {"repair", a->address(), b->address(), "--json"});
   EXPECT_THAT(json.out, HasSubstr("\"equal\":false"));
   EXPECT_EQ(json.exit_code, 1) << json.out << json.err;
   // A dry run changes nothing: differences found mean they still differ.
-  const CommandResult dry =
-      RunTally({"repair", a->address(), b->address(), "--dry-run"});
+  const CommandResult dry = RunDiffCommand(
+      GetParam(), {"repair", a->address(), b->address(), "--dry-run"});
   EXPECT_EQ(dry.exit_code, 1) << dry.out << dry.err;
 
   // Equal after the repair: 0, as before.
@@ -296,15 +305,20 @@ TEST(Operator, RepairThatLeavesTheNodesDifferentExitsOne) {
   const CommandResult other = RunTally(
       {"--keyspace", "other", "--node", a->address(), "put", "k", "v"});
   ASSERT_EQ(other.exit_code, 0) << other.err;
-  const CommandResult equal =
-      RunTally({"--keyspace", "other", "repair", a->address(), b->address()});
+  const CommandResult equal = RunDiffCommand(
+      GetParam(),
+      {"--keyspace", "other", "repair", a->address(), b->address()});
   EXPECT_THAT(equal.out, HasSubstr("A and B are equal"));
   EXPECT_EQ(equal.exit_code, 0) << equal.out << equal.err;
-  EXPECT_EQ(RunTally({"--keyspace", "other", "repair", a->address(),
-                      b->address(), "--dry-run"})
-                .exit_code,
-            0);
+  EXPECT_EQ(
+      RunDiffCommand(GetParam(), {"--keyspace", "other", "repair", a->address(),
+                                  b->address(), "--dry-run"})
+          .exit_code,
+      0);
 }
+
+INSTANTIATE_TEST_SUITE_P(BothPaths, OperatorRepair, kBothDiffPaths,
+                         DiffPathName);
 
 // `--sync-interval nan|inf|1e30` were accepted as "never", and
 // `--max-clock-skew inf` turned the guard off; `--config DIR` said

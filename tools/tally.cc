@@ -6,12 +6,14 @@
 //   tally status
 //   tally diff 127.0.0.1:7400 127.0.0.1:7401
 //   tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401
+//   tally diff --third-party 127.0.0.1:7400 127.0.0.1:7401
 //   tally verify --data-dir=/var/lib/tally
 //   tally recover --data-dir=/var/lib/tally
 //
 // A thin front end: the node's client library (node/client.h) does the
-// talking, tree/diff.h the diffing and node/sync.h the repairing; this file
-// parses the command line and prints. Exit codes follow diff(1): 0 equal /
+// talking, tree/diff.h the diffing and node/sync.h the repairing (on node A,
+// through Admin.RunDiff, or here with --third-party); this file parses the
+// command line and prints. Exit codes follow diff(1): 0 equal /
 // success, 1 different (or `get` of an absent key, as grep's "no match";
 // or a repair that leaves the nodes different), 2 trouble — always with exactly
 // one "tally: ..." line on stderr.
@@ -38,6 +40,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -103,6 +106,12 @@ ABSL_FLAG(std::string, source, "",
           "it, repair is two-way, last writer wins.");
 ABSL_FLAG(bool, dry_run, false,
           "repair: print what would change, per key, and change nothing.");
+ABSL_FLAG(bool, third_party, false,
+          "diff, repair: run them from here, asking both nodes for their "
+          "trees (and moving the rows through this tool), instead of asking "
+          "node A to diff against B itself: for nodes that cannot reach "
+          "each other. Used anyway when A cannot reach B or is an older "
+          "tallyd.");
 ABSL_FLAG(std::string, data_dir, "",
           "verify, recover: data directory of a stopped node.");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -512,6 +521,71 @@ CommandResult Status(const Context& ctx) {
   return 0;
 }
 
+// ---------------------------------------------------------- diff and repair
+//
+// Both run in one of two ways, with the same output, JSON and exit codes:
+//  - on node A (the default): A is asked (Admin.RunDiff) to diff against B
+//    itself and streams the differences, the repair's progress and the
+//    summary back; the tool needs a link to A only, and the nodes' traffic
+//    is one answer per exchange, a session's;
+//  - from here (--third-party): the tool asks both nodes for their trees
+//    and, for a repair, moves the rows itself: for nodes that cannot reach
+//    each other. Used anyway, with a note on stderr, when A answers that it
+//    cannot reach B or that it has no RunDiff (an older tallyd). A diff that
+//    A has begun to stream is never run again from here.
+
+// Why a RunDiff on A is run from here instead, or nullopt when it is not:
+// only before A streamed anything, and only when A could not reach B or
+// does not know the call.
+std::optional<std::string> FallbackReason(const absl::Status& status,
+                                          bool streamed, const std::string& a) {
+  if (status.ok() || streamed) return std::nullopt;
+  if (absl::IsUnimplemented(status)) {
+    return absl::StrFormat("node %s has no RunDiff (an older tallyd)", a);
+  }
+  if (absl::IsUnavailable(status) && node::UnreachablePeer(status)) {
+    return std::string(
+        status.message());  // "node A (name) cannot reach B: ..."
+  }
+  return std::nullopt;
+}
+
+// The fallback's note goes on stderr once the run from here is over: as a
+// line of its own after a success, within the one error line after a
+// failure.
+CommandResult WithFallbackNote(const std::optional<std::string>& reason,
+                               CommandResult result) {
+  if (!reason.has_value()) return result;
+  if (!result.ok()) {
+    return absl::Status(
+        result.status().code(),
+        absl::StrCat(result.status().message(), " (ran it from here because ",
+                     *reason, ")"));
+  }
+  std::fprintf(stderr, "tally: %s; ran it from here instead\n",
+               reason->c_str());
+  return result;
+}
+
+// One side of a difference as A streamed it.
+tree::RowEntry EntryOf(const std::string& key, const v1::DiffSide& side) {
+  tree::RowEntry entry;
+  entry.key = key;
+  entry.version = VersionOf(side.version());
+  entry.deleted = side.deleted();
+  return entry;
+}
+
+// Connects to A only and waits for the connection, so that its set-up is
+// not inside the diff's timing.
+absl::StatusOr<std::unique_ptr<node::NodeClient>> ConnectToA(
+    const Context& ctx) {
+  constexpr absl::Duration kConnectWait = absl::Seconds(3);
+  TALLY_ASSIGN_OR_RETURN(auto a, Connect(ctx, ctx.args[0]));
+  a->AwaitConnection(std::min(ctx.client_options.rpc_timeout, kConnectWait));
+  return a;
+}
+
 // -------------------------------------------------------------------- diff
 
 Json DiffStatsJson(const tree::DiffStats& stats, double seconds) {
@@ -529,6 +603,15 @@ std::string DiffStatsText(const tree::DiffStats& stats) {
                          HumanBytes(stats.bytes_received));
 }
 
+tree::DiffStats DiffStatsOf(const v1::RunDiffSummary& summary) {
+  tree::DiffStats stats;
+  stats.differences = summary.differences();
+  stats.rounds = summary.rounds();
+  stats.bytes_sent = summary.bytes_sent();
+  stats.bytes_received = summary.bytes_received();
+  return stats;
+}
+
 // Sets up both connections at once and before the first round, so that a
 // diff's rounds and its timing do not include them. A node that cannot be
 // reached is reported by the first call, as without this; a link that
@@ -543,8 +626,25 @@ void ConnectBoth(const Context& ctx, node::NodeClient& a, node::NodeClient& b) {
   b.AwaitConnection(wait);
 }
 
-CommandResult Diff(const Context& ctx) {
-  TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
+// What a diff found, wherever it ran.
+struct DiffOutcome {
+  tree::DiffStats stats;
+  double seconds = 0;
+  bool a_absent = false;
+  bool b_absent = false;
+};
+
+void PrintDifference(const Context& ctx, const tree::RowEntry* in_a,
+                     const tree::RowEntry* in_b) {
+  if (ctx.json) {
+    PrintJson(DifferenceJson(in_a, in_b));
+  } else {
+    std::cout << DifferenceText(in_a, in_b) << "\n";
+  }
+}
+
+// The diff from here: both nodes' trees, compared by this process.
+absl::StatusOr<DiffOutcome> DiffFromHere(const Context& ctx) {
   TALLY_ASSIGN_OR_RETURN(auto a, Connect(ctx, ctx.args[0]));
   TALLY_ASSIGN_OR_RETURN(auto b, Connect(ctx, ctx.args[1]));
   ConnectBoth(ctx, *a, *b);
@@ -552,37 +652,79 @@ CommandResult Diff(const Context& ctx) {
   // "A has 10 rows, B has none" is a diff, not an error.
   tree::AbsentAsEmptyView view_a(a->NewTreeView(ctx.keyspace));
   tree::AbsentAsEmptyView view_b(b->NewTreeView(ctx.keyspace));
-
-  tree::DiffStats stats;
+  DiffOutcome outcome;
   const absl::Time start = absl::Now();
   absl::Status status = tree::DiffViews(
       view_a, view_b, tree::DiffOptions{},
       [&](const tree::RowEntry* in_a, const tree::RowEntry* in_b) {
-        if (ctx.json) {
-          PrintJson(DifferenceJson(in_a, in_b));
-        } else {
-          std::cout << DifferenceText(in_a, in_b) << "\n";
-        }
+        PrintDifference(ctx, in_a, in_b);
         return absl::OkStatus();
       },
-      &stats);
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      &outcome.stats);
+  outcome.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::cout.flush();
   if (!status.ok()) return CallFailed(ctx, status);
-  if (view_a.absent() && view_b.absent()) {
-    return tree::KeyspaceAbsentOnBoth(ctx.keyspace, a->address(), b->address());
+  outcome.a_absent = view_a.absent();
+  outcome.b_absent = view_b.absent();
+  return outcome;
+}
+
+// The diff on A, or nullopt with `*fallback` set when it is to run from
+// here instead.
+absl::StatusOr<std::optional<DiffOutcome>> DiffOnA(
+    const Context& ctx, std::optional<std::string>* fallback) {
+  TALLY_ASSIGN_OR_RETURN(auto a, ConnectToA(ctx));
+  v1::RunDiffRequest request;
+  request.set_peer(ctx.args[1]);
+  request.set_keyspace(ctx.keyspace);
+  request.set_mode(v1::RUN_DIFF_MODE_DIFF);
+  bool streamed = false;
+  std::optional<v1::RunDiffSummary> summary;
+  const absl::Status status = a->RunDiff(request, [&](v1::RunDiffEvent& e) {
+    streamed = true;
+    for (const v1::DiffDifference& d : e.differences()) {
+      const tree::RowEntry in_a = EntryOf(d.key(), d.a());
+      const tree::RowEntry in_b = EntryOf(d.key(), d.b());
+      PrintDifference(ctx, d.has_a() ? &in_a : nullptr,
+                      d.has_b() ? &in_b : nullptr);
+    }
+    if (e.has_summary()) summary = e.summary();
+    return absl::OkStatus();
+  });
+  std::cout.flush();
+  *fallback = FallbackReason(status, streamed, a->address());
+  if (fallback->has_value()) return std::optional<DiffOutcome>();
+  if (!status.ok()) return CallFailed(ctx, status);
+  if (!summary.has_value()) {
+    return absl::DataLossError(absl::StrFormat(
+        "node %s ended the diff without its summary", a->address()));
   }
+  DiffOutcome outcome;
+  outcome.stats = DiffStatsOf(*summary);
+  outcome.seconds = summary->seconds();
+  outcome.a_absent = !summary->a_has_keyspace();
+  outcome.b_absent = !summary->b_has_keyspace();
+  return std::optional<DiffOutcome>(outcome);
+}
+
+CommandResult PrintDiff(const Context& ctx, const DiffOutcome& outcome) {
+  const std::string& a = ctx.args[0];
+  const std::string& b = ctx.args[1];
+  if (outcome.a_absent && outcome.b_absent) {
+    return tree::KeyspaceAbsentOnBoth(ctx.keyspace, a, b);
+  }
+  const tree::DiffStats& stats = outcome.stats;
   if (ctx.json) {
-    Json summary = DiffStatsJson(stats, seconds);
+    Json summary = DiffStatsJson(stats, outcome.seconds);
     summary["keyspace"] = ctx.keyspace;
-    summary["a_has_keyspace"] = !view_a.absent();
-    summary["b_has_keyspace"] = !view_b.absent();
+    summary["a_has_keyspace"] = !outcome.a_absent;
+    summary["b_has_keyspace"] = !outcome.b_absent;
     PrintJson({{"summary", summary}});
   } else {
     std::string absent;
-    if (view_a.absent() || view_b.absent()) {
+    if (outcome.a_absent || outcome.b_absent) {
       absent = absl::StrFormat("; keyspace absent on %s, compared as empty",
-                               view_a.absent() ? "a" : "b");
+                               outcome.a_absent ? "a" : "b");
     }
     std::cout << absl::StrFormat(
         "%s: keyspace '%s' on a=%s and b=%s (%s, %.3f s%s)\n",
@@ -591,10 +733,26 @@ CommandResult Diff(const Context& ctx) {
             : absl::StrCat(stats.differences, stats.differences == 1
                                                   ? " key differs"
                                                   : " keys differ"),
-        ctx.keyspace, a->address(), b->address(), DiffStatsText(stats), seconds,
-        absent);
+        ctx.keyspace, a, b, DiffStatsText(stats), outcome.seconds, absent);
   }
   return stats.differences == 0 ? 0 : 1;
+}
+
+CommandResult Diff(const Context& ctx) {
+  TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
+  // Both addresses are checked here, whichever node dials B.
+  for (const std::string& address : ctx.args) {
+    TALLY_RETURN_IF_ERROR(Connect(ctx, address).status());
+  }
+  std::optional<std::string> fallback;
+  if (!absl::GetFlag(FLAGS_third_party)) {
+    TALLY_ASSIGN_OR_RETURN(std::optional<DiffOutcome> on_a,
+                           DiffOnA(ctx, &fallback));
+    if (on_a.has_value()) return PrintDiff(ctx, *on_a);
+  }
+  absl::StatusOr<DiffOutcome> here = DiffFromHere(ctx);
+  if (!here.ok()) return WithFallbackNote(fallback, here.status());
+  return WithFallbackNote(fallback, PrintDiff(ctx, *here));
 }
 
 // ------------------------------------------------------------------ repair
@@ -608,21 +766,100 @@ extern "C" void OnInterrupt(int) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
 }
 
-// A node as the user named it (A or B) and its client.
-struct NamedNode {
-  std::string label;
-  node::NodeClient* client;
+// A keyspace's root on a node after a repair.
+struct Root {
+  std::string hex = std::string(32, '0');
+  uint64_t rows = 0;
+  bool present = false;
 };
 
-CommandResult Repair(const Context& ctx) {
-  TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
-  const bool one_way = ctx.given.count("source") > 0;
-  const bool dry_run = absl::GetFlag(FLAGS_dry_run);
-  std::optional<Side> source;
-  if (one_way) {
-    TALLY_ASSIGN_OR_RETURN(source, ParseSide(absl::GetFlag(FLAGS_source),
-                                             ctx.args[0], ctx.args[1]));
+// What a repair is asked to do, in the user's terms (A and B as given).
+struct RepairPlan {
+  bool one_way = false;
+  bool dry_run = false;
+  bool source_is_b = false;  // with one_way: B is the source, A the copy
+  std::string source_label() const { return source_is_b ? "B" : "A"; }
+  std::string copy_label() const { return source_is_b ? "A" : "B"; }
+};
+
+// What a repair did (a dry run: would do), wherever it ran; A and B as the
+// user named them.
+struct RepairOutcome {
+  node::SyncStats stats;  // rows_to_a and rows_to_b unused: see below
+  uint64_t to_a = 0;
+  uint64_t to_b = 0;
+  uint64_t would_copy_to_a = 0;
+  uint64_t would_copy_to_b = 0;
+  uint64_t would_erase = 0;
+  Root root_a;
+  Root root_b;
+};
+
+// Prints one key a dry run would change, and counts it.
+void PrintPlanned(const Context& ctx, const tree::RowEntry* in_a,
+                  const tree::RowEntry* in_b, v1::DiffAction action,
+                  RepairOutcome* outcome) {
+  std::string name;  // JSON
+  std::string what;  // text
+  switch (action) {
+    case v1::DIFF_ACTION_COPY_TO_A:
+      name = "copy_to_a";
+      what = "would copy to A";
+      ++outcome->would_copy_to_a;
+      break;
+    case v1::DIFF_ACTION_COPY_TO_B:
+      name = "copy_to_b";
+      what = "would copy to B";
+      ++outcome->would_copy_to_b;
+      break;
+    case v1::DIFF_ACTION_ERASE_FROM_A:
+      name = "erase_from_a";
+      what = "would erase from A";
+      ++outcome->would_erase;
+      break;
+    case v1::DIFF_ACTION_ERASE_FROM_B:
+      name = "erase_from_b";
+      what = "would erase from B";
+      ++outcome->would_erase;
+      break;
+    default:
+      name = "conflict";  // SyncStats counts these, dry run or not
+      what = "conflict (left alone)";
+      break;
   }
+  if (ctx.json) {
+    Json line = DifferenceJson(in_a, in_b);
+    line["action"] = name;
+    PrintJson(line);
+  } else {
+    std::cout << absl::StrFormat("%-22s %s\n", what,
+                                 DifferenceText(in_a, in_b, "A", "B"));
+  }
+}
+
+void ShowProgress(ProgressLine& progress, uint64_t differences, uint64_t to_a,
+                  uint64_t to_b) {
+  progress.Update(absl::StrFormat(
+      "repair: %d differences found, %d rows copied to A, %d to B", differences,
+      to_a, to_b));
+}
+
+absl::Status RepairFailed(const Context& ctx, const RepairPlan& plan,
+                          const absl::Status& status) {
+  if (absl::IsNotFound(status)) return status;
+  return absl::Status(
+      status.code(),
+      absl::StrFormat("repair of keyspace '%s' %s: %s%s", ctx.keyspace,
+                      interrupted.load() ? "interrupted" : "failed",
+                      CallFailed(ctx, status).message(),
+                      plan.dry_run ? ""
+                                   : "; rows repaired so far stay repaired, "
+                                     "run it again to finish"));
+}
+
+// The repair from here: both nodes as remote replicas of this process.
+absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
+                                             const RepairPlan& plan) {
   TALLY_ASSIGN_OR_RETURN(auto client_a, Connect(ctx, ctx.args[0]));
   TALLY_ASSIGN_OR_RETURN(auto client_b, Connect(ctx, ctx.args[1]));
   ConnectBoth(ctx, *client_a, *client_b);
@@ -630,25 +867,20 @@ CommandResult Repair(const Context& ctx) {
 
   // The sync's `a` is the source; the user's A and B keep their names in
   // everything printed.
-  NamedNode user_a{"A", client_a.get()};
-  NamedNode user_b{"B", client_b.get()};
-  const bool swapped = source == Side::kB;
-  const NamedNode& sync_a = swapped ? user_b : user_a;
-  const NamedNode& sync_b = swapped ? user_a : user_b;
-  std::unique_ptr<node::Replica> replica_a =
-      node::NewRemoteReplica(sync_a.client);
-  std::unique_ptr<node::Replica> replica_b =
-      node::NewRemoteReplica(sync_b.client);
+  const bool swapped = plan.one_way && plan.source_is_b;
+  node::NodeClient* sync_a = swapped ? client_b.get() : client_a.get();
+  node::NodeClient* sync_b = swapped ? client_a.get() : client_b.get();
+  std::unique_ptr<node::Replica> replica_a = node::NewRemoteReplica(sync_a);
+  std::unique_ptr<node::Replica> replica_b = node::NewRemoteReplica(sync_b);
 
-  // What a dry run would do, counted in the user's terms.
-  uint64_t would_copy_to_a = 0, would_copy_to_b = 0, would_erase = 0;
+  RepairOutcome outcome;
   ProgressLine progress;
   node::SyncOptions options;
   options.keyspace = ctx.keyspace;
-  options.a_is_source = one_way;
-  options.dry_run = dry_run;
+  options.a_is_source = plan.one_way;
+  options.dry_run = plan.dry_run;
   options.cancelled = &interrupted;
-  if (dry_run) {
+  if (plan.dry_run) {
     options.on_difference = [&](const node::KeyDifference& d) {
       using Action = node::KeyDifference::Action;
       const tree::RowEntry* in_user_a = swapped ? d.in_b : d.in_a;
@@ -656,47 +888,29 @@ CommandResult Repair(const Context& ctx) {
       // The target, in the sync's terms, then in the user's.
       const bool to_sync_b =
           d.action == Action::kCopyToB || d.action == Action::kEraseFromB;
-      const NamedNode& target = to_sync_b ? sync_b : sync_a;
-      std::string action;
+      const bool to_user_a = to_sync_b == swapped;
+      v1::DiffAction action = v1::DIFF_ACTION_CONFLICT;
       switch (d.action) {
         case Action::kCopyToA:
         case Action::kCopyToB:
           action =
-              absl::StrCat("copy_to_", absl::AsciiStrToLower(target.label));
-          ++(&target == &user_a ? would_copy_to_a : would_copy_to_b);
+              to_user_a ? v1::DIFF_ACTION_COPY_TO_A : v1::DIFF_ACTION_COPY_TO_B;
           break;
         case Action::kEraseFromB:
-          action =
-              absl::StrCat("erase_from_", absl::AsciiStrToLower(target.label));
-          ++would_erase;
+          action = to_user_a ? v1::DIFF_ACTION_ERASE_FROM_A
+                             : v1::DIFF_ACTION_ERASE_FROM_B;
           break;
         case Action::kConflict:
-          action = "conflict";  // SyncStats counts these, dry run or not
           break;
       }
       progress.Clear();
-      if (ctx.json) {
-        Json line = DifferenceJson(in_user_a, in_user_b);
-        line["action"] = action;
-        PrintJson(line);
-      } else {
-        std::string what = d.action == Action::kConflict
-                               ? "conflict (left alone)"
-                           : d.action == Action::kEraseFromB
-                               ? absl::StrCat("would erase from ", target.label)
-                               : absl::StrCat("would copy to ", target.label);
-        std::cout << absl::StrFormat(
-            "%-22s %s\n", what, DifferenceText(in_user_a, in_user_b, "A", "B"));
-      }
+      PrintPlanned(ctx, in_user_a, in_user_b, action, &outcome);
     };
   }
   if (progress.enabled()) {
     options.on_progress = [&](const node::SyncProgress& p) {
-      const uint64_t to_a = swapped ? p.rows_to_b : p.rows_to_a;
-      const uint64_t to_b = swapped ? p.rows_to_a : p.rows_to_b;
-      progress.Update(absl::StrFormat(
-          "repair: %d differences found, %d rows copied to A, %d to B",
-          p.differences, to_a, to_b));
+      ShowProgress(progress, p.differences, swapped ? p.rows_to_b : p.rows_to_a,
+                   swapped ? p.rows_to_a : p.rows_to_b);
     };
   }
 
@@ -706,40 +920,18 @@ CommandResult Repair(const Context& ctx) {
   std::signal(SIGINT, SIG_DFL);
   progress.Clear();
   std::cout.flush();
-  if (!result.ok()) {
-    if (absl::IsNotFound(result.status())) return result.status();
-    return absl::Status(
-        result.status().code(),
-        absl::StrFormat("repair of keyspace '%s' %s: %s%s", ctx.keyspace,
-                        interrupted.load() ? "interrupted" : "failed",
-                        CallFailed(ctx, result.status()).message(),
-                        dry_run
-                            ? ""
-                            : "; rows repaired so far stay repaired, run it "
-                              "again to finish"));
-  }
-  const node::SyncStats& stats = *result;
-  const uint64_t to_a = swapped ? stats.rows_to_b : stats.rows_to_a;
-  const uint64_t to_b = swapped ? stats.rows_to_a : stats.rows_to_b;
-  const std::string mode =
-      one_way ? absl::StrFormat("one-way from %s (source) to %s", sync_a.label,
-                                sync_b.label)
-              : "two-way (last writer wins)";
-  const double seconds = absl::ToDoubleSeconds(stats.duration);
+  if (!result.ok()) return RepairFailed(ctx, plan, result.status());
+  outcome.stats = *result;
+  outcome.to_a = swapped ? result->rows_to_b : result->rows_to_a;
+  outcome.to_b = swapped ? result->rows_to_a : result->rows_to_b;
 
   // After a real repair, read both roots again: equal roots are the proof
   // the user wants, unequal ones mean writes raced the repair or conflicts.
-  struct Root {
-    std::string hex = std::string(32, '0');
-    uint64_t rows = 0;
-    bool present = false;
-  };
-  Root root_a, root_b;
-  if (!dry_run) {
-    for (auto [side, root] :
-         {std::pair{&user_a, &root_a}, std::pair{&user_b, &root_b}}) {
+  if (!plan.dry_run) {
+    for (auto [client, root] : {std::pair{client_a.get(), &outcome.root_a},
+                                std::pair{client_b.get(), &outcome.root_b}}) {
       TALLY_ASSIGN_OR_RETURN(std::optional<v1::KeyspaceSummary> ks,
-                             FindKeyspace(ctx, *side->client, ctx.keyspace));
+                             FindKeyspace(ctx, *client, ctx.keyspace));
       if (ks.has_value()) {
         root->hex = RootHex(ks->root());
         root->rows = ks->row_count();
@@ -747,35 +939,143 @@ CommandResult Repair(const Context& ctx) {
       }
     }
   }
+  return outcome;
+}
+
+Root RootOf(const v1::RunDiffRoot& root) {
+  Root out;
+  if (!root.has_keyspace()) return out;
+  out.hex = RootHex(root.root());
+  out.rows = root.row_count();
+  out.present = true;
+  return out;
+}
+
+// The repair on A, or nullopt with `*fallback` set when it is to run from
+// here instead. A Ctrl-C cancels the call, and A stops between batches.
+absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
+    const Context& ctx, const RepairPlan& plan,
+    std::optional<std::string>* fallback) {
+  TALLY_ASSIGN_OR_RETURN(auto a, ConnectToA(ctx));
+  v1::RunDiffRequest request;
+  request.set_peer(ctx.args[1]);
+  request.set_keyspace(ctx.keyspace);
+  request.set_mode(!plan.one_way      ? v1::RUN_DIFF_MODE_REPAIR
+                   : plan.source_is_b ? v1::RUN_DIFF_MODE_REPAIR_FROM_PEER
+                                      : v1::RUN_DIFF_MODE_REPAIR_FROM_NODE);
+  request.set_dry_run(plan.dry_run);
+
+  RepairOutcome outcome;
+  ProgressLine progress;
+  bool streamed = false;
+  std::optional<v1::RunDiffSummary> summary;
+  // A signal handler cannot cancel a call; this thread does it for it.
+  node::StreamCanceller canceller;
+  std::atomic<bool> call_done{false};
+  std::signal(SIGINT, OnInterrupt);
+  std::thread watcher([&] {
+    while (!call_done.load()) {
+      if (interrupted.load()) {
+        canceller.Cancel();
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  });
+  const absl::Status status = a->RunDiff(
+      request,
+      [&](v1::RunDiffEvent& e) {
+        streamed = true;
+        for (const v1::DiffDifference& d : e.differences()) {
+          const tree::RowEntry in_a = EntryOf(d.key(), d.a());
+          const tree::RowEntry in_b = EntryOf(d.key(), d.b());
+          progress.Clear();
+          PrintPlanned(ctx, d.has_a() ? &in_a : nullptr,
+                       d.has_b() ? &in_b : nullptr, d.action(), &outcome);
+        }
+        if (e.has_progress()) {
+          ShowProgress(progress, e.progress().differences(),
+                       e.progress().rows_to_a(), e.progress().rows_to_b());
+        }
+        if (e.has_summary()) summary = e.summary();
+        return absl::OkStatus();
+      },
+      &canceller);
+  call_done.store(true);
+  watcher.join();
+  std::signal(SIGINT, SIG_DFL);
+  progress.Clear();
+  std::cout.flush();
+  *fallback = FallbackReason(status, streamed, a->address());
+  if (fallback->has_value()) return std::optional<RepairOutcome>();
+  if (!status.ok()) return RepairFailed(ctx, plan, status);
+  if (!summary.has_value()) {
+    return absl::DataLossError(absl::StrFormat(
+        "node %s ended the repair without its summary", a->address()));
+  }
+  if (!summary->a_has_keyspace() && !summary->b_has_keyspace()) {
+    // As the sync from here says it: the source first.
+    const bool swapped = plan.one_way && plan.source_is_b;
+    return tree::KeyspaceAbsentOnBoth(ctx.keyspace, ctx.args[swapped ? 1 : 0],
+                                      ctx.args[swapped ? 0 : 1]);
+  }
+  outcome.stats.diff = DiffStatsOf(*summary);
+  outcome.stats.erased_from_b = summary->erased();
+  outcome.stats.ignored = summary->ignored();
+  outcome.stats.conflicts = summary->conflicts();
+  outcome.stats.repair_bytes = summary->repair_bytes();
+  outcome.stats.duration = absl::Seconds(summary->seconds());
+  outcome.to_a = summary->rows_to_a();
+  outcome.to_b = summary->rows_to_b();
+  outcome.root_a = RootOf(summary->a_after());
+  outcome.root_b = RootOf(summary->b_after());
+  return std::optional<RepairOutcome>(std::move(outcome));
+}
+
+CommandResult PrintRepair(const Context& ctx, const RepairPlan& plan,
+                          const RepairOutcome& outcome) {
+  const node::SyncStats& stats = outcome.stats;
+  const bool one_way = plan.one_way;
+  const bool dry_run = plan.dry_run;
+  const std::string mode =
+      one_way ? absl::StrFormat("one-way from %s (source) to %s",
+                                plan.source_label(), plan.copy_label())
+              : "two-way (last writer wins)";
+  const double seconds = absl::ToDoubleSeconds(stats.duration);
+  const Root& root_a = outcome.root_a;
+  const Root& root_b = outcome.root_b;
   const bool equal = root_a.hex == root_b.hex && root_a.rows == root_b.rows;
   // Exit 1, as diff's "different": a script that runs repair and goes on
   // must not take nodes that still differ for repaired ones. A dry run
   // changes nothing, so the nodes still differ whenever it found a
   // difference.
   const bool still_differ = dry_run ? stats.diff.differences > 0 : !equal;
+  const uint64_t to_a = dry_run ? outcome.would_copy_to_a : outcome.to_a;
+  const uint64_t to_b = dry_run ? outcome.would_copy_to_b : outcome.to_b;
+  const uint64_t erased = dry_run ? outcome.would_erase : stats.erased_from_b;
 
   if (ctx.json) {
     Json summary = DiffStatsJson(stats.diff, seconds);
     summary["keyspace"] = ctx.keyspace;
     summary["mode"] = one_way ? "one-way" : "two-way";
-    summary["source"] = one_way ? Json(sync_a.label) : nullptr;
+    summary["source"] = one_way ? Json(plan.source_label()) : nullptr;
     summary["dry_run"] = dry_run;
-    summary["rows_to_a"] = dry_run ? would_copy_to_a : to_a;
-    summary["rows_to_b"] = dry_run ? would_copy_to_b : to_b;
-    summary["erased"] = dry_run ? would_erase : stats.erased_from_b;
+    summary["rows_to_a"] = to_a;
+    summary["rows_to_b"] = to_b;
+    summary["erased"] = erased;
     summary["ignored"] = stats.ignored;
     summary["conflicts"] = stats.conflicts;
     summary["repair_bytes"] = stats.repair_bytes;
     Json out = {{"summary", summary}};
     if (!dry_run) {
-      auto root_json = [](const NamedNode& side, const Root& root) {
-        return Json{{"address", side.client->address()},
+      auto root_json = [](const std::string& address, const Root& root) {
+        return Json{{"address", address},
                     {"root", root.hex},
                     {"rows", root.rows},
                     {"has_keyspace", root.present}};
       };
-      out["after"] = {{"a", root_json(user_a, root_a)},
-                      {"b", root_json(user_b, root_b)},
+      out["after"] = {{"a", root_json(ctx.args[0], root_a)},
+                      {"b", root_json(ctx.args[1], root_b)},
                       {"equal", equal}};
     }
     PrintJson(out);
@@ -784,27 +1084,25 @@ CommandResult Repair(const Context& ctx) {
 
   std::string text = absl::StrFormat(
       "%srepair of keyspace '%s', A=%s B=%s, %s\n", dry_run ? "dry-run " : "",
-      ctx.keyspace, client_a->address(), client_b->address(), mode);
+      ctx.keyspace, ctx.args[0], ctx.args[1], mode);
   const std::string verb = dry_run ? "would copy" : "copied";
-  // The traffic is everything the two clients moved: the diff and, in a
-  // real repair, the rows fetched and pushed.
+  // The traffic is what the diff moved (between the nodes when A ran it,
+  // through this tool when it ran here) and, in a real repair, the rows.
   std::vector<std::vector<std::string>> rows = {
       {"differences", absl::StrFormat("%d (%s)", stats.diff.differences,
                                       DiffStatsText(stats.diff))},
   };
   // One-way never copies towards the source.
-  if (!one_way || sync_b.label == "A") {
-    rows.push_back({absl::StrCat(verb, " to A"),
-                    absl::StrCat(dry_run ? would_copy_to_a : to_a)});
+  if (!one_way || plan.copy_label() == "A") {
+    rows.push_back({absl::StrCat(verb, " to A"), absl::StrCat(to_a)});
   }
-  if (!one_way || sync_b.label == "B") {
-    rows.push_back({absl::StrCat(verb, " to B"),
-                    absl::StrCat(dry_run ? would_copy_to_b : to_b)});
+  if (!one_way || plan.copy_label() == "B") {
+    rows.push_back({absl::StrCat(verb, " to B"), absl::StrCat(to_b)});
   }
   if (one_way) {
     rows.push_back({absl::StrCat(dry_run ? "would erase" : "erased", " from ",
-                                 sync_b.label),
-                    absl::StrCat(dry_run ? would_erase : stats.erased_from_b)});
+                                 plan.copy_label()),
+                    absl::StrCat(erased)});
   }
   if (!dry_run) {
     rows.push_back({"ignored", absl::StrFormat("%d (the target already had a "
@@ -823,16 +1121,42 @@ CommandResult Repair(const Context& ctx) {
   if (!dry_run) {
     absl::StrAppend(
         &text, "after repair:\n",
-        Table({{"A", client_a->address(), root_a.hex,
-                absl::StrCat(root_a.rows, " rows")},
-               {"B", client_b->address(), root_b.hex,
-                absl::StrCat(root_b.rows, " rows")}}),
+        Table(
+            {{"A", ctx.args[0], root_a.hex, absl::StrCat(root_a.rows, " rows")},
+             {"B", ctx.args[1], root_b.hex,
+              absl::StrCat(root_b.rows, " rows")}}),
         equal ? "  A and B are equal\n"
               : "  A and B still differ (writes during the repair, or "
                 "conflicts); run repair again\n");
   }
   std::cout << text;
   return still_differ ? 1 : 0;
+}
+
+CommandResult Repair(const Context& ctx) {
+  TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
+  RepairPlan plan;
+  plan.one_way = ctx.given.count("source") > 0;
+  plan.dry_run = absl::GetFlag(FLAGS_dry_run);
+  if (plan.one_way) {
+    TALLY_ASSIGN_OR_RETURN(
+        const Side source,
+        ParseSide(absl::GetFlag(FLAGS_source), ctx.args[0], ctx.args[1]));
+    plan.source_is_b = source == Side::kB;
+  }
+  // Both addresses are checked here, whichever node dials B.
+  for (const std::string& address : ctx.args) {
+    TALLY_RETURN_IF_ERROR(Connect(ctx, address).status());
+  }
+  std::optional<std::string> fallback;
+  if (!absl::GetFlag(FLAGS_third_party)) {
+    TALLY_ASSIGN_OR_RETURN(std::optional<RepairOutcome> on_a,
+                           RepairOnA(ctx, plan, &fallback));
+    if (on_a.has_value()) return PrintRepair(ctx, plan, *on_a);
+  }
+  absl::StatusOr<RepairOutcome> here = RepairFromHere(ctx, plan);
+  if (!here.ok()) return WithFallbackNote(fallback, here.status());
+  return WithFallbackNote(fallback, PrintRepair(ctx, plan, *here));
 }
 
 // ------------------------------------------------------------------ verify

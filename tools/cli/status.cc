@@ -181,6 +181,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
            {"leaves_repaired", status.scrub().leaves_repaired()},
            {"damaged_rows", status.scrub().damaged_rows()}};
   out["sessions_running"] = status.sessions_running();
+  out["diffs_running"] = status.diffs_running();
   out["sessions_ok"] = status.sessions_ok();
   out["sessions_failed"] = status.sessions_failed();
   out["rows_erased"] = status.rows_erased();

@@ -226,6 +226,16 @@ TEST(StatusJson, CountsErasedRowsAndConflictsPerPeerAndInTotal) {
   EXPECT_EQ(j["peers"][0]["conflicts"], 2);
 }
 
+// Diffs a tool asked the node to run (Admin.RunDiff) are not sessions.
+TEST(StatusJson, CountsDiffsRunningApartFromSessions) {
+  v1::StatusResponse s;
+  s.set_sessions_running(1);
+  s.set_diffs_running(2);
+  const Json j = StatusJson(s, "x:1");
+  EXPECT_EQ(j["sessions_running"], 1);
+  EXPECT_EQ(j["diffs_running"], 2);
+}
+
 // Issue 8, item 12: a random epoch above 2^53 was a JSON number, which jq
 // and JavaScript round; it is now the same 16 hex digits as in the text
 // (and the metrics' tally_node_info label).
