@@ -305,7 +305,12 @@ TEST(RunDiff, RepairOnTheNodePrintsWhatTheToolPrints) {
   EXPECT_EQ(KeyLines(repair.out).size(), 0u) << repair.out;
 }
 
-TEST(RunDiff, ToolThatGoesAwayStopsTheNodesRepair) {
+// The tool goes away (SIGKILL: its connection closes) or is interrupted
+// (SIGINT: it cancels the call and says so).
+class ToolThatStops : public ::testing::TestWithParam<int> {};
+
+TEST_P(ToolThatStops, StopsTheNodesRepair) {
+  const int signal = GetParam();
   TempDir dir_a, dir_b, scratch;
   auto a = StartNode("node-a", dir_a.path());
   auto b = StartNode("node-b", dir_b.path());
@@ -314,9 +319,10 @@ TEST(RunDiff, ToolThatGoesAwayStopsTheNodesRepair) {
   auto cb = Connect(b->address());
   constexpr int kRows = 300000;
   LoadRows(*ca, kRows);
+  const std::string out = scratch.path() + "/repair.out";
   const pid_t tool = ::tally::testing::SpawnCommand(
       {::tally::testing::TallyPath(), "repair", a->address(), b->address()},
-      scratch.path() + "/repair.out");
+      out);
   // Running on A, and some rows moved.
   bool seen_running = false;
   ASSERT_TRUE(WaitFor(
@@ -327,7 +333,7 @@ TEST(RunDiff, ToolThatGoesAwayStopsTheNodesRepair) {
       absl::Seconds(30)))
       << "diffs running on A: " << DiffsRunning(*ca)
       << ", rows on B: " << Rows(*cb);
-  kill(tool, SIGKILL);
+  kill(tool, signal);
   int status = 0;
   waitpid(tool, &status, 0);
   // A notices and stops: no run left, and B stops growing short of all.
@@ -338,9 +344,24 @@ TEST(RunDiff, ToolThatGoesAwayStopsTheNodesRepair) {
   absl::SleepFor(absl::Seconds(1));
   EXPECT_EQ(Rows(*cb), stopped_at);
   EXPECT_LT(stopped_at, static_cast<uint64_t>(kRows));
-  EXPECT_THAT(a->Log(), ::testing::Not(HasSubstr("run diff peer")))
-      << "a cancelled run is not a failure";
+  EXPECT_THAT(a->Log(), HasSubstr("outcome=CANCELLED"));
+  if (signal == SIGINT) {
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+    std::ifstream err(out + ".err");
+    const std::string said((std::istreambuf_iterator<char>(err)),
+                           std::istreambuf_iterator<char>());
+    EXPECT_THAT(said, HasSubstr("repair of keyspace 'default' interrupted"));
+    EXPECT_THAT(said, HasSubstr("rows repaired so far stay repaired"));
+    EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << said;
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(KilledOrInterrupted, ToolThatStops,
+                         ::testing::Values(SIGKILL, SIGINT),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return std::string(
+                               p.param == SIGKILL ? "Killed" : "Interrupted");
+                         });
 
 TEST(RunDiff, ADeadlineThatPassesStopsTheNodesRepair) {
   TempDir dir_a, dir_b;
