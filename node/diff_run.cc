@@ -180,10 +180,10 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
                      request.mode() == v1::RUN_DIFF_MODE_REPAIR_FROM_PEER;
   sync.dry_run = !repair || request.dry_run();
   sync.deadline = options.deadline;
-  // The sink cannot fail the sync; the first error of `events` is kept and
-  // stops it through `stop` at its next step.
-  // The sync checks one flag: `stop`, set by a failed event or mirrored
-  // from options.cancelled at every difference and batch.
+  // The sync's callbacks cannot fail it, and it checks one flag: `stop`,
+  // set by the first failed event (kept in event_error) or mirrored from
+  // options.cancelled at every difference and batch; the sync stops at its
+  // next step.
   std::atomic<bool> stop{false};
   absl::Status event_error;
   sync.cancelled = &stop;

@@ -44,6 +44,8 @@ class RunDiffCall final : public DiffRunEvents {
 
   // Valid until the call finishes, which only Done() can make it do.
   const v1::RunDiffRequest& request() const { return *request_; }
+  // The tool's address ("ipv4:127.0.0.1:51234"), for the log.
+  std::string tool() const { return context_->peer(); }
 
   const std::atomic<bool>* cancelled() const { return &cancelled_; }
 
@@ -290,13 +292,22 @@ void DiffRunner::Run(std::shared_ptr<RunDiffCall> call) {
     absl::MutexLock lock(&mu_);
     options.self_address = self_address_;
   }
+  const absl::Time start = absl::Now();
   const absl::StatusOr<v1::RunDiffSummary> result =
       RunDiffAgainstPeer(store_, call->request(), options, call.get());
-  if (!result.ok() && !absl::IsCancelled(result.status())) {
-    LogInfo(absl::StrFormat("run diff peer=%s keyspace=%s outcome=%s",
-                            call->request().peer(), call->request().keyspace(),
-                            result.status().ToString()));
-  }
+  // One line per run, as a session's: what the tool asked, and its outcome.
+  const v1::RunDiffSummary done = result.ok() ? *result : v1::RunDiffSummary();
+  LogInfo(absl::StrFormat(
+      "run diff tool=%s peer=%s keyspace=%s mode=%s%s outcome=%s "
+      "differences=%d rounds=%d bytes_sent=%d bytes_received=%d rows_to_a=%d "
+      "rows_to_b=%d erased=%d duration_ms=%d",
+      call->tool(), call->request().peer(), call->request().keyspace(),
+      v1::RunDiffMode_Name(call->request().mode()),
+      call->request().dry_run() ? " dry_run" : "",
+      result.ok() ? "ok" : result.status().ToString(), done.differences(),
+      done.rounds(), done.bytes_sent(), done.bytes_received(), done.rows_to_a(),
+      done.rows_to_b(), done.erased(),
+      absl::ToInt64Milliseconds(absl::Now() - start)));
   call->Done(result);
   absl::MutexLock lock(&mu_);
   running_.erase(call);
