@@ -32,6 +32,15 @@ std::string Describe(const PGconn* conn) {
 }
 
 absl::StatusCode CodeForConnectFailure(absl::string_view message) {
+  // A connection string libpq cannot parse: retrying cannot help.
+  if (absl::StrContains(message, "invalid connection option") ||
+      absl::StrContains(message, "invalid URI") ||
+      absl::StrContains(message, "missing \"=\" after") ||
+      absl::StrContains(message, "unterminated quoted string") ||
+      absl::StrContains(message, "invalid integer value") ||
+      absl::StrContains(message, "invalid port number")) {
+    return absl::StatusCode::kInvalidArgument;
+  }
   if (absl::StrContains(message, "password authentication failed") ||
       absl::StrContains(message, "no password supplied") ||
       absl::StrContains(message, "authentication failed")) {
@@ -62,6 +71,7 @@ absl::StatusCode StatusCodeForSqlState(absl::string_view s) {
     return C::kAlreadyExists;
   }
   if (s == "57014") return C::kCancelled;
+
   if (cls == "08" || s.substr(0, 4) == "57P0") return C::kUnavailable;
   if (cls == "28") return C::kUnauthenticated;
   if (cls == "42" || cls == "22") return C::kInvalidArgument;

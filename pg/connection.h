@@ -14,7 +14,8 @@
 // class (StatusFromSqlState) and whose message names what was being done,
 // the server's message, its detail and hint, and the SQLSTATE. A connection
 // that cannot be made is kUnavailable (kUnauthenticated for a rejected
-// password, kNotFound for a missing database or role); a connection lost
+// password, kNotFound for a missing database or role, kInvalidArgument for
+// a connection string libpq cannot parse); a connection lost
 // mid-query is kUnavailable. Every wait on the server is bounded: a query
 // that runs past `ConnectOptions::query_timeout` is cancelled and returns
 // kDeadlineExceeded, so a stalled or dead database never blocks a caller
@@ -48,7 +49,9 @@ namespace pg {
 // kInvalidArgument; 23505 unique violation, 42710/42P07 duplicates, 42710 →
 // kAlreadyExists; other 23 → kFailedPrecondition; 53 insufficient
 // resources and 54 limits → kResourceExhausted; 55 object not in
-// prerequisite state → kFailedPrecondition; 57014 query canceled →
+// prerequisite state (also 55006 object in use: a slot or origin another
+// session holds, briefly even after it closed — callers that wait for it
+// retry on this code) → kFailedPrecondition; 57014 query canceled →
 // kCancelled; 57P0x shutdown / cannot connect now → kUnavailable; 40
 // transaction rollback (serialization, deadlock) → kAborted; 22 data
 // exception → kInvalidArgument; 0A feature not supported →

@@ -147,9 +147,11 @@ TEST_F(ConnectionTest, ConnectFailuresSayWhy) {
   c = Connection::Open(pg_->Uri("nope"), {});
   EXPECT_TRUE(absl::IsNotFound(c.status())) << c.status();
   EXPECT_NE(c.status().message().find("nope"), absl::string_view::npos);
-  // Not a connection string at all.
-  c = Connection::Open("host=127.0.0.1 port=", {});
-  EXPECT_FALSE(c.ok());
+  // Not a connection string libpq accepts: retrying cannot help.
+  c = Connection::Open("host=127.0.0.1 bogus_option=1", {});
+  EXPECT_TRUE(absl::IsInvalidArgument(c.status())) << c.status();
+  c = Connection::Open("postgresql://127.0.0.1:notaport/x", {});
+  EXPECT_TRUE(absl::IsInvalidArgument(c.status())) << c.status();
 }
 
 TEST(ConnectionPasswordTest, AWrongPasswordIsUnauthenticated) {
@@ -180,6 +182,8 @@ TEST(StatusCodeForSqlState, FollowsTheClass) {
   EXPECT_EQ(StatusCodeForSqlState("57P01"), absl::StatusCode::kUnavailable);
   EXPECT_EQ(StatusCodeForSqlState("53400"),
             absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(StatusCodeForSqlState("55006"),
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(StatusCodeForSqlState("55000"),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(StatusCodeForSqlState("40P01"), absl::StatusCode::kAborted);

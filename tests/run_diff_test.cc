@@ -273,6 +273,23 @@ TEST_F(UnreachablePeer, ToolDiffsAndRepairsFromHereAndSaysSoInOneLine) {
 
 // A dry run prints the same actions on A as from the tool; a real repair
 // on A prints no key, as from the tool.
+// A node compared with itself is equal, as it was before diffs ran on A:
+// A refuses to diff against itself, and the tool compares the two from
+// here (exit 0), by the same address or by another spelling of it.
+TEST(RunDiff, ANodeDiffedWithItselfIsEqual) {
+  TempDir dir_a;
+  auto a = StartNode("node-a", dir_a.path());
+  ASSERT_TRUE(a);
+  auto ca = Connect(a->address());
+  ASSERT_TRUE(ca->Put(kKeyspace, "k", "v").ok());
+  const std::string port = a->address().substr(a->address().rfind(':') + 1);
+  for (const std::string& again : {a->address(), "localhost:" + port}) {
+    const CommandResult diff = RunTally({"diff", a->address(), again});
+    EXPECT_EQ(diff.exit_code, 0) << diff.out << diff.err;
+    EXPECT_THAT(diff.err, ::testing::HasSubstr("same node")) << diff.err;
+  }
+}
+
 TEST(RunDiff, RepairOnTheNodePrintsWhatTheToolPrints) {
   TempDir dir_a, dir_b;
   auto a = StartNode("node-a", dir_a.path());

@@ -543,6 +543,12 @@ std::optional<std::string> FallbackReason(const absl::Status& status,
   if (absl::IsUnimplemented(status)) {
     return absl::StrFormat("node %s has no RunDiff (an older tallyd)", a);
   }
+  // A refuses to diff against itself (B names A, by its address or under
+  // its name); from here the two are compared as before: equal.
+  if (absl::IsInvalidArgument(status) &&
+      absl::StrContains(status.message(), "this node itself")) {
+    return absl::StrFormat("node %s and B are the same node", a);
+  }
   if (absl::IsUnavailable(status) && node::UnreachablePeer(status)) {
     return std::string(
         status.message());  // "node A (name) cannot reach B: ..."
