@@ -1,6 +1,7 @@
 #include "node/schema_check.h"
 
 #include "absl/strings/str_format.h"
+#include "storage/row_backend.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -8,8 +9,11 @@ namespace node {
 
 absl::Status CheckSchema(absl::string_view keyspace, const SchemaOf& a,
                          const SchemaOf& b) {
-  // An empty fingerprint: a node from before the field (see the header).
+  // An empty fingerprint: a node from before the field; the embedded
+  // backend's: opaque values, any shape (see the header).
   if (a.fingerprint.empty() || b.fingerprint.empty() ||
+      a.fingerprint == storage::kEmbeddedFingerprint ||
+      b.fingerprint == storage::kEmbeddedFingerprint ||
       a.fingerprint == b.fingerprint) {
     return absl::OkStatus();
   }

@@ -10,7 +10,13 @@
 // An empty fingerprint is a node from before the field. It matches any
 // fingerprint, so that a mesh keeps syncing through a rolling upgrade:
 // every such node keeps its rows in the embedded backend, whose values are
-// opaque bytes that any node can take.
+// opaque bytes that any node can take. The embedded backend's own
+// fingerprint (storage::kEmbeddedFingerprint) matches any for the same
+// reason: an embedded node can hold a PostgreSQL table's canonical rows and
+// diff equal with the database's sidecar. Two PostgreSQL nodes must agree.
+// (An embedded node between two PostgreSQL nodes whose tables differ does
+// not stop their rows meeting: the receiving database refuses rows of
+// another shape when it applies them.)
 //
 //   absl::flat_hash_map<std::string, std::string> theirs =
 //       SchemaFingerprints(handshake);
@@ -39,8 +45,9 @@ struct SchemaOf {
 
 // OK when the rows of `keyspace` may be exchanged between `a` and `b`:
 // their fingerprints are equal, or either is empty (a node from before the
-// field). Otherwise kFailedPrecondition naming the keyspace, both nodes and
-// both fingerprints: retrying cannot help until the schemas match.
+// field) or the embedded backend's. Otherwise kFailedPrecondition naming the
+// keyspace, both nodes and both fingerprints: retrying cannot help until the
+// schemas match.
 absl::Status CheckSchema(absl::string_view keyspace, const SchemaOf& a,
                          const SchemaOf& b);
 

@@ -37,12 +37,23 @@ TEST(CheckSchema, EqualFingerprintsPass) {
 
 TEST(CheckSchema, DifferentFingerprintsFailNamingBothNodesAndFingerprints) {
   const absl::Status s = CheckSchema("users", SchemaOf{"node-a", "pg:1234"},
-                                     SchemaOf{"node-b", "embedded/1"});
+                                     SchemaOf{"node-b", "pg:5678"});
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(
       std::string(s.message()),
       AllOf(HasSubstr("'users'"), HasSubstr("'pg:1234'"), HasSubstr("node-a"),
-            HasSubstr("'embedded/1'"), HasSubstr("node-b")));
+            HasSubstr("'pg:5678'"), HasSubstr("node-b")));
+}
+
+// An embedded node keeps opaque bytes: it takes a PostgreSQL table's
+// canonical rows and diffs with its sidecar.
+TEST(CheckSchema, TheEmbeddedBackendMatchesAnyFingerprint) {
+  EXPECT_TRUE(CheckSchema("public.t", SchemaOf{"a", "embedded/1"},
+                          SchemaOf{"b", "postgresql/1:00ff"})
+                  .ok());
+  EXPECT_TRUE(CheckSchema("public.t", SchemaOf{"a", "postgresql/1:00ff"},
+                          SchemaOf{"b", "embedded/1"})
+                  .ok());
 }
 
 TEST(CheckSchema, AnEmptyFingerprintIsANodeFromBeforeTheFieldAndPasses) {
@@ -127,14 +138,18 @@ TEST(CheckKeyspaceSchema, ComparesThisNodesBackendWithThePeersHandshake) {
   auto store = OpenStore(dir.path(), "node-a",
                          std::make_shared<FingerprintBackend>("pg:1234"));
   const absl::flat_hash_map<std::string, std::string> peer = {
-      {"users", "embedded/1"}, {"same", "pg:1234"}, {"old", ""}};
+      {"users", "pg:5678"},
+      {"same", "pg:1234"},
+      {"old", ""},
+      {"opaque", "embedded/1"}};
   const absl::Status differs =
       CheckKeyspaceSchema(*store, "users", peer, "node-b");
   EXPECT_EQ(differs.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(differs.message()),
               AllOf(HasSubstr("'pg:1234' on this node (node-a)"),
-                    HasSubstr("'embedded/1' on node-b")));
+                    HasSubstr("'pg:5678' on node-b")));
   EXPECT_TRUE(CheckKeyspaceSchema(*store, "same", peer, "node-b").ok());
+  EXPECT_TRUE(CheckKeyspaceSchema(*store, "opaque", peer, "node-b").ok());
   EXPECT_TRUE(CheckKeyspaceSchema(*store, "old", peer, "node-b").ok());
   // The peer lacks it: nothing to compare.
   EXPECT_TRUE(CheckKeyspaceSchema(*store, "absent", peer, "node-b").ok());
@@ -200,7 +215,8 @@ TEST(SchemaCheckHandshake, EveryKeyspaceCarriesTheBackendsFingerprint) {
 
 TEST(SchemaCheckSession, AKeyspaceWhoseSchemaDiffersFailsAloneTheOthersSync) {
   TempDir dir_a, dir_b;
-  ServedNode b(dir_b.path());
+  ServedNode b(dir_b.path(),
+               std::make_shared<FingerprintBackend>("other/2", "clash"));
   auto a = OpenStore(dir_a.path(), "node-a",
                      std::make_shared<FingerprintBackend>("other/1", "clash"));
   // "clash" comes first in the session (keyspaces go in name order).
@@ -234,7 +250,7 @@ TEST(SchemaCheckSession, AKeyspaceWhoseSchemaDiffersFailsAloneTheOthersSync) {
   EXPECT_EQ(peer.sessions_failed(), 1u);
   EXPECT_THAT(peer.last_outcome(),
               AllOf(HasSubstr("FAILED_PRECONDITION"), HasSubstr("'clash'"),
-                    HasSubstr("'other/1'"), HasSubstr("'embedded/1'")));
+                    HasSubstr("'other/1'"), HasSubstr("'other/2'")));
   // The other keyspace was synced both ways.
   EXPECT_TRUE(a->Get("fine", "from-b").ok());
   EXPECT_TRUE(b.store().Get("fine", "from-a").ok());

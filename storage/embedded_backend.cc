@@ -5,8 +5,6 @@ namespace tally {
 namespace storage {
 namespace {
 
-constexpr absl::string_view kEmbeddedFingerprint = "embedded/1";
-
 // The store's own LevelDB holds the value in the row record: a row is
 // applied by the store's WriteBatch itself, so nothing is ever refused and
 // the payload is the value.

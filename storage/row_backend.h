@@ -152,6 +152,13 @@ class RowBackend {
       absl::string_view keyspace) const = 0;
 };
 
+// The embedded backend's fingerprint for every keyspace: values are opaque
+// bytes, so a node keeping them takes the rows of any shape, and its
+// fingerprint matches every other one (node/schema_check.h). An embedded
+// node peering with a PostgreSQL node keeps that table's canonical bytes
+// (pg/row_codec.h) and diffs equal with it.
+inline constexpr absl::string_view kEmbeddedFingerprint = "embedded/1";
+
 // Values kept in the store's own LevelDB, inside the row record.
 std::unique_ptr<RowBackend> NewEmbeddedBackend();
 
