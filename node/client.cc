@@ -54,6 +54,8 @@ class RemoteTreeView : public tree::TreeView {
     TALLY_RETURN_IF_ERROR(tree::ValidateSummaryTopLevels(top_levels));
     TALLY_ASSIGN_OR_RETURN(v1::HandshakeResponse response,
                            client_->Handshake({keyspace_}, top_levels));
+    // A node from before seeded exchanges does not say it answers them.
+    seeded_ = response.seeded_exchange();
     for (const v1::KeyspaceSummary& ks : response.keyspaces()) {
       if (ks.name() == keyspace_) return SummaryFromProto(ks);
     }
@@ -71,6 +73,23 @@ class RemoteTreeView : public tree::TreeView {
                            client_->Exchange(proto));
     return FromProto(response);
   }
+
+  absl::StatusOr<tree::SeededResponse> ExchangeSeeded(
+      const tree::SeededRequest& request) override {
+    if (!seeded_) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "node %s does not answer seeded exchanges", client_->address()));
+    }
+    TALLY_RETURN_IF_ERROR(tree::ValidateSeededRequest(request));
+    v1::ExchangeRequest proto;
+    proto.set_keyspace(keyspace_);
+    ToProto(request, &proto);
+    TALLY_ASSIGN_OR_RETURN(v1::ExchangeResponse response,
+                           client_->Exchange(proto));
+    return SeededFromProto(response, request);
+  }
+
+  bool AnswersSeeded() const override { return seeded_; }
 
   absl::Status Scan(absl::Span<const tree::NodeRef> ranges,
                     const tree::EntrySink& sink) override {
@@ -102,6 +121,9 @@ class RemoteTreeView : public tree::TreeView {
  private:
   NodeClient* const client_;
   const std::string keyspace_;
+  // Whether the node said in its last handshake that it answers seeded
+  // exchanges; until then, assume not.
+  bool seeded_ = false;
 };
 
 }  // namespace

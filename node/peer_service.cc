@@ -68,6 +68,7 @@ absl::Status HandshakeOnPool(storage::Store& store,
   response->set_node_name(store.node_name());
   response->set_epoch(store.epoch());
   response->set_clock_unix_ms(store.clock().PhysicalMillis());
+  response->set_seeded_exchange(true);
   size_t bytes = response->ByteSizeLong();
   for (const std::string& name : names) {
     absl::StatusOr<std::unique_ptr<tree::TreeView>> view =
@@ -104,6 +105,24 @@ absl::Status ExchangeOnPool(storage::Store& store, absl::string_view keyspace,
       response->ByteSizeLong(), "exchange",
       "the rows listed are too large for one answer: list fewer ranges");
   // An answer that will not be sent is not kept until the call ends.
+  if (!size.ok()) response->Clear();
+  return size;
+}
+
+// A seeded exchange: the same questions, answered with short seeded
+// fingerprints and, when the caller sent its own, with what differs.
+absl::Status SeededExchangeOnPool(storage::Store& store,
+                                  absl::string_view keyspace,
+                                  const tree::SeededRequest& query,
+                                  v1::ExchangeResponse* response) {
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<tree::TreeView> view,
+                         OpenView(store, keyspace));
+  TALLY_ASSIGN_OR_RETURN(tree::SeededResponse answer,
+                         view->ExchangeSeeded(query));
+  ToProto(answer, query, response);
+  const absl::Status size = CheckAnswerSize(
+      response->ByteSizeLong(), "exchange",
+      "the rows listed are too large for one answer: list fewer ranges");
   if (!size.ok()) response->Clear();
   return size;
 }
@@ -642,6 +661,17 @@ grpc::ServerUnaryReactor* PeerService::Exchange(
     v1::ExchangeResponse* response) {
   absl::Status status = storage::ValidateKeyspaceName(request->keyspace());
   if (!status.ok()) return FinishNow(context, status);
+  if (request->seeded()) {
+    absl::StatusOr<tree::SeededRequest> seeded = SeededFromProto(*request);
+    if (!seeded.ok()) return FinishNow(context, seeded.status());
+    return FinishOnPool(
+        context, pool_,
+        [this, request, response, query = std::move(*seeded)] {
+          return SeededExchangeOnPool(*store_, request->keyspace(), query,
+                                      response);
+        },
+        WorkerPool::Lane::kBulk);
+  }
   absl::StatusOr<tree::ViewRequest> view_request = FromProto(*request);
   if (!view_request.ok()) return FinishNow(context, view_request.status());
   // Bulk: an exchange may scan many rows below the stored leaves.

@@ -114,6 +114,10 @@ absl::Status Session::SyncKeyspace(const std::string& keyspace) {
   SyncOptions options;
   options.keyspace = keyspace;
   options.a_is_source = from_source;
+  // The local store answers in process: the diff sends its fingerprints and
+  // the peer answers which differ (tree/diff.h, DiffOptions::own_view).
+  options.diff.own_view = from_source ? tree::DiffOptions::OwnView::kB
+                                      : tree::DiffOptions::OwnView::kA;
   options.deadline = result_.start + options_.timeout;
   options.cancelled = options_.cancelled;
   options.bandwidth_bytes_per_second = options_.bandwidth_bytes_per_second;

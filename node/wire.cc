@@ -4,6 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
+#include "tree/fingerprint.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -281,6 +282,177 @@ absl::StatusOr<tree::ViewResponse> FromProto(
     TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
                            FromProto(e, response.origins()));
     out.entries.push_back(std::move(entry));
+  }
+  return out;
+}
+
+namespace {
+
+std::string PackFlags(const std::vector<bool>& flags) {
+  std::vector<uint64_t> values(flags.begin(), flags.end());
+  return tree::PackBits(values, 1);
+}
+
+absl::StatusOr<std::vector<bool>> UnpackFlags(const std::string& packed,
+                                              size_t count) {
+  TALLY_ASSIGN_OR_RETURN(std::vector<uint64_t> values,
+                         tree::UnpackBits(packed, 1, count));
+  return std::vector<bool>(values.begin(), values.end());
+}
+
+uint64_t DescendantsAskedFor(const tree::ViewRequest& request) {
+  uint64_t n = 0;
+  for (const tree::DescendRequest& d : request.descend) {
+    n += uint64_t{1} << d.levels_ahead;
+  }
+  return n;
+}
+
+}  // namespace
+
+void ToProto(const tree::SeededRequest& request, v1::ExchangeRequest* out) {
+  ToProto(request.plain, out);
+  out->set_seeded(true);
+  out->set_seed(request.seed);
+  out->set_node_bits(static_cast<uint32_t>(request.node_bits));
+  out->set_row_bits(static_cast<uint32_t>(request.row_bits));
+  if (!request.known_nodes.empty()) {
+    out->set_known_nodes(
+        tree::PackBits(request.known_nodes, request.node_bits));
+  }
+  if (request.rows_known) {
+    out->set_rows_known(true);
+    for (uint32_t n : request.known_rows_per_range) {
+      out->add_known_rows_per_range(n);
+    }
+    out->set_known_rows(tree::PackBits(request.known_rows, request.row_bits));
+  }
+}
+
+absl::StatusOr<tree::SeededRequest> SeededFromProto(
+    const v1::ExchangeRequest& request) {
+  if (!request.seeded()) {
+    return absl::InvalidArgumentError("exchange request is not seeded");
+  }
+  tree::SeededRequest out;
+  TALLY_ASSIGN_OR_RETURN(out.plain, FromProto(request));
+  out.seed = request.seed();
+  out.node_bits = static_cast<int>(std::min<uint32_t>(request.node_bits(), 65));
+  out.row_bits = static_cast<int>(std::min<uint32_t>(request.row_bits(), 65));
+  for (const int bits : {out.node_bits, out.row_bits}) {
+    if (bits < tree::kMinFingerprintBits || bits > tree::kMaxFingerprintBits) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "seeded exchange asks for %d-bit fingerprints; widths are %d..%d",
+          bits, tree::kMinFingerprintBits, tree::kMaxFingerprintBits));
+    }
+  }
+  if (!request.known_nodes().empty()) {
+    TALLY_ASSIGN_OR_RETURN(
+        out.known_nodes, tree::UnpackBits(request.known_nodes(), out.node_bits,
+                                          DescendantsAskedFor(out.plain)));
+  }
+  if (request.rows_known()) {
+    out.rows_known = true;
+    uint64_t rows = 0;
+    for (uint32_t n : request.known_rows_per_range()) rows += n;
+    if (rows > tree::kMaxEntriesPerExchange) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "seeded exchange sends %d known rows; the limit is %d", rows,
+          tree::kMaxEntriesPerExchange));
+    }
+    out.known_rows_per_range.assign(request.known_rows_per_range().begin(),
+                                    request.known_rows_per_range().end());
+    TALLY_ASSIGN_OR_RETURN(out.known_rows,
+                           tree::UnpackBits(request.known_rows(), out.row_bits,
+                                            static_cast<size_t>(rows)));
+  }
+  TALLY_RETURN_IF_ERROR(tree::ValidateSeededRequest(out));
+  return out;
+}
+
+void ToProto(const tree::SeededResponse& response,
+             const tree::SeededRequest& request, v1::ExchangeResponse* out) {
+  if (request.known_nodes.empty()) {
+    std::vector<uint64_t> fingerprints;
+    fingerprints.reserve(response.descendants.size());
+    for (const tree::NodeDigest& d : response.descendants) {
+      fingerprints.push_back(d.fingerprint);
+    }
+    if (!fingerprints.empty()) {
+      out->set_packed_fingerprints(
+          tree::PackBits(fingerprints, request.node_bits));
+    }
+  } else {
+    out->set_differs(PackFlags(response.differs));
+  }
+  out->mutable_counts()->Reserve(static_cast<int>(response.descendants.size()));
+  for (const tree::NodeDigest& d : response.descendants) {
+    out->add_counts(d.count);
+  }
+  for (uint32_t n : response.entries_per_range) out->add_entries_per_range(n);
+  OriginDictionary origins;
+  for (const tree::RowEntry& e : response.entries) {
+    ToProto(e, &origins, out->add_entries());
+  }
+  origins.MoveTo(out->mutable_origins());
+  if (request.rows_known) out->set_unmatched(PackFlags(response.unmatched));
+}
+
+absl::StatusOr<tree::SeededResponse> SeededFromProto(
+    const v1::ExchangeResponse& response, const tree::SeededRequest& request) {
+  tree::SeededResponse out;
+  const uint64_t asked = DescendantsAskedFor(request.plain);
+  if (request.known_nodes.empty()) {
+    TALLY_ASSIGN_OR_RETURN(
+        const std::vector<uint64_t> fingerprints,
+        tree::UnpackBits(response.packed_fingerprints(), request.node_bits,
+                         static_cast<size_t>(asked)));
+    if (static_cast<uint64_t>(response.counts_size()) != asked) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "seeded exchange answer has %d counts for %d descendants",
+          response.counts_size(), asked));
+    }
+    out.descendants.reserve(fingerprints.size());
+    for (size_t i = 0; i < fingerprints.size(); ++i) {
+      out.descendants.push_back(tree::NodeDigest{
+          fingerprints[i], response.counts(static_cast<int>(i))});
+    }
+  } else {
+    TALLY_ASSIGN_OR_RETURN(
+        out.differs,
+        UnpackFlags(response.differs(), static_cast<size_t>(asked)));
+    const int differing = static_cast<int>(
+        std::count(out.differs.begin(), out.differs.end(), true));
+    if (response.counts_size() != differing) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "seeded exchange answer has %d counts for %d differing descendants",
+          response.counts_size(), differing));
+    }
+    for (uint64_t count : response.counts()) {
+      out.descendants.push_back(tree::NodeDigest{0, count});
+    }
+  }
+  out.entries_per_range.assign(response.entries_per_range().begin(),
+                               response.entries_per_range().end());
+  uint64_t entries = 0;
+  for (uint32_t n : out.entries_per_range) entries += n;
+  if (out.entries_per_range.size() != request.plain.list.size() ||
+      entries != static_cast<uint64_t>(response.entries_size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "seeded exchange answer has %d ranges of %d entries for %d ranges",
+        out.entries_per_range.size(), response.entries_size(),
+        request.plain.list.size()));
+  }
+  out.entries.reserve(response.entries_size());
+  for (const v1::RowEntry& e : response.entries()) {
+    TALLY_ASSIGN_OR_RETURN(tree::RowEntry entry,
+                           FromProto(e, response.origins()));
+    out.entries.push_back(std::move(entry));
+  }
+  if (request.rows_known) {
+    TALLY_ASSIGN_OR_RETURN(
+        out.unmatched,
+        UnpackFlags(response.unmatched(), request.known_rows.size()));
   }
   return out;
 }

@@ -85,6 +85,18 @@ void ToProto(const tree::ViewResponse& response, v1::ExchangeResponse* out);
 absl::StatusOr<tree::ViewResponse> FromProto(
     const v1::ExchangeResponse& response);
 
+// A seeded exchange (tree::SeededRequest) as ExchangeRequest.seeded, and
+// back; decoding validates it (tree::ValidateSeededRequest).
+void ToProto(const tree::SeededRequest& request, v1::ExchangeRequest* out);
+absl::StatusOr<tree::SeededRequest> SeededFromProto(
+    const v1::ExchangeRequest& request);
+
+// Its answer; decoding checks it against the request it answers.
+void ToProto(const tree::SeededResponse& response,
+             const tree::SeededRequest& request, v1::ExchangeResponse* out);
+absl::StatusOr<tree::SeededResponse> SeededFromProto(
+    const v1::ExchangeResponse& response, const tree::SeededRequest& request);
+
 // Summary of one keyspace, with the fingerprints and counts of the nodes
 // `top_levels` below the root when top_levels > 0.
 absl::Status SummaryToProto(tree::TreeView& view, absl::string_view name,

@@ -81,6 +81,80 @@ TEST(Wire, BadNodeGroupsAreRefused) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(Wire, SeededExchangeRoundTripsAndItsSizeModelHolds) {
+  tree::SeededRequest request;
+  request.plain.descend.push_back({tree::NodeRef{10, 3}, 3});
+  request.plain.list.push_back(tree::NodeRef{20, 9});
+  request.plain.list.push_back(tree::NodeRef{20, 11});
+  request.seed = 0x0123456789abcdefull;
+  request.node_bits = 19;
+  request.row_bits = 21;
+  for (uint64_t i = 0; i < 8; ++i) {
+    request.known_nodes.push_back((i * 77777) & ((1u << 19) - 1));
+  }
+  request.rows_known = true;
+  request.known_rows_per_range = {2, 1};
+  request.known_rows = {5, (1u << 21) - 1, 0};
+
+  v1::ExchangeRequest proto;
+  ToProto(request, &proto);
+  absl::StatusOr<tree::SeededRequest> back = SeededFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->seed, request.seed);
+  EXPECT_EQ(back->node_bits, 19);
+  EXPECT_EQ(back->row_bits, 21);
+  EXPECT_EQ(back->known_nodes, request.known_nodes);
+  EXPECT_EQ(back->known_rows_per_range, request.known_rows_per_range);
+  EXPECT_EQ(back->known_rows, request.known_rows);
+  EXPECT_EQ(tree::WireSize(request), proto.ByteSizeLong());
+
+  tree::SeededResponse response;
+  response.differs = {false, true, false, false, true, false, false, false};
+  response.descendants = {tree::NodeDigest{0, 300}, tree::NodeDigest{0, 2}};
+  response.entries_per_range = {1, 0};
+  tree::RowEntry row;
+  row.key = "k";
+  row.token = tree::TokenOf(row.key);
+  row.version.timestamp = tree::HlcTimestamp::FromParts(1000, 0);
+  row.version.origin = "n1";
+  row.digest = tree::Digest128{0, 42};
+  response.entries = {row};
+  response.unmatched = {true, false, true};
+  v1::ExchangeResponse answer;
+  ToProto(response, request, &answer);
+  absl::StatusOr<tree::SeededResponse> decoded =
+      SeededFromProto(answer, request);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->differs, response.differs);
+  ASSERT_EQ(decoded->descendants.size(), 2u);
+  EXPECT_EQ(decoded->descendants[0].count, 300u);
+  EXPECT_EQ(decoded->unmatched, response.unmatched);
+  ASSERT_EQ(decoded->entries.size(), 1u);
+  EXPECT_EQ(decoded->entries[0].digest.Fingerprint(), 42u);
+  // Within the origin names, which WireSize leaves to the message.
+  EXPECT_LE(tree::WireSize(response, request), answer.ByteSizeLong());
+  EXPECT_GE(tree::WireSize(response, request) + 8, answer.ByteSizeLong());
+
+  // An answer that does not fit its request is refused.
+  answer.set_unmatched("");
+  EXPECT_FALSE(SeededFromProto(answer, request).ok());
+  // So is a request whose known fingerprints do not fit what it asks.
+  proto.set_known_nodes(proto.known_nodes() + "x");
+  EXPECT_FALSE(SeededFromProto(proto).ok());
+}
+
+TEST(Wire, AnUnseededRequestIsAnsweredThePlainWay) {
+  // What a node from before seeds sends: no `seeded`, so the plain decoder
+  // applies and the seeded one refuses it.
+  tree::ViewRequest plain;
+  plain.descend.push_back({tree::NodeRef{0, 0}, 4});
+  v1::ExchangeRequest proto;
+  ToProto(plain, &proto);
+  EXPECT_FALSE(proto.seeded());
+  EXPECT_TRUE(FromProto(proto).ok());
+  EXPECT_FALSE(SeededFromProto(proto).ok());
+}
+
 }  // namespace
 }  // namespace node
 }  // namespace tally

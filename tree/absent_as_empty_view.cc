@@ -22,6 +22,16 @@ absl::StatusOr<ViewResponse> AbsentAsEmptyView::Exchange(
   return absent() ? empty_->Exchange(request) : view_->Exchange(request);
 }
 
+absl::StatusOr<SeededResponse> AbsentAsEmptyView::ExchangeSeeded(
+    const SeededRequest& request) {
+  return absent() ? empty_->ExchangeSeeded(request)
+                  : view_->ExchangeSeeded(request);
+}
+
+bool AbsentAsEmptyView::AnswersSeeded() const {
+  return absent() || view_->AnswersSeeded();
+}
+
 absl::Status AbsentAsEmptyView::Scan(absl::Span<const NodeRef> ranges,
                                      const EntrySink& sink) {
   return absent() ? empty_->Scan(ranges, sink) : view_->Scan(ranges, sink);

@@ -53,6 +53,11 @@ class AbsentAsEmptyView : public TreeView {
 
   // REQUIRES: Summary() returned OK (as the diff calls them).
   absl::StatusOr<ViewResponse> Exchange(const ViewRequest& request) override;
+  absl::StatusOr<SeededResponse> ExchangeSeeded(
+      const SeededRequest& request) override;
+  // The wrapped view's; true when absent (the empty view answers in
+  // process).
+  bool AnswersSeeded() const override;
   absl::Status Scan(absl::Span<const NodeRef> ranges,
                     const EntrySink& sink) override;
 

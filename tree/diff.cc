@@ -1,5 +1,7 @@
 #include "tree/diff.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -9,7 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "tree/fingerprint.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -51,6 +55,86 @@ size_t VarintBytes(uint64_t v) {
   return n;
 }
 
+double VarintBytesOf(double v) {
+  return static_cast<double>(
+      VarintBytes(static_cast<uint64_t>(std::max(0.0, v))));
+}
+
+// What one step costs on the wire, every view asked together, in the units
+// WireSize counts. How the views are asked sets it (diff.h, "Cost").
+struct WireCost {
+  // Naming a node in a request, to every view asked (groups of deltas).
+  double named_node = 20;
+  // Per child: fingerprint bytes over the views, and how many views send
+  // its row count; and for a child that differs, counts sent for it alone.
+  double child_fingerprints = 16;
+  double child_counts = 2;
+  double mismatched_counts = 0;
+  // Per row of a listed range, and per differing row besides.
+  double listed_row = 160;
+  double differing_row = 0;
+
+  double Child(double rows) const {
+    return child_fingerprints + child_counts * VarintBytesOf(rows);
+  }
+  double MismatchedChild(double rows) const {
+    return mismatched_counts * VarintBytesOf(rows);
+  }
+};
+
+enum class AskMode {
+  kPlain,     // both views, 64-bit fingerprints (a node from before seeds)
+  kSeeded,    // both views, short seeded fingerprints
+  kOwnFirst,  // the own view first, its fingerprints sent to the other
+};
+
+WireCost CostOf(AskMode mode, int node_bits, int row_bits, double entry_bytes) {
+  WireCost cost;
+  switch (mode) {
+    case AskMode::kPlain:
+      cost.listed_row = 2 * entry_bytes;
+      break;
+    case AskMode::kSeeded:
+      cost.child_fingerprints = 2 * node_bits / 8.0;
+      cost.listed_row = 2 * entry_bytes;
+      break;
+    case AskMode::kOwnFirst:
+      // Sent: the own fingerprint; answered: one bit, and a count for the
+      // children that differ. Listing: a row fingerprint per own row, a bit
+      // back, and the other view's rows that differ.
+      cost.named_node = 10;
+      cost.child_fingerprints = node_bits / 8.0 + 1 / 8.0;
+      cost.child_counts = 0;
+      cost.mismatched_counts = 1;
+      cost.listed_row = row_bits / 8.0 + 1 / 8.0;
+      cost.differing_row = entry_bytes;
+      break;
+  }
+  return cost;
+}
+
+// The fingerprint width that keeps the chance that one of the ~4 d
+// comparisons of differing nodes and rows a pass makes is a false match
+// below `miss_probability` (diff.h, "Fingerprints").
+constexpr int kRowExtraBits = 16;
+
+int FingerprintBits(double differences, double miss_probability) {
+  const double compares = 4 * std::max(1.0, differences);
+  const double bits =
+      std::ceil(std::log2(compares / std::clamp(miss_probability, 1e-18, 1.0)));
+  return std::clamp(static_cast<int>(bits), kMinFingerprintBits,
+                    kMaxFingerprintBits);
+}
+
+// The most rounds a pass plans for views of `rows` rows (diff.h, "Rounds").
+int RoundBudget(uint64_t rows, const DiffOptions& options) {
+  const double excess =
+      static_cast<double>(rows) / std::max(1.0, options.budget_rows);
+  const int more =
+      excess > 1 ? static_cast<int>(std::ceil(std::log10(excess))) : 0;
+  return std::min(options.max_rounds, options.budget_rounds + more);
+}
+
 // What the wire costs, both views together, in the units WireSize counts:
 // the expected bytes to resolve a mismatched node, and the expansion that
 // achieves them. A node digest costs ~9-10 bytes per view and naming a node
@@ -65,7 +149,7 @@ size_t VarintBytes(uint64_t v) {
 // on a log-scale grid, so a round plans thousands of nodes cheaply.
 class CostModel {
  public:
-  explicit CostModel(double entry_bytes) : entry_bytes_(entry_bytes) {}
+  explicit CostModel(const WireCost& cost) : cost_(cost) {}
 
   struct Choice {
     double bytes = 0;
@@ -85,11 +169,10 @@ class CostModel {
     if (rounds > 1 && rows > 1) {
       for (int levels = 1; levels <= max_levels; ++levels) {
         const double n = std::ldexp(1.0, levels);
-        const double own =
-            kNamedNodeBytes +
-            2 * n * (8 + VarintBytes(static_cast<uint64_t>(rows / n)));
-        if (own >= best.bytes) break;  // grows with levels; cannot win
         const double mismatched = std::max(1.0, n * -std::expm1(-expected / n));
+        const double own = cost_.named_node + n * cost_.Child(rows / n) +
+                           mismatched * cost_.MismatchedChild(rows / n);
+        if (own >= best.bytes) break;  // grows with levels; cannot win
         const double child_expected = std::max(1.0, expected / mismatched);
         // The child that holds a difference holds it plus its share of the
         // rest.
@@ -107,16 +190,12 @@ class CostModel {
   }
 
   double ListBytes(double rows, double expected) const {
-    // The differing rows are there in both views (updates) or one (inserts,
-    // deletes); count them on both, the rest once per view.
-    return kNamedNodeBytes + entry_bytes_ * 2 * std::max(rows, expected);
+    return cost_.named_node + cost_.listed_row * std::max(rows, expected) +
+           cost_.differing_row * expected;
   }
 
  private:
-  // A node named in a request, to both views: tag, level, index, levels.
-  static constexpr double kNamedNodeBytes = 20;
-
-  const double entry_bytes_;
+  const WireCost cost_;
   std::unordered_map<uint64_t, Choice> memo_;
 };
 
@@ -141,11 +220,35 @@ class Differ {
          const DifferenceSink& sink, DiffStats* stats)
       : a_(a), b_(b), options_(options), sink_(sink), stats_(*stats) {}
 
+  // Runs passes until one's differences account for the difference of the
+  // roots (diff.h, "Fingerprints"), or max_passes.
   absl::Status Run() {
+    seed_ = options_.seed != 0 ? options_.seed : NewSessionSeed();
+    stats_.seed = seed_;
+    const int passes = std::max(1, options_.max_passes);
+    for (int pass = 1;; ++pass) {
+      stats_.passes = static_cast<uint64_t>(pass);
+      TALLY_RETURN_IF_ERROR(RunPass());
+      stats_.verified = found_.fingerprints == roots_.fingerprints &&
+                        found_.count_gap == roots_.count_gap;
+      // A plain diff compares every fingerprint at 64 bits: another pass
+      // would compare the same.
+      if (stats_.verified || mode_ == AskMode::kPlain || pass >= passes) {
+        return absl::OkStatus();
+      }
+      seed_ = XXH3_64bits_withSeed(&seed_, sizeof(seed_), pass);
+      found_ = Balance{};
+      work_.clear();
+    }
+  }
+
+  // One pass: handshake, descent and listing under one seed.
+  absl::Status RunPass() {
     // Handshake: the summaries, and with them (independent of them, so in
     // the same round) the first expansion of the root, which any mismatch
     // needs and whose size nothing known yet can improve on.
-    stats_.rounds = 1;
+    pass_start_ = stats_.rounds;
+    ++stats_.rounds;
     const int top_levels =
         std::clamp(options_.handshake_levels, 0, kMaxSummaryTopLevels);
     absl::StatusOr<ViewSummary> asked_a;
@@ -156,6 +259,18 @@ class Differ {
     TALLY_ASSIGN_OR_RETURN(const ViewSummary summary_b, std::move(asked_b));
     Count(true, kSummaryRequestBytes, WireSize(summary_a));
     Count(false, kSummaryRequestBytes, WireSize(summary_b));
+    // Known once the summaries have answered: a node from before seeds
+    // answers only plain exchanges, with 64-bit fingerprints.
+    mode_ = !options_.seeded || !a_.AnswersSeeded() || !b_.AnswersSeeded()
+                ? AskMode::kPlain
+            : options_.own_view == DiffOptions::OwnView::kNeither
+                ? AskMode::kSeeded
+                : AskMode::kOwnFirst;
+    rows_ = std::max(summary_a.row_count, summary_b.row_count);
+    roots_ =
+        Balance{summary_a.root.Fingerprint() ^ summary_b.root.Fingerprint(),
+                static_cast<int64_t>(summary_a.row_count) -
+                    static_cast<int64_t>(summary_b.row_count)};
     const NodeRef root{0, 0};
     const uint64_t gap = summary_a.row_count > summary_b.row_count
                              ? summary_a.row_count - summary_b.row_count
@@ -265,7 +380,8 @@ class Differ {
   // leaves. Chosen again every round, from what the earlier rounds saw.
   int ChooseRounds(CostModel& model) const {
     const int max_left =
-        std::max(1, options_.max_rounds - static_cast<int>(stats_.rounds) + 1);
+        std::max(1, RoundBudget(rows_, options_) -
+                        static_cast<int>(stats_.rounds - pass_start_) + 1);
     // Ranges too large to list need at least one more descent (Plan).
     int rounds = 1;
     for (const Pending& p : work_) {
@@ -292,7 +408,14 @@ class Differ {
 
   absl::Status RunRound() {
     ++stats_.rounds;
-    CostModel model(EntryBytes());
+    double expected = 0;
+    for (const Pending& p : work_) expected += p.expected;
+    bits_ = FingerprintBits(expected, options_.miss_probability);
+    if (mode_ != AskMode::kPlain) {
+      stats_.fingerprint_bits = std::max<uint64_t>(
+          stats_.fingerprint_bits, static_cast<uint64_t>(RowBits()));
+    }
+    CostModel model(CostOf(mode_, bits_, RowBits(), EntryBytes()));
     const int rounds_left = ChooseRounds(model);
     // Take the frontier, up to what one round may carry; the rest waits.
     std::vector<Planned> plan;
@@ -400,8 +523,15 @@ class Differ {
       batch.listed.push_back(p);
       batch.listed_rows += rows;
     }
-    // Each view answers the round's batches in turn, the two views at the
-    // same time: a round costs one round trip when it holds one batch.
+    if (mode_ == AskMode::kPlain) return AskPlain(batches, next);
+    if (mode_ == AskMode::kSeeded) return AskSeeded(batches, next);
+    return AskOwnFirst(batches, next);
+  }
+
+  // Each view answers the round's batches in turn, the two views at the
+  // same time: a round costs one round trip when it holds one batch.
+  absl::Status AskPlain(const std::vector<Batch>& batches,
+                        std::vector<Pending>* next) {
     std::vector<absl::StatusOr<ViewResponse>> answers_a;
     std::vector<absl::StatusOr<ViewResponse>> answers_b;
     auto ask = [&batches](TreeView& view,
@@ -415,8 +545,130 @@ class Differ {
     for (size_t i = 0; i < batches.size(); ++i) {
       if (i < answers_a.size()) TALLY_RETURN_IF_ERROR(answers_a[i].status());
       if (i < answers_b.size()) TALLY_RETURN_IF_ERROR(answers_b[i].status());
+      const size_t request_size = WireSize(batches[i].request);
+      Count(true, request_size, WireSize(*answers_a[i]));
+      Count(false, request_size, WireSize(*answers_b[i]));
       TALLY_RETURN_IF_ERROR(RunBatch(batches[i], std::move(*answers_a[i]),
                                      std::move(*answers_b[i]), next));
+    }
+    return absl::OkStatus();
+  }
+
+  SeededRequest Seeded(const ViewRequest& plain) const {
+    SeededRequest request;
+    request.plain = plain;
+    request.seed = seed_;
+    request.node_bits = bits_;
+    request.row_bits = RowBits();
+    return request;
+  }
+
+  // Both views at the same time, as AskPlain, with short fingerprints.
+  absl::Status AskSeeded(const std::vector<Batch>& batches,
+                         std::vector<Pending>* next) {
+    std::vector<SeededRequest> requests;
+    for (const Batch& batch : batches)
+      requests.push_back(Seeded(batch.request));
+    std::vector<absl::StatusOr<SeededResponse>> answers_a;
+    std::vector<absl::StatusOr<SeededResponse>> answers_b;
+    auto ask = [&requests](
+                   TreeView& view,
+                   std::vector<absl::StatusOr<SeededResponse>>* answers) {
+      for (const SeededRequest& request : requests) {
+        answers->push_back(view.ExchangeSeeded(request));
+        if (!answers->back().ok()) break;
+      }
+    };
+    BothAtOnce([&] { ask(a_, &answers_a); }, [&] { ask(b_, &answers_b); });
+    for (size_t i = 0; i < batches.size(); ++i) {
+      if (i < answers_a.size()) TALLY_RETURN_IF_ERROR(answers_a[i].status());
+      if (i < answers_b.size()) TALLY_RETURN_IF_ERROR(answers_b[i].status());
+      const size_t request_size = WireSize(requests[i]);
+      Count(true, request_size, WireSize(*answers_a[i], requests[i]));
+      Count(false, request_size, WireSize(*answers_b[i], requests[i]));
+      TALLY_RETURN_IF_ERROR(RunBatch(batches[i],
+                                     AsPlain(std::move(*answers_a[i])),
+                                     AsPlain(std::move(*answers_b[i])), next));
+    }
+    return absl::OkStatus();
+  }
+
+  static ViewResponse AsPlain(SeededResponse seeded) {
+    ViewResponse plain;
+    plain.descendants = std::move(seeded.descendants);
+    plain.entries_per_range = std::move(seeded.entries_per_range);
+    plain.entries = std::move(seeded.entries);
+    return plain;
+  }
+
+  // A node's own session: its own view answers first (in this process, for
+  // free), and the other view is sent its fingerprints, to answer which
+  // children differ and which rows. Both answers are then put in the plain
+  // form the comparison reads: the other view's equal children as copies of
+  // the own ones, and only the rows that differ on either side.
+  absl::Status AskOwnFirst(const std::vector<Batch>& batches,
+                           std::vector<Pending>* next) {
+    const bool own_is_a = options_.own_view == DiffOptions::OwnView::kA;
+    TreeView& own = own_is_a ? a_ : b_;
+    TreeView& other = own_is_a ? b_ : a_;
+    for (const Batch& batch : batches) {
+      TALLY_ASSIGN_OR_RETURN(ViewResponse mine, own.Exchange(batch.request));
+      TALLY_RETURN_IF_ERROR(CheckShape(batch.request, mine));
+      SeededRequest request = Seeded(batch.request);
+      request.known_nodes.reserve(mine.descendants.size());
+      for (const NodeDigest& d : mine.descendants) {
+        request.known_nodes.push_back(NodeFingerprint(seed_, d, bits_));
+      }
+      request.rows_known = !batch.request.list.empty();
+      if (request.rows_known) {
+        request.known_rows_per_range = mine.entries_per_range;
+        for (const RowEntry& e : mine.entries) {
+          request.known_rows.push_back(RowFingerprint(seed_, e, RowBits()));
+        }
+      }
+      TALLY_ASSIGN_OR_RETURN(SeededResponse theirs,
+                             other.ExchangeSeeded(request));
+      Count(!own_is_a, WireSize(request), WireSize(theirs, request));
+      if (theirs.differs.size() != mine.descendants.size() ||
+          theirs.unmatched.size() != request.known_rows.size() ||
+          theirs.entries_per_range.size() != batch.request.list.size()) {
+        return absl::DataLossError(absl::StrFormat(
+            "a view answered %d of %d children and %d of %d known rows",
+            theirs.differs.size(), mine.descendants.size(),
+            theirs.unmatched.size(), request.known_rows.size()));
+      }
+      ViewResponse other_plain;
+      other_plain.descendants = mine.descendants;
+      size_t k = 0;
+      for (size_t i = 0; i < theirs.differs.size(); ++i) {
+        if (!theirs.differs[i]) continue;
+        if (k >= theirs.descendants.size()) {
+          return absl::DataLossError(
+              "a view marked more children as differing than it counted");
+        }
+        // Any fingerprint but the own one: the two differ.
+        other_plain.descendants[i] = NodeDigest{
+            ~mine.descendants[i].fingerprint, theirs.descendants[k++].count};
+      }
+      // The own rows no row of the other matched.
+      ViewResponse own_rows;
+      size_t pos = 0;
+      for (size_t r = 0; r < mine.entries_per_range.size(); ++r) {
+        uint32_t kept = 0;
+        for (uint32_t j = 0; j < mine.entries_per_range[r]; ++j, ++pos) {
+          if (!theirs.unmatched[pos]) continue;
+          own_rows.entries.push_back(std::move(mine.entries[pos]));
+          ++kept;
+        }
+        own_rows.entries_per_range.push_back(kept);
+      }
+      own_rows.descendants = std::move(mine.descendants);
+      other_plain.entries_per_range = std::move(theirs.entries_per_range);
+      other_plain.entries = std::move(theirs.entries);
+      TALLY_RETURN_IF_ERROR(own_is_a ? RunBatch(batch, std::move(own_rows),
+                                                std::move(other_plain), next)
+                                     : RunBatch(batch, std::move(other_plain),
+                                                std::move(own_rows), next));
     }
     return absl::OkStatus();
   }
@@ -434,9 +686,6 @@ class Differ {
   absl::Status RunBatch(const Batch& batch, ViewResponse response_a,
                         ViewResponse response_b, std::vector<Pending>* next) {
     ++stats_.exchanges;
-    const size_t request_size = WireSize(batch.request);
-    Count(true, request_size, WireSize(response_a));
-    Count(false, request_size, WireSize(response_b));
     TALLY_RETURN_IF_ERROR(CheckShape(batch.request, response_a));
     TALLY_RETURN_IF_ERROR(CheckShape(batch.request, response_b));
     stats_.digests +=
@@ -551,6 +800,11 @@ class Differ {
 
   // Counts modeled payload (WireSize) for one side.
   void Count(bool side_a, size_t sent, size_t received) {
+    // The own view answers in this process.
+    if (options_.own_view ==
+        (side_a ? DiffOptions::OwnView::kA : DiffOptions::OwnView::kB)) {
+      return;
+    }
     ViewTraffic& t = side_a ? modeled_a_ : modeled_b_;
     t.bytes_sent += sent;
     t.bytes_received += received;
@@ -578,9 +832,40 @@ class Differ {
   }
 
  private:
+  // Every difference a pass finds goes into its balance; the sink hears of
+  // each key once over all passes.
   absl::Status Emit(const RowEntry* in_a, const RowEntry* in_b) {
+    if (in_a != nullptr) {
+      found_.fingerprints ^= in_a->digest.Fingerprint();
+      ++found_.count_gap;
+    }
+    if (in_b != nullptr) {
+      found_.fingerprints ^= in_b->digest.Fingerprint();
+      --found_.count_gap;
+    }
+    if (options_.max_passes > 1 && mode_ != AskMode::kPlain) {
+      const std::string& key = in_a != nullptr ? in_a->key : in_b->key;
+      if (!emitted_.insert(XXH3_64bits(key.data(), key.size())).second) {
+        return absl::OkStatus();
+      }
+    }
     ++stats_.differences;
     return sink_(in_a, in_b);
+  }
+
+  // What the differences of a pass add up to, to be checked against the
+  // roots: the XOR of the rows' 64-bit fingerprints (a root's fingerprint
+  // is the XOR of its rows') and the gap in row counts.
+  struct Balance {
+    uint64_t fingerprints = 0;
+    int64_t count_gap = 0;
+  };
+
+  // Rows take 16 bits more than nodes: a false match of a row with another
+  // key's would report its key absent on the other side, not merely hide
+  // it, so it is made rarer than a miss (diff.h, "Fingerprints").
+  int RowBits() const {
+    return std::min(bits_ + kRowExtraBits, kMaxFingerprintBits);
   }
 
   // Mean wire size of the rows seen so far; a guess before any.
@@ -602,6 +887,18 @@ class Differ {
   std::vector<Pending> work_;
   uint64_t entry_bytes_ = 0;
   uint64_t entries_seen_ = 0;
+  // The pass: how views are asked, its seed and fingerprint width, what
+  // the roots say the differences add up to and what they do so far.
+  AskMode mode_ = AskMode::kPlain;
+  uint64_t seed_ = 0;
+  int bits_ = kMaxFingerprintBits;
+  Balance roots_;
+  Balance found_;
+  uint64_t rows_ = 0;        // the larger view's rows
+  uint64_t pass_start_ = 0;  // rounds before this pass
+  // Hashes of the keys sent to the sink, when a later pass may find them
+  // again.
+  absl::flat_hash_set<uint64_t> emitted_;
 };
 
 }  // namespace
@@ -614,8 +911,8 @@ namespace {
 // per-node choices approximate).
 class UniformPlan {
  public:
-  UniformPlan(double rows, double differences, double entry_bytes)
-      : rows_(rows), differences_(differences), entry_bytes_(entry_bytes) {}
+  UniformPlan(double rows, double differences, const WireCost& cost)
+      : rows_(rows), differences_(differences), cost_(cost) {}
 
   // Bytes to resolve level `level`'s mismatched nodes in `rounds` rounds.
   double Best(int level, int rounds) {
@@ -632,17 +929,21 @@ class UniformPlan {
     const double listed_rows = std::max(
         1.0, rows_per_node + differences_ / mismatched - differences_ / nodes);
     double best =
-        mismatched * (kNamedNodeBytes + 2 * entry_bytes_ * listed_rows);
+        mismatched * (cost_.named_node + cost_.listed_row * listed_rows +
+                      cost_.differing_row * differences_ / mismatched);
     if (rounds > 1) {
       for (int levels = 1;
            levels <= kMaxLevelsAhead && level + levels <= kTokenBits;
            ++levels) {
         const double children = std::ldexp(1.0, levels);
-        const double digest =
-            2 * (8 + static_cast<double>(VarintBytes(
-                         static_cast<uint64_t>(rows_per_node / children))));
-        const double own =
-            mismatched * (kNamedNodeBytes / 2 + children * digest);
+        const double child_rows = rows_per_node / children;
+        // The mismatched children below, as Best() counts them.
+        const double below =
+            std::ldexp(1.0, level + levels) *
+            -std::expm1(-differences_ / std::ldexp(1.0, level + levels));
+        const double own = mismatched * (cost_.named_node / 2 +
+                                         children * cost_.Child(child_rows)) +
+                           below * cost_.MismatchedChild(child_rows);
         if (own >= best) break;  // grows with levels; cannot win
         best = std::min(best, own + Best(level + levels, rounds - 1));
       }
@@ -652,10 +953,9 @@ class UniformPlan {
   }
 
  private:
-  static constexpr double kNamedNodeBytes = 20;
   const double rows_;
   const double differences_;
-  const double entry_bytes_;
+  const WireCost cost_;
   std::unordered_map<int, double> memo_;
 };
 
@@ -666,17 +966,28 @@ DiffCostEstimate EstimateDiffCost(uint64_t rows, uint64_t differences,
                                   const DiffOptions& options) {
   const int top = std::clamp(options.handshake_levels, 0, kMaxSummaryTopLevels);
   const double top_nodes = std::ldexp(1.0, top);
+  // The summaries carry 64-bit fingerprints; the own view's cost nothing.
+  const double views =
+      options.own_view == DiffOptions::OwnView::kNeither ? 2 : 1;
   const double handshake =
-      2 * (kSummaryBytes +
-           top_nodes * (8 + static_cast<double>(VarintBytes(
-                                static_cast<uint64_t>(rows / top_nodes)))));
+      views * (kSummaryBytes +
+               top_nodes * (8 + static_cast<double>(VarintBytes(
+                                    static_cast<uint64_t>(rows / top_nodes)))));
   if (differences == 0 || rows == 0) return DiffCostEstimate{handshake, 1};
-  UniformPlan plan(static_cast<double>(rows), static_cast<double>(differences),
-                   entry_bytes);
+  const AskMode mode = !options.seeded ? AskMode::kPlain
+                       : options.own_view == DiffOptions::OwnView::kNeither
+                           ? AskMode::kSeeded
+                           : AskMode::kOwnFirst;
+  const int bits = FingerprintBits(static_cast<double>(differences),
+                                   options.miss_probability);
+  UniformPlan plan(
+      static_cast<double>(rows), static_cast<double>(differences),
+      CostOf(mode, bits, std::min(bits + kRowExtraBits, kMaxFingerprintBits),
+             entry_bytes));
   // The same rule as the planner's: add a round while it saves enough.
   int rounds = 2;
   double bytes = handshake + plan.Best(top, 1);
-  const int max_rounds = std::max(2, options.max_rounds);
+  const int max_rounds = std::max(2, RoundBudget(rows, options));
   while (rounds < max_rounds) {
     const double more = handshake + plan.Best(top, rounds);
     if (bytes - more < std::max(options.round_saving * (bytes - handshake),
@@ -692,9 +1003,11 @@ DiffCostEstimate EstimateDiffCost(uint64_t rows, uint64_t differences,
 std::string DiffStats::DebugString() const {
   return absl::StrFormat(
       "differences=%d rounds=%d exchanges=%d digests=%d entries=%d "
-      "bytes_sent=%d bytes_received=%d",
+      "bytes_sent=%d bytes_received=%d passes=%d seed=%016x "
+      "fingerprint_bits=%d verified=%s",
       differences, rounds, exchanges, digests, entries, bytes_sent,
-      bytes_received);
+      bytes_received, passes, seed, fingerprint_bits,
+      verified ? "true" : "false");
 }
 
 absl::Status DiffViews(TreeView& a, TreeView& b, const DiffOptions& options,

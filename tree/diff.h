@@ -24,47 +24,85 @@
 //     missing on one side or with different digests are the differences.
 //     A range that is empty on one side is streamed from the other.
 //
-// Cost. A node digest costs w ~ 10 bytes per view (a 64-bit fingerprint and
-// a varint row count), a listed row e ~ 40 (WireSize: key, HLC, origin
-// index, fingerprint). With d differing keys spread over N rows, m(l) =
+// How the views are asked (DiffOptions::own_view, seeded):
+//  - a third party (`tally diff` across nodes that cannot reach each other):
+//    both views alike, at the same time, node fingerprints cut to f bits
+//    under the session's seed (a seeded exchange, tree_view.h);
+//  - a node's own session: its own view answers first, in process and for
+//    free; the peer is sent those f-bit fingerprints and answers with one
+//    bit per child (differs or not) and a count for those that differ. For
+//    a listed range it is sent an f-bit fingerprint of each own row (key and
+//    digest) and answers with one bit per own row (unmatched or not) and only
+//    its rows that match none: rows travel only for keys that differ;
+//  - a node from before seeds answers neither: both views are asked with
+//    64-bit fingerprints and full lists, as before.
+//
+// Fingerprints. A seed per pass (fresh per diff, so per session) makes a
+// false match of two different nodes or rows under f bits a chance 2^-f
+// event independent of every other session: it cannot repeat. The width is
+// chosen from the differences expected, f = log2(4 d / miss_probability)
+// (about 4d comparisons of differing nodes and rows per pass; 8..64 bits:
+// 19 at d = 1000), so a pass misses a difference with probability about
+// miss_probability = 1%. A miss hides the difference below the node (one,
+// at the deep levels where short fingerprints pay). Rows take f + 16 bits:
+// a row matching another key's would not only hide its own difference but
+// report the other key absent, so that is made 65,536 times rarer
+// (~4d x 2^-(f+16) per pass, 1.5e-7 at d = 1000). It is caught at the end
+// of the pass: the XOR of the 64-bit fingerprints of the rows found on
+// either side must equal the XOR of the two roots' (a root's fingerprint is
+// the XOR of its rows'), and the row counts must balance. A pass that does
+// not balance is followed by another under a new seed (max_passes; keys
+// already delivered are not delivered again), so a miss costs one more
+// pass (~1% of diffs pay twice) and the result stays exact. Writes during a
+// diff also unbalance it and cost the second pass; with max_passes = 1 a
+// miss is left to the next session, whose seed differs.
+//
+// Cost. Per child a node costs w bytes: 2 (f/8 + ~1) for a third party
+// (each view's fingerprint and varint count), f/8 + 1/8 in a session (the
+// own fingerprint sent, a bit back) plus ~1 for a child that differs, 2 x
+// (8 + ~1) the plain way. A listed row costs e_l: 2e for a third party or
+// the plain way (e ~ 60-70 B, WireSize: key, HLC, origin index,
+// fingerprint), f/8 + 1/8 in a session, which also receives e for each
+// differing row. With d differing keys spread over N rows, m(l) =
 // 2^l (1 - e^(-d / 2^l)) nodes of level l differ. A diff of r rounds
 // (the handshake at level h = handshake_levels, r - 2 descents
-// h -> l_1 -> ... -> l_k, then the listing at l_k) moves, both views
-// together,
+// h -> l_1 -> ... -> l_k, then the listing at l_k) moves
 //
-//   B(N, d, r) = 2^h 2w + sum_i m(l_i) 2^(l_(i+1) - l_i) 2w
-//                + m(l_k) 2e (N / 2^l_k + d / m(l_k)),
+//   B(N, d, r) = 2^h w_0 + sum_i m(l_i) 2^(l_(i+1) - l_i) w
+//                + m(l_k) e_l (N / 2^l_k + d / m(l_k)) + d e_d,
 //
+// (w_0: the handshake's 64-bit digests, e_d: e in a session, else 0),
 // minimised over the levels by EstimateDiffCost(). Per difference that is
-// about (r - 1) 2w (N/d)^(1/(r - 1)) plus the two or three rows listed with
-// each difference: at a fixed number of rounds it grows as a root of N/d,
-// and every round added takes one more root. The depth of the stored trees
+// about (r - 1) w (N/d)^(1/(r - 1)) plus the rows listed with each
+// difference: at a fixed number of rounds it grows as a root of N/d, and
+// every round added takes one more root. The depth of the stored trees
 // does not enter: below it the views answer by range scans, at the same
 // wire cost, so only N, d and r do.
 //
 // Rounds. Each round adds one round trip; the planner adds a round only
-// while the model says it saves at least `round_saving` of the bytes still
-// to come and at least `round_price_bytes`, up to `max_rounds`. With the
-// defaults that gives 4 rounds from N/d ~ 100 to ~1000 and 5 at ~10,000
-// (diff-mem below), and fewer for a handful of differences (d = 1 at 100k:
-// 3 rounds, 5 KB).
+// while the model says it saves at least `round_saving` (20%) of the bytes
+// still to come and at least `round_price_bytes`, within a latency budget
+// by size: 4 rounds up to 2M rows, 5 up to 20M, 6 beyond (budget_rounds,
+// budget_rows), and never more than `max_rounds`.
 //
-// Measured (tally-bench --scenario=diff-mem, d = 1000, both views' bytes,
-// "model" = EstimateDiffCost in the rounds taken):
+// Measured (tally-bench --scenario=diff-mem, d = 1000; a session counts the
+// peer's bytes only, a third party both views'; "model" = EstimateDiffCost
+// in the rounds taken):
 //
-//   N      rounds  bytes/diff  model
-//   100k   4         654        513
-//   1M     4       1,102        989
-//   10M    5       1,462      1,206
+//   N      session            third party (seeded)  plain (before seeds)
+//          rounds B/diff model rounds B/diff model   rounds B/diff
+//   100k   4        117   103  4        368   328    4        642
+//   1M     4        192   154  4        711   583    4      1,104
+//   10M    5        185   169  5        764   667    5      1,463
 //
-// (before this planner, with 4 rounds always: 648, 1,102, 3,192.) The model
-// is the optimum of a diff that knows d from the start and treats every
-// node of a level alike, so the diff costs 10-25% more. It also says that
-// bytes per difference cannot be flat from 100k to 10M within 4-5 rounds
-// while a node digest costs ~10 bytes per view: its own optimum at those
-// rounds grows 2.4x. What flattens it is cheaper digests deep in the tree
-// (shorter, seeded fingerprints; a bitmap of the children that differ):
-// at ~1 byte per node the model gives ~190 / ~270 / ~290 B per difference.
+// (10M: rows then took f bits, not f + 16; see README.) A session is flat
+// within -29% / +16% of its mean; a third party, whose digests cost ~2 x
+// 3.4 bytes per child, is not (368 to 764).
+//
+// The model is the optimum of a diff that knows d from the start and treats
+// every node of a level alike, so the diff costs 10-25% more. In a session
+// the floor is the differing row itself (~e = 67 B) and the own rows'
+// fingerprints of the listed ranges; what grows with N is the descent.
 //
 // Latency: within a round the two views are asked at the same time (view b
 // from a thread of its own, view a from the caller's), so a round costs one
@@ -82,8 +120,9 @@
 //
 // Memory: bounded by the per-exchange limits in tree_view.h times
 // `max_exchanges_per_round` and the depth of the descent, whatever N and d
-// are; differences are delivered through a sink
-// rather than collected.
+// are; differences are delivered through a sink rather than collected. A
+// seeded diff that may run a second pass also keeps a 64-bit hash of every
+// key delivered (~16 bytes per difference).
 //
 //   DiffStats stats;
 //   absl::Status s = DiffViews(a, b, DiffOptions{},
@@ -110,10 +149,15 @@ struct DiffOptions {
   // be wrong and ranges too large to list are never listed, so a diff may
   // take more; it never plans more.
   int max_rounds = 6;
+  // Within that, a latency budget by size: at most `budget_rounds` rounds
+  // for views of up to `budget_rows` rows, and one more for every tenfold
+  // beyond (4 up to 2M rows, 5 up to 20M, 6 beyond).
+  int budget_rounds = 4;
+  double budget_rows = 2e6;
   // Every round, the planner chooses how many rounds the rest of the diff
   // takes: it adds a round only while the model says that round saves at
   // least this share of the bytes still to come...
-  double round_saving = 0.5;
+  double round_saving = 0.2;
   // ... and at least this many bytes: below it, bytes are cheaper than a
   // round trip on any link (8 KiB is 1.3 ms at 50 Mbit/s).
   double round_price_bytes = 8192;
@@ -136,16 +180,39 @@ struct DiffOptions {
   // When the pending nodes of one level are at least this share of that
   // level, the whole level below is fetched without naming nodes.
   double dense_fraction = 0.5;
+  // The view that answers in this process (a node's own store, in its
+  // sessions): it is asked first and its fingerprints are sent to the other
+  // view, which answers which children differ (a bitmap) and lists only the
+  // rows that differ; its bytes are not counted. kNeither (`tally diff`
+  // from a third party): both views are asked alike, at the same time.
+  enum class OwnView { kNeither, kA, kB };
+  OwnView own_view = OwnView::kNeither;
+  // Short seeded fingerprints when both views answer them (see
+  // "Fingerprints"); false: 64-bit ones, as a node from before seeds.
+  bool seeded = true;
+  // The first pass's seed; 0 draws a fresh one. Fixed only by tests.
+  uint64_t seed = 0;
+  // The chance per pass that a false match hides a difference, which sets
+  // the fingerprint width from the differences expected.
+  double miss_probability = 0.01;
+  // A pass whose differences do not add up to the roots' difference is
+  // followed by another under a new seed, up to this many passes.
+  int max_passes = 2;
 };
 
 struct DiffStats {
-  uint64_t rounds = 0;          // round trips (one per batch to both views)
-  uint64_t exchanges = 0;       // Exchange calls per view, over all rounds
-  uint64_t digests = 0;         // node digests received from both views
-  uint64_t entries = 0;         // rows listed or streamed by both views
-  uint64_t bytes_sent = 0;      // request payload, both views
-  uint64_t bytes_received = 0;  // response payload, both views
-  uint64_t differences = 0;     // keys delivered to the sink
+  uint64_t rounds = 0;            // round trips (one per batch to both views)
+  uint64_t exchanges = 0;         // Exchange calls per view, over all rounds
+  uint64_t digests = 0;           // node digests received from both views
+  uint64_t entries = 0;           // rows listed or streamed by both views
+  uint64_t bytes_sent = 0;        // request payload, both views
+  uint64_t bytes_received = 0;    // response payload, both views
+  uint64_t differences = 0;       // keys delivered to the sink
+  uint64_t passes = 0;            // passes run (see "Fingerprints")
+  uint64_t seed = 0;              // the first pass's seed
+  uint64_t fingerprint_bits = 0;  // widest seeded fingerprint used
+  // Whether the last pass's differences added up to the roots' difference.
+  bool verified = false;
 
   uint64_t payload_bytes() const { return bytes_sent + bytes_received; }
   std::string DebugString() const;

@@ -150,6 +150,27 @@ uint64_t DigestBound(uint64_t n, uint64_t d, const DiffOptions& o) {
          2 * (static_cast<uint64_t>(16.0 * static_cast<double>(d) * log_n));
 }
 
+// The ways the diff may ask its views.
+struct Mode {
+  const char* name;
+  bool seeded;
+  DiffOptions::OwnView own;
+};
+constexpr Mode kModes[] = {
+    {"plain", false, DiffOptions::OwnView::kNeither},
+    {"seeded", true, DiffOptions::OwnView::kNeither},
+    {"session-a", true, DiffOptions::OwnView::kA},
+    {"session-b", true, DiffOptions::OwnView::kB},
+};
+
+DiffOptions OptionsFor(const Mode& mode, uint64_t seed) {
+  DiffOptions options;
+  options.seeded = mode.seeded;
+  options.own_view = mode.own;
+  options.seed = seed | 1;
+  return options;
+}
+
 struct Case {
   int n;
   int d;
@@ -168,18 +189,22 @@ TEST_P(DiffPropertyTest, FindsExactlyTheDifferingKeys) {
   Rows a, b;
   MakeReplicas(seed, c.n, c.d, &a, &b);
   const std::set<std::string> expected = ExpectedDifferences(a, b);
-  const DiffOptions options;
-  const DiffResult result = RunDiff(a, b, c.depth_a, c.depth_b, options);
-  EXPECT_EQ(result.keys, expected) << "seed " << seed;
-  EXPECT_EQ(result.stats.differences, expected.size());
-  std::printf("  %s\n", result.stats.DebugString().c_str());
-  if (expected.empty()) {
-    // Equal views cost the handshake and nothing more.
-    EXPECT_EQ(result.stats.rounds, 1u);
-    EXPECT_EQ(result.stats.digests, HandshakeDigests(options));
+  // Every way of asking the views: as a node from before seeds, as a
+  // third party, and as a session of either side.
+  for (const Mode mode : kModes) {
+    const DiffOptions options = OptionsFor(mode, seed);
+    const DiffResult result = RunDiff(a, b, c.depth_a, c.depth_b, options);
+    EXPECT_EQ(result.keys, expected) << "seed " << seed << " " << mode.name;
+    EXPECT_EQ(result.stats.differences, expected.size());
+    std::printf("  %s: %s\n", mode.name, result.stats.DebugString().c_str());
+    if (expected.empty()) {
+      // Equal views cost the handshake and nothing more.
+      EXPECT_EQ(result.stats.rounds, 1u);
+      EXPECT_EQ(result.stats.digests, HandshakeDigests(options));
+    }
+    EXPECT_LE(result.stats.digests, DigestBound(c.n, expected.size(), options))
+        << "seed " << seed << " " << mode.name;
   }
-  EXPECT_LE(result.stats.digests, DigestBound(c.n, expected.size(), options))
-      << "seed " << seed;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -414,6 +439,158 @@ TEST(Diff, SinkErrorStopsTheDiff) {
       nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(calls, 1);
+}
+
+// A node's own session against the cost model, as DiffPlannerTest does for
+// a third party: exact keys, rounds within the budget, bytes (the other
+// view's only) near the model's for the rounds taken.
+class SessionPlannerTest : public ::testing::TestWithParam<PlannerCase> {};
+
+TEST_P(SessionPlannerTest, RoundsAndBytesFollowTheCostModel) {
+  const PlannerCase c = GetParam();
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed=%llu n=%d d=%d\n", static_cast<unsigned long long>(seed),
+              c.n, c.d);
+  Rows a, b;
+  MakeReplicas(seed, c.n, c.d, &a, &b);
+  const std::set<std::string> expected = ExpectedDifferences(a, b);
+  DiffOptions options;
+  options.own_view = DiffOptions::OwnView::kA;
+  options.seed = seed | 1;
+  const DiffResult result = RunDiff(a, b, 16, 16, options);
+  std::printf("  %s\n", result.stats.DebugString().c_str());
+  EXPECT_EQ(result.keys, expected) << "seed " << seed;
+  EXPECT_TRUE(result.stats.verified);
+
+  double entry_bytes = 0;
+  for (const auto& [key, row] : a) entry_bytes += WireSize(row);
+  entry_bytes /= static_cast<double>(a.size());
+  DiffOptions same_rounds = options;
+  same_rounds.max_rounds = static_cast<int>(result.stats.rounds);
+  same_rounds.budget_rounds = same_rounds.max_rounds;
+  same_rounds.round_saving = 0;
+  same_rounds.round_price_bytes = 0;
+  const DiffCostEstimate model =
+      EstimateDiffCost(c.n, expected.size(), entry_bytes, same_rounds);
+  const double measured = static_cast<double>(result.stats.payload_bytes());
+  std::printf("  model %.0f bytes in %d rounds; measured/model %.2f\n",
+              model.bytes, model.rounds, measured / model.bytes);
+  EXPECT_LE(result.stats.rounds, 4u) << "seed " << seed;
+  EXPECT_GE(measured, 0.7 * model.bytes) << "seed " << seed;
+  EXPECT_LE(measured, 1.6 * model.bytes) << "seed " << seed;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SeveralSizes, SessionPlannerTest,
+    ::testing::Values(PlannerCase{20000, 10}, PlannerCase{20000, 200},
+                      PlannerCase{100000, 30}, PlannerCase{100000, 1000},
+                      PlannerCase{300000, 100}, PlannerCase{300000, 3000}));
+
+TEST(Diff, SessionsPayFarFewerBytesThanAThirdParty) {
+  // The own view's answers stay home, and the other answers with a bitmap
+  // and only the rows that differ: well under half a third party's bytes.
+  Rows a, b;
+  MakeReplicas(29, 100000, 1000, &a, &b);
+  DiffOptions session;
+  session.own_view = DiffOptions::OwnView::kB;
+  const DiffResult third = RunDiff(a, b, 16, 16);
+  const DiffResult own = RunDiff(a, b, 16, 16, session);
+  EXPECT_EQ(own.keys, third.keys);
+  EXPECT_LT(own.stats.payload_bytes() * 2, third.stats.payload_bytes())
+      << own.stats.DebugString() << " vs " << third.stats.DebugString();
+}
+
+// A single changed row on b, searched for a value whose short fingerprints
+// match a's under `seed` somewhere on the way down: the diff, limited to
+// one pass, does not see it.
+TEST(Diff, AFalseMatchUnderOneSeedIsFoundUnderTheNext) {
+  // Enough rows that the nodes under the handshake are too large to list,
+  // and 8-bit fingerprints (the narrowest), so a search finds one soon.
+  Rows a, b;
+  MakeReplicas(31, 5000, 0, &a, &b);
+  const std::string key = a.begin()->first;
+  const uint64_t seed = 0x5eed;
+  DiffOptions one_pass;
+  one_pass.seed = seed;
+  one_pass.max_passes = 1;
+  one_pass.miss_probability = 1;
+  one_pass.own_view = DiffOptions::OwnView::kA;
+  bool collided = false;
+  int tries = 0;
+  for (; tries < 20000 && !collided; ++tries) {
+    b[key] = MakeRow(key, absl::StrCat("v", tries), 9000, "origin-b", false);
+    const DiffResult result = RunDiff(a, b, 10, 10, one_pass);
+    if (result.keys.empty()) {
+      collided = true;
+      // The roots said otherwise: the pass knows it missed something.
+      EXPECT_FALSE(result.stats.verified);
+    }
+  }
+  ASSERT_TRUE(collided) << "no false match in " << tries << " tries";
+  std::printf("false match under seed %llx after %d tries\n",
+              static_cast<unsigned long long>(seed), tries);
+  // The next session draws another seed and finds the key.
+  DiffOptions next = one_pass;
+  next.seed = seed + 1;
+  const DiffResult later = RunDiff(a, b, 10, 10, next);
+  EXPECT_EQ(later.keys, std::set<std::string>{key});
+  EXPECT_TRUE(later.stats.verified);
+  // Within one diff, the check against the roots runs a second pass.
+  DiffOptions two_passes = one_pass;
+  two_passes.max_passes = 2;
+  const DiffResult checked = RunDiff(a, b, 10, 10, two_passes);
+  EXPECT_EQ(checked.keys, std::set<std::string>{key});
+  EXPECT_EQ(checked.stats.passes, 2u);
+  EXPECT_TRUE(checked.stats.verified);
+}
+
+// A view of a node from before seeded exchanges: it answers plain ones only.
+class OldNodeView : public TreeView {
+ public:
+  explicit OldNodeView(std::unique_ptr<MemoryTreeView> view)
+      : view_(std::move(view)) {}
+  absl::StatusOr<ViewSummary> Summary(int top_levels) override {
+    return view_->Summary(top_levels);
+  }
+  absl::StatusOr<ViewResponse> Exchange(const ViewRequest& request) override {
+    return view_->Exchange(request);
+  }
+  absl::StatusOr<SeededResponse> ExchangeSeeded(const SeededRequest&) override {
+    return absl::UnimplementedError("a node from before seeds");
+  }
+  bool AnswersSeeded() const override { return false; }
+  absl::Status Scan(absl::Span<const NodeRef> ranges,
+                    const EntrySink& sink) override {
+    return view_->Scan(ranges, sink);
+  }
+
+ private:
+  std::unique_ptr<MemoryTreeView> view_;
+};
+
+TEST(Diff, APeerFromBeforeSeedsIsAskedThePlainWay) {
+  Rows a, b;
+  MakeReplicas(37, 20000, 100, &a, &b);
+  for (const Mode mode : kModes) {
+    auto memory_a = MemoryTreeView::Create(16, ToVector(a));
+    auto memory_b = MemoryTreeView::Create(16, ToVector(b));
+    ASSERT_TRUE(memory_a.ok() && memory_b.ok());
+    OldNodeView old_b(std::move(*memory_b));
+    std::set<std::string> found;
+    DiffStats stats;
+    const absl::Status s = DiffViews(
+        **memory_a, old_b, OptionsFor(mode, 41),
+        [&](const RowEntry* in_a, const RowEntry* in_b) {
+          found.insert(in_a != nullptr ? in_a->key : in_b->key);
+          return absl::OkStatus();
+        },
+        &stats);
+    ASSERT_TRUE(s.ok()) << s << " " << mode.name;
+    EXPECT_EQ(found, ExpectedDifferences(a, b)) << mode.name;
+    EXPECT_EQ(stats.fingerprint_bits, 0u) << mode.name;
+    EXPECT_EQ(stats.passes, 1u);
+    EXPECT_TRUE(stats.verified);
+  }
 }
 
 TEST(MemoryTreeView, RejectsMalformedRequests) {

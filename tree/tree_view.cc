@@ -1,6 +1,8 @@
 #include "tree/tree_view.h"
 
 #include "absl/strings/str_format.h"
+#include "tree/fingerprint.h"
+#include "tree/status_macros.h"
 
 namespace tally {
 namespace tree {
@@ -56,6 +58,124 @@ absl::Status ValidateViewRequest(const ViewRequest& request) {
     }
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+uint64_t DescendantCount(const ViewRequest& request) {
+  uint64_t n = 0;
+  for (const DescendRequest& d : request.descend) {
+    n += uint64_t{1} << d.levels_ahead;
+  }
+  return n;
+}
+
+}  // namespace
+
+absl::Status ValidateSeededRequest(const SeededRequest& request) {
+  TALLY_RETURN_IF_ERROR(ValidateViewRequest(request.plain));
+  for (const int bits : {request.node_bits, request.row_bits}) {
+    if (bits < kMinFingerprintBits || bits > kMaxFingerprintBits) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "seeded exchange asks for %d-bit fingerprints; widths are %d..%d",
+          bits, kMinFingerprintBits, kMaxFingerprintBits));
+    }
+  }
+  const uint64_t descendants = DescendantCount(request.plain);
+  if (!request.known_nodes.empty() &&
+      request.known_nodes.size() != descendants) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "seeded exchange sends %d known node fingerprints for %d descendants",
+        request.known_nodes.size(), descendants));
+  }
+  if (request.rows_known) {
+    uint64_t rows = 0;
+    for (uint32_t n : request.known_rows_per_range) rows += n;
+    if (request.known_rows_per_range.size() != request.plain.list.size() ||
+        rows != request.known_rows.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "seeded exchange sends %d known rows in %d ranges for %d listed "
+          "ranges",
+          request.known_rows.size(), request.known_rows_per_range.size(),
+          request.plain.list.size()));
+    }
+    if (rows > kMaxEntriesPerExchange) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "seeded exchange sends %d known rows; the limit is %d", rows,
+          kMaxEntriesPerExchange));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SeededResponse> AnswerSeeded(TreeView& view,
+                                            const SeededRequest& request) {
+  TALLY_RETURN_IF_ERROR(ValidateSeededRequest(request));
+  TALLY_ASSIGN_OR_RETURN(ViewResponse plain, view.Exchange(request.plain));
+  if (plain.descendants.size() != DescendantCount(request.plain) ||
+      plain.entries_per_range.size() != request.plain.list.size()) {
+    return absl::InternalError(absl::StrFormat(
+        "view answered %d digests and %d ranges for %d and %d",
+        plain.descendants.size(), plain.entries_per_range.size(),
+        DescendantCount(request.plain), request.plain.list.size()));
+  }
+  SeededResponse out;
+  if (request.known_nodes.empty()) {
+    out.descendants.reserve(plain.descendants.size());
+    for (const NodeDigest& d : plain.descendants) {
+      out.descendants.push_back(NodeDigest{
+          NodeFingerprint(request.seed, d, request.node_bits), d.count});
+    }
+  } else {
+    out.differs.resize(plain.descendants.size());
+    for (size_t i = 0; i < plain.descendants.size(); ++i) {
+      const NodeDigest& d = plain.descendants[i];
+      const uint64_t f = NodeFingerprint(request.seed, d, request.node_bits);
+      if (f == request.known_nodes[i]) continue;
+      out.differs[i] = true;
+      // Only the count travels: the caller knows the two differ.
+      out.descendants.push_back(NodeDigest{0, d.count});
+    }
+  }
+  if (!request.rows_known) {
+    out.entries_per_range = std::move(plain.entries_per_range);
+    out.entries = std::move(plain.entries);
+    return out;
+  }
+  out.unmatched.assign(request.known_rows.size(), true);
+  size_t pos = 0;
+  size_t known = 0;
+  for (size_t r = 0; r < request.plain.list.size(); ++r) {
+    const size_t end = pos + plain.entries_per_range[r];
+    const size_t known_end = known + request.known_rows_per_range[r];
+    // Ranges hold a few rows (the diff lists only small ones): compare
+    // every pair rather than build a set.
+    uint32_t sent = 0;
+    for (size_t i = pos; i < end; ++i) {
+      const uint64_t f =
+          RowFingerprint(request.seed, plain.entries[i], request.row_bits);
+      bool matched = false;
+      for (size_t k = known; k < known_end; ++k) {
+        if (request.known_rows[k] == f) {
+          out.unmatched[k] = false;
+          matched = true;
+        }
+      }
+      if (!matched) {
+        out.entries.push_back(std::move(plain.entries[i]));
+        ++sent;
+      }
+    }
+    out.entries_per_range.push_back(sent);
+    pos = end;
+    known = known_end;
+  }
+  return out;
+}
+
+absl::StatusOr<SeededResponse> TreeView::ExchangeSeeded(
+    const SeededRequest& request) {
+  return AnswerSeeded(*this, request);
 }
 
 absl::Status ValidateSummaryTopLevels(int top_levels) {
@@ -158,6 +278,51 @@ size_t WireSize(const ViewSummary& summary) {
     size_t counts = 0;
     for (const NodeDigest& d : summary.top) counts += VarintSize(d.count);
     size += FieldSize(8 * summary.top.size()) + FieldSize(counts);
+  }
+  return size;
+}
+
+size_t WireSize(const SeededRequest& request) {
+  // The plain part, a flag, the seed (fixed64) and the two widths.
+  size_t size = WireSize(request.plain) + 2 + 9 + 2 + 2;
+  if (!request.known_nodes.empty()) {
+    size +=
+        FieldSize(PackedBytes(request.known_nodes.size(), request.node_bits));
+  }
+  if (request.rows_known) {
+    size_t counts = 0;
+    for (uint32_t n : request.known_rows_per_range) counts += VarintSize(n);
+    size += 2 + FieldSize(counts) +
+            FieldSize(PackedBytes(request.known_rows.size(), request.row_bits));
+  }
+  return size;
+}
+
+size_t WireSize(const SeededResponse& response, const SeededRequest& request) {
+  size_t size = 0;
+  if (!response.descendants.empty()) {
+    size_t counts = 0;
+    for (const NodeDigest& d : response.descendants) {
+      counts += VarintSize(d.count);
+    }
+    // With known nodes the fingerprints of those that differ stay home.
+    if (request.known_nodes.empty()) {
+      size += FieldSize(
+          PackedBytes(response.descendants.size(), request.node_bits));
+    }
+    size += FieldSize(counts);
+  }
+  if (!response.differs.empty()) {
+    size += FieldSize(PackedBytes(response.differs.size(), 1));
+  }
+  if (!response.entries_per_range.empty()) {
+    size_t counts = 0;
+    for (uint32_t n : response.entries_per_range) counts += VarintSize(n);
+    size += FieldSize(counts);
+  }
+  for (const RowEntry& e : response.entries) size += WireSize(e);
+  if (!response.unmatched.empty()) {
+    size += FieldSize(PackedBytes(response.unmatched.size(), 1));
   }
   return size;
 }

@@ -103,6 +103,43 @@ struct ViewResponse {
   std::vector<RowEntry> entries;
 };
 
+// A seeded exchange: the questions of `plain`, answered with fingerprints of
+// `node_bits` and `row_bits` under `seed` (tree/fingerprint.h) instead of
+// the fixed 64-bit ones; and, when the caller sends its own fingerprints,
+// with only what differs from them. The diff uses it when both views answer
+// it (TreeView::AnswersSeeded): a node from before it answers only Exchange.
+struct SeededRequest {
+  ViewRequest plain;
+  uint64_t seed = 0;
+  int node_bits = 64;  // kMinFingerprintBits..kMaxFingerprintBits
+  int row_bits = 64;
+  // The caller's NodeFingerprint of every descendant `plain.descend` asks
+  // for, in answer order; or empty, to be sent this view's.
+  std::vector<uint64_t> known_nodes;
+  // Whether the caller sends the RowFingerprint of its own rows of each
+  // listed range (known_rows_per_range[i] of them, in known_rows), to be
+  // sent only the rows that differ; else every row is listed.
+  bool rows_known = false;
+  std::vector<uint32_t> known_rows_per_range;
+  std::vector<uint64_t> known_rows;
+};
+
+struct SeededResponse {
+  // Without known_nodes: every descendant, its fingerprint its
+  // NodeFingerprint. With known_nodes: differs[i] for every descendant, and
+  // in `descendants` only those that differ, in order, with this view's
+  // counts (and fingerprint 0: the caller knows they differ).
+  std::vector<NodeDigest> descendants;
+  std::vector<bool> differs;
+  // For each listed range, how many of `entries` belong to it: every row,
+  // or with rows_known only the rows no known row of the range matches.
+  // Entries carry their 64-bit digest fingerprint.
+  std::vector<uint32_t> entries_per_range;
+  std::vector<RowEntry> entries;
+  // With rows_known: for every known row, that no row here matches it.
+  std::vector<bool> unmatched;
+};
+
 // Limits every view enforces on one Exchange, so that a request and its
 // answer stay bounded in memory (and under gRPC's 4 MB message default).
 inline constexpr int kMaxLevelsAhead = 16;
@@ -137,6 +174,17 @@ class TreeView {
   // and kResourceExhausted when the request exceeds a kMax*PerExchange limit.
   virtual absl::StatusOr<ViewResponse> Exchange(const ViewRequest& request) = 0;
 
+  // Answers a seeded exchange. The default answers it in this process from
+  // Exchange(request.plain) (AnswerSeeded below); a remote view sends it to
+  // its node. Returns kInvalidArgument for a malformed request
+  // (ValidateSeededRequest) and what Exchange returns.
+  virtual absl::StatusOr<SeededResponse> ExchangeSeeded(
+      const SeededRequest& request);
+
+  // Whether ExchangeSeeded can be used: true, except for a remote view whose
+  // node predates it (known once Summary() has answered).
+  virtual bool AnswersSeeded() const { return true; }
+
   // Streams every row of `ranges` to `sink`, range by range. Stops at and
   // returns the first error of the sink. Memory stays bounded whatever the
   // number of rows.
@@ -146,6 +194,14 @@ class TreeView {
 
 // Checks a request against the limits above; views call it first.
 absl::Status ValidateViewRequest(const ViewRequest& request);
+
+// Checks a seeded request: its plain part, the widths, and that the known
+// fingerprints match the nodes and ranges asked for.
+absl::Status ValidateSeededRequest(const SeededRequest& request);
+
+// Answers a seeded request from `view`'s plain answer to request.plain.
+absl::StatusOr<SeededResponse> AnswerSeeded(TreeView& view,
+                                            const SeededRequest& request);
 
 // Checks Summary()'s argument.
 absl::Status ValidateSummaryTopLevels(int top_levels);
@@ -181,6 +237,8 @@ size_t WireSize(const ViewRequest& request);
 size_t WireSize(const ViewResponse& response);
 size_t WireSize(const RowEntry& entry);
 size_t WireSize(const ViewSummary& summary);
+size_t WireSize(const SeededRequest& request);
+size_t WireSize(const SeededResponse& response, const SeededRequest& request);
 
 }  // namespace tree
 }  // namespace tally

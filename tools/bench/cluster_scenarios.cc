@@ -107,11 +107,13 @@ struct Measured {
 };
 
 // Runs the diff algorithm between two views and measures it.
-absl::StatusOr<Measured> MeasureDiff(tree::TreeView& a, tree::TreeView& b) {
+// `options` says which view, if any, answers in process.
+absl::StatusOr<Measured> MeasureDiff(tree::TreeView& a, tree::TreeView& b,
+                                     const tree::DiffOptions& options = {}) {
   tree::DiffStats stats;
   const auto start = Clock::now();
   absl::Status s = tree::DiffViews(
-      a, b, tree::DiffOptions{},
+      a, b, options,
       [](const tree::RowEntry*, const tree::RowEntry*) {
         return absl::OkStatus();
       },
@@ -154,7 +156,10 @@ absl::StatusOr<Measured> SessionDiff(storage::Store& a, const std::string& b) {
   if (!cb.ok()) return cb.status();
   auto va = a.NewTreeView(kKeyspace);
   if (!va.ok()) return va.status();
-  return MeasureDiff(**va, *(*cb)->NewTreeView(kKeyspace));
+  // As node/session.cc asks: the local store first, its fingerprints sent.
+  tree::DiffOptions options;
+  options.own_view = tree::DiffOptions::OwnView::kA;
+  return MeasureDiff(**va, *(*cb)->NewTreeView(kKeyspace), options);
 }
 
 // Cassandra-style: all leaves at depth 16 from both sides, then every row of

@@ -38,6 +38,12 @@ ABSL_FLAG(double, round_saving, tally::tree::DiffOptions{}.round_saving,
 ABSL_FLAG(double, round_price_bytes,
           tally::tree::DiffOptions{}.round_price_bytes,
           "diff-mem: DiffOptions::round_price_bytes.");
+ABSL_FLAG(std::string, modes, "plain,seeded,session",
+          "diff-mem: comma-separated ways of asking the views: plain (64-bit "
+          "fingerprints, as a node from before seeds), seeded (both views "
+          "asked alike: `tally diff` from a third party), session (view a "
+          "answers in process and sends its fingerprints: a node's own "
+          "session; bytes are view b's only).");
 ABSL_FLAG(int, handshake_levels, tally::tree::DiffOptions{}.handshake_levels,
           "diff-mem: DiffOptions::handshake_levels.");
 
@@ -201,11 +207,21 @@ absl::Status RunDiffMem(std::ostream& out) {
       "of each mismatched leaf from both sides\n\n",
       kKeyBytes, kValueBytes, kDepth, seed, options.max_rounds,
       options.round_saving, options.handshake_levels, kBaselineDepth);
+  std::vector<std::string> modes =
+      absl::StrSplit(absl::GetFlag(FLAGS_modes), ',', absl::SkipEmpty());
+  for (const std::string& mode : modes) {
+    if (mode != "plain" && mode != "seeded" && mode != "session") {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--modes: '%s' is not plain, seeded or session", mode));
+    }
+  }
   const char* const kHeader =
-      "%9s %6s %6s %5s %8s %8s %10s %11s %11s %8s %8s %12s %11s | %6s %8s\n";
+      "%9s %6s %8s %6s %5s %8s %8s %10s %11s %11s %8s %8s %12s %11s | %6s "
+      "%8s\n";
   const char* const kRow =
-      "%9d %6d %6d %5d %8d %8d %10d %11d %11d %8s %8.1f %12d %11s | %6d %8s\n";
-  out << absl::StrFormat(kHeader, "N", "d", "rounds", "exch", "digests",
+      "%9d %6d %8s %6d %5d %8d %8d %10d %11d %11d %8s %8.1f %12d %11s | %6d "
+      "%8s\n";
+  out << absl::StrFormat(kHeader, "N", "d", "mode", "rounds", "exch", "digests",
                          "entries", "sent", "received", "payload", "B/diff",
                          "ms", "base_payload", "tally/base", "m.rnd",
                          "m.B/diff");
@@ -219,52 +235,60 @@ absl::Status RunDiffMem(std::ostream& out) {
                            tree::MemoryTreeView::Create(
                                kDepth, MakeReplicaB(base, d, rng, &changed)));
 
-    tree::DiffStats stats;
-    uint64_t unexpected = 0;
-    const auto start = std::chrono::steady_clock::now();
-    TALLY_RETURN_IF_ERROR(tree::DiffViews(
-        *view_a, *view_b, options,
-        [&](const RowEntry* in_a, const RowEntry* in_b) {
-          const std::string& key = in_a != nullptr ? in_a->key : in_b->key;
-          if (changed.count(key) == 0) ++unexpected;
-          return absl::OkStatus();
-        },
-        &stats));
-    const double millis = std::chrono::duration<double, std::milli>(
-                              std::chrono::steady_clock::now() - start)
-                              .count();
-    if (stats.differences != d || unexpected != 0) {
-      return absl::InternalError(absl::StrFormat(
-          "diff with d=%d reported %d differences, %d of them unchanged keys",
-          d, stats.differences, unexpected));
-    }
+    for (const std::string& mode : modes) {
+      options.seeded = mode != "plain";
+      options.own_view = mode == "session"
+                             ? tree::DiffOptions::OwnView::kA
+                             : tree::DiffOptions::OwnView::kNeither;
+      tree::DiffStats stats;
+      uint64_t unexpected = 0;
+      const auto start = std::chrono::steady_clock::now();
+      TALLY_RETURN_IF_ERROR(tree::DiffViews(
+          *view_a, *view_b, options,
+          [&](const RowEntry* in_a, const RowEntry* in_b) {
+            const std::string& key = in_a != nullptr ? in_a->key : in_b->key;
+            if (changed.count(key) == 0) ++unexpected;
+            return absl::OkStatus();
+          },
+          &stats));
+      const double millis = std::chrono::duration<double, std::milli>(
+                                std::chrono::steady_clock::now() - start)
+                                .count();
+      if (stats.differences != d || unexpected != 0) {
+        return absl::InternalError(absl::StrFormat(
+            "diff with d=%d reported %d differences, %d of them unchanged keys",
+            d, stats.differences, unexpected));
+      }
 
-    TALLY_ASSIGN_OR_RETURN(const uint64_t baseline,
-                           BaselinePayload(*view_a, *view_b));
-    const std::string per_diff =
-        d == 0 ? "-" : absl::StrFormat("%d", stats.payload_bytes() / d);
-    const std::string ratio = absl::StrFormat(
-        "%.4f", static_cast<double>(stats.payload_bytes()) /
-                    static_cast<double>(std::max<uint64_t>(baseline, 1)));
-    const tree::DiffCostEstimate model =
-        tree::EstimateDiffCost(n, d, entry_bytes, options);
-    // And what it expects in the rounds the diff took.
-    tree::DiffOptions same_rounds = options;
-    same_rounds.max_rounds = static_cast<int>(stats.rounds);
-    same_rounds.round_saving = 0;
-    same_rounds.round_price_bytes = 0;
-    const std::string model_per_diff =
-        d == 0
-            ? "-"
-            : absl::StrFormat(
-                  "%.0f",
-                  tree::EstimateDiffCost(n, d, entry_bytes, same_rounds).bytes /
-                      static_cast<double>(d));
-    out << absl::StrFormat(
-        kRow, n, d, stats.rounds, stats.exchanges, stats.digests, stats.entries,
-        stats.bytes_sent, stats.bytes_received, stats.payload_bytes(), per_diff,
-        millis, baseline, ratio, model.rounds, model_per_diff);
-    out.flush();
+      TALLY_ASSIGN_OR_RETURN(uint64_t baseline,
+                             BaselinePayload(*view_a, *view_b));
+      // The baseline's own side is free in a session too.
+      if (mode == "session") baseline /= 2;
+      const std::string per_diff =
+          d == 0 ? "-" : absl::StrFormat("%d", stats.payload_bytes() / d);
+      const std::string ratio = absl::StrFormat(
+          "%.4f", static_cast<double>(stats.payload_bytes()) /
+                      static_cast<double>(std::max<uint64_t>(baseline, 1)));
+      const tree::DiffCostEstimate model =
+          tree::EstimateDiffCost(n, d, entry_bytes, options);
+      // And what it expects in the rounds the diff took.
+      tree::DiffOptions same_rounds = options;
+      same_rounds.max_rounds = static_cast<int>(stats.rounds);
+      same_rounds.round_saving = 0;
+      same_rounds.round_price_bytes = 0;
+      const std::string model_per_diff =
+          d == 0 ? "-"
+                 : absl::StrFormat("%.0f", tree::EstimateDiffCost(
+                                               n, d, entry_bytes, same_rounds)
+                                                   .bytes /
+                                               static_cast<double>(d));
+      out << absl::StrFormat(kRow, n, d, mode, stats.rounds, stats.exchanges,
+                             stats.digests, stats.entries, stats.bytes_sent,
+                             stats.bytes_received, stats.payload_bytes(),
+                             per_diff, millis, baseline, ratio, model.rounds,
+                             model_per_diff);
+      out.flush();
+    }
   }
   return absl::OkStatus();
 }
