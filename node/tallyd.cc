@@ -64,6 +64,17 @@ Settings (flags, or `name = value` lines in --config FILE):
   --tls-key FILE           PEM private key of --tls-cert
   --tls-ca FILE            PEM CA: require and check certificates it signed
                            (mutual TLS) on every connection
+  --postgres URL           be a sidecar to this PostgreSQL database: a libpq
+                           URL (postgresql://USER@HOST:PORT/DB) or keyword
+                           string ('host=... dbname=...'); the rows live in
+                           its tables, the store keeps only their index.
+                           Needs wal_level=logical, track_commit_timestamp=on,
+                           a free replication slot and a role with
+                           REPLICATION; the password is never shown
+  --table SCHEMA.TABLE     a table the sidecar keeps, as the keyspace of that
+                           name (needs --postgres; repeat for several, each
+                           once; every table needs a primary key).
+                           --table flags replace the config file's tables
   --metrics-listen HOST:PORT  Prometheus metrics over HTTP at /metrics
                            (default off; port 0 picks one; a non-loopback
                            address needs --insecure: plain HTTP, no TLS)
