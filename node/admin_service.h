@@ -15,6 +15,7 @@
 
 #include "node/status_source.h"
 #include "node/stream_limiter.h"
+#include "node/table_rows.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 #include "tally/v1/tally.grpc.pb.h"
@@ -38,10 +39,13 @@ class AdminService final
  public:
   // `status_sources` (peers, sessions, the feed) may be empty. `limiter`
   // bounds the Load streams per client (node/stream_limiter.h); null for
-  // none. It must outlive the service.
+  // none. `table_rows` serves Put, Get and Delete for the tables of a
+  // sidecar to PostgreSQL (by their key_values, node/table_rows.h); null on
+  // a node without one. Both must outlive the service.
   AdminService(storage::Store* store, WorkerPool* pool,
                std::vector<StatusSource*> status_sources,
-               StreamLimiter* limiter = nullptr);
+               StreamLimiter* limiter = nullptr,
+               const TableRows* table_rows = nullptr);
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context,
                                 const ::tally::v1::PutRequest* request,
@@ -65,6 +69,7 @@ class AdminService final
   storage::Store* const store_;
   WorkerPool* const pool_;
   StreamLimiter* const limiter_;
+  const TableRows* const table_rows_;
   const std::vector<StatusSource*> status_sources_;
 };
 
