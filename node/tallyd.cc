@@ -20,6 +20,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "node/config.h"
 #include "node/exit.h"
@@ -184,7 +185,12 @@ int Main(int argc, char** argv) {
 
   absl::StatusOr<std::unique_ptr<NodeServer>> node = NodeServer::Start(config);
   if (!node.ok()) {
-    std::fprintf(stderr, "tallyd: %s\n", node.status().ToString().c_str());
+    // One line, whatever the message holds (a PostgreSQL error brings its
+    // detail and hint on lines of their own): the operator's log shows the
+    // refusal and its fix together.
+    std::string message = node.status().ToString();
+    absl::StrReplaceAll({{"\r\n", "; "}, {"\n", "; "}}, &message);
+    std::fprintf(stderr, "tallyd: %s\n", message.c_str());
     return 1;
   }
   LogInfo(absl::StrFormat("tallyd %s listening on %s (data %s, %d peers)",
