@@ -370,7 +370,7 @@ CommandResult Get(const Context& ctx) {
   absl::StatusOr<v1::GetResponse> r =
       client->Get(ctx.keyspace, key, key_values);
   if (absl::IsNotFound(r.status()) &&
-      absl::StartsWith(r.status().message(), "no row with key")) {
+      absl::StrContains(r.status().message(), ": no row with key (")) {
     // A PostgreSQL table answers for itself (node/table_rows.h): the
     // table exists and the row does not.
     std::fprintf(stderr, "tally: %s\n",
