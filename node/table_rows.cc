@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -56,7 +57,12 @@ absl::StatusOr<Table> ReadTable(pg::Connection& c, absl::string_view keyspace) {
           {pg::Param::Text(table.sql_name)}));
   for (int row = 0; row < r.rows(); ++row) {
     Column column{std::string(r.Value(row, 0)), std::string(r.Value(row, 1)),
-                  std::stoi(std::string(r.Value(row, 2)))};
+                  0};
+    if (!absl::SimpleAtoi(r.Value(row, 2), &column.key_position)) {
+      return absl::InternalError(absl::StrFormat(
+          "the catalog gave key position '%s' for column %s of %s",
+          r.Value(row, 2), column.name, keyspace));
+    }
     if (column.key_position > 0) table.key.push_back(table.columns.size());
     table.columns.push_back(std::move(column));
   }
