@@ -33,6 +33,34 @@ absl::Status ValidateRowAddress(const std::string& keyspace,
   return absl::OkStatus();
 }
 
+// The key of a Put/Get/Delete on a PostgreSQL table: its key_values (the
+// primary key as text). An empty string is a valid text key value, so only
+// their presence is checked here; TableRows checks their count against the
+// table's key and their types.
+absl::StatusOr<std::vector<std::string>> TableKey(
+    const std::string& keyspace,
+    const google::protobuf::RepeatedPtrField<std::string>& key_values) {
+  if (key_values.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s is a PostgreSQL table: address its rows by their primary key "
+        "values as text (key_values; tally get %s KEY...)",
+        keyspace, keyspace));
+  }
+  return std::vector<std::string>(key_values.begin(), key_values.end());
+}
+
+// Several key values address a PostgreSQL table's key columns; a keyspace
+// of the store takes one key.
+absl::Status CheckOneKey(
+    const std::string& keyspace,
+    const google::protobuf::RepeatedPtrField<std::string>& key_values) {
+  if (key_values.size() <= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "keyspace '%s' takes one KEY, not %d: several key values are for the "
+      "primary key of a PostgreSQL table (tallyd --table)",
+      keyspace, key_values.size()));
+}
+
 // A local write of one mutation; returns the version the store gave it.
 absl::Status WriteOne(storage::Store& store, storage::Mutation mutation,
                       v1::Version* version) {
@@ -105,17 +133,31 @@ class LoadReactor final
 
 AdminService::AdminService(storage::Store* store, WorkerPool* pool,
                            std::vector<StatusSource*> status_sources,
-                           StreamLimiter* limiter, DiffRunner* diff_runner)
+                           StreamLimiter* limiter, DiffRunner* diff_runner,
+                           const TableRows* table_rows)
     : store_(store),
       pool_(pool),
       limiter_(limiter),
       diff_runner_(diff_runner),
+      table_rows_(table_rows),
       status_sources_(std::move(status_sources)) {}
 
 grpc::ServerUnaryReactor* AdminService::Put(
     grpc::CallbackServerContext* context, const v1::PutRequest* request,
     v1::PutResponse* response) {
+  if (table_rows_ != nullptr && table_rows_->Holds(request->keyspace())) {
+    absl::StatusOr<std::vector<std::string>> key =
+        TableKey(request->keyspace(), request->key_values());
+    if (!key.ok()) return FinishNow(context, key.status());
+    return FinishOnPool(
+        context, pool_, [this, request, response, key = *std::move(key)] {
+          response->set_postgres(true);
+          return table_rows_->Put(request->keyspace(), key, request->value());
+        });
+  }
   absl::Status status = ValidateRowAddress(request->keyspace(), request->key());
+  if (status.ok())
+    status = CheckOneKey(request->keyspace(), request->key_values());
   if (!status.ok()) return FinishNow(context, status);
   return FinishOnPool(context, pool_, [this, request, response] {
     return WriteOne(*store_,
@@ -128,7 +170,21 @@ grpc::ServerUnaryReactor* AdminService::Put(
 grpc::ServerUnaryReactor* AdminService::Get(
     grpc::CallbackServerContext* context, const v1::GetRequest* request,
     v1::GetResponse* response) {
+  if (table_rows_ != nullptr && table_rows_->Holds(request->keyspace())) {
+    absl::StatusOr<std::vector<std::string>> key =
+        TableKey(request->keyspace(), request->key_values());
+    if (!key.ok()) return FinishNow(context, key.status());
+    return FinishOnPool(
+        context, pool_,
+        [this, request, response, key = *std::move(key)]() -> absl::Status {
+          TALLY_ASSIGN_OR_RETURN(*response->mutable_row_json(),
+                                 table_rows_->Get(request->keyspace(), key));
+          return absl::OkStatus();
+        });
+  }
   absl::Status status = ValidateRowAddress(request->keyspace(), request->key());
+  if (status.ok())
+    status = CheckOneKey(request->keyspace(), request->key_values());
   if (!status.ok()) return FinishNow(context, status);
   return FinishOnPool(
       context, pool_, [this, request, response]() -> absl::Status {
@@ -143,7 +199,19 @@ grpc::ServerUnaryReactor* AdminService::Get(
 grpc::ServerUnaryReactor* AdminService::Delete(
     grpc::CallbackServerContext* context, const v1::DeleteRequest* request,
     v1::DeleteResponse* response) {
+  if (table_rows_ != nullptr && table_rows_->Holds(request->keyspace())) {
+    absl::StatusOr<std::vector<std::string>> key =
+        TableKey(request->keyspace(), request->key_values());
+    if (!key.ok()) return FinishNow(context, key.status());
+    return FinishOnPool(context, pool_,
+                        [this, request, response, key = *std::move(key)] {
+                          response->set_postgres(true);
+                          return table_rows_->Delete(request->keyspace(), key);
+                        });
+  }
   absl::Status status = ValidateRowAddress(request->keyspace(), request->key());
+  if (status.ok())
+    status = CheckOneKey(request->keyspace(), request->key_values());
   if (!status.ok()) return FinishNow(context, status);
   return FinishOnPool(context, pool_, [this, request, response] {
     return WriteOne(

@@ -17,6 +17,7 @@
 #include "node/diff_runner.h"
 #include "node/status_source.h"
 #include "node/stream_limiter.h"
+#include "node/table_rows.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 #include "tally/v1/tally.grpc.pb.h"
@@ -41,11 +42,15 @@ class AdminService final
   // `status_sources` (peers, sessions, the feed) may be empty. `limiter`
   // bounds the Load streams per client (node/stream_limiter.h); null for
   // none. `diff_runner` serves RunDiff; null answers it UNIMPLEMENTED, as
-  // a node from before the call. Both must outlive the service.
+  // a node from before the call. `table_rows` serves Put, Get and Delete for
+  // the tables of a sidecar to PostgreSQL (by their key_values,
+  // node/table_rows.h); null on a node without one. All must outlive the
+  // service.
   AdminService(storage::Store* store, WorkerPool* pool,
                std::vector<StatusSource*> status_sources,
                StreamLimiter* limiter = nullptr,
-               DiffRunner* diff_runner = nullptr);
+               DiffRunner* diff_runner = nullptr,
+               const TableRows* table_rows = nullptr);
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context,
                                 const ::tally::v1::PutRequest* request,
@@ -73,6 +78,7 @@ class AdminService final
   WorkerPool* const pool_;
   StreamLimiter* const limiter_;
   DiffRunner* const diff_runner_;
+  const TableRows* const table_rows_;
   const std::vector<StatusSource*> status_sources_;
 };
 

@@ -433,13 +433,14 @@ absl::StatusOr<v1::PushRowsResponse> NodeClient::PushRows(
   return response;
 }
 
-absl::StatusOr<v1::PutResponse> NodeClient::Put(const std::string& keyspace,
-                                                const std::string& key,
-                                                const std::string& value) {
+absl::StatusOr<v1::PutResponse> NodeClient::Put(
+    const std::string& keyspace, const std::string& key,
+    const std::string& value, const std::vector<std::string>& key_values) {
   v1::PutRequest request;
   request.set_keyspace(keyspace);
   request.set_key(key);
   request.set_value(value);
+  for (const std::string& v : key_values) request.add_key_values(v);
   return CallUnary<v1::PutResponse>(
       options_.rpc_timeout, address_, "Put",
       [&](grpc::ClientContext* c, v1::PutResponse* r) {
@@ -447,11 +448,13 @@ absl::StatusOr<v1::PutResponse> NodeClient::Put(const std::string& keyspace,
       });
 }
 
-absl::StatusOr<v1::GetResponse> NodeClient::Get(const std::string& keyspace,
-                                                const std::string& key) {
+absl::StatusOr<v1::GetResponse> NodeClient::Get(
+    const std::string& keyspace, const std::string& key,
+    const std::vector<std::string>& key_values) {
   v1::GetRequest request;
   request.set_keyspace(keyspace);
   request.set_key(key);
+  for (const std::string& v : key_values) request.add_key_values(v);
   return CallUnary<v1::GetResponse>(
       options_.rpc_timeout, address_, "Get",
       [&](grpc::ClientContext* c, v1::GetResponse* r) {
@@ -460,10 +463,12 @@ absl::StatusOr<v1::GetResponse> NodeClient::Get(const std::string& keyspace,
 }
 
 absl::StatusOr<v1::DeleteResponse> NodeClient::Delete(
-    const std::string& keyspace, const std::string& key) {
+    const std::string& keyspace, const std::string& key,
+    const std::vector<std::string>& key_values) {
   v1::DeleteRequest request;
   request.set_keyspace(keyspace);
   request.set_key(key);
+  for (const std::string& v : key_values) request.add_key_values(v);
   return CallUnary<v1::DeleteResponse>(
       options_.rpc_timeout, address_, "Delete",
       [&](grpc::ClientContext* c, v1::DeleteResponse* r) {

@@ -159,13 +159,19 @@ class NodeClient {
       const std::vector<v1::Row>& rows, const std::vector<std::string>& erase);
 
   // ---- Admin service.
-  absl::StatusOr<v1::PutResponse> Put(const std::string& keyspace,
-                                      const std::string& key,
-                                      const std::string& value);
-  absl::StatusOr<v1::GetResponse> Get(const std::string& keyspace,
-                                      const std::string& key);
-  absl::StatusOr<v1::DeleteResponse> Delete(const std::string& keyspace,
-                                            const std::string& key);
+  // `key_values` also address the row, as a PostgreSQL table's primary key
+  // as text (tally.proto PutRequest); the node uses the form its keyspace
+  // takes.
+  absl::StatusOr<v1::PutResponse> Put(
+      const std::string& keyspace, const std::string& key,
+      const std::string& value,
+      const std::vector<std::string>& key_values = {});
+  absl::StatusOr<v1::GetResponse> Get(
+      const std::string& keyspace, const std::string& key,
+      const std::vector<std::string>& key_values = {});
+  absl::StatusOr<v1::DeleteResponse> Delete(
+      const std::string& keyspace, const std::string& key,
+      const std::vector<std::string>& key_values = {});
   // Streams rows produced by `next` (which returns false when done) to the
   // node, in messages of at most kMaxRowsPerMessage rows and ~1 MB.
   absl::StatusOr<v1::LoadResponse> Load(

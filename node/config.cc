@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "node/client.h"
+#include "node/postgres_settings.h"
 #include "node/tls.h"
 #include "storage/store.h"
 #include "tree/status_macros.h"
@@ -189,6 +190,19 @@ absl::Status ApplySetting(absl::string_view name_as_given,
       }
     }
     config->peers.push_back(std::move(peer));
+  } else if (name == "postgres") {
+    // Checked in ValidateConfig, so that a file's string and a flag's
+    // string are refused with the same message.
+    config->postgres = std::string(value);
+  } else if (name == "table") {
+    TALLY_RETURN_IF_ERROR(ParseQualifiedTable(value).status());
+    for (const std::string& known : config->tables) {
+      if (known == value) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "table %s is given twice; give each table once", value));
+      }
+    }
+    config->tables.emplace_back(value);
   } else if (name == "sync-interval") {
     TALLY_ASSIGN_OR_RETURN(config->sync_interval, ParseDuration(value));
   } else if (name == "session-timeout") {
@@ -281,10 +295,15 @@ absl::Status ApplyCommandLineSettings(
   // replaces the file's rather than adding to it, as a single setting's flag
   // replaces its value.
   bool peers_from_flags = false;
+  bool tables_from_flags = false;
   for (const auto& [name, value] : settings) {
     if ((name == "peer") && !peers_from_flags) {
       config->peers.clear();
       peers_from_flags = true;
+    }
+    if ((name == "table") && !tables_from_flags) {
+      config->tables.clear();
+      tables_from_flags = true;
     }
     absl::Status s = ApplySetting(name, value, config);
     if (!s.ok()) {
@@ -380,6 +399,35 @@ absl::Status ValidatePeerRoles(const std::vector<PeerConfig>& peers) {
   return absl::OkStatus();
 }
 
+absl::Status ValidatePostgresSettings(const NodeConfig& config) {
+  if (config.postgres.empty()) {
+    if (!config.tables.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--table %s needs --postgres: tables are kept only by a sidecar to "
+          "a PostgreSQL database (give --postgres URL, or drop --table)",
+          config.tables.front()));
+    }
+    return absl::OkStatus();
+  }
+  TALLY_RETURN_IF_ERROR(ValidateConninfo(config.postgres));
+  if (config.tables.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--postgres %s needs at least one --table SCHEMA.TABLE: the tables "
+        "to keep",
+        MaskConninfo(config.postgres)));
+  }
+  for (const std::string& table : config.tables) {
+    TALLY_RETURN_IF_ERROR(ParseQualifiedTable(table).status());
+    TALLY_RETURN_IF_ERROR(storage::ValidateKeyspaceName(table));
+  }
+  if (static_cast<int>(config.tables.size()) > config.max_keyspaces) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d tables but --max-keyspaces is %d; each table is a keyspace",
+        config.tables.size(), config.max_keyspaces));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateConfig(const NodeConfig& config) {
   if (config.name.empty()) {
     return absl::InvalidArgumentError(
@@ -415,6 +463,7 @@ absl::Status ValidateConfig(const NodeConfig& config) {
     }
   }
   TALLY_RETURN_IF_ERROR(ValidatePeerRoles(config.peers));
+  TALLY_RETURN_IF_ERROR(ValidatePostgresSettings(config));
   for (const PeerConfig& peer : config.peers) {
     if (peer.address == config.listen) {
       return absl::InvalidArgumentError(absl::StrFormat(

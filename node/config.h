@@ -16,6 +16,13 @@
 //
 // (A copy of a source has that one peer: `peer = 10.0.0.3:7400,role=source`.)
 //
+// A sidecar to PostgreSQL names its database and tables (`table` repeats
+// like `peer`; --table flags replace the file's tables):
+//
+//   postgres = postgresql://tally@127.0.0.1:5432/app
+//   table = public.users
+//   table = public.orders
+//
 // Thread-compatible value types.
 #ifndef TALLY_NODE_CONFIG_H_
 #define TALLY_NODE_CONFIG_H_
@@ -78,6 +85,17 @@ struct NodeConfig {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_ca;
+
+  // PostgreSQL sidecar: a libpq connection string or URL. Empty: the node
+  // keeps its rows in its own store. Set: the rows live in that database,
+  // the store keeps only the index (README "Sidecar to PostgreSQL"). Holds
+  // a password maybe: show it only through MaskConninfo
+  // (node/postgres_settings.h).
+  std::string postgres;
+  // The tables a sidecar keeps, "schema.table", each the keyspace of that
+  // name; in the order given, each once. Required with `postgres`, refused
+  // without it.
+  std::vector<std::string> tables;
 
   // Prometheus metrics over HTTP at HOST:PORT; empty is off.
   std::string metrics_listen;
@@ -142,7 +160,8 @@ absl::Status ApplyCommandLineSettings(
 // Checks a complete config: a name, a data directory, a valid listen
 // address that is loopback unless TLS is on (tls_cert and tls_key) or
 // `insecure`, TLS files that can be read and fit together (node/tls.h),
-// valid peers, sane numbers.
+// valid peers, sane numbers; `postgres` and `table` only together, a
+// connection string libpq parses, tables named SCHEMA.TABLE.
 absl::Status ValidateConfig(const NodeConfig& config);
 
 // Checks that the peers' roles fit together: at most one `role=source`, and
@@ -151,6 +170,12 @@ absl::Status ValidateConfig(const NodeConfig& config);
 // other peers bring, and they bring it back). kInvalidArgument naming the
 // peers otherwise.
 absl::Status ValidatePeerRoles(const std::vector<PeerConfig>& peers);
+
+// Checks the sidecar settings: `postgres` and `table` only together, a
+// connection string libpq parses, tables named SCHEMA.TABLE (each a valid
+// keyspace name), no more tables than keyspaces. kInvalidArgument naming
+// the fix otherwise; a message shows the connection string masked.
+absl::Status ValidatePostgresSettings(const NodeConfig& config);
 
 // True for "127.x.y.z", "::1", "[::1]" and "localhost".
 bool IsLoopbackHost(absl::string_view host);

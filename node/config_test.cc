@@ -505,6 +505,62 @@ TEST(ConfigText, TestClockOffsetOfZeroIsItsDefault) {
   }
 }
 
+TEST(PostgresSettings, ReadTheDatabaseAndRepeatedTablesFromTheFile) {
+  NodeConfig config;
+  ASSERT_TRUE(ApplyConfigText("name = a\ndata-dir = /tmp/x\n"
+                              "postgres = 'postgresql://t:pw@127.0.0.1/app'\n"
+                              "table = public.users\n"
+                              "table = public.orders\n",
+                              &config)
+                  .ok());
+  EXPECT_EQ(config.postgres, "postgresql://t:pw@127.0.0.1/app");
+  EXPECT_THAT(config.tables,
+              ::testing::ElementsAre("public.users", "public.orders"));
+  EXPECT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
+  // --table flags replace the file's list, as --peer flags do.
+  ASSERT_TRUE(ApplyCommandLineSettings(
+                  {{"table", "app.items"}, {"table", "app.carts"}}, &config)
+                  .ok());
+  EXPECT_THAT(config.tables, ::testing::ElementsAre("app.items", "app.carts"));
+}
+
+TEST(PostgresSettings, RefuseABadOrRepeatedTable) {
+  NodeConfig config;
+  const absl::Status unqualified = ApplyConfigText("table = users\n", &config);
+  EXPECT_THAT(std::string(unqualified.message()),
+              AllOf(HasSubstr("line 1"), HasSubstr("SCHEMA.TABLE")));
+  const absl::Status twice = ApplyCommandLineSettings(
+      {{"table", "public.t"}, {"table", "public.t"}}, &config);
+  EXPECT_THAT(std::string(twice.message()),
+              AllOf(HasSubstr("--table"), HasSubstr("twice")));
+}
+
+TEST(PostgresSettings, AreRefusedOneWithoutTheOther) {
+  NodeConfig config;
+  config.name = "a";
+  config.data_dir = "/tmp/x";
+  config.tables = {"public.users"};
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              AllOf(HasSubstr("--table public.users needs --postgres")));
+  config.tables.clear();
+  config.postgres = "postgresql://tally:s3cret@127.0.0.1/app";
+  const absl::Status no_table = ValidateConfig(config);
+  EXPECT_EQ(no_table.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_table.message()),
+              AllOf(HasSubstr("--table"), HasSubstr("tally:********@"),
+                    ::testing::Not(HasSubstr("s3cret"))));
+  config.tables = {"public.users"};
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.postgres = "host='unclosed";
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              HasSubstr("--postgres"));
+  config.postgres = "dbname=app";
+  config.max_keyspaces = 1;
+  config.tables = {"public.a", "public.b"};
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              HasSubstr("--max-keyspaces"));
+}
+
 }  // namespace
 }  // namespace node
 }  // namespace tally

@@ -80,6 +80,77 @@ class Exposition {
   std::string pending_header_;
 };
 
+// The phases of a sidecar (pg/sidecar.h), each a series of
+// tally_pg_phase.
+constexpr absl::string_view kPostgresPhases[] = {"building", "following",
+                                                 "reconnecting", "failed"};
+
+// A sidecar to PostgreSQL: only on a node with --postgres.
+void RenderPostgres(const v1::PostgresStatus& pg, Exposition* e) {
+  constexpr absl::string_view kCounter = "counter";
+  constexpr absl::string_view kGauge = "gauge";
+  e->Family("tally_pg_info", kGauge,
+            "1, labelled with the sidecar's slot, publication and "
+            "replication origin.");
+  e->Sample({{"slot", pg.slot()},
+             {"publication", pg.publication()},
+             {"origin", pg.origin()}},
+            uint64_t{1});
+  e->Family("tally_pg_phase", kGauge,
+            "1 for the phase the sidecar is in (building, following, "
+            "reconnecting, failed), 0 for the others.");
+  for (absl::string_view phase : kPostgresPhases) {
+    e->Sample({{"phase", phase}}, uint64_t{pg.phase() == phase ? 1u : 0u});
+  }
+  e->Family("tally_pg_slot_lag_bytes", kGauge,
+            "WAL the replication slot keeps on the server: the current WAL "
+            "position minus the slot's confirmed position.");
+  e->Sample(pg.slot_lag_bytes());
+  e->Family("tally_pg_confirmed_lsn", kGauge,
+            "The WAL position confirmed to the slot (indexed and committed "
+            "to the store), in bytes.");
+  e->Sample(pg.confirmed_lsn_bytes());
+  e->Family("tally_pg_capture_lag_seconds", kGauge,
+            "Now minus the commit time of the last transaction indexed, "
+            "while capture is behind; 0 when caught up.");
+  e->Sample({}, pg.capture_lag_seconds());
+  e->Family("tally_pg_transactions_captured_total", kCounter,
+            "Application transactions captured and indexed.");
+  e->Sample(pg.transactions_captured());
+  e->Family("tally_pg_rows_captured_total", kCounter,
+            "Rows of application transactions captured and indexed.");
+  e->Sample(pg.rows_captured());
+  e->Family("tally_pg_own_transactions_replayed_total", kCounter,
+            "tally's own apply transactions read back from the slot (not "
+            "logged as local changes).");
+  e->Sample(pg.own_transactions_replayed());
+  e->Family("tally_pg_rows_applied_total", kCounter,
+            "Rows written into PostgreSQL by repairs and the feed.");
+  e->Sample(pg.rows_applied());
+  e->Family("tally_pg_rows_refused_total", kCounter,
+            "Rows an apply left alone because the application changed them "
+            "since tallyd indexed them.");
+  e->Sample(pg.rows_refused());
+  e->Family("tally_pg_build_rows", kGauge,
+            "Rows scanned by the running or last build of the index.");
+  e->Sample(pg.build_rows_done());
+  e->Family("tally_pg_build_rows_estimated", kGauge,
+            "Rows the tables hold by PostgreSQL's estimate, at the build's "
+            "start.");
+  e->Sample(pg.build_rows_estimated());
+  e->Family("tally_pg_table_ready", kGauge,
+            "1 when a table's index is built and followed, 0 while it "
+            "builds or rebuilds (its sessions are refused).");
+  for (const v1::PostgresTable& t : pg.tables()) {
+    e->Sample({{"keyspace", t.keyspace()}, {"state", t.state()}},
+              uint64_t{t.state() == "ready" ? 1u : 0u});
+  }
+  e->Family("tally_pg_table_rows", kGauge, "Rows a table's index holds.");
+  for (const v1::PostgresTable& t : pg.tables()) {
+    e->Sample({{"keyspace", t.keyspace()}}, t.rows());
+  }
+}
+
 }  // namespace
 
 std::string EscapePrometheusLabelValue(absl::string_view value) {
@@ -341,6 +412,8 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
   e.Family("tally_damaged_rows", kGauge,
            "Rows marked damaged now, awaiting a peer's copy; alert on > 0.");
   e.Sample(scrub.damaged_rows());
+
+  if (status.has_postgres()) RenderPostgres(status.postgres(), &e);
   return e.Take();
 }
 

@@ -271,6 +271,64 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
   EXPECT_EQ(seen.size(), 44u);  // every family, with a peer and a subscriber
 }
 
+TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
+  v1::StatusResponse s = SmallStatus();
+  s.add_peers()->set_address("127.0.0.1:1");
+  s.add_subscriptions()->set_subscriber("x");
+  v1::PostgresStatus* pg = s.mutable_postgres();
+  pg->set_slot("tally_a_0123abcd");
+  pg->set_publication("tally_a_0123abcd");
+  pg->set_origin("tally_a_0123abcd");
+  pg->set_phase("following");
+  pg->set_slot_lag_bytes(176);
+  pg->set_confirmed_lsn_bytes(0x16B3748);
+  pg->set_capture_lag_seconds(0.25);
+  pg->set_rows_captured(10);
+  pg->set_rows_applied(7);
+  pg->set_rows_refused(1);
+  v1::PostgresTable* t = pg->add_tables();
+  t->set_keyspace("public.users");
+  t->set_state("ready");
+  t->set_rows(42);
+  v1::PostgresTable* t2 = pg->add_tables();
+  t2->set_keyspace("public.orders");
+  t2->set_state("rebuilding");
+  const std::string text = RenderPrometheus(s);
+  for (const char* line : {
+           "tally_pg_phase{phase=\"building\"} 0\n",
+           "tally_pg_phase{phase=\"following\"} 1\n",
+           "tally_pg_phase{phase=\"failed\"} 0\n",
+           "tally_pg_slot_lag_bytes 176\n",
+           "tally_pg_confirmed_lsn 23803720\n",
+           "tally_pg_capture_lag_seconds 0.25\n",
+           "tally_pg_rows_captured_total 10\n",
+           "tally_pg_rows_applied_total 7\n",
+           "tally_pg_rows_refused_total 1\n",
+           "tally_pg_table_ready{keyspace=\"public.users\",state=\"ready\"} "
+           "1\n",
+           "tally_pg_table_ready{keyspace=\"public.orders\",state="
+           "\"rebuilding\"} "
+           "0\n",
+           "tally_pg_table_rows{keyspace=\"public.users\"} 42\n",
+           "tally_pg_info{slot=\"tally_a_0123abcd\",publication=\"tally_a_"
+           "0123abcd\",origin=\"tally_a_0123abcd\"} 1\n",
+       }) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+  std::set<std::string> families;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(line, "# HELP ")) {
+      std::vector<std::string> words = absl::StrSplit(line, ' ');
+      EXPECT_TRUE(families.insert(words[2]).second) << "twice: " << words[2];
+    }
+  }
+  // The 43 of every node and the sidecar's 14.
+  EXPECT_EQ(families.size(), 43u + 14u);
+  // Without a sidecar none of them.
+  EXPECT_THAT(RenderPrometheus(SmallStatus()),
+              ::testing::Not(HasSubstr("tally_pg_")));
+}
+
 TEST(RenderPrometheus, LabelValuesAreEscaped) {
   EXPECT_EQ(EscapePrometheusLabelValue("plain/name-1"), "plain/name-1");
   EXPECT_EQ(EscapePrometheusLabelValue("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");

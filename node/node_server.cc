@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "node/admin_service.h"
 #include "node/client.h"
@@ -15,9 +16,11 @@
 #include "node/metrics.h"
 #include "node/metrics_server.h"
 #include "node/peer_service.h"
+#include "node/postgres_settings.h"
 #include "node/scrubber.h"
 #include "node/session_scheduler.h"
 #include "node/stream_limiter.h"
+#include "node/table_rows.h"
 #include "node/tls.h"
 #include "node/wire.h"
 #include "node/worker_pool.h"
@@ -37,9 +40,27 @@ struct StoreHealth {
 };
 
 absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
-    const NodeConfig& config) {
+    const NodeConfig& config, PostgresSidecarFactory sidecar_factory) {
   TALLY_RETURN_IF_ERROR(ValidateConfig(config));
   std::unique_ptr<NodeServer> node(new NodeServer());
+  if (!config.postgres.empty()) {
+    if (sidecar_factory == nullptr) {
+      return absl::UnimplementedError(
+          "--postgres: this tallyd was built without the PostgreSQL sidecar "
+          "(pg/sidecar.h); run it without --postgres and --table");
+    }
+    LogInfo(absl::StrFormat("PostgreSQL sidecar: %s, tables %s",
+                            MaskConninfo(config.postgres),
+                            absl::StrJoin(config.tables, ", ")));
+    // Before the store opens: the store opens with its backend, and a
+    // database that is not fit (wal_level, privileges, keys) ends the start
+    // here, with the sidecar's message naming the fix.
+    TALLY_ASSIGN_OR_RETURN(node->sidecar_, sidecar_factory(config));
+    node->sidecar_status_ = std::make_unique<PostgresStatusSource>(
+        node->sidecar_.get(), config.postgres);
+    node->table_rows_ =
+        std::make_unique<TableRows>(config.postgres, config.tables);
+  }
 
   storage::StoreOptions store_options;
   store_options.node_name = config.name;
@@ -64,8 +85,16 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
       return static_cast<uint64_t>(absl::ToUnixMillis(absl::Now() + offset));
     };
   }
+  if (node->sidecar_ != nullptr) {
+    store_options.backend = node->sidecar_->backend();
+  }
   TALLY_ASSIGN_OR_RETURN(node->store_,
                          storage::Store::Open(config.data_dir, store_options));
+  if (node->sidecar_ != nullptr) {
+    // Builds or resumes in its own thread: the node serves (status shows
+    // the build's progress) while it runs.
+    TALLY_RETURN_IF_ERROR(node->sidecar_->Start(node->store_.get()));
+  }
 
   node->pool_ = std::make_unique<WorkerPool>(config.rpc_threads, 1024);
   ClientOptions client_options;
@@ -105,13 +134,16 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
       std::make_unique<DiffRunner>(node->store_.get(), client_options,
                                    config.max_sessions, node->streams_.get());
   // Admin.Status and the metrics page report the same sources.
-  const std::vector<StatusSource*> status_sources = {
+  std::vector<StatusSource*> status_sources = {
       node->scheduler_.get(), node->peer_service_->feed_status(),
       node->maintenance_.get(), node->scrubber_.get(),
       node->diff_runner_.get()};
+  if (node->sidecar_status_ != nullptr) {
+    status_sources.push_back(node->sidecar_status_.get());
+  }
   node->admin_service_ = std::make_unique<AdminService>(
       node->store_.get(), node->pool_.get(), status_sources,
-      node->streams_.get(), node->diff_runner_.get());
+      node->streams_.get(), node->diff_runner_.get(), node->table_rows_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   // Linked in explicitly: with --as-needed the plugin is dropped otherwise.
@@ -190,6 +222,9 @@ void NodeServer::Shutdown() {
   shut_down_ = true;
   // First: a scrape reads the store and every status source.
   if (metrics_ != nullptr) metrics_->Stop();
+  // Capture writes into the store: it stops before anything the store's
+  // readers need, and long before the store closes.
+  if (sidecar_ != nullptr) sidecar_->Stop();
   if (maintenance_ != nullptr) maintenance_->Shutdown();
   if (scrubber_ != nullptr) scrubber_->Shutdown();
   if (scheduler_ != nullptr) scheduler_->Shutdown();

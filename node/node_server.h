@@ -5,7 +5,8 @@
 //   std::cout << (*node)->listen_address();  // with the port bound
 //   (*node)->Shutdown();
 //
-// Shutdown order: stop the maintenance (log retention, tombstone purge);
+// Shutdown order: stop the PostgreSQL sidecar's capture (if any); stop
+// the maintenance (log retention, tombstone purge);
 // stop starting sessions and feed subscriptions and end
 // running ones; end the feed streams this node serves; stop accepting RPCs
 // and finish those in flight (1 s grace, then they are cancelled); wait for
@@ -26,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "node/config.h"
+#include "node/postgres_sidecar.h"
 
 namespace grpc {
 class Server;
@@ -46,14 +48,20 @@ class Scrubber;
 class PeerService;
 class SessionScheduler;
 class StreamLimiter;
+class TableRows;
 class WorkerPool;
 struct StoreHealth;
 
 class NodeServer {
  public:
   // Validates `config`, opens the store, starts serving and the sessions.
+  // With `config.postgres` set, `sidecar_factory` prepares the sidecar
+  // first (node/postgres_sidecar.h: its backend opens the store, it starts
+  // once the store is open and stops before it closes); its error is
+  // returned as is. A null factory refuses `postgres` (kUnimplemented).
   static absl::StatusOr<std::unique_ptr<NodeServer>> Start(
-      const NodeConfig& config);
+      const NodeConfig& config,
+      PostgresSidecarFactory sidecar_factory = DefaultPostgresSidecarFactory());
   ~NodeServer();
   NodeServer(const NodeServer&) = delete;
   NodeServer& operator=(const NodeServer&) = delete;
@@ -71,6 +79,10 @@ class NodeServer {
   NodeServer() = default;
 
   std::string listen_address_;
+  // Declared before the store: destroyed after it. Null without postgres.
+  std::unique_ptr<PostgresSidecar> sidecar_;
+  std::unique_ptr<PostgresStatusSource> sidecar_status_;
+  std::unique_ptr<TableRows> table_rows_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<StreamLimiter> streams_;

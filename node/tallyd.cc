@@ -20,6 +20,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "node/config.h"
 #include "node/exit.h"
@@ -64,6 +65,17 @@ Settings (flags, or `name = value` lines in --config FILE):
   --tls-key FILE           PEM private key of --tls-cert
   --tls-ca FILE            PEM CA: require and check certificates it signed
                            (mutual TLS) on every connection
+  --postgres URL           be a sidecar to this PostgreSQL database: a libpq
+                           URL (postgresql://USER@HOST:PORT/DB) or keyword
+                           string ('host=... dbname=...'); the rows live in
+                           its tables, the store keeps only their index.
+                           Needs wal_level=logical, track_commit_timestamp=on,
+                           a free replication slot and a role with
+                           REPLICATION; the password is never shown
+  --table SCHEMA.TABLE     a table the sidecar keeps, as the keyspace of that
+                           name (needs --postgres; repeat for several, each
+                           once; every table needs a primary key).
+                           --table flags replace the config file's tables
   --metrics-listen HOST:PORT  Prometheus metrics over HTTP at /metrics
                            (default off; port 0 picks one; a non-loopback
                            address needs --insecure: plain HTTP, no TLS)
@@ -173,7 +185,12 @@ int Main(int argc, char** argv) {
 
   absl::StatusOr<std::unique_ptr<NodeServer>> node = NodeServer::Start(config);
   if (!node.ok()) {
-    std::fprintf(stderr, "tallyd: %s\n", node.status().ToString().c_str());
+    // One line, whatever the message holds (a PostgreSQL error brings its
+    // detail and hint on lines of their own): the operator's log shows the
+    // refusal and its fix together.
+    std::string message = node.status().ToString();
+    absl::StrReplaceAll({{"\r\n", "; "}, {"\n", "; "}}, &message);
+    std::fprintf(stderr, "tallyd: %s\n", message.c_str());
     return 1;
   }
   LogInfo(absl::StrFormat("tallyd %s listening on %s (data %s, %d peers)",

@@ -29,6 +29,12 @@
 namespace tally {
 namespace cli {
 
+// put, get and del take one KEY for a keyspace of a node's store and one
+// value per primary-key column for a PostgreSQL table (`tally
+// --keyspace=public.order_items get 7 3`); PostgreSQL allows 32 key
+// columns.
+inline constexpr size_t kMaxKeyValues = 32;
+
 struct CommandSpec {
   absl::string_view name;
   // Positional arguments after the command name.

@@ -70,8 +70,15 @@ TEST(CheckCommandLine, CountsPositionalArguments) {
   EXPECT_TRUE(CheckCommandLine(*put, 2, {}).ok());
   absl::Status s = CheckCommandLine(*put, 1, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("put KEY VALUE"));
+  EXPECT_THAT(s.message(), HasSubstr("put KEY... VALUE"));
   EXPECT_FALSE(CheckCommandLine(*FindCommand("status"), 1, {}).ok());
+  // Several key values address a PostgreSQL table's key columns, up to
+  // PostgreSQL's 32.
+  EXPECT_TRUE(CheckCommandLine(*put, 1 + kMaxKeyValues, {}).ok());
+  EXPECT_FALSE(CheckCommandLine(*put, 2 + kMaxKeyValues, {}).ok());
+  EXPECT_TRUE(CheckCommandLine(*FindCommand("get"), 3, {}).ok());
+  EXPECT_FALSE(
+      CheckCommandLine(*FindCommand("del"), kMaxKeyValues + 1, {}).ok());
 }
 
 TEST(CheckCommandLine, CommandFlagsBelongToTheirCommand) {

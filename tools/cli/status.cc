@@ -29,6 +29,52 @@ std::string Section(const std::vector<std::vector<std::string>>& rows,
   return Table(rows);
 }
 
+// A sidecar to PostgreSQL: its database, slot and capture, then a line per
+// table.
+std::string PostgresText(const v1::PostgresStatus& pg) {
+  std::string phase = pg.phase().empty() ? std::string("-") : pg.phase();
+  if (pg.phase() == "building" && pg.build_rows_estimated() > 0) {
+    absl::StrAppend(&phase,
+                    absl::StrFormat(" (%d of ~%d rows)", pg.build_rows_done(),
+                                    pg.build_rows_estimated()));
+  }
+  std::string text = Table({
+      {"postgres", pg.database()},
+      {"phase", phase},
+      {"last error", pg.last_error().empty() ? "-" : pg.last_error()},
+      {"slot", absl::StrCat(pg.slot(), " (publication ", pg.publication(),
+                            ", origin ", pg.origin(), ")")},
+      {"system id",
+       pg.system_identifier().empty() ? "-" : pg.system_identifier()},
+      {"position",
+       absl::StrFormat("received %s, confirmed %s",
+                       pg.received_lsn().empty() ? "-" : pg.received_lsn(),
+                       pg.confirmed_lsn().empty() ? "-" : pg.confirmed_lsn())},
+      {"slot lag", absl::StrCat(HumanBytes(pg.slot_lag_bytes()),
+                                pg.slot_wal_status().empty()
+                                    ? std::string()
+                                    : absl::StrCat(" (wal_status ",
+                                                   pg.slot_wal_status(), ")"))},
+      {"capture lag", absl::StrFormat("%.1f s", pg.capture_lag_seconds())},
+      {"captured",
+       absl::StrFormat("%d transactions, %d rows (own applies replayed: %d)",
+                       pg.transactions_captured(), pg.rows_captured(),
+                       pg.own_transactions_replayed())},
+      {"applied", absl::StrFormat("%d rows (refused, changed by the "
+                                  "application since indexed: %d)",
+                                  pg.rows_applied(), pg.rows_refused())},
+  });
+  std::vector<std::vector<std::string>> tables = {
+      {"TABLE", "STATE", "ROWS", "SCHEMA FINGERPRINT"}};
+  for (const v1::PostgresTable& t : pg.tables()) {
+    tables.push_back(
+        {t.keyspace(), t.state(), absl::StrCat(t.rows()),
+         t.schema_fingerprint().empty() ? "-" : t.schema_fingerprint()});
+  }
+  absl::StrAppend(&text, "\n", Section(tables, "no tables"));
+  return text;
+}
+
 }  // namespace
 
 std::string StatusText(const v1::StatusResponse& status,
@@ -76,6 +122,9 @@ std::string StatusText(const v1::StatusResponse& status,
                        status.scrub().leaves_repaired(),
                        status.scrub().damaged_rows())},
   });
+  if (status.has_postgres()) {
+    absl::StrAppend(&text, "\n", PostgresText(status.postgres()));
+  }
 
   std::vector<std::vector<std::string>> keyspaces = {
       {"KEYSPACE", "ROWS", "DEPTH", "ROOT", "ROOT CHANGES"}};
@@ -256,6 +305,40 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
          {"sent", s.sent()},
          {"skipped_own", s.skipped_own()},
          {"skipped_superseded", s.skipped_superseded()}});
+  }
+  if (status.has_postgres()) {
+    const v1::PostgresStatus& pg = status.postgres();
+    Json tables = Json::array();
+    for (const v1::PostgresTable& t : pg.tables()) {
+      tables.push_back({{"keyspace", t.keyspace()},
+                        {"state", t.state()},
+                        {"rows", t.rows()},
+                        {"schema_fingerprint", t.schema_fingerprint()}});
+    }
+    out["postgres"] = {
+        {"database", pg.database()},
+        {"phase", pg.phase()},
+        {"last_error",
+         pg.last_error().empty() ? Json() : Json(pg.last_error())},
+        {"slot", pg.slot()},
+        {"publication", pg.publication()},
+        {"origin", pg.origin()},
+        {"system_identifier", pg.system_identifier()},
+        {"received_lsn", pg.received_lsn()},
+        {"confirmed_lsn", pg.confirmed_lsn()},
+        {"slot_lag_bytes", pg.slot_lag_bytes()},
+        {"slot_wal_status", pg.slot_wal_status()},
+        {"capture_lag_seconds", pg.capture_lag_seconds()},
+        {"build_rows_done", pg.build_rows_done()},
+        {"build_rows_estimated", pg.build_rows_estimated()},
+        {"transactions_captured", pg.transactions_captured()},
+        {"rows_captured", pg.rows_captured()},
+        {"own_transactions_replayed", pg.own_transactions_replayed()},
+        {"rows_applied", pg.rows_applied()},
+        {"rows_refused", pg.rows_refused()},
+        {"tables", std::move(tables)}};
+  } else {
+    out["postgres"] = Json();  // null: the node keeps its own rows
   }
   return out;
 }

@@ -249,6 +249,65 @@ TEST(StatusJson, EpochAbove2To53IsWrittenAsInTextAndMetrics) {
               HasSubstr("  epoch              fedcba9876543211\n"));
 }
 
+v1::StatusResponse SidecarStatus() {
+  v1::StatusResponse s = MeshStatus();
+  v1::PostgresStatus* pg = s.mutable_postgres();
+  pg->set_database("postgresql://tally:********@127.0.0.1:5432/app");
+  pg->set_slot("tally_eu_db_1_0123abcd");
+  pg->set_publication("tally_eu_db_1_0123abcd");
+  pg->set_origin("tally_eu_db_1_0123abcd");
+  pg->set_phase("following");
+  pg->set_last_error("connection refused; retrying in 4 s");
+  pg->set_received_lsn("0/16B3760");
+  pg->set_confirmed_lsn("0/16B3748");
+  pg->set_slot_lag_bytes(2048);
+  pg->set_slot_wal_status("reserved");
+  pg->set_capture_lag_seconds(1.5);
+  pg->set_transactions_captured(12);
+  pg->set_rows_captured(34);
+  pg->set_own_transactions_replayed(5);
+  pg->set_rows_applied(56);
+  pg->set_rows_refused(7);
+  v1::PostgresTable* t = pg->add_tables();
+  t->set_keyspace("public.users");
+  t->set_state("rebuilding");
+  t->set_rows(99);
+  t->set_schema_fingerprint("9f86d081884c7d65");
+  return s;
+}
+
+TEST(StatusText, ShowsTheSidecarsSlotPositionLagCountersAndTables) {
+  const std::string text =
+      StatusText(SidecarStatus(), "127.0.0.1:7400", absl::Now());
+  for (const char* part :
+       {"postgresql://tally:********@127.0.0.1:5432/app", "following",
+        "connection refused; retrying in 4 s", "tally_eu_db_1_0123abcd",
+        "received 0/16B3760, confirmed 0/16B3748", "2.0 KB",
+        "wal_status reserved", "1.5 s", "12 transactions, 34 rows",
+        "replayed: 5", "56 rows", "since indexed: 7", "public.users",
+        "rebuilding", "9f86d081884c7d65"}) {
+    EXPECT_THAT(text, HasSubstr(part));
+  }
+  // A node without a sidecar shows none of it.
+  EXPECT_THAT(StatusText(MeshStatus(), "127.0.0.1:7400", absl::Now()),
+              ::testing::Not(HasSubstr("slot lag")));
+}
+
+TEST(StatusJson, HoldsTheSidecarOrNullWithoutOne) {
+  const Json json = StatusJson(SidecarStatus(), "127.0.0.1:7400");
+  const Json& pg = json.at("postgres");
+  EXPECT_EQ(pg.at("phase"), "following");
+  EXPECT_EQ(pg.at("slot"), "tally_eu_db_1_0123abcd");
+  EXPECT_EQ(pg.at("confirmed_lsn"), "0/16B3748");
+  EXPECT_EQ(pg.at("slot_lag_bytes"), 2048);
+  EXPECT_EQ(pg.at("capture_lag_seconds"), 1.5);
+  EXPECT_EQ(pg.at("rows_applied"), 56);
+  EXPECT_EQ(pg.at("rows_refused"), 7);
+  EXPECT_EQ(pg.at("tables").at(0).at("keyspace"), "public.users");
+  EXPECT_EQ(pg.at("tables").at(0).at("state"), "rebuilding");
+  EXPECT_TRUE(StatusJson(MeshStatus(), "x").at("postgres").is_null());
+}
+
 }  // namespace
 }  // namespace cli
 }  // namespace tally
