@@ -6,6 +6,7 @@
 //   tally status
 //   tally diff 127.0.0.1:7400 127.0.0.1:7401
 //   tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401
+//   tally diff 'postgresql://a/app?table=public.t' 'postgresql://b/app'
 //   tally verify --data-dir=/var/lib/tally
 //   tally recover --data-dir=/var/lib/tally
 //
@@ -65,6 +66,8 @@
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
 #include "tools/cli/jsonl.h"
+#include "tools/cli/pg_diff.h"
+#include "tools/cli/pg_url.h"
 #include "tools/cli/status.h"
 #include "tools/cli/synthetic.h"
 #include "tree/absent_as_empty_view.h"
@@ -103,6 +106,10 @@ ABSL_FLAG(std::string, source, "",
           "it, repair is two-way, last writer wins.");
 ABSL_FLAG(bool, dry_run, false,
           "repair: print what would change, per key, and change nothing.");
+ABSL_FLAG(std::vector<std::string>, table, {},
+          "diff, repair of two PostgreSQL URLs: the tables to compare, "
+          "SCHEMA.TABLE, comma separated (or table= in the URLs; default: "
+          "every table with a primary key).");
 ABSL_FLAG(std::string, data_dir, "",
           "verify, recover: data directory of a stopped node.");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -543,7 +550,30 @@ void ConnectBoth(const Context& ctx, node::NodeClient& a, node::NodeClient& b) {
   b.AwaitConnection(wait);
 }
 
+// `tally diff URL URL` / `tally repair URL URL`: two PostgreSQL databases
+// compared directly (tools/cli/pg_diff.h), no node involved.
+std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
+  const bool url_a = IsPostgresUrl(ctx.args[0]);
+  const bool url_b = IsPostgresUrl(ctx.args[1]);
+  if (!url_a && !url_b) return std::nullopt;
+  if (url_a != url_b) {
+    return CommandResult(absl::InvalidArgumentError(
+        "give two PostgreSQL URLs or two node addresses, not one of each"));
+  }
+  PgDiffOptions options;
+  options.url_a = ctx.args[0];
+  options.url_b = ctx.args[1];
+  options.tables = absl::GetFlag(FLAGS_table);
+  options.json = ctx.json;
+  options.timeout = ctx.client_options.rpc_timeout;
+  options.repair = repair;
+  options.source = absl::GetFlag(FLAGS_source);
+  options.dry_run = absl::GetFlag(FLAGS_dry_run);
+  return RunPgDiff(options);
+}
+
 CommandResult Diff(const Context& ctx) {
+  if (auto pg = MaybePostgres(ctx, /*repair=*/false)) return *std::move(pg);
   TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
   TALLY_ASSIGN_OR_RETURN(auto a, Connect(ctx, ctx.args[0]));
   TALLY_ASSIGN_OR_RETURN(auto b, Connect(ctx, ctx.args[1]));
@@ -615,6 +645,7 @@ struct NamedNode {
 };
 
 CommandResult Repair(const Context& ctx) {
+  if (auto pg = MaybePostgres(ctx, /*repair=*/true)) return *std::move(pg);
   TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
   const bool one_way = ctx.given.count("source") > 0;
   const bool dry_run = absl::GetFlag(FLAGS_dry_run);

@@ -66,9 +66,10 @@ const std::vector<CommandSpec>& Commands() {
        2,
        2,
        "diff A B",
-       "list the keys that differ between nodes A and B (exit 1 if any)",
+       "list the keys that differ between nodes A and B, or between the "
+       "tables of two PostgreSQL URLs (exit 1 if any)",
        "tally --keyspace=users diff 127.0.0.1:7400 127.0.0.1:7401",
-       {}},
+       {"table"}},
       {"repair",
        2,
        2,
@@ -76,7 +77,7 @@ const std::vector<CommandSpec>& Commands() {
        "make A and B equal: two-way last writer wins, or one-way from "
        "--source",
        "tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401",
-       {"source", "dry_run"}},
+       {"source", "dry_run", "table"}},
       {"verify",
        0,
        0,
