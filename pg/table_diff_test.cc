@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -64,6 +65,36 @@ int64_t IdOf(const std::string& key) {
     id = (id << 8) | static_cast<uint8_t>(key[i]);
   }
   return id;
+}
+
+TEST(BootstrapRowDigester, DigestsAsRowDigestOverTheCodecsBytes) {
+  constexpr uint32_t kSeed = 20261201;
+  std::mt19937 rng(kSeed);
+  SCOPED_TRACE(absl::StrCat("seed ", kSeed));
+  for (size_t key_columns : {1, 2}) {
+    for (size_t value_columns : {0, 1, 3}) {
+      const RowCodec codec(key_columns, value_columns);
+      BootstrapRowDigester digester("public.t", codec);
+      for (int row = 0; row < 200; ++row) {
+        std::vector<std::string> bytes(codec.columns());
+        std::vector<Field> fields(codec.columns());
+        for (size_t i = 0; i < codec.columns(); ++i) {
+          bytes[i] = std::string(rng() % 40, static_cast<char>(rng()));
+          // NULL and empty are different values, in keys too.
+          fields[i] = rng() % 5 == 0 ? Field::Null() : Field::Of(bytes[i]);
+        }
+        std::string key, value;
+        ASSERT_TRUE(codec.Encode(fields, &key, &value).ok());
+        ASSERT_TRUE(digester.Digest(fields).ok());
+        EXPECT_EQ(digester.key(), key);
+        EXPECT_EQ(digester.token(), tree::TokenOf(key));
+        EXPECT_EQ(
+            digester.digest(),
+            tree::RowDigest("public.t", key, BootstrapVersion(), false, value));
+      }
+      EXPECT_FALSE(digester.Digest({}).ok());
+    }
+  }
 }
 
 TEST(TableDiff, EqualTablesAreEqualAndTheRootIsTheTreesRoot) {
