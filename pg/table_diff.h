@@ -14,7 +14,7 @@
 // transaction, so the scan reads the table the schema describes) and
 // refuses two tables whose fingerprints differ, naming the difference;
 // then it scans both tables at once, one thread per side (pg/table_scan.h),
-// compares the 2^16 leaf digests, and compares row by row only the rows of
+// compares the 2^12 leaf digests, and compares row by row only the rows of
 // the leaves that differ. The differing keys are exact: every key whose
 // row is absent on one side or whose digest differs, and no other.
 //
