@@ -147,6 +147,12 @@ TEST_F(TableDiffCli, WithoutTablesEveryTableWithAPrimaryKeyIsCompared) {
   EXPECT_THAT(r.out, Not(HasSubstr("nokey")));
   EXPECT_EQ(RunTally({"diff", "--table=public.t", UrlA(""), UrlB()}).exit_code,
             0);
+  // A repeated --table adds tables (absl alone would keep the last).
+  const CommandResult both = RunTally(
+      {"diff", "--table", "public.u", UrlA(""), "--table=public.t", UrlB()});
+  EXPECT_EQ(both.exit_code, 1) << both.err;
+  EXPECT_THAT(both.out, HasSubstr("equal: table public.t"));
+  EXPECT_THAT(both.out, HasSubstr("2 keys differ: table public.u"));
   // A table on one side only is named.
   Sql(*a_, "CREATE TABLE extra (id int PRIMARY KEY)");
   const CommandResult extra = RunTally({"diff", UrlA(""), UrlB()});

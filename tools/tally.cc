@@ -53,6 +53,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "node/client.h"
@@ -108,8 +109,8 @@ ABSL_FLAG(bool, dry_run, false,
           "repair: print what would change, per key, and change nothing.");
 ABSL_FLAG(std::vector<std::string>, table, {},
           "diff, repair of two PostgreSQL URLs: the tables to compare, "
-          "SCHEMA.TABLE, comma separated (or table= in the URLs; default: "
-          "every table with a primary key).");
+          "SCHEMA.TABLE, comma separated or repeated (or table= in the "
+          "URLs; default: every table with a primary key).");
 ABSL_FLAG(std::string, data_dir, "",
           "verify, recover: data directory of a stopped node.");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -1035,6 +1036,34 @@ int Trouble(const absl::Status& status) {
   return kTrouble;
 }
 
+// absl keeps only the last of a repeated list flag; `--table=a --table=b`
+// means both, so the values are joined into one `--table=a,b` (where the
+// first one stood). Runs on JoinFlagValues' output; stops at a bare "--".
+void MergeRepeatedTables(std::vector<std::string>* args) {
+  std::vector<std::string> out;
+  std::optional<size_t> merged;
+  for (size_t i = 0; i < args->size(); ++i) {
+    const std::string& arg = (*args)[i];
+    if (arg == "--") {
+      out.insert(out.end(), args->begin() + i, args->end());
+      break;
+    }
+    absl::string_view value(arg);
+    if (!absl::ConsumePrefix(&value, "--table=") &&
+        !absl::ConsumePrefix(&value, "-table=")) {
+      out.push_back(arg);
+      continue;
+    }
+    if (!merged.has_value()) {
+      merged = out.size();
+      out.push_back(arg);
+    } else if (!value.empty()) {
+      absl::StrAppend(&out[*merged], ",", value);
+    }
+  }
+  *args = std::move(out);
+}
+
 void DiscardGrpcLog(gpr_log_func_args*) {}
 
 int Main(int argc, char** argv) {
@@ -1066,6 +1095,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<FlagSet> given = ScanFlags(args);
   if (!given.ok()) return Trouble(given.status());
   JoinFlagValues(&args);
+  MergeRepeatedTables(&args);
 
   std::vector<char*> normalized = {argv[0]};
   for (std::string& arg : args) normalized.push_back(arg.data());
