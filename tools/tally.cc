@@ -7,6 +7,7 @@
 //   tally diff 127.0.0.1:7400 127.0.0.1:7401
 //   tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401
 //   tally diff --third-party 127.0.0.1:7400 127.0.0.1:7401
+//   tally diff 'postgresql://a/app?table=public.t' 'postgresql://b/app'
 //   tally verify --data-dir=/var/lib/tally
 //   tally recover --data-dir=/var/lib/tally
 //
@@ -56,6 +57,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "node/client.h"
@@ -69,6 +71,8 @@
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
 #include "tools/cli/jsonl.h"
+#include "tools/cli/pg_diff.h"
+#include "tools/cli/pg_url.h"
 #include "tools/cli/status.h"
 #include "tools/cli/synthetic.h"
 #include "tree/absent_as_empty_view.h"
@@ -113,6 +117,10 @@ ABSL_FLAG(bool, third_party, false,
           "node A to diff against B itself: for nodes that cannot reach "
           "each other. Used anyway when A cannot reach B or is an older "
           "tallyd.");
+ABSL_FLAG(std::vector<std::string>, table, {},
+          "diff, repair of two PostgreSQL URLs: the tables to compare, "
+          "SCHEMA.TABLE, comma separated or repeated (or table= in the "
+          "URLs; default: every table with a primary key).");
 ABSL_FLAG(std::string, data_dir, "",
           "verify, recover: data directory of a stopped node.");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -717,6 +725,28 @@ void ConnectBoth(const Context& ctx, node::NodeClient& a, node::NodeClient& b) {
   b.AwaitConnection(wait);
 }
 
+// `tally diff URL URL` / `tally repair URL URL`: two PostgreSQL databases
+// compared directly (tools/cli/pg_diff.h), no node involved.
+std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
+  const bool url_a = IsPostgresUrl(ctx.args[0]);
+  const bool url_b = IsPostgresUrl(ctx.args[1]);
+  if (!url_a && !url_b) return std::nullopt;
+  if (url_a != url_b) {
+    return CommandResult(absl::InvalidArgumentError(
+        "give two PostgreSQL URLs or two node addresses, not one of each"));
+  }
+  PgDiffOptions options;
+  options.url_a = ctx.args[0];
+  options.url_b = ctx.args[1];
+  options.tables = absl::GetFlag(FLAGS_table);
+  options.json = ctx.json;
+  options.timeout = ctx.client_options.rpc_timeout;
+  options.repair = repair;
+  options.source = absl::GetFlag(FLAGS_source);
+  options.dry_run = absl::GetFlag(FLAGS_dry_run);
+  return RunPgDiff(options);
+}
+
 // What a diff found, wherever it ran.
 struct DiffOutcome {
   tree::DiffStats stats;
@@ -830,6 +860,7 @@ CommandResult PrintDiff(const Context& ctx, const DiffOutcome& outcome) {
 }
 
 CommandResult Diff(const Context& ctx) {
+  if (auto pg = MaybePostgres(ctx, /*repair=*/false)) return *std::move(pg);
   TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
   // Both addresses are checked here, whichever node dials B.
   for (const std::string& address : ctx.args) {
@@ -1225,6 +1256,7 @@ CommandResult PrintRepair(const Context& ctx, const RepairPlan& plan,
 }
 
 CommandResult Repair(const Context& ctx) {
+  if (auto pg = MaybePostgres(ctx, /*repair=*/true)) return *std::move(pg);
   TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
   RepairPlan plan;
   plan.one_way = ctx.given.count("source") > 0;
@@ -1419,6 +1451,34 @@ int Trouble(const absl::Status& status) {
   return kTrouble;
 }
 
+// absl keeps only the last of a repeated list flag; `--table=a --table=b`
+// means both, so the values are joined into one `--table=a,b` (where the
+// first one stood). Runs on JoinFlagValues' output; stops at a bare "--".
+void MergeRepeatedTables(std::vector<std::string>* args) {
+  std::vector<std::string> out;
+  std::optional<size_t> merged;
+  for (size_t i = 0; i < args->size(); ++i) {
+    const std::string& arg = (*args)[i];
+    if (arg == "--") {
+      out.insert(out.end(), args->begin() + i, args->end());
+      break;
+    }
+    absl::string_view value(arg);
+    if (!absl::ConsumePrefix(&value, "--table=") &&
+        !absl::ConsumePrefix(&value, "-table=")) {
+      out.push_back(arg);
+      continue;
+    }
+    if (!merged.has_value()) {
+      merged = out.size();
+      out.push_back(arg);
+    } else if (!value.empty()) {
+      absl::StrAppend(&out[*merged], ",", value);
+    }
+  }
+  *args = std::move(out);
+}
+
 void DiscardGrpcLog(gpr_log_func_args*) {}
 
 int Main(int argc, char** argv) {
@@ -1450,6 +1510,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<FlagSet> given = ScanFlags(args);
   if (!given.ok()) return Trouble(given.status());
   JoinFlagValues(&args);
+  MergeRepeatedTables(&args);
 
   std::vector<char*> normalized = {argv[0]};
   for (std::string& arg : args) normalized.push_back(arg.data());

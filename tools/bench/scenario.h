@@ -48,6 +48,7 @@ Scenario NodeDiffScenario();
 Scenario WanScenario();
 Scenario BootstrapScenario();
 Scenario FeedScenario();
+Scenario PgScenario();
 
 }  // namespace bench
 }  // namespace tally

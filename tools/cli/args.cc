@@ -68,10 +68,11 @@ const std::vector<CommandSpec>& Commands() {
        2,
        2,
        "diff A B [--third-party]",
-       "list the keys that differ between nodes A and B (exit 1 if any); A "
-       "diffs against B itself, or this tool does with --third-party",
+       "list the keys that differ between nodes A and B, or between the "
+       "tables of two PostgreSQL URLs (exit 1 if any); A diffs against B "
+       "itself, or this tool does with --third-party",
        "tally --keyspace=users diff 127.0.0.1:7400 127.0.0.1:7401",
-       {"third_party"}},
+       {"third_party", "table"}},
       {"repair",
        2,
        2,
@@ -79,7 +80,7 @@ const std::vector<CommandSpec>& Commands() {
        "make A and B equal: two-way last writer wins, or one-way from "
        "--source; run by A, or by this tool with --third-party",
        "tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401",
-       {"source", "dry_run", "third_party"}},
+       {"source", "dry_run", "third_party", "table"}},
       {"verify",
        0,
        0,

@@ -1,0 +1,334 @@
+#include "pg/table_diff.h"
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pg/connection.h"
+#include "pg/row_codec.h"
+#include "pg/table_scan.h"
+#include "support/pg_cluster.h"
+#include "support/pg_test_macros.h"
+#include "tree/memory_tree_view.h"
+
+namespace tally {
+namespace pg {
+namespace {
+
+using ::tally::testing::PgCluster;
+using ::tally::testing::PgClusterOptions;
+using ::testing::HasSubstr;
+
+std::unique_ptr<PgCluster> StartCluster(PgClusterOptions options = {}) {
+  absl::StatusOr<std::unique_ptr<PgCluster>> pg = PgCluster::Start(options);
+  EXPECT_TRUE(pg.ok()) << pg.status();
+  return pg.ok() ? *std::move(pg) : nullptr;
+}
+
+std::unique_ptr<Connection> Connect(PgCluster& pg) {
+  absl::StatusOr<std::unique_ptr<Connection>> c =
+      Connection::Open(pg.Uri(), ConnectOptions{});
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : nullptr;
+}
+
+void Sql(PgCluster& pg, const std::string& sql) {
+  absl::StatusOr<std::string> r = pg.Execute(sql);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << sql;
+}
+
+// The benchmark's table, n rows: every column type whose text form
+// depends on session settings.
+constexpr char kCreate[] =
+    "CREATE TABLE t (id bigint PRIMARY KEY, a int, b text, c timestamptz, "
+    "d float8)";
+std::string Fill(int n) {
+  return absl::StrCat(
+      "INSERT INTO t SELECT g, g % 1000, md5(g::text), "
+      "timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second', "
+      "g / 7.0 FROM generate_series(1, ",
+      n, ") g");
+}
+
+// The id of a canonical one-column bigint key.
+int64_t IdOf(const std::string& key) {
+  EXPECT_EQ(key.size(), 12u);
+  int64_t id = 0;
+  for (size_t i = 4; i < 12; ++i) {
+    id = (id << 8) | static_cast<uint8_t>(key[i]);
+  }
+  return id;
+}
+
+TEST(BootstrapRowDigester, DigestsAsRowDigestOverTheCodecsBytes) {
+  constexpr uint32_t kSeed = 20261201;
+  std::mt19937 rng(kSeed);
+  SCOPED_TRACE(absl::StrCat("seed ", kSeed));
+  for (size_t key_columns : {1, 2}) {
+    for (size_t value_columns : {0, 1, 3}) {
+      const RowCodec codec(key_columns, value_columns);
+      BootstrapRowDigester digester("public.t", codec);
+      for (int row = 0; row < 200; ++row) {
+        std::vector<std::string> bytes(codec.columns());
+        std::vector<Field> fields(codec.columns());
+        for (size_t i = 0; i < codec.columns(); ++i) {
+          bytes[i] = std::string(rng() % 40, static_cast<char>(rng()));
+          // NULL and empty are different values, in keys too.
+          fields[i] = rng() % 5 == 0 ? Field::Null() : Field::Of(bytes[i]);
+        }
+        std::string key, value;
+        ASSERT_TRUE(codec.Encode(fields, &key, &value).ok());
+        ASSERT_TRUE(digester.Digest(fields).ok());
+        EXPECT_EQ(digester.key(), key);
+        EXPECT_EQ(digester.token(), tree::TokenOf(key));
+        EXPECT_EQ(
+            digester.digest(),
+            tree::RowDigest("public.t", key, BootstrapVersion(), false, value));
+      }
+      EXPECT_FALSE(digester.Digest({}).ok());
+    }
+  }
+}
+
+TEST(TableDiff, EqualTablesAreEqualAndTheRootIsTheTreesRoot) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pa = StartCluster();
+  std::unique_ptr<PgCluster> pb = StartCluster();
+  ASSERT_TRUE(pa && pb);
+  Sql(*pa, kCreate);
+  Sql(*pa, Fill(2000));
+  // Other physical column order and insertion order on b: the canonical
+  // order and the digest ignore both.
+  Sql(*pb,
+      "CREATE TABLE t (d float8, c timestamptz, b text, id bigint PRIMARY "
+      "KEY, a int)");
+  Sql(*pb,
+      "INSERT INTO t (id, a, b, c, d) SELECT g, g % 1000, md5(g::text), "
+      "timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second', "
+      "g / 7.0 FROM generate_series(2000, 1, -1) g");
+  auto a = Connect(*pa);
+  auto b = Connect(*pb);
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<TableDiff> d = DiffTables(*a, *b, "public.t", "public.t");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->keyspace, "public.t");
+  EXPECT_EQ(d->rows_a, 2000u);
+  EXPECT_EQ(d->rows_b, 2000u);
+  EXPECT_EQ(d->root_a, d->root_b);
+  EXPECT_FALSE(d->root_a.IsZero());
+  EXPECT_TRUE(d->differences.empty());
+
+  // The root is what a tree over the same rows with the bootstrap version
+  // has: the root of a freshly built sidecar's keyspace.
+  absl::StatusOr<TableSchema> schema = TableSchema::Read(*a, "public.t");
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  std::vector<std::string> keys;
+  for (int id = 1; id <= 2000; ++id) {
+    std::string key;
+    std::string id_bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) {
+      id_bytes[7 - i] = static_cast<char>((uint64_t(id) >> (8 * i)) & 0xff);
+    }
+    const Field field = Field::Of(id_bytes);
+    ASSERT_TRUE(schema->codec().EncodeKey({&field, 1}, &key).ok());
+    keys.push_back(key);
+  }
+  absl::StatusOr<std::vector<CanonicalRow>> rows =
+      ReadRowsByKey(*a, *schema, keys);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 2000u);
+  std::vector<tree::RowEntry> entries;
+  for (const CanonicalRow& row : *rows) {
+    tree::RowEntry e;
+    e.token = tree::TokenOf(row.key);
+    e.key = row.key;
+    e.version = BootstrapVersion();
+    e.digest =
+        tree::RowDigest("public.t", row.key, e.version, false, row.value);
+    entries.push_back(std::move(e));
+  }
+  absl::StatusOr<std::unique_ptr<tree::MemoryTreeView>> view =
+      tree::MemoryTreeView::Create(tree::kDefaultDepth, std::move(entries));
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ((*view)->tree().root().digest, d->root_a);
+}
+
+TEST(TableDiff, ListsExactlyTheUpdatedDeletedAndInsertedKeys) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pa = StartCluster();
+  std::unique_ptr<PgCluster> pb = StartCluster();
+  ASSERT_TRUE(pa && pb);
+  for (PgCluster* pg : {pa.get(), pb.get()}) {
+    Sql(*pg, kCreate);
+    Sql(*pg, Fill(10000));
+  }
+  // On b: 40 updates (ids 100, 300, ...), 30 deletes, 30 inserts.
+  Sql(*pb,
+      "UPDATE t SET a = -1 WHERE id IN (SELECT 100 + 200 * g FROM "
+      "generate_series(0, 39) g)");
+  Sql(*pb,
+      "DELETE FROM t WHERE id IN (SELECT 9000 + 3 * g FROM "
+      "generate_series(0, 29) g)");
+  Sql(*pb,
+      "INSERT INTO t SELECT g, 0, 'new', now(), 0 FROM "
+      "generate_series(20001, 20030) g");
+  // An update that changes nothing is no difference.
+  Sql(*pb, "UPDATE t SET a = a WHERE id = 5");
+  auto a = Connect(*pa);
+  auto b = Connect(*pb);
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<TableDiff> d = DiffTables(*a, *b, "public.t", "public.t");
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::set<int64_t> updated, deleted, inserted;
+  for (const RowDifference& r : d->differences) {
+    const int64_t id = IdOf(r.key);
+    if (r.in_a && r.in_b) updated.insert(id);
+    if (r.in_a && !r.in_b) deleted.insert(id);
+    if (!r.in_a && r.in_b) inserted.insert(id);
+  }
+  std::set<int64_t> want_updated, want_deleted, want_inserted;
+  for (int g = 0; g < 40; ++g) want_updated.insert(100 + 200 * g);
+  for (int g = 0; g < 30; ++g) want_deleted.insert(9000 + 3 * g);
+  for (int g = 0; g < 30; ++g) want_inserted.insert(20001 + g);
+  EXPECT_EQ(updated, want_updated);
+  EXPECT_EQ(deleted, want_deleted);
+  EXPECT_EQ(inserted, want_inserted);
+  EXPECT_EQ(d->differences.size(), 100u);
+  EXPECT_EQ(d->rows_b, 10000u);
+  EXPECT_NE(d->root_a, d->root_b);
+
+  // Keys print as PostgreSQL prints the key column.
+  std::vector<std::string> keys = {d->differences[0].key};
+  absl::StatusOr<std::vector<std::string>> texts =
+      KeyTexts(*a, d->schema, keys);
+  ASSERT_TRUE(texts.ok()) << texts.status();
+  EXPECT_EQ((*texts)[0], absl::StrCat(IdOf(keys[0])));
+
+  // Repair from a, then the same diff finds nothing.
+  std::vector<std::string> all;
+  for (const RowDifference& r : d->differences) all.push_back(r.key);
+  absl::StatusOr<RepairCounts> counts = RepairTable(*a, *b, d->schema, all);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->upserted, 70u);  // 40 updated back, 30 re-inserted
+  EXPECT_EQ(counts->deleted, 30u);
+  absl::StatusOr<std::vector<std::string>> left =
+      StillDifferent(*a, *b, d->schema, all);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_TRUE(left->empty());
+  absl::StatusOr<TableDiff> again = DiffTables(*a, *b, "public.t", "public.t");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->differences.empty());
+  EXPECT_EQ(again->root_a, again->root_b);
+}
+
+TEST(TableDiff, SessionSettingsOfTheServersDoNotMatter) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pa = StartCluster();
+  PgClusterOptions other;
+  other.settings = {"timezone=America/New_York", "datestyle='SQL, DMY'",
+                    "extra_float_digits=0", "bytea_output=escape"};
+  std::unique_ptr<PgCluster> pb = StartCluster(other);
+  ASSERT_TRUE(pa && pb);
+  for (PgCluster* pg : {pa.get(), pb.get()}) {
+    Sql(*pg, kCreate);
+    Sql(*pg, Fill(1000));
+  }
+  auto a = Connect(*pa);
+  auto b = Connect(*pb);
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<std::string> tz = pb->Execute("SHOW TimeZone");
+  ASSERT_TRUE(tz.ok());
+  EXPECT_EQ(*tz, "America/New_York");
+  absl::StatusOr<TableDiff> d = DiffTables(*a, *b, "public.t", "public.t");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->differences.empty());
+  EXPECT_EQ(d->root_a, d->root_b);
+}
+
+TEST(TableDiff, DifferentColumnTypesAreRefusedNamingTheColumn) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pa = StartCluster();
+  std::unique_ptr<PgCluster> pb = StartCluster();
+  ASSERT_TRUE(pa && pb);
+  Sql(*pa, "CREATE TABLE t (id bigint PRIMARY KEY, a int4)");
+  Sql(*pb, "CREATE TABLE t (id bigint PRIMARY KEY, a int8)");
+  auto a = Connect(*pa);
+  auto b = Connect(*pb);
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<TableDiff> d = DiffTables(*a, *b, "public.t", "public.t");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(d.status().message(), HasSubstr("column a"));
+  EXPECT_THAT(d.status().message(), HasSubstr("integer in a"));
+  EXPECT_THAT(d.status().message(), HasSubstr("bigint in b"));
+  // The connections are usable afterwards (no transaction left open).
+  EXPECT_TRUE(a->Exec("BEGIN").ok());
+  EXPECT_TRUE(a->Exec("COMMIT").ok());
+}
+
+TEST(TableDiff, AMissingTableIsNotFoundNamingTheSide) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pa = StartCluster();
+  std::unique_ptr<PgCluster> pb = StartCluster();
+  ASSERT_TRUE(pa && pb);
+  Sql(*pa, "CREATE TABLE t (id bigint PRIMARY KEY)");
+  auto a = Connect(*pa);
+  auto b = Connect(*pb);
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<TableDiff> d = DiffTables(*a, *b, "public.t", "public.t");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(d.status().message(), HasSubstr("b: "));
+  EXPECT_THAT(d.status().message(), HasSubstr("public.t"));
+}
+
+TEST(TableDiff, CompositeKeysAndNullsAndKeyOnlyTables) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pa = StartCluster();
+  std::unique_ptr<PgCluster> pb = StartCluster();
+  ASSERT_TRUE(pa && pb);
+  for (PgCluster* pg : {pa.get(), pb.get()}) {
+    Sql(*pg,
+        "CREATE TABLE m (region text, id int, v text, PRIMARY KEY (region, "
+        "id)); INSERT INTO m SELECT 'eu', g, NULL FROM generate_series(1, "
+        "50) g; CREATE TABLE k (id int PRIMARY KEY); INSERT INTO k SELECT "
+        "generate_series(1, 50)");
+  }
+  Sql(*pb, "UPDATE m SET v = '' WHERE id = 7; DELETE FROM k WHERE id = 3");
+  auto a = Connect(*pa);
+  auto b = Connect(*pb);
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<TableDiff> m = DiffTables(*a, *b, "public.m", "public.m");
+  ASSERT_TRUE(m.ok()) << m.status();
+  // NULL and '' are different values.
+  ASSERT_EQ(m->differences.size(), 1u);
+  std::vector<std::string> keys = {m->differences[0].key};
+  absl::StatusOr<std::vector<std::string>> texts =
+      KeyTexts(*a, m->schema, keys);
+  ASSERT_TRUE(texts.ok()) << texts.status();
+  EXPECT_EQ((*texts)[0], "(eu,7)");
+  ASSERT_TRUE(RepairTable(*a, *b, m->schema, keys).ok());
+  absl::StatusOr<TableDiff> k = DiffTables(*a, *b, "public.k", "public.k");
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_EQ(k->differences.size(), 1u);
+  keys = {k->differences[0].key};
+  absl::StatusOr<RepairCounts> counts = RepairTable(*a, *b, k->schema, keys);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->upserted, 1u);
+  for (const char* table : {"public.m", "public.k"}) {
+    absl::StatusOr<TableDiff> d = DiffTables(*a, *b, table, table);
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_TRUE(d->differences.empty()) << table;
+  }
+}
+
+}  // namespace
+}  // namespace pg
+}  // namespace tally

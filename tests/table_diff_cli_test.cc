@@ -1,0 +1,214 @@
+// `tally diff URL URL` and `tally repair URL URL` through the real CLI,
+// against throwaway PostgreSQL servers: exit codes, output, and the
+// one-line trouble messages an operator sees.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "support/pg_cluster.h"
+#include "support/pg_test_macros.h"
+#include "support/process.h"
+
+namespace tally {
+namespace {
+
+using ::tally::testing::CommandResult;
+using ::tally::testing::PgCluster;
+using ::tally::testing::PgClusterOptions;
+using ::tally::testing::RunTally;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::unique_ptr<PgCluster> StartCluster(PgClusterOptions options = {}) {
+  absl::StatusOr<std::unique_ptr<PgCluster>> pg = PgCluster::Start(options);
+  EXPECT_TRUE(pg.ok()) << pg.status();
+  return pg.ok() ? *std::move(pg) : nullptr;
+}
+
+std::string Sql(PgCluster& pg, const std::string& sql) {
+  absl::StatusOr<std::string> r = pg.Execute(sql);
+  EXPECT_TRUE(r.ok()) << r.status() << "\n" << sql;
+  return r.ok() ? *r : "";
+}
+
+// Exactly one line on stderr, "tally: ...".
+void ExpectOneTroubleLine(const CommandResult& r) {
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(absl::StartsWith(r.err, "tally: ")) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+class TableDiffCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TALLY_SKIP_UNLESS_POSTGRES();
+    a_ = StartCluster();
+    b_ = StartCluster();
+    ASSERT_TRUE(a_ && b_);
+    for (PgCluster* pg : {a_.get(), b_.get()}) {
+      Sql(*pg,
+          "CREATE TABLE t (id bigint PRIMARY KEY, a int, b text, c "
+          "timestamptz); INSERT INTO t SELECT g, g, md5(g::text), "
+          "'2026-01-01Z' FROM generate_series(1, 500) g");
+    }
+  }
+  std::string UrlA(const std::string& query = "?table=public.t") {
+    return a_->Uri() + query;
+  }
+  std::string UrlB(const std::string& query = "") { return b_->Uri() + query; }
+
+  std::unique_ptr<PgCluster> a_;
+  std::unique_ptr<PgCluster> b_;
+};
+
+TEST_F(TableDiffCli, EqualTablesExitZero) {
+  const CommandResult r = RunTally({"diff", UrlA(), UrlB()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("equal: table public.t"));
+  EXPECT_THAT(r.out, HasSubstr("500 rows"));
+}
+
+TEST_F(TableDiffCli, DifferentTablesListTheKeysAndExitOne) {
+  Sql(*b_,
+      "UPDATE t SET a = 0 WHERE id = 42; DELETE FROM t WHERE id = 7; "
+      "INSERT INTO t VALUES (9001, 1, 'x', now())");
+  const CommandResult r = RunTally({"diff", UrlA(), UrlB()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("42  differs\n"));
+  EXPECT_THAT(r.out, HasSubstr("7  only in a\n"));
+  EXPECT_THAT(r.out, HasSubstr("9001  only in b\n"));
+  EXPECT_THAT(r.out, HasSubstr("3 keys differ: table public.t"));
+
+  const CommandResult j = RunTally({"diff", "--json", UrlA(), UrlB()});
+  EXPECT_EQ(j.exit_code, 1) << j.err;
+  EXPECT_THAT(j.out, HasSubstr(R"({"table":"public.t","key":"7","a":true,)"
+                               R"("b":false})"));
+  EXPECT_THAT(j.out, HasSubstr(R"("differences":3)"));
+  const std::vector<std::string> lines =
+      absl::StrSplit(j.out, '\n', absl::SkipEmpty());
+  EXPECT_EQ(lines.size(), 4u);
+}
+
+TEST_F(TableDiffCli, DryRunChangesNothingAndRepairMakesThemEqual) {
+  Sql(*b_,
+      "UPDATE t SET b = 'changed' WHERE id <= 10; DELETE FROM t WHERE id > "
+      "490; INSERT INTO t SELECT g, 0, '', now() FROM generate_series(600, "
+      "604) g");
+  const std::string before = Sql(*b_,
+                                 "SELECT md5(string_agg(t::text, ',' "
+                                 "ORDER BY id)) FROM t");
+  const CommandResult dry =
+      RunTally({"repair", "--source=A", "--dry-run", UrlA(), UrlB()});
+  EXPECT_EQ(dry.exit_code, 1) << dry.out << dry.err;
+  EXPECT_THAT(dry.out, HasSubstr("would upsert 3 into b"));
+  EXPECT_THAT(dry.out, HasSubstr("would delete 600 from b"));
+  EXPECT_THAT(dry.out, HasSubstr("would upsert 20 rows into b and delete 5"));
+  EXPECT_EQ(Sql(*b_, "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM t"),
+            before);
+
+  const CommandResult repair =
+      RunTally({"repair", "--source=A", UrlA(), UrlB()});
+  EXPECT_EQ(repair.exit_code, 0) << repair.out << repair.err;
+  EXPECT_THAT(repair.out, HasSubstr("20 rows upserted into b, 5 deleted"));
+  EXPECT_THAT(repair.out, HasSubstr("re-read of the 25 keys: all equal"));
+  EXPECT_EQ(RunTally({"diff", UrlA(), UrlB()}).exit_code, 0);
+  EXPECT_EQ(
+      Sql(*a_, "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM t"),
+      Sql(*b_, "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM t"));
+}
+
+TEST_F(TableDiffCli, RepairFromBChangesA) {
+  Sql(*b_, "DELETE FROM t WHERE id = 1");
+  const CommandResult repair =
+      RunTally({"repair", "--source=B", UrlA(), UrlB()});
+  EXPECT_EQ(repair.exit_code, 0) << repair.out << repair.err;
+  EXPECT_EQ(Sql(*a_, "SELECT count(*) FROM t WHERE id = 1"), "0");
+  // Without --source there is nothing to decide a two-way repair by.
+  ExpectOneTroubleLine(RunTally({"repair", UrlA(), UrlB()}));
+}
+
+TEST_F(TableDiffCli, WithoutTablesEveryTableWithAPrimaryKeyIsCompared) {
+  for (PgCluster* pg : {a_.get(), b_.get()}) {
+    Sql(*pg,
+        "CREATE TABLE u (k text PRIMARY KEY); CREATE TABLE nokey (x "
+        "int); INSERT INTO u VALUES ('x')");
+  }
+  Sql(*b_, "UPDATE u SET k = 'y'");
+  const CommandResult r = RunTally({"diff", UrlA(""), UrlB()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("equal: table public.t"));
+  EXPECT_THAT(r.out, HasSubstr("2 keys differ: table public.u"));
+  EXPECT_THAT(r.out, Not(HasSubstr("nokey")));
+  EXPECT_EQ(RunTally({"diff", "--table=public.t", UrlA(""), UrlB()}).exit_code,
+            0);
+  // A repeated --table adds tables (absl alone would keep the last).
+  const CommandResult both = RunTally(
+      {"diff", "--table", "public.u", UrlA(""), "--table=public.t", UrlB()});
+  EXPECT_EQ(both.exit_code, 1) << both.err;
+  EXPECT_THAT(both.out, HasSubstr("equal: table public.t"));
+  EXPECT_THAT(both.out, HasSubstr("2 keys differ: table public.u"));
+  // A table on one side only is named.
+  Sql(*a_, "CREATE TABLE extra (id int PRIMARY KEY)");
+  const CommandResult extra = RunTally({"diff", UrlA(""), UrlB()});
+  ExpectOneTroubleLine(extra);
+  EXPECT_THAT(extra.err, HasSubstr("only in a: public.extra"));
+}
+
+TEST_F(TableDiffCli, DifferentColumnTypesExitTwoNamingTheColumn) {
+  Sql(*b_, "ALTER TABLE t ALTER COLUMN a TYPE bigint");
+  const CommandResult r = RunTally({"diff", UrlA(), UrlB()});
+  ExpectOneTroubleLine(r);
+  EXPECT_THAT(r.err, HasSubstr("column a: integer in a, bigint in b"));
+}
+
+TEST_F(TableDiffCli, TroubleIsOneLineWithoutThePassword) {
+  // A missing table.
+  const CommandResult missing =
+      RunTally({"diff", UrlA("?table=public.nope"), UrlB()});
+  ExpectOneTroubleLine(missing);
+  EXPECT_THAT(missing.err, HasSubstr("public.nope"));
+  // A URL libpq cannot read.
+  const CommandResult bad = RunTally(
+      {"diff", "postgresql://u:pw@127.0.0.1:notaport/x?table=a.b", UrlB()});
+  ExpectOneTroubleLine(bad);
+  EXPECT_THAT(bad.err, Not(HasSubstr("pw")));
+  // A URL next to a node address.
+  ExpectOneTroubleLine(RunTally({"diff", UrlA(), "127.0.0.1:7400"}));
+  // Nothing listens.
+  ExpectOneTroubleLine(RunTally(
+      {"diff", "postgresql://postgres@127.0.0.1:1/postgres?table=public.t",
+       UrlB()}));
+}
+
+TEST(TableDiffCliPassword, AWrongPasswordIsOneLineWithoutIt) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  PgClusterOptions options;
+  options.hba_lines = {"local all all trust",
+                       "host all postgres 127.0.0.1/32 trust",
+                       "host all all 127.0.0.1/32 scram-sha-256"};
+  std::unique_ptr<PgCluster> pg = StartCluster(options);
+  ASSERT_TRUE(pg);
+  ASSERT_TRUE(pg->Execute("CREATE ROLE app LOGIN PASSWORD 'right'; CREATE "
+                          "TABLE t (id int PRIMARY KEY); GRANT SELECT ON t "
+                          "TO app")
+                  .ok());
+  auto url = [&](const std::string& password) {
+    return absl::StrCat("postgresql://app:", password,
+                        "@127.0.0.1:", pg->port(), "/postgres?table=public.t");
+  };
+  const std::string right = url("right");
+  EXPECT_EQ(RunTally({"diff", right, right}).exit_code, 0);
+  const CommandResult r = RunTally({"diff", url("wrongpw"), right});
+  ExpectOneTroubleLine(r);
+  EXPECT_THAT(r.err, HasSubstr("password"));
+  EXPECT_THAT(r.err, Not(HasSubstr("wrongpw")));
+}
+
+}  // namespace
+}  // namespace tally

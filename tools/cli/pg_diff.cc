@@ -1,0 +1,335 @@
+#include "tools/cli/pg_diff.h"
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <utility>
+
+#include "absl/container/btree_set.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "pg/connection.h"
+#include "pg/table_diff.h"
+#include "tools/cli/args.h"
+#include "tools/cli/format.h"
+#include "tools/cli/pg_url.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace cli {
+namespace {
+
+struct Database {
+  PostgresTarget target;
+  std::string label;  // "a" or "b"
+  std::unique_ptr<pg::Connection> conn;
+};
+
+absl::Status WithSide(const absl::Status& s, const Database& db) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(db.label, " (", db.target.display,
+                                             "): ", s.message()));
+}
+
+absl::Status Open(const PgDiffOptions& options, Database* db) {
+  pg::ConnectOptions connect;
+  connect.connect_timeout = std::min(options.timeout, absl::Seconds(30));
+  connect.query_timeout = options.timeout;
+  connect.application_name = "tally diff";
+  absl::StatusOr<std::unique_ptr<pg::Connection>> conn =
+      pg::Connection::Open(db->target.conninfo, connect);
+  if (!conn.ok()) return WithSide(conn.status(), *db);
+  db->conn = *std::move(conn);
+  return absl::OkStatus();
+}
+
+// Every table with a primary key that the user can read, outside the
+// system schemas.
+absl::StatusOr<absl::btree_set<std::string>> ListTables(Database& db) {
+  absl::StatusOr<pg::Result> r = db.conn->Exec(
+      "SELECT n.nspname || '.' || c.relname FROM pg_catalog.pg_class c "
+      "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+      "WHERE c.relkind = 'r' "
+      "AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+      "AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE "
+      "'pg\\_temp%' "
+      "AND EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+      "WHERE i.indrelid = c.oid AND i.indisprimary) "
+      "AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') "
+      "AND pg_catalog.has_table_privilege(c.oid, 'SELECT')");
+  if (!r.ok()) return WithSide(r.status(), db);
+  absl::btree_set<std::string> tables;
+  for (int i = 0; i < r->rows(); ++i) tables.emplace(r->Value(i, 0));
+  return tables;
+}
+
+using TablePair = std::pair<std::string, std::string>;
+
+absl::StatusOr<std::vector<TablePair>> ChooseTables(
+    const PgDiffOptions& options, Database& a, Database& b) {
+  const std::vector<std::string>& in_a = a.target.tables;
+  const std::vector<std::string>& in_b = b.target.tables;
+  std::vector<TablePair> pairs;
+  if (!options.tables.empty()) {
+    if (!in_a.empty() || !in_b.empty()) {
+      return absl::InvalidArgumentError(
+          "name the tables either with table= in the URLs or with --table, "
+          "not both");
+    }
+    for (const std::string& t : options.tables) pairs.emplace_back(t, t);
+    return pairs;
+  }
+  if (!in_a.empty() && !in_b.empty()) {
+    if (in_a.size() != in_b.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "URL a names %d tables and URL b %d; tables pair up in order, so "
+          "both must name as many (or only one URL names them)",
+          in_a.size(), in_b.size()));
+    }
+    for (size_t i = 0; i < in_a.size(); ++i)
+      pairs.emplace_back(in_a[i], in_b[i]);
+    return pairs;
+  }
+  if (!in_a.empty() || !in_b.empty()) {
+    for (const std::string& t : in_a.empty() ? in_b : in_a) {
+      pairs.emplace_back(t, t);
+    }
+    return pairs;
+  }
+  TALLY_ASSIGN_OR_RETURN(absl::btree_set<std::string> all_a, ListTables(a));
+  TALLY_ASSIGN_OR_RETURN(absl::btree_set<std::string> all_b, ListTables(b));
+  std::vector<std::string> only_a;
+  std::vector<std::string> only_b;
+  for (const std::string& t : all_a) {
+    if (!all_b.contains(t)) only_a.push_back(t);
+  }
+  for (const std::string& t : all_b) {
+    if (!all_a.contains(t)) only_b.push_back(t);
+  }
+  if (!only_a.empty() || !only_b.empty()) {
+    std::vector<std::string> parts;
+    if (!only_a.empty()) {
+      parts.push_back(absl::StrCat("only in a: ", absl::StrJoin(only_a, ", ")));
+    }
+    if (!only_b.empty()) {
+      parts.push_back(absl::StrCat("only in b: ", absl::StrJoin(only_b, ", ")));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the databases hold different tables with a primary key (",
+        absl::StrJoin(parts, "; "), "); name the tables to compare"));
+  }
+  if (all_a.empty()) {
+    return absl::NotFoundError(
+        "neither database has a table with a primary key that this user can "
+        "read; name the tables with table= or --table");
+  }
+  for (const std::string& t : all_a) pairs.emplace_back(t, t);
+  return pairs;
+}
+
+const char* KindText(const pg::RowDifference& d) {
+  if (d.in_a && d.in_b) return "differs";
+  return d.in_a ? "only in a" : "only in b";
+}
+
+// The exit code of one table: 0 equal, 1 different.
+absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
+                                 Database& b, const TablePair& tables) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<pg::TableDiff> diff =
+      pg::DiffTables(*a.conn, *b.conn, tables.first, tables.second);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!diff.ok()) {
+    // DiffTables names the side ("a: ..."); add which database it is.
+    const absl::Status& s = diff.status();
+    std::string message(s.message());
+    for (const Database* db : {&a, &b}) {
+      const std::string prefix = absl::StrCat(db->label, ": ");
+      if (absl::StartsWith(message, prefix)) {
+        message = absl::StrCat(db->label, " (", db->target.display,
+                               "): ", message.substr(prefix.size()));
+        break;
+      }
+    }
+    return absl::Status(s.code(), message);
+  }
+  std::vector<std::string> keys;
+  keys.reserve(diff->differences.size());
+  for (const pg::RowDifference& d : diff->differences) keys.push_back(d.key);
+  absl::StatusOr<std::vector<std::string>> texts =
+      pg::KeyTexts(*a.conn, diff->schema, keys);
+  if (!texts.ok()) return WithSide(texts.status(), a);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const pg::RowDifference& d = diff->differences[i];
+    if (options.json) {
+      Json line = Json::object();
+      line["table"] = diff->keyspace;
+      SetBytesField(line, "key", (*texts)[i]);
+      line["a"] = d.in_a;
+      line["b"] = d.in_b;
+      std::cout << DumpJson(line) << "\n";
+    } else {
+      std::cout << absl::CHexEscape((*texts)[i]) << "  " << KindText(d) << "\n";
+    }
+  }
+  const size_t n = diff->differences.size();
+  if (options.json) {
+    Json summary = {{"table", diff->keyspace},
+                    {"table_b", tables.second},
+                    {"a", a.target.display},
+                    {"b", b.target.display},
+                    {"rows_a", diff->rows_a},
+                    {"rows_b", diff->rows_b},
+                    {"root_a", diff->root_a.ToHex()},
+                    {"root_b", diff->root_b.ToHex()},
+                    {"differences", n},
+                    {"seconds", seconds}};
+    std::cout << DumpJson({{"summary", summary}}) << "\n";
+  } else {
+    std::cout << absl::StrFormat(
+        "%s: table %s, a=%s (%d rows, root %s), b=%s (%d rows, root %s), "
+        "%.3f s\n",
+        n == 0 ? std::string("equal")
+               : absl::StrCat(n, n == 1 ? " key differs" : " keys differ"),
+        tables.first == tables.second
+            ? tables.first
+            : absl::StrCat(tables.first, " vs ", tables.second),
+        a.target.display, diff->rows_a, diff->root_a.ToHex(), b.target.display,
+        diff->rows_b, diff->root_b.ToHex(), seconds);
+  }
+  std::cout.flush();
+  if (!options.repair) return n == 0 ? 0 : 1;
+  if (n == 0) return 0;
+
+  // Repair: the source's rows at the differing keys go to the target.
+  TALLY_ASSIGN_OR_RETURN(
+      Side side, ParseSide(options.source, options.url_a, options.url_b));
+  Database& source = side == Side::kA ? a : b;
+  Database& target = side == Side::kA ? b : a;
+  const bool source_is_a = side == Side::kA;
+  uint64_t would_upsert = 0;
+  uint64_t would_delete = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const pg::RowDifference& d = diff->differences[i];
+    const bool in_source = source_is_a ? d.in_a : d.in_b;
+    ++(in_source ? would_upsert : would_delete);
+    if (!options.dry_run) continue;
+    if (options.json) {
+      Json line = Json::object();
+      line["table"] = diff->keyspace;
+      SetBytesField(line, "key", (*texts)[i]);
+      line["would"] = in_source ? "upsert" : "delete";
+      line["on"] = target.label;
+      std::cout << DumpJson(line) << "\n";
+    } else {
+      std::cout << absl::StrFormat("would %s %s %s %s\n",
+                                   in_source ? "upsert" : "delete",
+                                   absl::CHexEscape((*texts)[i]),
+                                   in_source ? "into" : "from", target.label);
+    }
+  }
+  if (options.dry_run) {
+    if (options.json) {
+      std::cout << DumpJson({{"repair",
+                              {{"table", diff->keyspace},
+                               {"source", source.label},
+                               {"dry_run", true},
+                               {"would_upsert", would_upsert},
+                               {"would_delete", would_delete}}}})
+                << "\n";
+    } else {
+      std::cout << absl::StrFormat(
+          "dry-run repair of table %s from %s: would upsert %d rows into %s "
+          "and delete %d; nothing changed\n",
+          diff->keyspace, source.label, would_upsert, target.label,
+          would_delete);
+    }
+    return 1;
+  }
+  absl::StatusOr<pg::RepairCounts> counts =
+      pg::RepairTable(*source.conn, *target.conn, diff->schema, keys);
+  if (!counts.ok()) {
+    return absl::Status(
+        counts.status().code(),
+        absl::StrFormat("repair of table %s from %s to %s failed, %s "
+                        "unchanged: %s",
+                        diff->keyspace, source.label, target.label,
+                        target.label, counts.status().message()));
+  }
+  // The re-read of only the repaired keys: ACE's "re-run of a saved diff".
+  TALLY_ASSIGN_OR_RETURN(
+      std::vector<std::string> left,
+      pg::StillDifferent(*a.conn, *b.conn, diff->schema, keys));
+  absl::StatusOr<std::vector<std::string>> left_texts =
+      pg::KeyTexts(*a.conn, diff->schema, left);
+  if (!left_texts.ok()) return WithSide(left_texts.status(), a);
+  if (options.json) {
+    Json still = Json::array();
+    for (const std::string& t : *left_texts) still.push_back(t);
+    std::cout << DumpJson({{"repair",
+                            {{"table", diff->keyspace},
+                             {"source", source.label},
+                             {"dry_run", false},
+                             {"upserted", counts->upserted},
+                             {"deleted", counts->deleted},
+                             {"checked", keys.size()},
+                             {"still_different", still}}}})
+              << "\n";
+  } else {
+    for (const std::string& t : *left_texts) {
+      std::cout << absl::CHexEscape(t) << "  still differs\n";
+    }
+    std::cout << absl::StrFormat(
+        "repair of table %s from %s: %d rows upserted into %s, %d deleted; "
+        "re-read of the %d keys: %s\n",
+        diff->keyspace, source.label, counts->upserted, target.label,
+        counts->deleted, keys.size(),
+        left.empty() ? std::string("all equal")
+                     : absl::StrCat(left.size(),
+                                    " still differ (written during the "
+                                    "repair?); run it again"));
+  }
+  return left.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+absl::StatusOr<int> RunPgDiff(const PgDiffOptions& options) {
+  Database a{{}, "a", nullptr};
+  Database b{{}, "b", nullptr};
+  absl::StatusOr<PostgresTarget> ta = ParsePostgresUrl(options.url_a);
+  if (!ta.ok()) return ta.status();
+  absl::StatusOr<PostgresTarget> tb = ParsePostgresUrl(options.url_b);
+  if (!tb.ok()) return tb.status();
+  a.target = *std::move(ta);
+  b.target = *std::move(tb);
+  if (options.repair) {
+    // Checked before any work, so a typo costs no scan. Two tables hold no
+    // versions, so there is no last writer to decide a two-way repair.
+    if (options.source.empty()) {
+      return absl::InvalidArgumentError(
+          "repair of two PostgreSQL tables needs --source=A or --source=B "
+          "(the tables keep no versions, so there is no two-way repair "
+          "without sidecars)");
+    }
+    TALLY_RETURN_IF_ERROR(
+        ParseSide(options.source, options.url_a, options.url_b).status());
+  }
+  TALLY_RETURN_IF_ERROR(Open(options, &a));
+  TALLY_RETURN_IF_ERROR(Open(options, &b));
+  TALLY_ASSIGN_OR_RETURN(std::vector<TablePair> pairs,
+                         ChooseTables(options, a, b));
+  int code = 0;
+  for (const TablePair& pair : pairs) {
+    TALLY_ASSIGN_OR_RETURN(int c, CompareTable(options, a, b, pair));
+    code = std::max(code, c);
+  }
+  return code;
+}
+
+}  // namespace cli
+}  // namespace tally

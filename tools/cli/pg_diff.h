@@ -1,0 +1,57 @@
+// `tally diff URL URL` and `tally repair URL URL --source=A|B [--dry-run]`:
+// the ad-hoc comparison of tables in two PostgreSQL databases, without a
+// tallyd (pg/table_diff.h does the work; this prints).
+//
+// Tables: the table= parameters of the URLs or --table. One URL with tables
+// (or --table) compares the same names on both sides; both URLs with tables
+// pair them in order (a.t1 with b.t1', ...; the keyspace is A's name). No
+// table anywhere compares every table with a primary key that the user
+// can read outside pg_catalog and information_schema, and needs both
+// databases to have the same such tables (a table on one side only is
+// trouble, named).
+//
+// Output, one line per differing key then a summary line per table
+// (--json: one JSON object per line, the summary last as {"summary":...}):
+//   42  only in a
+//   7  only in b
+//   1000  differs
+//   3 keys differ: table public.t, a=postgresql://u@h:5432/app (1000 rows,
+//   root ...) b=... (1000 rows, root ...), 0.41 s
+// Keys are printed as the key columns' text (C-escaped in text output).
+//
+// Exit codes as diff(1): 0 equal (repair: equal afterwards), 1 different
+// (repair: still different afterwards; dry run: differences found), 2
+// trouble (a schema mismatch, a missing table, a connection refused).
+#ifndef TALLY_TOOLS_CLI_PG_DIFF_H_
+#define TALLY_TOOLS_CLI_PG_DIFF_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tally {
+namespace cli {
+
+struct PgDiffOptions {
+  std::string url_a;
+  std::string url_b;
+  std::vector<std::string> tables;  // --table
+  bool json = false;
+  // Bounds connecting and every wait on a server.
+  absl::Duration timeout = absl::Seconds(30);
+  // Repair: `source` is "A", "B" or one of the URLs as given.
+  bool repair = false;
+  std::string source;
+  bool dry_run = false;
+};
+
+// Runs the command, printing to stdout. Returns the exit code (0 or 1), or
+// the trouble (exit 2) as a one-line status without any password.
+absl::StatusOr<int> RunPgDiff(const PgDiffOptions& options);
+
+}  // namespace cli
+}  // namespace tally
+
+#endif  // TALLY_TOOLS_CLI_PG_DIFF_H_
