@@ -155,14 +155,17 @@ std::string ReadSql(const TableSchema& t) {
   }
   for (size_t k = 0; k < t.key_columns(); ++k) {
     keys.push_back(cols[k]);
-    arrays.push_back(absl::StrCat("$", k + 1, "::", t.columns()[k].type, "[]"));
+    // ROWS FROM zips the arrays (the multi-argument unnest sugar exists
+    // only unqualified).
+    arrays.push_back(absl::StrCat("pg_catalog.unnest($", k + 1,
+                                  "::", t.columns()[k].type, "[])"));
   }
   return absl::StrCat(
       "SELECT ", absl::StrJoin(cols, ", "), ", x.timestamp, x.roident FROM ",
       t.quoted_name(),
       " AS t CROSS JOIN LATERAL "
       "pg_catalog.pg_xact_commit_timestamp_origin(t.xmin) AS x WHERE (",
-      absl::StrJoin(keys, ", "), ") IN (SELECT * FROM pg_catalog.unnest(",
+      absl::StrJoin(keys, ", "), ") IN (SELECT * FROM ROWS FROM (",
       absl::StrJoin(arrays, ", "), "))");
 }
 
@@ -194,19 +197,19 @@ absl::Status WithContext(const absl::Status& s, absl::string_view what) {
 }  // namespace
 
 PgBackend::PgBackend(PgBackendOptions options, OriginId origin_id,
-                     std::vector<Table> tables,
+                     std::vector<TablePtr> tables,
                      std::unique_ptr<Connection> apply,
                      std::unique_ptr<Connection> reader, int64_t last_stamp)
     : options_(std::move(options)),
       origin_id_(origin_id),
-      tables_(std::move(tables)),
-      table_index_([this] {
+      table_index_([&tables] {
         absl::flat_hash_map<std::string, size_t> index;
-        for (size_t i = 0; i < tables_.size(); ++i) {
-          index[tables_[i].schema.name()] = i;
+        for (size_t i = 0; i < tables.size(); ++i) {
+          index[tables[i]->schema.name()] = i;
         }
         return index;
       }()),
+      tables_(std::move(tables)),
       apply_(std::move(apply)),
       last_stamp_(last_stamp),
       reader_(std::move(reader)) {}
@@ -214,7 +217,7 @@ PgBackend::PgBackend(PgBackendOptions options, OriginId origin_id,
 PgBackend::~PgBackend() = default;
 
 absl::StatusOr<std::unique_ptr<Connection>> PgBackend::OpenApply(
-    const PgBackendOptions& options, absl::Span<const Table> tables) {
+    const PgBackendOptions& options) {
   ConnectOptions connect = options.connect;
   connect.application_name = "tally apply";
   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c,
@@ -235,11 +238,17 @@ absl::StatusOr<std::unique_ptr<Connection>> PgBackend::OpenApply(
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
-  for (const Table& t : tables) {
-    TALLY_RETURN_IF_ERROR(
-        c->Exec(CreateStageSql(t.schema, t.temp_name)).status());
-  }
   return c;
+}
+
+absl::StatusOr<PgBackend::TablePtr> PgBackend::ReadTableSchema(
+    Connection& conn, absl::string_view name, size_t index) {
+  TALLY_ASSIGN_OR_RETURN(TableSchema schema, TableSchema::Read(conn, name));
+  auto t = std::make_shared<Table>(
+      Table{std::move(schema), absl::StrCat("tally_apply_", index), "", ""});
+  t->merge_sql = MergeSql(t->schema, t->temp_name);
+  t->read_sql = ReadSql(t->schema);
+  return TablePtr(std::move(t));
 }
 
 absl::StatusOr<std::unique_ptr<PgBackend>> PgBackend::Open(
@@ -283,25 +292,68 @@ absl::StatusOr<std::unique_ptr<PgBackend>> PgBackend::Open(
     last_stamp = static_cast<int64_t>(progress);
   }
 
-  std::vector<Table> tables;
+  std::vector<TablePtr> tables;
   for (size_t i = 0; i < options.tables.size(); ++i) {
-    TALLY_ASSIGN_OR_RETURN(TableSchema schema,
-                           TableSchema::Read(*reader, options.tables[i]));
-    Table t{std::move(schema), absl::StrCat("tally_apply_", i), "", ""};
-    t.merge_sql = MergeSql(t.schema, t.temp_name);
-    t.read_sql = ReadSql(t.schema);
+    TALLY_ASSIGN_OR_RETURN(TablePtr t,
+                           ReadTableSchema(*reader, options.tables[i], i));
     tables.push_back(std::move(t));
   }
-  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> apply,
-                         OpenApply(options, tables));
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> apply, OpenApply(options));
   return std::unique_ptr<PgBackend>(new PgBackend(
       options, OriginId{static_cast<uint16_t>(roident)}, std::move(tables),
       std::move(apply), std::move(reader), last_stamp));
 }
 
-const TableSchema* PgBackend::schema(absl::string_view keyspace) const {
+std::vector<PgBackend::TablePtr> PgBackend::Tables() const {
+  absl::MutexLock lock(&tables_mu_);
+  return tables_;
+}
+
+std::shared_ptr<const TableSchema> PgBackend::schema(
+    absl::string_view keyspace) const {
   auto it = table_index_.find(keyspace);
-  return it == table_index_.end() ? nullptr : &tables_[it->second].schema;
+  if (it == table_index_.end()) return nullptr;
+  absl::MutexLock lock(&tables_mu_);
+  const TablePtr& t = tables_[it->second];
+  return std::shared_ptr<const TableSchema>(t, &t->schema);
+}
+
+absl::Status PgBackend::ReloadSchema(absl::string_view keyspace) {
+  auto it = table_index_.find(keyspace);
+  if (it == table_index_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("keyspace ", keyspace, " is not a table this node keeps"));
+  }
+  absl::StatusOr<TablePtr> t;
+  {
+    absl::MutexLock lock(&read_mu_);
+    if (reader_ == nullptr || !reader_->healthy()) {
+      ConnectOptions connect = options_.connect;
+      connect.application_name = "tally reader";
+      TALLY_ASSIGN_OR_RETURN(reader_,
+                             Connection::Open(options_.conninfo, connect));
+    }
+    t = ReadTableSchema(*reader_, keyspace, it->second);
+  }
+  if (!t.ok()) return t.status();
+  absl::MutexLock lock(&tables_mu_);
+  tables_[it->second] = *std::move(t);
+  return absl::OkStatus();
+}
+
+absl::Status PgBackend::EnsureStage(const Table& table) {
+  auto it = staged_.find(table.temp_name);
+  if (it != staged_.end()) {
+    if (it->second == table.schema.fingerprint()) return absl::OkStatus();
+    // Made on this connection for the table's previous schema.
+    TALLY_RETURN_IF_ERROR(
+        apply_->Exec(absl::StrCat("DROP TABLE pg_temp.", table.temp_name))
+            .status());
+  }
+  TALLY_RETURN_IF_ERROR(
+      apply_->Exec(CreateStageSql(table.schema, table.temp_name)).status());
+  staged_[table.temp_name] = table.schema.fingerprint();
+  return absl::OkStatus();
 }
 
 int64_t PgBackend::last_stamp() const {
@@ -311,7 +363,7 @@ int64_t PgBackend::last_stamp() const {
 
 absl::StatusOr<std::string> PgBackend::SchemaFingerprint(
     absl::string_view keyspace) const {
-  const TableSchema* t = schema(keyspace);
+  std::shared_ptr<const TableSchema> t = schema(keyspace);
   if (t == nullptr) return absl::StrCat(kFingerprintPrefix, "not-kept");
   return t->fingerprint();
 }
@@ -337,8 +389,9 @@ absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
                                     bool* began) {
   // Stage every row before touching the database: a row that is not the
   // table's encoding fails the commit with nothing sent.
-  std::vector<CopyBinaryWriter> stages(tables_.size());
-  std::vector<bool> used(tables_.size(), false);
+  const std::vector<TablePtr> tables = Tables();
+  std::vector<CopyBinaryWriter> stages(tables.size());
+  std::vector<bool> used(tables.size(), false);
   std::vector<Field> fields;
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowChange& row = rows[i];
@@ -348,7 +401,7 @@ absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
           absl::StrCat("keyspace ", row.row.keyspace,
                        " is not a table this node keeps (--table)"));
     }
-    const Table& table = tables_[it->second];
+    const Table& table = *tables[it->second];
     const RowCodec codec = table.schema.codec();
     const bool present = row.expected.exists && !row.expected.deleted;
     char op;
@@ -392,7 +445,11 @@ absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
 
   if (apply_ == nullptr || !apply_->healthy()) {
     apply_.reset();
-    TALLY_ASSIGN_OR_RETURN(apply_, OpenApply(options_, tables_));
+    staged_.clear();
+    TALLY_ASSIGN_OR_RETURN(apply_, OpenApply(options_));
+  }
+  for (size_t t = 0; t < tables.size(); ++t) {
+    if (used[t]) TALLY_RETURN_IF_ERROR(EnsureStage(*tables[t]));
   }
   const int64_t stamp = std::max(NowStamp(), last_stamp_ + 1);
   *began = true;
@@ -408,9 +465,9 @@ absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
   ApplyMessage message;
   message.apply_sequence = static_cast<uint64_t>(stamp);
   message.token = RowToken{stamp, origin_id_};
-  for (size_t t = 0; t < tables_.size(); ++t) {
+  for (size_t t = 0; t < tables.size(); ++t) {
     if (!used[t]) continue;
-    const Table& table = tables_[t];
+    const Table& table = *tables[t];
     stages[t].Finish();
     TALLY_RETURN_IF_ERROR(
         WithContext(apply_
@@ -479,7 +536,8 @@ absl::StatusOr<std::vector<absl::StatusOr<std::string>>> PgBackend::ReadValues(
   }
   std::vector<absl::StatusOr<std::string>> values(
       rows.size(), absl::InternalError("not read"));
-  std::vector<std::vector<size_t>> by_table(tables_.size());
+  const std::vector<TablePtr> tables = Tables();
+  std::vector<std::vector<size_t>> by_table(tables.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     // A tombstone: no row, the empty value.
     if (stored_payloads[i].empty()) {
@@ -495,7 +553,7 @@ absl::StatusOr<std::vector<absl::StatusOr<std::string>>> PgBackend::ReadValues(
     by_table[it->second].push_back(i);
   }
   absl::MutexLock lock(&read_mu_);
-  for (size_t t = 0; t < tables_.size(); ++t) {
+  for (size_t t = 0; t < tables.size(); ++t) {
     if (by_table[t].empty()) continue;
     if (reader_ == nullptr || !reader_->healthy()) {
       ConnectOptions connect = options_.connect;
@@ -506,7 +564,7 @@ absl::StatusOr<std::vector<absl::StatusOr<std::string>>> PgBackend::ReadValues(
       reader_ = std::move(*c);
     }
     TALLY_RETURN_IF_ERROR(
-        ReadTable(tables_[t], rows, stored_payloads, by_table[t], &values));
+        ReadTable(*tables[t], rows, stored_payloads, by_table[t], &values));
   }
   return values;
 }

@@ -123,17 +123,27 @@ class PgBackend final : public storage::RowBackend {
       absl::Span<const absl::string_view> stored_payloads) const override
       ABSL_LOCKS_EXCLUDED(read_mu_);
 
-  // The table's fingerprint (pg/table_schema.h) for a kept table; for any
-  // other keyspace "postgresql/1:not-kept", which matches no table, so no
-  // peer sends this node rows it has no table for.
-  absl::StatusOr<std::string> SchemaFingerprint(
-      absl::string_view keyspace) const override;
+  // The table's fingerprint (pg/table_schema.h) for a kept table, as last
+  // read (at Open or by ReloadSchema); for any other keyspace
+  // "postgresql/1:not-kept", which matches no table, so no peer sends this
+  // node rows it has no table for.
+  absl::StatusOr<std::string> SchemaFingerprint(absl::string_view keyspace)
+      const override ABSL_LOCKS_EXCLUDED(tables_mu_);
+
+  // Reads the table of `keyspace` from the catalog again (after DDL: a
+  // Relation message, the periodic catalog check). Later applies, reads
+  // and fingerprints use the new schema. Returns kNotFound for a keyspace
+  // that is not a kept table, or TableSchema::Read's error (the old schema
+  // stays then).
+  absl::Status ReloadSchema(absl::string_view keyspace)
+      ABSL_LOCKS_EXCLUDED(tables_mu_, read_mu_);
 
   // The apply origin's id (roident): the origin of every row ApplyRows
   // writes.
   OriginId origin_id() const { return origin_id_; }
-  // The schema of a kept table, or null.
-  const TableSchema* schema(absl::string_view keyspace) const;
+  // The schema of a kept table as last read, or null.
+  std::shared_ptr<const TableSchema> schema(absl::string_view keyspace) const
+      ABSL_LOCKS_EXCLUDED(tables_mu_);
   // The stamp of the last apply transaction this backend committed (or
   // found recorded as the origin's progress at Open).
   int64_t last_stamp() const ABSL_LOCKS_EXCLUDED(apply_mu_);
@@ -149,20 +159,31 @@ class PgBackend final : public storage::RowBackend {
     std::string read_sql;
   };
 
+  using TablePtr = std::shared_ptr<const Table>;
+
   PgBackend(PgBackendOptions options, OriginId origin_id,
-            std::vector<Table> tables, std::unique_ptr<Connection> apply,
+            std::vector<TablePtr> tables, std::unique_ptr<Connection> apply,
             std::unique_ptr<Connection> reader, int64_t last_stamp);
 
-  // Opens the apply connection with the origin set up and the temp tables
-  // created.
+  static absl::StatusOr<TablePtr> ReadTableSchema(Connection& conn,
+                                                  absl::string_view name,
+                                                  size_t index);
+  // Opens the apply connection with the origin set up.
   static absl::StatusOr<std::unique_ptr<Connection>> OpenApply(
-      const PgBackendOptions& options, absl::Span<const Table> tables);
+      const PgBackendOptions& options);
+  // The tables as they are now (a reload swaps one in while others use
+  // the previous one).
+  std::vector<TablePtr> Tables() const ABSL_LOCKS_EXCLUDED(tables_mu_);
+  // Creates (or, after a schema change, re-creates) `table`'s staging
+  // table on the apply connection.
+  absl::Status EnsureStage(const Table& table)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // Sets `*began` once it has sent BEGIN (the caller then rolls back on
   // error).
   absl::Status ApplyLocked(absl::Span<const storage::RowChange> rows,
                            std::vector<storage::RowOutcome>* outcomes,
-                           bool* began)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+                           bool* began) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
+      ABSL_LOCKS_EXCLUDED(tables_mu_);
   absl::Status ReadTable(const Table& table,
                          absl::Span<const storage::RowLocation> rows,
                          absl::Span<const absl::string_view> payloads,
@@ -173,12 +194,19 @@ class PgBackend final : public storage::RowBackend {
   // Constant after construction.
   const PgBackendOptions options_;
   const OriginId origin_id_;
-  const std::vector<Table> tables_;
+  // Keyspace -> index in tables_ (the set of tables never changes).
   const absl::flat_hash_map<std::string, size_t> table_index_;
+
+  mutable absl::Mutex tables_mu_;
+  std::vector<TablePtr> tables_ ABSL_GUARDED_BY(tables_mu_);
 
   mutable absl::Mutex apply_mu_;
   std::unique_ptr<Connection> apply_ ABSL_GUARDED_BY(apply_mu_);
   int64_t last_stamp_ ABSL_GUARDED_BY(apply_mu_);
+  // Staging table name -> the fingerprint of the schema it was created
+  // for, on the current apply connection.
+  absl::flat_hash_map<std::string, std::string> staged_
+      ABSL_GUARDED_BY(apply_mu_);
 
   mutable absl::Mutex read_mu_;
   // Reopened by the const reads when broken.

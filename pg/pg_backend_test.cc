@@ -463,6 +463,30 @@ TEST_F(PgBackendTest, StampsKeepGrowingAcrossARestart) {
   EXPECT_GT(backend_->last_stamp(), before);
 }
 
+TEST_F(PgBackendTest, AReloadedSchemaIsUsedByLaterApplies) {
+  const std::string before = *backend_->SchemaFingerprint("public.t");
+  ASSERT_TRUE(pg_->Execute("ALTER TABLE public.t ADD COLUMN aa int").ok());
+  // Cached until reloaded.
+  EXPECT_EQ(*backend_->SchemaFingerprint("public.t"), before);
+  ASSERT_TRUE(backend_->ReloadSchema("public.t").ok());
+  EXPECT_NE(*backend_->SchemaFingerprint("public.t"), before);
+  EXPECT_EQ(backend_->ReloadSchema("public.other").code(),
+            absl::StatusCode::kNotFound);
+  // The old encoding no longer fits; the new one (aa sorts after a) does.
+  std::vector<TestRow> rows = {Put(1, 1, "old", 100)};
+  std::vector<RowOutcome> out;
+  EXPECT_EQ(Apply(rows, &out).code(), absl::StatusCode::kInvalidArgument);
+  const std::string a = Int4(1), aa = Int4(2);
+  rows[0].value.clear();
+  AppendFields({Field::Of(a), Field::Of(aa), Field::Of("new"), Field::Null(),
+                Field::Null(), Field::Null(), Field::Null()},
+               &rows[0].value);
+  ASSERT_TRUE(Apply(rows, &out).ok());
+  EXPECT_TRUE(out[0].applied);
+  EXPECT_EQ(*pg_->Execute("SELECT a || '/' || aa || '/' || b FROM public.t"),
+            "1/2/new");
+}
+
 TEST_F(PgBackendTest, TheOriginServesOneBackendAtATime) {
   PgBackendOptions options;
   options.conninfo = pg_->Uri();
@@ -486,6 +510,143 @@ TEST_F(PgBackendTest, TheOriginServesOneBackendAtATime) {
   rows[0].value = "not a row";
   EXPECT_EQ(Apply(rows, &out).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(*pg_->Execute("SELECT count(*) FROM public.t"), "0");
+}
+
+}  // namespace
+}  // namespace pg
+}  // namespace tally
+
+namespace tally {
+namespace pg {
+namespace {
+
+// A composite key with a collated text column, and a table of key columns
+// only: staging, the key match and reads by key arrays all take the key
+// column by column.
+TEST(PgBackendKeys, CompositeAndKeyOnlyTables) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  auto pg = PgCluster::Start();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  ASSERT_TRUE((*pg)
+                  ->Execute(R"sql(
+      CREATE TABLE public.c (region text COLLATE "C", id int, v text,
+                             PRIMARY KEY (region, id));
+      CREATE TABLE public.k (id bigint PRIMARY KEY);)sql")
+                  .ok());
+  PgBackendOptions options;
+  options.conninfo = (*pg)->Uri();
+  options.tables = {"public.c", "public.k"};
+  options.origin_name = "tally_keys";
+  auto backend = PgBackend::Open(options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+
+  std::string id1, id2, id9;
+  internal::PutBigEndian32(&id1, 1);
+  internal::PutBigEndian32(&id2, 2);
+  internal::PutBigEndian64(&id9, 9);
+  auto key = [](std::initializer_list<Field> fields) {
+    std::string k;
+    AppendFields(std::vector<Field>(fields), &k);
+    return k;
+  };
+  auto value = [](absl::string_view v) {
+    std::string out;
+    AppendFields({Field::Of(v)}, &out);
+    return out;
+  };
+  // The same id in two regions, and a key-only row.
+  const std::vector<std::string> keys = {key({Field::Of("eu"), Field::Of(id1)}),
+                                         key({Field::Of("us"), Field::Of(id1)}),
+                                         key({Field::Of("eu"), Field::Of(id2)}),
+                                         key({Field::Of(id9)})};
+  const std::vector<std::string> values = {value("eu-1"), value("us-1"),
+                                           value("eu-2"), ""};
+  const std::vector<std::string> keyspaces = {"public.c", "public.c",
+                                              "public.c", "public.k"};
+  tree::Version v{tree::HlcTimestamp::FromParts(100, 0), "peer"};
+  tree::Version none;
+  std::vector<RowChange> changes;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    RowChange c;
+    c.row = RowLocation{keyspaces[i], tree::TokenOf(keys[i]), keys[i]};
+    c.value = values[i];
+    c.version = &v;
+    changes.push_back(c);
+  }
+  std::vector<RowOutcome> out;
+  ASSERT_TRUE((*backend)->ApplyRows(changes, &out).ok());
+  for (const RowOutcome& o : out) EXPECT_TRUE(o.applied);
+  EXPECT_EQ(*(*pg)->Execute("SELECT region || id || v FROM public.c ORDER BY "
+                            "region, id"),
+            "eu1eu-1\neu2eu-2\nus1us-1");
+
+  // Update one of the two id-1 rows and touch the key-only row.
+  const std::string new_value = value("us-1b");
+  std::vector<RowChange> next = {changes[1], changes[3]};
+  next[0].value = new_value;
+  for (size_t i = 0; i < next.size(); ++i) {
+    next[i].expected.exists = true;
+    next[i].expected.version = &none;
+    next[i].expected.payload = out[i == 0 ? 1 : 3].payload;
+  }
+  std::vector<RowOutcome> out2;
+  ASSERT_TRUE((*backend)->ApplyRows(next, &out2).ok());
+  EXPECT_TRUE(out2[0].applied && out2[1].applied);
+  EXPECT_EQ(*(*pg)->Execute("SELECT string_agg(v, ',' ORDER BY region, id) "
+                            "FROM public.c"),
+            "eu-1,eu-2,us-1b");
+
+  // Reads by key, both tables in one call.
+  std::vector<RowLocation> locs;
+  for (const RowChange& c : changes) locs.push_back(c.row);
+  std::vector<absl::string_view> payloads = {out[0].payload, out2[0].payload,
+                                             out[2].payload, out2[1].payload};
+  auto read = (*backend)->ReadValues(locs, payloads);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 4u);
+  for (const auto& r : *read) ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*(*read)[0], values[0]);
+  EXPECT_EQ(*(*read)[1], new_value);
+  EXPECT_EQ(*(*read)[2], values[2]);
+  EXPECT_EQ(*(*read)[3], "");
+}
+
+// The server ends the apply connection: that apply fails, with nothing
+// applied, and the next one reconnects (setting the origin up again).
+TEST(PgBackendFaults, ALostApplyConnectionIsReopened) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  auto pg = PgCluster::Start();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  ASSERT_TRUE(
+      (*pg)->Execute("CREATE TABLE public.k (id bigint PRIMARY KEY)").ok());
+  PgBackendOptions options;
+  options.conninfo = (*pg)->Uri();
+  options.tables = {"public.k"};
+  options.origin_name = "tally_faults";
+  auto backend = PgBackend::Open(options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_TRUE((*pg)
+                  ->Execute("SELECT pg_terminate_backend(pid) FROM "
+                            "pg_stat_activity WHERE application_name = "
+                            "'tally apply'")
+                  .ok());
+  std::string id;
+  internal::PutBigEndian64(&id, 1);
+  std::string k;
+  AppendFields({Field::Of(id)}, &k);
+  tree::Version v{tree::HlcTimestamp::FromParts(100, 0), "peer"};
+  RowChange c;
+  c.row = RowLocation{"public.k", tree::TokenOf(k), k};
+  c.version = &v;
+  std::vector<RowOutcome> out;
+  absl::Status first = (*backend)->ApplyRows({c}, &out);
+  EXPECT_EQ(first.code(), absl::StatusCode::kUnavailable) << first;
+  EXPECT_FALSE(out[0].applied);
+  EXPECT_EQ(*(*pg)->Execute("SELECT count(*) FROM public.k"), "0");
+  absl::Status second = (*backend)->ApplyRows({c}, &out);
+  ASSERT_TRUE(second.ok()) << second;
+  EXPECT_TRUE(out[0].applied);
+  EXPECT_EQ(*(*pg)->Execute("SELECT count(*) FROM public.k"), "1");
 }
 
 }  // namespace
