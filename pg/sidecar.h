@@ -29,9 +29,13 @@
 // is missing or lost, the database has another system identifier, the
 // stored LSN is below the slot's confirmed_flush_lsn) or resume, then
 // follow. A connection failure never ends it: it retries with a backoff of
-// 1 s doubling to 30 s, phase "reconnecting" with the reason. An error that
-// retrying cannot help (the store refuses writes, a table was dropped) puts
-// it in phase "failed" with the reason, and it stops.
+// 1 s doubling to 30 s, phase "reconnecting" with the reason; so do the
+// other errors a later attempt may not meet (a dropped table, a refused
+// store write). An error that retrying cannot help (kDataLoss: a malformed
+// stream or stored position; kInvalidArgument, kOutOfRange) puts it in
+// phase "failed" with the reason, and it stops. A schema change (a Relation
+// message that differs from the table's schema) reloads the schemas and
+// rebuilds at once.
 //
 // Thread-safety: every method may be called from any thread; status() is a
 // value copy taken under a lock.
@@ -159,8 +163,7 @@ class Sidecar {
   std::shared_ptr<storage::RowBackend> backend();
 
   // Builds or resumes, then follows the slot, in a thread of its own;
-  // returns at once. kFailedPrecondition when already started or when the
-  // store's backend is not this sidecar's.
+  // returns at once. kFailedPrecondition when already started.
   // REQUIRES: `store` was opened with backend() and outlives Stop().
   absl::Status Start(storage::Store* store);
 
