@@ -566,7 +566,8 @@ absl::Status Capture::OnCommit(const CommitMessage& m) {
         std::string payload = token;
         if (!value.has_value()) {
           RowToken current;
-          TALLY_RETURN_IF_ERROR(ReadBack(*ks, row.key, &value, &current));
+          TALLY_RETURN_IF_ERROR(
+              ReadBack(*ks, row.key, txn.apply->token, &value, &current));
           // Changed since by an application: its capture follows.
           if (!value.has_value() || current != txn.apply->token) continue;
         }
@@ -585,7 +586,9 @@ absl::Status Capture::OnCommit(const CommitMessage& m) {
     for (const auto& [ks, key] : txn.read_back) {
       std::optional<std::string> value;
       RowToken token;
-      TALLY_RETURN_IF_ERROR(ReadBack(*ks, key, &value, &token));
+      TALLY_RETURN_IF_ERROR(
+          ReadBack(*ks, key, RowToken{txn.begin.commit_time_us, txn.origin_id},
+                   &value, &token));
       if (!value.has_value()) continue;  // deleted since: the delete follows
       storage::Mutation p =
           storage::Mutation::Put(ks->schema.name(), key, std::move(*value));
@@ -607,7 +610,9 @@ absl::Status Capture::Flush(bool partial) {
     for (const auto& [ks, key] : txn->read_back) {
       std::optional<std::string> value;
       RowToken token;
-      TALLY_RETURN_IF_ERROR(ReadBack(*ks, key, &value, &token));
+      TALLY_RETURN_IF_ERROR(ReadBack(
+          *ks, key, RowToken{txn->begin.commit_time_us, txn->origin_id}, &value,
+          &token));
       if (!value.has_value()) continue;
       storage::Mutation p =
           storage::Mutation::Put(ks->schema.name(), key, std::move(*value));
@@ -680,8 +685,30 @@ absl::StatusOr<OriginId> Capture::OriginIdOf(absl::string_view name) {
 }
 
 absl::Status Capture::ReadBack(const Keyspace& ks, absl::string_view key,
+                               const RowToken& expected,
                                std::optional<std::string>* value,
                                RowToken* token) {
+  // The server decodes a transaction once its commit record is flushed,
+  // which is before the commit is visible to other sessions: a read right
+  // away may still see the row version before it. Read until the row
+  // carries the transaction's token or a later one (or is gone), for up to
+  // two seconds.
+  for (int attempt = 0;; ++attempt) {
+    TALLY_RETURN_IF_ERROR(ReadBackOnce(ks, key, value, token));
+    if (!value->has_value() || *token == expected || attempt >= 200) break;
+    if (token->commit_time_us.has_value() &&
+        expected.commit_time_us.has_value() &&
+        *token->commit_time_us > *expected.commit_time_us) {
+      break;  // changed again since: a later change, captured later
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Capture::ReadBackOnce(const Keyspace& ks, absl::string_view key,
+                                   std::optional<std::string>* value,
+                                   RowToken* token) {
   std::vector<Field> key_fields;
   TALLY_RETURN_IF_ERROR(ks.codec.DecodeKey(key, &key_fields));
   std::vector<Param> params;

@@ -157,8 +157,13 @@ class Capture {
   absl::Status Flush(bool partial);
   absl::Status Confirm(ReplicationStream& stream, bool reply_requested);
   absl::StatusOr<OriginId> OriginIdOf(absl::string_view name);
+  // Reads the row of `key` (an unchanged TOAST value) once it carries the
+  // `expected` token of the transaction being indexed, or a later one.
   absl::Status ReadBack(const Keyspace& ks, absl::string_view key,
+                        const RowToken& expected,
                         std::optional<std::string>* value, RowToken* token);
+  absl::Status ReadBackOnce(const Keyspace& ks, absl::string_view key,
+                            std::optional<std::string>* value, RowToken* token);
 
   // Constant after construction.
   const CaptureOptions options_;

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -107,7 +108,10 @@ class SidecarTest : public ::testing::Test {
                          << v->missing_from_index.size()
                          << " missing from the index, "
                          << v->missing_from_table.size()
-                         << " missing from the table";
+                         << " missing from the table; first mismatched: "
+                         << (v->mismatched_keys.empty()
+                                 ? std::string("none")
+                                 : absl::CHexEscape(v->mismatched_keys[0]));
     EXPECT_EQ(v->table_rows, v->index_rows);
   }
 
