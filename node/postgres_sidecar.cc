@@ -1,6 +1,11 @@
 #include "node/postgres_sidecar.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "node/log.h"
 #include "node/postgres_settings.h"
+#include "pg/lsn.h"
+#include "pg/sidecar.h"
 
 namespace tally {
 namespace node {
@@ -17,10 +22,81 @@ void PostgresStatusSource::FillStatus(v1::StatusResponse* response) {
   status->set_database(masked_conninfo_);
 }
 
+namespace {
+
+// The production sidecar: pg::Sidecar, its status in the Status RPC's
+// words.
+class PgSidecar final : public PostgresSidecar {
+ public:
+  explicit PgSidecar(std::unique_ptr<pg::Sidecar> sidecar)
+      : sidecar_(std::move(sidecar)) {}
+  ~PgSidecar() override { sidecar_->Stop(); }
+
+  std::shared_ptr<storage::RowBackend> backend() override {
+    return sidecar_->backend();
+  }
+  absl::Status Start(storage::Store* store) override {
+    return sidecar_->Start(store);
+  }
+  void Stop() override { sidecar_->Stop(); }
+
+  v1::PostgresStatus status() const override {
+    const pg::SidecarStatus s = sidecar_->status();
+    v1::PostgresStatus out;
+    out.set_slot(s.slot);
+    out.set_publication(s.publication);
+    out.set_origin(s.origin);
+    out.set_phase(s.phase);
+    out.set_last_error(s.last_error);
+    out.set_system_identifier(s.system_id == 0 ? ""
+                                               : absl::StrCat(s.system_id));
+    out.set_received_lsn(pg::FormatLsn(s.received_lsn));
+    out.set_confirmed_lsn(pg::FormatLsn(s.confirmed_lsn));
+    out.set_confirmed_lsn_bytes(s.confirmed_lsn);
+    out.set_slot_lag_bytes(s.slot_lag_bytes);
+    out.set_slot_wal_status(s.slot_wal_status);
+    out.set_capture_lag_seconds(absl::ToDoubleSeconds(s.capture_lag));
+    for (const pg::SidecarKeyspaceStatus& k : s.keyspaces) {
+      v1::PostgresTable* t = out.add_tables();
+      t->set_keyspace(k.name);
+      t->set_state(k.state);
+      t->set_schema_fingerprint(k.fingerprint);
+      t->set_rows(k.rows);
+    }
+    out.set_build_rows_done(s.build_rows_done);
+    out.set_build_rows_estimated(s.build_rows_estimated);
+    out.set_transactions_captured(s.transactions_captured);
+    out.set_rows_captured(s.rows_captured);
+    out.set_own_transactions_replayed(s.own_transactions_replayed);
+    out.set_rows_applied(s.rows_applied);
+    out.set_rows_refused(s.rows_refused);
+    return out;
+  }
+
+ private:
+  const std::unique_ptr<pg::Sidecar> sidecar_;
+};
+
+}  // namespace
+
 PostgresSidecarFactory DefaultPostgresSidecarFactory() {
-  // pg::Sidecar (pg/sidecar.h) is not in this build yet: a node asked for
-  // --postgres refuses to start, saying so (node_server.cc).
-  return nullptr;
+  return [](const NodeConfig& config)
+             -> absl::StatusOr<std::unique_ptr<PostgresSidecar>> {
+    pg::SidecarOptions options;
+    options.conninfo = config.postgres;
+    options.tables = config.tables;
+    options.node_name = config.name;
+    // The sidecar's events (build progress, rebuild reasons, reconnects)
+    // go to the node's log.
+    options.log = [name = config.name](absl::string_view line) {
+      LogInfo(absl::StrCat("tallyd ", name, ": postgres: ", line));
+    };
+    absl::StatusOr<std::unique_ptr<pg::Sidecar>> sidecar =
+        pg::Sidecar::Prepare(options);
+    if (!sidecar.ok()) return sidecar.status();
+    return std::unique_ptr<PostgresSidecar>(
+        new PgSidecar(*std::move(sidecar)));
+  };
 }
 
 }  // namespace node

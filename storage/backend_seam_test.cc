@@ -1,6 +1,7 @@
 // The backend seam (storage/row_backend.h): one ApplyRows call per commit
 // group with each row's compare-and-swap token, per-row outcomes, and
 // captured writes the backend is never asked to apply.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -67,6 +68,7 @@ class RecordingBackend : public RowBackend {
 
   absl::StatusOr<std::string> ReadValue(
       const RowLocation&, absl::string_view payload) const override {
+    ++reads;
     if (!absl::StartsWith(payload, "P:")) {
       return absl::DataLossError("not a recording payload");
     }
@@ -89,6 +91,8 @@ class RecordingBackend : public RowBackend {
   }
 
   std::vector<std::vector<SeenChange>> calls;
+  // Values read back (ReadValue, and ReadValues row by row).
+  mutable int reads = 0;
 };
 
 class BackendSeam : public ::testing::Test {
@@ -214,6 +218,45 @@ TEST_F(BackendSeam, CapturedChangesAreIndexedWithoutAskingTheBackend) {
   EXPECT_EQ(backend_->calls[0][0].expected_payload, "P:from-the-app");
   EXPECT_EQ(backend_->calls[0][0].expected_version, version);
   ExpectVerified();
+}
+
+TEST_F(BackendSeam, ScanIndexListsTheRecordsWithoutReadingValues) {
+  Write({Mutation::Put("ks", "a", "va"), Mutation::Put("ks", "b", "vb")});
+  Write({Mutation::Delete("ks", "b")});
+  backend_->reads = 0;
+  std::vector<std::string> seen;
+  const absl::Status s =
+      store_->ScanIndex("ks", [&](const IndexRecord& r) -> absl::Status {
+        seen.push_back(std::string(r.key));
+        EXPECT_EQ(r.version.origin, "node-a");
+        EXPECT_EQ(r.digest, tree::RowDigest("ks", r.key, r.version, r.deleted,
+                                            r.deleted ? "" : "va"));
+        EXPECT_EQ(r.deleted, r.key == "b");
+        if (r.key == "a") {
+          EXPECT_EQ(r.payload, "P:va");
+        }
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(s.ok()) << s;
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(backend_->reads, 0);
+  // The visitor's error stops the scan; an unknown keyspace is kNotFound.
+  int visits = 0;
+  EXPECT_EQ(store_
+                ->ScanIndex("ks",
+                            [&](const IndexRecord&) {
+                              ++visits;
+                              return absl::CancelledError("enough");
+                            })
+                .code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_EQ(visits, 1);
+  EXPECT_EQ(store_
+                ->ScanIndex("nope",
+                            [](const IndexRecord&) { return absl::OkStatus(); })
+                .code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(BackendSeam, ACapturedWriteNeedsAVersionAndNoErase) {

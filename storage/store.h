@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -111,6 +112,18 @@ class Store {
   // any keyspace name, held here or not.
   virtual absl::StatusOr<std::string> SchemaFingerprint(
       absl::string_view keyspace) const = 0;
+
+  // Visits every row record of `keyspace` as the index holds it (tombstones
+  // included), in (token, key) order at one LevelDB snapshot, WITHOUT
+  // reading values from the backend or checking them: for a backend that
+  // compares its own rows with the index (a PostgreSQL capture's TRUNCATE,
+  // a rebuild, a verify against the table), where reading each value back
+  // would be one database round trip per row. Rows marked damaged are left
+  // out. kNotFound for an unknown keyspace; the visitor's error stops the
+  // scan and is returned.
+  virtual absl::Status ScanIndex(
+      absl::string_view keyspace,
+      absl::FunctionRef<absl::Status(const IndexRecord&)> visit) = 0;
 
   // A TreeView over one keyspace for the diff algorithm; each call reads one
   // LevelDB snapshot. kNotFound for an unknown keyspace. The view must not

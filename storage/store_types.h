@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "tree/digest.h"
 #include "tree/version.h"
 
@@ -27,6 +28,17 @@ struct Row {
   tree::Version version;
   bool deleted = false;
   tree::Digest128 digest;
+};
+
+// A row record as the index holds it (Store::ScanIndex): no value, the
+// backend's payload instead (for the embedded backend, the value itself).
+// The views are valid during the visit only.
+struct IndexRecord {
+  absl::string_view key;
+  tree::Version version;
+  bool deleted = false;
+  tree::Digest128 digest;
+  absl::string_view payload;
 };
 
 struct KeyspaceInfo {

@@ -189,6 +189,9 @@ class StoreImpl : public Store, private SnapshotRowReader {
   int AddChangeListener(ChangeListener listener) override;
   void RemoveChangeListener(int id) override;
   absl::StatusOr<VerifyReport> Verify() override;
+  absl::Status ScanIndex(
+      absl::string_view keyspace,
+      absl::FunctionRef<absl::Status(const IndexRecord&)> visit) override;
   absl::Status write_status() const override
       ABSL_LOCKS_EXCLUDED(write_failure_mu_);
   absl::StatusOr<ScrubReport> ScrubLeaves(absl::string_view keyspace,

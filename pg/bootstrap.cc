@@ -1,0 +1,272 @@
+#include "pg/bootstrap.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "pg/binary_copy.h"
+#include "pg/field.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace pg {
+namespace {
+
+// The rows of one build waiting for their store write.
+class BatchWriter {
+ public:
+  BatchWriter(storage::Store* store, size_t batch_rows)
+      : store_(store), batch_rows_(batch_rows) {}
+
+  absl::Status Add(storage::Mutation m) {
+    request_.mutations.push_back(std::move(m));
+    if (request_.mutations.size() >= batch_rows_) return Flush(std::nullopt);
+    return absl::OkStatus();
+  }
+
+  // Writes what is pending (with `position` when set, even if nothing is).
+  absl::Status Flush(std::optional<storage::BackendPosition> position) {
+    if (request_.mutations.empty() && !position.has_value()) {
+      return absl::OkStatus();
+    }
+    request_.mode = storage::ApplyMode::kCaptured;
+    request_.backend_position = std::move(position);
+    absl::StatusOr<storage::WriteResult> r = store_->Write(std::move(request_));
+    request_ = storage::WriteRequest();
+    if (!r.ok()) return r.status();
+    for (bool applied : r->applied) written_ += applied ? 1 : 0;
+    return absl::OkStatus();
+  }
+
+  uint64_t written() const { return written_; }
+
+ private:
+  storage::Store* const store_;
+  const size_t batch_rows_;
+  storage::WriteRequest request_;
+  uint64_t written_ = 0;
+};
+
+absl::StatusOr<uint64_t> EstimatedRows(Connection& conn,
+                                       const TableSchema& table) {
+  TALLY_ASSIGN_OR_RETURN(
+      Result r,
+      conn.ExecParams("SELECT greatest(reltuples, 0)::bigint FROM pg_class "
+                      "WHERE oid = $1::regclass",
+                      {Param::Text(table.quoted_name())}));
+  uint64_t n = 0;
+  if (r.rows() == 1) (void)absl::SimpleAtoi(r.Value(0, 0), &n);
+  return n;
+}
+
+}  // namespace
+
+tree::Version BootstrapVersion() {
+  return tree::Version{tree::HlcTimestamp::FromRaw(1),
+                       std::string(kBootstrapOrigin)};
+}
+
+absl::Status EnsurePublication(Connection& conn, absl::string_view name,
+                               const std::vector<TableSchema>& tables) {
+  std::vector<std::string> wanted;
+  for (const TableSchema& t : tables) wanted.push_back(t.name());
+  std::sort(wanted.begin(), wanted.end());
+  TALLY_ASSIGN_OR_RETURN(
+      Result exists,
+      conn.ExecParams("SELECT 1 FROM pg_publication WHERE pubname = $1",
+                      {Param::Text(std::string(name))}));
+  std::vector<std::string> quoted;
+  for (const TableSchema& t : tables) quoted.push_back(t.quoted_name());
+  const std::string list = absl::StrJoin(quoted, ", ");
+  if (exists.rows() == 0) {
+    TALLY_ASSIGN_OR_RETURN(Result created,
+                           conn.Exec(absl::StrCat("CREATE PUBLICATION ",
+                                                  conn.QuoteIdentifier(name),
+                                                  " FOR TABLE ", list)));
+    (void)created;
+    return absl::OkStatus();
+  }
+  TALLY_ASSIGN_OR_RETURN(
+      Result listed,
+      conn.ExecParams("SELECT schemaname || '.' || tablename FROM "
+                      "pg_publication_tables WHERE pubname = $1 ORDER BY 1",
+                      {Param::Text(std::string(name))}));
+  std::vector<std::string> have;
+  for (int i = 0; i < listed.rows(); ++i) {
+    have.emplace_back(listed.Value(i, 0));
+  }
+  std::sort(have.begin(), have.end());
+  if (have == wanted) return absl::OkStatus();
+  TALLY_ASSIGN_OR_RETURN(
+      Result altered,
+      conn.Exec(absl::StrCat("ALTER PUBLICATION ", conn.QuoteIdentifier(name),
+                             " SET TABLE ", list)));
+  (void)altered;
+  return absl::OkStatus();
+}
+
+absl::Status ScanTable(
+    Connection& conn, const TableSchema& schema, absl::string_view where,
+    absl::FunctionRef<absl::Status(const ScannedRow&)> on_row) {
+  std::vector<std::string> columns;
+  for (const TableColumn& c : schema.columns()) {
+    columns.push_back(absl::StrCat("tally_t.", conn.QuoteIdentifier(c.name)));
+  }
+  // The table is aliased and its columns qualified: a column named
+  // "timestamp" or "roident" must not clash with the token's.
+  std::string sql = absl::StrCat(
+      "COPY (SELECT ", absl::StrJoin(columns, ", "),
+      ", tally_o.timestamp, tally_o.roident FROM ", schema.quoted_name(),
+      " AS tally_t LEFT JOIN LATERAL "
+      "pg_xact_commit_timestamp_origin(tally_t.xmin) AS tally_o ON true");
+  if (!where.empty()) absl::StrAppend(&sql, " WHERE ", where);
+  absl::StrAppend(&sql, ") TO STDOUT (FORMAT binary)");
+  const RowCodec codec = schema.codec();
+  const size_t n = codec.columns();
+  std::string key, value;
+  CopyBinaryReader reader(
+      [&](absl::Span<const Field> fields) -> absl::Status {
+        TALLY_RETURN_IF_ERROR(codec.Encode(fields.subspan(0, n), &key, &value));
+        TALLY_ASSIGN_OR_RETURN(RowToken token,
+                               RowToken::FromBinary(fields[n], fields[n + 1]));
+        return on_row(ScannedRow{key, value, token});
+      },
+      static_cast<int>(n + 2));
+  TALLY_RETURN_IF_ERROR(conn.CopyOut(
+      sql, [&](absl::string_view chunk) { return reader.Feed(chunk); }));
+  absl::Status finished = reader.Finish();
+  if (!finished.ok()) {
+    return absl::Status(finished.code(),
+                        absl::StrCat("reading table ", schema.name(), ": ",
+                                     finished.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::flat_hash_map<std::string, IndexEntry>> ReadIndex(
+    storage::Store* store, absl::string_view keyspace) {
+  absl::flat_hash_map<std::string, IndexEntry> out;
+  // The index alone: checking values would read every row back from the
+  // table, one round trip each.
+  const absl::Status s = store->ScanIndex(
+      keyspace, [&](const storage::IndexRecord& r) -> absl::Status {
+        out[std::string(r.key)] = IndexEntry{r.version, r.deleted, r.digest};
+        return absl::OkStatus();
+      });
+  if (absl::IsNotFound(s)) return out;
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
+                                       storage::Store* store) {
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> reader,
+                         Connection::Open(options.conninfo, options.connect));
+  TALLY_RETURN_IF_ERROR(
+      EnsurePublication(*reader, options.names.publication, options.tables));
+
+  BuildResult result;
+  TALLY_ASSIGN_OR_RETURN(result.stream, ReplicationStream::Connect(
+                                            options.conninfo, options.connect));
+  TALLY_ASSIGN_OR_RETURN(SystemIdentity identity,
+                         result.stream->IdentifySystem());
+  if (!absl::SimpleAtoi(identity.system_id, &result.position.system_id)) {
+    return absl::DataLossError(absl::StrCat(
+        "IDENTIFY_SYSTEM answered system id '", identity.system_id, "'"));
+  }
+  // A leftover slot is an unfinished build's (a finished one would have
+  // stored a position, and the caller builds only without one or after
+  // deciding the slot is unusable).
+  absl::Status dropped = result.stream->DropSlot(options.names.slot);
+  if (!dropped.ok() && !absl::IsNotFound(dropped)) return dropped;
+  TALLY_ASSIGN_OR_RETURN(CreatedSlot slot,
+                         result.stream->CreateLogicalSlot(options.names.slot));
+  result.position.resume_lsn = slot.consistent_point;
+
+  TALLY_ASSIGN_OR_RETURN(Result begun,
+                         reader->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ"));
+  (void)begun;
+  TALLY_ASSIGN_OR_RETURN(
+      Result imported,
+      reader->Exec(absl::StrCat("SET TRANSACTION SNAPSHOT ",
+                                reader->QuoteLiteral(slot.snapshot_name))));
+  (void)imported;
+
+  BuildProgress& progress = result.progress;
+  for (const TableSchema& t : options.tables) {
+    TALLY_ASSIGN_OR_RETURN(uint64_t n, EstimatedRows(*reader, t));
+    progress.rows_estimated += n;
+  }
+
+  // One fresh version for the whole build, taken only if needed.
+  std::optional<tree::Version> fresh;
+  auto fresh_version = [&]() -> const tree::Version& {
+    if (!fresh.has_value()) {
+      fresh = tree::Version{store->clock().Now(), options.node_name};
+    }
+    return *fresh;
+  };
+  const tree::Version bootstrap = BootstrapVersion();
+  BatchWriter writer(store, options.batch_rows);
+  absl::Time next_report = absl::Now() + options.progress_interval;
+
+  for (const TableSchema& t : options.tables) {
+    progress.keyspace = t.name();
+    TALLY_ASSIGN_OR_RETURN(auto index, ReadIndex(store, t.name()));
+    absl::flat_hash_set<std::string> seen;
+    const bool track_seen = !index.empty();
+    TALLY_RETURN_IF_ERROR(
+        ScanTable(*reader, t, "", [&](const ScannedRow& row) -> absl::Status {
+          ++progress.rows_done;
+          const tree::Version* version = nullptr;
+          auto it = index.find(row.key);
+          if (it == index.end()) {
+            version = options.rebuild ? &fresh_version() : &bootstrap;
+          } else {
+            seen.insert(std::string(row.key));
+            const IndexEntry& e = it->second;
+            if (!e.deleted && tree::RowDigest(t.name(), row.key, e.version,
+                                              false, row.value) == e.digest) {
+              return absl::OkStatus();  // the index describes it
+            }
+            version = &fresh_version();
+          }
+          storage::Mutation m = storage::Mutation::Put(
+              t.name(), std::string(row.key), std::string(row.value));
+          m.version = *version;
+          m.captured_payload = row.token.Encode();
+          TALLY_RETURN_IF_ERROR(writer.Add(std::move(m)));
+          if (options.on_progress && absl::Now() >= next_report) {
+            progress.rows_written = writer.written();
+            options.on_progress(progress);
+            next_report = absl::Now() + options.progress_interval;
+          }
+          return absl::OkStatus();
+        }));
+    if (track_seen) {
+      for (const auto& [key, e] : index) {
+        if (e.deleted || seen.contains(key)) continue;
+        storage::Mutation m = storage::Mutation::Delete(t.name(), key);
+        m.version = fresh_version();
+        TALLY_RETURN_IF_ERROR(writer.Add(std::move(m)));
+      }
+    }
+  }
+  TALLY_ASSIGN_OR_RETURN(Result committed, reader->Exec("COMMIT"));
+  (void)committed;
+  TALLY_RETURN_IF_ERROR(
+      writer.Flush(storage::BackendPosition{result.position.Encode()}));
+  progress.rows_written = writer.written();
+  if (options.on_progress) options.on_progress(progress);
+  return result;
+}
+
+}  // namespace pg
+}  // namespace tally

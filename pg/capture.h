@@ -1,0 +1,192 @@
+// Capture: following a node's logical replication slot and writing every
+// change applications make to the kept tables into the store's index
+// (PG-DESIGN §2.4).
+//
+// The stream (pgoutput protocol 1, binary) delivers whole transactions at
+// their commit. For each one:
+//  - a transaction whose Origin message names this node's own apply origin
+//    was tally's own apply (pg/pg_backend.h): its rows are indexed from its
+//    'tally.apply' message (pg/apply_message.h) with the versions it
+//    carries and its token, never as local changes. When the store already
+//    committed that apply, the same version and digest change nothing (no
+//    change-log entry, no echo to peers); when tallyd died between the two
+//    commits, this indexes them. Rows it lists as erased (a source
+//    override's) are left out (the source's next session erases them
+//    again), and rows it does not list are not indexed;
+//  - any other transaction gets one version, the store clock's Now() after
+//    observing the commit time (commit times are not monotonic), with this
+//    node's name as origin and the token (commit time, roident: 0 for a
+//    local transaction, the origin's id for one another replication tool
+//    applied). Insert and Update give the new row (an Update whose key
+//    changed also a tombstone of the old key); Delete a tombstone; an
+//    unchanged TOAST column ('u') is read back from the table after the
+//    transaction (the row gone: skipped, its delete follows); TRUNCATE
+//    gives a tombstone for every live key the index holds for the table.
+// Small consecutive transactions are grouped into one store write (up to
+// `max_batch_changes` mutations); a larger transaction is split over
+// several writes, each with a newer version (so that a key it changes in
+// two writes ends with its last value, as the tie rule would otherwise pick
+// by digest), and the position records how many of its changes are stored,
+// so that a replay skips exactly those. Only after a write returns OK is
+// the position confirmed to the server (standby status update). When idle
+// (no transaction open, everything received stored), the keepalive's WAL
+// end is stored as the position and confirmed too, so that the slot
+// retains no WAL under traffic the publication filters out.
+//
+// A Relation message whose columns or types differ from the keyspace's
+// schema means DDL changed the table: Follow stores what it has and returns
+// kAborted with `schema_changed()` set, and the caller rebuilds
+// (pg/bootstrap.h) after reloading the schemas.
+//
+//   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Capture> c,
+//                          Capture::Create(options, store, position));
+//   TALLY_RETURN_IF_ERROR(stream->StartReplication(slot, position.resume_lsn,
+//                                                  {publication}));
+//   absl::Status s = c->Follow(*stream, [&] { return stopping; });
+//
+// Thread-safety: Follow runs on one thread; counters() may be called from
+// any thread.
+#ifndef TALLY_PG_CAPTURE_H_
+#define TALLY_PG_CAPTURE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "pg/capture_position.h"
+#include "pg/connection.h"
+#include "pg/names.h"
+#include "pg/pgoutput.h"
+#include "pg/replication_stream.h"
+#include "pg/row_token.h"
+#include "pg/table_schema.h"
+#include "storage/store.h"
+
+namespace tally {
+namespace pg {
+
+struct CaptureOptions {
+  // For the connection that reads rows back (unchanged TOAST) and looks up
+  // origin ids.
+  std::string conninfo;
+  ReplicationNames names;
+  std::vector<TableSchema> tables;
+  std::string node_name;
+  // Mutations per store write.
+  size_t max_batch_changes = 10000;
+  // Status updates at least this often (the server drops a silent client
+  // after wal_sender_timeout, 60 s by default).
+  absl::Duration status_interval = absl::Seconds(10);
+  ConnectOptions connect;
+};
+
+struct CaptureCounters {
+  uint64_t transactions_captured = 0;
+  uint64_t rows_captured = 0;  // mutations written to the store
+  uint64_t own_transactions_replayed = 0;
+  Lsn received_lsn = kInvalidLsn;   // the server's WAL end, last reported
+  Lsn confirmed_lsn = kInvalidLsn;  // stored and confirmed
+  // Commit time of the last transaction indexed (µs since 2000), 0 if none.
+  int64_t last_commit_time_us = 0;
+  // True when everything received is stored and no transaction is open.
+  bool idle = false;
+};
+
+class Capture {
+ public:
+  // Connects the reader and prepares the keyspaces. `start` is where the
+  // stream will start (the stored position, or the build's).
+  static absl::StatusOr<std::unique_ptr<Capture>> Create(
+      const CaptureOptions& options, storage::Store* store,
+      CapturePosition start);
+
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+  ~Capture();
+
+  // Consumes `stream` until `stopping()` returns true (checked at least
+  // every 200 ms; then OK), or an error: the stream's (kUnavailable:
+  // reconnect and resume from position()), the store's, kDataLoss for a
+  // malformed message, kAborted for a schema change (schema_changed()).
+  // What was stored before an error stays stored and is the position.
+  // REQUIRES: `stream` is streaming from position().resume_lsn.
+  absl::Status Follow(ReplicationStream& stream,
+                      const std::function<bool()>& stopping);
+
+  // Makes Follow send a status update asking for a keepalive at its next
+  // turn, so that an idle stream learns (and confirms) the server's WAL end
+  // now rather than at the next status interval. Any thread.
+  void RequestKeepalive() { keepalive_wanted_.store(true); }
+
+  // The position of what the store holds (where to resume).
+  CapturePosition position() const ABSL_LOCKS_EXCLUDED(mu_);
+  CaptureCounters counters() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The keyspace whose Relation message differed from its schema, with how
+  // ("column b: integer here, bigint there"), after Follow returned
+  // kAborted.
+  const std::string& schema_changed() const { return schema_changed_; }
+
+ private:
+  struct Keyspace;
+  struct Relation;
+  struct Transaction;
+  class Batch;
+
+  Capture(const CaptureOptions& options, storage::Store* store,
+          CapturePosition start, std::unique_ptr<Connection> reader);
+
+  absl::Status Handle(ReplicationStream& stream, const PgOutputMessage& m);
+  absl::Status OnRelation(const RelationMessage& m);
+  absl::Status OnChange(const PgOutputMessage& m);
+  absl::Status OnTruncate(const TruncateMessage& m);
+  absl::Status OnCommit(const CommitMessage& m);
+  // Gives the open local transaction its version for the current batch.
+  void StampVersion(Transaction& txn);
+  // Writes the pending batch; `partial`: the open transaction continues
+  // after it.
+  absl::Status Flush(bool partial);
+  absl::Status Confirm(ReplicationStream& stream, bool reply_requested);
+  absl::StatusOr<OriginId> OriginIdOf(absl::string_view name);
+  // Reads the row of `key` (an unchanged TOAST value) once it carries the
+  // `expected` token of the transaction being indexed, or a later one.
+  absl::Status ReadBack(const Keyspace& ks, absl::string_view key,
+                        const RowToken& expected,
+                        std::optional<std::string>* value, RowToken* token);
+  absl::Status ReadBackOnce(const Keyspace& ks, absl::string_view key,
+                            std::optional<std::string>* value, RowToken* token);
+
+  // Constant after construction.
+  const CaptureOptions options_;
+  storage::Store* const store_;
+  std::vector<std::unique_ptr<Keyspace>> keyspaces_;
+
+  // Used by Follow's thread only.
+  std::unique_ptr<Connection> reader_;
+  absl::flat_hash_map<uint32_t, std::unique_ptr<Relation>> relations_;
+  absl::flat_hash_map<std::string, OriginId> origin_ids_;
+  std::unique_ptr<Transaction> txn_;
+  std::unique_ptr<Batch> batch_;
+  std::string schema_changed_;
+  Lsn last_sent_status_ = kInvalidLsn;
+  absl::Time last_status_time_ = absl::InfinitePast();
+  std::atomic<bool> keepalive_wanted_{false};
+
+  mutable absl::Mutex mu_;
+  CapturePosition position_ ABSL_GUARDED_BY(mu_);
+  CaptureCounters counters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pg
+}  // namespace tally
+
+#endif  // TALLY_PG_CAPTURE_H_

@@ -1,0 +1,94 @@
+#include "pg/capture_position.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "pg/internal/big_endian.h"
+
+namespace tally {
+namespace pg {
+namespace {
+
+using internal::BigEndianReader;
+using internal::PutBigEndian32;
+using internal::PutBigEndian64;
+using internal::PutBigEndian8;
+
+constexpr uint8_t kFormat = 1;
+constexpr uint8_t kHasPartial = 1;
+
+absl::Status Bad(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("capture position: ", what,
+                                          " (not a position this tally "
+                                          "wrote; rebuild the index)"));
+}
+
+}  // namespace
+
+std::string CapturePosition::Encode() const {
+  std::string out;
+  PutBigEndian8(&out, kFormat);
+  PutBigEndian8(&out, partial.has_value() ? kHasPartial : 0);
+  PutBigEndian64(&out, system_id);
+  PutBigEndian64(&out, resume_lsn);
+  if (partial.has_value()) {
+    PutBigEndian64(&out, partial->end_lsn);
+    PutBigEndian64(&out, partial->changes_done);
+    PutBigEndian64(&out, partial->version.timestamp.raw());
+    PutBigEndian32(&out, static_cast<uint32_t>(partial->version.origin.size()));
+    out.append(partial->version.origin);
+  }
+  return out;
+}
+
+absl::StatusOr<CapturePosition> CapturePosition::Decode(
+    absl::string_view bytes) {
+  BigEndianReader in(bytes);
+  uint8_t format = 0, flags = 0;
+  if (!in.ReadU8(&format)) return Bad("empty");
+  if (format != kFormat) {
+    return Bad(absl::StrFormat("unknown format %d", format));
+  }
+  CapturePosition p;
+  if (!in.ReadU8(&flags) || !in.ReadU64(&p.system_id) ||
+      !in.ReadU64(&p.resume_lsn)) {
+    return Bad("truncated");
+  }
+  if ((flags & ~kHasPartial) != 0) {
+    return Bad(absl::StrFormat("unknown flags 0x%02x", flags));
+  }
+  if ((flags & kHasPartial) != 0) {
+    Partial partial;
+    uint64_t raw = 0;
+    uint32_t origin_len = 0;
+    absl::string_view origin;
+    if (!in.ReadU64(&partial.end_lsn) || !in.ReadU64(&partial.changes_done) ||
+        !in.ReadU64(&raw) || !in.ReadU32(&origin_len) ||
+        !in.ReadBytes(origin_len, &origin)) {
+      return Bad("truncated partial transaction");
+    }
+    partial.version.timestamp = tree::HlcTimestamp::FromRaw(raw);
+    partial.version.origin = std::string(origin);
+    p.partial = std::move(partial);
+  }
+  if (!in.empty()) {
+    return Bad(absl::StrFormat("%d bytes after the end", in.remaining()));
+  }
+  return p;
+}
+
+std::string CapturePosition::DebugString() const {
+  std::string s =
+      absl::StrFormat("system %d resume %s", system_id, FormatLsn(resume_lsn));
+  if (partial.has_value()) {
+    absl::StrAppendFormat(&s,
+                          " (partial: %d changes of the transaction ending %s)",
+                          partial->changes_done, FormatLsn(partial->end_lsn));
+  }
+  return s;
+}
+
+}  // namespace pg
+}  // namespace tally

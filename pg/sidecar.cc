@@ -1,0 +1,619 @@
+#include "pg/sidecar.h"
+
+#include <algorithm>
+#include <atomic>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "pg/bootstrap.h"
+#include "pg/capture.h"
+#include "pg/capture_position.h"
+#include "pg/names.h"
+#include "pg/pg_backend.h"
+#include "pg/preflight.h"
+#include "pg/replication_messages.h"
+#include "pg/replication_stream.h"
+#include "storage/names.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace pg {
+namespace {
+
+constexpr absl::Duration kMinBackoff = absl::Seconds(1);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(30);
+constexpr absl::Duration kSlotPollInterval = absl::Seconds(2);
+
+// Keyspaces whose rows the index does not describe yet (building,
+// rebuilding): their fingerprint is unavailable, so peers' sessions refuse
+// them until they are ready.
+class KeyspaceGate {
+ public:
+  void Close(const std::string& ks) {
+    absl::MutexLock lock(&mu_);
+    closed_.insert(ks);
+  }
+  void OpenAll() {
+    absl::MutexLock lock(&mu_);
+    closed_.clear();
+  }
+  bool closed(absl::string_view ks) const {
+    absl::MutexLock lock(&mu_);
+    return closed_.contains(ks);
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_set<std::string> closed_ ABSL_GUARDED_BY(mu_);
+};
+
+// The backend the store gets: the PgBackend, counting what it applied and
+// refused, and answering kUnavailable for keyspaces being (re)built.
+class SidecarBackend final : public storage::RowBackend {
+ public:
+  SidecarBackend(std::shared_ptr<PgBackend> inner,
+                 std::shared_ptr<KeyspaceGate> gate)
+      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+
+  absl::string_view name() const override { return inner_->name(); }
+  absl::Status ApplyRows(absl::Span<const storage::RowChange> rows,
+                         std::vector<storage::RowOutcome>* outcomes) override {
+    TALLY_RETURN_IF_ERROR(inner_->ApplyRows(rows, outcomes));
+    for (const storage::RowOutcome& o : *outcomes) {
+      (o.applied ? applied_ : refused_).fetch_add(1);
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> ReadValue(
+      const storage::RowLocation& row,
+      absl::string_view stored_payload) const override {
+    return inner_->ReadValue(row, stored_payload);
+  }
+  absl::StatusOr<std::vector<absl::StatusOr<std::string>>> ReadValues(
+      absl::Span<const storage::RowLocation> rows,
+      absl::Span<const absl::string_view> stored_payloads) const override {
+    return inner_->ReadValues(rows, stored_payloads);
+  }
+  absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view keyspace) const override {
+    if (gate_->closed(keyspace)) {
+      return absl::UnavailableError(
+          absl::StrCat("keyspace ", keyspace,
+                       " is rebuilding (its index is being built "
+                       "from the table)"));
+    }
+    return inner_->SchemaFingerprint(keyspace);
+  }
+
+  uint64_t applied() const { return applied_.load(); }
+  uint64_t refused() const { return refused_.load(); }
+
+ private:
+  const std::shared_ptr<PgBackend> inner_;
+  const std::shared_ptr<KeyspaceGate> gate_;
+  std::atomic<uint64_t> applied_{0};
+  std::atomic<uint64_t> refused_{0};
+};
+
+// Errors that retrying cannot mend: the sidecar stops ("failed").
+bool Permanent(const absl::Status& s) {
+  return absl::IsDataLoss(s) || absl::IsInvalidArgument(s) ||
+         absl::IsOutOfRange(s);
+}
+
+}  // namespace
+
+class Sidecar::Impl {
+ public:
+  Impl(SidecarOptions options, ReplicationNames names,
+       std::vector<TableSchema> tables, std::shared_ptr<PgBackend> pg,
+       std::shared_ptr<KeyspaceGate> gate)
+      : options_(std::move(options)),
+        names_(std::move(names)),
+        pg_(std::move(pg)),
+        gate_(std::move(gate)),
+        backend_(std::make_shared<SidecarBackend>(pg_, gate_)),
+        tables_(std::move(tables)) {
+    status_.phase = "preparing";
+    status_.slot = names_.slot;
+    status_.publication = names_.publication;
+    status_.origin = names_.origin;
+    for (const TableSchema& t : tables_) {
+      status_.keyspaces.push_back(
+          SidecarKeyspaceStatus{t.name(), t.fingerprint(), "building", 0});
+    }
+  }
+
+  ~Impl() { Stop(); }
+
+  std::shared_ptr<storage::RowBackend> backend() { return backend_; }
+
+  absl::Status Start(storage::Store* store) {
+    absl::MutexLock lock(&mu_);
+    if (store_ != nullptr) {
+      return absl::FailedPreconditionError("the sidecar is started already");
+    }
+    store_ = store;
+    thread_ = std::thread([this] { Run(); });
+    return absl::OkStatus();
+  }
+
+  void Stop() {
+    stopping_.store(true);
+    std::thread t;
+    {
+      absl::MutexLock lock(&mu_);
+      t = std::move(thread_);
+    }
+    if (t.joinable()) t.join();
+  }
+
+  SidecarStatus status() const {
+    absl::MutexLock lock(&mu_);
+    SidecarStatus s = status_;
+    s.rows_applied = backend_->applied();
+    s.rows_refused = backend_->refused();
+    if (store_ != nullptr) {
+      for (SidecarKeyspaceStatus& k : s.keyspaces) {
+        absl::StatusOr<storage::KeyspaceInfo> info =
+            store_->GetKeyspace(k.name);
+        if (info.ok()) k.rows = info->row_count;
+      }
+    }
+    return s;
+  }
+
+  absl::Status AwaitCaughtUp(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    {
+      absl::MutexLock lock(&mu_);
+      if (store_ == nullptr) {
+        return absl::FailedPreconditionError("the sidecar is not started");
+      }
+    }
+    TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
+                           Connection::Open(options_.conninfo, {}));
+    TALLY_ASSIGN_OR_RETURN(Result r,
+                           conn->Exec("SELECT pg_current_wal_lsn()::text"));
+    TALLY_ASSIGN_OR_RETURN(const Lsn target, ParseLsn(r.Value(0, 0)));
+    absl::Time next_ask = absl::InfinitePast();
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (status_.phase == "failed") {
+          return absl::FailedPreconditionError(
+              absl::StrCat("the sidecar failed: ", status_.last_error));
+        }
+        if (status_.phase == "following" && status_.confirmed_lsn >= target) {
+          return absl::OkStatus();
+        }
+        if (absl::Now() >= deadline) {
+          return absl::DeadlineExceededError(absl::StrFormat(
+              "not caught up with %s: phase %s, confirmed %s%s",
+              FormatLsn(target), status_.phase,
+              FormatLsn(status_.confirmed_lsn),
+              status_.last_error.empty()
+                  ? ""
+                  : absl::StrCat(", last error: ", status_.last_error)));
+        }
+        if (capture_ != nullptr && absl::Now() >= next_ask) {
+          capture_->RequestKeepalive();
+          next_ask = absl::Now() + absl::Milliseconds(300);
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+  absl::StatusOr<VerifyResult> Verify(absl::string_view keyspace) {
+    storage::Store* store;
+    const TableSchema* schema = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      store = store_;
+      for (const TableSchema& t : tables_) {
+        if (t.name() == keyspace) schema = &t;
+      }
+      if (schema == nullptr) {
+        return absl::NotFoundError(
+            absl::StrCat(keyspace, " is not a table this node keeps"));
+      }
+    }
+    if (store == nullptr) {
+      return absl::FailedPreconditionError("the sidecar is not started");
+    }
+    const TableSchema table = *schema;
+    VerifyResult result;
+    result.keyspace = std::string(keyspace);
+    TALLY_ASSIGN_OR_RETURN(auto index, ReadIndex(store, keyspace));
+    for (const auto& [key, e] : index) result.index_rows += e.deleted ? 0 : 1;
+    TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
+                           Connection::Open(options_.conninfo, {}));
+    absl::flat_hash_set<std::string> seen;
+    TALLY_RETURN_IF_ERROR(
+        ScanTable(*conn, table, "", [&](const ScannedRow& row) -> absl::Status {
+          ++result.table_rows;
+          auto it = index.find(row.key);
+          if (it == index.end() || it->second.deleted) {
+            result.missing_from_index.emplace_back(row.key);
+            return absl::OkStatus();
+          }
+          seen.insert(std::string(row.key));
+          if (tree::RowDigest(keyspace, row.key, it->second.version, false,
+                              row.value) != it->second.digest) {
+            result.mismatched_keys.emplace_back(row.key);
+          }
+          return absl::OkStatus();
+        }));
+    for (const auto& [key, e] : index) {
+      if (!e.deleted && !seen.contains(key)) {
+        result.missing_from_table.push_back(key);
+      }
+    }
+    return result;
+  }
+
+ private:
+  void Log(absl::string_view line) const {
+    const std::string text =
+        absl::StrCat("pg sidecar ", names_.slot, ": ", line);
+    if (options_.log) {
+      options_.log(text);
+    } else {
+      std::cerr << text << std::endl;
+    }
+  }
+
+  void SetPhase(absl::string_view phase, absl::string_view error) {
+    absl::MutexLock lock(&mu_);
+    status_.phase = std::string(phase);
+    status_.last_error = std::string(error);
+  }
+
+  void SetKeyspaceStates(absl::string_view state) {
+    absl::MutexLock lock(&mu_);
+    for (SidecarKeyspaceStatus& k : status_.keyspaces) {
+      k.state = std::string(state);
+    }
+  }
+
+  // Sleeps up to `d`, waking at once on Stop.
+  void Sleep(absl::Duration d) {
+    const absl::Time until = absl::Now() + d;
+    while (!stopping_.load() && absl::Now() < until) {
+      absl::SleepFor(std::min(absl::Milliseconds(50), until - absl::Now()));
+    }
+  }
+
+  void Run() {
+    absl::Duration backoff = kMinBackoff;
+    while (!stopping_.load()) {
+      const absl::Status s = RunOnce();
+      {
+        absl::MutexLock lock(&mu_);
+        capture_ = nullptr;
+      }
+      if (stopping_.load()) break;
+      if (s.ok()) continue;
+      if (Permanent(s)) {
+        Log(absl::StrCat("failed: ", s.ToString()));
+        SetPhase("failed", s.ToString());
+        return;
+      }
+      if (schema_changed_) {
+        // A schema change: rebuild at once.
+        backoff = kMinBackoff;
+        continue;
+      }
+      Log(absl::StrCat("reconnecting in ", absl::FormatDuration(backoff), ": ",
+                       s.ToString()));
+      SetPhase("reconnecting", s.ToString());
+      Sleep(backoff);
+      backoff = std::min(backoff * 2, kMaxBackoff);
+      if (made_progress_.exchange(false)) backoff = kMinBackoff;
+    }
+    SetPhase("stopped", "");
+  }
+
+  // Why the stored position cannot be resumed (empty: it can).
+  absl::StatusOr<std::string> RebuildReason(const CapturePosition& pos,
+                                            uint64_t system_id,
+                                            Connection& conn) {
+    if (pos.system_id != system_id) {
+      return absl::StrFormat(
+          "the database has system identifier %d, the index was built from "
+          "%d (a promoted standby or a restored backup)",
+          system_id, pos.system_id);
+    }
+    TALLY_ASSIGN_OR_RETURN(
+        Result r, conn.ExecParams("SELECT confirmed_flush_lsn::text, "
+                                  "coalesce(wal_status, '') FROM "
+                                  "pg_replication_slots WHERE slot_name = $1",
+                                  {Param::Text(names_.slot)}));
+    if (r.rows() == 0) return std::string("the replication slot is missing");
+    if (r.Value(0, 1) == "lost") {
+      return std::string("the replication slot is lost (wal_status lost)");
+    }
+    if (!r.IsNull(0, 0)) {
+      TALLY_ASSIGN_OR_RETURN(Lsn confirmed, ParseLsn(r.Value(0, 0)));
+      if (pos.resume_lsn < confirmed) {
+        return absl::StrFormat(
+            "the stored position %s is below the slot's confirmed %s (the "
+            "index is older than what the slot has passed on)",
+            FormatLsn(pos.resume_lsn), FormatLsn(confirmed));
+      }
+    }
+    return std::string();
+  }
+
+  absl::Status ReloadSchemas() {
+    std::vector<TableSchema> fresh;
+    TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
+                           Connection::Open(options_.conninfo, {}));
+    for (const TableSchema& t : tables_) {
+      TALLY_RETURN_IF_ERROR(pg_->ReloadSchema(t.name()));
+      TALLY_ASSIGN_OR_RETURN(TableSchema s, TableSchema::Read(*conn, t.name()));
+      fresh.push_back(std::move(s));
+    }
+    absl::MutexLock lock(&mu_);
+    tables_ = std::move(fresh);
+    for (size_t i = 0; i < tables_.size(); ++i) {
+      status_.keyspaces[i].fingerprint = tables_[i].fingerprint();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RunOnce() {
+    storage::Store* store;
+    std::vector<TableSchema> tables;
+    {
+      absl::MutexLock lock(&mu_);
+      store = store_;
+      tables = tables_;
+    }
+    if (schema_changed_) {
+      TALLY_RETURN_IF_ERROR(ReloadSchemas());
+      absl::MutexLock lock(&mu_);
+      tables = tables_;
+    }
+    TALLY_ASSIGN_OR_RETURN(std::optional<storage::BackendPosition> stored,
+                           store->backend_position());
+    std::optional<CapturePosition> position;
+    if (stored.has_value()) {
+      TALLY_ASSIGN_OR_RETURN(CapturePosition p,
+                             CapturePosition::Decode(stored->bytes));
+      position = std::move(p);
+    }
+
+    TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> admin,
+                           Connection::Open(options_.conninfo, {}));
+    TALLY_ASSIGN_OR_RETURN(std::unique_ptr<ReplicationStream> stream,
+                           ReplicationStream::Connect(options_.conninfo));
+    TALLY_ASSIGN_OR_RETURN(SystemIdentity identity, stream->IdentifySystem());
+    uint64_t system_id = 0;
+    (void)absl::SimpleAtoi(identity.system_id, &system_id);
+    {
+      absl::MutexLock lock(&mu_);
+      status_.system_id = system_id;
+    }
+
+    std::string reason;
+    if (!position.has_value()) {
+      reason = "first start: no index yet";
+    } else if (schema_changed_) {
+      reason = absl::StrCat("schema change: ", schema_change_reason_);
+    } else {
+      TALLY_ASSIGN_OR_RETURN(reason,
+                             RebuildReason(*position, system_id, *admin));
+    }
+    if (!reason.empty()) {
+      const bool rebuild = position.has_value();
+      Log(absl::StrCat(
+          rebuild ? "rebuilding the index: " : "building the index: ", reason));
+      for (const TableSchema& t : tables) gate_->Close(t.name());
+      SetKeyspaceStates(rebuild ? "rebuilding" : "building");
+      SetPhase("building", "");
+      stream.reset();  // the build opens its own
+      BuildOptions o;
+      o.conninfo = options_.conninfo;
+      o.names = names_;
+      o.tables = tables;
+      o.node_name = options_.node_name;
+      o.rebuild = rebuild;
+      o.on_progress = [this](const BuildProgress& p) {
+        {
+          absl::MutexLock lock(&mu_);
+          status_.build_rows_done = p.rows_done;
+          status_.build_rows_estimated = p.rows_estimated;
+        }
+        Log(absl::StrFormat("build: %d of ~%d rows read (%s), %d written",
+                            p.rows_done, p.rows_estimated, p.keyspace,
+                            p.rows_written));
+      };
+      TALLY_ASSIGN_OR_RETURN(BuildResult built, BuildIndex(o, store));
+      made_progress_.store(true);
+      schema_changed_ = false;
+      gate_->OpenAll();
+      SetKeyspaceStates("ready");
+      position = built.position;
+      stream = std::move(built.stream);
+    } else {
+      gate_->OpenAll();
+      SetKeyspaceStates("ready");
+    }
+
+    TALLY_RETURN_IF_ERROR(stream->StartReplication(
+        names_.slot, position->resume_lsn, {names_.publication}));
+    CaptureOptions co;
+    co.conninfo = options_.conninfo;
+    co.names = names_;
+    co.tables = tables;
+    co.node_name = options_.node_name;
+    TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Capture> capture,
+                           Capture::Create(co, store, *position));
+    {
+      absl::MutexLock lock(&mu_);
+      capture_ = capture.get();
+      status_.phase = "following";
+      status_.last_error.clear();
+      status_.confirmed_lsn = position->resume_lsn;
+    }
+    made_progress_.store(true);
+    absl::Time next_poll = absl::InfinitePast();
+    const absl::Status followed = capture->Follow(*stream, [&] {
+      Tick(*capture, *admin, &next_poll);
+      return stopping_.load();
+    });
+    Tick(*capture, *admin, &next_poll);
+    {
+      // The counters go on across reconnects.
+      const CaptureCounters c = capture->counters();
+      absl::MutexLock lock(&mu_);
+      totals_.transactions_captured += c.transactions_captured;
+      totals_.rows_captured += c.rows_captured;
+      totals_.own_transactions_replayed += c.own_transactions_replayed;
+    }
+    if (absl::IsAborted(followed) && !capture->schema_changed().empty()) {
+      schema_changed_ = true;
+      schema_change_reason_ = capture->schema_changed();
+      Log(absl::StrCat("schema change: ", schema_change_reason_));
+    }
+    return followed;
+  }
+
+  // Copies the capture's counters into the status, and polls the slot.
+  void Tick(const Capture& capture, Connection& admin, absl::Time* next_poll) {
+    const CaptureCounters c = capture.counters();
+    std::optional<uint64_t> lag;
+    std::string wal_status;
+    if (absl::Now() >= *next_poll) {
+      *next_poll = absl::Now() + kSlotPollInterval;
+      absl::StatusOr<Result> r = admin.ExecParams(
+          "SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, "
+          "coalesce(wal_status, '') FROM pg_replication_slots WHERE "
+          "slot_name = $1",
+          {Param::Text(names_.slot)});
+      if (r.ok() && r->rows() == 1) {
+        uint64_t v = 0;
+        if (!r->IsNull(0, 0) && absl::SimpleAtoi(r->Value(0, 0), &v)) lag = v;
+        wal_status = std::string(r->Value(0, 1));
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    status_.received_lsn = c.received_lsn;
+    status_.confirmed_lsn = c.confirmed_lsn;
+    status_.transactions_captured =
+        totals_.transactions_captured + c.transactions_captured;
+    status_.rows_captured = totals_.rows_captured + c.rows_captured;
+    status_.own_transactions_replayed =
+        totals_.own_transactions_replayed + c.own_transactions_replayed;
+    if (lag.has_value()) {
+      status_.slot_lag_bytes = *lag;
+      status_.slot_wal_status = wal_status;
+    }
+    if (c.idle || c.last_commit_time_us == 0) {
+      status_.capture_lag = absl::ZeroDuration();
+    } else {
+      status_.capture_lag =
+          std::max(absl::ZeroDuration(),
+                   absl::Now() - FromPgTimestamp(c.last_commit_time_us));
+    }
+  }
+
+  // Constant after construction.
+  const SidecarOptions options_;
+  const ReplicationNames names_;
+  const std::shared_ptr<PgBackend> pg_;
+  const std::shared_ptr<KeyspaceGate> gate_;
+  const std::shared_ptr<SidecarBackend> backend_;
+
+  std::atomic<bool> stopping_{false};
+  // Used by the thread only.
+  std::atomic<bool> made_progress_{false};
+  bool schema_changed_ = false;
+  std::string schema_change_reason_;
+
+  mutable absl::Mutex mu_;
+  storage::Store* store_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
+  std::vector<TableSchema> tables_ ABSL_GUARDED_BY(mu_);
+  Capture* capture_ ABSL_GUARDED_BY(mu_) = nullptr;
+  SidecarStatus status_ ABSL_GUARDED_BY(mu_);
+  // The counters of the captures that ended (reconnects).
+  CaptureCounters totals_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Prepare(
+    const SidecarOptions& options) {
+  if (options.conninfo.empty()) {
+    return absl::InvalidArgumentError(
+        "no PostgreSQL connection string (--postgres)");
+  }
+  if (options.tables.empty()) {
+    return absl::InvalidArgumentError(
+        "no table to keep: name at least one (--table SCHEMA.TABLE)");
+  }
+  if (options.node_name.empty()) {
+    return absl::InvalidArgumentError("no node name");
+  }
+  for (const std::string& t : options.tables) {
+    absl::Status valid = storage::ValidateKeyspaceName(t);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table ", t, " cannot be a keyspace: ", valid.message(),
+                       "; rename the table or keep another"));
+    }
+    std::string schema, table;
+    TALLY_RETURN_IF_ERROR(SplitQualifiedName(t, &schema, &table));
+  }
+  ReplicationNames names = NamesForNode(options.node_name);
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
+                         Connection::Open(options.conninfo, {}));
+  PreflightOptions pre;
+  pre.tables = options.tables;
+  pre.slot_name = names.slot;
+  pre.origin_name = names.origin;
+  TALLY_ASSIGN_OR_RETURN(std::vector<TableSchema> tables,
+                         Preflight(*conn, pre));
+  PgBackendOptions bo;
+  bo.conninfo = options.conninfo;
+  bo.tables = options.tables;
+  bo.origin_name = names.origin;
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<PgBackend> pg, PgBackend::Open(bo));
+  auto gate = std::make_shared<KeyspaceGate>();
+  for (const TableSchema& t : tables) gate->Close(t.name());
+  return std::unique_ptr<Sidecar>(new Sidecar(std::make_unique<Impl>(
+      options, std::move(names), std::move(tables),
+      std::shared_ptr<PgBackend>(std::move(pg)), std::move(gate))));
+}
+
+Sidecar::Sidecar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Sidecar::~Sidecar() = default;
+
+std::shared_ptr<storage::RowBackend> Sidecar::backend() {
+  return impl_->backend();
+}
+absl::Status Sidecar::Start(storage::Store* store) {
+  return impl_->Start(store);
+}
+absl::Status Sidecar::AwaitCaughtUp(absl::Duration timeout) {
+  return impl_->AwaitCaughtUp(timeout);
+}
+absl::StatusOr<VerifyResult> Sidecar::Verify(absl::string_view keyspace) {
+  return impl_->Verify(keyspace);
+}
+void Sidecar::Stop() { impl_->Stop(); }
+SidecarStatus Sidecar::status() const { return impl_->status(); }
+
+}  // namespace pg
+}  // namespace tally

@@ -1,0 +1,198 @@
+// Sidecar: tally next to one PostgreSQL database — the one entry point node/
+// uses to keep a set of tables (PG-DESIGN §2, the stage-2 design).
+//
+// A sidecar owns everything PostgreSQL-side of a node: the preflight checks,
+// the tables' schemas, the RowBackend the node's Store is opened with (rows
+// live in the tables; the store keeps the index), and a thread that builds
+// the index from the slot's exported snapshot (pg/bootstrap.h) or resumes
+// from the stored position, then follows the slot (pg/capture.h), writing
+// every captured change into the store and confirming it to PostgreSQL only
+// once the store has it.
+//
+//   SidecarOptions o;
+//   o.conninfo = "postgresql://tally@127.0.0.1:5432/app";
+//   o.tables = {"public.users", "public.orders"};
+//   o.node_name = "eu-west/db-3";
+//   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Sidecar> sidecar,
+//                          Sidecar::Prepare(o));
+//   store_options.backend = sidecar->backend();
+//   TALLY_ASSIGN_OR_RETURN(auto store, storage::Store::Open(dir,
+//   store_options)); TALLY_RETURN_IF_ERROR(sidecar->Start(store.get()));
+//   ...
+//   sidecar->Stop();  // before the store is destroyed
+//
+// Names: the slot, the publication and the replication origin are all
+// pg/names.h's ReplicationBaseName(node name). Keyspaces are the tables'
+// qualified names ("public.users").
+//
+// Lifecycle of the thread: build (no position stored, or a rebuild: the slot
+// is missing or lost, the database has another system identifier, the
+// stored LSN is below the slot's confirmed_flush_lsn) or resume, then
+// follow. A connection failure never ends it: it retries with a backoff of
+// 1 s doubling to 30 s, phase "reconnecting" with the reason; so do the
+// other errors a later attempt may not meet (a dropped table, a refused
+// store write). An error that retrying cannot help (kDataLoss: a malformed
+// stream or stored position; kInvalidArgument, kOutOfRange) puts it in
+// phase "failed" with the reason, and it stops. A schema change (a Relation
+// message that differs from the table's schema) reloads the schemas and
+// rebuilds at once.
+//
+// Thread-safety: every method may be called from any thread; status() is a
+// value copy taken under a lock.
+#ifndef TALLY_PG_SIDECAR_H_
+#define TALLY_PG_SIDECAR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "pg/lsn.h"
+#include "storage/row_backend.h"
+#include "storage/store.h"
+
+namespace tally {
+namespace pg {
+
+struct SidecarOptions {
+  // libpq connection string or URL of the database.
+  std::string conninfo;
+  // Qualified table names ("public.users"), each a keyspace. Each must
+  // satisfy storage's keyspace name rule ([A-Za-z0-9_.-]).
+  std::vector<std::string> tables;
+  // The node's name (the origin of captured versions; the PostgreSQL
+  // object names derive from it).
+  std::string node_name;
+  // Where the sidecar's log lines go (one event each: build progress,
+  // rebuild reasons, reconnects). Unset: stderr.
+  std::function<void(absl::string_view line)> log;
+};
+
+// One kept table.
+struct SidecarKeyspaceStatus {
+  std::string name;         // "public.users"
+  std::string fingerprint;  // the table's schema fingerprint
+  // "building" (first build), "ready", "rebuilding" (a schema change or a
+  // lost slot: sessions for it are refused until it is rebuilt).
+  std::string state;
+  uint64_t rows = 0;  // rows in the index (tombstones included)
+};
+
+struct SidecarStatus {
+  // "preparing" (before Start), "building", "following", "reconnecting",
+  // "failed", "stopped".
+  std::string phase;
+  // The last error (the reason for "reconnecting" or "failed"); empty when
+  // none since the last success.
+  std::string last_error;
+
+  std::string slot;
+  std::string publication;
+  std::string origin;
+  uint64_t system_id = 0;
+
+  // The end of WAL the server last reported, and what the store holds and
+  // was confirmed to the slot.
+  Lsn received_lsn = kInvalidLsn;
+  Lsn confirmed_lsn = kInvalidLsn;
+  // Polled from pg_replication_slots: pg_current_wal_lsn() -
+  // confirmed_flush_lsn (WAL the slot retains), and wal_status ("reserved",
+  // "extended", "unreserved", "lost"; empty if unknown).
+  uint64_t slot_lag_bytes = 0;
+  std::string slot_wal_status;
+  // now - commit time of the last transaction indexed while behind; zero
+  // once caught up.
+  absl::Duration capture_lag = absl::ZeroDuration();
+
+  std::vector<SidecarKeyspaceStatus> keyspaces;
+
+  // The current (or last) build: rows indexed and the estimate from
+  // pg_class.reltuples.
+  uint64_t build_rows_done = 0;
+  uint64_t build_rows_estimated = 0;
+
+  uint64_t transactions_captured = 0;
+  uint64_t rows_captured = 0;
+  // Transactions applied by this node (its own origin) whose rows were
+  // indexed from their 'tally.apply' message.
+  uint64_t own_transactions_replayed = 0;
+  // Rows the backend applied to / refused from PostgreSQL (the CAS).
+  uint64_t rows_applied = 0;
+  uint64_t rows_refused = 0;
+};
+
+// What Verify found for one keyspace.
+struct VerifyResult {
+  std::string keyspace;
+  uint64_t table_rows = 0;  // rows in the table
+  uint64_t index_rows = 0;  // live rows in the index (tombstones apart)
+  // Index rows whose digest, recomputed from the table's value with the
+  // index's version, differs.
+  std::vector<std::string> mismatched_keys;
+  // Table rows the index does not hold live.
+  std::vector<std::string> missing_from_index;
+  // Live index rows the table does not hold.
+  std::vector<std::string> missing_from_table;
+  bool ok() const {
+    return mismatched_keys.empty() && missing_from_index.empty() &&
+           missing_from_table.empty();
+  }
+};
+
+class Sidecar {
+ public:
+  // Connects, runs the preflight checks (pg/preflight.h), reads the table
+  // schemas and opens the backend. Errors name the fix: the preflight's
+  // (kFailedPrecondition, kPermissionDenied, kNotFound, kResourceExhausted),
+  // kInvalidArgument for a table whose name is not a keyspace name or an
+  // empty option, the connection's (kUnavailable, kUnauthenticated).
+  static absl::StatusOr<std::unique_ptr<Sidecar>> Prepare(
+      const SidecarOptions& options);
+
+  // Stops the thread if it runs.
+  ~Sidecar();
+  Sidecar(const Sidecar&) = delete;
+  Sidecar& operator=(const Sidecar&) = delete;
+
+  // The backend to open the Store with (StoreOptions::backend).
+  std::shared_ptr<storage::RowBackend> backend();
+
+  // Builds or resumes, then follows the slot, in a thread of its own;
+  // returns at once. kFailedPrecondition when already started.
+  // REQUIRES: `store` was opened with backend() and outlives Stop().
+  absl::Status Start(storage::Store* store);
+
+  // Blocks until every keyspace is built and the capture has indexed and
+  // confirmed everything up to the server's WAL position at the time of the
+  // call, or `timeout` passes (kDeadlineExceeded, naming where it stands).
+  // kFailedPrecondition when not started or failed.
+  absl::Status AwaitCaughtUp(absl::Duration timeout);
+
+  // Scans the table of `keyspace` and compares it with the index: every
+  // live index row's digest recomputed from the table's value with the
+  // index's version, rows missing from either. Reads the table on its own
+  // connection; run it once caught up (AwaitCaughtUp) for an exact answer:
+  // changes not yet captured show as differences. kNotFound for a keyspace
+  // that is not kept. REQUIRES: started.
+  absl::StatusOr<VerifyResult> Verify(absl::string_view keyspace);
+
+  // Stops the thread and joins it; idempotent.
+  void Stop();
+
+  SidecarStatus status() const;
+
+ private:
+  class Impl;
+  explicit Sidecar(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pg
+}  // namespace tally
+
+#endif  // TALLY_PG_SIDECAR_H_
