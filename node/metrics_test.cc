@@ -322,8 +322,8 @@ TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
       EXPECT_TRUE(families.insert(words[2]).second) << "twice: " << words[2];
     }
   }
-  // The 43 of every node and the sidecar's 14.
-  EXPECT_EQ(families.size(), 43u + 14u);
+  // The 44 of every node and the sidecar's 14.
+  EXPECT_EQ(families.size(), 44u + 14u);
   // Without a sidecar none of them.
   EXPECT_THAT(RenderPrometheus(SmallStatus()),
               ::testing::Not(HasSubstr("tally_pg_")));

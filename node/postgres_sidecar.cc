@@ -94,8 +94,7 @@ PostgresSidecarFactory DefaultPostgresSidecarFactory() {
     absl::StatusOr<std::unique_ptr<pg::Sidecar>> sidecar =
         pg::Sidecar::Prepare(options);
     if (!sidecar.ok()) return sidecar.status();
-    return std::unique_ptr<PostgresSidecar>(
-        new PgSidecar(*std::move(sidecar)));
+    return std::unique_ptr<PostgresSidecar>(new PgSidecar(*std::move(sidecar)));
   };
 }
 

@@ -68,11 +68,6 @@ absl::StatusOr<uint64_t> EstimatedRows(Connection& conn,
 
 }  // namespace
 
-tree::Version BootstrapVersion() {
-  return tree::Version{tree::HlcTimestamp::FromRaw(1),
-                       std::string(kBootstrapOrigin)};
-}
-
 absl::Status EnsurePublication(Connection& conn, absl::string_view name,
                                const std::vector<TableSchema>& tables) {
   std::vector<std::string> wanted;

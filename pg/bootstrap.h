@@ -61,9 +61,6 @@
 namespace tally {
 namespace pg {
 
-// The version every first-build row gets.
-tree::Version BootstrapVersion();
-
 // Progress of a build, reported every few seconds and at the end.
 struct BuildProgress {
   std::string keyspace;         // the table being read

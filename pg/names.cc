@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "tree/hlc.h"
 
 namespace tally {
 namespace pg {
@@ -32,6 +33,11 @@ std::string ReplicationBaseName(absl::string_view node_name) {
 ReplicationNames NamesForNode(absl::string_view node_name) {
   const std::string base = ReplicationBaseName(node_name);
   return ReplicationNames{base, base, base};
+}
+
+tree::Version BootstrapVersion() {
+  return tree::Version{tree::HlcTimestamp::FromRaw(1),
+                       std::string(kBootstrapOrigin)};
 }
 
 }  // namespace pg

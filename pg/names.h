@@ -21,6 +21,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "tree/version.h"
 
 namespace tally {
 namespace pg {
@@ -41,6 +42,12 @@ ReplicationNames NamesForNode(absl::string_view node_name);
 // smallest non-zero timestamp): the same on every replica, so that two
 // identical tables build identical trees. Reserved: no node may use it.
 inline constexpr absl::string_view kBootstrapOrigin = "tally.bootstrap";
+
+// The version every row found by a first build gets on every replica: the
+// smallest non-zero HLC timestamp and kBootstrapOrigin. Identical tables
+// therefore give identical digests (a sidecar's first build and the ad-hoc
+// `tally diff URL URL` scan alike).
+tree::Version BootstrapVersion();
 
 }  // namespace pg
 }  // namespace tally

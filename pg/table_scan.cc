@@ -18,11 +18,6 @@
 namespace tally {
 namespace pg {
 
-tree::Version BootstrapVersion() {
-  return tree::Version{tree::HlcTimestamp::FromRaw(1),
-                       std::string(kBootstrapOrigin)};
-}
-
 void TableScan::Add(absl::string_view key, const tree::Digest128& digest,
                     tree::Token token) {
   tokens_.push_back(token);

@@ -41,6 +41,7 @@
 #include "absl/types/span.h"
 #include "pg/connection.h"
 #include "pg/field.h"
+#include "pg/names.h"
 #include "pg/row_codec.h"
 #include "pg/table_schema.h"
 #include "tree/digest.h"
@@ -49,14 +50,6 @@
 
 namespace tally {
 namespace pg {
-
-// The origin of the bootstrap version (reserved: no node may be named so).
-inline constexpr absl::string_view kBootstrapOrigin = "tally.bootstrap";
-
-// The version every row found by a first build gets on every replica
-// (pg-stage2 "Versions"): the smallest non-zero HLC timestamp and origin
-// kBootstrapOrigin. Identical tables therefore give identical digests.
-tree::Version BootstrapVersion();
 
 // Digests rows given as canonical fields (a row of a COPY of the canonical
 // select list) exactly as tree::RowDigest(keyspace, key, BootstrapVersion(),
