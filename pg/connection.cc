@@ -243,6 +243,14 @@ absl::StatusOr<Result> Connection::CollectResults(absl::string_view what) {
     PGresult* r = PQgetResult(conn_);
     if (r == nullptr) break;
     const ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_COPY_OUT && timed_out) {
+      // The copy began only after the query ran past its timeout (the
+      // server sends its first rows late): the cancel sent ends it; its
+      // rows are dropped and the timeout reported.
+      PQclear(r);
+      DrainCopyOut(deadline);
+      continue;
+    }
     if (st == PGRES_COPY_OUT || st == PGRES_COPY_IN || st == PGRES_COPY_BOTH) {
       if (!first_error.ok()) {
         PQclear(r);
@@ -265,6 +273,21 @@ absl::StatusOr<Result> Connection::CollectResults(absl::string_view what) {
   }
   if (!first_error.ok()) return first_error;
   return last;
+}
+
+void Connection::DrainCopyOut(absl::Time deadline) {
+  while (true) {
+    char* buffer = nullptr;
+    const int n = PQgetCopyData(conn_, &buffer, /*async=*/1);
+    if (n > 0) {
+      PQfreemem(buffer);
+      continue;
+    }
+    if (n < 0) return;  // ended (its result follows) or failed
+    if (!WaitSocket(true, false, deadline).ok() || PQconsumeInput(conn_) == 0) {
+      return;
+    }
+  }
 }
 
 absl::StatusOr<Result> Connection::Exec(absl::string_view sql) {
@@ -310,6 +333,7 @@ absl::Status Connection::CopyOut(
   }
   absl::Status consumer_error;
   bool timed_out = false;
+  bool got_data = false;
   absl::Time deadline = absl::Now() + options_.query_timeout;
   while (true) {
     char* buffer = nullptr;
@@ -320,10 +344,16 @@ absl::Status Connection::CopyOut(
         if (!consumer_error.ok()) Cancel();
       }
       PQfreemem(buffer);
-      deadline = absl::Now() + options_.query_timeout;
+      // The timeout counts from the last data: the clock is read when
+      // the copy has to wait, not once per row (a scan reads millions).
+      got_data = true;
       continue;
     }
     if (n == 0) {
+      if (got_data && !timed_out) {
+        deadline = absl::Now() + options_.query_timeout;
+        got_data = false;
+      }
       absl::Status waited = WaitSocket(true, false, deadline);
       if (absl::IsDeadlineExceeded(waited) && !timed_out) {
         timed_out = true;

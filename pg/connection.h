@@ -199,6 +199,9 @@ class Connection {
   absl::StatusOr<Result> CollectResults(absl::string_view what);
   // Sends a cancel request for the running query (best effort).
   void Cancel() const;
+  // Reads and drops the rest of a COPY OUT (after a cancel), until it ends
+  // or `deadline`.
+  void DrainCopyOut(absl::Time deadline);
 
   PGconn* conn_;
   const ConnectOptions options_;

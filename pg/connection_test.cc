@@ -129,6 +129,44 @@ TEST_F(ConnectionTest, AQueryPastItsTimeoutIsCancelled) {
   EXPECT_EQ(r->Value(0, 0), "3");
 }
 
+// A copy whose server stops sending is cancelled at the query timeout,
+// counted from the last data it sent, not from its start; and a query
+// whose copy starts only after the timeout is cancelled too.
+TEST_F(ConnectionTest, ACopyThatStallsIsCancelledAtTheTimeout) {
+  ConnectOptions options;
+  options.query_timeout = absl::Milliseconds(800);
+  std::unique_ptr<Connection> c = Connect(options);
+  ASSERT_NE(c, nullptr);
+  // Rows of 100 kB (each flushed at once) keep coming for longer than the
+  // timeout, then nothing for 30 s.
+  int rows = 0;
+  const absl::Time start = absl::Now();
+  absl::Status s = c->CopyOut(
+      "COPY (SELECT g, repeat('x', 100000), CASE WHEN g < 13 THEN "
+      "pg_sleep(0.1) ELSE pg_sleep(30) END FROM generate_series(1, 14) g) "
+      "TO STDOUT",
+      [&](absl::string_view) {
+        ++rows;
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_GE(rows, 12);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  absl::StatusOr<Result> r = c->Exec("SELECT 4");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->Value(0, 0), "4");
+
+  // Small rows the server keeps in its buffer: the copy's first data
+  // comes after the timeout.
+  s = c->CopyOut(
+      "COPY (SELECT g, pg_sleep(0.2) FROM generate_series(1, 10) g) TO STDOUT",
+      [&](absl::string_view) { return absl::OkStatus(); });
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  r = c->Exec("SELECT 5");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->Value(0, 0), "5");
+}
+
 TEST_F(ConnectionTest, QuotesIdentifiersAndLiterals) {
   std::unique_ptr<Connection> c = Connect();
   ASSERT_NE(c, nullptr);
