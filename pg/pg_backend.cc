@@ -25,7 +25,6 @@ using storage::RowOutcome;
 // PostgreSQL's epoch, 2000-01-01 00:00:00 UTC, in Unix microseconds.
 constexpr int64_t kPostgresEpochUnixMicros = int64_t{946684800} * 1000000;
 
-constexpr Oid kInt8Oid = 20;
 constexpr Oid kByteaOid = 17;
 constexpr Oid kTimestamptzOid = 1184;
 

@@ -360,9 +360,14 @@ class Sidecar::Impl {
     std::vector<TableSchema> fresh;
     TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
                            Connection::Open(options_.conninfo, {}));
-    for (const TableSchema& t : tables_) {
-      TALLY_RETURN_IF_ERROR(pg_->ReloadSchema(t.name()));
-      TALLY_ASSIGN_OR_RETURN(TableSchema s, TableSchema::Read(*conn, t.name()));
+    std::vector<std::string> names;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const TableSchema& t : tables_) names.push_back(t.name());
+    }
+    for (const std::string& name : names) {
+      TALLY_RETURN_IF_ERROR(pg_->ReloadSchema(name));
+      TALLY_ASSIGN_OR_RETURN(TableSchema s, TableSchema::Read(*conn, name));
       fresh.push_back(std::move(s));
     }
     absl::MutexLock lock(&mu_);
