@@ -51,8 +51,14 @@ using ::testing::Not;
 
 constexpr absl::string_view kNoSidecar = "built without the PostgreSQL sidecar";
 
+struct PeeredPair;
+
 class PgSidecarTest : public ::testing::Test {
  protected:
+  // Fills `pair`: two servers, a sidecar on each peering the other, both
+  // following (fatal failures otherwise).
+  void StartPeeredPair(PeeredPair* pair);
+
   // Starts a server with `settings` over the defaults, and a table `t` with a
   // primary key in database `postgres`.
   std::unique_ptr<PgCluster> StartCluster(PgClusterOptions options = {}) {
@@ -338,30 +344,48 @@ std::string CountByOrigin(PgCluster& pg, long long lo, long long hi,
   return n.ok() ? *n : "?";
 }
 
+// Two databases, a sidecar on each peering the other, both following.
+struct PeeredPair {
+  std::unique_ptr<PgCluster> pg_a, pg_b;
+  TempDir dir_a, dir_b;
+  std::string addr_a = FreeLoopbackAddress();
+  std::string addr_b = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> side_a, side_b;
+};
+
+void PgSidecarTest::StartPeeredPair(PeeredPair* p) {
+  p->pg_a = StartCluster();
+  p->pg_b = StartCluster();
+  ASSERT_NE(p->pg_a, nullptr);
+  ASSERT_NE(p->pg_b, nullptr);
+  p->side_a =
+      StartSidecar("side-a", p->dir_a.path(), *p->pg_a, p->addr_a, {p->addr_b});
+  p->side_b =
+      StartSidecar("side-b", p->dir_b.path(), *p->pg_b, p->addr_b, {p->addr_a});
+  ASSERT_NE(p->side_a, nullptr);
+  ASSERT_NE(p->side_b, nullptr);
+  ASSERT_TRUE(
+      WaitFor([&] { return Following(p->addr_a) && Following(p->addr_b); },
+              absl::Seconds(20)))
+      << StatusJson(p->addr_a) << "\n"
+      << StatusJson(p->addr_b) << "\n"
+      << p->side_a->Log() << p->side_b->Log();
+}
+
 // Two databases, a sidecar on each peering the other, ~1,000 application
 // writes on each: the tables converge and stay equal, each key written on
 // one side only holds that side's value, nothing comes back to where it was
 // written, and the sidecars end following with a small slot lag.
 TEST_F(PgSidecarTest, TwoDatabasesConverge) {
   TALLY_SKIP_UNLESS_POSTGRES();
-  std::unique_ptr<PgCluster> pg_a = StartCluster();
-  std::unique_ptr<PgCluster> pg_b = StartCluster();
-  ASSERT_NE(pg_a, nullptr);
-  ASSERT_NE(pg_b, nullptr);
-  TempDir dir_a, dir_b;
-  const std::string addr_a = FreeLoopbackAddress();
-  const std::string addr_b = FreeLoopbackAddress();
-  std::unique_ptr<NodeProcess> side_a =
-      StartSidecar("side-a", dir_a.path(), *pg_a, addr_a, {addr_b});
-  std::unique_ptr<NodeProcess> side_b =
-      StartSidecar("side-b", dir_b.path(), *pg_b, addr_b, {addr_a});
-  ASSERT_NE(side_a, nullptr);
-  ASSERT_NE(side_b, nullptr);
-  ASSERT_TRUE(WaitFor([&] { return Following(addr_a) && Following(addr_b); },
-                      absl::Seconds(20)))
-      << StatusJson(addr_a) << "\n"
-      << StatusJson(addr_b) << "\n"
-      << side_a->Log() << side_b->Log();
+  PeeredPair pair;
+  ASSERT_NO_FATAL_FAILURE(StartPeeredPair(&pair));
+  std::unique_ptr<PgCluster>& pg_a = pair.pg_a;
+  std::unique_ptr<PgCluster>& pg_b = pair.pg_b;
+  const std::string& addr_a = pair.addr_a;
+  const std::string& addr_b = pair.addr_b;
+  std::unique_ptr<NodeProcess>& side_a = pair.side_a;
+  std::unique_ptr<NodeProcess>& side_b = pair.side_b;
 
   ASSERT_TRUE(RunStatements(*pg_a, Writes(1, "a")).ok());
   ASSERT_TRUE(RunStatements(*pg_b, Writes(10001, "b")).ok());
@@ -475,22 +499,12 @@ TEST_F(PgSidecarTest, ChainOfThree) {
 // the application's write.
 TEST_F(PgSidecarTest, AnApplicationLockOutlastsAnOlderPeerVersion) {
   TALLY_SKIP_UNLESS_POSTGRES();
-  std::unique_ptr<PgCluster> pg_a = StartCluster();
-  std::unique_ptr<PgCluster> pg_b = StartCluster();
-  ASSERT_NE(pg_a, nullptr);
-  ASSERT_NE(pg_b, nullptr);
-  TempDir dir_a, dir_b;
-  const std::string addr_a = FreeLoopbackAddress();
-  const std::string addr_b = FreeLoopbackAddress();
-  std::unique_ptr<NodeProcess> side_a =
-      StartSidecar("side-a", dir_a.path(), *pg_a, addr_a, {addr_b});
-  std::unique_ptr<NodeProcess> side_b =
-      StartSidecar("side-b", dir_b.path(), *pg_b, addr_b, {addr_a});
-  ASSERT_NE(side_a, nullptr);
-  ASSERT_NE(side_b, nullptr);
-  ASSERT_TRUE(WaitFor([&] { return Following(addr_a) && Following(addr_b); },
-                      absl::Seconds(20)))
-      << side_a->Log() << side_b->Log();
+  PeeredPair pair;
+  ASSERT_NO_FATAL_FAILURE(StartPeeredPair(&pair));
+  std::unique_ptr<PgCluster>& pg_a = pair.pg_a;
+  std::unique_ptr<PgCluster>& pg_b = pair.pg_b;
+  std::unique_ptr<NodeProcess>& side_a = pair.side_a;
+  std::unique_ptr<NodeProcess>& side_b = pair.side_b;
   ASSERT_TRUE(pg_a->Execute("INSERT INTO t VALUES (7, 0, 'first')").ok());
   ASSERT_TRUE(WaitFor(
       [&] { return *pg_b->Execute("SELECT b FROM t WHERE id = 7") == "first"; },
