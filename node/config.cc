@@ -434,6 +434,16 @@ absl::Status ValidateConfig(const NodeConfig& config) {
         "--name is required: the node's origin name, unique in the mesh");
   }
   TALLY_RETURN_IF_ERROR(storage::ValidateNodeName(config.name));
+  // Versions tally makes itself carry origins under "tally." (a PostgreSQL
+  // sidecar's first build indexes every row as "tally.bootstrap",
+  // pg/names.h): a node of that name would have its own writes mistaken
+  // for them, and theirs for its own.
+  if (absl::StartsWith(config.name, "tally.")) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--name '%s' is reserved: names beginning with 'tally.' are the "
+        "origins of versions tally makes itself; choose another name",
+        config.name));
+  }
   if (config.data_dir.empty()) {
     return absl::InvalidArgumentError(
         "--data-dir is required: where the node keeps its store");

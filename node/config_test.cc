@@ -120,6 +120,19 @@ TEST(ValidateConfig, RequiresNameAndDataDir) {
   EXPECT_TRUE(ValidateConfig(config).ok());
 }
 
+TEST(ValidateConfig, RefusesTheReservedOriginPrefix) {
+  NodeConfig config;
+  config.data_dir = "/tmp/x";
+  for (const char* reserved : {"tally.bootstrap", "tally.x"}) {
+    config.name = reserved;
+    const absl::Status refused = ValidateConfig(config);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << reserved;
+    EXPECT_THAT(std::string(refused.message()), HasSubstr("reserved"));
+  }
+  config.name = "tallyx.bootstrap";
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
 TEST(ValidateConfig, RefusesNonLoopbackListenUnlessInsecure) {
   NodeConfig config;
   config.name = "a";
