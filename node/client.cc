@@ -130,7 +130,17 @@ class RemoteTreeView : public tree::TreeView {
 
 namespace {
 constexpr char kUnreachablePeerPayload[] = "tally.v1/unreachable-peer";
+constexpr char kPeerIsSelfPayload[] = "tally.v1/peer-is-self";
 }  // namespace
+
+absl::Status MarkPeerIsSelf(absl::Status status) {
+  status.SetPayload(kPeerIsSelfPayload, absl::Cord("1"));
+  return status;
+}
+
+bool PeerIsSelf(const absl::Status& status) {
+  return status.GetPayload(kPeerIsSelfPayload).has_value();
+}
 
 absl::Status MarkPeerUnreachable(absl::Status status, absl::string_view peer) {
   status.SetPayload(kUnreachablePeerPayload, absl::Cord(peer));
@@ -535,6 +545,10 @@ absl::Status NodeClient::RunDiff(
          absl::Status* status) {
         if (s.ok()) return;
         const auto& trailers = context.GetServerTrailingMetadata();
+        if (trailers.find(kPeerIsSelfMetadata) != trailers.end()) {
+          *status = MarkPeerIsSelf(std::move(*status));
+          return;
+        }
         auto it = trailers.find(kUnreachablePeerMetadata);
         if (it == trailers.end()) return;
         // The node was reached: its own message says which peer it could

@@ -105,6 +105,17 @@ inline constexpr char kUnreachablePeerMetadata[] = "tally-unreachable-peer";
 absl::Status MarkPeerUnreachable(absl::Status status, absl::string_view peer);
 std::optional<std::string> UnreachablePeer(const absl::Status& status);
 
+// Admin.RunDiff's refusal of a peer that is the node itself (by address or
+// by name) carries this trailing metadata key, so that a tool compares the
+// node with itself from where it is (equal) without reading the message.
+inline constexpr char kPeerIsSelfMetadata[] = "tally-peer-is-self";
+
+// `status` marked as the refusal of a peer that is the node itself;
+// PeerIsSelf() reads the mark back. The server sends it as
+// kPeerIsSelfMetadata; NodeClient::RunDiff restores it.
+absl::Status MarkPeerIsSelf(absl::Status status);
+bool PeerIsSelf(const absl::Status& status);
+
 // Splits and checks "HOST:PORT". Returns kInvalidArgument naming the
 // problem (no port, port out of range, empty host).
 absl::Status ValidateAddress(absl::string_view address);

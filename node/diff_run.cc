@@ -105,9 +105,9 @@ absl::Status ValidateRunDiffRequest(const v1::RunDiffRequest& request,
                         absl::CHexEscape(request.peer()), s.message()));
   }
   if (request.peer() == self_address) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return MarkPeerIsSelf(absl::InvalidArgumentError(absl::StrFormat(
         "run diff: peer %s is this node itself; diff two different nodes",
-        request.peer()));
+        request.peer())));
   }
   if (absl::Status s = storage::ValidateKeyspaceName(request.keyspace());
       !s.ok()) {
@@ -152,10 +152,10 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
   }
   if (!answer.ok()) return answer.status();
   if (answer->name == store->node_name()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return MarkPeerIsSelf(absl::InvalidArgumentError(absl::StrFormat(
         "run diff: peer %s is node '%s', this node itself; diff two different "
         "nodes",
-        request.peer(), answer->name));
+        request.peer(), answer->name)));
   }
   TALLY_ASSIGN_OR_RETURN(MaybeSummary local, LocalSummary(*store, keyspace));
   summary.set_a_has_keyspace(local.has_value());

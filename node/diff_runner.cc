@@ -15,6 +15,22 @@
 
 namespace tally {
 namespace node {
+namespace {
+
+// The marks a tool reads from a refused or failed RunDiff, as trailing
+// metadata (before Finish): "A cannot reach B" (the tool may diff from
+// where it is) and "B is A itself" (the tool compares A with itself).
+void AddMarkTrailers(const absl::Status& status,
+                     grpc::CallbackServerContext* context) {
+  if (std::optional<std::string> peer = UnreachablePeer(status)) {
+    context->AddTrailingMetadata(kUnreachablePeerMetadata, *peer);
+  }
+  if (PeerIsSelf(status)) {
+    context->AddTrailingMetadata(kPeerIsSelfMetadata, "1");
+  }
+}
+
+}  // namespace
 
 // One RunDiff call: the state its run (a pool thread) and its reactor
 // (gRPC's reactions) share.
@@ -98,10 +114,7 @@ class RunDiffCall final : public DiffRunEvents {
     grpc::Status final_status = grpc::Status::OK;
     if (!result.ok()) {
       final_status = ToGrpcStatus(result.status());
-      // Before Finish: the tool tells "A cannot reach B" by it.
-      if (std::optional<std::string> peer = UnreachablePeer(result.status())) {
-        context_->AddTrailingMetadata(kUnreachablePeerMetadata, *peer);
-      }
+      AddMarkTrailers(result.status(), context_);
     }
     {
       absl::MutexLock lock(&mu_);
@@ -216,7 +229,9 @@ class RunDiffReactor final : public grpc::ServerWriteReactor<v1::RunDiffEvent> {
 // A reactor that only finishes (a refused call).
 class RefusedReactor final : public grpc::ServerWriteReactor<v1::RunDiffEvent> {
  public:
-  explicit RefusedReactor(const absl::Status& status) {
+  RefusedReactor(const absl::Status& status,
+                 grpc::CallbackServerContext* context) {
+    AddMarkTrailers(status, context);
     Finish(ToGrpcStatus(status));
   }
   void OnDone() override { delete this; }
@@ -250,13 +265,15 @@ grpc::ServerWriteReactor<v1::RunDiffEvent>* DiffRunner::Start(
   // Cheap checks in the reaction; the run repeats them.
   if (absl::Status valid = ValidateRunDiffRequest(*request, self);
       !valid.ok()) {
-    return new RefusedReactor(valid);
+    return new RefusedReactor(valid, context);
   }
   std::unique_ptr<StreamTicket> ticket;
   if (limiter_ != nullptr) {
     absl::StatusOr<std::unique_ptr<StreamTicket>> admitted =
         limiter_->Admit(context, "run diff");
-    if (!admitted.ok()) return new RefusedReactor(admitted.status());
+    if (!admitted.ok()) {
+      return new RefusedReactor(admitted.status(), context);
+    }
     ticket = *std::move(admitted);
   }
   auto* reactor = new RunDiffReactor();

@@ -167,6 +167,10 @@ TEST(RunDiff, BadRequestsGetInvalidArgumentAndTheNodeKeepsServing) {
     EXPECT_THAT(s.message(), HasSubstr(c.says)) << c.what;
     // Refused before any peer is dialled or any row moved.
     EXPECT_FALSE(node::UnreachablePeer(s).has_value()) << c.what;
+    // Only a peer that is A itself is marked so (the tool then compares A
+    // with itself from where it is).
+    EXPECT_EQ(node::PeerIsSelf(s), absl::StrContains(c.what, "this node"))
+        << c.what;
   }
   // Still serving, nothing left running.
   auto got = client->Get(kKeyspace, "k");

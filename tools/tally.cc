@@ -638,8 +638,7 @@ std::optional<std::string> FallbackReason(const absl::Status& status,
   }
   // A refuses to diff against itself (B names A, by its address or under
   // its name); from here the two are compared as before: equal.
-  if (absl::IsInvalidArgument(status) &&
-      absl::StrContains(status.message(), "this node itself")) {
+  if (node::PeerIsSelf(status)) {
     return absl::StrFormat("node %s and B are the same node", a);
   }
   if (absl::IsUnavailable(status) && node::UnreachablePeer(status)) {
