@@ -164,7 +164,8 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
   if (local.has_value() && answer->keyspace.has_value()) {
     TALLY_RETURN_IF_ERROR(CheckKeyspaceSchema(
         *store, keyspace, SchemaFingerprints(answer->handshake),
-        absl::StrFormat("%s (%s)", request.peer(), answer->name)));
+        absl::StrFormat("%s (%s)", request.peer(), answer->name),
+        SchemaDescriptions(answer->handshake)));
   }
 
   // Step 3: sync. A diff is a sync that changes nothing.

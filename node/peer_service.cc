@@ -82,6 +82,7 @@ absl::Status HandshakeOnPool(storage::Store& store,
     // The caller compares it with its own (node/schema_check.h).
     TALLY_ASSIGN_OR_RETURN(*summary->mutable_schema_fingerprint(),
                            store.SchemaFingerprint(name));
+    summary->set_schema_description(store.SchemaDescription(name));
     // Counted as it grows (a tag and a length prefix per summary), so that
     // an answer too large is never built whole.
     bytes += summary->ByteSizeLong() + 6;

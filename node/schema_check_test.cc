@@ -28,6 +28,7 @@ namespace {
 using ::tally::testing::TempDir;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(CheckSchema, EqualFingerprintsPass) {
   EXPECT_TRUE(CheckSchema("users", SchemaOf{"a", "embedded/1"},
@@ -43,6 +44,26 @@ TEST(CheckSchema, DifferentFingerprintsFailNamingBothNodesAndFingerprints) {
       std::string(s.message()),
       AllOf(HasSubstr("'users'"), HasSubstr("'pg:1234'"), HasSubstr("node-a"),
             HasSubstr("'pg:5678'"), HasSubstr("node-b")));
+}
+
+// Two PostgreSQL tables whose descriptions both came: the refusal names the
+// column and each node's type for it.
+TEST(CheckSchema, TwoDescribedTablesThatDifferAreRefusedNamingTheColumn) {
+  const std::string a = "key 1 \"id\" bigint\ncolumn \"a\" integer\n";
+  const std::string b = "key 1 \"id\" bigint\ncolumn \"a\" bigint\n";
+  const absl::Status s =
+      CheckSchema("public.t", SchemaOf{"node-a", "postgresql/1:01", a},
+                  SchemaOf{"node-b", "postgresql/1:02", b});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()),
+              AllOf(HasSubstr("'public.t'"),
+                    HasSubstr("integer on node-a, bigint on node-b")));
+  // Without both texts, the fingerprints alone.
+  const absl::Status bare =
+      CheckSchema("public.t", SchemaOf{"node-a", "postgresql/1:01", a},
+                  SchemaOf{"node-b", "postgresql/1:02"});
+  EXPECT_EQ(bare.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(bare.message()), Not(HasSubstr("integer")));
 }
 
 // An embedded node keeps opaque bytes: it takes a PostgreSQL table's

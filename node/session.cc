@@ -60,8 +60,8 @@ SessionResult Session::Run() {
       if (!result_.status.ok() && !keyspace_refused) break;
       // A keyspace whose schema differs from the peer's is refused on its
       // own, as one this node may not create (node/schema_check.h).
-      const absl::Status schema =
-          CheckKeyspaceSchema(*store_, keyspace, peer_schemas_, peer_name_);
+      const absl::Status schema = CheckKeyspaceSchema(
+          *store_, keyspace, peer_schemas_, peer_name_, peer_schema_texts_);
       if (!schema.ok()) {
         LogInfo(absl::StrFormat(
             "session peer=%s name=%s keyspace=%s outcome=%s",
@@ -101,6 +101,7 @@ absl::Status Session::Handshake() {
     keyspaces_.insert(ks.name());
   }
   peer_schemas_ = SchemaFingerprints(*answer);
+  peer_schema_texts_ = SchemaDescriptions(*answer);
   absl::MutexLock lock(&mu_);
   progress_.keyspaces = static_cast<uint32_t>(keyspaces_.size());
   return status;

@@ -198,6 +198,8 @@ class Session {
   std::string peer_name_ = "?";      // the handshake's, for the log lines
   // The peer's schema fingerprint per keyspace (node/schema_check.h).
   absl::flat_hash_map<std::string, std::string> peer_schemas_;
+  // ... and the texts they hash (the columns, named in refusals).
+  absl::flat_hash_map<std::string, std::string> peer_schema_texts_;
   SessionPhase failed_in_ = SessionPhase::kIdle;  // where result_.status
   std::string failed_keyspace_;                   // came from
 

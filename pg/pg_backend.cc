@@ -367,6 +367,11 @@ absl::StatusOr<std::string> PgBackend::SchemaFingerprint(
   return t->fingerprint();
 }
 
+std::string PgBackend::SchemaDescription(absl::string_view keyspace) const {
+  std::shared_ptr<const TableSchema> t = schema(keyspace);
+  return t == nullptr ? "" : t->description();
+}
+
 absl::Status PgBackend::ApplyRows(absl::Span<const RowChange> rows,
                                   std::vector<RowOutcome>* outcomes) {
   absl::MutexLock lock(&apply_mu_);

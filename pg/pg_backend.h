@@ -129,6 +129,9 @@ class PgBackend final : public storage::RowBackend {
   // node rows it has no table for.
   absl::StatusOr<std::string> SchemaFingerprint(absl::string_view keyspace)
       const override ABSL_LOCKS_EXCLUDED(tables_mu_);
+  // The table's TableSchema::description() ("" for a keyspace not kept).
+  std::string SchemaDescription(absl::string_view keyspace) const override
+      ABSL_LOCKS_EXCLUDED(tables_mu_);
 
   // Reads the table of `keyspace` from the catalog again (after DDL: a
   // Relation message, the periodic catalog check). Later applies, reads

@@ -94,6 +94,9 @@ class SidecarBackend final : public storage::RowBackend {
     }
     return inner_->SchemaFingerprint(keyspace);
   }
+  std::string SchemaDescription(absl::string_view keyspace) const override {
+    return inner_->SchemaDescription(keyspace);
+  }
 
   uint64_t applied() const { return applied_.load(); }
   uint64_t refused() const { return refused_.load(); }

@@ -150,6 +150,15 @@ class RowBackend {
   // from any thread.
   virtual absl::StatusOr<std::string> SchemaFingerprint(
       absl::string_view keyspace) const = 0;
+
+  // The text SchemaFingerprint hashes, for messages that name what differs
+  // between two nodes' schemas (a PostgreSQL table's columns and key); ""
+  // when the backend has none to show (the embedded backend). May be called
+  // from any thread.
+  virtual std::string SchemaDescription(absl::string_view keyspace) const {
+    (void)keyspace;
+    return "";
+  }
 };
 
 // The embedded backend's fingerprint for every keyspace: values are opaque

@@ -112,6 +112,12 @@ class Store {
   // any keyspace name, held here or not.
   virtual absl::StatusOr<std::string> SchemaFingerprint(
       absl::string_view keyspace) const = 0;
+  // The text that fingerprint hashes (RowBackend::SchemaDescription), for
+  // refusals that name the differing columns; "" when there is none.
+  virtual std::string SchemaDescription(absl::string_view keyspace) const {
+    (void)keyspace;
+    return "";
+  }
 
   // Visits every row record of `keyspace` as the index holds it (tombstones
   // included), in (token, key) order at one LevelDB snapshot, WITHOUT

@@ -760,18 +760,19 @@ constexpr char kSlotMissing[] =
 
 // Issue 10 §5.6 and the dropped slot of §5.7: tallyd starts on a table an
 // application keeps writing (updates, inserts, deletes, one transaction
-// each), builds from the snapshot and follows; once it has confirmed the
-// last write, the index is the table: a rebuild from a fresh snapshot
-// (the slot dropped while tallyd runs: detected, logged, rebuilt) finds
-// every row described as it is and writes nothing — no row lost at the
-// handoff (it would be written), none doubled or stale (a tombstone or a
-// new version would be).
+// each, until told to stop a second after the build), builds from the snapshot
+// and follows; once it has confirmed the last write, the index is the table: a
+// rebuild from a fresh snapshot (the slot dropped while tallyd runs: detected,
+// logged, rebuilt) finds every row described as it is and writes nothing — no
+// row lost at the handoff (it would be written), none doubled or stale (a
+// tombstone or a new version would be).
 TEST_F(PgSidecarTest, ABuildUnderConcurrentWritesLeavesNoGapAndNoOverlap) {
   TALLY_SKIP_UNLESS_POSTGRES();
   std::unique_ptr<PgCluster> pg = StartCluster();
   ASSERT_NE(pg, nullptr);
   ASSERT_TRUE(pg->Execute("INSERT INTO t SELECT g, g, 'row-' || g FROM "
-                          "generate_series(1, 100000) g")
+                          "generate_series(1, 50000) g;"
+                          "CREATE TABLE writer_stop (x int)")
                   .ok());
   TempDir out;
   const pid_t writer = SpawnCommand(
@@ -779,13 +780,14 @@ TEST_F(PgSidecarTest, ABuildUnderConcurrentWritesLeavesNoGapAndNoOverlap) {
        "-h", "127.0.0.1", "-p", absl::StrCat(pg->port()), "-U", "postgres",
        "-d", "postgres", "-c",
        "DO $$ DECLARE i bigint := 0; "
-       "until timestamptz := clock_timestamp() + interval '6 seconds'; "
-       "BEGIN WHILE clock_timestamp() < until LOOP i := i + 1; "
-       "UPDATE t SET a = a + 1, b = 'w' || i WHERE id = (i * 7919) % 100000 + "
+       "until timestamptz := clock_timestamp() + interval '60 seconds'; "
+       "BEGIN WHILE clock_timestamp() < until AND NOT EXISTS (SELECT 1 FROM "
+       "writer_stop) LOOP i := i + 1; "
+       "UPDATE t SET a = a + 1, b = 'w' || i WHERE id = (i * 7919) % 50000 + "
        "1; "
        "INSERT INTO t VALUES (200000 + i, i, 'new'); "
-       "DELETE FROM t WHERE id = (i * 104729) % 100000 + 1; "
-       "COMMIT; END LOOP; END $$"},
+       "DELETE FROM t WHERE id = (i * 104729) % 50000 + 1; "
+       "COMMIT; PERFORM pg_sleep(0.001); END LOOP; END $$"},
       out.path() + "/writer.out");
   ASSERT_GT(writer, 0);
   // The writer is running when the build takes its snapshot.
@@ -804,6 +806,9 @@ TEST_F(PgSidecarTest, ABuildUnderConcurrentWritesLeavesNoGapAndNoOverlap) {
       << side->Log();
   const std::string during =
       *pg->Execute("SELECT count(*) FROM t WHERE id > 200000");
+  // A second of writes more after the build, then the writer stops.
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_TRUE(pg->Execute("INSERT INTO writer_stop VALUES (1)").ok());
   int wstatus = 0;
   ASSERT_EQ(waitpid(writer, &wstatus, 0), writer);
   ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
@@ -838,6 +843,57 @@ TEST_F(PgSidecarTest, ABuildUnderConcurrentWritesLeavesNoGapAndNoOverlap) {
   ASSERT_TRUE(pg->Execute("INSERT INTO t VALUES (1000000, 0, 'after')").ok());
   EXPECT_TRUE(CaughtUp(*pg, side->address(), absl::Seconds(20))) << side->Log();
   EXPECT_THAT(StatusJson(side->address()), HasSubstr(R"("state":"ready")"));
+}
+
+// Two sidecars whose tables give column a another type (integer on A,
+// bigint on B) never exchange its rows: each session is refused naming the
+// column and both types, in the session log line and the peer's last
+// outcome in status; `tally diff` of the two refuses the same way.
+TEST_F(PgSidecarTest, ColumnsOfAnotherTypeAreRefusedNamingTheColumn) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pg_a = StartCluster();
+  std::unique_ptr<PgCluster> pg_b = StartCluster();
+  ASSERT_NE(pg_a, nullptr);
+  ASSERT_NE(pg_b, nullptr);
+  ASSERT_TRUE(pg_b->Execute("ALTER TABLE t ALTER COLUMN a TYPE bigint").ok());
+  ASSERT_TRUE(pg_a->Execute("INSERT INTO t VALUES (1, 1, 'on-a')").ok());
+  ASSERT_TRUE(pg_b->Execute("INSERT INTO t VALUES (2, 2, 'on-b')").ok());
+  TempDir dir_a, dir_b;
+  const std::string addr_a = FreeLoopbackAddress();
+  const std::string addr_b = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> side_a =
+      StartSidecar("side-a", dir_a.path(), *pg_a, addr_a, {addr_b});
+  std::unique_ptr<NodeProcess> side_b =
+      StartSidecar("side-b", dir_b.path(), *pg_b, addr_b, {addr_a});
+  ASSERT_NE(side_a, nullptr);
+  ASSERT_NE(side_b, nullptr);
+  const std::string named =
+      "column a: integer on this node (side-a), bigint "
+      "on side-b";
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(side_a->Log(), named) &&
+               absl::StrContains(StatusJson(addr_a), named);
+      },
+      absl::Seconds(20)))
+      << side_a->Log() << "\n"
+      << StatusJson(addr_a);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(
+            side_b->Log(),
+            "column a: bigint on this node (side-b), integer on side-a");
+      },
+      absl::Seconds(20)))
+      << side_b->Log();
+  const CommandResult diff = RunTally(
+      {"--keyspace", "public.t", "diff", addr_a, addr_b}, absl::Seconds(20));
+  EXPECT_EQ(diff.exit_code, 2) << diff.out << diff.err;
+  EXPECT_THAT(diff.err, AllOf(HasSubstr("column a: integer on "),
+                              HasSubstr(", bigint on ")));
+  // No row crossed.
+  EXPECT_EQ(*pg_a->Execute("SELECT count(*) FROM t"), "1");
+  EXPECT_EQ(*pg_b->Execute("SELECT count(*) FROM t"), "1");
 }
 
 // The application holds a row lock (BEGIN; UPDATE; sleep; COMMIT) while the

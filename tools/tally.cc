@@ -251,8 +251,11 @@ absl::Status CheckSchemas(const Context& ctx, node::NodeClient& a,
                          FindKeyspace(ctx, b, ctx.keyspace));
   if (!in_a.has_value() || !in_b.has_value()) return absl::OkStatus();
   return node::CheckSchema(
-      ctx.keyspace, node::SchemaOf{a.address(), in_a->schema_fingerprint()},
-      node::SchemaOf{b.address(), in_b->schema_fingerprint()});
+      ctx.keyspace,
+      node::SchemaOf{a.address(), in_a->schema_fingerprint(),
+                     in_a->schema_description()},
+      node::SchemaOf{b.address(), in_b->schema_fingerprint(),
+                     in_b->schema_description()});
 }
 
 // ------------------------------------------------------------ put, get, del

@@ -162,6 +162,9 @@ class StoreImpl : public Store, private SnapshotRowReader {
       absl::string_view keyspace) const override {
     return backend_->SchemaFingerprint(keyspace);
   }
+  std::string SchemaDescription(absl::string_view keyspace) const override {
+    return backend_->SchemaDescription(keyspace);
+  }
   absl::StatusOr<std::unique_ptr<tree::TreeView>> NewTreeView(
       absl::string_view keyspace) override;
   absl::StatusOr<KeyspaceInfo> GetKeyspace(
