@@ -37,7 +37,7 @@ std::vector<Scenario> AllScenarios() {
   return {
       DiffMemScenario(),  IngestScenario(), OpenScenario(),
       NodeDiffScenario(), WanScenario(),    BootstrapScenario(),
-      FeedScenario(),     PgScenario(),
+      FeedScenario(),     PgScenario(),     PgWarmScenario(),
   };
 }
 

@@ -49,6 +49,7 @@ Scenario WanScenario();
 Scenario BootstrapScenario();
 Scenario FeedScenario();
 Scenario PgScenario();
+Scenario PgWarmScenario();
 
 }  // namespace bench
 }  // namespace tally
