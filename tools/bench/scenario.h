@@ -50,6 +50,7 @@ Scenario BootstrapScenario();
 Scenario FeedScenario();
 Scenario PgScenario();
 Scenario PgWarmScenario();
+Scenario PgCaptureScenario();
 
 }  // namespace bench
 }  // namespace tally
