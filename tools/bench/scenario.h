@@ -51,6 +51,7 @@ Scenario FeedScenario();
 Scenario PgScenario();
 Scenario PgWarmScenario();
 Scenario PgCaptureScenario();
+Scenario PgLatencyScenario();
 
 }  // namespace bench
 }  // namespace tally
