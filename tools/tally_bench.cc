@@ -35,9 +35,10 @@ namespace {
 // The registry, in the order --scenario=all runs them.
 std::vector<Scenario> AllScenarios() {
   return {
-      DiffMemScenario(),  IngestScenario(), OpenScenario(),
-      NodeDiffScenario(), WanScenario(),    BootstrapScenario(),
-      FeedScenario(),     PgScenario(),
+      DiffMemScenario(),   IngestScenario(),    OpenScenario(),
+      NodeDiffScenario(),  WanScenario(),       BootstrapScenario(),
+      FeedScenario(),      PgScenario(),        PgWarmScenario(),
+      PgCaptureScenario(), PgLatencyScenario(),
   };
 }
 

@@ -1,21 +1,35 @@
-// Scenario "pg": the PostgreSQL figures of issue 10 §6 that need no sidecar.
+// Scenarios "pg" and "pg-warm": `tally diff` of two PostgreSQL tables
+// against pg_comparator (issue 10 §6), cold and warm.
 //
-// Two throwaway PostgreSQL 15 servers (support/pg_cluster.h), each with
-// t(id bigint primary key, a int, b text, c timestamptz) of --pg_rows rows
-// (generate_series), then 100 differences on the second (40 updates, 30
-// deletes, 30 inserts). In the same run, alternated, --pg_runs times each:
-//  - tally: `tally diff URL URL`, the whole CLI process, cold (nothing kept
-//    between runs): connect, read schemas, scan both tables at once, list
-//    the 100 keys;
-//  - baseline: pg_comparator (Debian's postgresql-comparator, `CREATE
-//    EXTENSION pgcmp` in both databases) on the same tables, PGTZ=UTC.
-// Both must report exactly 100 differences, or the scenario fails.
+// Both use two throwaway PostgreSQL 15 servers (support/pg_cluster.h), each
+// with t(id bigint primary key, a int, b text, c timestamptz) of --pg_rows
+// rows (generate_series), then 100 differences on the second (40 updates,
+// 30 deletes, 30 inserts; tools/bench/pg_sidecar_fixture.h). In the same
+// run, alternated, --pg_runs times each, against the same baseline:
+// pg_comparator (Debian's postgresql-comparator, `CREATE EXTENSION pgcmp`
+// in both databases) on the same tables, PGTZ=UTC. Both contenders must
+// report exactly 100 differences, or the scenario fails.
 //
-// Not measured here (they need the sidecar, pg/sidecar.h, not on this
-// branch yet): the warm diff of two sidecars, the index build rate, the
-// capture and apply rates and the end-to-end latency.
+// pg (cold): `tally diff URL URL`, the whole CLI process, nothing kept
+// between runs: connect, read schemas, scan both tables at once, list the
+// 100 keys.
+//
+// pg-warm: a tallyd sidecar per database (`--postgres URI --table
+// public.t`, no peers, so the differences stay), as an operator runs them.
+// First the index build, each sidecar alone: the time from starting tallyd
+// to its status saying `following` (process start, the database's checks,
+// the slot, the snapshot's binary COPY, the index written), as rows/s; a
+// third build, by another sidecar of database A that is then removed with
+// its slot, makes three. Its baseline in the same run: psql's binary COPY
+// of the same table to /dev/null (the scan alone). Then the 100
+// differences on B, and the wait until both sidecars' confirmed positions
+// are at or past pg_current_wal_lsn() (their indexes hold every change).
+// Then `tally --keyspace public.t --json diff A B` is timed as a whole CLI
+// process (A runs the diff against B over gRPC and streams the keys
+// back); the summary's `seconds` is A's own diff time.
 #include <algorithm>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -25,9 +39,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "support/pg_cluster.h"
 #include "support/process.h"
+#include "tools/bench/pg_sidecar_fixture.h"
 #include "tools/bench/scenario.h"
 
 ABSL_FLAG(std::string, pg_rows, "1000000",
@@ -43,55 +59,6 @@ namespace {
 using testing::CommandResult;
 using testing::PgCluster;
 
-struct Figures {
-  std::vector<double> seconds;
-  void Add(double s) { seconds.push_back(s); }
-  std::string Text() const {
-    std::vector<double> v = seconds;
-    std::sort(v.begin(), v.end());
-    return absl::StrFormat("%.2f / %.2f / %.2f", v.front(), v[v.size() / 2],
-                           v.back());
-  }
-  double Median() const {
-    std::vector<double> v = seconds;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  }
-};
-
-absl::Status Exec(PgCluster& pg, const std::string& sql) {
-  return pg.Execute(sql).status();
-}
-
-absl::Status Fill(PgCluster& pg, uint64_t rows) {
-  return Exec(
-      pg, absl::StrCat(
-              "CREATE EXTENSION IF NOT EXISTS pgcmp; DROP TABLE IF EXISTS t; "
-              "CREATE TABLE t (id bigint PRIMARY KEY, a int, b text, c "
-              "timestamptz); INSERT INTO t SELECT g, g, md5(g::text), "
-              "timestamptz '2026-01-01 00:00:00+00' + g * interval '1 s' "
-              "FROM generate_series(1, ",
-              rows, ") g"));
-}
-
-// psql -c runs one string in one transaction, where VACUUM cannot run.
-absl::Status Settle(PgCluster& pg) {
-  absl::Status s = Exec(pg, "VACUUM (FREEZE, ANALYZE) t");
-  return s.ok() ? Exec(pg, "CHECKPOINT") : s;
-}
-
-// 40 updates, 30 deletes, 30 inserts, spread over the table.
-absl::Status Differ(PgCluster& pg, uint64_t rows) {
-  const uint64_t step = rows / 100;
-  return Exec(
-      pg, absl::StrCat(
-              "UPDATE t SET a = -a WHERE id IN (SELECT 1 + g * ", step,
-              " FROM generate_series(0, 39) g); DELETE FROM t WHERE id IN "
-              "(SELECT 2 + g * ",
-              step, " FROM generate_series(40, 69) g); INSERT INTO t SELECT ",
-              rows, " + g, 0, 'new', now() FROM generate_series(1, 30) g"));
-}
-
 absl::StatusOr<double> TimeTally(const std::string& url_a,
                                  const std::string& url_b) {
   const absl::Time start = absl::Now();
@@ -106,35 +73,8 @@ absl::StatusOr<double> TimeTally(const std::string& url_a,
   return seconds;
 }
 
-absl::StatusOr<double> TimeComparator(const PgCluster& a, const PgCluster& b) {
-  const std::string url_a = absl::StrCat(
-      "pgsql://postgres@127.0.0.1:", a.port(), "/postgres/public.t?id:a,b,c");
-  const std::string url_b = absl::StrCat(
-      "pgsql://postgres@127.0.0.1:", b.port(), "/postgres/public.t");
-  const absl::Time start = absl::Now();
-  const CommandResult r =
-      testing::RunCommand({"/usr/bin/env", "PGTZ=UTC",
-                           absl::GetFlag(FLAGS_pg_comparator), url_a, url_b},
-                          absl::Minutes(10));
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  int found = 0;
-  for (absl::string_view line :
-       absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
-    if (absl::StartsWith(line, "INSERT ") ||
-        absl::StartsWith(line, "UPDATE ") ||
-        absl::StartsWith(line, "DELETE ")) {
-      ++found;
-    }
-  }
-  if (r.exit_code != 0 || found != 100) {
-    return absl::InternalError(absl::StrCat("pg_comparator exited ",
-                                            r.exit_code, " with ", found,
-                                            " differences: ", r.err));
-  }
-  return seconds;
-}
-
-absl::Status RunPg(std::ostream& out) {
+// --pg_rows as numbers.
+absl::StatusOr<std::vector<uint64_t>> Sizes() {
   std::vector<uint64_t> sizes;
   for (absl::string_view s :
        absl::StrSplit(absl::GetFlag(FLAGS_pg_rows), ',', absl::SkipEmpty())) {
@@ -145,6 +85,12 @@ absl::Status RunPg(std::ostream& out) {
     }
     sizes.push_back(n);
   }
+  return sizes;
+}
+
+absl::Status RunPg(std::ostream& out) {
+  absl::StatusOr<std::vector<uint64_t>> sizes = Sizes();
+  if (!sizes.ok()) return sizes.status();
   const int runs = std::max(1, absl::GetFlag(FLAGS_pg_runs));
   absl::StatusOr<std::unique_ptr<PgCluster>> a = PgCluster::Start();
   if (!a.ok()) return a.status();
@@ -157,21 +103,22 @@ absl::Status RunPg(std::ostream& out) {
   out << absl::StrFormat("%-10s %-34s %-34s %8s %6s\n", "rows",
                          "tally diff URL URL s (min/med/max)",
                          "pg_comparator s (min/med/max)", "speedup", "goal");
-  for (uint64_t rows : sizes) {
-    absl::Status s = Fill(**a, rows);
-    if (s.ok()) s = Fill(**b, rows);
-    if (s.ok()) s = Differ(**b, rows);
-    if (s.ok()) s = Settle(**a);
-    if (s.ok()) s = Settle(**b);
+  for (uint64_t rows : *sizes) {
+    absl::Status s = FillTable(**a, rows);
+    if (s.ok()) s = FillTable(**b, rows);
+    if (s.ok()) s = MakeDifferences(**b, rows);
+    if (s.ok()) s = SettleTable(**a);
+    if (s.ok()) s = SettleTable(**b);
     if (!s.ok()) return s;
-    Figures tally;
-    Figures baseline;
+    Samples tally;
+    Samples baseline;
     for (int i = 0; i < runs; ++i) {
       absl::StatusOr<double> t =
           TimeTally((*a)->Uri() + "?table=public.t", (*b)->Uri());
       if (!t.ok()) return t.status();
       tally.Add(*t);
-      absl::StatusOr<double> c = TimeComparator(**a, **b);
+      absl::StatusOr<double> c =
+          TimePgComparator(**a, **b, absl::GetFlag(FLAGS_pg_comparator), 100);
       if (!c.ok()) return c.status();
       baseline.Add(*c);
     }
@@ -179,9 +126,202 @@ absl::Status RunPg(std::ostream& out) {
                            baseline.Text(), baseline.Median() / tally.Median(),
                            ">= 3x");
   }
-  out << "not measured here (need the sidecar): warm diff of two sidecars, "
-         "index build rows/s, capture rows/s, apply rows/s, end-to-end "
-         "latency\n";
+  return absl::OkStatus();
+}
+
+// A tallyd's summary of `tally --json diff`: differences and A's seconds.
+struct NodeDiff {
+  double cli_seconds = 0;   // the whole CLI process
+  double node_seconds = 0;  // the summary's `seconds` (A's diff with B)
+};
+
+absl::StatusOr<NodeDiff> TimeNodeDiff(const std::string& address_a,
+                                      const std::string& address_b) {
+  const absl::Time start = absl::Now();
+  const CommandResult r = testing::RunTally(
+      {"--keyspace", "public.t", "--json", "diff", address_a, address_b},
+      absl::Minutes(5));
+  NodeDiff d;
+  d.cli_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  static const std::regex kDifferences(R"re("differences":(\d+))re");
+  static const std::regex kSeconds(R"re("seconds":([0-9.eE+-]+))re");
+  std::smatch m;
+  int found = -1;
+  if (std::regex_search(r.out, m, kDifferences)) found = std::stoi(m[1]);
+  if (std::regex_search(r.out, m, kSeconds)) d.node_seconds = std::stod(m[1]);
+  if (r.exit_code != 1 || found != 100) {
+    return absl::InternalError(absl::StrCat(
+        "tally diff of the sidecars exited ", r.exit_code, " with ", found,
+        " differences (expected 100): ", r.err,
+        r.out.substr(r.out.size() > 500 ? r.out.size() - 500 : 0)));
+  }
+  return d;
+}
+
+// psql's binary COPY of t to /dev/null: the scan the build starts with.
+absl::StatusOr<double> TimeBinaryCopy(const PgCluster& pg) {
+  const std::string command = absl::StrCat(
+      testing::PostgresBinDir(), "/psql -X -q -h 127.0.0.1 -p ", pg.port(),
+      " -U postgres -d postgres -c 'COPY (SELECT id, a, b, c FROM t) TO "
+      "STDOUT (FORMAT binary)' > /dev/null");
+  const absl::Time start = absl::Now();
+  const CommandResult r =
+      testing::RunCommand({"/bin/sh", "-c", command}, absl::Minutes(10));
+  if (r.exit_code != 0) {
+    return absl::InternalError(absl::StrCat("binary COPY failed: ", r.err));
+  }
+  return absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+// Starts a sidecar on `pg` and returns it once it follows, with the time
+// from the start to then in `seconds`.
+absl::StatusOr<std::unique_ptr<Sidecar>> StartAndBuild(const std::string& name,
+                                                       PgCluster& pg,
+                                                       Samples* seconds) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<Sidecar>> side =
+      Sidecar::Start(name, pg, "127.0.0.1:0", {});
+  if (!side.ok()) return side.status();
+  absl::Status s = (*side)->AwaitFollowing(absl::Minutes(30));
+  if (!s.ok()) return s;
+  seconds->Add(absl::ToDoubleSeconds(absl::Now() - start));
+  return side;
+}
+
+// Stops a sidecar and removes what it made in its database (slot,
+// publication, replication origin), so that nothing retains WAL.
+absl::Status RemoveSidecar(Sidecar& side, PgCluster& pg) {
+  absl::StatusOr<v1::PostgresStatus> st = side.Status();
+  if (!st.ok()) return st.status();
+  absl::Status s = side.Stop();
+  if (!s.ok()) return s;
+  // The walsender may outlive tallyd's exit by a moment (slot "active").
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (;;) {
+    absl::StatusOr<std::string> active =
+        pg.Execute(absl::StrCat("SELECT active FROM pg_replication_slots WHERE "
+                                "slot_name = '",
+                                st->slot(), "'"));
+    if (!active.ok()) return active.status();
+    const absl::string_view state = absl::StripAsciiWhitespace(*active);
+    if (state.empty()) break;  // gone
+    if (state == "f") {
+      s = ExecSql(pg, absl::StrCat("SELECT pg_drop_replication_slot('",
+                                   st->slot(), "')"));
+      if (!s.ok()) return s;
+      break;
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "slot ", st->slot(), " still active 10 s after tallyd left"));
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return ExecSql(
+      pg, absl::StrCat("DROP PUBLICATION IF EXISTS ", st->publication(),
+                       "; SELECT pg_replication_origin_drop(roname) FROM "
+                       "pg_replication_origin WHERE roname = '",
+                       st->origin(), "'"));
+}
+
+absl::Status RunPgWarm(std::ostream& out) {
+  absl::StatusOr<std::vector<uint64_t>> sizes = Sizes();
+  if (!sizes.ok()) return sizes.status();
+  const int runs = std::max(1, absl::GetFlag(FLAGS_pg_runs));
+  const std::string comparator = absl::GetFlag(FLAGS_pg_comparator);
+  out << absl::StrFormat(
+      "pg-warm: two sidecars following their databases (no peers), "
+      "t(id bigint pk, a int, b text, c timestamptz), 100 differences; "
+      "%d runs each, alternated\n",
+      runs);
+  std::vector<std::string> diff_lines, build_lines;
+  for (uint64_t rows : *sizes) {
+    // Fresh servers per size: no slot of an earlier size retains WAL.
+    absl::StatusOr<std::unique_ptr<PgCluster>> a = PgCluster::Start();
+    if (!a.ok()) return a.status();
+    absl::StatusOr<std::unique_ptr<PgCluster>> b = PgCluster::Start();
+    if (!b.ok()) return b.status();
+    absl::Status s = FillTable(**a, rows);
+    if (s.ok()) s = FillTable(**b, rows);
+    if (s.ok()) s = SettleTable(**a);
+    if (s.ok()) s = SettleTable(**b);
+    if (!s.ok()) return s;
+
+    // The builds, each sidecar alone, each beside a binary COPY of its
+    // table.
+    Samples build, copy;
+    absl::StatusOr<double> c = TimeBinaryCopy(**a);
+    if (!c.ok()) return c.status();
+    copy.Add(*c);
+    absl::StatusOr<std::unique_ptr<Sidecar>> side_a =
+        StartAndBuild("warm-a", **a, &build);
+    if (!side_a.ok()) return side_a.status();
+    c = TimeBinaryCopy(**b);
+    if (!c.ok()) return c.status();
+    copy.Add(*c);
+    absl::StatusOr<std::unique_ptr<Sidecar>> side_b =
+        StartAndBuild("warm-b", **b, &build);
+    if (!side_b.ok()) return side_b.status();
+    for (int i = 2; i < runs; ++i) {
+      c = TimeBinaryCopy(**a);
+      if (!c.ok()) return c.status();
+      copy.Add(*c);
+      absl::StatusOr<std::unique_ptr<Sidecar>> extra =
+          StartAndBuild(absl::StrCat("warm-a", i), **a, &build);
+      if (!extra.ok()) return extra.status();
+      s = RemoveSidecar(**extra, **a);
+      if (!s.ok()) return s;
+    }
+    const double r = static_cast<double>(rows);
+    build_lines.push_back(
+        absl::StrFormat("%-10d %-26s %-28s %-26s %-26s", rows, build.Text(),
+                        absl::StrFormat("%.0f / %.0f / %.0f", r / build.Max(),
+                                        r / build.Median(), r / build.Min()),
+                        copy.Text(),
+                        absl::StrFormat("%.0f / %.0f / %.0f", r / copy.Max(),
+                                        r / copy.Median(), r / copy.Min())));
+
+    // The differences, then both indexes caught up.
+    s = MakeDifferences(**b, rows);
+    if (!s.ok()) return s;
+    for (auto [side, pg] : {std::make_pair(side_a->get(), a->get()),
+                            std::make_pair(side_b->get(), b->get())}) {
+      absl::StatusOr<pg::Lsn> lsn = CurrentLsn(*pg);
+      if (!lsn.ok()) return lsn.status();
+      s = side->AwaitConfirmed(*lsn, absl::Minutes(2));
+      if (!s.ok()) return s;
+    }
+
+    Samples cli, node, baseline;
+    for (int i = 0; i < 2 * runs; ++i) {
+      if ((i % 2 == 0) == (i / 2 % 2 == 0)) {
+        absl::StatusOr<NodeDiff> d =
+            TimeNodeDiff((*side_a)->address(), (*side_b)->address());
+        if (!d.ok()) return d.status();
+        cli.Add(d->cli_seconds * 1000);
+        node.Add(d->node_seconds * 1000);
+      } else {
+        absl::StatusOr<double> t = TimePgComparator(**a, **b, comparator, 100);
+        if (!t.ok()) return t.status();
+        baseline.Add(*t);
+      }
+    }
+    diff_lines.push_back(absl::StrFormat(
+        "%-10d %-24s %-24s %-28s %9.0fx %8s", rows, cli.Text("%.0f"),
+        node.Text("%.0f"), baseline.Text(),
+        baseline.Median() * 1000 / cli.Median(), "<=100ms, >=100x"));
+  }
+  out << absl::StrFormat("%-10s %-24s %-24s %-28s %10s %8s\n", "rows",
+                         "tally diff A B ms (CLI)", "A's own diff ms",
+                         "pg_comparator s (min/med/max)", "speedup", "goal");
+  for (const std::string& line : diff_lines) out << line << "\n";
+  out << "\nindex build (tallyd start to phase following, each sidecar "
+         "alone) vs psql binary COPY of t to /dev/null, same run\n";
+  out << absl::StrFormat("%-10s %-26s %-28s %-26s %-26s\n", "rows",
+                         "build s (min/med/max)", "build rows/s",
+                         "binary COPY s", "COPY rows/s");
+  for (const std::string& line : build_lines) out << line << "\n";
+  out << "build goal: >= 300000 rows/s\n";
   return absl::OkStatus();
 }
 
@@ -190,6 +330,13 @@ absl::Status RunPg(std::ostream& out) {
 Scenario PgScenario() {
   return {"pg", "tally diff of two PostgreSQL tables vs pg_comparator (cold)",
           &RunPg};
+}
+
+Scenario PgWarmScenario() {
+  return {"pg-warm",
+          "tally diff of two tallyd sidecars (warm) vs pg_comparator; the "
+          "sidecar's index build",
+          &RunPgWarm};
 }
 
 }  // namespace bench

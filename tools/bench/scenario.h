@@ -49,6 +49,9 @@ Scenario WanScenario();
 Scenario BootstrapScenario();
 Scenario FeedScenario();
 Scenario PgScenario();
+Scenario PgWarmScenario();
+Scenario PgCaptureScenario();
+Scenario PgLatencyScenario();
 
 }  // namespace bench
 }  // namespace tally

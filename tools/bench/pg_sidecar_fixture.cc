@@ -1,0 +1,221 @@
+#include "tools/bench/pg_sidecar_fixture.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+
+namespace tally {
+namespace bench {
+
+using testing::CommandResult;
+using testing::NodeProcess;
+using testing::PgCluster;
+
+namespace {
+
+std::vector<double> Sorted(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// The last `bytes` of a log, for an error message.
+std::string Tail(const std::string& log, size_t bytes = 1500) {
+  return log.size() <= bytes ? log : log.substr(log.size() - bytes);
+}
+
+}  // namespace
+
+double Samples::Min() const { return Sorted(values_).front(); }
+double Samples::Max() const { return Sorted(values_).back(); }
+double Samples::Median() const {
+  const std::vector<double> v = Sorted(values_);
+  return v[v.size() / 2];
+}
+
+double Samples::Quantile(double fraction) const {
+  const std::vector<double> v = Sorted(values_);
+  const double rank = std::ceil(fraction * static_cast<double>(v.size()));
+  const size_t i = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+std::string Samples::Text(const char* format) const {
+  if (values_.empty()) return "-";
+  auto one = [format](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), format, v);
+    return std::string(buf);
+  };
+  return absl::StrCat(one(Min()), " / ", one(Median()), " / ", one(Max()));
+}
+
+absl::Status ExecSql(PgCluster& pg, const std::string& sql) {
+  return pg.Execute(sql).status();
+}
+
+absl::Status FillTable(PgCluster& pg, uint64_t rows) {
+  return ExecSql(
+      pg, absl::StrCat(
+              "CREATE EXTENSION IF NOT EXISTS pgcmp; DROP TABLE IF EXISTS t; "
+              "CREATE TABLE t (id bigint PRIMARY KEY, a int, b text, c "
+              "timestamptz); INSERT INTO t SELECT g, g, md5(g::text), "
+              "timestamptz '2026-01-01 00:00:00+00' + g * interval '1 s' "
+              "FROM generate_series(1, ",
+              rows, ") g"));
+}
+
+absl::Status SettleTable(PgCluster& pg) {
+  absl::Status s = ExecSql(pg, "VACUUM (FREEZE, ANALYZE) t");
+  return s.ok() ? ExecSql(pg, "CHECKPOINT") : s;
+}
+
+absl::Status MakeDifferences(PgCluster& pg, uint64_t rows) {
+  const uint64_t step = rows / 100;
+  return ExecSql(
+      pg, absl::StrCat(
+              "UPDATE t SET a = -a WHERE id IN (SELECT 1 + g * ", step,
+              " FROM generate_series(0, 39) g); DELETE FROM t WHERE id IN "
+              "(SELECT 2 + g * ",
+              step, " FROM generate_series(40, 69) g); INSERT INTO t SELECT ",
+              rows, " + g, 0, 'new', now() FROM generate_series(1, 30) g"));
+}
+
+absl::StatusOr<pg::Lsn> CurrentLsn(PgCluster& pg) {
+  absl::StatusOr<std::string> text = pg.Execute("SELECT pg_current_wal_lsn()");
+  if (!text.ok()) return text.status();
+  return pg::ParseLsn(absl::StripAsciiWhitespace(*text));
+}
+
+absl::StatusOr<double> TimePgComparator(const PgCluster& a, const PgCluster& b,
+                                        const std::string& program,
+                                        int expected) {
+  const std::string url_a = absl::StrCat(
+      "pgsql://postgres@127.0.0.1:", a.port(), "/postgres/public.t?id:a,b,c");
+  const std::string url_b = absl::StrCat(
+      "pgsql://postgres@127.0.0.1:", b.port(), "/postgres/public.t");
+  const absl::Time start = absl::Now();
+  const CommandResult r = testing::RunCommand(
+      {"/usr/bin/env", "PGTZ=UTC", program, url_a, url_b}, absl::Minutes(10));
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  int found = 0;
+  for (absl::string_view line :
+       absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "INSERT ") ||
+        absl::StartsWith(line, "UPDATE ") ||
+        absl::StartsWith(line, "DELETE ")) {
+      ++found;
+    }
+  }
+  if (r.exit_code != 0 || found != expected) {
+    return absl::InternalError(
+        absl::StrCat("pg_comparator exited ", r.exit_code, " with ", found,
+                     " differences (expected ", expected, "): ", r.err));
+  }
+  return seconds;
+}
+
+absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(
+    const std::string& name, PgCluster& pg, const std::string& listen,
+    const std::vector<std::string>& peers,
+    const std::vector<std::string>& extra) {
+  std::unique_ptr<Sidecar> s(new Sidecar());
+  s->name_ = name;
+  s->listen_ = listen;
+  s->flags_ = {"--postgres", pg.Uri(), "--table", "public.t"};
+  for (const std::string& peer : peers) {
+    s->flags_.push_back("--peer");
+    s->flags_.push_back(peer);
+  }
+  s->flags_.insert(s->flags_.end(), extra.begin(), extra.end());
+  absl::Status launched = s->Launch();
+  if (!launched.ok()) return launched;
+  // A restart must come back where its peers know it.
+  s->listen_ = s->process_->address();
+  return s;
+}
+
+absl::Status Sidecar::Launch() {
+  client_.reset();
+  absl::StatusOr<std::unique_ptr<NodeProcess>> p =
+      NodeProcess::Start(name_, dir_.path() + "/data", flags_, listen_);
+  if (!p.ok()) return p.status();
+  process_ = *std::move(p);
+  node::ClientOptions options;
+  options.rpc_timeout = absl::Seconds(10);
+  absl::StatusOr<std::unique_ptr<node::NodeClient>> c =
+      node::NodeClient::Connect(process_->address(), options);
+  if (!c.ok()) return c.status();
+  client_ = *std::move(c);
+  return absl::OkStatus();
+}
+
+absl::Status Sidecar::Stop() {
+  client_.reset();
+  const int code = process_->Stop();
+  if (code != 0) {
+    return absl::InternalError(
+        absl::StrCat(name_, " exited ", code, ": ", Tail(process_->Log())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Sidecar::Restart() { return Launch(); }
+
+absl::StatusOr<v1::PostgresStatus> Sidecar::Status() {
+  absl::StatusOr<v1::StatusResponse> r = client_->Status();
+  if (!r.ok()) return r.status();
+  if (!r->has_postgres()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name_, " has no PostgreSQL sidecar"));
+  }
+  return r->postgres();
+}
+
+absl::Status Sidecar::AwaitFollowing(absl::Duration timeout) {
+  return Await("following", 0, timeout);
+}
+
+absl::Status Sidecar::AwaitConfirmed(pg::Lsn lsn, absl::Duration timeout) {
+  return Await("confirmed", lsn, timeout);
+}
+
+absl::Status Sidecar::Await(const char* what, pg::Lsn lsn,
+                            absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::string last = "no status yet";
+  for (;;) {
+    absl::StatusOr<v1::PostgresStatus> s = Status();
+    if (s.ok()) {
+      if (s->phase() == "failed") {
+        return absl::FailedPreconditionError(
+            absl::StrCat(name_, " failed: ", s->last_error()));
+      }
+      if (s->phase() == "following" && s->confirmed_lsn_bytes() >= lsn) {
+        return absl::OkStatus();
+      }
+      last =
+          absl::StrCat("phase ", s->phase(), ", confirmed ", s->confirmed_lsn(),
+                       ", last error '", s->last_error(), "'");
+    } else {
+      last = s.status().ToString();
+    }
+    if (absl::Now() >= deadline) break;
+    // Fine enough for figures of 100 ms and more, cheap for the node.
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      name_, " not ", what,
+      lsn != 0 ? absl::StrCat(" ", pg::FormatLsn(lsn)) : "", " after ",
+      absl::FormatDuration(timeout), ": ", last, "\n", Tail(process_->Log())));
+}
+
+}  // namespace bench
+}  // namespace tally

@@ -1,0 +1,136 @@
+// What the PostgreSQL scenarios of tally-bench share: the benchmark table,
+// its 100 differences, the pg_comparator baseline, and tallyd sidecars
+// started as an operator starts them and watched through their status.
+//
+//   absl::StatusOr<std::unique_ptr<PgCluster>> pg = PgCluster::Start();
+//   FillTable(**pg, 1000000);
+//   absl::StatusOr<std::unique_ptr<Sidecar>> side =
+//       Sidecar::Start("side-a", **pg, FreeLoopbackAddress(), {});
+//   (*side)->AwaitFollowing(absl::Minutes(5));
+//   MakeDifferences(**pg, 1000000);
+//   (*side)->AwaitConfirmed(*CurrentLsn(**pg), absl::Minutes(1));
+//
+// The table is t(id bigint primary key, a int, b text, c timestamptz),
+// filled by generate_series; the differences are 40 updates, 30 deletes and
+// 30 inserts spread over it (issue 10 §6).
+//
+// Thread-compatible: a Sidecar is used from one thread at a time.
+#ifndef TALLY_TOOLS_BENCH_PG_SIDECAR_FIXTURE_H_
+#define TALLY_TOOLS_BENCH_PG_SIDECAR_FIXTURE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "node/client.h"
+#include "pg/lsn.h"
+#include "support/pg_cluster.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+#include "tally/v1/tally.pb.h"
+
+// Runs of each contender (pg_scenario.cc): every PostgreSQL scenario
+// measures this many times, alternated with its baseline.
+ABSL_DECLARE_FLAG(int, pg_runs);
+
+namespace tally {
+namespace bench {
+
+// Measurements of one contender: printed as min / median / max.
+class Samples {
+ public:
+  void Add(double v) { values_.push_back(v); }
+  bool empty() const { return values_.empty(); }
+  double Min() const;
+  double Median() const;
+  double Max() const;
+  // "min / median / max" with `format` (a printf format for one double).
+  std::string Text(const char* format = "%.2f") const;
+  // The value below which `fraction` (0..1) of the samples lie (nearest
+  // rank).
+  double Quantile(double fraction) const;
+
+ private:
+  std::vector<double> values_;
+};
+
+// Runs `sql` on the cluster's database `postgres` (one psql -c: one
+// transaction, so VACUUM must run alone).
+absl::Status ExecSql(testing::PgCluster& pg, const std::string& sql);
+
+// (Re)creates t with `rows` rows (ids 1..rows) and the pgcmp extension
+// pg_comparator needs.
+absl::Status FillTable(testing::PgCluster& pg, uint64_t rows);
+
+// VACUUM (FREEZE, ANALYZE) t and a CHECKPOINT, so that the contenders that
+// follow read a settled table.
+absl::Status SettleTable(testing::PgCluster& pg);
+
+// The 100 differences on a table filled with `rows` rows.
+absl::Status MakeDifferences(testing::PgCluster& pg, uint64_t rows);
+
+// pg_current_wal_lsn() now: a position at or after the end of every
+// transaction committed before the call.
+absl::StatusOr<pg::Lsn> CurrentLsn(testing::PgCluster& pg);
+
+// Times pg_comparator (`program`, PGTZ=UTC) comparing t on `a` and `b`;
+// kInternal unless it reports exactly `expected` differences.
+absl::StatusOr<double> TimePgComparator(const testing::PgCluster& a,
+                                        const testing::PgCluster& b,
+                                        const std::string& program,
+                                        int expected);
+
+// A tallyd sidecar (`--postgres URI --table public.t`) in its own temp
+// dir, and a client for its status.
+class Sidecar {
+ public:
+  // Starts tallyd named `name` on `listen`, peering `peers`, with `extra`
+  // flags after the sidecar's. Returns when it listens (not when it
+  // follows: see AwaitFollowing).
+  static absl::StatusOr<std::unique_ptr<Sidecar>> Start(
+      const std::string& name, testing::PgCluster& pg,
+      const std::string& listen, const std::vector<std::string>& peers,
+      const std::vector<std::string>& extra = {});
+
+  const std::string& address() const { return listen_; }
+  testing::NodeProcess& process() { return *process_; }
+
+  // The status block of the sidecar, or the RPC's error.
+  absl::StatusOr<v1::PostgresStatus> Status();
+
+  // Waits until the phase is `following`. kDeadlineExceeded (with the last
+  // status and the log's tail) after `timeout`; kFailedPrecondition at once
+  // when the phase is `failed`.
+  absl::Status AwaitFollowing(absl::Duration timeout);
+  // Waits until the phase is `following` and the confirmed position (the
+  // index committed up to it) is at or past `lsn`.
+  absl::Status AwaitConfirmed(pg::Lsn lsn, absl::Duration timeout);
+
+  // Stops the process (SIGTERM, the store closed cleanly) and starts it
+  // again on the same data dir, address and flags.
+  absl::Status Stop();
+  absl::Status Restart();
+
+ private:
+  Sidecar() = default;
+  absl::Status Launch();
+  absl::Status Await(const char* what, pg::Lsn lsn, absl::Duration timeout);
+
+  std::string name_;
+  std::string listen_;
+  std::vector<std::string> flags_;
+  testing::TempDir dir_;
+  std::unique_ptr<testing::NodeProcess> process_;
+  std::unique_ptr<node::NodeClient> client_;
+};
+
+}  // namespace bench
+}  // namespace tally
+
+#endif  // TALLY_TOOLS_BENCH_PG_SIDECAR_FIXTURE_H_
