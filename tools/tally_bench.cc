@@ -37,7 +37,8 @@ std::vector<Scenario> AllScenarios() {
   return {
       DiffMemScenario(),  IngestScenario(), OpenScenario(),
       NodeDiffScenario(), WanScenario(),    BootstrapScenario(),
-      FeedScenario(),     PgScenario(),
+      FeedScenario(),     PgScenario(),     PgApplyScenario(),
+      PgBuildScenario(),
   };
 }
 

@@ -49,6 +49,8 @@ Scenario WanScenario();
 Scenario BootstrapScenario();
 Scenario FeedScenario();
 Scenario PgScenario();
+Scenario PgApplyScenario();
+Scenario PgBuildScenario();
 
 }  // namespace bench
 }  // namespace tally
