@@ -32,8 +32,10 @@
 //   TALLY_RETURN_IF_ERROR(built.stream->StartReplication(
 //       names.slot, built.position.resume_lsn, {names.publication}));
 //
-// Thread-compatible: a build uses its own connections; the store is
-// thread-safe.
+// Thread-compatible: a build uses its own connections, and one thread of
+// its own that writes a batch to the store while the scan reads the next
+// (each batch sorted by token, so that LevelDB finds its keys near each
+// other); the store is thread-safe.
 #ifndef TALLY_PG_BOOTSTRAP_H_
 #define TALLY_PG_BOOTSTRAP_H_
 

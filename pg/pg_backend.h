@@ -11,8 +11,9 @@
 // (`pg_replication_origin_session_setup`, created if missing). ApplyRows is
 // ONE transaction:
 //   BEGIN; SELECT pg_replication_origin_xact_setup(<stamp as LSN>, <stamp>)
-//   per keyspace: binary COPY of the rows into a temp table (row index, op,
-//     expected token, the canonical columns), then one statement that
+//   per keyspace: binary COPY of the rows, in key order, into a temp table
+//     (row index, op, expected token, the canonical columns), then one
+//     statement that
 //     UPDATEs and DELETEs rows whose pg_xact_commit_timestamp_origin(xmin)
 //     still equals the expected token, INSERTs rows the index says are
 //     absent with ON CONFLICT DO NOTHING, checks that rows to be absent

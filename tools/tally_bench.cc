@@ -38,7 +38,8 @@ std::vector<Scenario> AllScenarios() {
       DiffMemScenario(),   IngestScenario(),    OpenScenario(),
       NodeDiffScenario(),  WanScenario(),       BootstrapScenario(),
       FeedScenario(),      PgScenario(),        PgWarmScenario(),
-      PgCaptureScenario(), PgLatencyScenario(),
+      PgCaptureScenario(), PgLatencyScenario(), PgApplyScenario(),
+      PgBuildScenario(),
   };
 }
 

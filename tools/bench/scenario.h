@@ -52,6 +52,8 @@ Scenario PgScenario();
 Scenario PgWarmScenario();
 Scenario PgCaptureScenario();
 Scenario PgLatencyScenario();
+Scenario PgApplyScenario();
+Scenario PgBuildScenario();
 
 }  // namespace bench
 }  // namespace tally
