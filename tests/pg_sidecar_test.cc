@@ -983,6 +983,62 @@ TEST_F(PgSidecarTest, AnAddedColumnIsRefusedUntilThePeerHasItThenConverges) {
       << side_a.Log() << side_b.Log();
 }
 
+// A database that is down when tallyd starts (issue 10 §5.7): the node
+// starts and serves, its status says the sidecar is reconnecting and why,
+// the retries back off (1 s, 2 s, ...); once the server is up the sidecar
+// builds and follows. The same when the server goes down (a crash) while
+// followed: reconnecting, then following with nothing lost.
+TEST_F(PgSidecarTest, ADatabaseDownAtStartIsRetriedThenFollowed) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pg = StartCluster();
+  ASSERT_NE(pg, nullptr);
+  ASSERT_TRUE(pg->Execute("INSERT INTO t SELECT g, g, 'x' FROM "
+                          "generate_series(1, 10) g")
+                  .ok());
+  ASSERT_TRUE(pg->Stop(PgCluster::StopMode::kFast).ok());
+  std::unique_ptr<NodeProcess> side =
+      StartSidecar("side-a", dir_.path(), *pg, FreeLoopbackAddress(), {});
+  ASSERT_NE(side, nullptr);
+  std::string json;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        json = StatusJson(side->address());
+        return absl::StrContains(json, R"("phase":"reconnecting")") &&
+               absl::StrContains(json, absl::StrCat(pg->port())) &&
+               absl::StrContains(side->Log(), "retrying in 2s");
+      },
+      absl::Seconds(20)))
+      << json << "\n"
+      << side->Log();
+  EXPECT_THAT(side->Log(),
+              HasSubstr("the database is unreachable; retrying in 1s"));
+
+  ASSERT_TRUE(pg->Restart().ok());
+  EXPECT_TRUE(
+      WaitFor([&] { return Following(side->address()); }, absl::Seconds(30)))
+      << StatusJson(side->address()) << side->Log();
+  ASSERT_TRUE(pg->Execute("INSERT INTO t VALUES (11, 11, 'after')").ok());
+  EXPECT_TRUE(CaughtUp(*pg, side->address(), absl::Seconds(20))) << side->Log();
+  EXPECT_THAT(StatusJson(side->address()),
+              HasSubstr(R"("keyspace":"public.t","state":"ready","rows":11,)"));
+
+  // Down while followed: reconnecting, then the writes made after the
+  // restart are captured.
+  ASSERT_TRUE(pg->Stop(PgCluster::StopMode::kImmediate).ok());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(StatusJson(side->address()),
+                                 R"("phase":"reconnecting")");
+      },
+      absl::Seconds(20)))
+      << side->Log();
+  ASSERT_TRUE(pg->Restart().ok());
+  ASSERT_TRUE(pg->Execute("INSERT INTO t VALUES (12, 12, 'later')").ok());
+  EXPECT_TRUE(CaughtUp(*pg, side->address(), absl::Seconds(40))) << side->Log();
+  EXPECT_THAT(StatusJson(side->address()),
+              HasSubstr(R"("keyspace":"public.t","state":"ready","rows":12,)"));
+}
+
 // The application holds a row lock (BEGIN; UPDATE; sleep; COMMIT) while the
 // peer's older version of that row arrives: afterwards both databases hold
 // the application's write.
