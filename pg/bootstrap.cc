@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "pg/binary_copy.h"
 #include "pg/field.h"
+#include "pg/replication_messages.h"
 #include "tree/status_macros.h"
 #include "tree/token.h"
 
@@ -266,6 +267,27 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
     return *fresh;
   };
   const tree::Version bootstrap = BootstrapVersion();
+  // A rebuild's version for a row the index does not describe: when the
+  // row was last written, as capture would have stamped it — not when the
+  // rebuild ran, or the database rebuilt last would win every such row
+  // over newer writes elsewhere (after the same ADD COLUMN on two
+  // databases, every row's value changes). A fresh stamp when the server
+  // has no commit time, or it does not order after the index's version.
+  tree::Version written;
+  auto rebuild_version = [&](const RowToken& token,
+                             const IndexEntry* old) -> const tree::Version* {
+    if (!token.commit_time_us.has_value()) return &fresh_version();
+    const int64_t us =
+        absl::ToUnixMicros(FromPgTimestamp(*token.commit_time_us));
+    written = tree::Version{
+        tree::HlcTimestamp::FromParts(static_cast<uint64_t>(us / 1000),
+                                      static_cast<uint64_t>(us % 1000)),
+        options.node_name};
+    if (old != nullptr && tree::CompareVersions(written, old->version) <= 0) {
+      return &fresh_version();
+    }
+    return &written;
+  };
   BatchWriter writer(store, options.batch_rows);
   absl::Time next_report = absl::Now() + options.progress_interval;
 
@@ -280,7 +302,8 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
           const tree::Version* version = nullptr;
           auto it = index.find(row.key);
           if (it == index.end()) {
-            version = options.rebuild ? &fresh_version() : &bootstrap;
+            version = options.rebuild ? rebuild_version(row.token, nullptr)
+                                      : &bootstrap;
           } else {
             seen.insert(std::string(row.key));
             const IndexEntry& e = it->second;
@@ -288,7 +311,7 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
                                               false, row.value) == e.digest) {
               return absl::OkStatus();  // the index describes it
             }
-            version = &fresh_version();
+            version = rebuild_version(row.token, &e);
           }
           storage::Mutation m = storage::Mutation::Put(
               t.name(), std::string(row.key), std::string(row.value));

@@ -19,10 +19,16 @@
 //    non-zero HLC timestamp, origin kBootstrapOrigin, pg/names.h) when the
 //    index was never built (no position stored), the same on every replica
 //    so that identical tables give identical trees; after a completed build
-//    (a rebuild) it gets a fresh local version;
+//    (a rebuild) it gets its written version (below);
 //  - a key whose value the index describes (its digest, recomputed with the
 //    index's version, matches) keeps its version: nothing is written;
-//  - a key with another value gets a fresh local version;
+//  - a key with another value gets its written version: the row's commit
+//    time (to the µs: milliseconds, then µs as the HLC counter) and this
+//    node, as the capture would have stamped the write — or a fresh local
+//    version when the server has no commit time for it or that does not
+//    order after the index's version. (A fresh version for every changed
+//    row would let the database rebuilt last win every row after the same
+//    ADD COLUMN on two databases, newer writes elsewhere included.)
 //  - a live index key the scan did not see gets a tombstone (fresh version).
 // A fresh local version is one store clock stamp (Now(), node name) for the
 // whole build.

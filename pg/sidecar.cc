@@ -58,17 +58,25 @@ class KeyspaceGate {
 };
 
 // The backend the store gets: the PgBackend, counting what it applied and
-// refused, and answering kUnavailable for keyspaces being (re)built.
+// refused, and answering kUnavailable for keyspaces being (re)built — and
+// for everything while the database has not been reached yet (it was down
+// when tallyd started: the PgBackend comes once the thread reaches it).
 class SidecarBackend final : public storage::RowBackend {
  public:
   SidecarBackend(std::shared_ptr<PgBackend> inner,
                  std::shared_ptr<KeyspaceGate> gate)
-      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+      : gate_(std::move(gate)), inner_(std::move(inner)) {}
 
-  absl::string_view name() const override { return inner_->name(); }
+  void set_inner(std::shared_ptr<PgBackend> inner) {
+    absl::MutexLock lock(&mu_);
+    inner_ = std::move(inner);
+  }
+
+  absl::string_view name() const override { return "postgresql"; }
   absl::Status ApplyRows(absl::Span<const storage::RowChange> rows,
                          std::vector<storage::RowOutcome>* outcomes) override {
-    TALLY_RETURN_IF_ERROR(inner_->ApplyRows(rows, outcomes));
+    TALLY_ASSIGN_OR_RETURN(std::shared_ptr<PgBackend> in, inner());
+    TALLY_RETURN_IF_ERROR(in->ApplyRows(rows, outcomes));
     for (const storage::RowOutcome& o : *outcomes) {
       (o.applied ? applied_ : refused_).fetch_add(1);
     }
@@ -77,12 +85,14 @@ class SidecarBackend final : public storage::RowBackend {
   absl::StatusOr<std::string> ReadValue(
       const storage::RowLocation& row,
       absl::string_view stored_payload) const override {
-    return inner_->ReadValue(row, stored_payload);
+    TALLY_ASSIGN_OR_RETURN(std::shared_ptr<PgBackend> in, inner());
+    return in->ReadValue(row, stored_payload);
   }
   absl::StatusOr<std::vector<absl::StatusOr<std::string>>> ReadValues(
       absl::Span<const storage::RowLocation> rows,
       absl::Span<const absl::string_view> stored_payloads) const override {
-    return inner_->ReadValues(rows, stored_payloads);
+    TALLY_ASSIGN_OR_RETURN(std::shared_ptr<PgBackend> in, inner());
+    return in->ReadValues(rows, stored_payloads);
   }
   absl::StatusOr<std::string> SchemaFingerprint(
       absl::string_view keyspace) const override {
@@ -92,21 +102,62 @@ class SidecarBackend final : public storage::RowBackend {
                        " is rebuilding (its index is being built "
                        "from the table)"));
     }
-    return inner_->SchemaFingerprint(keyspace);
+    TALLY_ASSIGN_OR_RETURN(std::shared_ptr<PgBackend> in, inner());
+    return in->SchemaFingerprint(keyspace);
   }
   std::string SchemaDescription(absl::string_view keyspace) const override {
-    return inner_->SchemaDescription(keyspace);
+    absl::StatusOr<std::shared_ptr<PgBackend>> in = inner();
+    return in.ok() ? (*in)->SchemaDescription(keyspace) : "";
   }
 
   uint64_t applied() const { return applied_.load(); }
   uint64_t refused() const { return refused_.load(); }
 
  private:
-  const std::shared_ptr<PgBackend> inner_;
+  absl::StatusOr<std::shared_ptr<PgBackend>> inner() const {
+    absl::MutexLock lock(&mu_);
+    if (inner_ == nullptr) {
+      return absl::UnavailableError(
+          "the database has not been reached since tallyd started (see "
+          "`tally status`: postgres phase and last error)");
+    }
+    return inner_;
+  }
+
   const std::shared_ptr<KeyspaceGate> gate_;
   std::atomic<uint64_t> applied_{0};
   std::atomic<uint64_t> refused_{0};
+  mutable absl::Mutex mu_;
+  std::shared_ptr<PgBackend> inner_ ABSL_GUARDED_BY(mu_);
 };
+
+// What reaching the database gives: the tables' schemas (after the
+// preflight checks) and the backend.
+struct Reached {
+  std::vector<TableSchema> tables;
+  std::shared_ptr<PgBackend> pg;
+};
+
+// Connects, runs the preflight checks and opens the backend. The
+// connection's kUnavailable means the database is down or unreachable.
+absl::StatusOr<Reached> ReachDatabase(const SidecarOptions& options,
+                                      const ReplicationNames& names) {
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
+                         Connection::Open(options.conninfo, {}));
+  PreflightOptions pre;
+  pre.tables = options.tables;
+  pre.slot_name = names.slot;
+  pre.origin_name = names.origin;
+  Reached out;
+  TALLY_ASSIGN_OR_RETURN(out.tables, Preflight(*conn, pre));
+  PgBackendOptions bo;
+  bo.conninfo = options.conninfo;
+  bo.tables = options.tables;
+  bo.origin_name = names.origin;
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<PgBackend> pg, PgBackend::Open(bo));
+  out.pg = std::move(pg);
+  return out;
+}
 
 // Errors that retrying cannot mend: the sidecar stops ("failed").
 bool Permanent(const absl::Status& s) {
@@ -134,6 +185,13 @@ class Sidecar::Impl {
     for (const TableSchema& t : tables_) {
       status_.keyspaces.push_back(
           SidecarKeyspaceStatus{t.name(), t.fingerprint(), "building", 0});
+    }
+    if (pg_ == nullptr) {
+      // Not reached yet: the names are known, the schemas are not.
+      for (const std::string& name : options_.tables) {
+        status_.keyspaces.push_back(
+            SidecarKeyspaceStatus{name, "", "building", 0});
+      }
     }
   }
 
@@ -298,7 +356,47 @@ class Sidecar::Impl {
     }
   }
 
+  // Reaches a database that was down when tallyd started: retries with
+  // backoff while it is unavailable; then the preflight's refusal (a
+  // setting, a privilege, a key) is final: phase "failed", naming the fix.
+  // False when stopping or failed.
+  bool AwaitDatabase() {
+    absl::Duration backoff = kMinBackoff;
+    while (!stopping_.load()) {
+      absl::StatusOr<Reached> reached = ReachDatabase(options_, names_);
+      if (reached.ok()) {
+        pg_ = reached->pg;
+        {
+          absl::MutexLock lock(&mu_);
+          tables_ = std::move(reached->tables);
+          for (size_t i = 0; i < tables_.size(); ++i) {
+            status_.keyspaces[i].fingerprint = tables_[i].fingerprint();
+          }
+        }
+        backend_->set_inner(reached->pg);
+        Log("reached the database");
+        return true;
+      }
+      if (!absl::IsUnavailable(reached.status())) {
+        Log(absl::StrCat("failed: ", reached.status().ToString()));
+        SetPhase("failed", reached.status().ToString());
+        return false;
+      }
+      Log(absl::StrCat("the database is unreachable; retrying in ",
+                       absl::FormatDuration(backoff), ": ",
+                       reached.status().ToString()));
+      SetPhase("reconnecting", reached.status().ToString());
+      Sleep(backoff);
+      backoff = std::min(backoff * 2, kMaxBackoff);
+    }
+    return false;
+  }
+
   void Run() {
+    if (pg_ == nullptr && !AwaitDatabase()) {
+      if (stopping_.load()) SetPhase("stopped", "");
+      return;
+    }
     absl::Duration backoff = kMinBackoff;
     while (!stopping_.load()) {
       const absl::Status s = RunOnce();
@@ -541,7 +639,9 @@ class Sidecar::Impl {
   // Constant after construction.
   const SidecarOptions options_;
   const ReplicationNames names_;
-  const std::shared_ptr<PgBackend> pg_;
+  // Null until the database is reached (Prepare, or AwaitDatabase when it
+  // was down at start); used by the thread only after that.
+  std::shared_ptr<PgBackend> pg_;
   const std::shared_ptr<KeyspaceGate> gate_;
   const std::shared_ptr<SidecarBackend> backend_;
 
@@ -585,24 +685,20 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Prepare(
     TALLY_RETURN_IF_ERROR(SplitQualifiedName(t, &schema, &table));
   }
   ReplicationNames names = NamesForNode(options.node_name);
-  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
-                         Connection::Open(options.conninfo, {}));
-  PreflightOptions pre;
-  pre.tables = options.tables;
-  pre.slot_name = names.slot;
-  pre.origin_name = names.origin;
-  TALLY_ASSIGN_OR_RETURN(std::vector<TableSchema> tables,
-                         Preflight(*conn, pre));
-  PgBackendOptions bo;
-  bo.conninfo = options.conninfo;
-  bo.tables = options.tables;
-  bo.origin_name = names.origin;
-  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<PgBackend> pg, PgBackend::Open(bo));
   auto gate = std::make_shared<KeyspaceGate>();
-  for (const TableSchema& t : tables) gate->Close(t.name());
+  for (const std::string& t : options.tables) gate->Close(t);
+  absl::StatusOr<Reached> reached = ReachDatabase(options, names);
+  if (!reached.ok() && !absl::IsUnavailable(reached.status())) {
+    return reached.status();
+  }
+  if (!reached.ok()) {
+    // Down or unreachable: the node starts all the same, and the thread
+    // reaches it later (phase "reconnecting", the reason in status).
+    reached = Reached{};
+  }
   return std::unique_ptr<Sidecar>(new Sidecar(std::make_unique<Impl>(
-      options, std::move(names), std::move(tables),
-      std::shared_ptr<PgBackend>(std::move(pg)), std::move(gate))));
+      options, std::move(names), std::move(reached->tables),
+      std::move(reached->pg), std::move(gate))));
 }
 
 Sidecar::Sidecar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

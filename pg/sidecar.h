@@ -150,7 +150,13 @@ class Sidecar {
   // schemas and opens the backend. Errors name the fix: the preflight's
   // (kFailedPrecondition, kPermissionDenied, kNotFound, kResourceExhausted),
   // kInvalidArgument for a table whose name is not a keyspace name or an
-  // empty option, the connection's (kUnavailable, kUnauthenticated).
+  // empty option, the connection's kUnauthenticated. A database that cannot
+  // be reached (the connection's kUnavailable: down, or not listening yet)
+  // is no error: the sidecar is returned unreached, its backend answers
+  // kUnavailable, and once started its thread retries with the backoff
+  // above (phase "reconnecting", the reason in last_error) until the
+  // database answers; the preflight then runs there, and its refusal puts
+  // the sidecar in phase "failed".
   static absl::StatusOr<std::unique_ptr<Sidecar>> Prepare(
       const SidecarOptions& options);
 

@@ -896,6 +896,149 @@ TEST_F(PgSidecarTest, ColumnsOfAnotherTypeAreRefusedNamingTheColumn) {
   EXPECT_EQ(*pg_b->Execute("SELECT count(*) FROM t"), "1");
 }
 
+// The value of column `column` of row `id` in `pg`'s t ("" when absent).
+std::string Cell(PgCluster& pg, const std::string& column, int id) {
+  absl::StatusOr<std::string> v =
+      pg.Execute(absl::StrCat("SELECT coalesce(", column,
+                              "::text, 'null') FROM t WHERE "
+                              "id = ",
+                              id));
+  return v.ok() ? *v : "?";
+}
+
+// ALTER TABLE ... ADD COLUMN on one database (issue 10 §5.7): its sidecar
+// notices at the table's next row change, rebuilds the keyspace (logged;
+// status shows the new fingerprint), and its sessions with the peer are
+// refused naming the column while the peer's table lacks it — no row of
+// either shape reaches the other database; once the peer's table has the
+// column too, they converge.
+TEST_F(PgSidecarTest, AnAddedColumnIsRefusedUntilThePeerHasItThenConverges) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  PeeredPair pair;
+  ASSERT_NO_FATAL_FAILURE(StartPeeredPair(&pair));
+  PgCluster& pg_a = *pair.pg_a;
+  PgCluster& pg_b = *pair.pg_b;
+  NodeProcess& side_a = *pair.side_a;
+  NodeProcess& side_b = *pair.side_b;
+  ASSERT_TRUE(pg_a.Execute("INSERT INTO t SELECT g, g, 'x' FROM "
+                           "generate_series(1, 100) g")
+                  .ok());
+  ASSERT_TRUE(
+      WaitFor([&] { return TableMd5(pg_a, "t") == TableMd5(pg_b, "t"); },
+              absl::Seconds(20)))
+      << side_a.Log() << side_b.Log();
+  const std::string old_fingerprint = [&] {
+    std::smatch m;
+    const std::string json = StatusJson(pair.addr_a);
+    static const std::regex kFp(R"re("schema_fingerprint":"([^"]+)")re");
+    return std::regex_search(json, m, kFp) ? std::string(m[1]) : "";
+  }();
+  ASSERT_FALSE(old_fingerprint.empty());
+
+  ASSERT_TRUE(pg_a.Execute("ALTER TABLE t ADD COLUMN c int DEFAULT 7;"
+                           "UPDATE t SET b = 'after' WHERE id = 1")
+                  .ok());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(side_a.Log(),
+                                 "rebuilding the index: schema change") &&
+               Following(pair.addr_a);
+      },
+      absl::Seconds(20)))
+      << side_a.Log();
+  const std::string json_a = StatusJson(pair.addr_a);
+  EXPECT_THAT(json_a, AllOf(Not(HasSubstr(old_fingerprint)),
+                            HasSubstr(R"("state":"ready")")));
+  const std::string named =
+      "column c: integer on this node (side-a), absent "
+      "on side-b";
+  EXPECT_TRUE(WaitFor([&] { return absl::StrContains(side_a.Log(), named); },
+                      absl::Seconds(20)))
+      << side_a.Log();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(
+            side_b.Log(), "column c: absent on this node (side-b), integer on");
+      },
+      absl::Seconds(20)))
+      << side_b.Log();
+  // Refused both ways: B keeps its row 1, A does not get B's new row.
+  ASSERT_TRUE(pg_b.Execute("INSERT INTO t VALUES (500, 5, 'on-b')").ok());
+  absl::SleepFor(absl::Seconds(3));
+  EXPECT_EQ(Cell(pg_b, "b", 1), "x");
+  EXPECT_EQ(Cell(pg_a, "b", 500), "");
+
+  // B's table gets the column: the two converge, the rows of each side
+  // reaching the other with c.
+  ASSERT_TRUE(pg_b.Execute("ALTER TABLE t ADD COLUMN c int DEFAULT 7;"
+                           "UPDATE t SET c = 8 WHERE id = 500")
+                  .ok());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return TableMd5(pg_a, "t") == TableMd5(pg_b, "t") &&
+               Cell(pg_a, "c", 500) == "8" && Cell(pg_b, "b", 1) == "after";
+      },
+      absl::Seconds(30)))
+      << "a: " << TableMd5(pg_a, "t") << " b: " << TableMd5(pg_b, "t") << "\n"
+      << side_a.Log() << side_b.Log();
+}
+
+// A database that is down when tallyd starts (issue 10 §5.7): the node
+// starts and serves, its status says the sidecar is reconnecting and why,
+// the retries back off (1 s, 2 s, ...); once the server is up the sidecar
+// builds and follows. The same when the server goes down (a crash) while
+// followed: reconnecting, then following with nothing lost.
+TEST_F(PgSidecarTest, ADatabaseDownAtStartIsRetriedThenFollowed) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pg = StartCluster();
+  ASSERT_NE(pg, nullptr);
+  ASSERT_TRUE(pg->Execute("INSERT INTO t SELECT g, g, 'x' FROM "
+                          "generate_series(1, 10) g")
+                  .ok());
+  ASSERT_TRUE(pg->Stop(PgCluster::StopMode::kFast).ok());
+  std::unique_ptr<NodeProcess> side =
+      StartSidecar("side-a", dir_.path(), *pg, FreeLoopbackAddress(), {});
+  ASSERT_NE(side, nullptr);
+  std::string json;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        json = StatusJson(side->address());
+        return absl::StrContains(json, R"("phase":"reconnecting")") &&
+               absl::StrContains(json, absl::StrCat(pg->port())) &&
+               absl::StrContains(side->Log(), "retrying in 2s");
+      },
+      absl::Seconds(20)))
+      << json << "\n"
+      << side->Log();
+  EXPECT_THAT(side->Log(),
+              HasSubstr("the database is unreachable; retrying in 1s"));
+
+  ASSERT_TRUE(pg->Restart().ok());
+  EXPECT_TRUE(
+      WaitFor([&] { return Following(side->address()); }, absl::Seconds(30)))
+      << StatusJson(side->address()) << side->Log();
+  ASSERT_TRUE(pg->Execute("INSERT INTO t VALUES (11, 11, 'after')").ok());
+  EXPECT_TRUE(CaughtUp(*pg, side->address(), absl::Seconds(20))) << side->Log();
+  EXPECT_THAT(StatusJson(side->address()),
+              HasSubstr(R"("keyspace":"public.t","state":"ready","rows":11,)"));
+
+  // Down while followed: reconnecting, then the writes made after the
+  // restart are captured.
+  ASSERT_TRUE(pg->Stop(PgCluster::StopMode::kImmediate).ok());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(StatusJson(side->address()),
+                                 R"("phase":"reconnecting")");
+      },
+      absl::Seconds(20)))
+      << side->Log();
+  ASSERT_TRUE(pg->Restart().ok());
+  ASSERT_TRUE(pg->Execute("INSERT INTO t VALUES (12, 12, 'later')").ok());
+  EXPECT_TRUE(CaughtUp(*pg, side->address(), absl::Seconds(40))) << side->Log();
+  EXPECT_THAT(StatusJson(side->address()),
+              HasSubstr(R"("keyspace":"public.t","state":"ready","rows":12,)"));
+}
+
 // The application holds a row lock (BEGIN; UPDATE; sleep; COMMIT) while the
 // peer's older version of that row arrives: afterwards both databases hold
 // the application's write.
