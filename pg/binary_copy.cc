@@ -45,7 +45,11 @@ absl::Status CopyBinaryReader::Feed(absl::string_view piece) {
     // The common case: parse straight from the caller's piece and keep
     // only an incomplete tail.
     s = Parse(piece, &used);
-    if (s.ok()) pending_.assign(piece.data() + used, piece.size() - used);
+    // Usually the piece was one whole row (libpq returns one CopyData
+    // message at a time): nothing to keep.
+    if (s.ok() && used < piece.size()) {
+      pending_.assign(piece.data() + used, piece.size() - used);
+    }
   } else {
     pending_.append(piece.data(), piece.size());
     // A large row arriving in many pieces is parsed once, when it is all
@@ -133,7 +137,9 @@ absl::Status CopyBinaryReader::Parse(absl::string_view data, size_t* used) {
                                       expected_fields_),
                          at);
         }
-        fields_.clear();
+        // Sized once (rows of one COPY all have the same count), then
+        // assigned in place: no capacity check per field.
+        fields_.resize(static_cast<size_t>(count));
         size_t q = 2;  // offset within the row
         for (int i = 0; i < count; ++i) {
           if (avail < q + 4) {
@@ -143,7 +149,7 @@ absl::Status CopyBinaryReader::Parse(absl::string_view data, size_t* used) {
           }
           const int32_t len = static_cast<int32_t>(LoadBigEndian32(p + q));
           if (len == -1) {
-            fields_.push_back(Field::Null());
+            fields_[i] = Field::Null();
             q += 4;
             continue;
           }
@@ -156,7 +162,7 @@ absl::Status CopyBinaryReader::Parse(absl::string_view data, size_t* used) {
             *used = pos;
             return absl::OkStatus();
           }
-          fields_.push_back(Field::Of(absl::string_view(p + q + 4, len)));
+          fields_[i] = Field::Of(absl::string_view(p + q + 4, len));
           q += 4 + static_cast<size_t>(len);
         }
         absl::Status s = on_row_(fields_);

@@ -329,6 +329,34 @@ TEST(TableDiff, CompositeKeysAndNullsAndKeyOnlyTables) {
   }
 }
 
+TEST(TableDiff, RowsOfInheritanceChildrenAreScannedAsTheTablesRows) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pa = StartCluster();
+  std::unique_ptr<PgCluster> pb = StartCluster();
+  ASSERT_TRUE(pa && pb);
+  for (PgCluster* pg : {pa.get(), pb.get()}) {
+    Sql(*pg,
+        "CREATE TABLE p (id bigint PRIMARY KEY, v text); CREATE TABLE c () "
+        "INHERITS (p); INSERT INTO p SELECT g, 'x' FROM generate_series(1, "
+        "10) g");
+  }
+  // A SELECT of p shows these rows; a COPY of p alone would not.
+  Sql(*pb, "INSERT INTO c SELECT g, 'child' FROM generate_series(100, 102) g");
+  auto a = Connect(*pa);
+  auto b = Connect(*pb);
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<TableDiff> d = DiffTables(*a, *b, "public.p", "public.p");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->rows_a, 10u);
+  EXPECT_EQ(d->rows_b, 13u);
+  ASSERT_EQ(d->differences.size(), 3u);
+  for (const RowDifference& r : d->differences) {
+    EXPECT_FALSE(r.in_a);
+    EXPECT_TRUE(r.in_b);
+    EXPECT_GE(IdOf(r.key), 100);
+  }
+}
+
 }  // namespace
 }  // namespace pg
 }  // namespace tally

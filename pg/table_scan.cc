@@ -90,20 +90,32 @@ void TableScan::Reserve(uint64_t rows, size_t key_bytes) {
 
 namespace {
 
-// The planner's row estimate of the table (pg_class.reltuples, as of the
-// last VACUUM or ANALYZE), 0 when it has none. Only for reserving memory.
-uint64_t EstimatedRows(Connection& conn, const TableSchema& schema) {
-  if (schema.relid() == 0) return 0;
-  absl::StatusOr<Result> r =
-      conn.Exec(absl::StrCat("SELECT greatest(reltuples, 0)::bigint FROM "
-                             "pg_catalog.pg_class WHERE oid = ",
-                             schema.relid()));
+// What the scan asks the catalog before it reads the table.
+struct TableFacts {
+  // The planner's row estimate (pg_class.reltuples, as of the last VACUUM
+  // or ANALYZE), 0 when it has none. Only for reserving memory.
+  uint64_t estimated_rows = 0;
+  // The table has inheritance children, whose rows a SELECT of the table
+  // includes and a COPY of the table itself does not.
+  bool has_children = true;
+};
+
+TableFacts ReadTableFacts(Connection& conn, const TableSchema& schema) {
+  TableFacts facts;
+  if (schema.relid() == 0) return facts;
+  absl::StatusOr<Result> r = conn.Exec(absl::StrCat(
+      "SELECT greatest(reltuples, 0)::bigint, EXISTS (SELECT 1 FROM "
+      "pg_catalog.pg_inherits WHERE inhparent = c.oid) FROM "
+      "pg_catalog.pg_class c WHERE c.oid = ",
+      schema.relid()));
   uint64_t rows = 0;
   if (!r.ok() || r->rows() != 1 || !absl::SimpleAtoi(r->Value(0, 0), &rows)) {
-    return 0;
+    return facts;
   }
   // 5% for rows written since; no more than 200M up front.
-  return std::min<uint64_t>(rows + rows / 20, 200'000'000);
+  facts.estimated_rows = std::min<uint64_t>(rows + rows / 20, 200'000'000);
+  facts.has_children = r->Value(0, 1) != "f";
+  return facts;
 }
 
 }  // namespace
@@ -115,7 +127,8 @@ absl::StatusOr<TableScan> TableScan::Run(Connection& conn,
   scan.keyspace_ = std::string(keyspace);
   const RowCodec codec = schema.codec();
   BootstrapRowDigester digester(keyspace, codec);
-  const uint64_t estimate = EstimatedRows(conn, schema);
+  const TableFacts facts = ReadTableFacts(conn, schema);
+  const uint64_t estimate = facts.estimated_rows;
   bool reserved = false;
   CopyBinaryReader reader(
       [&](absl::Span<const Field> fields) -> absl::Status {
@@ -128,10 +141,18 @@ absl::StatusOr<TableScan> TableScan::Run(Connection& conn,
         return absl::OkStatus();
       },
       static_cast<int>(codec.columns()));
+  // A COPY of the table itself (its columns listed in canonical order)
+  // skips the executor's projection of a COPY of a query: ~7% of the
+  // server's time per row. It reads no inheritance children, so a table
+  // with children is read through a SELECT, which includes their rows.
+  const std::string sql =
+      facts.has_children
+          ? absl::StrCat("COPY (SELECT ", schema.select_list(), " FROM ",
+                         schema.quoted_name(), ") TO STDOUT (FORMAT binary)")
+          : absl::StrCat("COPY ", schema.quoted_name(), " (",
+                         schema.select_list(), ") TO STDOUT (FORMAT binary)");
   TALLY_RETURN_IF_ERROR(conn.CopyOut(
-      absl::StrCat("COPY (SELECT ", schema.select_list(), " FROM ",
-                   schema.quoted_name(), ") TO STDOUT (FORMAT binary)"),
-      [&](absl::string_view chunk) { return reader.Feed(chunk); }));
+      sql, [&](absl::string_view chunk) { return reader.Feed(chunk); }));
   absl::Status finished = reader.Finish();
   if (!finished.ok()) {
     return absl::Status(finished.code(),

@@ -9,16 +9,18 @@
 //                          TableScan::Run(conn, schema, schema.name()));
 //   scan.root();  // what a freshly built sidecar's tree has as its root
 //
-// The scan is one `COPY (SELECT <canonical select list> FROM t) TO STDOUT
-// (FORMAT binary)`: binary values do not depend on the session's TimeZone,
-// DateStyle or float settings (PG-DESIGN §1.6), and the canonical column
-// order (pg/row_codec.h) does not depend on the table's physical order. Each
-// row's digest is tree::RowDigest(keyspace, key, BootstrapVersion(), false,
-// value) over the canonical key and value bytes: the digest a sidecar gives
-// the row when it first builds its index, so the root of a scan equals the
-// root of that keyspace in a sidecar whose rows all still carry the
-// bootstrap version. (Rows a sidecar has since captured carry their own
-// versions, and its root differs from a scan's while their values do not.)
+// The scan is one `COPY t (<canonical select list>) TO STDOUT (FORMAT
+// binary)` (a COPY of the table itself skips the executor's projection; a
+// table with inheritance children, whose rows it would leave out, is read
+// by `COPY (SELECT <the list> FROM t) ...`): binary values do not depend on the
+// session's TimeZone, DateStyle or float settings (PG-DESIGN §1.6), and the
+// canonical column order (pg/row_codec.h) does not depend on the table's
+// physical order. Each row's digest is tree::RowDigest(keyspace, key,
+// BootstrapVersion(), false, value) over the canonical key and value bytes: the
+// digest a sidecar gives the row when it first builds its index, so the root of
+// a scan equals the root of that keyspace in a sidecar whose rows all still
+// carry the bootstrap version. (Rows a sidecar has since captured carry their
+// own versions, and its root differs from a scan's while their values do not.)
 //
 // Memory: 32 bytes per row plus its key bytes (12 for a bigint key), in
 // four flat arrays (no per-row allocation): a 5M-row bigint table takes
