@@ -748,7 +748,8 @@ class Differ {
     if (hit < slots) {
       total = -slots * std::log1p(-hit / slots);
     } else {
-      total = std::max(p.pending.expected, slots * std::log(2 * slots));
+      total = std::max({p.pending.expected, slots * std::log(2 * slots),
+                        3 * slots * std::log(slots)});
     }
     total = std::max({total, hit, count_gap});
     for (size_t i = first; i < next->size(); ++i) {

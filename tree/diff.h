@@ -13,9 +13,14 @@
 //     of rounds the rest of the diff is to take, which the planner chooses
 //     again every round from what it has seen (see "Rounds"): the share of
 //     children that differed in the previous round estimates how many
-//     differences lie below each node, and its row count says what listing
-//     it would cost. When most nodes of a level differ, the whole level is
-//     fetched instead of node by node. A round may hold several exchanges
+//     differences lie below each node (Poisson occupancy), and its row count
+//     says what listing it would cost. When all s children of a node differ
+//     the share says only "many"; the estimate is then 3 s ln s, the d for
+//     which all s would differ with probability 1 - 1/s^2 (333 for the
+//     handshake's 32 nodes; s ln 2s = 133 before, which cut the first
+//     descent short at d >= 1000 and cost a session 30% more at 1M rows).
+//     When most nodes of a level differ, the whole level is fetched instead
+//     of node by node. A round may hold several exchanges
 //     (within the per-exchange limits); they do not depend on one another.
 //  3. Below the leaves the same descent continues over token sub-ranges,
 //     which the views answer by range scans, until listing a range costs
@@ -61,11 +66,11 @@
 // (each view's fingerprint and varint count), f/8 + 1/8 in a session (the
 // own fingerprint sent, a bit back) plus ~1 for a child that differs, 2 x
 // (8 + ~1) the plain way. A listed row costs e_l: 2e for a third party or
-// the plain way (e ~ 60-70 B, WireSize: key, HLC, origin index,
-// fingerprint), f/8 + 1/8 in a session, which also receives e for each
-// differing row. With d differing keys spread over N rows, m(l) =
-// 2^l (1 - e^(-d / 2^l)) nodes of level l differ. A diff of r rounds
-// (the handshake at level h = handshake_levels, r - 2 descents
+// the plain way (e ~ 40-70 B, WireSize: key, HLC, origin index,
+// fingerprint; 40 for the bench's 16-byte keys), (f + 16)/8 + 1/8 in a
+// session, which also receives e for each differing row. With d differing keys
+// spread over N rows, m(l) = 2^l (1 - e^(-d / 2^l)) nodes of level l differ. A
+// diff of r rounds (the handshake at level h = handshake_levels, r - 2 descents
 // h -> l_1 -> ... -> l_k, then the listing at l_k) moves
 //
 //   B(N, d, r) = 2^h w_0 + sum_i m(l_i) 2^(l_(i+1) - l_i) w
@@ -73,36 +78,57 @@
 //
 // (w_0: the handshake's 64-bit digests, e_d: e in a session, else 0),
 // minimised over the levels by EstimateDiffCost(). Per difference that is
-// about (r - 1) w (N/d)^(1/(r - 1)) plus the rows listed with each
-// difference: at a fixed number of rounds it grows as a root of N/d, and
-// every round added takes one more root. The depth of the stored trees
-// does not enter: below it the views answer by range scans, at the same
-// wire cost, so only N, d and r do.
+// about
+//
+//   B / d ~ (r - 1) w F + e_l N / 2^l_k / m(l_k) + e_d,
+//   F = (N / d)^(1 / (r - 1))  (the fan-out per round),
+//
+// the descent, the rows listed with each difference and the differing row
+// itself: at a fixed number of rounds it grows as a root of N/d, and every
+// round added takes one more root. The depth of the stored trees does not
+// enter: below it the views answer by range scans, at the same wire cost,
+// so only N, d, r and the widths (f, f + 16 for rows, e) do. The
+// fingerprint widths enter through w and e_l: f = log2(4 d /
+// miss_probability), so w grows by 1/8 byte per doubling of d.
+//
+// Flat in N. One round more per tenfold N/d holds F near 10, and then
+// B / d differs from one size to the next only by the factor (r - 1) and
+// the listing's share: what the round rule below gives a session at
+// d = 1000 (3, 4, 5 rounds at 100k, 1M, 10M rows), and the rounds a
+// diff takes are the ones EstimateDiffCost's rule picks (tested at 100k
+// rows, d = 1000, in both modes; tree/diff_test.cc DiffFlatTest).
 //
 // Rounds. Each round adds one round trip; the planner adds a round only
-// while the model says it saves at least `round_saving` (20%) of the bytes
+// while the model says it saves at least `round_saving` (25%) of the bytes
 // still to come and at least `round_price_bytes`, within a latency budget
 // by size: 4 rounds up to 2M rows, 5 up to 20M, 6 beyond (budget_rounds,
-// budget_rows), and never more than `max_rounds`.
+// budget_rows), and never more than `max_rounds`. At 25% a session at 100k
+// rows and d = 1000 stops at 3 rounds (a fourth saves 16%: 123 -> 103 B
+// per difference) and at 10M takes 5 (the fifth saves 30%: 267 -> 188).
 //
-// Measured (tally-bench --scenario=diff-mem, d = 1000; a session counts the
-// peer's bytes only, a third party both views'; "model" = EstimateDiffCost
-// in the rounds taken):
+// Measured (tally-bench --scenario=diff-mem --diff_mem_runs=3, d = 1000; a
+// session counts the peer's bytes only, a third party both views'; "model"
+// = EstimateDiffCost in the rounds taken; bytes were the same in all 3
+// runs, each under a fresh seed):
 //
 //   N      session            third party (seeded)  plain (before seeds)
 //          rounds B/diff model rounds B/diff model   rounds B/diff
-//   100k   4        117   103  4        368   328    4        642
-//   1M     4        192   154  4        711   583    4      1,104
-//   10M    5        185   169  5        764   667    5      1,463
+//   100k   3        122   123  4        311   328    4        547
+//   1M     4        148   154  4        566   583    4      1,104
+//   10M    5        194   188  5        699   667    5      1,299
+//   100M   (wire model only: the views need ~56 GB) 5 rounds, 282 B
+//          for a session, 6 rounds, 745 B for a third party
 //
-// (10M: rows then took f bits, not f + 16; see README.) A session is flat
-// within -29% / +16% of its mean; a third party, whose digests cost ~2 x
-// 3.4 bytes per child, is not (368 to 764).
+// A session is flat within -21% / -4% / +25.4% of its mean (just outside
+// +25% at 10M, by under 1 B per difference); a third party, whose digests
+// cost ~2 x 3.4 bytes per child, is not (311 to 699): at 100k its fourth
+// round saves 41% of its bytes (666 B in 3 rounds), so the rule takes it,
+// and flat would need that round given up.
 //
 // The model is the optimum of a diff that knows d from the start and treats
-// every node of a level alike, so the diff costs 10-25% more. In a session
-// the floor is the differing row itself (~e = 67 B) and the own rows'
-// fingerprints of the listed ranges; what grows with N is the descent.
+// every node of a level alike; the planner comes within about 5% of it. In a
+// session the floor is the differing row itself (~e = 40 B) and the own
+// rows' fingerprints of the listed ranges; what grows with N is the descent.
 //
 // Latency: within a round the two views are asked at the same time (view b
 // from a thread of its own, view a from the caller's), so a round costs one
@@ -156,8 +182,9 @@ struct DiffOptions {
   double budget_rows = 2e6;
   // Every round, the planner chooses how many rounds the rest of the diff
   // takes: it adds a round only while the model says that round saves at
-  // least this share of the bytes still to come...
-  double round_saving = 0.2;
+  // least this share of the bytes still to come (25% keeps a session's
+  // bytes per difference flat from 100k to 10M rows; see "Rounds")...
+  double round_saving = 0.25;
   // ... and at least this many bytes: below it, bytes are cheaper than a
   // round trip on any link (8 KiB is 1.3 ms at 50 Mbit/s).
   double round_price_bytes = 8192;
