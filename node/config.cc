@@ -16,6 +16,7 @@
 #include "node/client.h"
 #include "node/postgres_settings.h"
 #include "node/tls.h"
+#include "pg/fault_points.h"
 #include "storage/store.h"
 #include "tree/status_macros.h"
 
@@ -269,6 +270,11 @@ absl::Status ApplySetting(absl::string_view name_as_given,
     } else {
       TALLY_ASSIGN_OR_RETURN(config->scrub_interval, ParseDuration(value));
     }
+  } else if (name == "test-fault-point") {
+    // Checked here, so that a misspelt point is refused at start rather
+    // than silently never reached.
+    TALLY_RETURN_IF_ERROR(pg::FaultPoints::Parse(value).status());
+    config->test_fault_point = std::string(value);
   } else if (name == "test-clock-offset") {
     // Signed: a clock behind is what the tests play. 0, the default (the
     // system clock), must be writable too.
@@ -400,6 +406,12 @@ absl::Status ValidatePeerRoles(const std::vector<PeerConfig>& peers) {
 }
 
 absl::Status ValidatePostgresSettings(const NodeConfig& config) {
+  if (config.postgres.empty() && !config.test_fault_point.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--test-fault-point %s needs --postgres: the fault points are the "
+        "PostgreSQL sidecar's",
+        config.test_fault_point));
+  }
   if (config.postgres.empty()) {
     if (!config.tables.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(

@@ -120,6 +120,10 @@ struct NodeConfig {
   // judges tombstone ages by and tells its peers), to play a node whose
   // clock is wrong.
   absl::Duration test_clock_offset = absl::ZeroDuration();
+  // For crash tests only (hidden `test-fault-point`): "NAME[:COUNT]", a
+  // point of pg/fault_points.h at which the sidecar kills the process (the
+  // COUNT-th time it is reached). Needs `postgres`. Empty: none.
+  std::string test_fault_point;
 };
 
 // Parses "HOST:PORT" or "HOST:PORT,role=source" (or role=peer).

@@ -86,6 +86,12 @@ PostgresSidecarFactory DefaultPostgresSidecarFactory() {
     options.conninfo = config.postgres;
     options.tables = config.tables;
     options.node_name = config.name;
+    if (!config.test_fault_point.empty()) {
+      absl::StatusOr<std::shared_ptr<pg::FaultPoints>> faults =
+          pg::FaultPoints::Parse(config.test_fault_point);
+      if (!faults.ok()) return faults.status();
+      options.fault_points = *std::move(faults);
+    }
     // The sidecar's events (build progress, rebuild reasons, reconnects)
     // go to the node's log.
     options.log = [name = config.name](absl::string_view line) {

@@ -635,6 +635,7 @@ absl::Status Capture::Flush(bool partial) {
   request.backend_position = storage::BackendPosition{next.Encode()};
   TALLY_ASSIGN_OR_RETURN(storage::WriteResult r,
                          store_->Write(std::move(request)));
+  ReachFaultPoint(options_.fault_points, FaultPoint::kCaptureAfterIndexCommit);
   uint64_t applied = 0;
   for (bool a : r.applied) applied += a ? 1 : 0;
   {

@@ -65,6 +65,7 @@
 #include "absl/time/time.h"
 #include "pg/capture_position.h"
 #include "pg/connection.h"
+#include "pg/fault_points.h"
 #include "pg/names.h"
 #include "pg/pgoutput.h"
 #include "pg/replication_stream.h"
@@ -88,6 +89,10 @@ struct CaptureOptions {
   // after wal_sender_timeout, 60 s by default).
   absl::Duration status_interval = absl::Seconds(10);
   ConnectOptions connect;
+  // Crash tests only: each store write of captured changes reaches
+  // capture-after-index-commit before its confirmation
+  // (pg/fault_points.h). Null: none.
+  std::shared_ptr<FaultPoints> fault_points;
 };
 
 struct CaptureCounters {

@@ -575,8 +575,10 @@ absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
                  Param::Binary(EncodeApplyMessage(message), kByteaOid)})
             .status());
   }
+  ReachFaultPoint(options_.fault_points, FaultPoint::kApplyBeforePgCommit);
   TALLY_RETURN_IF_ERROR(
       WithContext(apply_->Exec("COMMIT").status(), "committing an apply"));
+  ReachFaultPoint(options_.fault_points, FaultPoint::kApplyAfterPgCommit);
   last_stamp_ = stamp;
   const std::string token = message.token.Encode();
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -71,6 +71,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "pg/connection.h"
+#include "pg/fault_points.h"
 #include "pg/row_token.h"
 #include "pg/table_schema.h"
 #include "storage/row_backend.h"
@@ -89,6 +90,9 @@ struct PgBackendOptions {
   // How long Open waits for the origin when another session still holds
   // it (briefly, after a previous process's connection closed).
   absl::Duration origin_busy_wait = absl::Seconds(10);
+  // Crash tests only: the apply reaches apply-before-pg-commit and
+  // apply-after-pg-commit (pg/fault_points.h). Null: none.
+  std::shared_ptr<FaultPoints> fault_points;
 };
 
 class PgBackend final : public storage::RowBackend {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -77,9 +78,13 @@ class SidecarBackend final : public storage::RowBackend {
                          std::vector<storage::RowOutcome>* outcomes) override {
     TALLY_ASSIGN_OR_RETURN(std::shared_ptr<PgBackend> in, inner());
     TALLY_RETURN_IF_ERROR(in->ApplyRows(rows, outcomes));
+    bool any = false;
     for (const storage::RowOutcome& o : *outcomes) {
       (o.applied ? applied_ : refused_).fetch_add(1);
+      any = any || o.applied;
     }
+    // The store commits these rows next (its commit leader is serial).
+    if (any) apply_awaits_store_.store(true);
     return absl::OkStatus();
   }
   absl::StatusOr<std::string> ReadValue(
@@ -112,6 +117,9 @@ class SidecarBackend final : public storage::RowBackend {
 
   uint64_t applied() const { return applied_.load(); }
   uint64_t refused() const { return refused_.load(); }
+  // True once per apply with applied rows, after it: at the store's next
+  // change-log notification that apply's rows are committed.
+  bool TakeApplyAwaitingStore() { return apply_awaits_store_.exchange(false); }
 
  private:
   absl::StatusOr<std::shared_ptr<PgBackend>> inner() const {
@@ -127,6 +135,7 @@ class SidecarBackend final : public storage::RowBackend {
   const std::shared_ptr<KeyspaceGate> gate_;
   std::atomic<uint64_t> applied_{0};
   std::atomic<uint64_t> refused_{0};
+  std::atomic<bool> apply_awaits_store_{false};
   mutable absl::Mutex mu_;
   std::shared_ptr<PgBackend> inner_ ABSL_GUARDED_BY(mu_);
 };
@@ -154,6 +163,7 @@ absl::StatusOr<Reached> ReachDatabase(const SidecarOptions& options,
   bo.conninfo = options.conninfo;
   bo.tables = options.tables;
   bo.origin_name = names.origin;
+  bo.fault_points = options.fault_points;
   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<PgBackend> pg, PgBackend::Open(bo));
   out.pg = std::move(pg);
   return out;
@@ -205,6 +215,19 @@ class Sidecar::Impl {
       return absl::FailedPreconditionError("the sidecar is started already");
     }
     store_ = store;
+    if (options_.fault_points != nullptr &&
+        options_.fault_points->armed().has_value()) {
+      const FaultPoint p = *options_.fault_points->armed();
+      Log(absl::StrFormat("FOR TESTS: fault point %s armed (time %d)",
+                          FaultPointName(p), options_.fault_points->count()));
+      if (p == FaultPoint::kApplyAfterStoreCommit) {
+        listener_ = store->AddChangeListener([this](storage::Sequence) {
+          if (backend_->TakeApplyAwaitingStore()) {
+            options_.fault_points->Reach(FaultPoint::kApplyAfterStoreCommit);
+          }
+        });
+      }
+    }
     thread_ = std::thread([this] { Run(); });
     return absl::OkStatus();
   }
@@ -217,6 +240,14 @@ class Sidecar::Impl {
       t = std::move(thread_);
     }
     if (t.joinable()) t.join();
+    std::optional<int> listener;
+    storage::Store* store;
+    {
+      absl::MutexLock lock(&mu_);
+      listener.swap(listener_);
+      store = store_;
+    }
+    if (listener.has_value()) store->RemoveChangeListener(*listener);
   }
 
   SidecarStatus status() const {
@@ -565,6 +596,7 @@ class Sidecar::Impl {
     co.names = names_;
     co.tables = tables;
     co.node_name = options_.node_name;
+    co.fault_points = options_.fault_points;
     TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Capture> capture,
                            Capture::Create(co, store, *position));
     {
@@ -653,6 +685,8 @@ class Sidecar::Impl {
 
   mutable absl::Mutex mu_;
   storage::Store* store_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The change listener of the apply-after-store-commit fault point.
+  std::optional<int> listener_ ABSL_GUARDED_BY(mu_);
   std::thread thread_ ABSL_GUARDED_BY(mu_);
   std::vector<TableSchema> tables_ ABSL_GUARDED_BY(mu_);
   Capture* capture_ ABSL_GUARDED_BY(mu_) = nullptr;

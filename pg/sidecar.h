@@ -52,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "pg/fault_points.h"
 #include "pg/lsn.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
@@ -71,6 +72,10 @@ struct SidecarOptions {
   // Where the sidecar's log lines go (one event each: build progress,
   // rebuild reasons, reconnects). Unset: stderr.
   std::function<void(absl::string_view line)> log;
+  // Crash tests only (tallyd --test-fault-point): the points of
+  // pg/fault_points.h, passed to the apply and the capture; the sidecar
+  // itself reaches apply-after-store-commit. Null: none.
+  std::shared_ptr<FaultPoints> fault_points;
 };
 
 // One kept table.
