@@ -133,6 +133,9 @@ absl::Status RunPg(std::ostream& out) {
 struct NodeDiff {
   double cli_seconds = 0;   // the whole CLI process
   double node_seconds = 0;  // the summary's `seconds` (A's diff with B)
+  // The summary's exchanges and bytes between A and B.
+  int64_t rounds = 0;
+  int64_t bytes = 0;
 };
 
 absl::StatusOr<NodeDiff> TimeNodeDiff(const std::string& address_a,
@@ -149,6 +152,12 @@ absl::StatusOr<NodeDiff> TimeNodeDiff(const std::string& address_a,
   int found = -1;
   if (std::regex_search(r.out, m, kDifferences)) found = std::stoi(m[1]);
   if (std::regex_search(r.out, m, kSeconds)) d.node_seconds = std::stod(m[1]);
+  static const std::regex kRounds(R"re("rounds":(\d+))re");
+  static const std::regex kSent(R"re("bytes_sent":(\d+))re");
+  static const std::regex kReceived(R"re("bytes_received":(\d+))re");
+  if (std::regex_search(r.out, m, kRounds)) d.rounds = std::stoll(m[1]);
+  if (std::regex_search(r.out, m, kSent)) d.bytes += std::stoll(m[1]);
+  if (std::regex_search(r.out, m, kReceived)) d.bytes += std::stoll(m[1]);
   if (r.exit_code != 1 || found != 100) {
     return absl::InternalError(absl::StrCat(
         "tally diff of the sidecars exited ", r.exit_code, " with ", found,
@@ -293,6 +302,7 @@ absl::Status RunPgWarm(std::ostream& out) {
     }
 
     Samples cli, node, baseline;
+    NodeDiff last;
     for (int i = 0; i < 2 * runs; ++i) {
       if ((i % 2 == 0) == (i / 2 % 2 == 0)) {
         absl::StatusOr<NodeDiff> d =
@@ -300,6 +310,7 @@ absl::Status RunPgWarm(std::ostream& out) {
         if (!d.ok()) return d.status();
         cli.Add(d->cli_seconds * 1000);
         node.Add(d->node_seconds * 1000);
+        last = *d;
       } else {
         absl::StatusOr<double> t = TimePgComparator(**a, **b, comparator, 100);
         if (!t.ok()) return t.status();
@@ -307,14 +318,16 @@ absl::Status RunPgWarm(std::ostream& out) {
       }
     }
     diff_lines.push_back(absl::StrFormat(
-        "%-10d %-24s %-24s %-28s %9.0fx %8s", rows, cli.Text("%.0f"),
+        "%-10d %-24s %-24s %-28s %9.0fx %7d %10d", rows, cli.Text("%.0f"),
         node.Text("%.0f"), baseline.Text(),
-        baseline.Median() * 1000 / cli.Median(), "<=100ms, >=100x"));
+        baseline.Median() * 1000 / cli.Median(), last.rounds, last.bytes));
   }
-  out << absl::StrFormat("%-10s %-24s %-24s %-28s %10s %8s\n", "rows",
+  out << absl::StrFormat("%-10s %-24s %-24s %-28s %10s %7s %10s\n", "rows",
                          "tally diff A B ms (CLI)", "A's own diff ms",
-                         "pg_comparator s (min/med/max)", "speedup", "goal");
+                         "pg_comparator s (min/med/max)", "speedup", "rounds",
+                         "A<->B B");
   for (const std::string& line : diff_lines) out << line << "\n";
+  out << "goal: <= 100 ms at 5M rows, >= 100x pg_comparator\n";
   out << "\nindex build (tallyd start to phase following, each sidecar "
          "alone) vs psql binary COPY of t to /dev/null, same run\n";
   out << absl::StrFormat("%-10s %-26s %-28s %-26s %-26s\n", "rows",
