@@ -17,6 +17,7 @@
 // or the scenario fails.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
