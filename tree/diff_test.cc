@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
@@ -401,6 +402,12 @@ struct FlatCase {
   int d;
   bool session;
 };
+
+// Names the case in test names (gtest would otherwise print its bytes,
+// padding included, which differ between runs and break ctest's filter).
+void PrintTo(const FlatCase& c, std::ostream* os) {
+  *os << "n=" << c.n << " d=" << c.d << (c.session ? " session" : " third");
+}
 
 class DiffFlatTest : public ::testing::TestWithParam<FlatCase> {};
 
