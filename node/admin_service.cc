@@ -134,12 +134,14 @@ class LoadReactor final
 AdminService::AdminService(storage::Store* store, WorkerPool* pool,
                            std::vector<StatusSource*> status_sources,
                            StreamLimiter* limiter, DiffRunner* diff_runner,
-                           const TableRows* table_rows)
+                           const TableRows* table_rows,
+                           PostgresSidecar* sidecar)
     : store_(store),
       pool_(pool),
       limiter_(limiter),
       diff_runner_(diff_runner),
       table_rows_(table_rows),
+      sidecar_(sidecar),
       status_sources_(std::move(status_sources)) {}
 
 grpc::ServerUnaryReactor* AdminService::Put(
@@ -246,6 +248,26 @@ grpc::ServerWriteReactor<v1::RunDiffEvent>* AdminService::RunDiff(
     return v1::Admin::CallbackService::RunDiff(context, request);
   }
   return diff_runner_->Start(context, request);
+}
+
+grpc::ServerUnaryReactor* AdminService::VerifyTables(
+    grpc::CallbackServerContext* context,
+    const v1::VerifyTablesRequest* request,
+    v1::VerifyTablesResponse* response) {
+  return FinishOnPool(
+      context, pool_, [this, request, response]() -> absl::Status {
+        TALLY_RETURN_IF_ERROR(ValidateVerifyTablesRequest(*request));
+        if (sidecar_ == nullptr) {
+          return absl::FailedPreconditionError(
+              "verify: this node keeps its own rows, not a PostgreSQL "
+              "database's; "
+              "verify its store with `tally verify --data-dir DIR` while it is "
+              "stopped");
+        }
+        TALLY_ASSIGN_OR_RETURN(*response, sidecar_->VerifyTables(*request));
+        return CheckAnswerSize(response->ByteSizeLong(), "verify",
+                               "ask for fewer keys (max_keys)");
+      });
 }
 
 absl::Status CollectNodeStatus(storage::Store* store,

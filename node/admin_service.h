@@ -1,5 +1,5 @@
 // AdminService: the tally.v1.Admin gRPC service — Put, Get, Delete, Load,
-// Status and RunDiff for tools and applications.
+// Status, RunDiff and VerifyTables for tools and applications.
 //
 // Callback API; store work runs on the node's WorkerPool. Every request is
 // validated and bad input answered with a clear status. Status combines the
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "node/diff_runner.h"
+#include "node/postgres_sidecar.h"
 #include "node/status_source.h"
 #include "node/stream_limiter.h"
 #include "node/table_rows.h"
@@ -44,13 +45,14 @@ class AdminService final
   // none. `diff_runner` serves RunDiff; null answers it UNIMPLEMENTED, as
   // a node from before the call. `table_rows` serves Put, Get and Delete for
   // the tables of a sidecar to PostgreSQL (by their key_values,
-  // node/table_rows.h); null on a node without one. All must outlive the
-  // service.
+  // node/table_rows.h) and `sidecar` VerifyTables; both null on a node
+  // without one. All must outlive the service.
   AdminService(storage::Store* store, WorkerPool* pool,
                std::vector<StatusSource*> status_sources,
                StreamLimiter* limiter = nullptr,
                DiffRunner* diff_runner = nullptr,
-               const TableRows* table_rows = nullptr);
+               const TableRows* table_rows = nullptr,
+               PostgresSidecar* sidecar = nullptr);
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context,
                                 const ::tally::v1::PutRequest* request,
@@ -72,6 +74,10 @@ class AdminService final
   grpc::ServerWriteReactor<::tally::v1::RunDiffEvent>* RunDiff(
       grpc::CallbackServerContext* context,
       const ::tally::v1::RunDiffRequest* request) override;
+  grpc::ServerUnaryReactor* VerifyTables(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::VerifyTablesRequest* request,
+      ::tally::v1::VerifyTablesResponse* response) override;
 
  private:
   storage::Store* const store_;
@@ -79,6 +85,7 @@ class AdminService final
   StreamLimiter* const limiter_;
   DiffRunner* const diff_runner_;
   const TableRows* const table_rows_;
+  PostgresSidecar* const sidecar_;
   const std::vector<StatusSource*> status_sources_;
 };
 

@@ -531,6 +531,15 @@ absl::StatusOr<v1::StatusResponse> NodeClient::Status() {
       });
 }
 
+absl::StatusOr<v1::VerifyTablesResponse> NodeClient::VerifyTables(
+    const v1::VerifyTablesRequest& request) {
+  return CallUnary<v1::VerifyTablesResponse>(
+      options_.stream_timeout, address_, "VerifyTables",
+      [&](grpc::ClientContext* c, v1::VerifyTablesResponse* r) {
+        return stubs_->admin->VerifyTables(c, request, r);
+      });
+}
+
 absl::Status NodeClient::RunDiff(
     const v1::RunDiffRequest& request,
     const std::function<absl::Status(v1::RunDiffEvent&)>& sink,

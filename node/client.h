@@ -189,6 +189,10 @@ class NodeClient {
       const std::string& keyspace,
       const std::function<bool(std::string* key, std::string* value)>& next);
   absl::StatusOr<v1::StatusResponse> Status();
+  // Admin.VerifyTables: a sidecar's index against its tables. Scans whole
+  // tables, so the call has the stream deadline.
+  absl::StatusOr<v1::VerifyTablesResponse> VerifyTables(
+      const v1::VerifyTablesRequest& request);
   // Asks this node to diff (or repair) itself against request.peer and
   // calls `sink` for every event, the summary last; stops at the sink's
   // first error. A `canceller` can end the call from another thread

@@ -143,7 +143,8 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   }
   node->admin_service_ = std::make_unique<AdminService>(
       node->store_.get(), node->pool_.get(), status_sources,
-      node->streams_.get(), node->diff_runner_.get(), node->table_rows_.get());
+      node->streams_.get(), node->diff_runner_.get(), node->table_rows_.get(),
+      node->sidecar_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   // Linked in explicitly: with --as-needed the plugin is dropped otherwise.

@@ -75,6 +75,10 @@ class FakeSidecar final : public PostgresSidecar {
     t->set_state("ready");
     return s;
   }
+  absl::StatusOr<v1::VerifyTablesResponse> VerifyTables(
+      const v1::VerifyTablesRequest&) override {
+    return absl::UnimplementedError("the fake sidecar keeps no index");
+  }
 
  private:
   const std::shared_ptr<Events> events_;

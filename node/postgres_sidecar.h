@@ -54,7 +54,19 @@ class PostgresSidecar {
   // The sidecar's status, a copy; `database` may be left empty (the node
   // fills it, masked).
   virtual ::tally::v1::PostgresStatus status() const = 0;
+  // Admin.VerifyTables (tally/v1/tally.proto): catches up with the
+  // database, then compares each requested table with the index. Blocks
+  // for the scans. kFailedPrecondition when not caught up in time (or the
+  // sidecar failed), kNotFound for a keyspace that is not a kept table.
+  // REQUIRES: `request` validated (ValidateVerifyTablesRequest).
+  virtual absl::StatusOr<::tally::v1::VerifyTablesResponse> VerifyTables(
+      const ::tally::v1::VerifyTablesRequest& request) = 0;
 };
+
+// kInvalidArgument naming the field for a keyspace that is no keyspace
+// name, over 100,000 keys, or a catch-up over an hour.
+absl::Status ValidateVerifyTablesRequest(
+    const ::tally::v1::VerifyTablesRequest& request);
 
 // Reports a sidecar in Admin.Status and on the metrics page: its status,
 // with the database's connection string (password masked).

@@ -92,6 +92,10 @@ class BackendOnlySidecar final : public node::PostgresSidecar {
   absl::Status Start(storage::Store*) override { return absl::OkStatus(); }
   void Stop() override {}
   v1::PostgresStatus status() const override { return {}; }
+  absl::StatusOr<v1::VerifyTablesResponse> VerifyTables(
+      const v1::VerifyTablesRequest&) override {
+    return absl::UnimplementedError("this test's sidecar captures nothing");
+  }
 
  private:
   const std::shared_ptr<storage::RowBackend> backend_ =

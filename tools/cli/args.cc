@@ -84,11 +84,12 @@ const std::vector<CommandSpec>& Commands() {
       {"verify",
        0,
        0,
-       "verify --data-dir DIR",
+       "verify --data-dir DIR | verify [--table T]",
        "offline: recompute a stopped node's trees from its rows and report "
-       "every mismatch (exit 1 if any)",
+       "every mismatch (exit 1 if any); without --data-dir: compare a running "
+       "PostgreSQL sidecar's (--node) index with its tables",
        "tally verify --data-dir=/var/lib/tally",
-       {"data_dir"}},
+       {"data_dir", "table"}},
       {"recover",
        0,
        0,
@@ -124,7 +125,7 @@ std::string UsageText() {
   absl::StrAppend(
       &out,
       "\nglobal flags:\n"
-      "  --node=HOST:PORT   the node for put/get/del/load/status "
+      "  --node=HOST:PORT   the node for put/get/del/load/status/verify "
       "(default 127.0.0.1:7400)\n"
       "  --keyspace=NAME    the keyspace (default 'default')\n"
       "  --json             machine-readable output: one JSON object per "
