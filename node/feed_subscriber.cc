@@ -1,6 +1,7 @@
 #include "node/feed_subscriber.h"
 
 #include <algorithm>
+#include <iterator>
 #include <random>
 #include <utility>
 
@@ -19,8 +20,15 @@ namespace node {
 // the publisher also bounds a batch to about kStreamChunkBytes.
 constexpr uint32_t kMaxBatch = 10'000;
 // Batches up to this size are committed by the receiving thread when the
-// committer is idle (see Hand).
+// committer is idle and the stream has no backlog (see Hand).
 constexpr size_t kInlineCommitMaxChanges = 256;
+// A batch that took less than this to receive and decode was already
+// waiting: the stream has a backlog, so the batch goes to the committer,
+// and the receiver goes on reading and merging what waits behind it.
+constexpr absl::Duration kBacklogGap = absl::Milliseconds(1);
+// Bounds of the batches merged into one commit (one backend transaction).
+constexpr size_t kMaxMergedChanges = 10'000;
+constexpr size_t kMaxMergedBytes = 4 << 20;
 
 struct FeedSubscriber::DecodedBatch {
   storage::WriteRequest write;
@@ -30,8 +38,33 @@ struct FeedSubscriber::DecodedBatch {
   uint64_t refused_skew = 0;
   uint64_t skipped_own = 0;
   uint64_t skipped_superseded = 0;
+  // The size of the mutations' keyspaces, keys and values.
+  size_t bytes = 0;
   // Not OK when a change of the batch is malformed.
   absl::Status bad;
+
+  // Whether `next`, received after this batch, may join it in one commit.
+  bool CanMerge(const DecodedBatch& next) const {
+    return next.bad.ok() && next.epoch == epoch &&
+           write.mutations.size() + next.write.mutations.size() <=
+               kMaxMergedChanges &&
+           bytes + next.bytes <= kMaxMergedBytes;
+  }
+  // Appends `next`: its changes follow this batch's (the store applies a
+  // request's mutations of one key in order, last writer wins), and its
+  // position covers both.
+  void Merge(DecodedBatch next) {
+    write.mutations.insert(
+        write.mutations.end(),
+        std::make_move_iterator(next.write.mutations.begin()),
+        std::make_move_iterator(next.write.mutations.end()));
+    position = next.position;
+    received += next.received;
+    refused_skew += next.refused_skew;
+    skipped_own += next.skipped_own;
+    skipped_superseded += next.skipped_superseded;
+    bytes += next.bytes;
+  }
 };
 
 FeedSubscriber::FeedSubscriber(
@@ -137,6 +170,7 @@ absl::Status FeedSubscriber::FollowOnce() {
     stream_ended_ = false;
     commit_error_ = absl::OkStatus();
   }
+  last_hand_end_ = absl::InfinitePast();
   std::thread committer([this, &upstream] { CommitLoop(upstream); });
   absl::Status status = client_->Subscribe(
       request,
@@ -198,6 +232,7 @@ FeedSubscriber::DecodedBatch FeedSubscriber::Decode(
                                  absl::CHexEscape(m->key), skew.message()));
       continue;
     }
+    decoded.bytes += m->keyspace.size() + m->key.size() + m->value.size();
     decoded.write.mutations.push_back(*std::move(m));
   }
   absl::MutexLock lock(&mu_);
@@ -208,24 +243,42 @@ FeedSubscriber::DecodedBatch FeedSubscriber::Decode(
 
 absl::Status FeedSubscriber::Hand(const std::string& upstream,
                                   std::unique_ptr<DecodedBatch> batch) {
+  const absl::Time now = absl::Now();
+  const bool backlog = now - last_hand_end_ < kBacklogGap;
   absl::MutexLock lock(&queue_mu_);
+  struct Args {
+    FeedSubscriber* s;
+    const DecodedBatch* batch;
+  } args{this, batch.get()};
   queue_mu_.Await(absl::Condition(
-      +[](FeedSubscriber* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->queue_mu_) {
-        return s->handed_ == nullptr || !s->commit_error_.ok() || s->halted_;
+      +[](Args* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->s->queue_mu_) {
+        FeedSubscriber* s = a->s;
+        return s->handed_ == nullptr || s->handed_->CanMerge(*a->batch) ||
+               !s->commit_error_.ok() || s->halted_;
       },
-      this));
+      &args));
   if (!commit_error_.ok()) return commit_error_;
   if (halted_) return absl::CancelledError("feed stopped");
   if (!batch->bad.ok()) return batch->bad;
-  if (!committer_busy_ &&
-      batch->write.mutations.size() <= kInlineCommitMaxChanges) {
-    // Nothing is being committed and nothing waits: order is kept.
+  if (handed_ != nullptr) {
+    // The committer is busy and a batch waits for it: this one joins it,
+    // so that the backend gets one transaction for all that waits, not
+    // one per batch (live traffic brings batches of a change or two).
+    handed_->Merge(std::move(*batch));
+  } else if (!committer_busy_ && !backlog &&
+             batch->write.mutations.size() <= kInlineCommitMaxChanges) {
+    // Nothing is being committed, nothing waits and the stream had no
+    // backlog: order is kept, and a hand-over would only add a thread
+    // wake-up to the replication lag.
     queue_mu_.Unlock();
     absl::Status status = Commit(upstream, std::move(*batch));
     queue_mu_.Lock();
+    last_hand_end_ = absl::Now();
     return status;
+  } else {
+    handed_ = std::move(batch);
   }
-  handed_ = std::move(batch);
+  last_hand_end_ = absl::Now();
   return absl::OkStatus();
 }
 

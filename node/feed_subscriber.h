@@ -17,11 +17,17 @@
 // and logged; the rest of the batch is applied.
 //
 // It asks for batches of up to 10,000 changes (the publisher also bounds
-// them to about 1 MB) and commits each in one WriteBatch, with its progress.
-// Two threads share the work while a stream is open: one receives and
-// decodes batches, the other commits them in order, so that the next batch
-// is read and decoded while the previous one is written. At most one
-// decoded batch waits for the committer.
+// them to about 1 MB) and commits them in one WriteBatch, with their
+// progress. Two threads share the work while a stream is open: one receives
+// and decodes batches, the other commits them in order, so that the next
+// batch is read and decoded while the previous one is written. The batches
+// received while a commit runs are merged into one that waits for the
+// committer (up to 10,000 changes or 4 MB): the next commit takes them all,
+// as one store write and so one backend transaction (one PostgreSQL
+// transaction for a sidecar), not one per batch. The merged write keeps
+// each change's version and origin and their order, so last writer wins
+// decides two changes of one key as applying them one by one would, and
+// its progress is the last batch's.
 //
 // Thread-safe. Stop() (or the destructor) ends it promptly: it cancels the
 // open stream, even one waiting on a silently dead link, and drops a
@@ -100,11 +106,13 @@ class FeedSubscriber {
   absl::Status FollowOnce() ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Receiving thread: turns a batch into mutations.
   DecodedBatch Decode(const std::string& upstream, const v1::FeedBatch& batch);
-  // Receiving thread: waits until the committer has room and hands it
-  // `batch` — or, when the committer is idle and the batch small (live
-  // traffic, not a backlog), commits it right here: a hand-over would only
-  // add a thread wake-up to the replication lag. Returns the committer's
-  // error, or kCancelled when stopping.
+  // Receiving thread: hands `batch` to the committer, merged into the batch
+  // already waiting for it when there is one (up to 10,000 changes or
+  // 4 MB; beyond, it waits until the committer has room) — or, when the
+  // committer is idle, the batch small and the stream had no backlog (live
+  // traffic), commits it right here: a hand-over would only add a thread
+  // wake-up to the replication lag. Returns the committer's error, or
+  // kCancelled when stopping.
   absl::Status Hand(const std::string& upstream,
                     std::unique_ptr<DecodedBatch> batch)
       ABSL_LOCKS_EXCLUDED(queue_mu_);
@@ -131,6 +139,9 @@ class FeedSubscriber {
   bool halted_ ABSL_GUARDED_BY(queue_mu_) = false;  // stopping
   bool committer_busy_ ABSL_GUARDED_BY(queue_mu_) = false;
   absl::Status commit_error_ ABSL_GUARDED_BY(queue_mu_);
+  // Receiving thread only: when Hand last returned (a batch received sooner
+  // than kBacklogGap after it was waiting in the stream).
+  absl::Time last_hand_end_ = absl::InfinitePast();
 
   mutable absl::Mutex mu_;
   FeedCounters counters_ ABSL_GUARDED_BY(mu_);

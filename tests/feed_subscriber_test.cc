@@ -11,12 +11,15 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "node/peer_service.h"
 #include "node/worker_pool.h"
 #include "support/tcp_proxy.h"
 #include "support/temp_dir.h"
+#include "tree/status_macros.h"
 
 namespace tally {
 namespace node {
@@ -25,11 +28,65 @@ namespace {
 using ::tally::testing::TcpProxy;
 using ::tally::testing::TempDir;
 
-std::unique_ptr<storage::Store> OpenStore(const std::string& dir,
-                                          const std::string& name) {
+// The embedded backend, counting its ApplyRows calls (the transactions a
+// PostgreSQL backend would run), each taking `delay` (a database commit),
+// and refusing, as a CAS that finds the row changed would, every row whose
+// key starts with "refused".
+class CountingBackend : public storage::RowBackend {
+ public:
+  explicit CountingBackend(absl::Duration delay = absl::ZeroDuration())
+      : inner_(storage::NewEmbeddedBackend()), delay_(delay) {}
+
+  int calls() const {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+
+  absl::string_view name() const override { return "counting"; }
+  absl::Status ApplyRows(absl::Span<const storage::RowChange> rows,
+                         std::vector<storage::RowOutcome>* outcomes) override {
+    {
+      absl::MutexLock lock(&mu_);
+      ++calls_;
+    }
+    absl::SleepFor(delay_);
+    TALLY_RETURN_IF_ERROR(inner_->ApplyRows(rows, outcomes));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (absl::StartsWith(rows[i].row.key, "refused")) {
+        (*outcomes)[i].applied = false;
+      }
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> ReadValue(
+      const storage::RowLocation& row,
+      absl::string_view payload) const override {
+    return inner_->ReadValue(row, payload);
+  }
+  absl::StatusOr<std::vector<absl::StatusOr<std::string>>> ReadValues(
+      absl::Span<const storage::RowLocation> rows,
+      absl::Span<const absl::string_view> payloads) const override {
+    return inner_->ReadValues(rows, payloads);
+  }
+  absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view keyspace) const override {
+    return inner_->SchemaFingerprint(keyspace);
+  }
+
+ private:
+  const std::unique_ptr<storage::RowBackend> inner_;
+  const absl::Duration delay_;
+  mutable absl::Mutex mu_;
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+std::unique_ptr<storage::Store> OpenStore(
+    const std::string& dir, const std::string& name,
+    std::shared_ptr<storage::RowBackend> backend = nullptr) {
   storage::StoreOptions options;
   options.node_name = name;
   options.sync = false;
+  if (backend != nullptr) options.backend = std::move(backend);
   auto store = storage::Store::Open(dir, options);
   EXPECT_TRUE(store.ok()) << store.status();
   return store.ok() ? std::move(*store) : nullptr;
@@ -150,6 +207,168 @@ TEST_F(FeedSubscriberTest, AppliesABacklogInOrderAndStoresItsPosition) {
   ASSERT_TRUE(progress.ok()) << progress.status();
   EXPECT_EQ(progress->sequence, head);
   EXPECT_EQ(progress->epoch, publisher_->epoch());
+}
+
+// Live traffic comes as batches of a change or two. While the backend
+// commits one, those arriving are merged and applied together: one
+// ApplyRows call (one PostgreSQL transaction for a sidecar) per merged
+// batch, not one per change, and with the rows and versions the publisher
+// has, two changes of one key in one merged batch included.
+TEST_F(FeedSubscriberTest, MergesWaitingBatchesIntoOneApply) {
+  auto backend = std::make_shared<CountingBackend>(absl::Milliseconds(20));
+  subscriber_.reset();
+  subscriber_ = OpenStore(subscriber_dir_.path(), "subscriber", backend);
+  ASSERT_NE(subscriber_, nullptr);
+  storage::WriteRequest at_start;
+  at_start.progress =
+      storage::UpstreamProgress{"publisher", publisher_->epoch(), 0};
+  ASSERT_TRUE(subscriber_->Write(std::move(at_start)).ok());
+  Start();
+  ASSERT_TRUE(WaitFor([&] { return feed_->counters().connected; }));
+  const int before = backend->calls();
+  // One write per change, 3 of each key: the publisher sends them as they
+  // come, each in its own batch.
+  constexpr int kChanges = 300;
+  for (int i = 0; i < kChanges; ++i) {
+    storage::WriteRequest w;
+    w.mutations.push_back(storage::Mutation::Put(
+        "ks", absl::StrCat("key-", i % (kChanges / 3)), absl::StrCat("v", i)));
+    ASSERT_TRUE(publisher_->Write(std::move(w)).ok());
+    if (i % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const storage::Sequence head = publisher_->last_sequence();
+  ASSERT_TRUE(WaitFor([&] { return feed_->counters().position == head; }))
+      << feed_->counters().position << " of " << head;
+  feed_->Stop();
+  const int calls = backend->calls() - before;
+  EXPECT_GE(calls, 1);
+  EXPECT_LE(calls, kChanges / 10) << "one ApplyRows per change or so";
+  for (int i = 0; i < kChanges / 3; ++i) {
+    const std::string key = absl::StrCat("key-", i);
+    absl::StatusOr<storage::Row> want = publisher_->Get("ks", key);
+    absl::StatusOr<storage::Row> got = subscriber_->Get("ks", key);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got.ok()) << key << ": " << got.status();
+    EXPECT_EQ(got->value, absl::StrCat("v", i + 2 * kChanges / 3));
+    EXPECT_EQ(got->value, want->value);
+    EXPECT_EQ(got->version, want->version) << key;
+  }
+  absl::StatusOr<storage::UpstreamProgress> progress =
+      subscriber_->GetProgress("publisher");
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  EXPECT_EQ(progress->sequence, head);
+}
+
+// What a merged batch relies on from the store: one write of many replicated
+// changes (two of one key, one older than the row held, one the backend
+// refuses) ends as writing them one by one would — same rows, versions,
+// per-change outcome and change log — with one ApplyRows call.
+TEST(MergedWriteTest, OneWriteEqualsWritesOneByOne) {
+  std::vector<storage::Mutation> changes;
+  auto change = [&](const std::string& key, const std::string& value,
+                    uint64_t wall, bool deleted = false) {
+    storage::Mutation m = deleted ? storage::Mutation::Delete("ks", key)
+                                  : storage::Mutation::Put("ks", key, value);
+    m.version =
+        tree::Version{tree::HlcTimestamp::FromParts(wall, 0), "upstream"};
+    changes.push_back(std::move(m));
+  };
+  const uint64_t now = absl::ToUnixMillis(absl::Now());
+  change("a", "a1", now - 900);
+  change("b", "b1", now - 800);
+  change("a", "a2", now - 700);  // the later version of a wins
+  change("c", "c-new", now - 600);
+  change("c", "c-old", now - 650);      // older than the c just written
+  change("refused-1", "r", now - 500);  // the backend's CAS refuses it
+  change("b", "", now - 400, /*deleted=*/true);
+  change("d", "d1", now - 300);
+  change("held", "stale", now - 5000);  // older than the row held
+
+  struct Result {
+    std::vector<bool> applied;
+    std::vector<storage::ChangeEntry> log;
+    std::vector<storage::Row> rows;
+    int calls = 0;
+  };
+  auto run = [&](bool merged) {
+    Result r;
+    TempDir dir;
+    auto backend = std::make_shared<CountingBackend>();
+    auto store = OpenStore(dir.path(), "node", backend);
+    EXPECT_NE(store, nullptr);
+    if (store == nullptr) return r;
+    storage::WriteRequest held;
+    storage::Mutation m = storage::Mutation::Put("ks", "held", "kept");
+    m.version =
+        tree::Version{tree::HlcTimestamp::FromParts(now - 1000, 0), "other"};
+    held.mutations.push_back(std::move(m));
+    EXPECT_TRUE(store->Write(std::move(held)).ok());
+    const int before = backend->calls();
+    const storage::Sequence first = store->last_sequence();
+    if (merged) {
+      storage::WriteRequest w;
+      w.mutations = changes;
+      w.progress = storage::UpstreamProgress{"upstream", 1, 9};
+      absl::StatusOr<storage::WriteResult> result = store->Write(std::move(w));
+      EXPECT_TRUE(result.ok()) << result.status();
+      if (result.ok()) r.applied = result->applied;
+    } else {
+      for (size_t i = 0; i < changes.size(); ++i) {
+        storage::WriteRequest w;
+        w.mutations.push_back(changes[i]);
+        w.progress = storage::UpstreamProgress{"upstream", 1, i + 1};
+        absl::StatusOr<storage::WriteResult> result =
+            store->Write(std::move(w));
+        EXPECT_TRUE(result.ok()) << result.status();
+        if (result.ok()) r.applied.push_back(result->applied[0]);
+      }
+    }
+    r.calls = backend->calls() - before;
+    absl::StatusOr<std::vector<storage::ChangeEntry>> log =
+        store->ReadChanges(first, 1000);
+    EXPECT_TRUE(log.ok()) << log.status();
+    if (log.ok()) r.log = *log;
+    for (const char* key : {"a", "b", "c", "d", "held", "refused-1"}) {
+      absl::StatusOr<storage::Row> row = store->Get("ks", key);
+      if (row.ok()) {
+        r.rows.push_back(*row);
+      } else {
+        EXPECT_TRUE(absl::IsNotFound(row.status())) << row.status();
+        r.rows.push_back(storage::Row{key, "<none>"});
+      }
+    }
+    absl::StatusOr<storage::UpstreamProgress> progress =
+        store->GetProgress("upstream");
+    EXPECT_TRUE(progress.ok()) << progress.status();
+    if (progress.ok()) EXPECT_EQ(progress->sequence, 9u);
+    return r;
+  };
+  const Result one_by_one = run(false);
+  const Result merged = run(true);
+  EXPECT_EQ(one_by_one.calls, 7);  // "c-old" and "held" need none
+  EXPECT_EQ(merged.calls, 1);
+  EXPECT_EQ(merged.applied, one_by_one.applied);
+  EXPECT_EQ(merged.applied, (std::vector<bool>{true, true, true, true, false,
+                                               false, true, true, false}));
+  ASSERT_EQ(merged.rows.size(), one_by_one.rows.size());
+  for (size_t i = 0; i < merged.rows.size(); ++i) {
+    const storage::Row& m = merged.rows[i];
+    const storage::Row& o = one_by_one.rows[i];
+    EXPECT_EQ(m.key, o.key);
+    EXPECT_EQ(m.value, o.value) << o.key;
+    EXPECT_EQ(m.version, o.version) << o.key;
+    EXPECT_EQ(m.deleted, o.deleted) << o.key;
+  }
+  EXPECT_EQ(merged.rows[0].value, "a2");
+  EXPECT_EQ(merged.rows[2].value, "c-new");
+  EXPECT_TRUE(merged.rows[1].deleted);
+  EXPECT_EQ(merged.rows[4].value, "kept");
+  ASSERT_EQ(merged.log.size(), one_by_one.log.size());
+  for (size_t i = 0; i < merged.log.size(); ++i) {
+    EXPECT_EQ(merged.log[i].key, one_by_one.log[i].key) << i;
+    EXPECT_EQ(merged.log[i].version, one_by_one.log[i].version) << i;
+    EXPECT_EQ(merged.log[i].deleted, one_by_one.log[i].deleted) << i;
+  }
 }
 
 TEST_F(FeedSubscriberTest, StopsPromptlyOnASilentlyDeadLink) {
