@@ -5,10 +5,12 @@
 #include <leveldb/db.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
@@ -58,12 +60,41 @@ absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
       });
 }
 
-absl::StatusOr<tree::RowEntry> StoreImpl::CheckedEntry(
-    const Keyspace& keyspace, const StoredRow& row) const {
-  TALLY_RETURN_IF_ERROR(
-      CheckedValue(keyspace.name, row.token, row.key, row.header, row.payload)
-          .status());
-  return ToEntry(row.token, row.key, row.header);
+absl::StatusOr<std::vector<absl::StatusOr<tree::RowEntry>>>
+StoreImpl::CheckedEntries(const Keyspace& keyspace,
+                          absl::Span<const StoredRow> rows) const {
+  std::vector<absl::StatusOr<tree::RowEntry>> entries;
+  if (rows.empty()) return entries;
+  std::vector<RowLocation> locations;
+  std::vector<absl::string_view> payloads;
+  locations.reserve(rows.size());
+  payloads.reserve(rows.size());
+  for (const StoredRow& row : rows) {
+    locations.push_back(RowLocation{keyspace.name, row.token, row.key});
+    payloads.push_back(row.payload);
+  }
+  TALLY_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<std::string>> values,
+                         backend_->ReadValues(locations, payloads));
+  if (values.size() != rows.size()) {
+    return absl::InternalError(
+        absl::StrFormat("backend '%s' answered %d values for %d rows",
+                        backend_->name(), values.size(), rows.size()));
+  }
+  entries.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const StoredRow& row = rows[i];
+    absl::Status checked = values[i].status();
+    if (checked.ok()) {
+      checked =
+          CheckValue(keyspace.name, row.token, row.key, row.header, *values[i]);
+    }
+    if (!checked.ok()) {
+      entries.push_back(checked);
+      continue;
+    }
+    entries.push_back(ToEntry(row.token, row.key, row.header));
+  }
+  return entries;
 }
 
 void StoreImpl::ReadTree(

@@ -154,18 +154,48 @@ absl::Status StoreTreeView::ForEachSoundEntry(
     const leveldb::Snapshot* snapshot, const NodeRef& range,
     std::vector<Token>* damaged,
     absl::FunctionRef<absl::StatusOr<bool>(tree::RowEntry)> fn) {
-  return reader_->ForEachRow(
+  // The rows are checked kCheckBatch at a time, with one backend read each
+  // (CheckedEntries): a row read alone from a PostgreSQL backend is a round
+  // trip, and a diff lists whole leaves.
+  struct Copied {
+    Token token;
+    std::string key;
+    RowHeader header;
+    std::string payload;
+  };
+  std::vector<Copied> batch;
+  std::vector<StoredRow> views;
+  bool stopped = false;
+  auto flush = [&]() -> absl::Status {
+    views.clear();
+    for (const Copied& c : batch) {
+      views.push_back(StoredRow{c.token, c.key, c.header, c.payload});
+    }
+    TALLY_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<tree::RowEntry>> entries,
+                           reader_->CheckedEntries(*keyspace_, views));
+    for (size_t i = 0; i < entries.size() && !stopped; ++i) {
+      if (absl::IsDataLoss(entries[i].status())) {
+        damaged->push_back(batch[i].token);  // left out: a peer sends its copy
+        continue;
+      }
+      TALLY_RETURN_IF_ERROR(entries[i].status());
+      TALLY_ASSIGN_OR_RETURN(const bool more, fn(*std::move(entries[i])));
+      stopped = !more;
+    }
+    batch.clear();
+    return absl::OkStatus();
+  };
+  TALLY_RETURN_IF_ERROR(reader_->ForEachRow(
       snapshot, keyspace_->id.value(), range,
       [&](const StoredRow& row) -> absl::StatusOr<bool> {
-        absl::StatusOr<tree::RowEntry> entry =
-            reader_->CheckedEntry(*keyspace_, row);
-        if (absl::IsDataLoss(entry.status())) {
-          damaged->push_back(row.token);  // left out: a peer sends its copy
-          return true;
-        }
-        TALLY_RETURN_IF_ERROR(entry.status());
-        return fn(*std::move(entry));
-      });
+        batch.push_back(Copied{row.token, std::string(row.key), row.header,
+                               std::string(row.payload)});
+        if (batch.size() < kCheckBatch) return true;
+        TALLY_RETURN_IF_ERROR(flush());
+        return !stopped;
+      }));
+  if (!stopped && !batch.empty()) return flush();
+  return absl::OkStatus();
 }
 
 }  // namespace internal

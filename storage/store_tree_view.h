@@ -46,6 +46,10 @@ class StoreTreeView : public tree::TreeView {
                     const tree::EntrySink& sink) override;
 
  private:
+  // Rows checked with one backend read (ForEachSoundEntry): enough that a
+  // leaf is one read, few enough that a batch's copies stay small.
+  static constexpr size_t kCheckBatch = 1024;
+
   // Calls `fn` with the entry of every sound row of `range` at `snapshot`,
   // in order, until it returns false or an error. A row that fails its
   // digest is left out and its token added to `damaged` (for the caller to

@@ -8,9 +8,9 @@
 //   const leveldb::Snapshot* snapshot = reader->GetSnapshot();
 //   absl::Status s = reader->ForEachRow(snapshot, ks.id, range,
 //       [&](const StoredRow& row) -> absl::StatusOr<bool> {
-//         TALLY_ASSIGN_OR_RETURN(tree::RowEntry e, reader->CheckedEntry(ks,
-//         row));
-//         ...
+//         ...  // copy the row; every so many rows, check them at once:
+//         TALLY_ASSIGN_OR_RETURN(auto entries, reader->CheckedEntries(ks,
+//         rows));
 //         return true;  // false stops
 //       });
 //   reader->ReleaseSnapshot(snapshot);
@@ -23,11 +23,13 @@
 #include <leveldb/db.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "storage/internal/records.h"
 #include "tree/merkle_tree.h"
 #include "tree/token.h"
@@ -67,12 +69,17 @@ class SnapshotRowReader {
                                   const tree::NodeRef& range,
                                   RowVisitor visit) = 0;
 
-  // The row of `keyspace` as a tree entry once its value (read from the
-  // backend) matches its digest. kDataLoss when it does not (the row is
-  // damaged; the caller leaves it out and marks it) or when its origin is
-  // unknown; another error when the backend cannot answer now.
-  virtual absl::StatusOr<tree::RowEntry> CheckedEntry(
-      const Keyspace& keyspace, const StoredRow& row) const = 0;
+  // The rows of `keyspace` as tree entries, one result per row in order,
+  // each once its value matches its digest: kDataLoss for a row whose value
+  // does not (the row is damaged; the caller leaves it out and marks it) or
+  // whose origin is unknown, another error for a row the backend cannot
+  // give now. The values are read with ONE backend read for the whole batch
+  // (RowBackend::ReadValues): for a PostgreSQL backend a row read alone is a
+  // round trip, and a diff lists whole leaves. The call itself fails only
+  // when the backend cannot be read at all.
+  virtual absl::StatusOr<std::vector<absl::StatusOr<tree::RowEntry>>>
+  CheckedEntries(const Keyspace& keyspace,
+                 absl::Span<const StoredRow> rows) const = 0;
 
   // Marks the damaged rows of the leaf of `token` and recomputes the leaf
   // from its sound rows (ScrubLeaves of one leaf), so that anti-entropy

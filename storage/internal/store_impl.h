@@ -222,8 +222,9 @@ class StoreImpl : public Store, private SnapshotRowReader {
   absl::Status ForEachRow(const leveldb::Snapshot* snapshot,
                           uint32_t keyspace_id, const tree::NodeRef& range,
                           RowVisitor visit) override;
-  absl::StatusOr<tree::RowEntry> CheckedEntry(
-      const Keyspace& keyspace, const StoredRow& row) const override;
+  absl::StatusOr<std::vector<absl::StatusOr<tree::RowEntry>>> CheckedEntries(
+      const Keyspace& keyspace,
+      absl::Span<const StoredRow> rows) const override;
   absl::Status MarkDamaged(const Keyspace& keyspace,
                            tree::Token token) override;
   void ReadTree(
