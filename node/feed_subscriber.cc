@@ -252,9 +252,8 @@ absl::Status FeedSubscriber::Hand(const std::string& upstream,
   } args{this, batch.get()};
   queue_mu_.Await(absl::Condition(
       +[](Args* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->s->queue_mu_) {
-        FeedSubscriber* s = a->s;
-        return s->handed_ == nullptr || s->handed_->CanMerge(*a->batch) ||
-               !s->commit_error_.ok() || s->halted_;
+        return a->s->handed_ == nullptr || a->s->handed_->CanMerge(*a->batch) ||
+               !a->s->commit_error_.ok() || a->s->halted_;
       },
       &args));
   if (!commit_error_.ok()) return commit_error_;
