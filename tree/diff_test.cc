@@ -445,8 +445,14 @@ TEST_P(DiffFlatTest, TakesTheModelsRoundsAndBytes) {
       static_cast<double>(result.stats.payload_bytes()) / passes;
   std::printf("  model %.0f bytes in %d rounds; measured/model %.2f\n",
               model.bytes, model.rounds, per_pass / model.bytes);
+  // The model is an expectation; a run varies around it, most in the
+  // smallest trees (few nodes a level, so the count of mismatched ones
+  // varies most): over 1,600 seeded runs of these cases the ratio reached
+  // 1.34 (n = 20,000, d = 200, third party), so a 1.2 bound failed ~3% of
+  // CI runs. 1.4 still fails a planner that takes a round too few or too
+  // many (the rounds check above) or pays a level twice.
   EXPECT_GE(per_pass, 0.8 * model.bytes) << "seed " << seed;
-  EXPECT_LE(per_pass, 1.2 * model.bytes) << "seed " << seed;
+  EXPECT_LE(per_pass, 1.4 * model.bytes) << "seed " << seed;
 }
 
 INSTANTIATE_TEST_SUITE_P(SeveralSizes, DiffFlatTest,
