@@ -1,8 +1,16 @@
 #include "pg/connection.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "support/pg_cluster.h"
 #include "support/pg_test_macros.h"
@@ -227,6 +235,45 @@ TEST(StatusCodeForSqlState, FollowsTheClass) {
   EXPECT_EQ(StatusCodeForSqlState("40P01"), absl::StatusCode::kAborted);
   EXPECT_EQ(StatusCodeForSqlState("XX000"), absl::StatusCode::kUnknown);
   EXPECT_EQ(StatusCodeForSqlState(""), absl::StatusCode::kUnknown);
+}
+
+// A process killed while it owns a server (SIGKILL, a test timeout) never
+// runs ~PgCluster; the next PgCluster::Start of any process stops that
+// server and removes its directory.
+TEST(PgClusterReaping, AKilledOwnersServerIsStoppedAtTheNextStart) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  // Close-on-exec: the server the child starts must not hold the pipe open.
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(fds[0]);
+    auto pg = PgCluster::Start();
+    const std::string dir = (pg.ok() ? (*pg)->data_dir() : "") + "\n";
+    (void)!write(fds[1], dir.data(), dir.size());
+    close(fds[1]);
+    pause();  // killed here, its cluster still running
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string data_dir;
+  char buf[512];
+  for (ssize_t n; !absl::EndsWith(data_dir, "\n") &&
+                  (n = read(fds[0], buf, sizeof(buf))) > 0;) {
+    data_dir.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  data_dir = std::string(absl::StripSuffix(data_dir, "\n"));
+  ASSERT_FALSE(data_dir.empty());
+  ASSERT_TRUE(std::filesystem::exists(data_dir + "/postmaster.pid"));
+  kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+
+  auto next = PgCluster::Start();
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_FALSE(std::filesystem::exists(data_dir));
 }
 
 }  // namespace

@@ -2,14 +2,17 @@
 
 #include <fcntl.h>
 #include <pwd.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -72,6 +75,35 @@ absl::StatusOr<std::string> MakeTempDir(const std::string& label) {
 
 std::string Failure(absl::string_view what, const CommandResult& r) {
   return absl::StrCat(what, " exited ", r.exit_code, ": ", r.out, r.err);
+}
+
+// The file in a cluster's root naming the process that owns it.
+constexpr char kOwnerFile[] = "owner.pid";
+
+// A test or benchmark killed (SIGKILL, a timeout) never runs ~PgCluster,
+// and its server, started by pg_ctl, outlives it. Each start therefore
+// stops and removes the clusters whose owner process is gone. A root
+// without an owner file is left alone (it may be one being made now).
+void ReapOrphanedClusters() {
+  std::error_code ec;
+  for (const fs::directory_entry& entry :
+       fs::directory_iterator(TempBase(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!absl::StartsWith(name, "tally-pg-") ||
+        absl::StartsWith(name, "tally-pg-template-")) {
+      continue;
+    }
+    std::ifstream owner_file(entry.path() / kOwnerFile);
+    pid_t owner = 0;
+    if (!(owner_file >> owner) || owner <= 0) continue;
+    if (kill(owner, 0) == 0 || errno != ESRCH) continue;  // still alive
+    const std::string data_dir = (entry.path() / "data").string();
+    if (fs::exists(data_dir + "/postmaster.pid", ec)) {
+      (void)RunAsServerUser({PostgresBinDir() + "/pg_ctl", "-D", data_dir, "-w",
+                             "-t", "60", "-m", "immediate", "stop"});
+    }
+    fs::remove_all(entry.path(), ec);
+  }
 }
 
 // Makes (once per machine and user; shared by parallel test processes
@@ -153,8 +185,10 @@ absl::StatusOr<std::unique_ptr<PgCluster>> PgCluster::Start(
   if (!installed.ok()) return installed;
   absl::StatusOr<std::string> template_data = TemplateDataDir();
   if (!template_data.ok()) return template_data.status();
+  ReapOrphanedClusters();
   absl::StatusOr<std::string> root = MakeTempDir("pg");
   if (!root.ok()) return root.status();
+  std::ofstream(*root + "/" + kOwnerFile) << getpid() << "\n";
 
   std::unique_ptr<PgCluster> cluster(new PgCluster());
   cluster->root_ = *root;
