@@ -56,11 +56,14 @@ std::unique_ptr<NodeProcess> StartNode(
   return node.ok() ? std::move(*node) : nullptr;
 }
 
-void LoadRows(NodeClient& client, int count) {
+// Loads `count` rows; `key_prefix` makes the keys (and so each difference
+// a diff streams) as long as a test needs.
+void LoadRows(NodeClient& client, int count,
+              absl::string_view key_prefix = "key-") {
   int i = 0;
   auto loaded = client.Load(kKeyspace, [&](std::string* k, std::string* v) {
     if (i >= count) return false;
-    *k = absl::StrCat("key-", i++);
+    *k = absl::StrCat(key_prefix, i++);
     *v = std::string(100, 'v');
     return true;
   });
@@ -479,7 +482,10 @@ TEST(RunDiff, RunsPastTheLimitAreRefusedUntilOneEnds) {
   auto b = StartNode("node-b", dir_b.path());
   ASSERT_TRUE(a && b);
   auto ca = Connect(a->address());
-  LoadRows(*ca, 100000);  // 100k differences: more than a reader buffers
+  // 100k differences of 200-byte keys, 20 MB: more than gRPC's windows and
+  // buffers hold however far its flow control lets them grow (with short
+  // keys, 2.5 MB, CI once saw the unread run finish).
+  LoadRows(*ca, 100000, std::string(196, 'k'));
   v1::RunDiffRequest request;
   request.set_peer(b->address());
   request.set_keyspace(kKeyspace);
