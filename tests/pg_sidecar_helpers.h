@@ -1,5 +1,5 @@
 // Helpers of the multi-process tests of the PostgreSQL sidecar
-// (tests/pg_crash_test.cc; the same as tests/pg_sidecar_test.cc's): a
+// (tests/pg_sidecar_test.cc, pg_crash_test.cc, pg_verify_test.cc): a
 // throwaway server with the table the tests use, tallyd sidecars on it, their
 // `tally status --json`, and SQL that compares tables across databases.
 //
@@ -103,10 +103,11 @@ inline bool Following(const std::string& address) {
   return absl::StrContains(StatusJson(address), R"("phase":"following")");
 }
 
-// The first `"field":N` in a status JSON (-1 when absent).
+// The first `"field":N` in a status JSON (-1 when absent); uint64 fields
+// may be quoted (`"field":"N"`).
 inline long long JsonNumber(const std::string& json, const std::string& field) {
   std::smatch m;
-  const std::regex re(absl::StrCat("\"", field, "\":(\\d+)"));
+  const std::regex re(absl::StrCat("\"", field, "\":\"?(\\d+)"));
   if (!std::regex_search(json, m, re)) return -1;
   return std::stoll(m[1]);
 }

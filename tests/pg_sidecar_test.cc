@@ -32,10 +32,19 @@
 #include "support/pg_test_macros.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "tests/pg_sidecar_helpers.h"
 
 namespace tally {
 namespace {
 
+using ::tally::pgtest::CountByOrigin;
+using ::tally::pgtest::Following;
+using ::tally::pgtest::JsonNumber;
+using ::tally::pgtest::StartSidecar;
+using ::tally::pgtest::StartTableCluster;
+using ::tally::pgtest::StatusJson;
+using ::tally::pgtest::TableMd5;
+using ::tally::pgtest::WaitFor;
 using ::tally::testing::CommandResult;
 using ::tally::testing::FreeLoopbackAddress;
 using ::tally::testing::NodeProcess;
@@ -53,16 +62,6 @@ using ::testing::Not;
 
 constexpr absl::string_view kNoSidecar = "built without the PostgreSQL sidecar";
 
-// The md5 of a table's rows in key order: equal tables, equal sums.
-std::string TableMd5(PgCluster& pg, absl::string_view table) {
-  absl::StatusOr<std::string> md5 = pg.Execute(
-      absl::StrCat("SELECT coalesce(md5(string_agg(x::text, ',' ORDER BY "
-                   "x.id)), 'empty') FROM ",
-                   table, " x"));
-  EXPECT_TRUE(md5.ok()) << md5.status();
-  return md5.ok() ? *md5 : "";
-}
-
 struct PeeredPair;
 
 class PgSidecarTest : public ::testing::Test {
@@ -77,14 +76,7 @@ class PgSidecarTest : public ::testing::Test {
   // Starts a server with `settings` over the defaults, and a table `t` with a
   // primary key in database `postgres`.
   std::unique_ptr<PgCluster> StartCluster(PgClusterOptions options = {}) {
-    absl::StatusOr<std::unique_ptr<PgCluster>> pg = PgCluster::Start(options);
-    EXPECT_TRUE(pg.ok()) << pg.status();
-    if (!pg.ok()) return nullptr;
-    EXPECT_TRUE((*pg)
-                    ->Execute("CREATE TABLE t (id bigint PRIMARY KEY, a int, "
-                              "b text)")
-                    .ok());
-    return *std::move(pg);
+    return StartTableCluster(options);
   }
 
   // Runs tallyd on `conninfo` with `tables` until it exits (a refusal) or
@@ -225,57 +217,11 @@ TEST_F(PgSidecarTest, TheTableChecksumSeesEveryDifference) {
   EXPECT_EQ(TableMd5(*pg, "t"), "empty");
 }
 
-// Polls `done` every 100 ms until it holds or `timeout` passes.
-bool WaitFor(const std::function<bool()>& done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return done();
-}
-
-// A sidecar on `pg`'s table t, listening on `listen`, peering `peers`.
-std::unique_ptr<NodeProcess> StartSidecar(
-    const std::string& name, const std::string& data_dir, PgCluster& pg,
-    const std::string& listen, const std::vector<std::string>& peers) {
-  std::vector<std::string> extra = {"--postgres", pg.Uri(),          "--table",
-                                    "public.t",   "--sync-interval", "1s"};
-  for (const std::string& peer : peers) {
-    extra.push_back("--peer");
-    extra.push_back(peer);
-  }
-  absl::StatusOr<std::unique_ptr<NodeProcess>> node =
-      NodeProcess::Start(name, data_dir, extra, listen);
-  EXPECT_TRUE(node.ok()) << node.status();
-  return node.ok() ? *std::move(node) : nullptr;
-}
-
-// The sidecar's `tally status --json` block, or "" when the call fails.
-std::string StatusJson(const std::string& address) {
-  const CommandResult r =
-      RunTally({"status", "--node", address, "--json"}, absl::Seconds(10));
-  return r.exit_code == 0 ? r.out : "";
-}
-
-bool Following(const std::string& address) {
-  return absl::StrContains(StatusJson(address), R"("phase":"following")");
-}
-
 // The sidecar's slot lag in bytes (-1 when status does not show it).
 long long SlotLagBytes(const std::string& json) {
   std::smatch m;
   static const std::regex kLag(R"re("slot_lag_bytes":(\d+))re");
   if (!std::regex_search(json, m, kLag)) return -1;
-  return std::stoll(m[1]);
-}
-
-// A number field of a status JSON block (-1 when absent); uint64 fields
-// may be quoted.
-long long JsonInt(const std::string& json, const std::string& field) {
-  std::smatch m;
-  const std::regex re(absl::StrCat("\"", field, "\":\"?(\\d+)"));
-  if (!std::regex_search(json, m, re)) return -1;
   return std::stoll(m[1]);
 }
 
@@ -373,18 +319,6 @@ std::string RangeMd5(PgCluster& pg, const std::string& from) {
   return md5.ok() ? *md5 : "";
 }
 
-// Rows of t in [lo, hi] whose last commit came through a replication origin
-// (`tally`), or not (`local`).
-std::string CountByOrigin(PgCluster& pg, long long lo, long long hi,
-                          bool tally) {
-  absl::StatusOr<std::string> n = pg.Execute(
-      absl::StrCat("SELECT count(*) FROM t WHERE id BETWEEN ", lo, " AND ", hi,
-                   " AND (pg_xact_commit_timestamp_origin(xmin)).roident ",
-                   tally ? "<> 0" : "= 0"));
-  EXPECT_TRUE(n.ok()) << n.status();
-  return n.ok() ? *n : "?";
-}
-
 // Two databases, a sidecar on each peering the other, both following.
 struct PeeredPair {
   std::unique_ptr<PgCluster> pg_a, pg_b;
@@ -475,7 +409,7 @@ void ExpectMeshConverged(const std::vector<MeshSide>& sides, long long rows,
   std::vector<long long> applied_before;
   for (const MeshSide& side : sides) {
     applied_before.push_back(
-        JsonInt(StatusJson(side.sidecar->address()), "rows_applied"));
+        JsonNumber(StatusJson(side.sidecar->address()), "rows_applied"));
   }
   // They stay equal over three sync intervals (no echo rewrites a row).
   const std::string sum = TableMd5(*sides[0].pg, "t");
@@ -520,9 +454,9 @@ void ExpectMeshConverged(const std::vector<MeshSide>& sides, long long rows,
               shared);
 
     const std::string json = StatusJson(sides[i].sidecar->address());
-    EXPECT_EQ(JsonInt(json, "transactions_captured"), sides[i].transactions)
+    EXPECT_EQ(JsonNumber(json, "transactions_captured"), sides[i].transactions)
         << json;
-    const long long applied = JsonInt(json, "rows_applied");
+    const long long applied = JsonNumber(json, "rows_applied");
     EXPECT_EQ(applied, applied_before[i]) << "still applying: " << json;
     EXPECT_GE(applied, rows - rows / 10) << json;
     EXPECT_LE(applied, all_writes - sides[i].writes) << json;
