@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "node/grpc_status.h"
+#include "node/internal/chunk_stream.h"
 #include "node/internal/read_ahead.h"
 #include "node/internal/unary.h"
 #include "node/internal/write_stream.h"
@@ -191,63 +192,25 @@ std::vector<tree::NodeRef> RemainderAfter(const tree::NodeRef& range,
   }
 }
 
-// Streams the entries of a set of token ranges, one message of about
-// kStreamChunkBytes per pool task. Nothing waits for the reader on a pool
-// thread: while a message waits for its reader the scan holds no thread
-// (and no snapshot), only that message.
+// Streams the entries of a set of token ranges (internal/chunk_stream.h
+// has the steps).
 //
-// Steps:
-//   Start (reaction): validate the request (ranges may not overlap: one
-//     small request naming the whole keyspace 16,384 times would make the
-//     node read it that often); admit the stream (the per-client limit);
-//     schedule NextChunk.
-//   NextChunk (pool): scan from where the last chunk stopped — range
-//     next_range_, after the entry resume_ — until the message is full;
-//     write it, or write it and finish when the ranges are done. Each chunk
-//     reads its own snapshot: the rows of a range come in (token, key) order
-//     with none repeated or skipped, and a row written during the scan may
-//     or may not be seen (anti-entropy's next round sees it).
-//   OnWriteDone (reaction): schedule the next chunk, or finish on a broken
-//     or cancelled stream (the limiter cancels one whose reader stopped).
-// Steps never overlap, so the fields below need no lock.
-class ScanReactor final : public grpc::ServerWriteReactor<v1::ScanResponse> {
+// Validate refuses overlapping ranges: one small request naming the whole
+// keyspace 16,384 times would make the node read it that often. Each chunk
+// scans from where the last one stopped — range next_range_, after the
+// entry resume_ — and reads its own snapshot: the rows of a range come in
+// (token, key) order with none repeated or skipped, and a row written
+// during the scan may or may not be seen (anti-entropy's next round sees
+// it). Steps never overlap, so the fields below need no lock.
+class ScanReactor final
+    : public internal::ChunkStreamReactor<v1::ScanResponse> {
  public:
   ScanReactor(storage::Store* store, WorkerPool* pool, StreamLimiter* limiter,
               grpc::CallbackServerContext* context,
               const v1::ScanRequest* request)
-      : store_(store),
-        pool_(pool),
-        limiter_(limiter),
-        context_(context),
+      : ChunkStreamReactor(pool, limiter, context, "scan"),
+        store_(store),
         request_(request) {}
-
-  void Start() {
-    absl::Status status = Validate();
-    if (status.ok() && limiter_ != nullptr) {
-      absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
-          limiter_->Admit(context_, "scan");
-      status = ticket.status();
-      if (ticket.ok()) ticket_ = std::move(*ticket);
-    }
-    if (!status.ok()) {
-      Finish(ToGrpcStatus(status));
-      return;
-    }
-    ScheduleNextChunk();
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (ticket_ != nullptr) ticket_->WriteDone();
-    if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                          "scan cancelled: the caller went away or stopped "
-                          "reading"));
-      return;
-    }
-    ScheduleNextChunk();
-  }
-
-  void OnDone() override { delete this; }
 
  private:
   // Where the last chunk stopped inside ranges_[next_range_].
@@ -256,7 +219,7 @@ class ScanReactor final : public grpc::ServerWriteReactor<v1::ScanResponse> {
     std::string key;
   };
 
-  absl::Status Validate() {
+  absl::Status Validate() override {
     TALLY_RETURN_IF_ERROR(storage::ValidateKeyspaceName(request_->keyspace()));
     if (static_cast<size_t>(request_->ranges_size()) > kMaxScanRanges) {
       return absl::ResourceExhaustedError(
@@ -287,34 +250,10 @@ class ScanReactor final : public grpc::ServerWriteReactor<v1::ScanResponse> {
     return absl::OkStatus();
   }
 
-  void ScheduleNextChunk() {
-    if (!pool_->Schedule([this] { NextChunk(); }, WorkerPool::Lane::kBulk)) {
-      Finish(Overloaded());
-    }
-  }
-
-  void NextChunk() {
-    absl::Status status = FillChunk();
-    if (!status.ok()) {
-      Finish(ToGrpcStatus(status));
-      return;
-    }
-    if (next_range_ < ranges_.size()) {
-      if (ticket_ != nullptr) ticket_->WriteStarted();
-      StartWrite(&message_);
-    } else if (message_.entries_size() > 0) {
-      if (ticket_ != nullptr) ticket_->WriteStarted();
-      StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
-    } else {
-      Finish(grpc::Status::OK);
-    }
-  }
-
-  absl::Status FillChunk() {
+  absl::Status FillChunk(v1::ScanResponse* message, bool* last) override {
     absl::StatusOr<std::unique_ptr<tree::TreeView>> view =
         OpenView(*store_, request_->keyspace());
     if (!view.ok()) return view.status();
-    message_.Clear();
     OriginDictionary origins;
     size_t bytes = 0;
     while (next_range_ < ranges_.size() && bytes < kStreamChunkBytes) {
@@ -332,7 +271,7 @@ class ScanReactor final : public grpc::ServerWriteReactor<v1::ScanResponse> {
                                          entry.key <= resume_->key))) {
               return absl::OkStatus();  // sent by an earlier chunk
             }
-            ToProto(entry, &origins, message_.add_entries());
+            ToProto(entry, &origins, message->add_entries());
             bytes += tree::WireSize(entry);
             if (bytes < kStreamChunkBytes) return absl::OkStatus();
             full = true;
@@ -345,82 +284,40 @@ class ScanReactor final : public grpc::ServerWriteReactor<v1::ScanResponse> {
       ++next_range_;
       resume_.reset();
     }
-    origins.MoveTo(message_.mutable_origins());
+    origins.MoveTo(message->mutable_origins());
+    *last = next_range_ == ranges_.size();
     return absl::OkStatus();
   }
 
   // Constant after construction.
   storage::Store* const store_;
-  WorkerPool* const pool_;
-  StreamLimiter* const limiter_;
-  grpc::CallbackServerContext* const context_;
   const v1::ScanRequest* const request_;
 
   // Used by one step at a time (see above).
-  std::unique_ptr<StreamTicket> ticket_;
   std::vector<tree::NodeRef> ranges_;
   size_t next_range_ = 0;
   std::optional<Resume> resume_;
-  // Read by gRPC while a write is pending.
-  v1::ScanResponse message_;
 };
 
 // ------------------------------------------------------------- FetchRows
 
-// Streams the rows of a list of keys, one message of about kStreamChunkBytes
-// per pool task.
-//
-// Steps:
-//   Start (reaction): validate; schedule NextChunk.
-//   NextChunk (pool): on the first chunk, check the keyspace exists; take
-//     the rows of the keys from next_key_ until the message is full,
-//     reading them ahead a window at a time with one Store::MultiGet
-//     (internal/read_ahead.h); write it, or write it and finish when the
-//     keys are exhausted.
-//   OnWriteDone (reaction): schedule the next chunk, or finish on a broken
-//     stream.
+// Streams the rows of a list of keys (internal/chunk_stream.h has the
+// steps). The first chunk checks that the keyspace exists; each takes the
+// rows of the keys from next_key_ until the message is full, reading them
+// ahead a window at a time with one Store::MultiGet (internal/read_ahead.h).
 // Steps never overlap, so the fields below need no lock.
 class FetchRowsReactor final
-    : public grpc::ServerWriteReactor<v1::FetchRowsResponse> {
+    : public internal::ChunkStreamReactor<v1::FetchRowsResponse> {
  public:
   FetchRowsReactor(storage::Store* store, WorkerPool* pool,
                    StreamLimiter* limiter, grpc::CallbackServerContext* context,
                    const v1::FetchRowsRequest* request)
-      : store_(store),
-        pool_(pool),
-        limiter_(limiter),
-        context_(context),
+      : ChunkStreamReactor(pool, limiter, context, "fetch"),
+        store_(store),
         request_(request) {}
 
-  void Start() {
-    absl::Status status = Validate();
-    if (status.ok() && limiter_ != nullptr) {
-      absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
-          limiter_->Admit(context_, "fetch");
-      status = ticket.status();
-      if (ticket.ok()) ticket_ = std::move(*ticket);
-    }
-    if (!status.ok()) {
-      Finish(ToGrpcStatus(status));
-      return;
-    }
-    ScheduleNextChunk();
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (ticket_ != nullptr) ticket_->WriteDone();
-    if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                          "fetch cancelled: the caller went away"));
-      return;
-    }
-    ScheduleNextChunk();
-  }
-
-  void OnDone() override { delete this; }
-
  private:
-  absl::Status Validate() const {
+  absl::Status Validate() override {
     TALLY_RETURN_IF_ERROR(storage::ValidateKeyspaceName(request_->keyspace()));
     if (static_cast<size_t>(request_->keys_size()) > kMaxKeysPerFetch) {
       return absl::ResourceExhaustedError(
@@ -436,30 +333,7 @@ class FetchRowsReactor final
     return absl::OkStatus();
   }
 
-  void ScheduleNextChunk() {
-    if (!pool_->Schedule([this] { NextChunk(); }, WorkerPool::Lane::kBulk)) {
-      Finish(Overloaded());
-    }
-  }
-
-  void NextChunk() {
-    absl::Status status = FillChunk();
-    if (!status.ok()) {
-      Finish(ToGrpcStatus(status));
-      return;
-    }
-    if (next_key_ < request_->keys_size()) {
-      if (ticket_ != nullptr) ticket_->WriteStarted();
-      StartWrite(&message_);
-    } else if (message_.rows_size() > 0 || message_.missing_size() > 0) {
-      if (ticket_ != nullptr) ticket_->WriteStarted();
-      StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
-    } else {
-      Finish(grpc::Status::OK);
-    }
-  }
-
-  absl::Status FillChunk() {
+  absl::Status FillChunk(v1::FetchRowsResponse* message, bool* last) override {
     if (next_key_ == 0) {
       absl::StatusOr<storage::KeyspaceInfo> info =
           store_->GetKeyspace(request_->keyspace());
@@ -468,7 +342,6 @@ class FetchRowsReactor final
       }
       TALLY_RETURN_IF_ERROR(info.status());
     }
-    message_.Clear();
     size_t bytes = 0;
     while (next_key_ < request_->keys_size() && bytes < kStreamChunkBytes) {
       if (read_next_ == read_.size()) {
@@ -479,15 +352,16 @@ class FetchRowsReactor final
       // A damaged row (DATA_LOSS, now marked for repair) is not sent: to
       // the fetcher it is missing here, as it is from this node's tree.
       if (absl::IsNotFound(row.status()) || absl::IsDataLoss(row.status())) {
-        message_.add_missing(key);
+        message->add_missing(key);
         bytes += key.size() + 8;
         continue;
       }
       TALLY_RETURN_IF_ERROR(row.status());
-      ToProto(*row, message_.add_rows());
+      ToProto(*row, message->add_rows());
       bytes +=
           row->key.size() + row->value.size() + row->version.origin.size() + 32;
     }
+    *last = next_key_ == request_->keys_size();
     return absl::OkStatus();
   }
 
@@ -523,20 +397,15 @@ class FetchRowsReactor final
 
   // Constant after construction.
   storage::Store* const store_;
-  WorkerPool* const pool_;
-  StreamLimiter* const limiter_;
-  grpc::CallbackServerContext* const context_;
   const v1::FetchRowsRequest* const request_;
 
   // Used by one step at a time (see above).
-  std::unique_ptr<StreamTicket> ticket_;
   int next_key_ = 0;
   // Rows of the keys from next_key_ on, read ahead: read_[read_next_] is
   // the row of request_->keys(next_key_).
   std::vector<absl::StatusOr<storage::Row>> read_;
   size_t read_next_ = 0;
   internal::ReadAhead read_ahead_;
-  v1::FetchRowsResponse message_;
 };
 
 // -------------------------------------------------------------- PushRows
