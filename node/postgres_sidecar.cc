@@ -75,6 +75,8 @@ class PgSidecar final : public PostgresSidecar {
     out.set_own_transactions_replayed(s.own_transactions_replayed);
     out.set_rows_applied(s.rows_applied);
     out.set_rows_refused(s.rows_refused);
+    out.set_index_lost(s.index_lost);
+    out.set_index_loss_fresh_rows(s.index_loss_fresh_rows);
     return out;
   }
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "pg/binary_copy.h"
+#include "pg/build_marker.h"
 #include "pg/field.h"
 #include "pg/replication_messages.h"
 #include "tree/status_macros.h"
@@ -111,6 +112,23 @@ class BatchWriter {
   // Read by the progress reports while a batch is written.
   std::atomic<uint64_t> written_{0};
 };
+
+// The id of replication origin `name`, nullopt when it does not exist.
+absl::StatusOr<std::optional<OriginId>> OriginIdOf(Connection& conn,
+                                                   absl::string_view name) {
+  TALLY_ASSIGN_OR_RETURN(
+      Result r, conn.ExecParams("SELECT roident FROM "
+                                "pg_catalog.pg_replication_origin WHERE "
+                                "roname = $1",
+                                {Param::Text(std::string(name))}));
+  uint32_t id = 0;
+  if (r.rows() != 1) return std::nullopt;
+  if (!absl::SimpleAtoi(r.Value(0, 0), &id) || id > 0xffff) {
+    return absl::InternalError(
+        absl::StrCat("replication origin ", name, " has no usable id"));
+  }
+  return OriginId{static_cast<uint16_t>(id)};
+}
 
 absl::StatusOr<uint64_t> EstimatedRows(Connection& conn,
                                        const TableSchema& table) {
@@ -239,6 +257,7 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
   // deciding the slot is unusable).
   absl::Status dropped = result.stream->DropSlot(options.names.slot);
   if (!dropped.ok() && !absl::IsNotFound(dropped)) return dropped;
+  TALLY_ASSIGN_OR_RETURN(result.started_unix_us, ServerUnixMicros(*reader));
   TALLY_ASSIGN_OR_RETURN(CreatedSlot slot,
                          result.stream->CreateLogicalSlot(options.names.slot));
   result.position.resume_lsn = slot.consistent_point;
@@ -251,6 +270,14 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
       reader->Exec(absl::StrCat("SET TRANSACTION SNAPSHOT ",
                                 reader->QuoteLiteral(slot.snapshot_name))));
   (void)imported;
+
+  // Index lost: rows tally applied here carry the node's origin; any
+  // other origin is a local write, as capture counts them.
+  std::optional<OriginId> own_origin;
+  if (options.index_lost) {
+    TALLY_ASSIGN_OR_RETURN(own_origin,
+                           OriginIdOf(*reader, options.names.origin));
+  }
 
   BuildProgress& progress = result.progress;
   for (const TableSchema& t : options.tables) {
@@ -288,22 +315,53 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
     }
     return &written;
   };
+  // Index lost: the version capture would have stamped a local write
+  // committed at `commit_us`: Now() after observing the commit time. One
+  // stamp serves every row committed before it; a commit time after it
+  // (the server's clock ahead of this host's) takes a new one.
+  std::optional<tree::Version> lost_fresh;
+  auto lost_version = [&](int64_t commit_us) -> const tree::Version& {
+    const tree::HlcTimestamp commit = tree::HlcTimestamp::FromParts(
+        static_cast<uint64_t>(absl::ToUnixMillis(FromPgTimestamp(commit_us))),
+        0);
+    if (!lost_fresh.has_value() || !(commit < lost_fresh->timestamp)) {
+      (void)store->clock().Observe(commit);
+      lost_fresh = tree::Version{store->clock().Now(), options.node_name};
+    }
+    return *lost_fresh;
+  };
+  auto written_here = [&](const RowToken& token) {
+    if (!options.index_lost || !token.commit_time_us.has_value()) return false;
+    if (own_origin.has_value() && token.origin == *own_origin) return false;
+    return !options.lost_since_unix_us.has_value() ||
+           absl::ToUnixMicros(FromPgTimestamp(*token.commit_time_us)) >=
+               *options.lost_since_unix_us;
+  };
   BatchWriter writer(store, options.batch_rows);
   absl::Time next_report = absl::Now() + options.progress_interval;
 
   for (const TableSchema& t : options.tables) {
     progress.keyspace = t.name();
+    TableBuildCounts& counts = result.tables.emplace_back();
+    counts.keyspace = t.name();
     TALLY_ASSIGN_OR_RETURN(auto index, ReadIndex(store, t.name()));
     absl::flat_hash_set<std::string> seen;
     const bool track_seen = !index.empty();
     TALLY_RETURN_IF_ERROR(
         ScanTable(*reader, t, "", [&](const ScannedRow& row) -> absl::Status {
           ++progress.rows_done;
+          ++counts.rows;
           const tree::Version* version = nullptr;
           auto it = index.find(row.key);
           if (it == index.end()) {
-            version = options.rebuild ? rebuild_version(row.token, nullptr)
-                                      : &bootstrap;
+            if (options.rebuild) {
+              version = rebuild_version(row.token, nullptr);
+            } else if (written_here(row.token)) {
+              version = &lost_version(*row.token.commit_time_us);
+              ++counts.fresh_rows;
+            } else {
+              version = &bootstrap;
+            }
           } else {
             seen.insert(std::string(row.key));
             const IndexEntry& e = it->second;

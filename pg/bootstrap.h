@@ -33,6 +33,40 @@
 // A fresh local version is one store clock stamp (Now(), node name) for the
 // whole build.
 //
+// Index lost (`index_lost`: no position stored, but the database marks the
+// index as built, pg/build_marker.h). The index, and with it every version,
+// is gone, while the peers still hold what this node sent them. A row the
+// application changed here that the peers have not received yet (tallyd
+// was down, or the feed behind) must not get the bootstrap version: the
+// peers' older version of it would win the next session and overwrite the
+// local write everywhere (PG-DESIGN §2.6). So a key the index does not
+// hold whose row was last written by a transaction that is not tally's
+// own apply — its token has a commit time and an origin other than the
+// node's replication origin: an application's (origin 0) or another
+// replication tool's, as capture counts them — committed at or after
+// `lost_since_unix_us` (the node's first build, from the marker), gets the
+// version capture would have stamped it with: the store clock's Now()
+// after observing the commit time, and this node. The others keep the
+// bootstrap version, as at a first start: rows tally applied here (the
+// node's origin: they came from a peer, which holds them), rows without a
+// commit time (written before track_commit_timestamp was on, or older
+// than the commit-timestamp horizon), and rows committed before the first
+// build (they were in its snapshot, and got the bootstrap version then).
+//
+// The rule is deliberately the safe side of "what the peers have not
+// seen", which only the lost index knew (PG-DESIGN §2.6 suggests "newer
+// than the last completed session", a time no longer known): every row
+// last written locally since the first build is treated as possibly
+// unseen. Its cost: such a row the peers do hold moves once (same value,
+// new version); and a row last written here that a peer changed while
+// this node was down or without its index, the change not yet arrived
+// here, keeps this node's older value (the fresh version is the newer).
+// Limits (README "Rebuilds"): a row the application DELETED here is not in
+// the table, nothing says it was deleted, and the peers' live row comes
+// back. A row written before the first build whose index version a later
+// rebuild had raised (a schema change's: its commit time) goes back to the
+// bootstrap version.
+//
 //   BuildOptions o{conninfo, names, tables, node_name};
 //   TALLY_ASSIGN_OR_RETURN(BuildResult built, BuildIndex(o, store));
 //   TALLY_RETURN_IF_ERROR(built.stream->StartReplication(
@@ -48,6 +82,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,14 +120,31 @@ struct BuildOptions {
   // True when the index was built before (a position is stored): new keys
   // then get fresh local versions instead of the bootstrap version.
   bool rebuild = false;
+  // True when the index was lost (see above). REQUIRES: !rebuild.
+  bool index_lost = false;
+  // Index lost: rows committed before this time (µs since 1970, the
+  // server's clock) keep the bootstrap version; nullopt: none do.
+  std::optional<int64_t> lost_since_unix_us;
   size_t batch_rows = 10000;
   absl::Duration progress_interval = absl::Seconds(5);
   std::function<void(const BuildProgress&)> on_progress;
   ConnectOptions connect;
 };
 
+// What a build did with one table.
+struct TableBuildCounts {
+  std::string keyspace;
+  uint64_t rows = 0;  // rows scanned
+  // Index lost: rows last written locally, given a fresh local version.
+  uint64_t fresh_rows = 0;
+};
+
 struct BuildResult {
   CapturePosition position;  // resume_lsn = the slot's consistent point
+  // The server's clock just before the slot was created (µs since 1970):
+  // every transaction committed before it is in the build's snapshot.
+  int64_t started_unix_us = 0;
+  std::vector<TableBuildCounts> tables;  // in the order of options.tables
   // The replication connection that created the slot, idle: start
   // replication on it from position.resume_lsn.
   std::unique_ptr<ReplicationStream> stream;
@@ -100,7 +152,8 @@ struct BuildResult {
 };
 
 // Builds (or rebuilds) the index of `options.tables` in `store`, as
-// described above. Returns the connection's errors (kUnavailable: retry),
+// described above. The caller then marks the index built in the database
+// (pg/build_marker.h). Returns the connection's errors (kUnavailable: retry),
 // kResourceExhausted when the server has no free slot, the store's errors,
 // kDataLoss for a malformed COPY stream.
 // REQUIRES: `store` was opened with this database's backend.

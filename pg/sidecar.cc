@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "pg/bootstrap.h"
+#include "pg/build_marker.h"
 #include "pg/capture.h"
 #include "pg/capture_position.h"
 #include "pg/names.h"
@@ -544,9 +545,21 @@ class Sidecar::Impl {
       status_.system_id = system_id;
     }
 
+    // What the database remembers of this node's builds.
+    TALLY_ASSIGN_OR_RETURN(std::optional<BuildMarker> marker,
+                           ReadBuildMarker(*admin, names_.publication));
+    if (marker.has_value() && marker->system_id != system_id) marker.reset();
     std::string reason;
+    bool index_lost = false;
     if (!position.has_value()) {
-      reason = "first start: no index yet";
+      // No index: a first start, or an index lost (the database says one
+      // was built; pg/build_marker.h says why the slot cannot tell).
+      index_lost = marker.has_value();
+      reason = index_lost
+                   ? "index lost: the store holds no index, but the database "
+                     "says this node's index was built (publication "
+                     "comment); rows last written here get fresh versions"
+                   : "first start: no index yet";
     } else if (schema_changed_) {
       reason = absl::StrCat("schema change: ", schema_change_reason_);
     } else {
@@ -567,6 +580,8 @@ class Sidecar::Impl {
       o.tables = tables;
       o.node_name = options_.node_name;
       o.rebuild = rebuild;
+      o.index_lost = index_lost;
+      if (index_lost) o.lost_since_unix_us = marker->first_build_unix_us;
       o.on_progress = [this](const BuildProgress& p) {
         {
           absl::MutexLock lock(&mu_);
@@ -579,6 +594,25 @@ class Sidecar::Impl {
       };
       TALLY_ASSIGN_OR_RETURN(BuildResult built, BuildIndex(o, store));
       made_progress_.store(true);
+      uint64_t fresh_rows = 0;
+      for (const TableBuildCounts& c : built.tables) {
+        fresh_rows += c.fresh_rows;
+        if (!index_lost) continue;
+        Log(absl::StrFormat(
+            "index lost: table %s: %d of %d rows were last written here and "
+            "got fresh versions (the rest kept the bootstrap version)",
+            c.keyspace, c.fresh_rows, c.rows));
+      }
+      {
+        absl::MutexLock lock(&mu_);
+        status_.index_lost = index_lost;
+        status_.index_loss_fresh_rows = fresh_rows;
+      }
+      if (!marker.has_value() && !rebuild && !index_lost) {
+        // The first build: rows committed before it got the bootstrap
+        // version.
+        marker = BuildMarker{built.position.system_id, built.started_unix_us};
+      }
       schema_changed_ = false;
       gate_->OpenAll();
       SetKeyspaceStates("ready");
@@ -587,6 +621,20 @@ class Sidecar::Impl {
     } else {
       gate_->OpenAll();
       SetKeyspaceStates("ready");
+    }
+    // The index is built and its position stored: from now on, a start
+    // without it is a loss. (Also for an index built before the marker
+    // existed.) Not fatal: without the marker a lost index is rebuilt as at
+    // a first start, as before it existed, and the log says so.
+    if (!marker.has_value()) marker = BuildMarker{position->system_id, {}};
+    if (absl::Status marked =
+            WriteBuildMarker(*admin, names_.publication, *marker);
+        !marked.ok()) {
+      Log(absl::StrCat("cannot mark the index built on publication ",
+                       names_.publication, " (", marked.ToString(),
+                       "): if this node's data directory is lost, rows "
+                       "written here while the peers had not received them "
+                       "will lose to the peers' older rows"));
     }
 
     TALLY_RETURN_IF_ERROR(stream->StartReplication(

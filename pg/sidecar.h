@@ -120,6 +120,11 @@ struct SidecarStatus {
   // pg_class.reltuples.
   uint64_t build_rows_done = 0;
   uint64_t build_rows_estimated = 0;
+  // The last build found the index lost (pg/build_marker.h), and gave this
+  // many rows the application last wrote here fresh local versions
+  // (pg/bootstrap.h).
+  bool index_lost = false;
+  uint64_t index_loss_fresh_rows = 0;
 
   uint64_t transactions_captured = 0;
   uint64_t rows_captured = 0;

@@ -5,6 +5,7 @@
 #include "pg/sidecar.h"
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pg/bootstrap.h"
 #include "pg/capture_position.h"
@@ -160,6 +162,68 @@ TEST_F(SidecarTest, FirstBuildIndexesTheTableWithTheBootstrapVersion) {
   EXPECT_EQ(Sql("SELECT count(*) FROM pg_publication_tables WHERE pubname = '" +
                 slot_ + "'"),
             "1");
+}
+
+// A first build that stopped half way leaves the node's slot and origin,
+// as a lost index does, but no build mark: the next start is a first start
+// still, every row the bootstrap version.
+TEST_F(SidecarTest, ASlotAndOriginWithoutTheMarkAreStillAFirstStart) {
+  Sql("INSERT INTO t SELECT g, g, 'row ' || g FROM generate_series(1, 50) g");
+  Sql("SELECT 1 FROM pg_create_logical_replication_slot('" + slot_ +
+      "', 'pgoutput')");
+  Sql("SELECT pg_replication_origin_create('" + slot_ + "')");
+  Open();
+  CaughtUp();
+  const auto index = Index();
+  ASSERT_EQ(index.size(), 50u);
+  for (const auto& [key, e] : index) EXPECT_EQ(e.version, BootstrapVersion());
+  EXPECT_FALSE(sidecar_->status().index_lost);
+  // The build marked the database.
+  EXPECT_THAT(Sql("SELECT obj_description(oid, 'pg_publication') FROM "
+                  "pg_publication WHERE pubname = '" +
+                  slot_ + "'"),
+              ::testing::StartsWith("tally: index built on system "));
+}
+
+// The store lost (a new directory) while the marked database was written:
+// rows written locally since the first build get a fresh version of this
+// node, newer than every version the lost index could have held; rows from
+// before the first build, and rows tally applied, the bootstrap version.
+TEST_F(SidecarTest, ALostIndexGivesLocalWritesSinceTheFirstBuildFreshVersions) {
+  Sql("INSERT INTO t SELECT g, g, 'old' FROM generate_series(1, 30) g");
+  Open();
+  CaughtUp();
+  // Written while the sidecar follows (captured), then while it is down.
+  Sql("UPDATE t SET b = 'captured' WHERE id <= 10");
+  CaughtUp();
+  const tree::Version captured = Index().at(Key(1)).version;
+  EXPECT_EQ(captured.origin, kNode);
+  Close();
+  Sql("UPDATE t SET b = 'down' WHERE id BETWEEN 11 AND 20");
+  // A row tally applied: under the node's origin.
+  Sql("SELECT pg_replication_origin_session_setup('" + slot_ +
+      "'); UPDATE t SET b = 'applied' WHERE id = 21");
+
+  // The index is lost.
+  std::filesystem::remove_all(dir_.path());
+  std::filesystem::create_directories(dir_.path());
+  Open();
+  CaughtUp();
+  ExpectVerified();
+  const SidecarStatus status = sidecar_->status();
+  EXPECT_TRUE(status.index_lost);
+  EXPECT_EQ(status.index_loss_fresh_rows, 20u);
+  const auto index = Index();
+  ASSERT_EQ(index.size(), 30u);
+  for (int64_t id = 1; id <= 30; ++id) {
+    const tree::Version& v = index.at(Key(id)).version;
+    if (id <= 20) {
+      EXPECT_EQ(v.origin, kNode) << id;
+      EXPECT_GT(tree::CompareVersions(v, captured), 0) << id;
+    } else {
+      EXPECT_EQ(v, BootstrapVersion()) << id;
+    }
+  }
 }
 
 TEST_F(SidecarTest, BuildUnderConcurrentWritesLeavesNoGapAndNoOverlap) {

@@ -38,7 +38,7 @@ std::string PostgresText(const v1::PostgresStatus& pg) {
                     absl::StrFormat(" (%d of ~%d rows)", pg.build_rows_done(),
                                     pg.build_rows_estimated()));
   }
-  std::string text = Table({
+  std::vector<std::vector<std::string>> rows = {
       {"postgres", pg.database()},
       {"phase", phase},
       {"last error", pg.last_error().empty() ? "-" : pg.last_error()},
@@ -63,7 +63,15 @@ std::string PostgresText(const v1::PostgresStatus& pg) {
       {"applied", absl::StrFormat("%d rows (refused, changed by the "
                                   "application since indexed: %d)",
                                   pg.rows_applied(), pg.rows_refused())},
-  });
+  };
+  if (pg.index_lost()) {
+    // Worth a line only when it happened: the build after a lost index.
+    rows.push_back(
+        {"index lost", absl::StrFormat("rebuilt; %d rows last written here got "
+                                       "fresh versions",
+                                       pg.index_loss_fresh_rows())});
+  }
+  std::string text = Table(rows);
   std::vector<std::vector<std::string>> tables = {
       {"TABLE", "STATE", "ROWS", "SCHEMA FINGERPRINT"}};
   for (const v1::PostgresTable& t : pg.tables()) {
@@ -336,6 +344,8 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
         {"own_transactions_replayed", pg.own_transactions_replayed()},
         {"rows_applied", pg.rows_applied()},
         {"rows_refused", pg.rows_refused()},
+        {"index_lost", pg.index_lost()},
+        {"index_loss_fresh_rows", pg.index_loss_fresh_rows()},
         {"tables", std::move(tables)}};
   } else {
     out["postgres"] = Json();  // null: the node keeps its own rows

@@ -293,6 +293,20 @@ TEST(StatusText, ShowsTheSidecarsSlotPositionLagCountersAndTables) {
               ::testing::Not(HasSubstr("slot lag")));
 }
 
+TEST(StatusText, ShowsAnIndexLossOnlyAfterOne) {
+  v1::StatusResponse s = SidecarStatus();
+  EXPECT_THAT(StatusText(s, "127.0.0.1:7400", absl::Now()),
+              ::testing::Not(HasSubstr("index lost")));
+  s.mutable_postgres()->set_index_lost(true);
+  s.mutable_postgres()->set_index_loss_fresh_rows(30);
+  EXPECT_THAT(StatusText(s, "127.0.0.1:7400", absl::Now()),
+              HasSubstr("rebuilt; 30 rows last written here got fresh "
+                        "versions"));
+  const Json json = StatusJson(s, "127.0.0.1:7400");
+  EXPECT_EQ(json.at("postgres").at("index_lost"), true);
+  EXPECT_EQ(json.at("postgres").at("index_loss_fresh_rows"), 30);
+}
+
 TEST(StatusJson, HoldsTheSidecarOrNullWithoutOne) {
   const Json json = StatusJson(SidecarStatus(), "127.0.0.1:7400");
   const Json& pg = json.at("postgres");
