@@ -92,7 +92,8 @@ struct BuildOptions {
 };
 
 struct BuildResult {
-  CapturePosition position;  // resume_lsn = the slot's consistent point
+  // resume_lsn = the slot's consistent point; fingerprints = the tables'.
+  CapturePosition position;
   // The replication connection that created the slot, idle: start
   // replication on it from position.resume_lsn.
   std::unique_ptr<ReplicationStream> stream;
