@@ -262,6 +262,9 @@ absl::Status ApplySetting(absl::string_view name_as_given,
   } else if (name == "max-clock-skew") {
     TALLY_ASSIGN_OR_RETURN(config->max_clock_skew,
                            ParseDuration(value, kMaxClockSkewLimit));
+  } else if (name == "pg-schema-check-interval") {
+    TALLY_ASSIGN_OR_RETURN(config->pg_schema_check_interval,
+                           ParseDuration(value));
   } else if (name == "maintenance-interval") {
     TALLY_ASSIGN_OR_RETURN(config->maintenance_interval, ParseDuration(value));
   } else if (name == "scrub-interval") {

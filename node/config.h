@@ -96,6 +96,9 @@ struct NodeConfig {
   // name; in the order given, each once. Required with `postgres`, refused
   // without it.
   std::vector<std::string> tables;
+  // How often the sidecar compares each table's schema in the catalog with
+  // the one its index was built with (pg/sidecar.h); also at start.
+  absl::Duration pg_schema_check_interval = absl::Seconds(60);
 
   // Prometheus metrics over HTTP at HOST:PORT; empty is off.
   std::string metrics_listen;

@@ -322,6 +322,23 @@ TEST(ConfigText, RefusesBadMaintenanceValues) {
   }
 }
 
+TEST(ConfigText, ReadsThePgSchemaCheckIntervalAndRefusesBadOnes) {
+  NodeConfig config;
+  EXPECT_EQ(config.pg_schema_check_interval, absl::Seconds(60));
+  ASSERT_TRUE(ApplyConfigText("pg-schema-check-interval = 5m\n", &config).ok());
+  EXPECT_EQ(config.pg_schema_check_interval, absl::Minutes(5));
+  ASSERT_TRUE(
+      ApplyCommandLineSettings({{"pg-schema-check-interval", "1s"}}, &config)
+          .ok());
+  EXPECT_EQ(config.pg_schema_check_interval, absl::Seconds(1));
+  for (const std::string value : {"0", "-1s", "often", "inf", "nan", "1e30"}) {
+    EXPECT_EQ(ApplySetting("pg-schema-check-interval", value, &config).code(),
+              absl::StatusCode::kInvalidArgument)
+        << value;
+  }
+  EXPECT_EQ(config.pg_schema_check_interval, absl::Seconds(1));
+}
+
 TEST(ConfigText, ReadsTheScrubAndTestClockSettings) {
   NodeConfig config;
   EXPECT_EQ(config.scrub_interval, absl::Hours(6));

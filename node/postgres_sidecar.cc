@@ -163,6 +163,7 @@ PostgresSidecarFactory DefaultPostgresSidecarFactory() {
     options.conninfo = config.postgres;
     options.tables = config.tables;
     options.node_name = config.name;
+    options.schema_check_interval = config.pg_schema_check_interval;
     if (!config.test_fault_point.empty()) {
       absl::StatusOr<std::shared_ptr<pg::FaultPoints>> faults =
           pg::FaultPoints::Parse(config.test_fault_point);

@@ -76,6 +76,10 @@ Settings (flags, or `name = value` lines in --config FILE):
                            name (needs --postgres; repeat for several, each
                            once; every table needs a primary key).
                            --table flags replace the config file's tables
+  --pg-schema-check-interval DURATION  how often the sidecar compares each
+                           table's schema in the catalog with the one its
+                           index was built with, rebuilding on a change
+                           (default 60s; also at start)
   --metrics-listen HOST:PORT  Prometheus metrics over HTTP at /metrics
                            (default off; port 0 picks one; a non-loopback
                            address needs --insecure: plain HTTP, no TLS)

@@ -261,6 +261,11 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
   TALLY_ASSIGN_OR_RETURN(CreatedSlot slot,
                          result.stream->CreateLogicalSlot(options.names.slot));
   result.position.resume_lsn = slot.consistent_point;
+  // The schemas the index is built with, so that a later start (or the
+  // sidecar's catalog check) sees a schema changed meanwhile.
+  for (const TableSchema& t : options.tables) {
+    result.position.fingerprints[t.name()] = t.fingerprint();
+  }
 
   TALLY_ASSIGN_OR_RETURN(Result begun,
                          reader->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ"));

@@ -140,7 +140,8 @@ struct TableBuildCounts {
 };
 
 struct BuildResult {
-  CapturePosition position;  // resume_lsn = the slot's consistent point
+  // resume_lsn = the slot's consistent point; fingerprints = the tables'.
+  CapturePosition position;
   // The server's clock just before the slot was created (µs since 1970):
   // every transaction committed before it is in the build's snapshot.
   int64_t started_unix_us = 0;

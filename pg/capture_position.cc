@@ -18,6 +18,7 @@ using internal::PutBigEndian8;
 
 constexpr uint8_t kFormat = 1;
 constexpr uint8_t kHasPartial = 1;
+constexpr uint8_t kHasFingerprints = 2;
 
 absl::Status Bad(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("capture position: ", what,
@@ -30,7 +31,8 @@ absl::Status Bad(absl::string_view what) {
 std::string CapturePosition::Encode() const {
   std::string out;
   PutBigEndian8(&out, kFormat);
-  PutBigEndian8(&out, partial.has_value() ? kHasPartial : 0);
+  PutBigEndian8(&out, (partial.has_value() ? kHasPartial : 0) |
+                          (fingerprints.empty() ? 0 : kHasFingerprints));
   PutBigEndian64(&out, system_id);
   PutBigEndian64(&out, resume_lsn);
   if (partial.has_value()) {
@@ -39,6 +41,15 @@ std::string CapturePosition::Encode() const {
     PutBigEndian64(&out, partial->version.timestamp.raw());
     PutBigEndian32(&out, static_cast<uint32_t>(partial->version.origin.size()));
     out.append(partial->version.origin);
+  }
+  if (!fingerprints.empty()) {
+    PutBigEndian32(&out, static_cast<uint32_t>(fingerprints.size()));
+    for (const auto& [keyspace, fingerprint] : fingerprints) {
+      PutBigEndian32(&out, static_cast<uint32_t>(keyspace.size()));
+      out.append(keyspace);
+      PutBigEndian32(&out, static_cast<uint32_t>(fingerprint.size()));
+      out.append(fingerprint);
+    }
   }
   return out;
 }
@@ -56,7 +67,7 @@ absl::StatusOr<CapturePosition> CapturePosition::Decode(
       !in.ReadU64(&p.resume_lsn)) {
     return Bad("truncated");
   }
-  if ((flags & ~kHasPartial) != 0) {
+  if ((flags & ~(kHasPartial | kHasFingerprints)) != 0) {
     return Bad(absl::StrFormat("unknown flags 0x%02x", flags));
   }
   if ((flags & kHasPartial) != 0) {
@@ -72,6 +83,21 @@ absl::StatusOr<CapturePosition> CapturePosition::Decode(
     partial.version.timestamp = tree::HlcTimestamp::FromRaw(raw);
     partial.version.origin = std::string(origin);
     p.partial = std::move(partial);
+  }
+  if ((flags & kHasFingerprints) != 0) {
+    uint32_t count = 0;
+    if (!in.ReadU32(&count) || count == 0) return Bad("bad fingerprint count");
+    for (uint32_t i = 0; i < count; ++i) {
+      uint32_t len = 0;
+      absl::string_view keyspace, fingerprint;
+      if (!in.ReadU32(&len) || !in.ReadBytes(len, &keyspace) ||
+          !in.ReadU32(&len) || !in.ReadBytes(len, &fingerprint)) {
+        return Bad("truncated fingerprints");
+      }
+      if (!p.fingerprints.emplace(keyspace, fingerprint).second) {
+        return Bad(absl::StrCat("keyspace ", keyspace, " twice"));
+      }
+    }
   }
   if (!in.empty()) {
     return Bad(absl::StrFormat("%d bytes after the end", in.remaining()));

@@ -10,8 +10,11 @@
 // build), and, while a transaction too large for one store batch is being
 // indexed, how far it got: its end LSN, how many of its changes are in the
 // store and the version of the last batch written, so that a replay skips
-// exactly those changes. No position stored means the index was never
-// built.
+// exactly those changes; and the schema fingerprint of each keyspace's
+// table as the index was built from it (pg/table_schema.h), so that a
+// schema change made while tallyd was stopped — one no row change
+// reveals, such as `ADD COLUMN ... DEFAULT` — is noticed at the next start.
+// No position stored means the index was never built.
 //
 //   CapturePosition p{system_id, end_lsn, std::nullopt};
 //   request.backend_position = storage::BackendPosition{p.Encode()};
@@ -19,15 +22,18 @@
 //   TALLY_ASSIGN_OR_RETURN(CapturePosition back, CapturePosition::Decode(b));
 //
 // Bytes (big-endian): u8 format (1), u8 flags (bit 0: a partial
-// transaction follows), u64 system identifier, u64 resume LSN; with the
-// flag: u64 end LSN, u64 changes done, u64 HLC timestamp, u32 length +
-// origin name.
+// transaction follows; bit 1: fingerprints follow), u64 system identifier,
+// u64 resume LSN; with bit 0: u64 end LSN, u64 changes done, u64 HLC
+// timestamp, u32 length + origin name; with bit 1: u32 count, then for each
+// keyspace u32 length + name, u32 length + fingerprint, in name order. A
+// position written before fingerprints were recorded has no bit 1.
 //
 // Thread-safety: a value type.
 #ifndef TALLY_PG_CAPTURE_POSITION_H_
 #define TALLY_PG_CAPTURE_POSITION_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -60,6 +66,9 @@ struct CapturePosition {
   uint64_t system_id = 0;
   Lsn resume_lsn = kInvalidLsn;
   std::optional<Partial> partial;
+  // Keyspace name -> the fingerprint of its table when the index was built
+  // (empty in a position written by a tally that did not record them).
+  std::map<std::string, std::string> fingerprints;
 
   std::string Encode() const;
 
@@ -73,7 +82,7 @@ struct CapturePosition {
 
   friend bool operator==(const CapturePosition& a, const CapturePosition& b) {
     return a.system_id == b.system_id && a.resume_lsn == b.resume_lsn &&
-           a.partial == b.partial;
+           a.partial == b.partial && a.fingerprints == b.fingerprints;
   }
 };
 

@@ -25,6 +25,7 @@
 #include "pg/preflight.h"
 #include "pg/replication_messages.h"
 #include "pg/replication_stream.h"
+#include "pg/table_schema.h"
 #include "storage/names.h"
 #include "tree/status_macros.h"
 
@@ -168,6 +169,29 @@ absl::StatusOr<Reached> ReachDatabase(const SidecarOptions& options,
   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<PgBackend> pg, PgBackend::Open(bo));
   out.pg = std::move(pg);
   return out;
+}
+
+// Why the index, built with the schemas `position` recorded, does not
+// describe `tables` (empty: it does). A position that recorded none (written
+// before they were) is taken as describing them.
+std::string StoredSchemaChange(const CapturePosition& position,
+                               const std::vector<TableSchema>& tables) {
+  if (position.fingerprints.empty()) return "";
+  for (const TableSchema& t : tables) {
+    auto it = position.fingerprints.find(t.name());
+    if (it == position.fingerprints.end()) {
+      return absl::StrCat("table ", t.name(),
+                          " is kept now but was not when the index was built");
+    }
+    if (it->second != t.fingerprint()) {
+      return absl::StrCat(
+          "schema change: ", t.name(), " has fingerprint ", t.fingerprint(),
+          " in the catalog, the index was "
+          "built with ",
+          it->second, " (the table changed while tallyd was stopped)");
+    }
+  }
+  return "";
 }
 
 // Errors that retrying cannot mend: the sidecar stops ("failed").
@@ -511,6 +535,31 @@ class Sidecar::Impl {
     return absl::OkStatus();
   }
 
+  // The catalog check: reads each table's schema from the catalog and
+  // names the first whose fingerprint differs from `tables`' (the schemas
+  // the index and the capture use). Empty when none differs, or when the
+  // catalog cannot be read (logged; the next check tries again, and a
+  // dropped table is the capture's to report).
+  std::string CatalogChange(Connection& admin,
+                            const std::vector<TableSchema>& tables) {
+    for (const TableSchema& t : tables) {
+      absl::StatusOr<TableSchema> now = TableSchema::Read(admin, t.name());
+      if (!now.ok()) {
+        Log(absl::StrCat("catalog check of ", t.name(),
+                         " failed: ", now.status().ToString()));
+        return "";
+      }
+      if (now->fingerprint() != t.fingerprint()) {
+        return absl::StrCat(
+            t.name(), " differs in the catalog (fingerprint ",
+            now->fingerprint(), ", the index's ", t.fingerprint(),
+            "; here the catalog, there the index): ",
+            DescribeSchemaDifference(now->description(), t.description()));
+      }
+    }
+    return "";
+  }
+
   absl::Status RunOnce() {
     storage::Store* store;
     std::vector<TableSchema> tables;
@@ -565,6 +614,7 @@ class Sidecar::Impl {
     } else {
       TALLY_ASSIGN_OR_RETURN(reason,
                              RebuildReason(*position, system_id, *admin));
+      if (reason.empty()) reason = StoredSchemaChange(*position, tables);
     }
     if (!reason.empty()) {
       const bool rebuild = position.has_value();
@@ -621,6 +671,13 @@ class Sidecar::Impl {
     } else {
       gate_->OpenAll();
       SetKeyspaceStates("ready");
+      if (position->fingerprints.empty()) {
+        // A position written before fingerprints were recorded: the
+        // capture's next write records the schemas it follows with.
+        for (const TableSchema& t : tables) {
+          position->fingerprints[t.name()] = t.fingerprint();
+        }
+      }
     }
     // The index is built and its position stored: from now on, a start
     // without it is a loss. (Also for an index built before the marker
@@ -656,9 +713,18 @@ class Sidecar::Impl {
     }
     made_progress_.store(true);
     absl::Time next_poll = absl::InfinitePast();
+    absl::Time next_check = absl::Now() + options_.schema_check_interval;
+    std::string catalog_change;
     const absl::Status followed = capture->Follow(*stream, [&] {
       Tick(*capture, *admin, &next_poll);
-      return stopping_.load();
+      if (stopping_.load()) return true;
+      if (absl::Now() >= next_check) {
+        catalog_change = CatalogChange(*admin, tables);
+        next_check = absl::Now() + options_.schema_check_interval;
+        // Ends Follow (what it holds is stored); Run rebuilds.
+        if (!catalog_change.empty()) return true;
+      }
+      return false;
     });
     Tick(*capture, *admin, &next_poll);
     {
@@ -673,6 +739,10 @@ class Sidecar::Impl {
       schema_changed_ = true;
       schema_change_reason_ = capture->schema_changed();
       Log(absl::StrCat("schema change: ", schema_change_reason_));
+    } else if (followed.ok() && !catalog_change.empty() && !stopping_.load()) {
+      schema_changed_ = true;
+      schema_change_reason_ = catalog_change;
+      Log(absl::StrCat("schema change (catalog check): ", catalog_change));
     }
     return followed;
   }
@@ -755,6 +825,13 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Prepare(
   }
   if (options.node_name.empty()) {
     return absl::InvalidArgumentError("no node name");
+  }
+  if (options.schema_check_interval <= absl::ZeroDuration() ||
+      options.schema_check_interval == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the schema check interval is ",
+        absl::FormatDuration(options.schema_check_interval),
+        "; it must be positive and finite (--pg-schema-check-interval)"));
   }
   for (const std::string& t : options.tables) {
     absl::Status valid = storage::ValidateKeyspaceName(t);

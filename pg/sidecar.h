@@ -33,9 +33,18 @@
 // other errors a later attempt may not meet (a dropped table, a refused
 // store write). An error that retrying cannot help (kDataLoss: a malformed
 // stream or stored position; kInvalidArgument, kOutOfRange) puts it in
-// phase "failed" with the reason, and it stops. A schema change (a Relation
-// message that differs from the table's schema) reloads the schemas and
-// rebuilds at once.
+// phase "failed" with the reason, and it stops. A schema change reloads the
+// schemas and rebuilds at once (PG-DESIGN §2.8). Three things notice one: a
+// Relation message that differs from the table's schema (at the table's
+// next row change); the catalog check every `schema_check_interval`, which
+// reads each table's schema from the catalog and compares its fingerprint
+// with the one the index was built with (an `ADD COLUMN ... DEFAULT`
+// changes every row's bytes and decodes no row change); and, at start or
+// reconnect, the fingerprints the stored position recorded at the last
+// build (a change made while tallyd was stopped). Whichever notices first
+// rebuilds; the rebuild takes the schemas it compares with afterwards, so
+// the others then see no difference and the same change is never rebuilt
+// twice.
 //
 // Thread-safety: every method may be called from any thread; status() is a
 // value copy taken under a lock.
@@ -72,6 +81,9 @@ struct SidecarOptions {
   // Where the sidecar's log lines go (one event each: build progress,
   // rebuild reasons, reconnects). Unset: stderr.
   std::function<void(absl::string_view line)> log;
+  // How often the catalog is compared with the schemas the index was built
+  // with (tallyd --pg-schema-check-interval). Must be positive.
+  absl::Duration schema_check_interval = absl::Seconds(60);
   // Crash tests only (tallyd --test-fault-point): the points of
   // pg/fault_points.h, passed to the apply and the capture; the sidecar
   // itself reaches apply-after-store-commit. Null: none.
@@ -159,14 +171,14 @@ class Sidecar {
   // Connects, runs the preflight checks (pg/preflight.h), reads the table
   // schemas and opens the backend. Errors name the fix: the preflight's
   // (kFailedPrecondition, kPermissionDenied, kNotFound, kResourceExhausted),
-  // kInvalidArgument for a table whose name is not a keyspace name or an
-  // empty option, the connection's kUnauthenticated. A database that cannot
-  // be reached (the connection's kUnavailable: down, or not listening yet)
-  // is no error: the sidecar is returned unreached, its backend answers
-  // kUnavailable, and once started its thread retries with the backoff
-  // above (phase "reconnecting", the reason in last_error) until the
-  // database answers; the preflight then runs there, and its refusal puts
-  // the sidecar in phase "failed".
+  // kInvalidArgument for a table whose name is not a keyspace name, an
+  // empty option or a schema_check_interval that is not positive, the
+  // connection's kUnauthenticated. A database that cannot be reached (the
+  // connection's kUnavailable: down, or not listening yet) is no error: the
+  // sidecar is returned unreached, its backend answers kUnavailable, and once
+  // started its thread retries with the backoff above (phase "reconnecting",
+  // the reason in last_error) until the database answers; the preflight then
+  // runs there, and its refusal puts the sidecar in phase "failed".
   static absl::StatusOr<std::unique_ptr<Sidecar>> Prepare(
       const SidecarOptions& options);
 
