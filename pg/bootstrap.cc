@@ -307,9 +307,11 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
   (void)imported;
 
   BuildProgress& progress = result.progress;
+  std::vector<uint64_t> estimated;
   for (const TableSchema& t : options.tables) {
     TALLY_ASSIGN_OR_RETURN(uint64_t n, EstimatedRows(*reader, t));
     progress.rows_estimated += n;
+    estimated.push_back(n);
   }
 
   // One fresh version for the whole build, taken only if needed.
@@ -345,7 +347,8 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
   BatchWriter writer(store, options.batch_rows);
   absl::Time next_report = absl::Now() + options.progress_interval;
 
-  for (const TableSchema& t : options.tables) {
+  for (size_t table = 0; table < options.tables.size(); ++table) {
+    const TableSchema& t = options.tables[table];
     progress.keyspace = t.name();
     TALLY_ASSIGN_OR_RETURN(auto index, ReadIndex(store, t.name()));
     // The index's last row in its own (token, key) order: the keys the
@@ -363,6 +366,8 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
     // scan's order (a hash order in the index) would miss the CPU cache at
     // every step of each insert.
     std::vector<storage::Mutation> absent;
+    // Grown by moves otherwise, each a copy of every row gathered so far.
+    if (index.empty()) absent.reserve(estimated[table] + estimated[table] / 16);
     absl::flat_hash_set<std::string> seen;
     const bool track_seen = !index.empty();
     TALLY_RETURN_IF_ERROR(
