@@ -7,7 +7,14 @@
 // a reader connection imports that snapshot (REPEATABLE READ, SET
 // TRANSACTION SNAPSHOT) and COPYs every table in binary with each row's CAS
 // token (`pg_xact_commit_timestamp_origin(xmin)`); the rows go into the
-// store as captured writes of at most `batch_rows` rows. The position (the
+// store as captured writes of at most `batch_rows` rows. Rows of keys the
+// index does not hold are gathered over the whole table, sorted into the
+// index's (token, key) order and loaded with Store::LoadAbsent (no read of
+// each row before its write; LevelDB appends) when they order after the
+// index's last row — all of them at a first build; the others, and the
+// changed rows of keys the index holds, go through Store::Write. So a
+// build holds the new keys' rows of its largest table in memory (~200 bytes
+// and the key and value per row). The position (the
 // slot's consistent point) goes only with the LAST batch: a crash mid-build
 // leaves no position, and the next start builds again. The caller then
 // starts replication from the consistent point on the returned stream:
@@ -74,8 +81,9 @@
 //
 // Thread-compatible: a build uses its own connections, and one thread of
 // its own that writes a batch to the store while the scan reads the next
-// (each batch sorted by token, so that LevelDB finds its keys near each
-// other); the store is thread-safe.
+// (or, for the gathered rows, while the next batch of them is made; each
+// batch sorted by token, so that LevelDB finds its keys near each other);
+// the store is thread-safe.
 #ifndef TALLY_PG_BOOTSTRAP_H_
 #define TALLY_PG_BOOTSTRAP_H_
 

@@ -86,6 +86,26 @@ class Store {
   // kDataLoss when LevelDB fails.
   virtual absl::StatusOr<WriteResult> Write(WriteRequest request) = 0;
 
+  // Bulk load: writes captured rows the keyspace does not hold, such as a
+  // PostgreSQL sidecar's first build of a table, without the LevelDB read
+  // of the stored row that Write's last writer wins does before each
+  // write. Each key's absence is proved by order instead: the request must
+  // be ApplyMode::kCaptured and hold puts only, each with its version,
+  // all of one keyspace, in strictly increasing (token, key) order (the
+  // index's own order), and its first key must order after every row the
+  // keyspace holds, which one LevelDB seek checks. The rows are then
+  // written as Write would write rows it finds absent (row records,
+  // leaves, change-log entries, per-origin counts; the request's progress
+  // and backend position), in one WriteBatch, in a commit of its own.
+  // Loading a table batch after batch in (token, key) order meets the
+  // rule; rows that order before the keyspace's last row go through
+  // Write. Returns kFailedPrecondition when the request breaks the rule
+  // (nothing is written) and Write's errors otherwise. Cheaper than Write
+  // for the same rows mostly because LevelDB then appends: in key order
+  // each insert into its memtable lands next to the previous one, and the
+  // tables it flushes do not overlap.
+  virtual absl::StatusOr<WriteResult> LoadAbsent(WriteRequest request) = 0;
+
   // Returns the row (tombstones included); kNotFound if the keyspace or the
   // key does not exist. The value is checked against the row's digest:
   // kDataLoss when it is damaged (or was found damaged before), and the row

@@ -25,6 +25,7 @@
 #include "storage/internal/commit_rules.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/leveldb_write.h"
+#include "storage/internal/prefix_scan.h"
 #include "storage/internal/records.h"
 #include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
@@ -273,6 +274,82 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, const Mutation& m,
   }
   current->written_by = &m;
   a.row_key = std::move(row_key);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::StageAbsent(StagedCommit& g,
+                                    const WriteRequest& request,
+                                    WriteResult* result) {
+  commit_mu_.AssertHeld();
+  if (request.mutations.empty()) return absl::OkStatus();
+  const std::string& keyspace = request.mutations.front().keyspace;
+  const bool existed = FindKeyspace(keyspace) != nullptr;
+  const auto [ks_id, depth] =
+      ResolveKeyspace(g, keyspace, options_.default_depth);
+  // Every row of the keyspace orders before `after`; each row of the
+  // request must order after the one before it.
+  std::string after;
+  if (existed) {
+    TALLY_ASSIGN_OR_RETURN(
+        std::optional<std::string> last,
+        internal::LastKeyWithPrefix(*db_, leveldb::ReadOptions(),
+                                    internal::RowKeyPrefix(ks_id.value()),
+                                    "reading a keyspace's last row"));
+    if (last.has_value()) after = std::move(*last);
+  }
+  const bool check_damaged = damaged_count_.load() > 0;
+  static const StagedRow kAbsent;
+  OriginId origin_id;
+  const std::string* origin_name = nullptr;
+  result->applied.reserve(request.mutations.size());
+  result->versions.reserve(request.mutations.size());
+  for (const Mutation& m : request.mutations) {
+    const Version& version = *m.version;  // ValidateRequest: captured rows
+    const Token token = tree::TokenOf(m.key);
+    std::string row_key = internal::RowKey(ks_id.value(), token, m.key);
+    if (!after.empty() && !(after < row_key)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "bulk load of keyspace '%s': key '%s' does not order after the "
+          "keyspace's last row or the row before it in the request (rows "
+          "must come in (token, key) order, after every row the keyspace "
+          "holds); nothing written",
+          keyspace, absl::CHexEscape(m.key.substr(0, 64))));
+    }
+    if (origin_name == nullptr || *origin_name != version.origin) {
+      origin_id = ResolveOrigin(g, version.origin);
+      origin_name = &version.origin;
+    }
+    if (g.observed.empty() || !(g.observed.back() == version.timestamp)) {
+      g.observed.push_back(version.timestamp);
+    }
+    RowHeader header;
+    header.timestamp = version.timestamp;
+    header.origin_id = origin_id.value();
+    header.deleted = false;
+    header.digest = tree::RowDigest(m.keyspace, m.key, version, false, m.value);
+    g.batch.Put(row_key,
+                internal::EncodeRowRecord(header, m.captured_payload.has_value()
+                                                      ? *m.captured_payload
+                                                      : m.value));
+    internal::ChangeRecord change;
+    change.keyspace_id = ks_id.value();
+    change.timestamp = version.timestamp;
+    change.origin_id = origin_id.value();
+    change.key = m.key;
+    change.digest_delta = header.digest;
+    change.count_delta = 1;
+    StageChange(g, change, token, depth);
+    CountRowChange(g, kAbsent, origin_id);
+    if (check_damaged && IsDamaged(row_key)) {
+      // A mark left without its row: the row written now replaces it.
+      g.batch.Delete(internal::DamagedKey(row_key));
+      g.repaired.push_back(row_key);
+    }
+    result->applied.push_back(true);
+    result->versions.push_back(version);
+    after = std::move(row_key);
+  }
+  result->last_sequence = g.sequence;
   return absl::OkStatus();
 }
 

@@ -178,6 +178,46 @@ absl::StatusOr<WriteResult> StoreImpl::Write(WriteRequest request) {
   return Enqueue(&writer);
 }
 
+absl::Status StoreImpl::ValidateAbsent(const WriteRequest& request) {
+  if (request.mode != ApplyMode::kCaptured) {
+    return absl::InvalidArgumentError(
+        "a bulk load (LoadAbsent) takes captured rows only");
+  }
+  for (const Mutation& m : request.mutations) {
+    if (m.deleted || m.erase) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a bulk load (LoadAbsent) takes puts only; key '%s' is a %s",
+          absl::CHexEscape(m.key), m.erase ? "erase" : "delete"));
+    }
+    if (m.keyspace != request.mutations.front().keyspace) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a bulk load (LoadAbsent) takes rows of one keyspace; '%s' and '%s'",
+          request.mutations.front().keyspace, m.keyspace));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WriteResult> StoreImpl::LoadAbsent(WriteRequest request) {
+  TALLY_RETURN_IF_ERROR(ValidateRequest(request));
+  TALLY_RETURN_IF_ERROR(ValidateAbsent(request));
+  if (!request.mutations.empty()) {
+    TALLY_RETURN_IF_ERROR(
+        CheckKeyspaceLimit({request.mutations.front().keyspace}));
+  }
+  size_t bytes = 0;
+  for (const Mutation& m : request.mutations) {
+    bytes += m.keyspace.size() + m.key.size() + m.value.size();
+  }
+  // Alone in its group: StageAbsent's check of the keyspace's last row then
+  // sees every row committed before it, and no later mutation of the group
+  // can write one of its keys without seeing it.
+  PendingWrite writer(request.mutations.size(), bytes, /*alone=*/true);
+  writer.request = &request;
+  writer.load_absent = true;
+  return Enqueue(&writer);
+}
+
 absl::Status StoreImpl::CreateKeyspace(absl::string_view name, int depth) {
   TALLY_RETURN_IF_ERROR(ValidateKeyspaceName(name));
   if (depth < tree::kMinDepth || depth > tree::kMaxDepth) {
@@ -225,8 +265,12 @@ absl::Status StoreImpl::CommitGroup(
       continue;
     }
     WriteRequest& request = *w->request;
-    for (Mutation& m : request.mutations) {
-      TALLY_RETURN_IF_ERROR(StageMutation(g, m, request.mode, &results[i]));
+    if (w->load_absent) {
+      TALLY_RETURN_IF_ERROR(StageAbsent(g, request, &results[i]));
+    } else {
+      for (Mutation& m : request.mutations) {
+        TALLY_RETURN_IF_ERROR(StageMutation(g, m, request.mode, &results[i]));
+      }
     }
     if (request.progress.has_value()) {
       g.batch.Put(internal::ProgressKey(request.progress->upstream),

@@ -21,6 +21,8 @@
 #include <leveldb/iterator.h>
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -29,6 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/slice.h"
+#include "tree/status_macros.h"
 
 namespace tally {
 namespace storage {
@@ -69,6 +72,38 @@ absl::Status ScanPrefix(leveldb::DB& db, const leveldb::ReadOptions& read,
                         Visitor&& visit) {
   return ScanPrefix(db, read, prefix, prefix, what,
                     std::forward<Visitor>(visit));
+}
+
+// The last key that starts with `prefix` (nullopt when there is none): one
+// seek, however many records the prefix holds. Returns the iterator's
+// error, converted with `what` as its context.
+inline absl::StatusOr<std::optional<std::string>> LastKeyWithPrefix(
+    leveldb::DB& db, const leveldb::ReadOptions& read, absl::string_view prefix,
+    absl::string_view what) {
+  // The first key after every key that starts with `prefix`: its last byte
+  // below 0xff incremented, what follows it dropped (none: nothing follows).
+  std::string after(prefix);
+  while (!after.empty() && static_cast<unsigned char>(after.back()) == 0xff) {
+    after.pop_back();
+  }
+  std::unique_ptr<leveldb::Iterator> it(db.NewIterator(read));
+  if (after.empty()) {
+    it->SeekToLast();
+  } else {
+    after.back() =
+        static_cast<char>(static_cast<unsigned char>(after.back()) + 1);
+    it->Seek(after);
+    if (it->Valid()) {
+      it->Prev();
+    } else {
+      it->SeekToLast();
+    }
+  }
+  const leveldb::Slice p(prefix.data(), prefix.size());
+  std::optional<std::string> last;
+  if (it->Valid() && it->key().starts_with(p)) last = it->key().ToString();
+  TALLY_RETURN_IF_ERROR(FromLevelDb(it->status(), what));
+  return last;
 }
 
 }  // namespace internal

@@ -92,6 +92,8 @@ inline absl::Status Corrupt(absl::string_view what,
 struct PendingWrite : WriteQueue::Writer {
   using Writer::Writer;
   WriteRequest* request = nullptr;
+  // LoadAbsent's request: staged by StageAbsent, in a group of its own.
+  bool load_absent = false;
   // Set instead of `request` for CreateKeyspace.
   std::optional<std::pair<std::string, int>> create_keyspace;
   // Set by the leader once the group is committed.
@@ -153,6 +155,7 @@ class StoreImpl : public Store, private SnapshotRowReader {
 
   absl::Status CreateKeyspace(absl::string_view name, int depth) override;
   absl::StatusOr<WriteResult> Write(WriteRequest request) override;
+  absl::StatusOr<WriteResult> LoadAbsent(WriteRequest request) override;
   absl::StatusOr<Row> Get(absl::string_view keyspace,
                           absl::string_view key) override;
   absl::StatusOr<std::vector<absl::StatusOr<Row>>> MultiGet(
@@ -254,6 +257,8 @@ class StoreImpl : public Store, private SnapshotRowReader {
                          ScrubReport* report, ScrubFindings* found);
 
   absl::Status ValidateRequest(const WriteRequest& request) const;
+  // LoadAbsent's own rules, beyond ValidateRequest's (storage/store.h).
+  static absl::Status ValidateAbsent(const WriteRequest& request);
   // Every runtime write to LevelDB goes through here: writes `batch` unless
   // an earlier write failed, and keeps the first failure (write_status()).
   absl::Status WriteToLevelDb(leveldb::WriteBatch* batch, bool sync,
@@ -365,6 +370,12 @@ class StoreImpl : public Store, private SnapshotRowReader {
   // the group.
   absl::Status StageMutation(StagedCommit& g, const Mutation& m, ApplyMode mode,
                              WriteResult* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Stages a LoadAbsent request (checked by ValidateAbsent): every row
+  // written as absent, after checking that its first key orders after
+  // every row its keyspace holds (kFailedPrecondition if not).
+  absl::Status StageAbsent(StagedCommit& g, const WriteRequest& request,
+                           WriteResult* result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Once every mutation of the group is decided: asks the backend to apply
   // the accepted rows (one ApplyRows call), then stages the index records,

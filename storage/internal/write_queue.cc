@@ -9,7 +9,8 @@ void WriteQueue::TakeGroup(std::vector<Writer*>* group) const {
   size_t items = 0;
   size_t bytes = 0;
   for (Writer* w : writers_) {
-    if (!group->empty() && (items + w->items_ > limits_.max_items ||
+    if (!group->empty() && (group->front()->alone_ || w->alone_ ||
+                            items + w->items_ > limits_.max_items ||
                             bytes + w->bytes_ > limits_.max_bytes)) {
       break;
     }

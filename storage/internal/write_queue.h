@@ -44,7 +44,7 @@ namespace internal {
 class WriteQueue {
  public:
   // How much one group may hold. A writer larger than the limits on its
-  // own still commits, alone.
+  // own still commits, alone; so does a writer made `alone`.
   struct Limits {
     size_t max_items = 0;
     size_t max_bytes = 0;
@@ -55,17 +55,22 @@ class WriteQueue {
   class Writer {
    public:
     // `items` and `bytes` are what the writer counts against the limits.
-    Writer(size_t items, size_t bytes) : items_(items), bytes_(bytes) {}
+    // An `alone` writer is committed in a group of its own, whatever the
+    // limits (a commit whose checks assume no other write beside it).
+    Writer(size_t items, size_t bytes, bool alone = false)
+        : items_(items), bytes_(bytes), alone_(alone) {}
     Writer(const Writer&) = delete;
     Writer& operator=(const Writer&) = delete;
 
     size_t items() const { return items_; }
     size_t bytes() const { return bytes_; }
+    bool alone() const { return alone_; }
 
    private:
     friend class WriteQueue;
     const size_t items_;
     const size_t bytes_;
+    const bool alone_;
     // Guarded by the queue's mu_ (not annotated: a field cannot name the
     // mutex of another object).
     bool done_ = false;

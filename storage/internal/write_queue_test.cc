@@ -1,5 +1,6 @@
 #include "storage/internal/write_queue.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -20,8 +21,8 @@ using ::testing::ElementsAre;
 
 // A writer carrying a number; the commit doubles it into `result`.
 struct NumberWrite : WriteQueue::Writer {
-  NumberWrite(int n, size_t items, size_t bytes)
-      : Writer(items, bytes), number(n) {}
+  NumberWrite(int n, size_t items, size_t bytes, bool alone = false)
+      : Writer(items, bytes, alone), number(n) {}
   int number;
   int result = 0;
   // The writer whose thread ran the commit of this writer's group.
@@ -120,18 +121,23 @@ TEST(WriteQueue, WritersQueuedBehindALeaderCommitAsTheNextGroup) {
 }
 
 // Runs writers with the given sizes queued behind a blocked first writer
-// (items 1, bytes 1) and returns the groups committed.
+// (items 1, bytes 1) and returns the groups committed. The writers whose
+// numbers are in `alone` are made alone.
 std::vector<std::vector<int>> GroupsFor(
-    WriteQueue::Limits limits, const std::vector<std::pair<size_t, size_t>>&
-                                   sizes /* (items, bytes) of each */) {
+    WriteQueue::Limits limits,
+    const std::vector<std::pair<size_t, size_t>>&
+        sizes /* (items, bytes) of each */,
+    const std::vector<int>& alone = {}) {
   WriteQueue queue(limits);
   GroupLog log;
   absl::Notification release;
   std::vector<std::unique_ptr<NumberWrite>> writers;
   writers.push_back(std::make_unique<NumberWrite>(0, 1, 1));
   for (size_t i = 0; i < sizes.size(); ++i) {
+    const int number = static_cast<int>(i + 1);
     writers.push_back(std::make_unique<NumberWrite>(
-        static_cast<int>(i + 1), sizes[i].first, sizes[i].second));
+        number, sizes[i].first, sizes[i].second,
+        std::find(alone.begin(), alone.end(), number) != alone.end()));
   }
   auto run = [&](size_t i) {
     EXPECT_TRUE(queue
@@ -172,6 +178,16 @@ TEST(WriteQueue, WriterLargerThanTheLimitsCommitsAlone) {
                         {{1, 1}, {9, 1}, {1, 50}, {1, 1}}),
               ElementsAre(ElementsAre(0), ElementsAre(1), ElementsAre(2),
                           ElementsAre(3), ElementsAre(4)));
+}
+
+// A writer made alone neither joins the group before it nor takes the
+// writers behind it, although all of them fit the limits.
+TEST(WriteQueue, AloneWriterCommitsInAGroupOfItsOwn) {
+  EXPECT_THAT(GroupsFor({/*max_items=*/100, /*max_bytes=*/100},
+                        {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+                        /*alone=*/{2, 5}),
+              ElementsAre(ElementsAre(0), ElementsAre(1), ElementsAre(2),
+                          ElementsAre(3, 4), ElementsAre(5)));
 }
 
 // A failed commit fails exactly the writers of its group; the next group
