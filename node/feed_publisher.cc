@@ -295,11 +295,11 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
     }
     // A damaged row (DATA_LOSS, now marked for repair) is never sent; the
     // subscriber gets it from anti-entropy. ABORTED: a backend whose rows
-    // live elsewhere (a PostgreSQL table) saw the row change or go since it
-    // was indexed; its capture indexes that change as a later entry, which
-    // this feed sends in turn. (Ending the subscription for it, as before,
-    // made a feed under steady application writes reconnect and back off
-    // again and again.)
+    // live elsewhere (a PostgreSQL table) still saw the row changed or gone
+    // after RereadAborted's reads; its capture indexes that change as a
+    // later entry, which this feed sends in turn. (Ending the subscription for
+    // it, as before, made a feed under steady application writes reconnect and
+    // back off again and again.)
     if (absl::IsNotFound(row.status()) || absl::IsDataLoss(row.status()) ||
         absl::IsAborted(row.status()) ||
         (row.ok() && row->version != entry.version)) {
