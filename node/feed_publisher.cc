@@ -18,6 +18,12 @@ namespace {
 
 constexpr uint32_t kDefaultBatch = 1000;
 constexpr uint32_t kMaxBatch = 10'000;
+// How long a row whose backend read answered ABORTED is read again (from
+// the store: the index and the backend both) before its entry is skipped,
+// and the first pause between two reads (doubled up to kRereadMaxPause).
+constexpr absl::Duration kRereadFor = absl::Seconds(1);
+constexpr absl::Duration kRereadFirstPause = absl::Milliseconds(1);
+constexpr absl::Duration kRereadMaxPause = absl::Milliseconds(50);
 
 // One subscription. Its thread runs the loop below and calls Finish as its
 // very last action; OnDone (after Finish) deletes the reactor. Nothing
@@ -114,6 +120,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
           TALLY_ASSIGN_OR_RETURN(
               rows_read,
               ReadRows(entries, next, kStreamChunkBytes - bytes, &rows));
+          TALLY_RETURN_IF_ERROR(RereadAborted(entries, next, rows_read, &rows));
         }
         TALLY_RETURN_IF_ERROR(Add(entries[next], rows[next], &batch, &bytes));
         position_ = entries[next].sequence;
@@ -215,6 +222,64 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
     return end;
   }
 
+  // Reads again the rows of entries[from, end) whose backend answered
+  // ABORTED, until none does, the stream ends, or kRereadFor passes.
+  //
+  // Why: a sidecar's capture indexes a transaction as soon as PostgreSQL
+  // decodes it, which is when its commit record is flushed — before the
+  // commit is visible to other sessions. A read of the row right then (this
+  // feed wakes at that very commit) still sees the previous row version,
+  // whose token is not the index's, and answers ABORTED as if the
+  // application had changed the row since. Skipping the entry then, as
+  // superseded, lost the change until the key's next write or the next
+  // anti-entropy session (seconds: the pg-latency tail). Read again, the
+  // row is visible a moment later; when the application did change it, the
+  // capture indexes that change within the same moment, the store's row
+  // then has another version and the entry is skipped as superseded (Add),
+  // without waiting out the bound. Rows still ABORTED after it are skipped
+  // as before (a later entry, or anti-entropy, brings them).
+  absl::Status RereadAborted(const std::vector<storage::ChangeEntry>& entries,
+                             size_t from, size_t end,
+                             std::vector<absl::StatusOr<storage::Row>>* rows) {
+    const absl::Time give_up = absl::Now() + kRereadFor;
+    absl::Duration pause = kRereadFirstPause;
+    while (true) {
+      std::map<absl::string_view, std::vector<size_t>> by_keyspace;
+      for (size_t i = from; i < end; ++i) {
+        if (absl::IsAborted((*rows)[i].status())) {
+          by_keyspace[entries[i].keyspace].push_back(i);
+        }
+      }
+      if (by_keyspace.empty() || absl::Now() + pause > give_up || cancelled() ||
+          publisher_->stopping()) {
+        return absl::OkStatus();
+      }
+      absl::SleepFor(pause);
+      pause = std::min(pause * 2, kRereadMaxPause);
+      for (const auto& [keyspace, indexes] : by_keyspace) {
+        std::vector<absl::string_view> keys;
+        keys.reserve(indexes.size());
+        for (size_t i : indexes) keys.push_back(entries[i].key);
+        absl::StatusOr<std::vector<absl::StatusOr<storage::Row>>> found =
+            store_->MultiGet(keyspace, keys);
+        for (size_t j = 0; j < indexes.size(); ++j) {
+          absl::StatusOr<storage::Row>& row = (*rows)[indexes[j]];
+          if (absl::IsNotFound(found.status())) {
+            row = found.status();
+          } else {
+            TALLY_RETURN_IF_ERROR(found.status());
+            row = std::move((*found)[j]);
+          }
+        }
+      }
+    }
+  }
+
+  bool cancelled() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return cancelled_ || replaced_;
+  }
+
   // Adds an entry to the batch (adding its row's size to `bytes`), or
   // counts why it is skipped. `row` is the entry's row as ReadRows read it.
   absl::Status Add(const storage::ChangeEntry& entry,
@@ -230,11 +295,11 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
     }
     // A damaged row (DATA_LOSS, now marked for repair) is never sent; the
     // subscriber gets it from anti-entropy. ABORTED: a backend whose rows
-    // live elsewhere (a PostgreSQL table) saw the row change or go since it
-    // was indexed; its capture indexes that change as a later entry, which
-    // this feed sends in turn. (Ending the subscription for it, as before,
-    // made a feed under steady application writes reconnect and back off
-    // again and again.)
+    // live elsewhere (a PostgreSQL table) still saw the row changed or gone
+    // after RereadAborted's reads; its capture indexes that change as a
+    // later entry, which this feed sends in turn. (Ending the subscription for
+    // it, as before, made a feed under steady application writes reconnect and
+    // back off again and again.)
     if (absl::IsNotFound(row.status()) || absl::IsDataLoss(row.status()) ||
         absl::IsAborted(row.status()) ||
         (row.ok() && row->version != entry.version)) {

@@ -6,7 +6,10 @@
 // skipping
 //   - entries born at the subscriber (origin == subscriber): loop prevention;
 //   - entries a later entry for the same key superseded (the row's version
-//     is no longer the entry's): the later one carries the row;
+//     is no longer the entry's): the later one carries the row. A row whose
+//     backend read answers ABORTED (a sidecar's table does not show the
+//     indexed version: its commit may not be visible yet) is read again
+//     for up to a second before its entry is skipped so;
 //   - erases (source overrides are between a source and its copy only).
 // A batch holds at most the subscriber's max_batch entries (default 1,000,
 // limit 10,000) and stops after about kStreamChunkBytes of rows, so that

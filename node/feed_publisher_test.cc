@@ -3,13 +3,17 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
+#include <string>
+#include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/peer_service.h"
 #include "node/worker_pool.h"
 #include "support/temp_dir.h"
+#include "tree/status_macros.h"
 
 namespace tally {
 namespace node {
@@ -24,6 +28,7 @@ class FeedTest : public ::testing::Test {
     storage::StoreOptions options;
     options.node_name = "publisher";
     options.sync = false;
+    options.backend = MakeBackend();
     auto store = storage::Store::Open(dir_.path(), options);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
@@ -43,6 +48,9 @@ class FeedTest : public ::testing::Test {
     stub_ = v1::Peer::NewStub(grpc::CreateChannel(
         absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   }
+
+  // The store's backend; null: the embedded one.
+  virtual std::shared_ptr<storage::RowBackend> MakeBackend() { return nullptr; }
 
   void TearDown() override {
     service_->StopFeeds();
@@ -172,6 +180,128 @@ TEST_F(FeedTest, SkipsChangesBornAtTheSubscriberAndSupersededOnes) {
   }
   EXPECT_THAT(Keys(batches), ::testing::ElementsAre("twice", "mine"));
   EXPECT_EQ(own, 1u);
+  EXPECT_EQ(superseded, 1u);
+}
+
+// The embedded backend, but the reads of a value answer ABORTED the first
+// `lagging` times each — as a sidecar's PostgreSQL reader does for a row
+// whose transaction the capture indexed as soon as it was decoded, before
+// its commit became visible to other sessions — or always, for a value
+// given to Hide.
+class LaggingBackend : public storage::RowBackend {
+ public:
+  explicit LaggingBackend(int lagging)
+      : inner_(storage::NewEmbeddedBackend()), lagging_(lagging) {}
+
+  void Hide(std::string value) {
+    absl::MutexLock lock(&mu_);
+    hidden_ = std::move(value);
+  }
+  int aborted() const {
+    absl::MutexLock lock(&mu_);
+    return aborted_;
+  }
+
+  absl::string_view name() const override { return "lagging"; }
+  absl::Status ApplyRows(absl::Span<const storage::RowChange> rows,
+                         std::vector<storage::RowOutcome>* outcomes) override {
+    return inner_->ApplyRows(rows, outcomes);
+  }
+  absl::StatusOr<std::string> ReadValue(
+      const storage::RowLocation& row,
+      absl::string_view payload) const override {
+    TALLY_ASSIGN_OR_RETURN(auto values, ReadValues({row}, {payload}));
+    return std::move(values[0]);
+  }
+  absl::StatusOr<std::vector<absl::StatusOr<std::string>>> ReadValues(
+      absl::Span<const storage::RowLocation> rows,
+      absl::Span<const absl::string_view> payloads) const override {
+    TALLY_ASSIGN_OR_RETURN(auto values, inner_->ReadValues(rows, payloads));
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < payloads.size(); ++i) {
+      int& reads = reads_[std::string(payloads[i])];
+      if (reads++ < lagging_ || payloads[i] == hidden_) {
+        ++aborted_;
+        values[i] = absl::AbortedError("row changed in the table");
+      }
+    }
+    return values;
+  }
+  absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view keyspace) const override {
+    return inner_->SchemaFingerprint(keyspace);
+  }
+
+ private:
+  const std::unique_ptr<storage::RowBackend> inner_;
+  const int lagging_;
+  mutable absl::Mutex mu_;
+  mutable absl::flat_hash_map<std::string, int> reads_ ABSL_GUARDED_BY(mu_);
+  mutable int aborted_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string hidden_ ABSL_GUARDED_BY(mu_);
+};
+
+class LaggingFeedTest : public FeedTest {
+ protected:
+  std::shared_ptr<storage::RowBackend> MakeBackend() override {
+    backend_ = std::make_shared<LaggingBackend>(3);
+    return backend_;
+  }
+  std::shared_ptr<LaggingBackend> backend_;
+};
+
+// The pg-latency tail: such a row's entry was skipped as superseded, and
+// the change reached the subscriber only with the key's next write or the
+// next anti-entropy session.
+TEST_F(LaggingFeedTest, ARowNotYetVisibleToTheBackendIsReadAgainAndSent) {
+  Put("a", "1");
+  Put("b", "2");
+  uint64_t superseded = 0;
+  const auto batches = Read(Request(0), [](const auto& bs) {
+    return !bs.empty() && bs.back().position() >= 2;
+  });
+  for (const auto& b : batches) superseded += b.skipped_superseded();
+  EXPECT_THAT(Keys(batches), ::testing::ElementsAre("a", "b"));
+  EXPECT_EQ(
+      batches.back().changes(batches.back().changes_size() - 1).row().value(),
+      "2");
+  EXPECT_EQ(superseded, 0u);
+  EXPECT_GE(backend_->aborted(), 6);  // both were read until visible
+}
+
+// A row the backend never shows as indexed (the application changed it and
+// the capture has not indexed that yet, or never will) is skipped after
+// the reads, and the feed goes on.
+TEST_F(LaggingFeedTest, ARowThatStaysChangedIsSkippedAndTheFeedGoesOn) {
+  backend_->Hide("gone");
+  Put("a", "gone");
+  Put("b", "2");
+  uint64_t superseded = 0;
+  const auto batches = Read(Request(0), [](const auto& bs) {
+    return !bs.empty() && bs.back().position() >= 2;
+  });
+  for (const auto& b : batches) superseded += b.skipped_superseded();
+  EXPECT_THAT(Keys(batches), ::testing::ElementsAre("b"));
+  EXPECT_EQ(superseded, 1u);
+}
+
+// A later write of the key while its entry is read again: the store's row
+// has another version, and the entry is skipped for the later one.
+TEST_F(LaggingFeedTest, AKeyWrittenAgainMeanwhileIsSentOnceWithItsLastValue) {
+  backend_->Hide("old");
+  Put("k", "old");
+  std::thread later([this] {
+    absl::SleepFor(absl::Milliseconds(50));
+    Put("k", "new");
+  });
+  uint64_t superseded = 0;
+  const auto batches = Read(Request(0), [](const auto& bs) {
+    return !bs.empty() && bs.back().position() >= 2;
+  });
+  later.join();
+  for (const auto& b : batches) superseded += b.skipped_superseded();
+  ASSERT_THAT(Keys(batches), ::testing::ElementsAre("k"));
+  EXPECT_EQ(batches.back().changes(0).row().value(), "new");
   EXPECT_EQ(superseded, 1u);
 }
 
