@@ -93,12 +93,11 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
   }
   response.descendants = std::move(ordered);
   size_t entry_bytes = 0;
-  for (const NodeRef& range : request.list) {
-    if (!status.ok()) break;
-    uint32_t count = 0;
+  response.entries_per_range.assign(request.list.size(), 0);
+  if (status.ok()) {
     status = ForEachSoundEntry(
-        snapshot, range, &damaged,
-        [&](tree::RowEntry entry) -> absl::StatusOr<bool> {
+        snapshot, request.list, &damaged,
+        [&](size_t range, tree::RowEntry entry) -> absl::StatusOr<bool> {
           if (response.entries.size() >= tree::kMaxEntriesPerExchange) {
             return absl::ResourceExhaustedError(absl::StrFormat(
                 "listing would return more than %d rows; list fewer ranges",
@@ -114,10 +113,9 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
                 tree::kMaxEntryBytesPerExchange));
           }
           response.entries.push_back(std::move(entry));
-          ++count;
+          ++response.entries_per_range[range];
           return true;
         });
-    response.entries_per_range.push_back(count);
   }
   reader_->ReleaseSnapshot(snapshot);
   for (Token token : damaged) (void)reader_->MarkDamaged(*keyspace_, token);
@@ -134,30 +132,28 @@ absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
     }
   }
   const leveldb::Snapshot* snapshot = reader_->GetSnapshot();
-  absl::Status status;
   std::vector<Token> damaged;
-  for (const NodeRef& range : ranges) {
-    status =
-        ForEachSoundEntry(snapshot, range, &damaged,
-                          [&](tree::RowEntry entry) -> absl::StatusOr<bool> {
-                            TALLY_RETURN_IF_ERROR(sink(entry));
-                            return true;
-                          });
-    if (!status.ok()) break;
-  }
+  const absl::Status status = ForEachSoundEntry(
+      snapshot, ranges, &damaged,
+      [&](size_t, tree::RowEntry entry) -> absl::StatusOr<bool> {
+        TALLY_RETURN_IF_ERROR(sink(entry));
+        return true;
+      });
   reader_->ReleaseSnapshot(snapshot);
   for (Token token : damaged) (void)reader_->MarkDamaged(*keyspace_, token);
   return status;
 }
 
 absl::Status StoreTreeView::ForEachSoundEntry(
-    const leveldb::Snapshot* snapshot, const NodeRef& range,
+    const leveldb::Snapshot* snapshot, absl::Span<const NodeRef> ranges,
     std::vector<Token>* damaged,
-    absl::FunctionRef<absl::StatusOr<bool>(tree::RowEntry)> fn) {
+    absl::FunctionRef<absl::StatusOr<bool>(size_t, tree::RowEntry)> fn) {
   // The rows are checked kCheckBatch at a time, with one backend read each
-  // (CheckedEntries): a row read alone from a PostgreSQL backend is a round
-  // trip, and a diff lists whole leaves.
+  // (CheckedEntries), whatever ranges they come from: a row read alone from
+  // a PostgreSQL backend is a round trip, a diff lists whole leaves, and one
+  // exchange lists about as many ranges as there are differences.
   struct Copied {
+    size_t range;
     Token token;
     std::string key;
     RowHeader header;
@@ -179,21 +175,24 @@ absl::Status StoreTreeView::ForEachSoundEntry(
         continue;
       }
       TALLY_RETURN_IF_ERROR(entries[i].status());
-      TALLY_ASSIGN_OR_RETURN(const bool more, fn(*std::move(entries[i])));
+      TALLY_ASSIGN_OR_RETURN(const bool more,
+                             fn(batch[i].range, *std::move(entries[i])));
       stopped = !more;
     }
     batch.clear();
     return absl::OkStatus();
   };
-  TALLY_RETURN_IF_ERROR(reader_->ForEachRow(
-      snapshot, keyspace_->id.value(), range,
-      [&](const StoredRow& row) -> absl::StatusOr<bool> {
-        batch.push_back(Copied{row.token, std::string(row.key), row.header,
-                               std::string(row.payload)});
-        if (batch.size() < kCheckBatch) return true;
-        TALLY_RETURN_IF_ERROR(flush());
-        return !stopped;
-      }));
+  for (size_t r = 0; r < ranges.size() && !stopped; ++r) {
+    TALLY_RETURN_IF_ERROR(reader_->ForEachRow(
+        snapshot, keyspace_->id.value(), ranges[r],
+        [&](const StoredRow& row) -> absl::StatusOr<bool> {
+          batch.push_back(Copied{r, row.token, std::string(row.key), row.header,
+                                 std::string(row.payload)});
+          if (batch.size() < kCheckBatch) return true;
+          TALLY_RETURN_IF_ERROR(flush());
+          return !stopped;
+        }));
+  }
   if (!stopped && !batch.empty()) return flush();
   return absl::OkStatus();
 }
