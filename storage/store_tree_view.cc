@@ -83,12 +83,12 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
       continue;
     }
     tree::DescendantAccumulator acc(d, &ordered);
-    status =
-        reader_->ForEachRow(snapshot, keyspace_->id.value(), d.node,
-                            [&](const StoredRow& row) -> absl::StatusOr<bool> {
-                              acc.Add(row.token, row.header.digest);
-                              return true;
-                            });
+    status = reader_->ForEachRow(
+        snapshot, keyspace_->id.value(), d.node, FillFor(d.node),
+        [&](const StoredRow& row) -> absl::StatusOr<bool> {
+          acc.Add(row.token, row.header.digest);
+          return true;
+        });
     if (!status.ok()) break;
   }
   response.descendants = std::move(ordered);
@@ -144,6 +144,21 @@ absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
   return status;
 }
 
+CacheFill StoreTreeView::FillFor(const NodeRef& range) const {
+  // The range's rows as the tree counts them: its own node, or below the
+  // leaves the leaf that holds it (at least as many).
+  const int depth = keyspace_->depth;
+  const NodeRef node =
+      range.level <= depth
+          ? range
+          : NodeRef{depth, range.index >> (range.level - depth)};
+  uint64_t rows = 0;
+  reader_->ReadTree(*keyspace_, [&](const tree::MerkleTree& t) {
+    rows = t.node(node.level, node.index).count;
+  });
+  return rows <= kCachedRangeRows ? CacheFill::kYes : CacheFill::kNo;
+}
+
 absl::Status StoreTreeView::ForEachSoundEntry(
     const leveldb::Snapshot* snapshot, absl::Span<const NodeRef> ranges,
     std::vector<Token>* damaged,
@@ -184,7 +199,7 @@ absl::Status StoreTreeView::ForEachSoundEntry(
   };
   for (size_t r = 0; r < ranges.size() && !stopped; ++r) {
     TALLY_RETURN_IF_ERROR(reader_->ForEachRow(
-        snapshot, keyspace_->id.value(), ranges[r],
+        snapshot, keyspace_->id.value(), ranges[r], FillFor(ranges[r]),
         [&](const StoredRow& row) -> absl::StatusOr<bool> {
           batch.push_back(Copied{r, row.token, std::string(row.key), row.header,
                                  std::string(row.payload)});

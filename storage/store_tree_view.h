@@ -63,6 +63,16 @@ class StoreTreeView : public tree::TreeView {
       std::vector<tree::Token>* damaged,
       absl::FunctionRef<absl::StatusOr<bool>(size_t, tree::RowEntry)> fn);
 
+  // Reads of ranges of at most this many rows fill the block cache: a diff
+  // scans the same few differing nodes' rows again in its next round (to
+  // list what it descended into) and its next run, and uncached each scan
+  // decompresses its blocks again (most of a warm diff's CPU at 5M rows).
+  // Larger ranges (a Scan of the keyspace, a descent from near the root)
+  // would evict the rest of the cache.
+  static constexpr uint64_t kCachedRangeRows = 4096;
+
+  CacheFill FillFor(const tree::NodeRef& range) const;
+
   SnapshotRowReader* const reader_;
   const Keyspace* const keyspace_;
 };
