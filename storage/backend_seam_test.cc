@@ -308,6 +308,69 @@ TEST_F(BackendSeam, ATreeViewReadsTheValuesOfAListingInOneCall) {
   EXPECT_EQ(backend_->read_calls, 1);
 }
 
+// A diff lists about as many small ranges as there are differences in one
+// exchange: their rows are checked together, with one backend read for the
+// exchange, not one per range (a PostgreSQL round trip each), and each
+// range still gets its own rows.
+TEST_F(BackendSeam, ATreeViewReadsTheValuesOfManyListedRangesInOneCall) {
+  constexpr int kRows = 300;
+  constexpr int kLevel = 6;  // 64 ranges of ~5 rows
+  std::vector<Mutation> mutations;
+  for (int i = 0; i < kRows; ++i) {
+    mutations.push_back(
+        Mutation::Put("ks", absl::StrCat("k", i), absl::StrCat("v", i)));
+  }
+  Write(std::move(mutations));
+  auto view = store_->NewTreeView("ks");
+  ASSERT_TRUE(view.ok()) << view.status();
+
+  // What each range holds, asked one range per exchange.
+  std::vector<tree::NodeRef> ranges;
+  std::vector<std::vector<std::string>> alone;
+  for (uint64_t i = 0; i < (uint64_t{1} << kLevel); ++i) {
+    ranges.push_back(tree::NodeRef{kLevel, i});
+    tree::ViewRequest one;
+    one.list.push_back(ranges.back());
+    auto response = (*view)->Exchange(one);
+    ASSERT_TRUE(response.ok()) << response.status();
+    alone.emplace_back();
+    for (const tree::RowEntry& e : response->entries) {
+      alone.back().push_back(e.key);
+    }
+  }
+
+  backend_->reads = 0;
+  backend_->read_calls = 0;
+  tree::ViewRequest request;
+  request.list = ranges;
+  auto response = (*view)->Exchange(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->entries.size(), kRows);
+  EXPECT_EQ(backend_->reads, kRows);
+  EXPECT_EQ(backend_->read_calls, 1);
+  ASSERT_EQ(response->entries_per_range.size(), ranges.size());
+  size_t at = 0;
+  for (size_t r = 0; r < ranges.size(); ++r) {
+    std::vector<std::string> keys;
+    for (uint32_t i = 0; i < response->entries_per_range[r]; ++i) {
+      keys.push_back(response->entries[at++].key);
+    }
+    EXPECT_EQ(keys, alone[r]) << ranges[r].DebugString();
+  }
+
+  backend_->read_calls = 0;
+  std::vector<std::string> scanned;
+  const absl::Status s = (*view)->Scan(ranges, [&](const tree::RowEntry& e) {
+    scanned.push_back(e.key);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  std::vector<std::string> listed;
+  for (const tree::RowEntry& e : response->entries) listed.push_back(e.key);
+  EXPECT_EQ(scanned, listed);
+  EXPECT_EQ(backend_->read_calls, 1);
+}
+
 TEST_F(BackendSeam, ACapturedWriteNeedsAVersionAndNoErase) {
   WriteRequest unversioned;
   unversioned.mode = ApplyMode::kCaptured;

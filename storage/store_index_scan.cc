@@ -21,7 +21,7 @@ absl::Status StoreImpl::ScanIndex(
   }
   const leveldb::Snapshot* snapshot = GetSnapshot();
   const absl::Status status = ForEachRow(
-      snapshot, ks->id.value(), tree::NodeRef{0, 0},
+      snapshot, ks->id.value(), tree::NodeRef{0, 0}, CacheFill::kNo,
       [&](const StoredRow& row) -> absl::StatusOr<bool> {
         IndexRecord record;
         record.key = row.key;

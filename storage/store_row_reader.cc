@@ -34,11 +34,11 @@ void StoreImpl::ReleaseSnapshot(const leveldb::Snapshot* snapshot) {
 
 absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
                                    uint32_t keyspace_id,
-                                   const tree::NodeRef& range,
+                                   const tree::NodeRef& range, CacheFill fill,
                                    RowVisitor visit) {
   leveldb::ReadOptions read;
   read.snapshot = snapshot;
-  read.fill_cache = false;
+  read.fill_cache = fill == CacheFill::kYes;
   const Token last = range.last_token();
   return ScanPrefix(
       *db_, read, RowKeyPrefix(keyspace_id),

@@ -83,22 +83,21 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
       continue;
     }
     tree::DescendantAccumulator acc(d, &ordered);
-    status =
-        reader_->ForEachRow(snapshot, keyspace_->id.value(), d.node,
-                            [&](const StoredRow& row) -> absl::StatusOr<bool> {
-                              acc.Add(row.token, row.header.digest);
-                              return true;
-                            });
+    status = reader_->ForEachRow(
+        snapshot, keyspace_->id.value(), d.node, FillFor(d.node),
+        [&](const StoredRow& row) -> absl::StatusOr<bool> {
+          acc.Add(row.token, row.header.digest);
+          return true;
+        });
     if (!status.ok()) break;
   }
   response.descendants = std::move(ordered);
   size_t entry_bytes = 0;
-  for (const NodeRef& range : request.list) {
-    if (!status.ok()) break;
-    uint32_t count = 0;
+  response.entries_per_range.assign(request.list.size(), 0);
+  if (status.ok()) {
     status = ForEachSoundEntry(
-        snapshot, range, &damaged,
-        [&](tree::RowEntry entry) -> absl::StatusOr<bool> {
+        snapshot, request.list, &damaged,
+        [&](size_t range, tree::RowEntry entry) -> absl::StatusOr<bool> {
           if (response.entries.size() >= tree::kMaxEntriesPerExchange) {
             return absl::ResourceExhaustedError(absl::StrFormat(
                 "listing would return more than %d rows; list fewer ranges",
@@ -114,10 +113,9 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
                 tree::kMaxEntryBytesPerExchange));
           }
           response.entries.push_back(std::move(entry));
-          ++count;
+          ++response.entries_per_range[range];
           return true;
         });
-    response.entries_per_range.push_back(count);
   }
   reader_->ReleaseSnapshot(snapshot);
   for (Token token : damaged) (void)reader_->MarkDamaged(*keyspace_, token);
@@ -134,30 +132,43 @@ absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
     }
   }
   const leveldb::Snapshot* snapshot = reader_->GetSnapshot();
-  absl::Status status;
   std::vector<Token> damaged;
-  for (const NodeRef& range : ranges) {
-    status =
-        ForEachSoundEntry(snapshot, range, &damaged,
-                          [&](tree::RowEntry entry) -> absl::StatusOr<bool> {
-                            TALLY_RETURN_IF_ERROR(sink(entry));
-                            return true;
-                          });
-    if (!status.ok()) break;
-  }
+  const absl::Status status = ForEachSoundEntry(
+      snapshot, ranges, &damaged,
+      [&](size_t, tree::RowEntry entry) -> absl::StatusOr<bool> {
+        TALLY_RETURN_IF_ERROR(sink(entry));
+        return true;
+      });
   reader_->ReleaseSnapshot(snapshot);
   for (Token token : damaged) (void)reader_->MarkDamaged(*keyspace_, token);
   return status;
 }
 
+CacheFill StoreTreeView::FillFor(const NodeRef& range) const {
+  // The range's rows as the tree counts them: its own node, or below the
+  // leaves the leaf that holds it (at least as many).
+  const int depth = keyspace_->depth;
+  const NodeRef node =
+      range.level <= depth
+          ? range
+          : NodeRef{depth, range.index >> (range.level - depth)};
+  uint64_t rows = 0;
+  reader_->ReadTree(*keyspace_, [&](const tree::MerkleTree& t) {
+    rows = t.node(node.level, node.index).count;
+  });
+  return rows <= kCachedRangeRows ? CacheFill::kYes : CacheFill::kNo;
+}
+
 absl::Status StoreTreeView::ForEachSoundEntry(
-    const leveldb::Snapshot* snapshot, const NodeRef& range,
+    const leveldb::Snapshot* snapshot, absl::Span<const NodeRef> ranges,
     std::vector<Token>* damaged,
-    absl::FunctionRef<absl::StatusOr<bool>(tree::RowEntry)> fn) {
+    absl::FunctionRef<absl::StatusOr<bool>(size_t, tree::RowEntry)> fn) {
   // The rows are checked kCheckBatch at a time, with one backend read each
-  // (CheckedEntries): a row read alone from a PostgreSQL backend is a round
-  // trip, and a diff lists whole leaves.
+  // (CheckedEntries), whatever ranges they come from: a row read alone from
+  // a PostgreSQL backend is a round trip, a diff lists whole leaves, and one
+  // exchange lists about as many ranges as there are differences.
   struct Copied {
+    size_t range;
     Token token;
     std::string key;
     RowHeader header;
@@ -179,21 +190,24 @@ absl::Status StoreTreeView::ForEachSoundEntry(
         continue;
       }
       TALLY_RETURN_IF_ERROR(entries[i].status());
-      TALLY_ASSIGN_OR_RETURN(const bool more, fn(*std::move(entries[i])));
+      TALLY_ASSIGN_OR_RETURN(const bool more,
+                             fn(batch[i].range, *std::move(entries[i])));
       stopped = !more;
     }
     batch.clear();
     return absl::OkStatus();
   };
-  TALLY_RETURN_IF_ERROR(reader_->ForEachRow(
-      snapshot, keyspace_->id.value(), range,
-      [&](const StoredRow& row) -> absl::StatusOr<bool> {
-        batch.push_back(Copied{row.token, std::string(row.key), row.header,
-                               std::string(row.payload)});
-        if (batch.size() < kCheckBatch) return true;
-        TALLY_RETURN_IF_ERROR(flush());
-        return !stopped;
-      }));
+  for (size_t r = 0; r < ranges.size() && !stopped; ++r) {
+    TALLY_RETURN_IF_ERROR(reader_->ForEachRow(
+        snapshot, keyspace_->id.value(), ranges[r], FillFor(ranges[r]),
+        [&](const StoredRow& row) -> absl::StatusOr<bool> {
+          batch.push_back(Copied{r, row.token, std::string(row.key), row.header,
+                                 std::string(row.payload)});
+          if (batch.size() < kCheckBatch) return true;
+          TALLY_RETURN_IF_ERROR(flush());
+          return !stopped;
+        }));
+  }
   if (!stopped && !batch.empty()) return flush();
   return absl::OkStatus();
 }

@@ -47,17 +47,31 @@ class StoreTreeView : public tree::TreeView {
 
  private:
   // Rows checked with one backend read (ForEachSoundEntry): enough that a
-  // leaf is one read, few enough that a batch's copies stay small.
+  // whole listing is one read, few enough that a batch's copies stay small.
   static constexpr size_t kCheckBatch = 1024;
 
-  // Calls `fn` with the entry of every sound row of `range` at `snapshot`,
-  // in order, until it returns false or an error. A row that fails its
-  // digest is left out and its token added to `damaged` (for the caller to
-  // mark once the snapshot is released): a peer then sends its copy.
+  // Calls `fn` with the index in `ranges` and the entry of every sound row
+  // of each range at `snapshot`, range by range, in order, until it returns
+  // false or an error. The rows are checked kCheckBatch at a time ACROSS
+  // ranges: a diff lists a hundred small ranges in one exchange, and a
+  // check per range was a backend read (a PostgreSQL round trip) each. A
+  // row that fails its digest is left out and its token added to `damaged`
+  // (for the caller to mark once the snapshot is released): a peer then
+  // sends its copy.
   absl::Status ForEachSoundEntry(
-      const leveldb::Snapshot* snapshot, const tree::NodeRef& range,
+      const leveldb::Snapshot* snapshot, absl::Span<const tree::NodeRef> ranges,
       std::vector<tree::Token>* damaged,
-      absl::FunctionRef<absl::StatusOr<bool>(tree::RowEntry)> fn);
+      absl::FunctionRef<absl::StatusOr<bool>(size_t, tree::RowEntry)> fn);
+
+  // Reads of ranges of at most this many rows fill the block cache: a diff
+  // scans the same few differing nodes' rows again in its next round (to
+  // list what it descended into) and its next run, and uncached each scan
+  // decompresses its blocks again (most of a warm diff's CPU at 5M rows).
+  // Larger ranges (a Scan of the keyspace, a descent from near the root)
+  // would evict the rest of the cache.
+  static constexpr uint64_t kCachedRangeRows = 4096;
+
+  CacheFill FillFor(const tree::NodeRef& range) const;
 
   SnapshotRowReader* const reader_;
   const Keyspace* const keyspace_;

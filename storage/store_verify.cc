@@ -113,7 +113,7 @@ absl::Status StoreImpl::VerifyRows(const leveldb::Snapshot* snapshot,
                                    VerifyReport* report) {
   leaves->assign(uint64_t{1} << ks.depth, tree::NodeState());
   return ForEachRow(
-      snapshot, ks.id.value(), NodeRef{0, 0},
+      snapshot, ks.id.value(), NodeRef{0, 0}, CacheFill::kNo,
       [&](const StoredRow& row) -> absl::StatusOr<bool> {
         ++report->rows;
         // Escaped only for a problem: most rows have none.

@@ -7,6 +7,7 @@
 //
 //   const leveldb::Snapshot* snapshot = reader->GetSnapshot();
 //   absl::Status s = reader->ForEachRow(snapshot, ks.id, range,
+//   CacheFill::kYes,
 //       [&](const StoredRow& row) -> absl::StatusOr<bool> {
 //         ...  // copy the row; every so many rows, check them at once:
 //         TALLY_ASSIGN_OR_RETURN(auto entries, reader->CheckedEntries(ks,
@@ -50,6 +51,13 @@ struct StoredRow {
   absl::string_view payload;
 };
 
+// Whether a read keeps the blocks it reads in the store's block cache. Yes
+// for reads of at most a leaf's rows, which a diff repeats (the next round
+// lists what this one descended into, the next diff reads the same leaves)
+// and which, read uncached, decompress their blocks again each time; no for
+// scans of large ranges, which would evict everything else.
+enum class CacheFill { kNo, kYes };
+
 // Returns true to go on, false to stop, or an error that ends the scan.
 using RowVisitor = absl::FunctionRef<absl::StatusOr<bool>(const StoredRow&)>;
 
@@ -63,10 +71,10 @@ class SnapshotRowReader {
   // `snapshot` (nullptr: now), in (token, key) order. Rows marked damaged
   // are left out: they are out of their leaf until replaced. Returns the
   // visitor's error, kDataLoss for a record that does not parse, or
-  // LevelDB's error.
+  // LevelDB's error. `fill` says whether the blocks read stay cached.
   virtual absl::Status ForEachRow(const leveldb::Snapshot* snapshot,
                                   uint32_t keyspace_id,
-                                  const tree::NodeRef& range,
+                                  const tree::NodeRef& range, CacheFill fill,
                                   RowVisitor visit) = 0;
 
   // The rows of `keyspace` as tree entries, one result per row in order,

@@ -224,7 +224,7 @@ class StoreImpl : public Store, private SnapshotRowReader {
   void ReleaseSnapshot(const leveldb::Snapshot* snapshot) override;
   absl::Status ForEachRow(const leveldb::Snapshot* snapshot,
                           uint32_t keyspace_id, const tree::NodeRef& range,
-                          RowVisitor visit) override;
+                          CacheFill fill, RowVisitor visit) override;
   absl::StatusOr<std::vector<absl::StatusOr<tree::RowEntry>>> CheckedEntries(
       const Keyspace& keyspace,
       absl::Span<const StoredRow> rows) const override;
