@@ -19,6 +19,11 @@
 // parallel test processes share it) that each cluster copies (~0.5 s to
 // start instead of ~1.5 s).
 //
+// A process killed while it owns a server never runs the destructor, and
+// the server (started by pg_ctl) outlives it. So each cluster's root holds
+// `owner.pid`, and every Start first stops and removes the clusters whose
+// owner process no longer exists.
+//
 // Thread-compatible.
 #ifndef TALLY_SUPPORT_PG_CLUSTER_H_
 #define TALLY_SUPPORT_PG_CLUSTER_H_
