@@ -8,7 +8,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <deque>
+#include <string>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -21,10 +25,26 @@ namespace {
 // How often blocked threads look at the stop and cut flags.
 constexpr int kPollMs = 20;
 
+// Writes all of `data`; false when the peer is gone.
+bool SendAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpProxy>> TcpProxy::Start(
-    const std::string& target) {
+    const std::string& target, absl::Duration one_way_delay) {
+  if (one_way_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "proxy delay ", absl::FormatDuration(one_way_delay), " is negative"));
+  }
   const size_t colon = target.rfind(':');
   int port = 0;
   if (colon == std::string::npos ||
@@ -36,6 +56,7 @@ absl::StatusOr<std::unique_ptr<TcpProxy>> TcpProxy::Start(
   auto proxy = std::unique_ptr<TcpProxy>(new TcpProxy());
   proxy->target_host_ = target.substr(0, colon);
   proxy->target_port_ = port;
+  proxy->one_way_delay_ = one_way_delay;
   in_addr probe{};
   if (inet_pton(AF_INET, proxy->target_host_.c_str(), &probe) != 1) {
     return absl::InvalidArgumentError(absl::StrCat("proxy target host '",
@@ -152,6 +173,10 @@ void TcpProxy::AcceptLoop() {
 }
 
 void TcpProxy::Pump(Connection* c, int from, int to) {
+  if (one_way_delay_ > absl::ZeroDuration()) {
+    DelayedPump(c, from, to);
+    return;
+  }
   char buffer[64 * 1024];
   while (!stopping_.load() && !c->silenced.load()) {
     pollfd pfd{from, POLLIN, 0};
@@ -161,18 +186,60 @@ void TcpProxy::Pump(Connection* c, int from, int to) {
     if (c->silenced.load()) return;  // black-holed: read nothing more
     const ssize_t n = read(from, buffer, sizeof(buffer));
     if (n <= 0) break;
-    for (ssize_t done = 0; done < n;) {
-      const ssize_t w = send(to, buffer + done, n - done, MSG_NOSIGNAL);
-      if (w <= 0) {
-        Shutdown(c);
-        return;
-      }
-      done += w;
+    if (!SendAll(to, buffer, static_cast<size_t>(n))) {
+      Shutdown(c);
+      return;
     }
   }
   // One direction ended (or was reset): end the other too, unless the link
   // is black-holed, which keeps both sockets open and silent.
   if (!c->silenced.load() || stopping_.load()) Shutdown(c);
+}
+
+void TcpProxy::DelayedPump(Connection* c, int from, int to) {
+  using Clock = std::chrono::steady_clock;
+  const auto delay = absl::ToChronoNanoseconds(one_way_delay_);
+  const auto poll_period =
+      std::chrono::nanoseconds(std::chrono::milliseconds(kPollMs));
+  // The chunks read and not yet written, each with when it may go.
+  std::deque<std::pair<Clock::time_point, std::string>> held;
+  bool reading = true;
+  char buffer[64 * 1024];
+  while (!stopping_.load() && !c->silenced.load() &&
+         (reading || !held.empty())) {
+    auto wait = poll_period;
+    if (!held.empty()) {
+      wait = std::min(wait, std::max(std::chrono::nanoseconds(0),
+                                     held.front().first - Clock::now()));
+    }
+    if (reading) {
+      pollfd pfd{from, POLLIN, 0};
+      const timespec timeout{static_cast<time_t>(wait.count() / 1'000'000'000),
+                             static_cast<long>(wait.count() % 1'000'000'000)};
+      if (ppoll(&pfd, 1, &timeout, nullptr) > 0) {
+        const ssize_t n = recv(from, buffer, sizeof(buffer), 0);
+        if (n > 0) {
+          held.emplace_back(Clock::now() + delay,
+                            std::string(buffer, static_cast<size_t>(n)));
+        } else if (n == 0 || errno != EINTR) {
+          reading = false;  // the source ended: deliver what is held
+        }
+      }
+    } else {
+      std::this_thread::sleep_for(wait);
+    }
+    while (!held.empty() && held.front().first <= Clock::now()) {
+      if (!SendAll(to, held.front().second.data(),
+                   held.front().second.size())) {
+        Shutdown(c);
+        return;
+      }
+      held.pop_front();
+    }
+  }
+  if (c->silenced.load() && !stopping_.load()) return;  // black-holed
+  // This direction's source ended and its bytes are delivered.
+  shutdown(to, SHUT_WR);
 }
 
 }  // namespace testing

@@ -6,6 +6,10 @@
 //   (*proxy)->Cut(TcpProxy::CutMode::kReset);  // link down
 //   (*proxy)->Heal();                          // link up again
 //
+// A long link: Start(target, absl::Milliseconds(25)) holds every byte 25 ms
+// in each direction before forwarding it (the bench's `wan` scenario), in
+// the order read; bandwidth is loopback's.
+//
 // Two ways to fail a link:
 //   - kReset: every open connection is closed (both sides see a reset or
 //     an end of stream at once) and new connections are accepted and
@@ -30,6 +34,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace tally {
 namespace testing {
@@ -39,10 +44,12 @@ class TcpProxy {
   enum class CutMode { kReset, kBlackhole };
 
   // Listens on 127.0.0.1 at a free port and forwards every connection to
-  // `target` ("HOST:PORT", an IPv4 address). Returns an error if it cannot
-  // listen or the target is malformed.
+  // `target` ("HOST:PORT", an IPv4 address), each direction's bytes held
+  // `one_way_delay` first. Returns an error if it cannot listen, the target
+  // is malformed or the delay is negative.
   static absl::StatusOr<std::unique_ptr<TcpProxy>> Start(
-      const std::string& target);
+      const std::string& target,
+      absl::Duration one_way_delay = absl::ZeroDuration());
   ~TcpProxy();
   TcpProxy(const TcpProxy&) = delete;
   TcpProxy& operator=(const TcpProxy&) = delete;
@@ -69,6 +76,9 @@ class TcpProxy {
   TcpProxy() = default;
   void AcceptLoop();
   void Pump(Connection* c, int from, int to);
+  // Pump with one_way_delay_ > 0: each chunk read is written once it has
+  // been held that long.
+  void DelayedPump(Connection* c, int from, int to);
   // Closes both sockets' directions so that the pumps end.
   static void Shutdown(Connection* c);
 
@@ -77,6 +87,7 @@ class TcpProxy {
   std::string address_;
   std::string target_host_;
   int target_port_ = 0;
+  absl::Duration one_way_delay_;
 
   std::thread acceptor_;
   std::atomic<bool> stopping_{false};

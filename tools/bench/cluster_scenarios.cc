@@ -32,7 +32,7 @@
 #include "node/sync.h"
 #include "node/wire.h"
 #include "support/process.h"
-#include "tools/bench/delay_proxy.h"
+#include "support/tcp_proxy.h"
 #include "tools/bench/scenario.h"
 #include "tools/bench/store_fixture.h"
 #include "tree/diff.h"
@@ -332,9 +332,10 @@ absl::Status RunNodeDiff(std::ostream& out) {
 
 // wan: the diff when the nodes are far away. N rows on A, copied to B, d
 // keys updated on B; then the same diffs through delaying proxies
-// (DelayProxy, half the round trip each way): `tally diff` with one node
-// behind a proxy and with both, and A's own session with B behind one.
-// Three runs each; the goal is wall time <= (rounds + 1) x the round trip.
+// (support/tcp_proxy.h with a delay, half the round trip each way): `tally
+// diff` with one node behind a proxy and with both, and A's own session with B
+// behind one. Three runs each; the goal is wall time <= (rounds + 1) x the
+// round trip.
 absl::Status RunWan(std::ostream& out) {
   const uint64_t rows = absl::GetFlag(FLAGS_rows);
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
@@ -376,9 +377,9 @@ absl::Status RunWan(std::ostream& out) {
       });
   if (!drift.ok()) return drift.status();
 
-  auto proxy_a = DelayProxy::Start(address_a, rtt / 2);
+  auto proxy_a = ::tally::testing::TcpProxy::Start(address_a, rtt / 2);
   if (!proxy_a.ok()) return proxy_a.status();
-  auto proxy_b = DelayProxy::Start(address_b, rtt / 2);
+  auto proxy_b = ::tally::testing::TcpProxy::Start(address_b, rtt / 2);
   if (!proxy_b.ok()) return proxy_b.status();
   const std::string far_a = (*proxy_a)->address();
   const std::string far_b = (*proxy_b)->address();
