@@ -197,6 +197,19 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
     }
     size_t read = 0;
     size_t bytes = 0;
+    TALLY_RETURN_IF_ERROR(MultiGetEntries(entries, by_keyspace, rows, &bytes));
+    for (const auto& [keyspace, indexes] : by_keyspace) read += indexes.size();
+    read_ahead_.Saw(read, bytes);
+    return end;
+  }
+
+  // Reads the row of entries[i] into (*rows)[i] for every i in
+  // `by_keyspace`, one Store::MultiGet per keyspace (no keyspace: as if
+  // each key were gone). Adds the bytes of the rows found to `*bytes`.
+  absl::Status MultiGetEntries(
+      const std::vector<storage::ChangeEntry>& entries,
+      const std::map<absl::string_view, std::vector<size_t>>& by_keyspace,
+      std::vector<absl::StatusOr<storage::Row>>* rows, size_t* bytes) {
     for (const auto& [keyspace, indexes] : by_keyspace) {
       std::vector<absl::string_view> keys;
       keys.reserve(indexes.size());
@@ -206,20 +219,18 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
       for (size_t j = 0; j < indexes.size(); ++j) {
         absl::StatusOr<storage::Row>& row = (*rows)[indexes[j]];
         if (absl::IsNotFound(found.status())) {
-          row = found.status();  // no keyspace: as if each key were gone
+          row = found.status();
         } else {
           TALLY_RETURN_IF_ERROR(found.status());
           row = std::move((*found)[j]);
         }
-        ++read;
         if (row.ok()) {
-          bytes += keyspace.size() + row->key.size() + row->value.size() +
-                   row->version.origin.size() + 32;
+          *bytes += keyspace.size() + row->key.size() + row->value.size() +
+                    row->version.origin.size() + 32;
         }
       }
     }
-    read_ahead_.Saw(read, bytes);
-    return end;
+    return absl::OkStatus();
   }
 
   // Reads again the rows of entries[from, end) whose backend answered
@@ -256,22 +267,9 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
       }
       absl::SleepFor(pause);
       pause = std::min(pause * 2, kRereadMaxPause);
-      for (const auto& [keyspace, indexes] : by_keyspace) {
-        std::vector<absl::string_view> keys;
-        keys.reserve(indexes.size());
-        for (size_t i : indexes) keys.push_back(entries[i].key);
-        absl::StatusOr<std::vector<absl::StatusOr<storage::Row>>> found =
-            store_->MultiGet(keyspace, keys);
-        for (size_t j = 0; j < indexes.size(); ++j) {
-          absl::StatusOr<storage::Row>& row = (*rows)[indexes[j]];
-          if (absl::IsNotFound(found.status())) {
-            row = found.status();
-          } else {
-            TALLY_RETURN_IF_ERROR(found.status());
-            row = std::move((*found)[j]);
-          }
-        }
-      }
+      size_t bytes = 0;
+      TALLY_RETURN_IF_ERROR(
+          MultiGetEntries(entries, by_keyspace, rows, &bytes));
     }
   }
 
