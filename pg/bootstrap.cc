@@ -17,6 +17,7 @@
 #include "pg/binary_copy.h"
 #include "pg/build_marker.h"
 #include "pg/field.h"
+#include "pg/lost_deletes.h"
 #include "pg/replication_messages.h"
 #include "tree/status_macros.h"
 #include "tree/token.h"
@@ -306,6 +307,18 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
     return absl::DataLossError(absl::StrCat(
         "IDENTIFY_SYSTEM answered system id '", identity.system_id, "'"));
   }
+  // Index lost: the deletes made here since the lost index last confirmed
+  // are still in the old slot, which the build is about to replace.
+  LocalDeletes lost_deletes;
+  if (options.index_lost) {
+    TALLY_ASSIGN_OR_RETURN(
+        lost_deletes, ReadLocalDeletes(*reader, options.names, options.tables));
+    result.old_slot_read = lost_deletes.slot_found;
+    result.truncated_while_lost.assign(lost_deletes.truncated.begin(),
+                                       lost_deletes.truncated.end());
+    std::sort(result.truncated_while_lost.begin(),
+              result.truncated_while_lost.end());
+  }
   // A leftover slot is an unfinished build's (a finished one would have
   // stored a position, and the caller builds only without one or after
   // deciding the slot is unusable).
@@ -426,10 +439,18 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
     if (index.empty()) absent.reserve(estimated[table] + estimated[table] / 16);
     absl::flat_hash_set<std::string> seen;
     const bool track_seen = !index.empty();
+    // Index lost: keys deleted here; those the scan finds were written
+    // again since.
+    absl::flat_hash_map<std::string, int64_t>* deleted_here = nullptr;
+    if (auto d = lost_deletes.keys.find(t.name());
+        d != lost_deletes.keys.end()) {
+      deleted_here = &d->second;
+    }
     TALLY_RETURN_IF_ERROR(
         ScanTable(*reader, t, "", [&](const ScannedRow& row) -> absl::Status {
           ++progress.rows_done;
           ++counts.rows;
+          if (deleted_here != nullptr) deleted_here->erase(row.key);
           const tree::Version* version = nullptr;
           auto it = index.find(row.key);
           if (it == index.end()) {
@@ -487,6 +508,14 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
     }
     TALLY_RETURN_IF_ERROR(writer.FinishAbsent());
     absent = std::vector<storage::Mutation>();
+    if (deleted_here != nullptr) {
+      for (const auto& [key, commit_us] : *deleted_here) {
+        storage::Mutation m = storage::Mutation::Delete(t.name(), key);
+        m.version = lost_version(commit_us);
+        TALLY_RETURN_IF_ERROR(writer.Add(std::move(m)));
+        ++counts.deleted_rows;
+      }
+    }
     if (track_seen) {
       for (const auto& [key, e] : index) {
         if (e.deleted || seen.contains(key)) continue;

@@ -68,11 +68,15 @@
 // new version); and a row last written here that a peer changed while
 // this node was down or without its index, the change not yet arrived
 // here, keeps this node's older value (the fresh version is the newer).
-// Limits (README "Rebuilds"): a row the application DELETED here is not in
-// the table, nothing says it was deleted, and the peers' live row comes
-// back. A row written before the first build whose index version a later
-// rebuild had raised (a schema change's: its commit time) goes back to the
-// bootstrap version.
+// A row the application DELETED here is not in the table; the old slot,
+// still decodable from the lost index's last confirmation, is read for
+// them before it is replaced (pg/lost_deletes.h), and each such key the
+// snapshot does not hold gets a tombstone versioned as capture would have
+// stamped the delete. Limits (README "A lost index"): deletes the old slot
+// cannot show (a TRUNCATE's rows, deletes before its confirmed position,
+// a missing or lost slot) come back from the peers. A row written before the
+// first build whose index version a later rebuild had raised (a schema
+// change's: its commit time) goes back to the bootstrap version.
 //
 //   BuildOptions o{conninfo, names, tables, node_name};
 //   TALLY_ASSIGN_OR_RETURN(BuildResult built, BuildIndex(o, store));
@@ -145,6 +149,9 @@ struct TableBuildCounts {
   uint64_t rows = 0;  // rows scanned
   // Index lost: rows last written locally, given a fresh local version.
   uint64_t fresh_rows = 0;
+  // Index lost: rows deleted locally since the lost index's last
+  // confirmation (found in the old slot), given a fresh tombstone.
+  uint64_t deleted_rows = 0;
 };
 
 struct BuildResult {
@@ -154,6 +161,11 @@ struct BuildResult {
   // every transaction committed before it is in the build's snapshot.
   int64_t started_unix_us = 0;
   std::vector<TableBuildCounts> tables;  // in the order of options.tables
+  // Index lost: whether the old slot could be read for local deletes
+  // (pg/lost_deletes.h), and the tables a local TRUNCATE emptied there
+  // (their rows are not known, so they got no tombstones).
+  bool old_slot_read = false;
+  std::vector<std::string> truncated_while_lost;
   // The replication connection that created the slot, idle: start
   // replication on it from position.resume_lsn.
   std::unique_ptr<ReplicationStream> stream;

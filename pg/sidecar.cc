@@ -650,8 +650,21 @@ class Sidecar::Impl {
         if (!index_lost) continue;
         Log(absl::StrFormat(
             "index lost: table %s: %d of %d rows were last written here and "
-            "got fresh versions (the rest kept the bootstrap version)",
-            c.keyspace, c.fresh_rows, c.rows));
+            "got fresh versions (the rest kept the bootstrap version); %d "
+            "rows deleted here got tombstones",
+            c.keyspace, c.fresh_rows, c.rows, c.deleted_rows));
+      }
+      if (index_lost && !built.old_slot_read) {
+        Log(absl::StrCat("index lost: the old slot ", names_.slot,
+                         " was missing or lost, so rows deleted here while "
+                         "the index was lost are not known: the peers' "
+                         "copies of them come back"));
+      }
+      for (const std::string& table : built.truncated_while_lost) {
+        Log(absl::StrCat("index lost: table ", table,
+                         " was truncated here while the index was lost; the "
+                         "rows it held are not known: the peers' copies of "
+                         "them come back"));
       }
       {
         absl::MutexLock lock(&mu_);

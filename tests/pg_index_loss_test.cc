@@ -10,9 +10,9 @@
 //    of rows B wrote last, of rows A wrote last, of rows nobody changed
 //    since the first build; inserts; deletes), its data directory deleted,
 //    A restarted: A's writes survive on BOTH databases, B's write made
-//    meanwhile to another row reaches A, and A's deletes are undone by B's
-//    live rows (the documented limit: a missing row carries no commit
-//    time).
+//    meanwhile to another row reaches A, and A's deletes — found in A's
+//    old slot before the rebuild replaced it (pg/lost_deletes.h) — delete
+//    B's rows too.
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -200,9 +200,9 @@ TEST(PgIndexLoss, LocalWritesMadeWhileDownSurviveALostIndex) {
     EXPECT_EQ(CountB(*pg, "a1", 16, 20), "5");
     EXPECT_EQ(CountB(*pg, "a-new", 1001, 1010), "10");
     EXPECT_EQ(CountB(*pg, "b-down", 41, 45), "5");
-    // The limit: A's deletes left nothing behind to say so, and B's live
-    // rows came back.
-    EXPECT_EQ(CountB(*pg, "seed", 31, 35), "5");
+    // A's deletes, read from its old slot, won over B's live rows.
+    EXPECT_EQ(CountB(*pg, "seed", 31, 35), "0");
+    EXPECT_EQ(CountB(*pg, "seed", 36, 40), "5");
   }
 
   // The loss was told apart from a first start, logged and shown: rows
@@ -212,7 +212,9 @@ TEST(PgIndexLoss, LocalWritesMadeWhileDownSurviveALostIndex) {
   EXPECT_TRUE(
       absl::StrContains(side_a->Log(),
                         "index lost: table public.t: 30 of 105 rows were last "
-                        "written here"))
+                        "written here and got fresh versions (the rest kept "
+                        "the bootstrap version); 5 rows deleted here got "
+                        "tombstones"))
       << side_a->Log();
   const std::string json = StatusJson(addr_a);
   EXPECT_TRUE(absl::StrContains(json, R"("index_lost":true)")) << json;
