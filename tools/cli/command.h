@@ -1,0 +1,119 @@
+// What every `tally` command gets, and the pieces most of them share.
+//
+// tools/tally.cc parses the command line into a Context and calls one
+// command (tools/cli/commands.h); a command talks to nodes through
+// node/client.h and prints. A command returns its exit code (0, or 1 for
+// "different" / "absent"); an error status means exit 2 with its message
+// as the one line on stderr.
+//
+//   Context ctx;                       // filled from the flags by tally.cc
+//   ctx.args = {"127.0.0.1:7400", "127.0.0.1:7401"};
+//   CommandResult r = Diff(ctx);
+//
+// Thread-compatible; a command runs on the main thread.
+#ifndef TALLY_TOOLS_CLI_COMMAND_H_
+#define TALLY_TOOLS_CLI_COMMAND_H_
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "node/client.h"
+#include "node/tls.h"
+#include "tools/cli/args.h"
+#include "tools/cli/format.h"
+#include "tree/version.h"
+
+namespace tally {
+namespace cli {
+
+// The command line, as the commands read it: positional arguments and the
+// value of every flag (their meaning is in tools/tally.cc's flag help).
+struct Context {
+  std::vector<std::string> args;  // positional arguments after the command
+  FlagSet given;                  // flags given on the command line
+  std::string keyspace;
+  bool json = false;
+  node::ClientOptions client_options;
+  node::TlsFiles tls;  // what client_options.credentials were made of
+
+  std::string node;  // --node: the node of put, get, del, load, status
+  bool escaped = false;
+  std::string file;    // load --file
+  uint64_t count = 0;  // load --count
+  uint64_t seed = 1;
+  uint64_t value_size = 100;
+  std::string source;  // repair --source
+  bool dry_run = false;
+  bool third_party = false;
+  std::vector<std::string> tables;  // --table
+  std::string data_dir;
+};
+
+// Commands return their exit code (0 or 1); an error status means exit 2
+// with its message as the one line on stderr.
+using CommandResult = absl::StatusOr<int>;
+
+inline constexpr int kTrouble = 2;
+
+// One JSON object per line on stdout.
+void PrintJson(const Json& value);
+
+// Rewrites one line on stderr — only when stderr is a terminal, so that
+// logs and pipes never see carriage returns.
+class ProgressLine {
+ public:
+  ProgressLine() : enabled_(isatty(STDERR_FILENO) == 1) {}
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+  ~ProgressLine() { Clear(); }
+
+  bool enabled() const { return enabled_; }
+
+  // At most ten updates a second: a terminal is slower than a fast repair.
+  void Update(const std::string& text);
+  void Clear();
+
+ private:
+  const bool enabled_;
+  bool shown_ = false;
+  absl::Time last_ = absl::InfinitePast();
+};
+
+// kInvalidArgument naming --keyspace when ctx.keyspace is not a valid name.
+absl::Status CheckKeyspace(const Context& ctx);
+
+// A client of the node at `address` (checked first: kInvalidArgument).
+absl::StatusOr<std::unique_ptr<node::NodeClient>> Connect(
+    const Context& ctx, const std::string& address);
+
+// The client's errors already name the node and the call; a deadline
+// additionally says which knob sets it, and a refused TLS handshake which
+// --tls-* setting is the likely cause.
+absl::Status CallFailed(const Context& ctx, const absl::Status& s);
+
+tree::Version VersionOf(const v1::Version& proto);
+
+// The summary of `keyspace` on a node, or nullopt when the node lacks it.
+absl::StatusOr<std::optional<v1::KeyspaceSummary>> FindKeyspace(
+    const Context& ctx, node::NodeClient& client, const std::string& keyspace);
+
+// FAILED_PRECONDITION when the backends of nodes `a` and `b` give
+// ctx.keyspace different schema fingerprints (node/schema_check.h): its
+// rows are then neither compared nor copied. OK when either lacks it.
+absl::Status CheckSchemas(const Context& ctx, node::NodeClient& a,
+                          node::NodeClient& b);
+
+}  // namespace cli
+}  // namespace tally
+
+#endif  // TALLY_TOOLS_CLI_COMMAND_H_

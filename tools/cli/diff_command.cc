@@ -1,0 +1,157 @@
+// diff: the keys two nodes (or two PostgreSQL databases) hold differently.
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "tools/cli/command.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/format.h"
+#include "tools/cli/node_diff.h"
+#include "tree/absent_as_empty_view.h"
+#include "tree/diff.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace cli {
+namespace {
+
+// What a diff found, wherever it ran.
+struct DiffOutcome {
+  tree::DiffStats stats;
+  double seconds = 0;
+  bool a_absent = false;
+  bool b_absent = false;
+};
+
+void PrintDifference(const Context& ctx, const tree::RowEntry* in_a,
+                     const tree::RowEntry* in_b) {
+  if (ctx.json) {
+    PrintJson(DifferenceJson(in_a, in_b));
+  } else {
+    std::cout << DifferenceText(in_a, in_b) << "\n";
+  }
+}
+
+// The diff from here: both nodes' trees, compared by this process.
+absl::StatusOr<DiffOutcome> DiffFromHere(const Context& ctx) {
+  TALLY_ASSIGN_OR_RETURN(auto a, Connect(ctx, ctx.args[0]));
+  TALLY_ASSIGN_OR_RETURN(auto b, Connect(ctx, ctx.args[1]));
+  ConnectBoth(ctx, *a, *b);
+  TALLY_RETURN_IF_ERROR(CheckSchemas(ctx, *a, *b));
+  // "A has 10 rows, B has none" is a diff, not an error.
+  tree::AbsentAsEmptyView view_a(a->NewTreeView(ctx.keyspace));
+  tree::AbsentAsEmptyView view_b(b->NewTreeView(ctx.keyspace));
+  DiffOutcome outcome;
+  const absl::Time start = absl::Now();
+  absl::Status status = tree::DiffViews(
+      view_a, view_b, tree::DiffOptions{},
+      [&](const tree::RowEntry* in_a, const tree::RowEntry* in_b) {
+        PrintDifference(ctx, in_a, in_b);
+        return absl::OkStatus();
+      },
+      &outcome.stats);
+  outcome.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  std::cout.flush();
+  if (!status.ok()) return CallFailed(ctx, status);
+  outcome.a_absent = view_a.absent();
+  outcome.b_absent = view_b.absent();
+  return outcome;
+}
+
+// The diff on A, or nullopt with `*fallback` set when it is to run from
+// here instead.
+absl::StatusOr<std::optional<DiffOutcome>> DiffOnA(
+    const Context& ctx, std::optional<std::string>* fallback) {
+  TALLY_ASSIGN_OR_RETURN(auto a, ConnectToA(ctx));
+  v1::RunDiffRequest request;
+  request.set_peer(ctx.args[1]);
+  request.set_keyspace(ctx.keyspace);
+  request.set_mode(v1::RUN_DIFF_MODE_DIFF);
+  bool streamed = false;
+  std::optional<v1::RunDiffSummary> summary;
+  const absl::Status status = a->RunDiff(request, [&](v1::RunDiffEvent& e) {
+    streamed = true;
+    for (const v1::DiffDifference& d : e.differences()) {
+      const tree::RowEntry in_a = EntryOf(d.key(), d.a());
+      const tree::RowEntry in_b = EntryOf(d.key(), d.b());
+      PrintDifference(ctx, d.has_a() ? &in_a : nullptr,
+                      d.has_b() ? &in_b : nullptr);
+    }
+    if (e.has_summary()) summary = e.summary();
+    return absl::OkStatus();
+  });
+  std::cout.flush();
+  *fallback = FallbackReason(status, streamed, a->address());
+  if (fallback->has_value()) return std::optional<DiffOutcome>();
+  if (!status.ok()) return CallFailed(ctx, status);
+  if (!summary.has_value()) {
+    return absl::DataLossError(absl::StrFormat(
+        "node %s ended the diff without its summary", a->address()));
+  }
+  DiffOutcome outcome;
+  outcome.stats = DiffStatsOf(*summary);
+  outcome.seconds = summary->seconds();
+  outcome.a_absent = !summary->a_has_keyspace();
+  outcome.b_absent = !summary->b_has_keyspace();
+  return std::optional<DiffOutcome>(outcome);
+}
+
+CommandResult PrintDiff(const Context& ctx, const DiffOutcome& outcome) {
+  const std::string& a = ctx.args[0];
+  const std::string& b = ctx.args[1];
+  if (outcome.a_absent && outcome.b_absent) {
+    return tree::KeyspaceAbsentOnBoth(ctx.keyspace, a, b);
+  }
+  const tree::DiffStats& stats = outcome.stats;
+  if (ctx.json) {
+    Json summary = DiffStatsJson(stats, outcome.seconds);
+    summary["keyspace"] = ctx.keyspace;
+    summary["a_has_keyspace"] = !outcome.a_absent;
+    summary["b_has_keyspace"] = !outcome.b_absent;
+    PrintJson({{"summary", summary}});
+  } else {
+    std::string absent;
+    if (outcome.a_absent || outcome.b_absent) {
+      absent = absl::StrFormat("; keyspace absent on %s, compared as empty",
+                               outcome.a_absent ? "a" : "b");
+    }
+    std::cout << absl::StrFormat(
+        "%s: keyspace '%s' on a=%s and b=%s (%s, %.3f s%s)\n",
+        stats.differences == 0
+            ? std::string("equal")
+            : absl::StrCat(stats.differences, stats.differences == 1
+                                                  ? " key differs"
+                                                  : " keys differ"),
+        ctx.keyspace, a, b, DiffStatsText(stats), outcome.seconds, absent);
+  }
+  return stats.differences == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+CommandResult Diff(const Context& ctx) {
+  if (auto pg = MaybePostgres(ctx, /*repair=*/false)) return *std::move(pg);
+  TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
+  // Both addresses are checked here, whichever node dials B.
+  for (const std::string& address : ctx.args) {
+    TALLY_RETURN_IF_ERROR(Connect(ctx, address).status());
+  }
+  std::optional<std::string> fallback;
+  if (!ctx.third_party) {
+    TALLY_ASSIGN_OR_RETURN(std::optional<DiffOutcome> on_a,
+                           DiffOnA(ctx, &fallback));
+    if (on_a.has_value()) return PrintDiff(ctx, *on_a);
+  }
+  absl::StatusOr<DiffOutcome> here = DiffFromHere(ctx);
+  if (!here.ok()) return WithFallbackNote(fallback, here.status());
+  return WithFallbackNote(fallback, PrintDiff(ctx, *here));
+}
+
+}  // namespace cli
+}  // namespace tally

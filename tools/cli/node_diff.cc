@@ -1,0 +1,143 @@
+#include "tools/cli/node_diff.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "node/replica.h"
+#include "tools/cli/command.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/format.h"
+#include "tools/cli/pg_diff.h"
+#include "tools/cli/pg_url.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace cli {
+
+// Why a RunDiff on A is run from here instead, or nullopt when it is not:
+// only before A streamed anything, and only when A could not reach B or
+// does not know the call.
+std::optional<std::string> FallbackReason(const absl::Status& status,
+                                          bool streamed, const std::string& a) {
+  if (status.ok() || streamed) return std::nullopt;
+  if (absl::IsUnimplemented(status)) {
+    return absl::StrFormat("node %s has no RunDiff (an older tallyd)", a);
+  }
+  // A refuses to diff against itself (B names A, by its address or under
+  // its name); from here the two are compared as before: equal.
+  if (node::PeerIsSelf(status)) {
+    return absl::StrFormat("node %s and B are the same node", a);
+  }
+  if (absl::IsUnavailable(status) && node::UnreachablePeer(status)) {
+    return std::string(
+        status.message());  // "node A (name) cannot reach B: ..."
+  }
+  return std::nullopt;
+}
+
+// The fallback's note goes on stderr once the run from here is over: as a
+// line of its own after a success, within the one error line after a
+// failure.
+CommandResult WithFallbackNote(const std::optional<std::string>& reason,
+                               CommandResult result) {
+  if (!reason.has_value()) return result;
+  if (!result.ok()) {
+    return absl::Status(
+        result.status().code(),
+        absl::StrCat(result.status().message(), " (ran it from here because ",
+                     *reason, ")"));
+  }
+  std::fprintf(stderr, "tally: %s; ran it from here instead\n",
+               reason->c_str());
+  return result;
+}
+
+// One side of a difference as A streamed it.
+tree::RowEntry EntryOf(const std::string& key, const v1::DiffSide& side) {
+  tree::RowEntry entry;
+  entry.key = key;
+  entry.version = VersionOf(side.version());
+  entry.deleted = side.deleted();
+  return entry;
+}
+
+// Connects to A only and waits for the connection, so that its set-up is
+// not inside the diff's timing.
+absl::StatusOr<std::unique_ptr<node::NodeClient>> ConnectToA(
+    const Context& ctx) {
+  constexpr absl::Duration kConnectWait = absl::Seconds(3);
+  TALLY_ASSIGN_OR_RETURN(auto a, Connect(ctx, ctx.args[0]));
+  a->AwaitConnection(std::min(ctx.client_options.rpc_timeout, kConnectWait));
+  return a;
+}
+
+Json DiffStatsJson(const tree::DiffStats& stats, double seconds) {
+  return {{"differences", stats.differences},
+          {"rounds", stats.rounds},
+          {"bytes_sent", stats.bytes_sent},
+          {"bytes_received", stats.bytes_received},
+          {"seconds", seconds}};
+}
+
+std::string DiffStatsText(const tree::DiffStats& stats) {
+  return absl::StrFormat("%d round%s, %s sent, %s received", stats.rounds,
+                         stats.rounds == 1 ? "" : "s",
+                         HumanBytes(stats.bytes_sent),
+                         HumanBytes(stats.bytes_received));
+}
+
+tree::DiffStats DiffStatsOf(const v1::RunDiffSummary& summary) {
+  tree::DiffStats stats;
+  stats.differences = summary.differences();
+  stats.rounds = summary.rounds();
+  stats.bytes_sent = summary.bytes_sent();
+  stats.bytes_received = summary.bytes_received();
+  return stats;
+}
+
+// Sets up both connections at once and before the first round, so that a
+// diff's rounds and its timing do not include them. A node that cannot be
+// reached is reported by the first call, as without this; a link that
+// swallows packets delays that report by at most kConnectWait.
+void ConnectBoth(const Context& ctx, node::NodeClient& a, node::NodeClient& b) {
+  constexpr absl::Duration kConnectWait = absl::Seconds(3);
+  const absl::Duration wait =
+      std::min(ctx.client_options.rpc_timeout, kConnectWait);
+  a.StartConnecting();
+  b.StartConnecting();
+  a.AwaitConnection(wait);
+  b.AwaitConnection(wait);
+}
+
+// `tally diff URL URL` / `tally repair URL URL`: two PostgreSQL databases
+// compared directly (tools/cli/pg_diff.h), no node involved.
+std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
+  const bool url_a = IsPostgresUrl(ctx.args[0]);
+  const bool url_b = IsPostgresUrl(ctx.args[1]);
+  if (!url_a && !url_b) return std::nullopt;
+  if (url_a != url_b) {
+    return CommandResult(absl::InvalidArgumentError(
+        "give two PostgreSQL URLs or two node addresses, not one of each"));
+  }
+  PgDiffOptions options;
+  options.url_a = ctx.args[0];
+  options.url_b = ctx.args[1];
+  options.tables = ctx.tables;
+  options.json = ctx.json;
+  options.timeout = ctx.client_options.rpc_timeout;
+  options.repair = repair;
+  options.source = ctx.source;
+  options.dry_run = ctx.dry_run;
+  return RunPgDiff(options);
+}
+
+}  // namespace cli
+}  // namespace tally

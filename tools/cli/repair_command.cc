@@ -1,0 +1,437 @@
+// repair: two nodes made equal, two-way (last writer wins) or from a source.
+#include <atomic>
+#include <csignal>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "node/replica.h"
+#include "node/sync.h"
+#include "tools/cli/command.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/format.h"
+#include "tools/cli/node_diff.h"
+#include "tree/absent_as_empty_view.h"
+#include "tree/diff.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace cli {
+namespace {
+
+// Set by the first Ctrl-C during a repair: the sync stops between batches,
+// so that no batch is left half applied on the way out.
+std::atomic<bool> interrupted{false};
+
+extern "C" void OnInterrupt(int) {
+  interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+// A keyspace's root on a node after a repair.
+struct Root {
+  std::string hex = std::string(32, '0');
+  uint64_t rows = 0;
+  bool present = false;
+};
+
+// What a repair is asked to do, in the user's terms (A and B as given).
+struct RepairPlan {
+  bool one_way = false;
+  bool dry_run = false;
+  bool source_is_b = false;  // with one_way: B is the source, A the copy
+  std::string source_label() const { return source_is_b ? "B" : "A"; }
+  std::string copy_label() const { return source_is_b ? "A" : "B"; }
+};
+
+// What a repair did (a dry run: would do), wherever it ran; A and B as the
+// user named them.
+struct RepairOutcome {
+  node::SyncStats stats;  // rows_to_a and rows_to_b unused: see below
+  uint64_t to_a = 0;
+  uint64_t to_b = 0;
+  uint64_t would_copy_to_a = 0;
+  uint64_t would_copy_to_b = 0;
+  uint64_t would_erase = 0;
+  Root root_a;
+  Root root_b;
+};
+
+// Prints one key a dry run would change, and counts it.
+void PrintPlanned(const Context& ctx, const tree::RowEntry* in_a,
+                  const tree::RowEntry* in_b, v1::DiffAction action,
+                  RepairOutcome* outcome) {
+  std::string name;  // JSON
+  std::string what;  // text
+  switch (action) {
+    case v1::DIFF_ACTION_COPY_TO_A:
+      name = "copy_to_a";
+      what = "would copy to A";
+      ++outcome->would_copy_to_a;
+      break;
+    case v1::DIFF_ACTION_COPY_TO_B:
+      name = "copy_to_b";
+      what = "would copy to B";
+      ++outcome->would_copy_to_b;
+      break;
+    case v1::DIFF_ACTION_ERASE_FROM_A:
+      name = "erase_from_a";
+      what = "would erase from A";
+      ++outcome->would_erase;
+      break;
+    case v1::DIFF_ACTION_ERASE_FROM_B:
+      name = "erase_from_b";
+      what = "would erase from B";
+      ++outcome->would_erase;
+      break;
+    default:
+      name = "conflict";  // SyncStats counts these, dry run or not
+      what = "conflict (left alone)";
+      break;
+  }
+  if (ctx.json) {
+    Json line = DifferenceJson(in_a, in_b);
+    line["action"] = name;
+    PrintJson(line);
+  } else {
+    std::cout << absl::StrFormat("%-22s %s\n", what,
+                                 DifferenceText(in_a, in_b, "A", "B"));
+  }
+}
+
+void ShowProgress(ProgressLine& progress, uint64_t differences, uint64_t to_a,
+                  uint64_t to_b) {
+  progress.Update(absl::StrFormat(
+      "repair: %d differences found, %d rows copied to A, %d to B", differences,
+      to_a, to_b));
+}
+
+absl::Status RepairFailed(const Context& ctx, const RepairPlan& plan,
+                          const absl::Status& status) {
+  if (absl::IsNotFound(status)) return status;
+  return absl::Status(
+      status.code(),
+      absl::StrFormat("repair of keyspace '%s' %s: %s%s", ctx.keyspace,
+                      interrupted.load() ? "interrupted" : "failed",
+                      CallFailed(ctx, status).message(),
+                      plan.dry_run ? ""
+                                   : "; rows repaired so far stay repaired, "
+                                     "run it again to finish"));
+}
+
+// The repair from here: both nodes as remote replicas of this process.
+absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
+                                             const RepairPlan& plan) {
+  TALLY_ASSIGN_OR_RETURN(auto client_a, Connect(ctx, ctx.args[0]));
+  TALLY_ASSIGN_OR_RETURN(auto client_b, Connect(ctx, ctx.args[1]));
+  ConnectBoth(ctx, *client_a, *client_b);
+  TALLY_RETURN_IF_ERROR(CheckSchemas(ctx, *client_a, *client_b));
+
+  // The sync's `a` is the source; the user's A and B keep their names in
+  // everything printed.
+  const bool swapped = plan.one_way && plan.source_is_b;
+  node::NodeClient* sync_a = swapped ? client_b.get() : client_a.get();
+  node::NodeClient* sync_b = swapped ? client_a.get() : client_b.get();
+  std::unique_ptr<node::Replica> replica_a = node::NewRemoteReplica(sync_a);
+  std::unique_ptr<node::Replica> replica_b = node::NewRemoteReplica(sync_b);
+
+  RepairOutcome outcome;
+  ProgressLine progress;
+  node::SyncOptions options;
+  options.keyspace = ctx.keyspace;
+  options.a_is_source = plan.one_way;
+  options.dry_run = plan.dry_run;
+  options.cancelled = &interrupted;
+  if (plan.dry_run) {
+    options.on_difference = [&](const node::KeyDifference& d) {
+      using Action = node::KeyDifference::Action;
+      const tree::RowEntry* in_user_a = swapped ? d.in_b : d.in_a;
+      const tree::RowEntry* in_user_b = swapped ? d.in_a : d.in_b;
+      // The target, in the sync's terms, then in the user's.
+      const bool to_sync_b =
+          d.action == Action::kCopyToB || d.action == Action::kEraseFromB;
+      const bool to_user_a = to_sync_b == swapped;
+      v1::DiffAction action = v1::DIFF_ACTION_CONFLICT;
+      switch (d.action) {
+        case Action::kCopyToA:
+        case Action::kCopyToB:
+          action =
+              to_user_a ? v1::DIFF_ACTION_COPY_TO_A : v1::DIFF_ACTION_COPY_TO_B;
+          break;
+        case Action::kEraseFromB:
+          action = to_user_a ? v1::DIFF_ACTION_ERASE_FROM_A
+                             : v1::DIFF_ACTION_ERASE_FROM_B;
+          break;
+        case Action::kConflict:
+          break;
+      }
+      progress.Clear();
+      PrintPlanned(ctx, in_user_a, in_user_b, action, &outcome);
+    };
+  }
+  if (progress.enabled()) {
+    options.on_progress = [&](const node::SyncProgress& p) {
+      ShowProgress(progress, p.differences, swapped ? p.rows_to_b : p.rows_to_a,
+                   swapped ? p.rows_to_a : p.rows_to_b);
+    };
+  }
+
+  std::signal(SIGINT, OnInterrupt);
+  absl::StatusOr<node::SyncStats> result =
+      node::SyncKeyspace(*replica_a, *replica_b, options);
+  std::signal(SIGINT, SIG_DFL);
+  progress.Clear();
+  std::cout.flush();
+  if (!result.ok()) return RepairFailed(ctx, plan, result.status());
+  outcome.stats = *result;
+  outcome.to_a = swapped ? result->rows_to_b : result->rows_to_a;
+  outcome.to_b = swapped ? result->rows_to_a : result->rows_to_b;
+
+  // After a real repair, read both roots again: equal roots are the proof
+  // the user wants, unequal ones mean writes raced the repair or conflicts.
+  if (!plan.dry_run) {
+    for (auto [client, root] : {std::pair{client_a.get(), &outcome.root_a},
+                                std::pair{client_b.get(), &outcome.root_b}}) {
+      TALLY_ASSIGN_OR_RETURN(std::optional<v1::KeyspaceSummary> ks,
+                             FindKeyspace(ctx, *client, ctx.keyspace));
+      if (ks.has_value()) {
+        root->hex = RootHex(ks->root());
+        root->rows = ks->row_count();
+        root->present = true;
+      }
+    }
+  }
+  return outcome;
+}
+
+Root RootOf(const v1::RunDiffRoot& root) {
+  Root out;
+  if (!root.has_keyspace()) return out;
+  out.hex = RootHex(root.root());
+  out.rows = root.row_count();
+  out.present = true;
+  return out;
+}
+
+// The repair on A, or nullopt with `*fallback` set when it is to run from
+// here instead. A Ctrl-C cancels the call, and A stops between batches.
+absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
+    const Context& ctx, const RepairPlan& plan,
+    std::optional<std::string>* fallback) {
+  TALLY_ASSIGN_OR_RETURN(auto a, ConnectToA(ctx));
+  v1::RunDiffRequest request;
+  request.set_peer(ctx.args[1]);
+  request.set_keyspace(ctx.keyspace);
+  request.set_mode(!plan.one_way      ? v1::RUN_DIFF_MODE_REPAIR
+                   : plan.source_is_b ? v1::RUN_DIFF_MODE_REPAIR_FROM_PEER
+                                      : v1::RUN_DIFF_MODE_REPAIR_FROM_NODE);
+  request.set_dry_run(plan.dry_run);
+
+  RepairOutcome outcome;
+  ProgressLine progress;
+  bool streamed = false;
+  std::optional<v1::RunDiffSummary> summary;
+  // A signal handler cannot cancel a call; this thread does it for it.
+  node::StreamCanceller canceller;
+  std::atomic<bool> call_done{false};
+  std::signal(SIGINT, OnInterrupt);
+  std::thread watcher([&] {
+    while (!call_done.load()) {
+      if (interrupted.load()) {
+        canceller.Cancel();
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  });
+  const absl::Status status = a->RunDiff(
+      request,
+      [&](v1::RunDiffEvent& e) {
+        streamed = true;
+        for (const v1::DiffDifference& d : e.differences()) {
+          const tree::RowEntry in_a = EntryOf(d.key(), d.a());
+          const tree::RowEntry in_b = EntryOf(d.key(), d.b());
+          progress.Clear();
+          PrintPlanned(ctx, d.has_a() ? &in_a : nullptr,
+                       d.has_b() ? &in_b : nullptr, d.action(), &outcome);
+        }
+        if (e.has_progress()) {
+          ShowProgress(progress, e.progress().differences(),
+                       e.progress().rows_to_a(), e.progress().rows_to_b());
+        }
+        if (e.has_summary()) summary = e.summary();
+        return absl::OkStatus();
+      },
+      &canceller);
+  call_done.store(true);
+  watcher.join();
+  std::signal(SIGINT, SIG_DFL);
+  progress.Clear();
+  std::cout.flush();
+  *fallback = FallbackReason(status, streamed, a->address());
+  if (fallback->has_value()) return std::optional<RepairOutcome>();
+  if (!status.ok()) return RepairFailed(ctx, plan, status);
+  if (!summary.has_value()) {
+    return absl::DataLossError(absl::StrFormat(
+        "node %s ended the repair without its summary", a->address()));
+  }
+  if (!summary->a_has_keyspace() && !summary->b_has_keyspace()) {
+    // As the sync from here says it: the source first.
+    const bool swapped = plan.one_way && plan.source_is_b;
+    return tree::KeyspaceAbsentOnBoth(ctx.keyspace, ctx.args[swapped ? 1 : 0],
+                                      ctx.args[swapped ? 0 : 1]);
+  }
+  outcome.stats.diff = DiffStatsOf(*summary);
+  outcome.stats.erased_from_b = summary->erased();
+  outcome.stats.ignored = summary->ignored();
+  outcome.stats.conflicts = summary->conflicts();
+  outcome.stats.repair_bytes = summary->repair_bytes();
+  outcome.stats.duration = absl::Seconds(summary->seconds());
+  outcome.to_a = summary->rows_to_a();
+  outcome.to_b = summary->rows_to_b();
+  outcome.root_a = RootOf(summary->a_after());
+  outcome.root_b = RootOf(summary->b_after());
+  return std::optional<RepairOutcome>(std::move(outcome));
+}
+
+CommandResult PrintRepair(const Context& ctx, const RepairPlan& plan,
+                          const RepairOutcome& outcome) {
+  const node::SyncStats& stats = outcome.stats;
+  const bool one_way = plan.one_way;
+  const bool dry_run = plan.dry_run;
+  const std::string mode =
+      one_way ? absl::StrFormat("one-way from %s (source) to %s",
+                                plan.source_label(), plan.copy_label())
+              : "two-way (last writer wins)";
+  const double seconds = absl::ToDoubleSeconds(stats.duration);
+  const Root& root_a = outcome.root_a;
+  const Root& root_b = outcome.root_b;
+  const bool equal = root_a.hex == root_b.hex && root_a.rows == root_b.rows;
+  // Exit 1, as diff's "different": a script that runs repair and goes on
+  // must not take nodes that still differ for repaired ones. A dry run
+  // changes nothing, so the nodes still differ whenever it found a
+  // difference.
+  const bool still_differ = dry_run ? stats.diff.differences > 0 : !equal;
+  const uint64_t to_a = dry_run ? outcome.would_copy_to_a : outcome.to_a;
+  const uint64_t to_b = dry_run ? outcome.would_copy_to_b : outcome.to_b;
+  const uint64_t erased = dry_run ? outcome.would_erase : stats.erased_from_b;
+
+  if (ctx.json) {
+    Json summary = DiffStatsJson(stats.diff, seconds);
+    summary["keyspace"] = ctx.keyspace;
+    summary["mode"] = one_way ? "one-way" : "two-way";
+    summary["source"] = one_way ? Json(plan.source_label()) : nullptr;
+    summary["dry_run"] = dry_run;
+    summary["rows_to_a"] = to_a;
+    summary["rows_to_b"] = to_b;
+    summary["erased"] = erased;
+    summary["ignored"] = stats.ignored;
+    summary["conflicts"] = stats.conflicts;
+    summary["repair_bytes"] = stats.repair_bytes;
+    Json out = {{"summary", summary}};
+    if (!dry_run) {
+      auto root_json = [](const std::string& address, const Root& root) {
+        return Json{{"address", address},
+                    {"root", root.hex},
+                    {"rows", root.rows},
+                    {"has_keyspace", root.present}};
+      };
+      out["after"] = {{"a", root_json(ctx.args[0], root_a)},
+                      {"b", root_json(ctx.args[1], root_b)},
+                      {"equal", equal}};
+    }
+    PrintJson(out);
+    return still_differ ? 1 : 0;
+  }
+
+  std::string text = absl::StrFormat(
+      "%srepair of keyspace '%s', A=%s B=%s, %s\n", dry_run ? "dry-run " : "",
+      ctx.keyspace, ctx.args[0], ctx.args[1], mode);
+  const std::string verb = dry_run ? "would copy" : "copied";
+  // The traffic is what the diff moved (between the nodes when A ran it,
+  // through this tool when it ran here) and, in a real repair, the rows.
+  std::vector<std::vector<std::string>> rows = {
+      {"differences", absl::StrFormat("%d (%s)", stats.diff.differences,
+                                      DiffStatsText(stats.diff))},
+  };
+  // One-way never copies towards the source.
+  if (!one_way || plan.copy_label() == "A") {
+    rows.push_back({absl::StrCat(verb, " to A"), absl::StrCat(to_a)});
+  }
+  if (!one_way || plan.copy_label() == "B") {
+    rows.push_back({absl::StrCat(verb, " to B"), absl::StrCat(to_b)});
+  }
+  if (one_way) {
+    rows.push_back({absl::StrCat(dry_run ? "would erase" : "erased", " from ",
+                                 plan.copy_label()),
+                    absl::StrCat(erased)});
+  }
+  if (!dry_run) {
+    rows.push_back({"ignored", absl::StrFormat("%d (the target already had a "
+                                               "newer version)",
+                                               stats.ignored)});
+  }
+  rows.push_back({"conflicts", absl::StrFormat("%d (same version, different "
+                                               "content: left alone)",
+                                               stats.conflicts)});
+  if (!dry_run) {
+    rows.push_back(
+        {"moved", absl::StrFormat("%s of keys and values in %.3f s",
+                                  HumanBytes(stats.repair_bytes), seconds)});
+  }
+  absl::StrAppend(&text, Table(rows));
+  if (!dry_run) {
+    absl::StrAppend(
+        &text, "after repair:\n",
+        Table(
+            {{"A", ctx.args[0], root_a.hex, absl::StrCat(root_a.rows, " rows")},
+             {"B", ctx.args[1], root_b.hex,
+              absl::StrCat(root_b.rows, " rows")}}),
+        equal ? "  A and B are equal\n"
+              : "  A and B still differ (writes during the repair, or "
+                "conflicts); run repair again\n");
+  }
+  std::cout << text;
+  return still_differ ? 1 : 0;
+}
+
+}  // namespace
+
+CommandResult Repair(const Context& ctx) {
+  if (auto pg = MaybePostgres(ctx, /*repair=*/true)) return *std::move(pg);
+  TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
+  RepairPlan plan;
+  plan.one_way = ctx.given.count("source") > 0;
+  plan.dry_run = ctx.dry_run;
+  if (plan.one_way) {
+    TALLY_ASSIGN_OR_RETURN(const Side source,
+                           ParseSide(ctx.source, ctx.args[0], ctx.args[1]));
+    plan.source_is_b = source == Side::kB;
+  }
+  // Both addresses are checked here, whichever node dials B.
+  for (const std::string& address : ctx.args) {
+    TALLY_RETURN_IF_ERROR(Connect(ctx, address).status());
+  }
+  std::optional<std::string> fallback;
+  if (!ctx.third_party) {
+    TALLY_ASSIGN_OR_RETURN(std::optional<RepairOutcome> on_a,
+                           RepairOnA(ctx, plan, &fallback));
+    if (on_a.has_value()) return PrintRepair(ctx, plan, *on_a);
+  }
+  absl::StatusOr<RepairOutcome> here = RepairFromHere(ctx, plan);
+  if (!here.ok()) return WithFallbackNote(fallback, here.status());
+  return WithFallbackNote(fallback, PrintRepair(ctx, plan, *here));
+}
+
+}  // namespace cli
+}  // namespace tally
