@@ -183,7 +183,14 @@ std::string StoredSchemaChange(const CapturePosition& position,
       return absl::StrCat("table ", t.name(),
                           " is kept now but was not when the index was built");
     }
-    if (it->second != t.fingerprint()) {
+    if (it->second != t.stored_fingerprint()) {
+      if (it->second.substr(0, it->second.find(' ')) == t.fingerprint()) {
+        return absl::StrCat(
+            "the partitions of ", t.name(),
+            " changed while tallyd was stopped (a partition attached, "
+            "detached, created, dropped, truncated or rewritten: changes "
+            "logical decoding does not send as rows)");
+      }
       return absl::StrCat(
           "schema change: ", t.name(), " has fingerprint ", t.fingerprint(),
           " in the catalog, the index was "
@@ -556,6 +563,15 @@ class Sidecar::Impl {
             "; here the catalog, there the index): ",
             DescribeSchemaDifference(now->description(), t.description()));
       }
+      if (now->partition_layout() != t.partition_layout()) {
+        // Rows appeared or vanished with no row change decoded (an ATTACH,
+        // a DETACH, a TRUNCATE of one leaf): a rebuild finds them.
+        return absl::StrCat(
+            "the partitions of ", t.name(),
+            " changed (here the catalog, "
+            "there the index): ",
+            DescribePartitionChange(now->partitions(), t.partitions()));
+      }
     }
     return "";
   }
@@ -675,7 +691,7 @@ class Sidecar::Impl {
         // A position written before fingerprints were recorded: the
         // capture's next write records the schemas it follows with.
         for (const TableSchema& t : tables) {
-          position->fingerprints[t.name()] = t.fingerprint();
+          position->fingerprints[t.name()] = t.stored_fingerprint();
         }
       }
     }
