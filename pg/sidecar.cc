@@ -201,6 +201,30 @@ std::string StoredSchemaChange(const CapturePosition& position,
   return "";
 }
 
+// Why the node's publication cannot feed the capture of `tables` (empty:
+// it can): it must publish a partitioned table's changes via the root, or
+// they come under its leaves, which are no keyspace. A build sets it
+// (EnsurePublication) before creating its slot; a publication altered
+// since, or altered back by hand, needs a rebuild — changes already in WAL
+// decode with the setting of their time.
+absl::StatusOr<std::string> PublicationChange(
+    Connection& conn, absl::string_view publication,
+    const std::vector<TableSchema>& tables) {
+  const bool partitioned =
+      std::any_of(tables.begin(), tables.end(),
+                  [](const TableSchema& t) { return t.partitioned(); });
+  if (!partitioned) return std::string();
+  TALLY_ASSIGN_OR_RETURN(
+      Result r, conn.ExecParams("SELECT pubviaroot FROM pg_publication WHERE "
+                                "pubname = $1",
+                                {Param::Text(std::string(publication))}));
+  if (r.rows() == 1 && r.Value(0, 0) == "t") return std::string();
+  return absl::StrCat("publication ", publication,
+                      " does not publish via the partition root (or is "
+                      "missing): a partitioned table's changes would come "
+                      "under its partitions");
+}
+
 // Errors that retrying cannot mend: the sidecar stops ("failed").
 bool Permanent(const absl::Status& s) {
   return absl::IsDataLoss(s) || absl::IsInvalidArgument(s) ||
@@ -631,6 +655,10 @@ class Sidecar::Impl {
       TALLY_ASSIGN_OR_RETURN(reason,
                              RebuildReason(*position, system_id, *admin));
       if (reason.empty()) reason = StoredSchemaChange(*position, tables);
+      if (reason.empty()) {
+        TALLY_ASSIGN_OR_RETURN(
+            reason, PublicationChange(*admin, names_.publication, tables));
+      }
     }
     if (!reason.empty()) {
       const bool rebuild = position.has_value();
