@@ -188,10 +188,15 @@ absl::StatusOr<uint64_t> EstimatedRows(Connection& conn,
                                        const TableSchema& table) {
   TALLY_ASSIGN_OR_RETURN(
       Result r,
-      conn.ExecParams("SELECT sum(greatest(c.reltuples, 0))::bigint FROM "
-                      "pg_partition_tree($1::regclass) p JOIN pg_class c ON "
-                      "c.oid = p.relid WHERE p.isleaf",
-                      {Param::Text(table.quoted_name())}));
+      // A partitioned table's rows are its leaves' (pg_partition_tree of a
+      // plain table is empty).
+      conn.ExecParams(
+          "SELECT CASE WHEN c.relkind = 'p' THEN (SELECT "
+          "coalesce(sum(greatest(l.reltuples, 0)), 0) FROM "
+          "pg_partition_tree(c.oid) p JOIN pg_class l ON l.oid = p.relid "
+          "WHERE p.isleaf) ELSE greatest(c.reltuples, 0) END::bigint FROM "
+          "pg_class c WHERE c.oid = $1::regclass",
+          {Param::Text(table.quoted_name())}));
   uint64_t n = 0;
   if (r.rows() == 1) (void)absl::SimpleAtoi(r.Value(0, 0), &n);
   return n;

@@ -104,13 +104,14 @@ TableFacts ReadTableFacts(Connection& conn, const TableSchema& schema) {
   TableFacts facts;
   if (schema.relid() == 0) return facts;
   // A partitioned table has no rows of its own (reltuples -1): its
-  // leaves' count.
+  // leaves' count. (pg_partition_tree of a plain table is empty.)
   absl::StatusOr<Result> r = conn.Exec(absl::StrCat(
-      "SELECT (SELECT sum(greatest(l.reltuples, 0))::bigint FROM "
+      "SELECT CASE WHEN c.relkind = 'p' THEN (SELECT "
+      "coalesce(sum(greatest(l.reltuples, 0)), 0) FROM "
       "pg_catalog.pg_partition_tree(c.oid) p JOIN pg_catalog.pg_class l ON "
-      "l.oid = p.relid WHERE p.isleaf), EXISTS (SELECT 1 FROM "
-      "pg_catalog.pg_inherits WHERE inhparent = c.oid) FROM "
-      "pg_catalog.pg_class c WHERE c.oid = ",
+      "l.oid = p.relid WHERE p.isleaf) ELSE greatest(c.reltuples, 0) "
+      "END::bigint, EXISTS (SELECT 1 FROM pg_catalog.pg_inherits WHERE "
+      "inhparent = c.oid) FROM pg_catalog.pg_class c WHERE c.oid = ",
       schema.relid()));
   uint64_t rows = 0;
   if (!r.ok() || r->rows() != 1 || !absl::SimpleAtoi(r->Value(0, 0), &rows)) {
