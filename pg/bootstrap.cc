@@ -189,9 +189,15 @@ absl::StatusOr<uint64_t> EstimatedRows(Connection& conn,
                                        const TableSchema& table) {
   TALLY_ASSIGN_OR_RETURN(
       Result r,
-      conn.ExecParams("SELECT greatest(reltuples, 0)::bigint FROM pg_class "
-                      "WHERE oid = $1::regclass",
-                      {Param::Text(table.quoted_name())}));
+      // A partitioned table's rows are its leaves' (pg_partition_tree of a
+      // plain table is empty).
+      conn.ExecParams(
+          "SELECT CASE WHEN c.relkind = 'p' THEN (SELECT "
+          "coalesce(sum(greatest(l.reltuples, 0)), 0) FROM "
+          "pg_partition_tree(c.oid) p JOIN pg_class l ON l.oid = p.relid "
+          "WHERE p.isleaf) ELSE greatest(c.reltuples, 0) END::bigint FROM "
+          "pg_class c WHERE c.oid = $1::regclass",
+          {Param::Text(table.quoted_name())}));
   uint64_t n = 0;
   if (r.rows() == 1) (void)absl::SimpleAtoi(r.Value(0, 0), &n);
   return n;
@@ -211,13 +217,34 @@ absl::Status EnsurePublication(Connection& conn, absl::string_view name,
   std::vector<std::string> quoted;
   for (const TableSchema& t : tables) quoted.push_back(t.quoted_name());
   const std::string list = absl::StrJoin(quoted, ", ");
+  // publish_via_partition_root: a partitioned table's changes come under
+  // its own relid and name (the keyspace), not its leaves'; a cross-
+  // partition UPDATE is a Delete and an Insert of the parent. (A TRUNCATE
+  // of one leaf is then not sent at all: the sidecar's catalog check sees
+  // the leaf's new relfilenode, pg/table_schema.h.)
   if (exists.rows() == 0) {
-    TALLY_ASSIGN_OR_RETURN(Result created,
-                           conn.Exec(absl::StrCat("CREATE PUBLICATION ",
-                                                  conn.QuoteIdentifier(name),
-                                                  " FOR TABLE ", list)));
+    TALLY_ASSIGN_OR_RETURN(
+        Result created,
+        conn.Exec(absl::StrCat("CREATE PUBLICATION ",
+                               conn.QuoteIdentifier(name), " FOR TABLE ", list,
+                               " WITH (publish_via_partition_root = true)")));
     (void)created;
     return absl::OkStatus();
+  }
+  // A publication of an older tally, created without it. Only a build
+  // calls this, before it creates the slot: decoding reads the publication
+  // as of each change, and the new slot starts after this change.
+  TALLY_ASSIGN_OR_RETURN(
+      Result via_root,
+      conn.ExecParams("SELECT pubviaroot FROM pg_publication WHERE "
+                      "pubname = $1",
+                      {Param::Text(std::string(name))}));
+  if (via_root.rows() == 1 && via_root.Value(0, 0) != "t") {
+    TALLY_ASSIGN_OR_RETURN(
+        Result altered,
+        conn.Exec(absl::StrCat("ALTER PUBLICATION ", conn.QuoteIdentifier(name),
+                               " SET (publish_via_partition_root = true)")));
+    (void)altered;
   }
   TALLY_ASSIGN_OR_RETURN(
       Result listed,
@@ -331,7 +358,7 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
   // The schemas the index is built with, so that a later start (or the
   // sidecar's catalog check) sees a schema changed meanwhile.
   for (const TableSchema& t : options.tables) {
-    result.position.fingerprints[t.name()] = t.fingerprint();
+    result.position.fingerprints[t.name()] = t.stored_fingerprint();
   }
 
   TALLY_ASSIGN_OR_RETURN(Result begun,

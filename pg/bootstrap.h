@@ -181,8 +181,11 @@ struct BuildResult {
 absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
                                        storage::Store* store);
 
-// CREATE PUBLICATION `name` FOR TABLE the tables, or ALTER it to that list
-// when it lists others.
+// CREATE PUBLICATION `name` FOR TABLE the tables WITH
+// (publish_via_partition_root = true), or ALTER it to that setting and to
+// that list when it differs. Changes already in WAL decode with the
+// publication as it was when they were made: call it before creating the
+// slot that is to follow it.
 absl::Status EnsurePublication(Connection& conn, absl::string_view name,
                                const std::vector<TableSchema>& tables);
 

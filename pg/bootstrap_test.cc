@@ -145,6 +145,28 @@ class BootstrapTest : public ::testing::Test {
   std::shared_ptr<PgBackend> backend_;
 };
 
+// The build's estimate is the planner's row count (of a plain table: its
+// own; pg_partition_tree of one is empty), and the publication it makes
+// publishes via the partition root — also one made without it before.
+TEST_F(BootstrapTest, TheEstimateCountsRowsAndThePublicationIsViaTheRoot) {
+  ASSERT_TRUE(
+      pg_->Execute("ANALYZE t; CREATE PUBLICATION tally_old FOR TABLE t").ok());
+  TempDir dir;
+  std::unique_ptr<storage::Store> store = OpenStore(dir.path());
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<BuildResult> result = Build(*store);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->progress.rows_estimated, static_cast<uint64_t>(kRows));
+  EXPECT_EQ(*pg_->Execute(absl::StrCat(
+                "SELECT pubviaroot FROM pg_publication WHERE pubname = '",
+                NamesForNode("node-a").publication, "'")),
+            "t");
+  ASSERT_TRUE(EnsurePublication(*conn_, "tally_old", schema_).ok());
+  EXPECT_EQ(*pg_->Execute("SELECT pubviaroot FROM pg_publication WHERE "
+                          "pubname = 'tally_old'"),
+            "t");
+}
+
 // The same rows at the bootstrap version with their tokens, written by
 // Store::Write in the scan's order, as every build did before LoadAbsent.
 TEST_F(BootstrapTest, AFirstBuildLeavesTheStoreThatWriteLeaves) {

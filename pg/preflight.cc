@@ -1,5 +1,6 @@
 #include "pg/preflight.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -170,6 +171,33 @@ absl::StatusOr<std::vector<TableSchema>> Preflight(
           absl::StrCat("role ", role, " may not read and write table ", name,
                        ": GRANT SELECT, INSERT, UPDATE, DELETE ON ",
                        t->quoted_name(), " TO ", quoted_role));
+    }
+    // With the publication's publish_via_partition_root, a partition's
+    // changes come under its topmost ancestor in the publication: a kept
+    // partition of a kept table would see none, and its rows would be in
+    // two keyspaces.
+    absl::StatusOr<Result> ancestors = conn.ExecParams(
+        "SELECT n.nspname || '.' || c.relname FROM "
+        "pg_catalog.pg_partition_ancestors($1::regclass) a JOIN "
+        "pg_catalog.pg_class c ON c.oid = a.relid JOIN pg_catalog.pg_namespace "
+        "n ON n.oid = c.relnamespace WHERE a.relid <> $1::regclass",
+        {Param::Text(t->quoted_name())});
+    if (!ancestors.ok()) return ancestors.status();
+    for (int i = 0; i < ancestors->rows(); ++i) {
+      const absl::string_view ancestor = ancestors->Value(i, 0);
+      if (std::find(options.tables.begin(), options.tables.end(), ancestor) ==
+          options.tables.end()) {
+        continue;
+      }
+      problems.Add(
+          absl::StatusCode::kFailedPrecondition,
+          absl::StrCat(name, " is a partition of ", ancestor,
+                       ", which is kept too: its rows are kept as rows of ",
+                       ancestor,
+                       " (their changes come under it); remove "
+                       "--table ",
+                       name));
+      break;
     }
     tables.push_back(*std::move(t));
   }

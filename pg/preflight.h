@@ -6,7 +6,8 @@
 // version of captured changes); a role with REPLICATION (or a superuser)
 // that may call the replication-origin functions (PostgreSQL grants them to
 // superusers only) and read and write every kept table; every table present
-// with a primary key; a free replication slot unless the node's slot
+// with a primary key (plain or declaratively partitioned: see below); a
+// free replication slot unless the node's slot
 // exists already; a free replication-origin state unless the node's origin
 // exists already; a free WAL sender for the capture connection.
 //
@@ -15,6 +16,17 @@
 //   o.slot_name = "tally_db_3";
 //   o.origin_name = "tally_db_3";
 //   absl::StatusOr<std::vector<TableSchema>> tables = Preflight(conn, o);
+//
+// Partitioned tables. A partitioned table (relkind 'p') is kept as one
+// keyspace holding the rows of all its partitions; its primary key is the
+// parent's (PostgreSQL puts the partition key's columns in it). A leaf
+// partition named alone is kept as a plain table of its own: its keyspace
+// is its name, its rows those inside its bounds (a row moved out of it by
+// an UPDATE of the partition key is a delete there), and a peer's row
+// outside them cannot be applied to it. A partition whose ancestor is kept
+// too is refused: its changes come under the ancestor (the publication
+// publishes via the partition root), so the rows would be in two
+// keyspaces and one of them would never change.
 //
 // All problems are reported at once, one per "; "-separated clause, so an
 // operator fixes them in one round. The code is the first problem's:

@@ -57,6 +57,48 @@ TEST(Preflight, AReadyDatabasePassesAndGivesTheSchemas) {
   EXPECT_EQ((*tables)[1].name(), "public.a");
 }
 
+TEST(Preflight, APartitionedTablePassesAndAKeptPartitionOfItIsRefused) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  auto pg = StartCluster({});
+  ASSERT_NE(pg, nullptr);
+  ASSERT_TRUE(
+      pg->Execute(
+            "CREATE TABLE public.ev (id bigint, d date, PRIMARY KEY (id, d)) "
+            "PARTITION BY RANGE (d);"
+            "CREATE TABLE public.ev_1 PARTITION OF public.ev FOR VALUES FROM "
+            "('2026-01-01') TO ('2026-02-01') PARTITION BY HASH (id);"
+            "CREATE TABLE public.ev_1a PARTITION OF public.ev_1 FOR VALUES "
+            "WITH (MODULUS 2, REMAINDER 0);"
+            "CREATE TABLE public.ev_1b PARTITION OF public.ev_1 FOR VALUES "
+            "WITH (MODULUS 2, REMAINDER 1);"
+            "CREATE TABLE public.loose (id bigint, d date) PARTITION BY "
+            "RANGE (d)")
+          .ok());
+  auto c = Connect(*pg);
+  ASSERT_NE(c, nullptr);
+  PreflightOptions options;
+  options.tables = {"public.ev"};
+  auto tables = Preflight(*c, options);
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  EXPECT_TRUE((*tables)[0].partitioned());
+  // A leaf alone is a plain table of its own.
+  options.tables = {"public.ev_1a"};
+  tables = Preflight(*c, options);
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  EXPECT_FALSE((*tables)[0].partitioned());
+  // A partition (at any depth) of a kept table is refused, naming the fix;
+  // so is a partitioned table without a key.
+  options.tables = {"public.ev_1b", "public.ev", "public.loose"};
+  tables = Preflight(*c, options);
+  EXPECT_EQ(tables.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Mentions(tables.status(),
+                       "public.ev_1b is a partition of public.ev, which is "
+                       "kept too"))
+      << tables.status();
+  EXPECT_TRUE(Mentions(tables.status(), "remove --table public.ev_1b"));
+  EXPECT_TRUE(Mentions(tables.status(), "public.loose has no primary key"));
+}
+
 TEST(Preflight, WrongSettingsAreRefusedWithTheFix) {
   TALLY_SKIP_UNLESS_POSTGRES();
   auto pg = StartCluster({"wal_level=replica", "track_commit_timestamp=off"});

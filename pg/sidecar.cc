@@ -183,7 +183,14 @@ std::string StoredSchemaChange(const CapturePosition& position,
       return absl::StrCat("table ", t.name(),
                           " is kept now but was not when the index was built");
     }
-    if (it->second != t.fingerprint()) {
+    if (it->second != t.stored_fingerprint()) {
+      if (it->second.substr(0, it->second.find(' ')) == t.fingerprint()) {
+        return absl::StrCat(
+            "the partitions of ", t.name(),
+            " changed while tallyd was stopped (a partition attached, "
+            "detached, created, dropped, truncated or rewritten: changes "
+            "logical decoding does not send as rows)");
+      }
       return absl::StrCat(
           "schema change: ", t.name(), " has fingerprint ", t.fingerprint(),
           " in the catalog, the index was "
@@ -192,6 +199,30 @@ std::string StoredSchemaChange(const CapturePosition& position,
     }
   }
   return "";
+}
+
+// Why the node's publication cannot feed the capture of `tables` (empty:
+// it can): it must publish a partitioned table's changes via the root, or
+// they come under its leaves, which are no keyspace. A build sets it
+// (EnsurePublication) before creating its slot; a publication altered
+// since, or altered back by hand, needs a rebuild — changes already in WAL
+// decode with the setting of their time.
+absl::StatusOr<std::string> PublicationChange(
+    Connection& conn, absl::string_view publication,
+    const std::vector<TableSchema>& tables) {
+  const bool partitioned =
+      std::any_of(tables.begin(), tables.end(),
+                  [](const TableSchema& t) { return t.partitioned(); });
+  if (!partitioned) return std::string();
+  TALLY_ASSIGN_OR_RETURN(
+      Result r, conn.ExecParams("SELECT pubviaroot FROM pg_publication WHERE "
+                                "pubname = $1",
+                                {Param::Text(std::string(publication))}));
+  if (r.rows() == 1 && r.Value(0, 0) == "t") return std::string();
+  return absl::StrCat("publication ", publication,
+                      " does not publish via the partition root (or is "
+                      "missing): a partitioned table's changes would come "
+                      "under its partitions");
 }
 
 // Errors that retrying cannot mend: the sidecar stops ("failed").
@@ -556,6 +587,15 @@ class Sidecar::Impl {
             "; here the catalog, there the index): ",
             DescribeSchemaDifference(now->description(), t.description()));
       }
+      if (now->partition_layout() != t.partition_layout()) {
+        // Rows appeared or vanished with no row change decoded (an ATTACH,
+        // a DETACH, a TRUNCATE of one leaf): a rebuild finds them.
+        return absl::StrCat(
+            "the partitions of ", t.name(),
+            " changed (here the catalog, "
+            "there the index): ",
+            DescribePartitionChange(now->partitions(), t.partitions()));
+      }
     }
     return "";
   }
@@ -615,6 +655,10 @@ class Sidecar::Impl {
       TALLY_ASSIGN_OR_RETURN(reason,
                              RebuildReason(*position, system_id, *admin));
       if (reason.empty()) reason = StoredSchemaChange(*position, tables);
+      if (reason.empty()) {
+        TALLY_ASSIGN_OR_RETURN(
+            reason, PublicationChange(*admin, names_.publication, tables));
+      }
     }
     if (!reason.empty()) {
       const bool rebuild = position.has_value();
@@ -688,7 +732,7 @@ class Sidecar::Impl {
         // A position written before fingerprints were recorded: the
         // capture's next write records the schemas it follows with.
         for (const TableSchema& t : tables) {
-          position->fingerprints[t.name()] = t.fingerprint();
+          position->fingerprints[t.name()] = t.stored_fingerprint();
         }
       }
     }

@@ -41,7 +41,14 @@
 // with the one the index was built with (an `ADD COLUMN ... DEFAULT`
 // changes every row's bytes and decodes no row change); and, at start or
 // reconnect, the fingerprints the stored position recorded at the last
-// build (a change made while tallyd was stopped). Whichever notices first
+// build (a change made while tallyd was stopped). The check and the stored
+// fingerprints also cover a partitioned table's leaves (their OIDs and
+// relfilenodes, TableSchema::partition_layout()): an ATTACH, DETACH,
+// CREATE ... PARTITION OF, DROP or TRUNCATE of one partition brings or
+// removes rows that decoding never sends (a leaf's TRUNCATE is not
+// published via the root), so it rebuilds the same way — also for a new
+// empty partition or a rewrite (VACUUM FULL), where the rebuild finds
+// nothing to change. Whichever notices first
 // rebuilds; the rebuild takes the schemas it compares with afterwards, so
 // the others then see no difference and the same change is never rebuilt
 // twice.

@@ -357,6 +357,52 @@ TEST(TableDiff, RowsOfInheritanceChildrenAreScannedAsTheTablesRows) {
   }
 }
 
+// A partitioned table (which PostgreSQL will not COPY itself) against a
+// plain table of the same columns: the partitions' rows, sub-partitions
+// included, are the table's; and one with no partition yet is empty.
+TEST(TableDiff, APartitionedTableIsScannedThroughItsPartitions) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pa = StartCluster();
+  std::unique_ptr<PgCluster> pb = StartCluster();
+  ASSERT_TRUE(pa && pb);
+  Sql(*pa,
+      "CREATE TABLE p (id bigint PRIMARY KEY, v text) PARTITION BY RANGE "
+      "(id); CREATE TABLE p1 PARTITION OF p FOR VALUES FROM (0) TO (50);"
+      "CREATE TABLE p2 PARTITION OF p FOR VALUES FROM (50) TO (1000) "
+      "PARTITION BY HASH (id);"
+      "CREATE TABLE p2a PARTITION OF p2 FOR VALUES WITH (MODULUS 2, "
+      "REMAINDER 0);"
+      "CREATE TABLE p2b PARTITION OF p2 FOR VALUES WITH (MODULUS 2, "
+      "REMAINDER 1);"
+      "INSERT INTO p SELECT g, 'x' FROM generate_series(1, 100) g;"
+      "CREATE TABLE e (id bigint PRIMARY KEY, v text) PARTITION BY HASH "
+      "(id)");
+  Sql(*pb,
+      "CREATE TABLE p (id bigint PRIMARY KEY, v text);"
+      "INSERT INTO p SELECT g, 'x' FROM generate_series(1, 100) g;"
+      "UPDATE p SET v = 'y' WHERE id IN (7, 77);"
+      "CREATE TABLE e (id bigint PRIMARY KEY, v text);"
+      "INSERT INTO e VALUES (1, 'only in b')");
+  auto a = Connect(*pa);
+  auto b = Connect(*pb);
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<TableDiff> d = DiffTables(*a, *b, "public.p", "public.p");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->rows_a, 100u);
+  EXPECT_EQ(d->rows_b, 100u);
+  ASSERT_EQ(d->differences.size(), 2u);
+  std::vector<int64_t> ids;
+  for (const RowDifference& r : d->differences) ids.push_back(IdOf(r.key));
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<int64_t>{7, 77}));
+
+  d = DiffTables(*a, *b, "public.e", "public.e");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->rows_a, 0u);
+  EXPECT_EQ(d->rows_b, 1u);
+  EXPECT_EQ(d->differences.size(), 1u);
+}
+
 }  // namespace
 }  // namespace pg
 }  // namespace tally

@@ -73,6 +73,28 @@ absl::StatusOr<Result> ReadColumns(Connection& conn, const std::string& schema,
   return rows;
 }
 
+// The leaf partitions of partitioned table `relid`, one line each in OID
+// order: OID, relfilenode, qualified name. An ATTACH, DETACH, DROP or
+// CREATE of a partition changes the lines; a TRUNCATE (and a rewrite:
+// VACUUM FULL, CLUSTER, ALTER TABLE ... TYPE) gives the leaf a new
+// relfilenode.
+absl::StatusOr<std::string> ReadPartitions(Connection& conn, Oid relid) {
+  TALLY_ASSIGN_OR_RETURN(
+      Result r,
+      conn.ExecParams(
+          "SELECT c.oid, c.relfilenode, n.nspname || '.' || c.relname FROM "
+          "pg_catalog.pg_partition_tree($1::oid) p JOIN pg_catalog.pg_class "
+          "c ON c.oid = p.relid JOIN pg_catalog.pg_namespace n ON n.oid = "
+          "c.relnamespace WHERE p.isleaf ORDER BY c.oid",
+          {Param::Text(absl::StrCat(relid))}));
+  std::string out;
+  for (int i = 0; i < r.rows(); ++i) {
+    absl::StrAppend(&out, r.Value(i, 0), " ", r.Value(i, 1), " ", r.Value(i, 2),
+                    "\n");
+  }
+  return out;
+}
+
 // One line of a description, parsed back.
 struct DescribedColumn {
   int key_position = 0;  // 0: not in the key
@@ -188,14 +210,14 @@ absl::StatusOr<TableSchema> TableSchema::Read(
         absl::StrCat("table ", qualified_name, " does not exist"));
   }
   const absl::string_view relkind = rows->Value(0, 1);
-  if (relkind != "r") {
+  if (relkind != "r" && relkind != "p") {
     return absl::FailedPreconditionError(absl::StrCat(
-        qualified_name, " is not a plain table (pg_class.relkind '", relkind,
-        "'): tally keeps the rows of tables",
-        relkind == "p" ? "; name the partitions of a partitioned table" : ""));
+        qualified_name, " is not a table (pg_class.relkind '", relkind,
+        "'): tally keeps the rows of plain and partitioned tables"));
   }
   TableSchema t;
   t.name_ = std::string(qualified_name);
+  t.partitioned_ = relkind == "p";
   if (!absl::SimpleAtoi(rows->Value(0, 0), &t.relid_)) {
     return absl::InternalError("pg_class.oid is not a number");
   }
@@ -222,17 +244,36 @@ absl::StatusOr<TableSchema> TableSchema::Read(
     t.columns_.push_back(std::move(col));
   }
   if (key.empty()) {
+    std::string partition_key;
+    if (t.partitioned_) {
+      // PostgreSQL requires the partition key's columns in the key.
+      TALLY_ASSIGN_OR_RETURN(
+          Result pk,
+          conn.ExecParams("SELECT pg_catalog.pg_get_partkeydef($1)",
+                          {Param::Text(std::string(rows->Value(0, 0)))}));
+      partition_key = absl::StrCat(
+          " (a partitioned table's key must include the columns of its "
+          "partition key, ",
+          pk.rows() == 1 ? pk.Value(0, 0) : "", ")");
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "table ", qualified_name,
         " has no primary key: tally identifies rows by it (and logical "
         "decoding sends old keys by it); add one, e.g. ALTER TABLE ",
         QuoteName(schema), ".", QuoteName(table),
-        " ADD PRIMARY KEY (<columns>)"));
+        " ADD PRIMARY KEY (<columns>)", partition_key));
   }
   std::sort(key.begin(), key.end());
   std::vector<std::string> key_names;
   for (auto& k : key) key_names.push_back(std::move(k.second));
   TALLY_RETURN_IF_ERROR(t.Finish(key_names));
+  if (t.partitioned_) {
+    TALLY_ASSIGN_OR_RETURN(t.partitions_, ReadPartitions(conn, t.relid_));
+    const XXH128_hash_t h =
+        XXH3_128bits(t.partitions_.data(), t.partitions_.size());
+    t.partition_layout_ =
+        absl::StrFormat("%s%016x%016x", kPartitionsPrefix, h.high64, h.low64);
+  }
   return t;
 }
 
@@ -289,6 +330,56 @@ absl::Status TableSchema::Finish(const std::vector<std::string>& primary_key) {
   fingerprint_ =
       absl::StrFormat("%s%016x%016x", kFingerprintPrefix, h.high64, h.low64);
   return absl::OkStatus();
+}
+
+std::string TableSchema::stored_fingerprint() const {
+  if (!partitioned_) return fingerprint_;
+  return absl::StrCat(fingerprint_, " ", partition_layout_);
+}
+
+std::string DescribePartitionChange(absl::string_view here,
+                                    absl::string_view there) {
+  // Lines are "oid relfilenode name": by OID, what is new, gone, rewritten.
+  absl::flat_hash_map<std::string, std::pair<std::string, std::string>> a, b;
+  auto parse = [](absl::string_view text, auto* out) {
+    for (absl::string_view line :
+         absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+      std::vector<std::string> f =
+          absl::StrSplit(line, absl::MaxSplits(' ', 2));
+      if (f.size() == 3) (*out)[f[0]] = {f[1], f[2]};
+    }
+  };
+  parse(here, &a);
+  parse(there, &b);
+  std::vector<std::string> added, gone, rewritten;
+  for (const auto& [oid, leaf] : a) {
+    auto it = b.find(oid);
+    if (it == b.end()) {
+      added.push_back(leaf.second);
+    } else if (it->second.first != leaf.first) {
+      rewritten.push_back(leaf.second);
+    }
+  }
+  for (const auto& [oid, leaf] : b) {
+    if (!a.contains(oid)) gone.push_back(leaf.second);
+  }
+  std::sort(added.begin(), added.end());
+  std::sort(gone.begin(), gone.end());
+  std::sort(rewritten.begin(), rewritten.end());
+  std::vector<std::string> parts;
+  if (!added.empty()) {
+    parts.push_back(
+        absl::StrCat("partitions new here: ", absl::StrJoin(added, ", ")));
+  }
+  if (!gone.empty()) {
+    parts.push_back(
+        absl::StrCat("partitions gone here: ", absl::StrJoin(gone, ", ")));
+  }
+  if (!rewritten.empty()) {
+    parts.push_back(absl::StrCat("partitions truncated or rewritten here: ",
+                                 absl::StrJoin(rewritten, ", ")));
+  }
+  return absl::StrJoin(parts, "; ");
 }
 
 std::string TableSchema::select_list() const {

@@ -46,6 +46,8 @@ namespace pg {
 
 // The prefix of every PostgreSQL schema fingerprint (its format version).
 inline constexpr absl::string_view kFingerprintPrefix = "postgresql/1:";
+// The prefix of a partitioned table's partition layout.
+inline constexpr absl::string_view kPartitionsPrefix = "partitions/1:";
 
 struct TableColumn {
   std::string name;
@@ -68,8 +70,10 @@ class TableSchema {
   // Reads table `qualified_name` ("schema.table") from the catalog of the
   // database `conn` is connected to. Returns kInvalidArgument for a name
   // without a schema; kNotFound when there is no such table;
-  // kFailedPrecondition when the relation is not a plain table, or has no
-  // primary key (naming the table and the fix); a connection's error otherwise.
+  // kFailedPrecondition when the relation is neither a plain nor a
+  // partitioned table, or has no primary key (naming the table and the
+  // fix); a connection's error otherwise. A leaf partition reads as a plain
+  // table (pg/preflight.h says when one may be kept).
   // REQUIRES: `conn` is an ordinary connection with no transaction open,
   // or in a transaction whose snapshot the caller means to describe.
   static absl::StatusOr<TableSchema> Read(Connection& conn,
@@ -111,6 +115,24 @@ class TableSchema {
   // kFingerprintPrefix + hex XXH3-128 of description().
   const std::string& fingerprint() const { return fingerprint_; }
 
+  // A declaratively partitioned table (pg_class.relkind 'p'). Its rows are
+  // those of its leaf partitions; the fingerprint is the parent's columns
+  // and key alone, so two databases partitioned differently still exchange
+  // rows.
+  bool partitioned() const { return partitioned_; }
+  // A partitioned table's leaf partitions as read, one line each: "OID
+  // relfilenode schema.name" (empty for a plain table). ATTACH, DETACH,
+  // CREATE ... PARTITION OF and DROP change the lines, and so do TRUNCATE
+  // of a leaf and rewrites (a new relfilenode): the changes logical
+  // decoding does not send as rows.
+  const std::string& partitions() const { return partitions_; }
+  // kPartitionsPrefix + hex XXH3-128 of partitions(); empty for a plain
+  // table. Local to this database: never compared with peers.
+  const std::string& partition_layout() const { return partition_layout_; }
+  // What the index records it was built from (pg/capture_position.h): the
+  // fingerprint, and for a partitioned table " " and its partition layout.
+  std::string stored_fingerprint() const;
+
  private:
   TableSchema() = default;
   // Orders the columns, builds the quoted names, description, fingerprint.
@@ -123,7 +145,16 @@ class TableSchema {
   size_t key_columns_ = 0;
   std::string description_;
   std::string fingerprint_;
+  bool partitioned_ = false;
+  std::string partitions_;
+  std::string partition_layout_;
 };
+
+// Names how two partitions() lists differ, in the words of the node that
+// holds `here` ("partitions new here: public.ev_3; partitions truncated or
+// rewritten here: public.ev_1"). Empty when they are equal.
+std::string DescribePartitionChange(absl::string_view here,
+                                    absl::string_view there);
 
 // Names how two descriptions (TableSchema::description()) differ, in the
 // words of the node that holds `here`: "column b: integer here, bigint

@@ -175,6 +175,83 @@ TEST_F(TableSchemaTest, RefusesWhatItCannotKeep) {
   EXPECT_EQ(Names(*t), (std::vector<std::string>{"id", "a"}));
 }
 
+TEST_F(TableSchemaTest, APartitionedTableIsKeptWithItsParentsKey) {
+  auto c = Database("", R"sql(
+      CREATE TABLE public.ev (id bigint, d date, v text, PRIMARY KEY (id, d))
+        PARTITION BY RANGE (d);
+      CREATE TABLE public.ev_1 PARTITION OF public.ev
+        FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');
+      CREATE TABLE public.ev_2 PARTITION OF public.ev
+        FOR VALUES FROM ('2026-02-01') TO ('2026-03-01');
+      CREATE TABLE public.plain (id bigint, d date, v text,
+                                 PRIMARY KEY (id, d));
+      CREATE TABLE public.nokey (id bigint, d date) PARTITION BY RANGE (d);)sql");
+  ASSERT_NE(c, nullptr);
+  absl::StatusOr<TableSchema> ev = TableSchema::Read(*c, "public.ev");
+  ASSERT_TRUE(ev.ok()) << ev.status();
+  EXPECT_TRUE(ev->partitioned());
+  EXPECT_EQ(Names(*ev), (std::vector<std::string>{"id", "d", "v"}));
+  EXPECT_EQ(ev->key_columns(), 2u);
+  // The parent's columns and key alone: a plain table of the same columns
+  // has the same fingerprint (peers may partition otherwise, or not).
+  absl::StatusOr<TableSchema> plain = TableSchema::Read(*c, "public.plain");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->partitioned());
+  EXPECT_EQ(ev->fingerprint(), plain->fingerprint());
+  EXPECT_TRUE(plain->partition_layout().empty());
+  EXPECT_EQ(plain->stored_fingerprint(), plain->fingerprint());
+  EXPECT_TRUE(absl::StartsWith(ev->partition_layout(), kPartitionsPrefix));
+  EXPECT_EQ(ev->stored_fingerprint(),
+            absl::StrCat(ev->fingerprint(), " ", ev->partition_layout()));
+  EXPECT_NE(ev->partitions().find(" public.ev_1\n"), std::string::npos)
+      << ev->partitions();
+  // A leaf reads as a plain table with the parent's key.
+  absl::StatusOr<TableSchema> leaf = TableSchema::Read(*c, "public.ev_1");
+  ASSERT_TRUE(leaf.ok()) << leaf.status();
+  EXPECT_FALSE(leaf->partitioned());
+  EXPECT_EQ(leaf->fingerprint(), ev->fingerprint());
+
+  // What decoding does not send changes the layout, and the change is
+  // named: a leaf's TRUNCATE, a new partition, a detached one.
+  auto layout_after = [&](const std::string& sql) {
+    EXPECT_TRUE(c->Exec(sql).ok()) << sql;
+    absl::StatusOr<TableSchema> now = TableSchema::Read(*c, "public.ev");
+    EXPECT_TRUE(now.ok()) << now.status();
+    EXPECT_EQ(now->fingerprint(), ev->fingerprint());
+    return now.ok() ? *std::move(now) : *ev;
+  };
+  TableSchema truncated = layout_after("TRUNCATE public.ev_1");
+  EXPECT_NE(truncated.partition_layout(), ev->partition_layout());
+  EXPECT_EQ(DescribePartitionChange(truncated.partitions(), ev->partitions()),
+            "partitions truncated or rewritten here: public.ev_1");
+  TableSchema created = layout_after(
+      "CREATE TABLE public.ev_3 PARTITION OF public.ev FOR VALUES FROM "
+      "('2026-03-01') TO ('2026-04-01')");
+  EXPECT_EQ(
+      DescribePartitionChange(created.partitions(), truncated.partitions()),
+      "partitions new here: public.ev_3");
+  TableSchema detached =
+      layout_after("ALTER TABLE public.ev DETACH PARTITION public.ev_2");
+  EXPECT_EQ(
+      DescribePartitionChange(detached.partitions(), created.partitions()),
+      "partitions gone here: public.ev_2");
+  EXPECT_EQ(
+      DescribePartitionChange(detached.partitions(), detached.partitions()),
+      "");
+  // Inserting rows changes nothing.
+  TableSchema written =
+      layout_after("INSERT INTO public.ev VALUES (1, '2026-01-05', 'x')");
+  EXPECT_EQ(written.partition_layout(), detached.partition_layout());
+
+  // Without a primary key, the refusal names the partition key.
+  absl::StatusOr<TableSchema> nokey = TableSchema::Read(*c, "public.nokey");
+  EXPECT_EQ(nokey.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(nokey.status().message().find("must include the columns of its "
+                                          "partition key, RANGE (d)"),
+            std::string::npos)
+      << nokey.status();
+}
+
 // XXH3-128 over the canonical key and value of every row of a binary COPY
 // of `t`'s SELECT list, in key order, as hex.
 std::string DigestOfTable(Connection& c, const TableSchema& t) {
