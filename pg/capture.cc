@@ -740,7 +740,8 @@ absl::Status Capture::ReadBackOnce(const Keyspace& ks, absl::string_view key,
                                    std::optional<std::string>* value,
                                    RowToken* token) {
   std::vector<Field> key_fields;
-  TALLY_RETURN_IF_ERROR(ks.codec.DecodeKey(key, &key_fields));
+  std::string storage;
+  TALLY_RETURN_IF_ERROR(ks.codec.DecodeKey(key, &storage, &key_fields));
   std::vector<Param> params;
   for (size_t i = 0; i < key_fields.size(); ++i) {
     if (key_fields[i].is_null()) {

@@ -454,6 +454,7 @@ absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
   std::vector<CopyBinaryWriter> stages(tables.size());
   std::vector<bool> used(tables.size(), false);
   std::vector<Field> fields;
+  std::string local_bytes;
   std::vector<Field> staged;
   for (size_t t = 0; t < tables.size(); ++t) {
     // In key order: the statement probes the primary key and the heap in
@@ -482,9 +483,10 @@ absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
         if (!token.ok()) continue;
         expected = *token;
       }
-      absl::Status decoded = op == 'u' || op == 'i'
-                                 ? codec.Decode(row.row.key, row.value, &fields)
-                                 : codec.DecodeKey(row.row.key, &fields);
+      absl::Status decoded =
+          op == 'u' || op == 'i'
+              ? codec.Decode(row.row.key, row.value, &local_bytes, &fields)
+              : codec.DecodeKey(row.row.key, &local_bytes, &fields);
       if (!decoded.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("a row of keyspace ", row.row.keyspace,
@@ -649,8 +651,13 @@ absl::Status PgBackend::ReadTable(
   std::vector<std::vector<absl::string_view>> key_arrays(k);
   std::vector<Field> fields;
   std::vector<size_t> asked;
+  // The keys' local bytes, when a key column is rewritten: one string per
+  // key, sized up front so that the views into them stay put.
+  std::vector<std::string> local_bytes(indexes.size());
+  size_t next_local = 0;
   for (size_t i : indexes) {
-    absl::Status s = codec.DecodeKey(rows[i].key, &fields);
+    absl::Status s =
+        codec.DecodeKey(rows[i].key, &local_bytes[next_local++], &fields);
     bool has_null = false;
     for (const Field& f : fields) has_null |= f.is_null();
     if (!s.ok() || has_null) {

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "pg/internal/big_endian.h"
+#include "tree/status_macros.h"
 
 namespace tally {
 namespace pg {
@@ -112,6 +114,38 @@ absl::Status DecodeFields(absl::string_view bytes, size_t count,
   return absl::OkStatus();
 }
 
+RowCodec::RowCodec(size_t key_columns, size_t value_columns,
+                   std::shared_ptr<const ColumnShapes> shapes)
+    : key_columns_(key_columns),
+      value_columns_(value_columns),
+      shapes_(std::move(shapes)) {}
+
+absl::Status RowCodec::AppendCanonical(absl::Span<const Field> fields,
+                                       size_t first_column,
+                                       std::string* out) const {
+  const size_t at = out->size();
+  AppendFields(fields, out);
+  if (shapes_ == nullptr) return absl::OkStatus();
+  size_t pos = at;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    pos += 4;
+    const Field& f = fields[i];
+    if (f.is_null()) continue;
+    const TypeShape* shape = (*shapes_)[first_column + i].get();
+    if (shape != nullptr) {
+      absl::Status s = RewriteOids(*shape, OidMode::kCanonical, &(*out)[pos],
+                                   f.bytes().size());
+      if (!s.ok()) {
+        out->resize(at);
+        return absl::Status(s.code(), absl::StrCat("column ", first_column + i,
+                                                   ": ", s.message()));
+      }
+    }
+    pos += f.bytes().size();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RowCodec::Encode(absl::Span<const Field> fields, std::string* key,
                               std::string* value) const {
   if (fields.size() != columns()) {
@@ -121,9 +155,9 @@ absl::Status RowCodec::Encode(absl::Span<const Field> fields, std::string* key,
   }
   key->clear();
   value->clear();
-  AppendFields(fields.subspan(0, key_columns_), key);
-  AppendFields(fields.subspan(key_columns_), value);
-  return absl::OkStatus();
+  TALLY_RETURN_IF_ERROR(
+      AppendCanonical(fields.subspan(0, key_columns_), 0, key));
+  return AppendCanonical(fields.subspan(key_columns_), key_columns_, value);
 }
 
 absl::Status RowCodec::EncodeKey(absl::Span<const Field> key_fields,
@@ -134,13 +168,39 @@ absl::Status RowCodec::EncodeKey(absl::Span<const Field> key_fields,
                      key_columns_, " primary-key columns"));
   }
   key->clear();
-  AppendFields(key_fields, key);
+  return AppendCanonical(key_fields, 0, key);
+}
+
+absl::Status RowCodec::ToLocal(size_t first_column,
+                               std::vector<Field>* fields) const {
+  // The fields point into the caller's storage, which the caller owns
+  // mutably: rewriting through them is rewriting the storage.
+  for (size_t i = first_column; i < fields->size(); ++i) {
+    const Field& f = (*fields)[i];
+    const TypeShape* shape = (*shapes_)[i].get();
+    if (f.is_null() || shape == nullptr) continue;
+    absl::Status s =
+        RewriteOids(*shape, OidMode::kLocal,
+                    const_cast<char*>(f.bytes().data()), f.bytes().size());
+    if (!s.ok()) {
+      fields->clear();
+      return absl::InvalidArgumentError(
+          absl::StrCat("column ", i, ": ", s.message()));
+    }
+  }
   return absl::OkStatus();
 }
 
 absl::Status RowCodec::Decode(absl::string_view key, absl::string_view value,
+                              std::string* storage,
                               std::vector<Field>* fields) const {
   fields->clear();
+  if (shapes_ != nullptr) {
+    storage->assign(key.data(), key.size());
+    storage->append(value.data(), value.size());
+    key = absl::string_view(*storage).substr(0, key.size());
+    value = absl::string_view(*storage).substr(key.size());
+  }
   absl::Status s = DecodeFields(key, key_columns_, fields);
   if (!s.ok())
     return absl::InvalidArgumentError(absl::StrCat("key: ", s.message()));
@@ -149,15 +209,21 @@ absl::Status RowCodec::Decode(absl::string_view key, absl::string_view value,
     fields->clear();
     return absl::InvalidArgumentError(absl::StrCat("value: ", s.message()));
   }
+  if (shapes_ != nullptr) return ToLocal(0, fields);
   return absl::OkStatus();
 }
 
-absl::Status RowCodec::DecodeKey(absl::string_view key,
+absl::Status RowCodec::DecodeKey(absl::string_view key, std::string* storage,
                                  std::vector<Field>* fields) const {
   fields->clear();
+  if (shapes_ != nullptr) {
+    storage->assign(key.data(), key.size());
+    key = *storage;
+  }
   absl::Status s = DecodeFields(key, key_columns_, fields);
   if (!s.ok())
     return absl::InvalidArgumentError(absl::StrCat("key: ", s.message()));
+  if (shapes_ != nullptr) return ToLocal(0, fields);
   return absl::OkStatus();
 }
 

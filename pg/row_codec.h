@@ -18,21 +18,31 @@
 // rows (the SELECT list of scans, the capture, the apply) lists columns in
 // this order.
 //
-//   RowCodec codec(/*key_columns=*/1, /*value_columns=*/3);
+//   RowCodec codec = schema.codec();  // pg/table_schema.h: with the shapes
 //   std::string key, value;
 //   TALLY_RETURN_IF_ERROR(codec.Encode(fields, &key, &value));  // COPY row
 //   std::vector<Field> back;
-//   TALLY_RETURN_IF_ERROR(codec.Decode(key, value, &back));     // apply
+//   std::string local;  // holds the local bytes when some are rewritten
+//   TALLY_RETURN_IF_ERROR(codec.Decode(key, value, &local, &back));  // apply
 //
-// Type caveat: the send() bytes of arrays and composites of user-defined
-// types embed per-database type OIDs (PG-DESIGN §1.6), so such columns
-// encode differently in two databases; they are not rewritten here.
+// Types whose send() bytes embed type OIDs (arrays of user-defined types,
+// composites, ranges of them, at any depth; pg/type_shape.h) are written
+// in canonical form: every embedded OID of a non-builtin type is 0, so two
+// databases whose `mood[]` or `pair` got different OIDs encode a row alike.
+// Encode and EncodeKey are the one place rows become canonical (the build,
+// the capture, the TOAST re-read, verify and `tally diff URL URL` all go
+// through them); Decode and DecodeKey give the fields back in the local
+// database's form, its OIDs written back (what the database itself sends;
+// PostgreSQL 15.18 would take a foreign OID of a user type too, but tally
+// does not rely on that). Builtin OIDs are kept, so `int[]` encodes as it
+// always did.
 //
 // Thread-safety: pure functions and an immutable value type.
 #ifndef TALLY_PG_ROW_CODEC_H_
 #define TALLY_PG_ROW_CODEC_H_
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,6 +51,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "pg/field.h"
+#include "pg/type_shape.h"
 
 namespace tally {
 namespace pg {
@@ -70,42 +81,74 @@ absl::Status DecodeFields(absl::string_view bytes, size_t count,
                           std::vector<Field>* fields);
 
 // The encoding of one table's rows: how many of the canonical columns form
-// the key and how many the value.
+// the key and how many the value, and the shapes of the columns whose
+// values embed OIDs to rewrite.
 class RowCodec {
  public:
+  // Per canonical column, the shape of its type; null for a column whose
+  // bytes need no rewriting.
+  using ColumnShapes = std::vector<std::shared_ptr<const TypeShape>>;
+
+  // A codec of columns that need no rewriting.
   RowCodec(size_t key_columns, size_t value_columns)
       : key_columns_(key_columns), value_columns_(value_columns) {}
+  // REQUIRES: `shapes` is null or has key_columns + value_columns entries.
+  RowCodec(size_t key_columns, size_t value_columns,
+           std::shared_ptr<const ColumnShapes> shapes);
 
   size_t key_columns() const { return key_columns_; }
   size_t value_columns() const { return value_columns_; }
   size_t columns() const { return key_columns_ + value_columns_; }
 
+  // True when some column's values embed OIDs that Encode and Decode
+  // rewrite.
+  bool rewrites() const { return shapes_ != nullptr; }
+
+  // Appends `fields`, the values of the canonical columns `first_column`,
+  // `first_column` + 1, ..., from the database, in the framing above and
+  // in canonical form. Returns kDataLoss naming the column for a value its
+  // type's shape does not describe; `*out` is then as it was.
+  absl::Status AppendCanonical(absl::Span<const Field> fields,
+                               size_t first_column, std::string* out) const;
+
   // Encodes one row whose fields are in canonical order (a row of a COPY
-  // of the canonical SELECT list). Replaces `*key` and `*value`. A table
-  // with no non-key column has an empty value. Returns kInvalidArgument
-  // when `fields` is not key_columns() + value_columns() long.
+  // of the canonical SELECT list), as the database sent them. Replaces
+  // `*key` and `*value` with canonical bytes. A table with no non-key
+  // column has an empty value. Returns kInvalidArgument when `fields` is
+  // not key_columns() + value_columns() long, kDataLoss for a malformed
+  // value (AppendCanonical).
   absl::Status Encode(absl::Span<const Field> fields, std::string* key,
                       std::string* value) const;
 
   // Encodes only the key, from the key columns' fields (a pgoutput 'K'
   // tuple, a key the user typed). Returns kInvalidArgument when
-  // `key_fields` is not key_columns() long.
+  // `key_fields` is not key_columns() long, kDataLoss as Encode.
   absl::Status EncodeKey(absl::Span<const Field> key_fields,
                          std::string* key) const;
 
-  // Replaces `*fields` with the canonical fields of the row `key`,
-  // `value` encode (pointing into them). Returns kInvalidArgument when
-  // either is not the encoding of this codec's columns.
+  // Replaces `*fields` with the fields of the row the canonical `key` and
+  // `value` encode, in the form the local database receives (its OIDs
+  // written back). The fields point into `key` and `value`, or into
+  // `*storage` when some column is rewritten (a copy of the row's bytes
+  // then): they are valid while those are unchanged. Returns
+  // kInvalidArgument when either is not the encoding of this codec's
+  // columns, or a value is malformed for its type.
   absl::Status Decode(absl::string_view key, absl::string_view value,
-                      std::vector<Field>* fields) const;
+                      std::string* storage, std::vector<Field>* fields) const;
 
-  // Replaces `*fields` with the key columns' fields of `key`.
-  absl::Status DecodeKey(absl::string_view key,
+  // Replaces `*fields` with the key columns' fields of `key`, as Decode.
+  absl::Status DecodeKey(absl::string_view key, std::string* storage,
                          std::vector<Field>* fields) const;
 
  private:
+  // Rewrites in place, to the local OIDs, the fields of canonical columns
+  // `first_column`... that point into `*storage`.
+  absl::Status ToLocal(size_t first_column, std::vector<Field>* fields) const;
+
   size_t key_columns_;
   size_t value_columns_;
+  // Null when no column is rewritten (the common case: no work per row).
+  std::shared_ptr<const ColumnShapes> shapes_;
 };
 
 }  // namespace pg

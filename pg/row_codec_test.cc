@@ -75,11 +75,12 @@ TEST(RowCodec, RoundTripsNullsEmptiesAndBinaryBytes) {
   std::string key, value;
   ASSERT_TRUE(codec.Encode(row, &key, &value).ok());
   std::vector<Field> back;
-  ASSERT_TRUE(codec.Decode(key, value, &back).ok());
+  std::string storage;
+  ASSERT_TRUE(codec.Decode(key, value, &storage, &back).ok());
   EXPECT_EQ(back, row);
   EXPECT_TRUE(back[2].is_null());
   EXPECT_FALSE(back[1].is_null());
-  ASSERT_TRUE(codec.DecodeKey(key, &back).ok());
+  ASSERT_TRUE(codec.DecodeKey(key, &storage, &back).ok());
   EXPECT_EQ(back, (std::vector<Field>{row[0], row[1]}));
   std::string key_only;
   ASSERT_TRUE(codec.EncodeKey({row[0], row[1]}, &key_only).ok());
@@ -102,7 +103,8 @@ TEST(RowCodec, ATableOfOnlyKeyColumnsHasAnEmptyValue) {
   ASSERT_TRUE(codec.Encode({Field::Of(Int4(9))}, &key, &value).ok());
   EXPECT_EQ(value, "");
   std::vector<Field> back;
-  ASSERT_TRUE(codec.Decode(key, value, &back).ok());
+  std::string storage;
+  ASSERT_TRUE(codec.Decode(key, value, &storage, &back).ok());
   EXPECT_EQ(back, (std::vector<Field>{Field::Of(Int4(9))}));
 }
 
@@ -119,10 +121,11 @@ TEST(RowCodec, RefusesTheWrongNumberOfFields) {
                           &key, &value)
                   .ok());
   std::vector<Field> back;
+  std::string storage;
   RowCodec narrower(1, 1), wider(1, 3);
-  EXPECT_EQ(narrower.Decode(key, value, &back).code(),
+  EXPECT_EQ(narrower.Decode(key, value, &storage, &back).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(wider.Decode(key, value, &back).code(),
+  EXPECT_EQ(wider.Decode(key, value, &storage, &back).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(back.empty());
 }

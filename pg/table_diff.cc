@@ -132,7 +132,7 @@ absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
   const std::string keyspace = side_a.schema->name();
   TALLY_RETURN_IF_ERROR(
       OnBoth(side_a, side_b, [&](Side& s) { s.Scan(keyspace); }));
-  TableDiff diff{keyspace, *side_a.schema, 0, 0, {}, {}, {}};
+  TableDiff diff{keyspace, *side_a.schema, *side_b.schema, 0, 0, {}, {}, {}};
   diff.rows_a = side_a.scan->rows();
   diff.rows_b = side_b.scan->rows();
   diff.root_a = side_a.scan->root();
@@ -141,13 +141,17 @@ absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
   return diff;
 }
 
-absl::StatusOr<RepairCounts> RepairTable(Connection& source, Connection& target,
-                                         const TableSchema& schema,
+absl::StatusOr<RepairCounts> RepairTable(Connection& source,
+                                         const TableSchema& source_schema,
+                                         Connection& target,
+                                         const TableSchema& target_schema,
                                          absl::Span<const std::string> keys) {
   RepairCounts counts;
   if (keys.empty()) return counts;
   TALLY_ASSIGN_OR_RETURN(std::vector<CanonicalRow> rows,
-                         ReadRowsByKey(source, schema, keys));
+                         ReadRowsByKey(source, source_schema, keys));
+  // From here on every statement goes to the target, with its OIDs.
+  const TableSchema& schema = target_schema;
   absl::flat_hash_set<absl::string_view> in_source;
   for (const CanonicalRow& row : rows) in_source.insert(row.key);
   std::vector<std::string> gone;
@@ -158,8 +162,10 @@ absl::StatusOr<RepairCounts> RepairTable(Connection& source, Connection& target,
   const RowCodec codec = schema.codec();
   CopyBinaryWriter writer;
   std::vector<Field> fields;
+  std::string local_bytes;
   for (const CanonicalRow& row : rows) {
-    TALLY_RETURN_IF_ERROR(codec.Decode(row.key, row.value, &fields));
+    TALLY_RETURN_IF_ERROR(
+        codec.Decode(row.key, row.value, &local_bytes, &fields));
     TALLY_RETURN_IF_ERROR(writer.AddRow(fields));
   }
   writer.Finish();
@@ -215,12 +221,12 @@ absl::StatusOr<RepairCounts> RepairTable(Connection& source, Connection& target,
 }
 
 absl::StatusOr<std::vector<std::string>> StillDifferent(
-    Connection& a, Connection& b, const TableSchema& schema,
-    absl::Span<const std::string> keys) {
+    Connection& a, const TableSchema& schema_a, Connection& b,
+    const TableSchema& schema_b, absl::Span<const std::string> keys) {
   TALLY_ASSIGN_OR_RETURN(std::vector<CanonicalRow> rows_a,
-                         ReadRowsByKey(a, schema, keys));
+                         ReadRowsByKey(a, schema_a, keys));
   TALLY_ASSIGN_OR_RETURN(std::vector<CanonicalRow> rows_b,
-                         ReadRowsByKey(b, schema, keys));
+                         ReadRowsByKey(b, schema_b, keys));
   absl::flat_hash_map<std::string, std::string> values_a;
   for (CanonicalRow& row : rows_a) {
     values_a.emplace(std::move(row.key), std::move(row.value));

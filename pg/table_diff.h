@@ -6,9 +6,11 @@
 //                          "public.t"));
 //   for (const RowDifference& r : d.differences) Print(r.key, r.in_a, r.in_b);
 //   TALLY_ASSIGN_OR_RETURN(RepairCounts c,
-//                          RepairTable(*conn_a, *conn_b, d.schema, keys));
+//                          RepairTable(*conn_a, d.schema, *conn_b,
+//                                      d.schema_b, keys));
 //   TALLY_ASSIGN_OR_RETURN(std::vector<std::string> left,
-//                          StillDifferent(*conn_a, *conn_b, d.schema, keys));
+//                          StillDifferent(*conn_a, d.schema, *conn_b,
+//                                         d.schema_b, keys));
 //
 // The diff reads both schemas first (each side in a REPEATABLE READ
 // transaction, so the scan reads the table the schema describes) and
@@ -26,6 +28,10 @@
 // deleted on the target, all in one transaction. It does not lock either
 // table: an application writing the same rows during a repair can leave
 // them different, which StillDifferent then reports.
+//
+// Each side keeps its own schema: the fingerprints agree, but the OIDs of
+// user types differ between databases, and the canonical bytes get each
+// database's own OIDs back before they reach it (pg/row_codec.h).
 //
 // Thread-safety: the functions use only the connections given, and
 // DiffTables runs one thread per connection.
@@ -61,8 +67,9 @@ std::vector<RowDifference> CompareScans(const TableScan& a, const TableScan& b);
 struct TableDiff {
   // The keyspace the rows were digested under: table A's qualified name.
   std::string keyspace;
-  // A's schema (B's has the same fingerprint).
+  // A's schema, and B's (same fingerprint; its own type OIDs).
   TableSchema schema;
+  TableSchema schema_b;
   uint64_t rows_a = 0;
   uint64_t rows_b = 0;
   tree::Digest128 root_a;
@@ -90,18 +97,22 @@ struct RepairCounts {
 // Makes the target's rows at `keys` equal to the source's, in one
 // transaction on the target (see the file comment). Returns the
 // connection's error; the target is then unchanged.
-// REQUIRES: `schema` describes the table on both sides; no transaction
-// open on either connection.
-absl::StatusOr<RepairCounts> RepairTable(Connection& source, Connection& target,
-                                         const TableSchema& schema,
+// REQUIRES: `source_schema` and `target_schema` were read from the two
+// databases and have the same fingerprint; no transaction open on either
+// connection.
+absl::StatusOr<RepairCounts> RepairTable(Connection& source,
+                                         const TableSchema& source_schema,
+                                         Connection& target,
+                                         const TableSchema& target_schema,
                                          absl::Span<const std::string> keys);
 
 // Re-reads the rows at `keys` on both sides and returns the keys whose
 // rows still differ (in the order of `keys`): the check of a repair
 // without another full scan.
+// REQUIRES as RepairTable.
 absl::StatusOr<std::vector<std::string>> StillDifferent(
-    Connection& a, Connection& b, const TableSchema& schema,
-    absl::Span<const std::string> keys);
+    Connection& a, const TableSchema& schema_a, Connection& b,
+    const TableSchema& schema_b, absl::Span<const std::string> keys);
 
 }  // namespace pg
 }  // namespace tally

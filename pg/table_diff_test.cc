@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pg/connection.h"
@@ -214,12 +215,13 @@ TEST(TableDiff, ListsExactlyTheUpdatedDeletedAndInsertedKeys) {
   // Repair from a, then the same diff finds nothing.
   std::vector<std::string> all;
   for (const RowDifference& r : d->differences) all.push_back(r.key);
-  absl::StatusOr<RepairCounts> counts = RepairTable(*a, *b, d->schema, all);
+  absl::StatusOr<RepairCounts> counts =
+      RepairTable(*a, d->schema, *b, d->schema_b, all);
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(counts->upserted, 70u);  // 40 updated back, 30 re-inserted
   EXPECT_EQ(counts->deleted, 30u);
   absl::StatusOr<std::vector<std::string>> left =
-      StillDifferent(*a, *b, d->schema, all);
+      StillDifferent(*a, d->schema, *b, d->schema_b, all);
   ASSERT_TRUE(left.ok()) << left.status();
   EXPECT_TRUE(left->empty());
   absl::StatusOr<TableDiff> again = DiffTables(*a, *b, "public.t", "public.t");
@@ -314,12 +316,13 @@ TEST(TableDiff, CompositeKeysAndNullsAndKeyOnlyTables) {
       KeyTexts(*a, m->schema, keys);
   ASSERT_TRUE(texts.ok()) << texts.status();
   EXPECT_EQ((*texts)[0], "(eu,7)");
-  ASSERT_TRUE(RepairTable(*a, *b, m->schema, keys).ok());
+  ASSERT_TRUE(RepairTable(*a, m->schema, *b, m->schema_b, keys).ok());
   absl::StatusOr<TableDiff> k = DiffTables(*a, *b, "public.k", "public.k");
   ASSERT_TRUE(k.ok()) << k.status();
   ASSERT_EQ(k->differences.size(), 1u);
   keys = {k->differences[0].key};
-  absl::StatusOr<RepairCounts> counts = RepairTable(*a, *b, k->schema, keys);
+  absl::StatusOr<RepairCounts> counts =
+      RepairTable(*a, k->schema, *b, k->schema_b, keys);
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(counts->upserted, 1u);
   for (const char* table : {"public.m", "public.k"}) {
@@ -355,6 +358,189 @@ TEST(TableDiff, RowsOfInheritanceChildrenAreScannedAsTheTablesRows) {
     EXPECT_TRUE(r.in_b);
     EXPECT_GE(IdOf(r.key), 100);
   }
+}
+
+// The user types of the two databases, created in another order on b (a
+// table first, the range before the domain) so that every OID differs.
+constexpr char kTypesA[] =
+    "CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy'); "
+    "CREATE TYPE pair AS (x int, y mood); "
+    "CREATE DOMAIN moods AS mood[]; "
+    "CREATE TYPE pairrange AS RANGE (subtype = pair); ";
+constexpr char kTypesB[] =
+    "CREATE TABLE filler (a int, b text); "
+    "CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy'); "
+    "CREATE TABLE filler2 (a int); "
+    "CREATE TYPE pair AS (x int, y mood); "
+    "CREATE TYPE pairrange AS RANGE (subtype = pair); "
+    "CREATE DOMAIN moods AS mood[]; ";
+// Arrays (with NULLs, multidimensional), composites (with NULL fields),
+// arrays of composites, a domain over an array, a range of composites, and
+// a table keyed by a composite.
+constexpr char kUserTables[] =
+    "CREATE TABLE u (id int PRIMARY KEY, ms mood[], p pair, ps pair[], "
+    "  d moods, r pairrange, grid mood[][]); "
+    "CREATE TABLE uk (k pair PRIMARY KEY, v text)";
+std::string FillUserTables(int from, int to) {
+  return absl::StrCat(
+      "INSERT INTO u SELECT g, ARRAY['ok', NULL, 'happy']::mood[], "
+      "ROW(g, CASE WHEN g % 3 = 0 THEN NULL ELSE 'sad' END)::pair, "
+      "ARRAY[ROW(g, 'ok')::pair, NULL, ROW(NULL, NULL)::pair], "
+      "'{happy,sad}'::moods, "
+      "pairrange(ROW(0, 'sad')::pair, ROW(g, 'happy')::pair), "
+      "'{{sad,ok},{happy,NULL}}'::mood[] FROM generate_series(",
+      from, ", ", to,
+      ") g; INSERT INTO uk SELECT ROW(g, 'ok')::pair, 'v' || g FROM "
+      "generate_series(",
+      from, ", ", to, ") g");
+}
+
+std::string Oids(PgCluster& pg) {
+  absl::StatusOr<std::string> r = pg.Execute(
+      "SELECT 'mood'::regtype::oid || ',' || 'pair'::regtype::oid || ',' || "
+      "'moods'::regtype::oid");
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : "";
+}
+
+TEST(TableDiff, UserTypesWithOtherOidsDiffEqualAndRepair) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pa = StartCluster();
+  std::unique_ptr<PgCluster> pb = StartCluster();
+  ASSERT_TRUE(pa && pb);
+  Sql(*pa, kTypesA);
+  Sql(*pb, kTypesB);
+  for (PgCluster* pg : {pa.get(), pb.get()}) {
+    Sql(*pg, kUserTables);
+    Sql(*pg, FillUserTables(1, 300));
+  }
+  // Every user type has another OID in b.
+  const std::vector<std::string> oids_a = absl::StrSplit(Oids(*pa), ',');
+  const std::vector<std::string> oids_b = absl::StrSplit(Oids(*pb), ',');
+  ASSERT_EQ(oids_a.size(), 3u);
+  ASSERT_EQ(oids_b.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NE(oids_a[i], oids_b[i]) << i;
+
+  auto a = Connect(*pa);
+  auto b = Connect(*pb);
+  ASSERT_TRUE(a && b);
+
+  // PG-DESIGN §1.6, checked again: PostgreSQL 15.18 takes the other
+  // database's OIDs in binary input (array_recv and record_recv compare
+  // builtin OIDs only) and stores its own; the values are equal, and the
+  // bytes it sends back carry b's OIDs. tally writes the local OIDs back
+  // anyway (RowCodec::Decode), so that it sends what the database sends.
+  auto copy_out = [](Connection& c, const std::string& sql) {
+    std::string copy;
+    EXPECT_TRUE(c.CopyOut(sql, [&](absl::string_view chunk) {
+                   copy.append(chunk.data(), chunk.size());
+                   return absl::OkStatus();
+                 }).ok());
+    return copy;
+  };
+  for (const char* column : {"ms", "p", "ps"}) {
+    SCOPED_TRACE(column);
+    const std::string from_a =
+        copy_out(*a, absl::StrCat("COPY (SELECT ", column,
+                                  " FROM u WHERE id = 1) TO STDOUT "
+                                  "(FORMAT binary)"));
+    ASSERT_TRUE(
+        b->Exec(absl::StrCat("CREATE TEMP TABLE raw_", column, " AS SELECT ",
+                             column, " FROM u WITH NO DATA"))
+            .ok());
+    absl::StatusOr<uint64_t> loaded = b->CopyIn(
+        absl::StrCat("COPY raw_", column, " FROM STDIN (FORMAT binary)"),
+        from_a);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    auto text = [&](Connection& c, const std::string& sql) {
+      absl::StatusOr<Result> r = c.Exec(sql);
+      EXPECT_TRUE(r.ok()) << r.status();
+      return r.ok() ? std::string(r->Value(0, 0)) : "";
+    };
+    EXPECT_EQ(
+        text(*b, absl::StrCat("SELECT ", column, "::text FROM raw_", column)),
+        text(*a,
+             absl::StrCat("SELECT ", column, "::text FROM u WHERE id = 1")));
+    const std::string from_b = copy_out(
+        *b, absl::StrCat("COPY raw_", column, " TO STDOUT (FORMAT binary)"));
+    EXPECT_NE(from_b, from_a);
+    EXPECT_EQ(from_b.size(), from_a.size());
+  }
+
+  for (const char* table : {"public.u", "public.uk"}) {
+    absl::StatusOr<TableDiff> d = DiffTables(*a, *b, table, table);
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_EQ(d->rows_a, 300u);
+    EXPECT_TRUE(d->differences.empty()) << table;
+    EXPECT_EQ(d->root_a, d->root_b) << table;
+    EXPECT_EQ(d->schema.fingerprint(), d->schema_b.fingerprint());
+  }
+
+  // Changes on b, then a repair from a, then the same rows in SQL.
+  Sql(*pb,
+      "UPDATE u SET ps = ARRAY[ROW(-1, 'happy')::pair] WHERE id = 10; "
+      "UPDATE u SET ms = NULL, p = ROW(NULL, 'ok') WHERE id = 11; "
+      "DELETE FROM u WHERE id = 12; "
+      "UPDATE uk SET v = 'changed' WHERE k = ROW(13, 'ok')::pair; "
+      "DELETE FROM uk WHERE k = ROW(14, 'ok')::pair");
+  Sql(*pa, FillUserTables(301, 302));
+  for (const char* table : {"public.u", "public.uk"}) {
+    absl::StatusOr<TableDiff> d = DiffTables(*a, *b, table, table);
+    ASSERT_TRUE(d.ok()) << d.status();
+    std::vector<std::string> keys;
+    for (const RowDifference& r : d->differences) keys.push_back(r.key);
+    EXPECT_EQ(keys.size(), std::string(table) == "public.u" ? 5u : 4u) << table;
+    absl::StatusOr<std::vector<std::string>> texts =
+        KeyTexts(*a, d->schema, keys);
+    ASSERT_TRUE(texts.ok()) << texts.status();
+    absl::StatusOr<RepairCounts> counts =
+        RepairTable(*a, d->schema, *b, d->schema_b, keys);
+    ASSERT_TRUE(counts.ok()) << counts.status();
+    EXPECT_EQ(counts->deleted, 0u);
+    absl::StatusOr<std::vector<std::string>> left =
+        StillDifferent(*a, d->schema, *b, d->schema_b, keys);
+    ASSERT_TRUE(left.ok()) << left.status();
+    EXPECT_TRUE(left->empty());
+    absl::StatusOr<TableDiff> again = DiffTables(*a, *b, table, table);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(again->differences.empty()) << table;
+  }
+  // The rows read back identical: their text forms name no OID.
+  const std::string all_u =
+      "SELECT md5(string_agg(u::text, ';' ORDER BY id)) FROM u";
+  const std::string all_uk =
+      "SELECT md5(string_agg(uk::text, ';' ORDER BY k)) FROM uk";
+  EXPECT_EQ(*pa->Execute(all_u), *pb->Execute(all_u));
+  EXPECT_EQ(*pa->Execute(all_uk), *pb->Execute(all_uk));
+  absl::StatusOr<std::string> same = pb->Execute(
+      "SELECT ps = ARRAY[ROW(10, 'ok')::pair, NULL, ROW(NULL, NULL)::pair] "
+      "AND r = pairrange(ROW(0, 'sad')::pair, ROW(10, 'happy')::pair) FROM u "
+      "WHERE id = 10");
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(*same, "t");
+}
+
+TEST(TableDiff, CompositesThatDifferInAFieldAreRefusedByName) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pa = StartCluster();
+  std::unique_ptr<PgCluster> pb = StartCluster();
+  ASSERT_TRUE(pa && pb);
+  Sql(*pa,
+      "CREATE TYPE pair AS (x int, y text); "
+      "CREATE TABLE t (id int PRIMARY KEY, p pair)");
+  Sql(*pb,
+      "CREATE TYPE pair AS (x int, y text, z int); "
+      "CREATE TABLE t (id int PRIMARY KEY, p pair)");
+  auto a = Connect(*pa);
+  auto b = Connect(*pb);
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<TableDiff> d = DiffTables(*a, *b, "public.t", "public.t");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(d.status().message(),
+              HasSubstr("column p: public.pair as public.pair(x integer, y "
+                        "text) in a, public.pair as public.pair(x integer, y "
+                        "text, z integer) in b"));
 }
 
 // A partitioned table (which PostgreSQL will not COPY itself) against a

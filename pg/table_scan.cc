@@ -67,13 +67,15 @@ absl::Status BootstrapRowDigester::Digest(absl::Span<const Field> fields) {
   buffer_.assign(prefix_);
   buffer_.append(8, '\0');  // the key's length, set below
   key_begin_ = buffer_.size();
-  AppendFields(fields.first(codec_.key_columns()), &buffer_);
+  TALLY_RETURN_IF_ERROR(
+      codec_.AppendCanonical(fields.first(codec_.key_columns()), 0, &buffer_));
   key_size_ = buffer_.size() - key_begin_;
   PutFixed64(&buffer_[key_begin_ - 8], key_size_);
   buffer_.append(middle_);
   const size_t length_at = buffer_.size();
   buffer_.append(8, '\0');  // the value's length
-  AppendFields(fields.subspan(codec_.key_columns()), &buffer_);
+  TALLY_RETURN_IF_ERROR(codec_.AppendCanonical(
+      fields.subspan(codec_.key_columns()), codec_.key_columns(), &buffer_));
   PutFixed64(&buffer_[length_at], buffer_.size() - length_at - 8);
   const XXH128_hash_t h = XXH3_128bits(buffer_.data(), buffer_.size());
   digest_ = tree::Digest128{h.high64, h.low64};
@@ -193,8 +195,9 @@ absl::Status WithKeysTable(Connection& conn, const TableSchema& schema,
   const RowCodec codec = schema.codec();
   CopyBinaryWriter writer;
   std::vector<Field> fields;
+  std::string storage;
   for (const std::string& key : keys) {
-    TALLY_RETURN_IF_ERROR(codec.DecodeKey(key, &fields));
+    TALLY_RETURN_IF_ERROR(codec.DecodeKey(key, &storage, &fields));
     TALLY_RETURN_IF_ERROR(writer.AddRow(fields));
   }
   writer.Finish();

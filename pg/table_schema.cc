@@ -52,8 +52,11 @@ WHERE n.nspname = $1 AND c.relname = $2
 ORDER BY a.attnum
 )sql";
 
+// The columns' rows, and in `*shapes` the shapes of their types (read in
+// the same search_path, so that user types print schema-qualified).
 absl::StatusOr<Result> ReadColumns(Connection& conn, const std::string& schema,
-                                   const std::string& table) {
+                                   const std::string& table,
+                                   TypeShapes* shapes) {
   TALLY_ASSIGN_OR_RETURN(Result path,
                          conn.Exec("SELECT pg_catalog.current_setting("
                                    "'search_path')"));
@@ -64,6 +67,21 @@ absl::StatusOr<Result> ReadColumns(Connection& conn, const std::string& schema,
           .status());
   absl::StatusOr<Result> rows =
       conn.ExecParams(kColumnsQuery, {Param::Text(schema), Param::Text(table)});
+  if (rows.ok()) {
+    std::vector<Oid> oids;
+    for (int r = 0; r < rows->rows(); ++r) {
+      Oid oid = 0;
+      if (!rows->IsNull(r, 3) && absl::SimpleAtoi(rows->Value(r, 3), &oid)) {
+        oids.push_back(oid);
+      }
+    }
+    absl::StatusOr<TypeShapes> read = ReadTypeShapes(conn, oids);
+    if (read.ok()) {
+      *shapes = *std::move(read);
+    } else {
+      rows = read.status();
+    }
+  }
   absl::Status restored =
       conn.ExecParams("SELECT pg_catalog.set_config('search_path', $1, false)",
                       {Param::Text(saved)})
@@ -198,7 +216,8 @@ absl::StatusOr<TableSchema> TableSchema::Read(
     Connection& conn, absl::string_view qualified_name) {
   std::string schema, table;
   TALLY_RETURN_IF_ERROR(SplitQualifiedName(qualified_name, &schema, &table));
-  absl::StatusOr<Result> rows = ReadColumns(conn, schema, table);
+  TypeShapes shapes;
+  absl::StatusOr<Result> rows = ReadColumns(conn, schema, table, &shapes);
   if (!rows.ok()) {
     return absl::Status(
         rows.status().code(),
@@ -233,6 +252,7 @@ absl::StatusOr<TableSchema> TableSchema::Read(
           "catalog row of column ", col.name, " has a non-numeric OID"));
     }
     col.type = std::string(rows->Value(r, 4));
+    col.shape = shapes[col.type_oid];
     col.collation = std::string(rows->Value(r, 5));
     if (!rows->IsNull(r, 7)) {
       int64_t pos = 0;
@@ -311,6 +331,14 @@ absl::Status TableSchema::Finish(const std::vector<std::string>& primary_key) {
   for (size_t i : order) ordered.push_back(std::move(columns_[i]));
   columns_ = std::move(ordered);
   key_columns_ = key.size();
+  auto shapes = std::make_shared<RowCodec::ColumnShapes>();
+  bool rewrites = false;
+  for (const TableColumn& c : columns_) {
+    const bool walk = c.shape != nullptr && c.shape->rewrites;
+    shapes->push_back(walk ? c.shape : nullptr);
+    rewrites |= walk;
+  }
+  column_shapes_ = rewrites ? std::move(shapes) : nullptr;
   description_.clear();
   for (size_t i = 0; i < columns_.size(); ++i) {
     const TableColumn& c = columns_[i];
@@ -320,6 +348,9 @@ absl::Status TableSchema::Finish(const std::vector<std::string>& primary_key) {
       absl::StrAppend(&description_, "column ");
     }
     absl::StrAppend(&description_, QuoteName(c.name), " ", c.type);
+    if (c.shape != nullptr && (c.shape->rewrites || c.shape->has_composite)) {
+      absl::StrAppend(&description_, " as ", DescribeShape(*c.shape));
+    }
     if (!c.collation.empty()) {
       absl::StrAppend(&description_, " collate ", QuoteName(c.collation));
     }

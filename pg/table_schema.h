@@ -21,6 +21,20 @@
 // DescribeSchemaDifference() compares to name the mismatch ("column b:
 // integer here, bigint there").
 //
+// Columns of user-defined types: their canonical bytes carry 0 where the
+// send() form embeds a user type's OID (pg/type_shape.h), so the bytes no
+// longer say which type stood there, and format_type names a composite but
+// not its fields. A column whose type embeds such OIDs or contains a
+// composite at any depth therefore adds " as " and its binary shape to its
+// line, composites spelled out with their fields and domains as their base
+// ("public.pairs as public.pair(x integer, y public.mood[])[]"): two
+// databases whose `pair` differ in a field refuse each other by name
+// instead of differing on every row, and a node that still sent such
+// columns with raw OIDs (before canonical OIDs) has another fingerprint
+// and is refused rather than diffing forever. Every other column's line,
+// and so the fingerprint of a table of builtin types, enums and domains
+// over builtin types, is what it always was.
+//
 //   TALLY_ASSIGN_OR_RETURN(TableSchema t, TableSchema::Read(conn, "public.t"));
 //   conn.CopyOut(absl::StrCat("COPY (SELECT ", t.select_list(), " FROM ",
 //                             t.quoted_name(), ") TO STDOUT (FORMAT binary)"),
@@ -32,6 +46,7 @@
 
 #include <libpq-fe.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +55,7 @@
 #include "absl/types/span.h"
 #include "pg/connection.h"
 #include "pg/row_codec.h"
+#include "pg/type_shape.h"
 
 namespace tally {
 namespace pg {
@@ -63,6 +79,9 @@ struct TableColumn {
   // The type of an array of this type (pg_type.typarray), 0 if none: the
   // apply and reads by key send keys as arrays.
   Oid array_type_oid = 0;
+  // Where the type's binary form embeds type OIDs (pg/type_shape.h); null
+  // for a builtin type.
+  std::shared_ptr<const TypeShape> shape = nullptr;
 };
 
 class TableSchema {
@@ -97,8 +116,11 @@ class TableSchema {
   // key order, then the others by name.
   absl::Span<const TableColumn> columns() const { return columns_; }
   size_t key_columns() const { return key_columns_; }
+  // The codec of the table's rows: it writes the columns whose types
+  // embed OIDs of user types in canonical form (pg/row_codec.h).
   RowCodec codec() const {
-    return RowCodec(key_columns_, columns_.size() - key_columns_);
+    return RowCodec(key_columns_, columns_.size() - key_columns_,
+                    column_shapes_);
   }
 
   // The quoted column names in canonical order, comma separated:
@@ -143,6 +165,8 @@ class TableSchema {
   Oid relid_ = 0;
   std::vector<TableColumn> columns_;
   size_t key_columns_ = 0;
+  // Per canonical column, the shape to rewrite; null when none is.
+  std::shared_ptr<const RowCodec::ColumnShapes> column_shapes_;
   std::string description_;
   std::string fingerprint_;
   bool partitioned_ = false;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "pg/binary_copy.h"
@@ -144,6 +145,59 @@ TEST_F(TableSchemaTest, UserTypesAreQualifiedWhateverTheSearchPath) {
   auto path = c->Exec("SHOW search_path");
   ASSERT_TRUE(path.ok());
   EXPECT_EQ(path->Value(0, 0), "app, public");
+}
+
+TEST_F(TableSchemaTest, ShapesOfUserTypesComeFromTheCatalog) {
+  auto c = Database("", R"sql(
+      CREATE TYPE mood AS ENUM ('sad', 'ok');
+      CREATE DOMAIN posint AS int CHECK (VALUE > 0);
+      CREATE TYPE pair AS (x int, y mood, z varchar(3));
+      CREATE DOMAIN pairs AS pair[];
+      CREATE TYPE plain AS (a int, b text);
+      CREATE TABLE t (id posint PRIMARY KEY, m mood, ms mood[], p pair,
+                      ps pairs, q plain, n int[]);)sql");
+  ASSERT_NE(c, nullptr);
+  auto t = TableSchema::Read(*c, "public.t");
+  ASSERT_TRUE(t.ok()) << t.status();
+  // Builtin types, an enum and a domain over a builtin type keep the lines
+  // (and fingerprints) they always had; the others add their shape.
+  EXPECT_EQ(t->description(),
+            "key 1 \"id\" public.posint\n"
+            "column \"m\" public.mood\n"
+            "column \"ms\" public.mood[] as public.mood[]\n"
+            "column \"n\" integer[]\n"
+            "column \"p\" public.pair as public.pair(x integer, y "
+            "public.mood, z character varying(3))\n"
+            "column \"ps\" public.pairs as public.pair(x integer, y "
+            "public.mood, z character varying(3))[]\n"
+            "column \"q\" public.plain as public.plain(a integer, b text)\n");
+  EXPECT_TRUE(t->codec().rewrites());
+  auto oid = [&](const char* type) {
+    auto r = c->Exec(absl::StrCat("SELECT '", type, "'::regtype::oid"));
+    EXPECT_TRUE(r.ok());
+    Oid v = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(r->Value(0, 0), &v));
+    return v;
+  };
+  const TableColumn& ps = t->columns()[5];
+  ASSERT_NE(ps.shape, nullptr);
+  ASSERT_EQ(ps.shape->kind, TypeShape::Kind::kArray);
+  EXPECT_EQ(ps.shape->children[0].oid, oid("pair"));
+  const TypeShape& pair = *ps.shape->children[0].shape;
+  ASSERT_EQ(pair.kind, TypeShape::Kind::kComposite);
+  ASSERT_EQ(pair.children.size(), 3u);
+  EXPECT_EQ(pair.children[1].oid, oid("mood"));
+  EXPECT_TRUE(pair.rewrites);
+  // A composite of builtin fields needs no rewrite; an int[] has no shape.
+  EXPECT_FALSE(t->columns()[6].shape->rewrites);
+  EXPECT_EQ(t->columns()[3].shape, nullptr);
+
+  auto builtin = Database("_builtin", R"sql(
+      CREATE TABLE t (id int PRIMARY KEY, n int[], s text);)sql");
+  ASSERT_NE(builtin, nullptr);
+  auto b = TableSchema::Read(*builtin, "public.t");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_FALSE(b->codec().rewrites());
 }
 
 TEST_F(TableSchemaTest, RefusesWhatItCannotKeep) {

@@ -250,8 +250,9 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
     }
     return 1;
   }
-  absl::StatusOr<pg::RepairCounts> counts =
-      pg::RepairTable(*source.conn, *target.conn, diff->schema, keys);
+  absl::StatusOr<pg::RepairCounts> counts = pg::RepairTable(
+      *source.conn, source_is_a ? diff->schema : diff->schema_b, *target.conn,
+      source_is_a ? diff->schema_b : diff->schema, keys);
   if (!counts.ok()) {
     return absl::Status(
         counts.status().code(),
@@ -263,7 +264,7 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
   // The re-read of only the repaired keys: ACE's "re-run of a saved diff".
   TALLY_ASSIGN_OR_RETURN(
       std::vector<std::string> left,
-      pg::StillDifferent(*a.conn, *b.conn, diff->schema, keys));
+      pg::StillDifferent(*a.conn, diff->schema, *b.conn, diff->schema_b, keys));
   absl::StatusOr<std::vector<std::string>> left_texts =
       pg::KeyTexts(*a.conn, diff->schema, left);
   if (!left_texts.ok()) return WithSide(left_texts.status(), a);
