@@ -530,8 +530,17 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
           !last_indexed.has_value() ||
           *last_indexed <
               std::pair<tree::Token, absl::string_view>(token, m.key);
-      TALLY_RETURN_IF_ERROR(after_index ? writer.AddAbsent(std::move(m))
-                                        : writer.Add(std::move(m)));
+      if (!after_index) {
+        TALLY_RETURN_IF_ERROR(writer.Add(std::move(m)));
+        continue;
+      }
+      // A row with the bootstrap version is the same on every replica that
+      // built it, and older than any version a peer could have written:
+      // no peer needs it from the feed, and sessions settle the rest. Left
+      // out of the change log, a first build does not make the feed send
+      // the whole table to every peer.
+      m.unlogged = *m.version == bootstrap;
+      TALLY_RETURN_IF_ERROR(writer.AddAbsent(std::move(m)));
     }
     TALLY_RETURN_IF_ERROR(writer.FinishAbsent());
     absent = std::vector<storage::Mutation>();

@@ -14,7 +14,11 @@
 // index's last row — all of them at a first build; the others, and the
 // changed rows of keys the index holds, go through Store::Write. So a
 // build holds the new keys' rows of its largest table in memory (~200 bytes
-// and the key and value per row). The position (the
+// and the key and value per row). The loaded rows that get the bootstrap
+// version are unlogged (storage::Mutation::unlogged): they enter no
+// change-log entry, so the feed does not re-send a first build's rows to
+// every peer (each built the same rows, or settles differences by
+// session); rows given any other version are logged. The position (the
 // slot's consistent point) goes only with the LAST batch: a crash mid-build
 // leaves no position, and the next start builds again. The caller then
 // starts replication from the consistent point on the returned stream:

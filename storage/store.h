@@ -104,6 +104,13 @@ class Store {
   // for the same rows mostly because LevelDB then appends: in key order
   // each insert into its memtable lands next to the previous one, and the
   // tables it flushes do not overlap.
+  //
+  // Rows marked `unlogged` (Mutation::unlogged) get no change-log entry:
+  // last_sequence() does not move for them, the feed never sends them and
+  // listeners are not told. Since the log's entries also carry the leaves'
+  // changes until a checkpoint, such a commit first checkpoints the leaves
+  // and then writes, in its own batch, the leaves it changes and the
+  // sequence they include (a crash keeps rows, leaves and counts together).
   virtual absl::StatusOr<WriteResult> LoadAbsent(WriteRequest request) = 0;
 
   // Returns the row (tombstones included); kNotFound if the keyspace or the

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -347,6 +348,143 @@ TEST(StoreLoadAbsent, ALoadCutShortLeavesWholeBatchesAndNoPosition) {
         kBatch, true));
     ExpectSame(whole, Read(*store));
   }
+}
+
+// Rows at the bootstrap version marked unlogged, the others not.
+std::vector<Mutation> MarkBootstrapUnlogged(std::vector<Mutation> rows) {
+  for (Mutation& m : rows) m.unlogged = m.version->origin == "tally.bootstrap";
+  return rows;
+}
+
+// Unlogged rows get no change-log entry, and otherwise leave the store a
+// logged load leaves: records, leaves, root, per-origin counts — with
+// ordinary writes before (their leaves' changes still only in the log)
+// and after, and after a power loss before the store's clean close (no
+// closing checkpoint): the leaves the loads changed were persisted with
+// their rows.
+TEST(StoreLoadAbsent, UnloggedRowsGetNoEntryAndTheirLeavesSurviveACrash) {
+  const std::vector<Mutation> all = Sorted(Rows(12'000));
+  // Written by Write around the load: the first 1,000 keys before it,
+  // and 50 rows of another keyspace before and after it.
+  const std::vector<Mutation> first(all.begin(), all.begin() + 1'000);
+  const std::vector<Mutation> rest(all.begin() + 1'000, all.end());
+  std::vector<Mutation> other;
+  for (int i = 0; i < 100; ++i) {
+    Mutation m = Row(100'000 + i);
+    m.keyspace = "public.other";
+    other.push_back(m);
+  }
+  const std::vector<Mutation> other_before(other.begin(), other.begin() + 50);
+  const std::vector<Mutation> other_after(other.begin() + 50, other.end());
+  const size_t logged_in_rest = std::count_if(
+      rest.begin(), rest.end(),
+      [](const Mutation& m) { return m.version->origin != "tally.bootstrap"; });
+  ASSERT_GT(logged_in_rest, 0u);
+  ASSERT_LT(logged_in_rest, rest.size());
+
+  TempDir logged_dir, unlogged_dir;
+  Contents expected;
+  {
+    std::unique_ptr<Store> store = OpenStore(logged_dir.path());
+    ASSERT_NO_FATAL_FAILURE(WriteAll(*store, other_before, 50, false));
+    ASSERT_NO_FATAL_FAILURE(WriteAll(*store, first, 1'000, false));
+    ASSERT_NO_FATAL_FAILURE(WriteAll(*store, rest, 2'000, true));
+    ASSERT_NO_FATAL_FAILURE(WriteAll(*store, other_after, 50, false));
+    expected = Read(*store);
+    ASSERT_EQ(expected.changes.size(), all.size() + other.size());
+  }
+  FaultInjectionEnv env;
+  {
+    std::unique_ptr<Store> store = OpenStore(unlogged_dir.path(), &env);
+    ASSERT_NE(store, nullptr);
+    ASSERT_NO_FATAL_FAILURE(WriteAll(*store, other_before, 50, false));
+    ASSERT_NO_FATAL_FAILURE(WriteAll(*store, first, 1'000, false));
+    const Sequence before_load = store->last_sequence();
+    ASSERT_EQ(before_load, 1'050u);
+    ASSERT_NO_FATAL_FAILURE(
+        WriteAll(*store, MarkBootstrapUnlogged(rest), 2'000, true));
+    // Only the rows the load logged (not at the bootstrap version).
+    EXPECT_EQ(store->last_sequence(), before_load + logged_in_rest);
+    ASSERT_NO_FATAL_FAILURE(WriteAll(*store, other_after, 50, false));
+    const Contents loaded = Read(*store);
+    EXPECT_EQ(loaded.index, expected.index);
+    EXPECT_EQ(loaded.info.row_count, expected.info.row_count);
+    EXPECT_EQ(loaded.info.root, expected.info.root);
+    EXPECT_EQ(loaded.leaves, expected.leaves);
+    EXPECT_EQ(loaded.origins, expected.origins);
+    EXPECT_EQ(loaded.changes.size(), 1'100 + logged_in_rest);
+    // No entry for a loaded row at the bootstrap version.
+    absl::flat_hash_set<std::string> unlogged_keys;
+    for (const Mutation& m : MarkBootstrapUnlogged(rest)) {
+      if (m.unlogged) unlogged_keys.insert(m.key);
+    }
+    absl::StatusOr<std::vector<ChangeEntry>> entries =
+        store->ReadChanges(0, 1'000'000);
+    ASSERT_TRUE(entries.ok()) << entries.status();
+    for (const ChangeEntry& e : *entries) {
+      EXPECT_FALSE(e.keyspace == kKeyspace && unlogged_keys.contains(e.key))
+          << e.key;
+    }
+    // The power goes before the clean close could checkpoint the leaves.
+    env.SetFreeBytes(0);
+  }
+  ASSERT_TRUE(env.DropUnsyncedData().ok());
+  std::unique_ptr<Store> store = OpenStore(unlogged_dir.path());
+  ASSERT_NE(store, nullptr);
+  const Contents reopened = Read(*store);  // Verify: leaves match the rows
+  EXPECT_EQ(reopened.index, expected.index);
+  EXPECT_EQ(reopened.info.root, expected.info.root);
+  EXPECT_EQ(reopened.leaves, expected.leaves);
+  EXPECT_EQ(reopened.origins, expected.origins);
+  EXPECT_EQ(reopened.changes.size(), 1'100 + logged_in_rest);
+  absl::StatusOr<KeyspaceInfo> other_info = store->GetKeyspace("public.other");
+  ASSERT_TRUE(other_info.ok()) << other_info.status();
+  EXPECT_EQ(other_info->row_count, other.size());
+}
+
+// The first load of a keyspace creates it in the same commit: its leaves
+// start empty, and a crash right after keeps them.
+TEST(StoreLoadAbsent, AnUnloggedFirstLoadCreatesTheKeyspaceWithItsLeaves) {
+  std::vector<Mutation> rows = Sorted(Rows(3'000));
+  for (Mutation& m : rows) {
+    m.version =
+        tree::Version{tree::HlcTimestamp::FromParts(0, 1), "tally.bootstrap"};
+    m.unlogged = true;
+  }
+  TempDir dir;
+  FaultInjectionEnv env;
+  Contents loaded;
+  {
+    std::unique_ptr<Store> store = OpenStore(dir.path(), &env);
+    ASSERT_NE(store, nullptr);
+    ASSERT_NO_FATAL_FAILURE(WriteAll(*store, rows, 3'000, true));
+    EXPECT_EQ(store->last_sequence(), 0u);
+    loaded = Read(*store);
+    EXPECT_EQ(loaded.info.row_count, rows.size());
+    EXPECT_TRUE(loaded.changes.empty());
+    env.SetFreeBytes(0);
+  }
+  ASSERT_TRUE(env.DropUnsyncedData().ok());
+  std::unique_ptr<Store> store = OpenStore(dir.path());
+  ASSERT_NE(store, nullptr);
+  const Contents reopened = Read(*store);
+  EXPECT_EQ(reopened.index, loaded.index);
+  EXPECT_EQ(reopened.info.root, loaded.info.root);
+  EXPECT_EQ(reopened.leaves, loaded.leaves);
+}
+
+// Write decides rows against the stored ones and may replace what a peer
+// holds: it refuses unlogged rows, writing nothing.
+TEST(StoreLoadAbsent, WriteRefusesUnloggedRows) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenStore(dir.path());
+  ASSERT_NE(store, nullptr);
+  Mutation m = Row(1);
+  m.unlogged = true;
+  absl::StatusOr<WriteResult> r = store->Write(Captured({Row(2), m}));
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("unlogged"));
+  EXPECT_TRUE(absl::IsNotFound(store->GetKeyspace(kKeyspace).status()));
 }
 
 }  // namespace

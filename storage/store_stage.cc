@@ -297,6 +297,15 @@ absl::Status StoreImpl::StageAbsent(StagedCommit& g,
                                     "reading a keyspace's last row"));
     if (last.has_value()) after = std::move(*last);
   }
+  const bool unlogged =
+      std::any_of(request.mutations.begin(), request.mutations.end(),
+                  [](const Mutation& m) { return m.unlogged; });
+  if (unlogged) {
+    // Rows without entries leave their leaves' changes nowhere but in this
+    // batch: it must hold a full checkpoint, so every leaf the log still
+    // carries changes for is persisted first.
+    TALLY_RETURN_IF_ERROR(CheckpointLeaves());
+  }
   const bool check_damaged = damaged_count_.load() > 0;
   static const StagedRow kAbsent;
   OriginId origin_id;
@@ -331,14 +340,26 @@ absl::Status StoreImpl::StageAbsent(StagedCommit& g,
                 internal::EncodeRowRecord(header, m.captured_payload.has_value()
                                                       ? *m.captured_payload
                                                       : m.value));
-    internal::ChangeRecord change;
-    change.keyspace_id = ks_id.value();
-    change.timestamp = version.timestamp;
-    change.origin_id = origin_id.value();
-    change.key = m.key;
-    change.digest_delta = header.digest;
-    change.count_delta = 1;
-    StageChange(g, change, token, depth);
+    if (m.unlogged) {
+      // The rows come in token order: a leaf's rows are consecutive.
+      const auto leaf = static_cast<uint32_t>(tree::NodeIndexOf(token, depth));
+      std::vector<CatalogueEdit::LeafDelta>& deltas = g.edit.leaf_deltas;
+      if (deltas.empty() || deltas.back().keyspace != ks_id ||
+          deltas.back().leaf != leaf) {
+        deltas.push_back(CatalogueEdit::LeafDelta{ks_id, leaf, {}, 0});
+      }
+      deltas.back().digest ^= header.digest;
+      deltas.back().count += 1;
+    } else {
+      internal::ChangeRecord change;
+      change.keyspace_id = ks_id.value();
+      change.timestamp = version.timestamp;
+      change.origin_id = origin_id.value();
+      change.key = m.key;
+      change.digest_delta = header.digest;
+      change.count_delta = 1;
+      StageChange(g, change, token, depth);
+    }
     CountRowChange(g, kAbsent, origin_id);
     if (check_damaged && IsDamaged(row_key)) {
       // A mark left without its row: the row written now replaces it.
@@ -350,7 +371,37 @@ absl::Status StoreImpl::StageAbsent(StagedCommit& g,
     after = std::move(row_key);
   }
   result->last_sequence = g.sequence;
+  if (unlogged) StageLeafCheckpoint(g, existed);
   return absl::OkStatus();
+}
+
+void StoreImpl::StageLeafCheckpoint(StagedCommit& g, bool keyspace_existed) {
+  commit_mu_.AssertHeld();
+  // Each leaf once, with its deltas summed, in the order first changed.
+  std::vector<LeafRef> leaves;
+  absl::flat_hash_map<LeafRef, size_t> slot;
+  std::vector<tree::NodeState> deltas;
+  for (const CatalogueEdit::LeafDelta& d : g.edit.leaf_deltas) {
+    const LeafRef ref{d.keyspace, d.leaf};
+    auto [it, added] = slot.emplace(ref, leaves.size());
+    if (added) {
+      leaves.push_back(ref);
+      deltas.emplace_back();
+    }
+    deltas[it->second].digest ^= d.digest;
+    deltas[it->second].count += d.count;
+  }
+  // A keyspace this group creates has empty leaves (the catalogue does not
+  // know it yet).
+  std::vector<tree::NodeState> states =
+      keyspace_existed ? catalogue_.LeafStates(leaves)
+                       : std::vector<tree::NodeState>(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    states[i].digest ^= deltas[i].digest;
+    states[i].count += deltas[i].count;
+  }
+  LeafCheckpoints::BuildCheckpoint(g.sequence, leaves, states, &g.batch);
+  g.leaves_checkpointed = true;
 }
 
 absl::Status StoreImpl::ApplyAccepted(StagedCommit& g) {

@@ -159,6 +159,16 @@ absl::Status StoreImpl::CheckKeyspaceLimit(
 
 absl::StatusOr<WriteResult> StoreImpl::Write(WriteRequest request) {
   TALLY_RETURN_IF_ERROR(ValidateRequest(request));
+  for (const Mutation& m : request.mutations) {
+    if (m.unlogged) {
+      // Write decides each row against the stored one: it may replace a
+      // row a peer has, and only the log would tell the peer.
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "key '%s' is unlogged; only a bulk load (LoadAbsent) takes "
+          "unlogged rows",
+          absl::CHexEscape(m.key.substr(0, 64))));
+    }
+  }
   {
     // Distinct keyspace names, in order; requests rarely carry more than one.
     std::vector<absl::string_view> names;
@@ -350,7 +360,12 @@ void StoreImpl::Install(const StagedCommit& g) {
   for (const CatalogueEdit::LeafDelta& d : g.edit.leaf_deltas) {
     changed.push_back(LeafRef{d.keyspace, d.leaf});
   }
-  leaf_checkpoints_.MarkDirty(changed);
+  if (g.leaves_checkpointed) {
+    // The batch held every changed leaf and the sequence they include.
+    leaf_checkpoints_.Checkpointed(g.sequence);
+  } else {
+    leaf_checkpoints_.MarkDirty(changed);
+  }
   change_log_.Committed(g.sequence);
   if (leaf_checkpoints_.CheckpointDue(g.sequence,
                                       options_.leaf_checkpoint_interval)) {

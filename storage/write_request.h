@@ -33,6 +33,11 @@ struct Mutation {
   // token for its row version). Unset: the value itself, as the embedded
   // backend keeps it.
   std::optional<std::string> captured_payload;
+  // Store::LoadAbsent only (Store::Write refuses it): the row enters no
+  // change-log entry, so the feed never sends it. For rows every replica
+  // builds the same (a sidecar's first build, with the bootstrap version),
+  // which no peer needs from the feed: anti-entropy settles differences.
+  bool unlogged = false;
 
   static Mutation Put(std::string keyspace, std::string key, std::string value);
   static Mutation Delete(std::string keyspace, std::string key);

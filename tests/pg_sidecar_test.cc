@@ -637,6 +637,53 @@ TEST_F(PgSidecarTest, AReplicaPeeredWithRoleSourceBecomesAnExactCopy) {
   EXPECT_EQ(CountByOrigin(*pg_a, 1, 10000, /*tally=*/true), "0");
 }
 
+// A first build indexes the table at the bootstrap version without logging
+// it (the feed would otherwise send every row to every peer); a new peer on
+// an empty database still gets every row, by session, and a row changed
+// afterwards reaches it through the log as usual.
+TEST_F(PgSidecarTest, AFirstBuildLogsNothingAndANewPeerConvergesBySession) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pg_a = StartCluster();
+  std::unique_ptr<PgCluster> pg_b = StartCluster();
+  ASSERT_NE(pg_a, nullptr);
+  ASSERT_NE(pg_b, nullptr);
+  ASSERT_TRUE(pg_a->Execute("INSERT INTO t SELECT g, g, 'row-' || g FROM "
+                            "generate_series(1, 3000) g")
+                  .ok());
+  TempDir dir_a, dir_b;
+  const std::string addr_a = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> side_a =
+      StartSidecar("side-a", dir_a.path(), *pg_a, addr_a, {});
+  ASSERT_NE(side_a, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Following(addr_a); }, absl::Seconds(30)))
+      << side_a->Log();
+  EXPECT_EQ(JsonNumber(StatusJson(addr_a), "last_sequence"), 0)
+      << StatusJson(addr_a);
+
+  std::unique_ptr<NodeProcess> side_b = StartSidecar(
+      "side-b", dir_b.path(), *pg_b, FreeLoopbackAddress(), {addr_a});
+  ASSERT_NE(side_b, nullptr);
+  const std::string sum_a = TableMd5(*pg_a, "t");
+  EXPECT_TRUE(
+      WaitFor([&] { return TableMd5(*pg_b, "t") == sum_a; }, absl::Seconds(40)))
+      << "rows in b: " << *pg_b->Execute("SELECT count(*) FROM t") << "\n"
+      << side_a->Log() << side_b->Log();
+  // A's log still holds nothing: B's rows came by session, and applying
+  // them on B did not echo back.
+  EXPECT_EQ(JsonNumber(StatusJson(addr_a), "last_sequence"), 0);
+
+  ASSERT_TRUE(
+      pg_a->Execute("UPDATE t SET b = 'later' WHERE id BETWEEN 1 AND 10").ok());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return *pg_b->Execute("SELECT count(*) FROM t WHERE b = 'later'") ==
+               "10";
+      },
+      absl::Seconds(30)))
+      << side_a->Log() << side_b->Log();
+  EXPECT_EQ(JsonNumber(StatusJson(addr_a), "last_sequence"), 10);
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});

@@ -329,6 +329,9 @@ class StoreImpl : public Store, private SnapshotRowReader {
     // A group touches few origins (usually one): small inline vectors,
     // searched linearly, cost no allocation per commit.
     absl::InlinedVector<std::pair<OriginId, int64_t>, 4> origin_row_deltas;
+    // The batch is a leaf checkpoint through `sequence` (a LoadAbsent of
+    // unlogged rows): no leaf differs from its persisted state after it.
+    bool leaves_checkpointed = false;
   };
   StagedCommit StartGroup() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // kResourceExhausted when `names` (a write's keyspaces) would take the
@@ -373,9 +376,17 @@ class StoreImpl : public Store, private SnapshotRowReader {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Stages a LoadAbsent request (checked by ValidateAbsent): every row
   // written as absent, after checking that its first key orders after
-  // every row its keyspace holds (kFailedPrecondition if not).
+  // every row its keyspace holds (kFailedPrecondition if not). With
+  // unlogged rows, checkpoints the leaves first and stages the leaves the
+  // request changes as a checkpoint in the group's batch.
   absl::Status StageAbsent(StagedCommit& g, const WriteRequest& request,
                            WriteResult* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Adds to the group's batch a checkpoint of the leaves its edit changes
+  // (their catalogue state plus its deltas; empty for a keyspace the group
+  // creates) through g.sequence. REQUIRES: no other leaf is dirty (the
+  // leaves were checkpointed under this hold of commit_mu_).
+  void StageLeafCheckpoint(StagedCommit& g, bool keyspace_existed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Once every mutation of the group is decided: asks the backend to apply
   // the accepted rows (one ApplyRows call), then stages the index records,
