@@ -204,6 +204,45 @@ TEST(PgCrash, CaptureKilledBeforeConfirmingIndexesEachChangeOnce) {
   ExpectIndexEqualsTable("crash-a", dir.path(), *pg, 100);
 }
 
+// A transaction larger than one store batch, and small ones grouped:
+// tallyd dies after the 2nd store write of one 25,000-row transaction
+// (three writes of at most 10,000: the split transaction's progress is in
+// the stored position); while it is down, 100 small transactions commit,
+// which the restarted node groups into shared store writes, and it dies
+// again after the first of those. Each restart resumes from the stored
+// position: every change is indexed, each once.
+TEST(PgCrash, CaptureKilledBetweenBatchesIndexesEachChangeOnce) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> pg = StartTableCluster();
+  ASSERT_NE(pg, nullptr);
+  TempDir dir;
+  const std::string addr = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> side =
+      StartSidecar("crash-p", dir.path(), *pg, addr, {},
+                   {"--test-fault-point", "capture-after-index-commit:2"});
+  ASSERT_NE(side, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Following(addr); }, absl::Seconds(20)))
+      << side->Log();
+
+  ASSERT_NO_FATAL_FAILURE(
+      InsertTransactions(*pg, 1, 1, 25000, "big", absl::ZeroDuration()));
+  ASSERT_NO_FATAL_FAILURE(ExpectDiedAt(*side, "capture-after-index-commit"));
+  ASSERT_NO_FATAL_FAILURE(
+      InsertTransactions(*pg, 25001, 100, 5, "small", absl::ZeroDuration()));
+
+  side = StartSidecar("crash-p", dir.path(), *pg, addr, {},
+                      {"--test-fault-point", "capture-after-index-commit:1"});
+  ASSERT_NE(side, nullptr);
+  ASSERT_NO_FATAL_FAILURE(ExpectDiedAt(*side, "capture-after-index-commit"));
+
+  side = StartSidecar("crash-p", dir.path(), *pg, addr, {});
+  ASSERT_NE(side, nullptr);
+  // 25,000 + 100 × 5 inserts, one log entry each.
+  ASSERT_NO_FATAL_FAILURE(ExpectLogSettlesAt(addr, 25500, *side));
+  EXPECT_EQ(side->Stop(), 0) << side->Log();
+  ExpectIndexEqualsTable("crash-p", dir.path(), *pg, 25500);
+}
+
 // Two databases, a sidecar on each peering the other; tallyd A is killed in
 // an apply of B's rows at a fault point — an apply of updates, which A
 // makes under the compare-and-swap on the tokens its index holds — then
