@@ -44,6 +44,10 @@ ABSL_FLAG(uint64_t, pg_apply_rows, 1000000, "pg-apply: rows in the table");
 ABSL_FLAG(int, pg_apply_batches, 10,
           "pg-apply: 10,000-row batches per run and contender");
 ABSL_FLAG(int, pg_apply_runs, 3, "pg-apply: runs of each contender");
+ABSL_FLAG(std::string, pg_apply_shared_buffers, "",
+          "pg-apply: the server's shared_buffers (e.g. 1GB); empty keeps "
+          "the throwaway clusters' 64MB, which holds less than the three "
+          "1M-row tables the contenders write");
 ABSL_FLAG(bool, pg_apply_only_tally, false,
           "pg-apply: skip the baselines (for profiling ApplyRows)");
 
@@ -55,6 +59,7 @@ using pg::Connection;
 using pg::Field;
 using storage::RowChange;
 using testing::PgCluster;
+using testing::PgClusterOptions;
 
 constexpr int kUpdates = 8000;
 constexpr int kDeletes = 1000;
@@ -132,7 +137,12 @@ BlindSql MakeBlindSql(const std::string& table) {
 class ApplyBench {
  public:
   absl::Status Setup(std::ostream& out) {
-    TALLY_ASSIGN_OR_RETURN(pg_, PgCluster::Start());
+    PgClusterOptions server;
+    if (const std::string sb = absl::GetFlag(FLAGS_pg_apply_shared_buffers);
+        !sb.empty()) {
+      server.settings.push_back(absl::StrCat("shared_buffers = '", sb, "'"));
+    }
+    TALLY_ASSIGN_OR_RETURN(pg_, PgCluster::Start(server));
     rows_ = absl::GetFlag(FLAGS_pg_apply_rows);
     const absl::Time start = absl::Now();
     TALLY_RETURN_IF_ERROR(
