@@ -338,8 +338,16 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
   // are still in the old slot, which the build is about to replace.
   LocalDeletes lost_deletes;
   if (options.index_lost) {
-    TALLY_ASSIGN_OR_RETURN(
-        lost_deletes, ReadLocalDeletes(*reader, options.names, options.tables));
+    absl::StatusOr<LocalDeletes> read =
+        ReadLocalDeletes(*reader, options.names, options.tables);
+    if (absl::IsUnavailable(read.status())) return read.status();  // retry
+    if (read.ok()) {
+      lost_deletes = *std::move(read);
+    } else {
+      // Undecodable, or more WAL than the query timeout decodes: the loss
+      // is rebuilt without the deletes rather than never (logged).
+      result.old_slot_error = read.status().ToString();
+    }
     result.old_slot_read = lost_deletes.slot_found;
     result.truncated_while_lost.assign(lost_deletes.truncated.begin(),
                                        lost_deletes.truncated.end());

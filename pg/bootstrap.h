@@ -169,6 +169,9 @@ struct BuildResult {
   // (pg/lost_deletes.h), and the tables a local TRUNCATE emptied there
   // (their rows are not known, so they got no tombstones).
   bool old_slot_read = false;
+  // Why the old slot could not be read, when it was there (the build then
+  // goes on without its deletes).
+  std::string old_slot_error;
   std::vector<std::string> truncated_while_lost;
   // The replication connection that created the slot, idle: start
   // replication on it from position.resume_lsn.

@@ -699,10 +699,14 @@ class Sidecar::Impl {
             c.keyspace, c.fresh_rows, c.rows, c.deleted_rows));
       }
       if (index_lost && !built.old_slot_read) {
-        Log(absl::StrCat("index lost: the old slot ", names_.slot,
-                         " was missing or lost, so rows deleted here while "
-                         "the index was lost are not known: the peers' "
-                         "copies of them come back"));
+        Log(absl::StrCat(
+            "index lost: the old slot ", names_.slot,
+            built.old_slot_error.empty()
+                ? std::string(" was missing or lost")
+                : absl::StrCat(" could not be read (", built.old_slot_error,
+                               ")"),
+            ", so rows deleted here while the index was lost are not known: "
+            "the peers' copies of them come back"));
       }
       for (const std::string& table : built.truncated_while_lost) {
         Log(absl::StrCat("index lost: table ", table,
