@@ -362,10 +362,7 @@ absl::Status Capture::OnRelation(const RelationMessage& m) {
     std::vector<std::string> problems;
     std::vector<bool> seen(schema.columns().size(), false);
     for (const RelationColumn& c : m.columns) {
-      size_t found = schema.columns().size();
-      for (size_t i = 0; i < schema.columns().size(); ++i) {
-        if (schema.columns()[i].name == c.name) found = i;
-      }
+      const size_t found = schema.ColumnIndex(c.name);
       if (found == schema.columns().size()) {
         problems.push_back(absl::StrCat("column ", c.name, " is new"));
         continue;

@@ -85,13 +85,9 @@ absl::Status LocalDeleteCollector::Add(const PgOutputMessage& message) {
     }
     if (r.table != nullptr) {
       for (const RelationColumn& c : relation->columns) {
-        size_t found = r.table->columns().size();
-        for (size_t i = 0; i < r.table->columns().size(); ++i) {
-          if (r.table->columns()[i].name == c.name) found = i;
-        }
-        // A column the table no longer has (dropped since): never a key
-        // column of the current schema, so it only needs a slot.
-        r.canonical.push_back(found);
+        // A column the table no longer has (dropped since) maps past the
+        // end: never a key column of the current schema, only a slot.
+        r.canonical.push_back(r.table->ColumnIndex(c.name));
       }
       for (size_t k = 0; k < r.table->key_columns(); ++k) {
         bool sent = false;

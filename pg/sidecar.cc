@@ -184,7 +184,7 @@ std::string StoredSchemaChange(const CapturePosition& position,
                           " is kept now but was not when the index was built");
     }
     if (it->second != t.stored_fingerprint()) {
-      if (it->second.substr(0, it->second.find(' ')) == t.fingerprint()) {
+      if (TableSchema::FingerprintOfStored(it->second) == t.fingerprint()) {
         return absl::StrCat(
             "the partitions of ", t.name(),
             " changed while tallyd was stopped (a partition attached, "

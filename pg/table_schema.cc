@@ -368,6 +368,17 @@ std::string TableSchema::stored_fingerprint() const {
   return absl::StrCat(fingerprint_, " ", partition_layout_);
 }
 
+absl::string_view TableSchema::FingerprintOfStored(absl::string_view stored) {
+  return stored.substr(0, stored.find(' '));
+}
+
+size_t TableSchema::ColumnIndex(absl::string_view name) const {
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    if (columns_[i].name == name) return i;
+  }
+  return columns_.size();
+}
+
 std::string DescribePartitionChange(absl::string_view here,
                                     absl::string_view there) {
   // Lines are "oid relfilenode name": by OID, what is new, gone, rewritten.

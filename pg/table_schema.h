@@ -154,6 +154,13 @@ class TableSchema {
   // What the index records it was built from (pg/capture_position.h): the
   // fingerprint, and for a partitioned table " " and its partition layout.
   std::string stored_fingerprint() const;
+  // The schema fingerprint part of a stored_fingerprint() (the whole of
+  // it for a plain table).
+  static absl::string_view FingerprintOfStored(absl::string_view stored);
+
+  // The canonical index of the column named `name`, or columns().size()
+  // when the table has none of that name.
+  size_t ColumnIndex(absl::string_view name) const;
 
  private:
   TableSchema() = default;
