@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "pg/binary_copy.h"
 #include "pg/build_marker.h"
+#include "pg/commit_stamp.h"
 #include "pg/field.h"
 #include "pg/lost_deletes.h"
 #include "pg/replication_messages.h"
@@ -413,19 +414,17 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
   auto rebuild_version = [&](const RowToken& token,
                              const IndexEntry* old) -> const tree::Version* {
     if (!token.commit_time_us.has_value()) return &fresh_version();
-    const int64_t us =
-        absl::ToUnixMicros(FromPgTimestamp(*token.commit_time_us));
-    written = tree::Version{
-        tree::HlcTimestamp::FromParts(static_cast<uint64_t>(us / 1000),
-                                      static_cast<uint64_t>(us % 1000)),
-        options.node_name};
+    written =
+        tree::Version{CommitStampOf(*token.commit_time_us), options.node_name};
     if (old != nullptr && tree::CompareVersions(written, old->version) <= 0) {
       return &fresh_version();
     }
     return &written;
   };
-  // Index lost: the version capture would have stamped a local write
-  // committed at `commit_us`: Now() after observing the commit time. One
+  // Index lost: a version for a local write committed at `commit_us` that
+  // orders after whatever the peers may hold for its row (the lost index
+  // knew what they had; capture stamps the commit time and raises it past
+  // a newer stored row): Now() after observing the commit time. One
   // stamp serves every row committed before it; a commit time after it
   // (the server's clock ahead of this host's) takes a new one.
   std::optional<tree::Version> lost_fresh;

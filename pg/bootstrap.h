@@ -34,7 +34,7 @@
 //  - a key whose value the index describes (its digest, recomputed with the
 //    index's version, matches) keeps its version: nothing is written;
 //  - a key with another value gets its written version: the row's commit
-//    time (to the µs: milliseconds, then µs as the HLC counter) and this
+//    time (pg/commit_stamp.h) and this
 //    node, as the capture would have stamped the write — or a fresh local
 //    version when the server has no commit time for it or that does not
 //    order after the index's version. (A fresh version for every changed
@@ -55,9 +55,10 @@
 // own apply — its token has a commit time and an origin other than the
 // node's replication origin: an application's (origin 0) or another
 // replication tool's, as capture counts them — committed at or after
-// `lost_since_unix_us` (the node's first build, from the marker), gets the
-// version capture would have stamped it with: the store clock's Now()
-// after observing the commit time, and this node. The others keep the
+// `lost_since_unix_us` (the node's first build, from the marker), gets a
+// fresh version: the store clock's Now() after observing the commit time,
+// and this node — later than the commit time capture stamps, which the
+// lost index would have raised past a newer row it held. The others keep the
 // bootstrap version, as at a first start: rows tally applied here (the
 // node's origin: they came from a peer, which holds them), rows without a
 // commit time (written before track_commit_timestamp was on, or older
@@ -75,8 +76,8 @@
 // A row the application DELETED here is not in the table; the old slot,
 // still decodable from the lost index's last confirmation, is read for
 // them before it is replaced (pg/lost_deletes.h), and each such key the
-// snapshot does not hold gets a tombstone versioned as capture would have
-// stamped the delete. Limits (README "A lost index"): deletes the old slot
+// snapshot does not hold gets a tombstone with a fresh version, as the
+// rows written here get (above). Limits (README "A lost index"): deletes the old slot
 // cannot show (a TRUNCATE's rows, deletes before its confirmed position,
 // a missing or lost slot) come back from the peers. A row written before the
 // first build whose index version a later rebuild had raised (a schema

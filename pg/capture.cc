@@ -289,6 +289,7 @@ absl::Status Capture::Handle(ReplicationStream& stream,
     txn_->skip = begin->final_lsn < pos.resume_lsn;
     if (pos.partial.has_value() && pos.partial->end_lsn == begin->final_lsn) {
       txn_->changes_done = pos.partial->changes_done;
+      stamps_.After(pos.partial->version.timestamp);
       (void)store_->clock().Observe(pos.partial->version.timestamp);
     }
     return absl::OkStatus();
@@ -500,6 +501,7 @@ absl::Status Capture::OnChange(const PgOutputMessage& m) {
   if (has_old_key && (new_tuple == nullptr || old_key != key)) {
     storage::Mutation d = storage::Mutation::Delete(ks.schema.name(), old_key);
     d.version = txn.version;
+    d.supersedes_stored = true;
     batch_->Add(std::move(d));
   }
   if (new_tuple != nullptr) {
@@ -509,6 +511,7 @@ absl::Status Capture::OnChange(const PgOutputMessage& m) {
       storage::Mutation p =
           storage::Mutation::Put(ks.schema.name(), key, std::move(value));
       p.version = txn.version;
+      p.supersedes_stored = true;
       p.captured_payload =
           RowToken{txn.begin.commit_time_us, txn.origin_id}.Encode();
       batch_->Add(std::move(p));
@@ -549,13 +552,12 @@ absl::Status Capture::OnTruncate(const TruncateMessage& m) {
 
 void Capture::StampVersion(Transaction& txn) {
   if (txn.version.has_value()) return;
-  // Commit times are not monotonic in commit order: the clock, having
-  // observed it, orders the transaction after every version it holds.
-  (void)store_->clock().Observe(tree::HlcTimestamp::FromParts(
-      static_cast<uint64_t>(
-          absl::ToUnixMillis(FromPgTimestamp(txn.begin.commit_time_us))),
-      0));
-  txn.version = tree::Version{store_->clock().Now(), options_.node_name};
+  // When it committed, not when this capture read it (pg/commit_stamp.h);
+  // a row the index holds at a later version gets one just after it
+  // (Mutation::supersedes_stored).
+  txn.version =
+      tree::Version{stamps_.Next(txn.begin.commit_time_us), options_.node_name};
+  (void)store_->clock().Observe(txn.version->timestamp);
 }
 
 absl::Status Capture::OnCommit(const CommitMessage& m) {
@@ -619,6 +621,7 @@ absl::Status Capture::OnCommit(const CommitMessage& m) {
       storage::Mutation p =
           storage::Mutation::Put(ks->schema.name(), key, std::move(*value));
       p.version = txn.version;
+      p.supersedes_stored = true;
       p.captured_payload = token.Encode();
       batch_->Add(std::move(p));
     }
@@ -643,6 +646,7 @@ absl::Status Capture::Flush(bool partial) {
       storage::Mutation p =
           storage::Mutation::Put(ks->schema.name(), key, std::move(*value));
       p.version = txn->version;
+      p.supersedes_stored = true;
       p.captured_payload = token.Encode();
       batch_->Add(std::move(p));
     }
@@ -676,7 +680,8 @@ absl::Status Capture::Flush(bool partial) {
   batch_ = std::make_unique<Batch>();
   if (txn != nullptr && txn->version.has_value()) {
     // The rest of the transaction orders after what was just stored.
-    txn->version = tree::Version{store_->clock().Now(), options_.node_name};
+    txn->version = tree::Version{stamps_.Bump(), options_.node_name};
+    (void)store_->clock().Observe(txn->version->timestamp);
   }
   return absl::OkStatus();
 }

@@ -13,9 +13,14 @@
 //    commits, this indexes them. Rows it lists as erased (a source
 //    override's) are left out (the source's next session erases them
 //    again), and rows it does not list are not indexed;
-//  - any other transaction gets one version, the store clock's Now() after
-//    observing the commit time (commit times are not monotonic), with this
-//    node's name as origin and the token (commit time, roident: 0 for a
+//  - any other transaction gets one version, its commit time
+//    (pg/commit_stamp.h: when it was written, however late the capture
+//    reads it; just after the previous transaction's when commit times go
+//    backwards), with this node's name as origin — each of its rows raised
+//    just past the row the index holds when that one orders later
+//    (storage::Mutation::supersedes_stored: a peer's clock ahead, a
+//    version applied here with a later time) — and the token (commit
+//    time, roident: 0 for a
 //    local transaction, the origin's id for one another replication tool
 //    applied). Insert and Update give the new row (an Update whose key
 //    changed also a tombstone of the old key); Delete a tombstone; an
@@ -64,6 +69,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pg/capture_position.h"
+#include "pg/commit_stamp.h"
 #include "pg/connection.h"
 #include "pg/fault_points.h"
 #include "pg/names.h"
@@ -181,6 +187,7 @@ class Capture {
   absl::flat_hash_map<std::string, OriginId> origin_ids_;
   std::unique_ptr<Transaction> txn_;
   std::unique_ptr<Batch> batch_;
+  CommitStamps stamps_;
   std::string schema_changed_;
   Lsn last_sent_status_ = kInvalidLsn;
   absl::Time last_status_time_ = absl::InfinitePast();

@@ -13,8 +13,8 @@
 // consumed) with the node's publication, and every key whose last change
 // there is a delete not made by tally's own apply is returned with the
 // commit time of that delete; the build then gives each such key that its
-// snapshot does not hold a tombstone with the version capture would have
-// stamped.
+// snapshot does not hold a tombstone with a fresh version (Now() after
+// observing that commit time, as for rows written since the first build).
 //
 // What this does not find, and why:
 //  - rows deleted by a TRUNCATE (pgoutput names the tables, not the rows):

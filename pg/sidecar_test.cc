@@ -285,6 +285,32 @@ TEST_F(SidecarTest, CapturesEveryChangeKind) {
   for (const auto& [key, e] : index) EXPECT_TRUE(e.deleted);
 }
 
+// A write is versioned when it committed, not when the capture read it:
+// a sidecar that was down (or lags) must not make its database's older
+// writes win over newer ones made elsewhere meanwhile. Two transactions
+// committed in the same order as their stamps.
+TEST_F(SidecarTest, AWriteCapturedLateIsVersionedAtItsCommitTime) {
+  Open();
+  CaughtUp();
+  Close();
+  Sql("INSERT INTO t VALUES (1, 1, 'one')");
+  Sql("INSERT INTO t VALUES (2, 2, 'two')");
+  const int64_t commit_ms = SqlInt(
+      "SELECT floor(extract(epoch FROM pg_xact_commit_timestamp(xmin)) * "
+      "1000)::bigint FROM t WHERE id = 1");
+  absl::SleepFor(absl::Milliseconds(1500));
+  Open();
+  CaughtUp();
+  auto index = Index();
+  EXPECT_EQ(index[Key(1)].version.origin, kNode);
+  EXPECT_EQ(
+      static_cast<int64_t>(index[Key(1)].version.timestamp.physical_millis()),
+      commit_ms)
+      << index[Key(1)].version.timestamp.DebugString();
+  EXPECT_TRUE(index[Key(1)].version < index[Key(2)].version);
+  ExpectVerified();
+}
+
 TEST_F(SidecarTest, ATransactionOverOneBatchIsSplitAndEndsWithItsLastValues) {
   Open();
   CaughtUp();

@@ -230,6 +230,65 @@ TEST_F(BackendSeam, CapturedChangesAreIndexedWithoutAskingTheBackend) {
   ExpectVerified();
 }
 
+// A change the backend committed after the stored row (an application
+// updated a row a peer's version had set, that peer's clock ahead) orders
+// after it, keeping its origin, however old its own stamp; without the
+// mark the same stamp would be a replay and change nothing.
+TEST_F(BackendSeam, ACapturedChangeThatSupersedesTheStoredRowOrdersAfterIt) {
+  const tree::HlcTimestamp ahead =
+      tree::HlcTimestamp::FromParts(store_->clock().PhysicalMillis() + 5000, 7);
+  Mutation peer = Mutation::Put("ks", "k", "from-a-peer");
+  peer.version = tree::Version{ahead, "peer-clock-ahead"};
+  peer.captured_payload = "P:from-a-peer";
+  ASSERT_EQ(Write({peer}, ApplyMode::kCaptured).applied,
+            (std::vector<bool>{true}));
+
+  const tree::Version commit_time{
+      tree::HlcTimestamp::FromParts(store_->clock().PhysicalMillis(), 0),
+      "node-a"};
+  Mutation replay = Mutation::Put("ks", "k", "old");
+  replay.version = commit_time;
+  replay.captured_payload = "P:old";
+  EXPECT_EQ(Write({replay}, ApplyMode::kCaptured).applied,
+            (std::vector<bool>{false}));
+  EXPECT_EQ(store_->Get("ks", "k")->value, "from-a-peer");
+
+  Mutation app = Mutation::Put("ks", "k", "app-update");
+  app.version = commit_time;
+  app.supersedes_stored = true;
+  app.captured_payload = "P:app-update";
+  const WriteResult r = Write({app}, ApplyMode::kCaptured);
+  EXPECT_EQ(r.applied, (std::vector<bool>{true}));
+  ASSERT_EQ(r.versions.size(), 1u);
+  EXPECT_EQ(r.versions[0].timestamp.raw(), ahead.raw() + 1);
+  EXPECT_EQ(r.versions[0].origin, "node-a");
+  auto row = store_->Get("ks", "k");
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ(row->value, "app-update");
+  EXPECT_EQ(row->version, r.versions[0]);
+  // A later stamp is kept as it is.
+  Mutation later = Mutation::Put("ks", "k", "later");
+  later.version = tree::Version{
+      tree::HlcTimestamp::FromParts(ahead.physical_millis() + 1, 0), "node-a"};
+  later.supersedes_stored = true;
+  later.captured_payload = "P:later";
+  EXPECT_EQ(Write({later}, ApplyMode::kCaptured).versions[0], *later.version);
+  // And replaying it (its very version and digest) changes nothing.
+  const Sequence before = store_->last_sequence();
+  EXPECT_EQ(Write({later}, ApplyMode::kCaptured).applied,
+            (std::vector<bool>{false}));
+  EXPECT_EQ(store_->last_sequence(), before);
+  ExpectVerified();
+
+  // Only a captured write takes the mark.
+  Mutation put = Mutation::Put("ks", "k", "v");
+  put.supersedes_stored = true;
+  WriteRequest request;
+  request.mutations.push_back(put);
+  EXPECT_EQ(store_->Write(std::move(request)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(BackendSeam, ScanIndexListsTheRecordsWithoutReadingValues) {
   Write({Mutation::Put("ks", "a", "va"), Mutation::Put("ks", "b", "vb")});
   Write({Mutation::Delete("ks", "b")});

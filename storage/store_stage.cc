@@ -211,6 +211,19 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, const Mutation& m,
   if (!m.erase) {
     row.digest =
         tree::RowDigest(m.keyspace, m.key, row.version, m.deleted, m.value);
+    if (m.supersedes_stored && current->exists && !current->damaged &&
+        !(current->header.timestamp < row.version.timestamp) &&
+        !(current->header.timestamp == row.version.timestamp &&
+          current->header.digest == row.digest)) {
+      // The backend committed it after the stored row: it orders after it
+      // whatever its commit time says. (The same version and digest is
+      // the stored row itself, replayed: left to the rules below.)
+      row.version.timestamp =
+          HlcTimestamp::FromRaw(current->header.timestamp.raw() + 1);
+      (void)clock_.Observe(row.version.timestamp);
+      row.digest =
+          tree::RowDigest(m.keyspace, m.key, row.version, m.deleted, m.value);
+    }
   }
   internal::StoredState stored = StoredStateOf(g, *current);
   const internal::Decision decision =

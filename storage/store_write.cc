@@ -90,6 +90,12 @@ absl::Status StoreImpl::ValidateRequest(const WriteRequest& request) const {
           "captured change of key '%s' has no version; the capture gives it",
           absl::CHexEscape(m.key)));
     }
+    if (m.supersedes_stored && request.mode != ApplyMode::kCaptured) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "key '%s' is marked as superseding the stored row outside a "
+          "captured write",
+          absl::CHexEscape(m.key)));
+    }
     if (m.captured_payload.has_value() &&
         request.mode != ApplyMode::kCaptured) {
       return absl::InvalidArgumentError(absl::StrFormat(

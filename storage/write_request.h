@@ -38,6 +38,16 @@ struct Mutation {
   // builds the same (a sidecar's first build, with the bootstrap version),
   // which no peer needs from the feed: anti-entropy settles differences.
   bool unlogged = false;
+  // ApplyMode::kCaptured only: a new write the backend committed after the
+  // row the index describes (an application's change the capture found),
+  // not a replay of one the index holds. It must order after the stored
+  // row, whose version may be newer than its own (a peer's clock ahead of
+  // the backend's commit time, or two commits in the same microsecond):
+  // the store then raises its timestamp to just after the stored row's,
+  // keeping its origin. Without it (or when it carries the stored row's
+  // very version and digest), a captured row that is not newer than the
+  // stored one is a replay and changes nothing.
+  bool supersedes_stored = false;
 
   static Mutation Put(std::string keyspace, std::string key, std::string value);
   static Mutation Delete(std::string keyspace, std::string key);
@@ -97,12 +107,13 @@ enum class ApplyMode {
   // its index, leaves, change log and origin counts, with the version the
   // capture gives (every mutation carries one, with the origin it names),
   // and never asks the backend to apply them. Decided as last writer wins:
-  // a capture stamps its versions with the store's clock (Store::clock()),
-  // which has observed every version the store holds, so a fresh capture is
-  // always newer than the row it changes, and one that is not newer is a
-  // replay, which changes nothing: replaying captured changes after a crash
-  // is idempotent (with the request's backend_position, committed in the
-  // same batch, the backend knows where to resume).
+  // a capture stamps its versions with the backend's commit time, and marks
+  // fresh changes Mutation::supersedes_stored, which the store raises past
+  // the stored row when they do not order after it; a captured row without
+  // the mark that is not newer is a replay, which changes nothing:
+  // replaying captured changes after a crash is idempotent (with the
+  // request's backend_position, committed in the same batch, the backend
+  // knows where to resume).
   kCaptured,
 };
 

@@ -502,6 +502,53 @@ TEST_F(PgSidecarTest, TwoDatabasesConverge) {
   ExpectMeshConverged(sides, kRows, absl::Seconds(40));
 }
 
+// Last writer wins follows when each write committed, not when its sidecar
+// read it: A's database is written while A's sidecar is down, B's database
+// later while B's runs; when A's sidecar comes back, B's newer values stay
+// on both databases (A's sidecar, reading its older writes last, used to
+// make them win).
+TEST_F(PgSidecarTest, AWriteReadLateByItsSidecarDoesNotBeatANewerOne) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  PeeredPair pair;
+  ASSERT_NO_FATAL_FAILURE(StartPeeredPair(&pair));
+  ASSERT_TRUE(pair.pg_a
+                  ->Execute("INSERT INTO t SELECT g, g, 'first' FROM "
+                            "generate_series(1, 100) g")
+                  .ok());
+  ASSERT_TRUE(WaitFor(
+      [&] { return TableMd5(*pair.pg_b, "t") == TableMd5(*pair.pg_a, "t"); },
+      absl::Seconds(30)))
+      << pair.side_a->Log() << pair.side_b->Log();
+
+  EXPECT_EQ(pair.side_a->Stop(), 0);
+  ASSERT_TRUE(
+      pair.pg_a->Execute("UPDATE t SET b = 'older, on a' WHERE id <= 50").ok());
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(
+      pair.pg_b->Execute("UPDATE t SET b = 'newer, on b' WHERE id <= 50").ok());
+  absl::SleepFor(absl::Milliseconds(1000));
+  pair.side_a = StartSidecar("side-a", pair.dir_a.path(), *pair.pg_a,
+                             pair.addr_a, {pair.addr_b});
+  ASSERT_NE(pair.side_a, nullptr);
+
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return *pair.pg_a->Execute(
+                   "SELECT count(*) FROM t WHERE b = 'newer, on b'") == "50" &&
+               TableMd5(*pair.pg_a, "t") == TableMd5(*pair.pg_b, "t");
+      },
+      absl::Seconds(30)))
+      << "a: "
+      << *pair.pg_a->Execute("SELECT count(*) FROM t WHERE b = 'newer, on b'")
+      << " newer, b: "
+      << *pair.pg_b->Execute("SELECT count(*) FROM t WHERE b = 'newer, on b'")
+      << " newer\n"
+      << pair.side_a->Log() << pair.side_b->Log();
+  EXPECT_EQ(
+      *pair.pg_b->Execute("SELECT count(*) FROM t WHERE b = 'older, on a'"),
+      "0");
+}
+
 // Three databases and their sidecars, started with `links` (i peers j for
 // every (i, j)), all following.
 struct Three {
