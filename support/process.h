@@ -81,7 +81,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 CommandResult RunTally(const std::vector<std::string>& args,
                        absl::Duration timeout = absl::Seconds(120));
 
-// Starts a command without waiting; returns its pid. Its output goes to
+// Starts a command without waiting; returns its pid (-1 when it cannot be
+// started, with a line on stderr). Its output goes to
 // `out_path`.
 pid_t SpawnCommand(const std::vector<std::string>& argv,
                    const std::string& out_path);

@@ -276,6 +276,7 @@ TEST_P(ClusterRepair,
       OnPath(GetParam(), {::tally::testing::TallyPath(), "repair", a->address(),
                           b->address(), "--keyspace", kKeyspace}),
       out);
+  ASSERT_GT(repair, 0);
   // Let it move some rows, then kill the target mid-stream.
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (Root(b->address()).second < 20000 && absl::Now() < deadline) {

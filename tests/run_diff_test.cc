@@ -347,6 +347,7 @@ TEST_P(ToolThatStops, StopsTheNodesRepair) {
   const pid_t tool = ::tally::testing::SpawnCommand(
       {::tally::testing::TallyPath(), "repair", a->address(), b->address()},
       out);
+  ASSERT_GT(tool, 0);
   // Running on A, and some rows moved.
   bool seen_running = false;
   ASSERT_TRUE(WaitFor(
