@@ -18,6 +18,7 @@
 #include "pg/build_marker.h"
 #include "pg/commit_stamp.h"
 #include "pg/field.h"
+#include "pg/gathered_rows.h"
 #include "pg/lost_deletes.h"
 #include "pg/replication_messages.h"
 #include "tree/status_macros.h"
@@ -468,9 +469,8 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
     // to its memtable and flushes tables that do not overlap, where the
     // scan's order (a hash order in the index) would miss the CPU cache at
     // every step of each insert.
-    std::vector<storage::Mutation> absent;
-    // Grown by moves otherwise, each a copy of every row gathered so far.
-    if (index.empty()) absent.reserve(estimated[table] + estimated[table] / 16);
+    GatheredRows absent(index.empty() ? estimated[table] + estimated[table] / 16
+                                      : 0);
     absl::flat_hash_set<std::string> seen;
     const bool track_seen = !index.empty();
     // Index lost: keys deleted here; those the scan finds were written
@@ -505,13 +505,13 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
             }
             version = rebuild_version(row.token, &e);
           }
-          storage::Mutation m = storage::Mutation::Put(
-              t.name(), std::string(row.key), std::string(row.value));
-          m.version = *version;
-          m.captured_payload = row.token.Encode();
           if (it == index.end()) {
-            absent.push_back(std::move(m));
+            absent.Add(row.key, row.value, row.token.Encode(), *version);
           } else {
+            storage::Mutation m = storage::Mutation::Put(
+                t.name(), std::string(row.key), std::string(row.value));
+            m.version = *version;
+            m.captured_payload = row.token.Encode();
             TALLY_RETURN_IF_ERROR(writer.Add(std::move(m)));
           }
           if (options.on_progress && absl::Now() >= next_report) {
@@ -521,36 +521,23 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
           }
           return absl::OkStatus();
         }));
-    std::vector<std::pair<tree::Token, uint32_t>> order;
-    order.reserve(absent.size());
-    for (size_t i = 0; i < absent.size(); ++i) {
-      order.emplace_back(tree::TokenOf(absent[i].key),
-                         static_cast<uint32_t>(i));
-    }
-    std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-      if (a.first != b.first) return a.first < b.first;
-      return absent[a.second].key < absent[b.second].key;
-    });
-    for (const auto& [token, i] : order) {
-      storage::Mutation& m = absent[i];
-      const bool after_index =
-          !last_indexed.has_value() ||
-          *last_indexed <
-              std::pair<tree::Token, absl::string_view>(token, m.key);
-      if (!after_index) {
-        TALLY_RETURN_IF_ERROR(writer.Add(std::move(m)));
-        continue;
-      }
-      // A row with the bootstrap version is the same on every replica that
-      // built it, and older than any version a peer could have written:
-      // no peer needs it from the feed, and sessions settle the rest. Left
-      // out of the change log, a first build does not make the feed send
-      // the whole table to every peer.
-      m.unlogged = *m.version == bootstrap;
-      TALLY_RETURN_IF_ERROR(writer.AddAbsent(std::move(m)));
-    }
+    absent.Sort();
+    TALLY_RETURN_IF_ERROR(
+        absent.ForEach(t.name(), [&](storage::Mutation m) -> absl::Status {
+          const bool after_index =
+              !last_indexed.has_value() ||
+              *last_indexed < std::pair<tree::Token, absl::string_view>(
+                                  tree::TokenOf(m.key), m.key);
+          if (!after_index) return writer.Add(std::move(m));
+          // A row with the bootstrap version is the same on every replica
+          // that built it, and older than any version a peer could have
+          // written: no peer needs it from the feed, and sessions settle
+          // the rest. Left out of the change log, a first build does not
+          // make the feed send the whole table to every peer.
+          m.unlogged = *m.version == bootstrap;
+          return writer.AddAbsent(std::move(m));
+        }));
     TALLY_RETURN_IF_ERROR(writer.FinishAbsent());
-    absent = std::vector<storage::Mutation>();
     if (deleted_here != nullptr) {
       for (const auto& [key, commit_us] : *deleted_here) {
         storage::Mutation m = storage::Mutation::Delete(t.name(), key);

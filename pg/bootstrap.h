@@ -13,16 +13,16 @@
 // each row before its write; LevelDB appends) when they order after the
 // index's last row — all of them at a first build; the others, and the
 // changed rows of keys the index holds, go through Store::Write. So a
-// build holds the new keys' rows of its largest table in memory (~200 bytes
-// and the key and value per row). The loaded rows that get the bootstrap
-// version are unlogged (storage::Mutation::unlogged): they enter no
-// change-log entry, so the feed does not re-send a first build's rows to
-// every peer (each built the same rows, or settles differences by
-// session); rows given any other version are logged. The position (the
-// slot's consistent point) goes only with the LAST batch: a crash mid-build
-// leaves no position, and the next start builds again. The caller then
-// starts replication from the consistent point on the returned stream:
-// every change is either in the snapshot or streamed, never both, never
+// build holds the new keys' rows of its largest table in memory
+// (pg/gathered_rows.h: ~45 bytes and the key and value per row). The loaded
+// rows that get the bootstrap version are unlogged
+// (storage::Mutation::unlogged): they enter no change-log entry, so the feed
+// does not re-send a first build's rows to every peer (each built the same
+// rows, or settles differences by session); rows given any other version are
+// logged. The position (the slot's consistent point) goes only with the LAST
+// batch: a crash mid-build leaves no position, and the next start builds again.
+// The caller then starts replication from the consistent point on the returned
+// stream: every change is either in the snapshot or streamed, never both, never
 // neither.
 //
 // Versions. Against what the index already holds (empty at a first build):
@@ -77,11 +77,11 @@
 // still decodable from the lost index's last confirmation, is read for
 // them before it is replaced (pg/lost_deletes.h), and each such key the
 // snapshot does not hold gets a tombstone with a fresh version, as the
-// rows written here get (above). Limits (README "A lost index"): deletes the old slot
-// cannot show (a TRUNCATE's rows, deletes before its confirmed position,
-// a missing or lost slot) come back from the peers. A row written before the
-// first build whose index version a later rebuild had raised (a schema
-// change's: its commit time) goes back to the bootstrap version.
+// rows written here get (above). Limits (README "A lost index"): deletes the
+// old slot cannot show (a TRUNCATE's rows, deletes before its confirmed
+// position, a missing or lost slot) come back from the peers. A row written
+// before the first build whose index version a later rebuild had raised (a
+// schema change's: its commit time) goes back to the bootstrap version.
 //
 //   BuildOptions o{conninfo, names, tables, node_name};
 //   TALLY_ASSIGN_OR_RETURN(BuildResult built, BuildIndex(o, store));
