@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_format.h"
 
@@ -22,10 +23,16 @@ uint64_t LoadFixed64(const char* p) {
   return v;
 }
 
+char* PutFixed64(char* dst, uint64_t v) {
+  for (int i = 0; i < 8; ++i) dst[i] = static_cast<char>(v >> (56 - 8 * i));
+  return dst + 8;
+}
+
 // Length-prefixed so that ("ab", "c") and ("a", "bc") differ.
-void AppendField(std::string* dst, absl::string_view field) {
-  AppendFixed64(dst, field.size());
-  dst->append(field.data(), field.size());
+char* PutField(char* dst, absl::string_view field) {
+  dst = PutFixed64(dst, field.size());
+  if (!field.empty()) std::memcpy(dst, field.data(), field.size());
+  return dst + field.size();
 }
 
 int HexValue(char c) {
@@ -66,16 +73,24 @@ Digest128 Digest128::Load(const char* bytes) {
 Digest128 RowDigest(absl::string_view keyspace, absl::string_view key,
                     const Version& version, bool deleted,
                     absl::string_view value) {
-  std::string encoded;
-  encoded.reserve(4 * 8 + 8 + 1 + keyspace.size() + key.size() +
-                  version.origin.size() + value.size());
-  AppendField(&encoded, keyspace);
-  AppendField(&encoded, key);
-  AppendFixed64(&encoded, version.timestamp.raw());
-  AppendField(&encoded, version.origin);
-  encoded.push_back(deleted ? 1 : 0);
-  AppendField(&encoded, value);
-  const XXH128_hash_t h = XXH3_128bits(encoded.data(), encoded.size());
+  // The fields, length-prefixed, hashed in one piece: on the stack when
+  // they fit (a heap buffer per row was a malloc and free in every write).
+  const size_t size = 4 * 8 + 8 + 1 + keyspace.size() + key.size() +
+                      version.origin.size() + value.size();
+  constexpr size_t kStackBytes = 1024;
+  char stack[kStackBytes];
+  std::unique_ptr<char[]> heap;
+  char* const encoded = size <= kStackBytes
+                            ? stack
+                            : (heap = std::make_unique<char[]>(size)).get();
+  char* p = PutField(encoded, keyspace);
+  p = PutField(p, key);
+  p = PutFixed64(p, version.timestamp.raw());
+  p = PutField(p, version.origin);
+  *p++ = deleted ? 1 : 0;
+  p = PutField(p, value);
+  const XXH128_hash_t h =
+      XXH3_128bits(encoded, static_cast<size_t>(p - encoded));
   return Digest128{h.high64, h.low64};
 }
 
