@@ -314,6 +314,7 @@ absl::Status RunPgWarm(std::ostream& out) {
 
     Samples cli, node, run, baseline;
     NodeDiff last;
+    const char* last_was = "the builds";
     for (int i = 0; i < 2 * runs; ++i) {
       if ((i % 2 == 0) == (i / 2 % 2 == 0)) {
         absl::StatusOr<NodeDiff> d = TimeNodeDiff(**side_a, **side_b);
@@ -321,11 +322,20 @@ absl::Status RunPgWarm(std::ostream& out) {
         cli.Add(d->cli_seconds * 1000);
         node.Add(d->node_seconds * 1000);
         run.Add(d->run_seconds * 1000);
+        // Each run as it came (the table has min / median / max only).
+        out << absl::StrFormat(
+            "pg-warm: %d rows, diff run %d (after %s): CLI %.0f ms, A's run "
+            "%.0f ms, A's own diff %.0f ms\n",
+            rows, cli.size(), i == 0 ? "the builds" : last_was,
+            d->cli_seconds * 1000, d->run_seconds * 1000,
+            d->node_seconds * 1000);
+        last_was = "a diff";
         last = *d;
       } else {
         absl::StatusOr<double> t = TimePgComparator(**a, **b, comparator, 100);
         if (!t.ok()) return t.status();
         baseline.Add(*t);
+        last_was = "pg_comparator";
       }
     }
     diff_lines.push_back(absl::StrFormat(

@@ -47,6 +47,7 @@ class Samples {
  public:
   void Add(double v) { values_.push_back(v); }
   bool empty() const { return values_.empty(); }
+  size_t size() const { return values_.size(); }
   double Min() const;
   double Median() const;
   double Max() const;
