@@ -83,7 +83,9 @@ void ExpectSame(const Contents& a, const Contents& b, bool same_log = true) {
   EXPECT_EQ(a.root, b.root);
   EXPECT_EQ(a.leaves, b.leaves);
   EXPECT_EQ(a.origins, b.origins);
-  if (same_log) EXPECT_EQ(a.changes, b.changes);
+  if (same_log) {
+    EXPECT_EQ(a.changes, b.changes);
+  }
 }
 
 class BootstrapTest : public ::testing::Test {
