@@ -555,9 +555,15 @@ void Capture::StampVersion(Transaction& txn) {
   // When it committed, not when this capture read it (pg/commit_stamp.h);
   // a row the index holds at a later version gets one just after it
   // (Mutation::supersedes_stored).
-  txn.version =
-      tree::Version{stamps_.Next(txn.begin.commit_time_us), options_.node_name};
-  (void)store_->clock().Observe(txn.version->timestamp);
+  tree::HlcTimestamp stamp = stamps_.Next(txn.begin.commit_time_us);
+  if (!store_->clock().Observe(stamp).ok()) {
+    // The database's clock runs further ahead of this host's than versions
+    // may (the store's max clock skew; peers would refuse them too): this
+    // node's clock stamps it instead, as it stamps a local write.
+    stamp = store_->clock().Now();
+    stamps_.After(stamp);
+  }
+  txn.version = tree::Version{stamp, options_.node_name};
 }
 
 absl::Status Capture::OnCommit(const CommitMessage& m) {

@@ -16,7 +16,9 @@
 //  - any other transaction gets one version, its commit time
 //    (pg/commit_stamp.h: when it was written, however late the capture
 //    reads it; just after the previous transaction's when commit times go
-//    backwards), with this node's name as origin — each of its rows raised
+//    backwards; this node's clock when the database's runs further ahead
+//    than the store's max clock skew), with this node's name as origin —
+//    each of its rows raised
 //    just past the row the index holds when that one orders later
 //    (storage::Mutation::supersedes_stored: a peer's clock ahead, a
 //    version applied here with a later time) — and the token (commit

@@ -71,8 +71,9 @@ class SidecarTest : public ::testing::Test {
     return v;
   }
 
-  // Prepares and starts the sidecar on a store in dir_ (reopened).
-  void Open() {
+  // Prepares and starts the sidecar on a store in dir_ (reopened), whose
+  // clock runs `clock_behind` behind the system's.
+  void Open(absl::Duration clock_behind = absl::ZeroDuration()) {
     SidecarOptions o;
     o.conninfo = pg_->Uri();
     o.tables = {kKeyspace};
@@ -84,6 +85,12 @@ class SidecarTest : public ::testing::Test {
     storage::StoreOptions so;
     so.node_name = kNode;
     so.backend = sidecar_->backend();
+    if (clock_behind != absl::ZeroDuration()) {
+      so.physical_clock = [clock_behind] {
+        return static_cast<uint64_t>(
+            absl::ToUnixMillis(absl::Now() - clock_behind));
+      };
+    }
     absl::StatusOr<std::unique_ptr<storage::Store>> store =
         storage::Store::Open(dir_.path(), so);
     ASSERT_TRUE(store.ok()) << store.status();
@@ -308,6 +315,29 @@ TEST_F(SidecarTest, AWriteCapturedLateIsVersionedAtItsCommitTime) {
       commit_ms)
       << index[Key(1)].version.timestamp.DebugString();
   EXPECT_TRUE(index[Key(1)].version < index[Key(2)].version);
+  ExpectVerified();
+}
+
+// A database whose clock runs further ahead of tallyd's host than the
+// store's max clock skew (60 s): its commit times would be versions the
+// peers refuse, so this node's clock stamps the write instead.
+TEST_F(SidecarTest, ACommitTimeTooFarAheadIsStampedWithTheNodesClock) {
+  Open(/*clock_behind=*/absl::Minutes(5));
+  CaughtUp();
+  Sql("INSERT INTO t VALUES (1, 1, 'one')");
+  const int64_t commit_ms = SqlInt(
+      "SELECT floor(extract(epoch FROM pg_xact_commit_timestamp(xmin)) * "
+      "1000)::bigint FROM t WHERE id = 1");
+  CaughtUp();
+  auto index = Index();
+  const int64_t stamped_ms =
+      static_cast<int64_t>(index[Key(1)].version.timestamp.physical_millis());
+  EXPECT_LT(stamped_ms, commit_ms - 4 * 60 * 1000)
+      << index[Key(1)].version.timestamp.DebugString();
+  EXPECT_EQ(index[Key(1)].version.origin, kNode);
+  Sql("UPDATE t SET a = 2 WHERE id = 1");
+  CaughtUp();
+  EXPECT_TRUE(index[Key(1)].version < Index()[Key(1)].version);
   ExpectVerified();
 }
 
