@@ -312,7 +312,8 @@ absl::StatusOr<absl::flat_hash_map<std::string, IndexEntry>> ReadIndex(
   // table, one round trip each.
   const absl::Status s = store->ScanIndex(
       keyspace, [&](const storage::IndexRecord& r) -> absl::Status {
-        out[std::string(r.key)] = IndexEntry{r.version, r.deleted, r.digest};
+        out[std::string(r.key)] =
+            IndexEntry{r.version, r.deleted, r.digest, std::string(r.payload)};
         return absl::OkStatus();
       });
   if (absl::IsNotFound(s)) return out;

@@ -217,6 +217,8 @@ struct IndexEntry {
   tree::Version version;
   bool deleted = false;
   tree::Digest128 digest;
+  // The CAS token (pg/row_token.h) of the row version it describes.
+  std::string payload;
 };
 
 // Every row the index holds for `keyspace`, tombstones included; empty when

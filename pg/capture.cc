@@ -537,8 +537,19 @@ absl::Status Capture::OnTruncate(const TruncateMessage& m) {
     TALLY_ASSIGN_OR_RETURN(auto index, ReadIndex(store_, name));
     for (const auto& [key, entry] : index) {
       if (entry.deleted) continue;
+      // The row version the index describes, by its token: written after
+      // the TRUNCATE committed (an apply the index took before this
+      // capture reached the TRUNCATE), it is in the table, and stays; from
+      // before, the TRUNCATE removed it, whatever its version says (a
+      // peer's clock ahead of this database's).
+      absl::StatusOr<RowToken> token = RowToken::Decode(entry.payload);
+      if (token.ok() && token->commit_time_us.has_value() &&
+          *token->commit_time_us > txn.begin.commit_time_us) {
+        continue;
+      }
       storage::Mutation d = storage::Mutation::Delete(name, key);
       d.version = txn.version;
+      d.supersedes_stored = true;
       batch_->Add(std::move(d));
       if (batch_->size() >= options_.max_batch_changes) {
         txn.changes -= 1;

@@ -28,7 +28,9 @@
 //    changed also a tombstone of the old key); Delete a tombstone; an
 //    unchanged TOAST column ('u') is read back from the table after the
 //    transaction (the row gone: skipped, its delete follows); TRUNCATE
-//    gives a tombstone for every live key the index holds for the table.
+//    gives a tombstone for every live key the index holds for the table
+//    whose row version (its token) committed before the TRUNCATE, raised
+//    past the stored version if need be.
 // Small consecutive transactions are grouped into one store write (up to
 // `max_batch_changes` mutations); a larger transaction is split over
 // several writes, each with a newer version (so that a key it changes in

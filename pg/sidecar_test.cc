@@ -341,6 +341,38 @@ TEST_F(SidecarTest, ACommitTimeTooFarAheadIsStampedWithTheNodesClock) {
   ExpectVerified();
 }
 
+// A TRUNCATE removes a row whose index version orders after the
+// TRUNCATE's commit time (a peer's clock ahead: a version 30 s in the
+// future, applied here before the TRUNCATE): the index follows the table.
+TEST_F(SidecarTest, ATruncateRemovesARowWhoseVersionIsAhead) {
+  Open();
+  CaughtUp();
+  Sql("INSERT INTO t VALUES (1, 1, 'one')");
+  std::string a, value;
+  internal::PutBigEndian32(&a, 42);
+  AppendFields({Field::Of(a), Field::Of("from-b")}, &value);
+  storage::Mutation m = storage::Mutation::Put(kKeyspace, Key(2), value);
+  m.version = tree::Version{
+      tree::HlcTimestamp::FromParts(
+          static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())) + 30000, 0),
+      "node-b"};
+  storage::WriteRequest request;
+  request.mutations.push_back(m);
+  absl::StatusOr<storage::WriteResult> r = store_->Write(std::move(request));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->applied, std::vector<bool>{true});
+  CaughtUp();
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM t"), 2);
+
+  Sql("TRUNCATE t");
+  CaughtUp();
+  ExpectVerified();
+  auto index = Index();
+  EXPECT_TRUE(index[Key(1)].deleted);
+  EXPECT_TRUE(index[Key(2)].deleted);
+  EXPECT_TRUE(m.version.value() < index[Key(2)].version);
+}
+
 TEST_F(SidecarTest, ATransactionOverOneBatchIsSplitAndEndsWithItsLastValues) {
   Open();
   CaughtUp();
