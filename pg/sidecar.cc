@@ -78,18 +78,6 @@ class SidecarBackend final : public storage::RowBackend {
   absl::string_view name() const override { return "postgresql"; }
   absl::Status ApplyRows(absl::Span<const storage::RowChange> rows,
                          std::vector<storage::RowOutcome>* outcomes) override {
-    // A keyspace not built yet takes no peer's rows: its index is empty, so
-    // every row would look new, and an insert of a key the application
-    // deleted while the index was lost would undo that delete before the
-    // build could see it.
-    for (const storage::RowChange& change : rows) {
-      if (gate_->closed(change.row.keyspace)) {
-        return absl::UnavailableError(
-            absl::StrCat("keyspace ", change.row.keyspace,
-                         " is rebuilding (its index is being built "
-                         "from the table); it takes no rows until then"));
-      }
-    }
     TALLY_ASSIGN_OR_RETURN(std::shared_ptr<PgBackend> in, inner());
     TALLY_RETURN_IF_ERROR(in->ApplyRows(rows, outcomes));
     bool any = false;
