@@ -561,19 +561,23 @@ absl::Status Capture::OnTruncate(const TruncateMessage& m) {
   return absl::OkStatus();
 }
 
+tree::HlcTimestamp Capture::Accepted(tree::HlcTimestamp stamp) {
+  if (store_->clock().Observe(stamp).ok()) return stamp;
+  // The database's clock runs further ahead of this host's than versions
+  // may (the store's max clock skew; peers would refuse them too): this
+  // node's clock stamps it instead, as it stamps a local write.
+  stamp = store_->clock().Now();
+  stamps_.After(stamp);
+  return stamp;
+}
+
 void Capture::StampVersion(Transaction& txn) {
   if (txn.version.has_value()) return;
   // When it committed, not when this capture read it (pg/commit_stamp.h);
   // a row the index holds at a later version gets one just after it
   // (Mutation::supersedes_stored).
-  tree::HlcTimestamp stamp = stamps_.Next(txn.begin.commit_time_us);
-  if (!store_->clock().Observe(stamp).ok()) {
-    // The database's clock runs further ahead of this host's than versions
-    // may (the store's max clock skew; peers would refuse them too): this
-    // node's clock stamps it instead, as it stamps a local write.
-    stamp = store_->clock().Now();
-    stamps_.After(stamp);
-  }
+  const tree::HlcTimestamp stamp =
+      Accepted(stamps_.Next(txn.begin.commit_time_us));
   txn.version = tree::Version{stamp, options_.node_name};
 }
 
@@ -697,8 +701,7 @@ absl::Status Capture::Flush(bool partial) {
   batch_ = std::make_unique<Batch>();
   if (txn != nullptr && txn->version.has_value()) {
     // The rest of the transaction orders after what was just stored.
-    txn->version = tree::Version{stamps_.Bump(), options_.node_name};
-    (void)store_->clock().Observe(txn->version->timestamp);
+    txn->version = tree::Version{Accepted(stamps_.Bump()), options_.node_name};
   }
   return absl::OkStatus();
 }

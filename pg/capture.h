@@ -167,6 +167,10 @@ class Capture {
   absl::Status OnCommit(const CommitMessage& m);
   // Gives the open local transaction its version for the current batch.
   void StampVersion(Transaction& txn);
+  // `stamp`, observed by the store's clock; the clock's Now() instead when
+  // it is further ahead than the store accepts. Both for a transaction's
+  // first stamp and for the next part of one split over store writes.
+  tree::HlcTimestamp Accepted(tree::HlcTimestamp stamp);
   // Writes the pending batch; `partial`: the open transaction continues
   // after it.
   absl::Status Flush(bool partial);
