@@ -312,8 +312,8 @@ absl::StatusOr<absl::flat_hash_map<std::string, IndexEntry>> ReadIndex(
   // table, one round trip each.
   const absl::Status s = store->ScanIndex(
       keyspace, [&](const storage::IndexRecord& r) -> absl::Status {
-        out[std::string(r.key)] =
-            IndexEntry{r.version, r.deleted, r.digest, std::string(r.payload)};
+        out[std::string(r.key)] = IndexEntry{r.version, r.deleted, r.digest,
+                                             std::string(r.payload), r.damaged};
         return absl::OkStatus();
       });
   if (absl::IsNotFound(s)) return out;
@@ -500,8 +500,13 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
           } else {
             seen.insert(std::string(row.key));
             const IndexEntry& e = it->second;
-            if (!e.deleted && tree::RowDigest(t.name(), row.key, e.version,
-                                              false, row.value) == e.digest) {
+            // A damaged row is rewritten even when its digest matches: it
+            // is out of its leaf until a write replaces it (the store marks
+            // a row whose table value no longer matched, as after ADD
+            // COLUMN).
+            if (!e.deleted && !e.damaged &&
+                tree::RowDigest(t.name(), row.key, e.version, false,
+                                row.value) == e.digest) {
               return absl::OkStatus();  // the index describes it
             }
             version = rebuild_version(row.token, &e);

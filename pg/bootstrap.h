@@ -219,6 +219,9 @@ struct IndexEntry {
   tree::Digest128 digest;
   // The CAS token (pg/row_token.h) of the row version it describes.
   std::string payload;
+  // The store marked it damaged (storage::IndexRecord::damaged): out of
+  // its leaf until a write replaces it.
+  bool damaged = false;
 };
 
 // Every row the index holds for `keyspace`, tombstones included; empty when

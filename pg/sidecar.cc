@@ -101,6 +101,21 @@ class SidecarBackend final : public storage::RowBackend {
     TALLY_ASSIGN_OR_RETURN(std::shared_ptr<PgBackend> in, inner());
     return in->ReadValues(rows, stored_payloads);
   }
+  // A keyspace being (re)built takes no rows from outside: its index does
+  // not describe the table yet (after a lost index it is empty, so every
+  // row would look new, and a peer's copy of a key the application deleted
+  // while the index was lost would put that key back before the build
+  // could see the delete). Refused per request, inside the store's commit:
+  // the build's own writes, committed in the same groups, go on.
+  absl::Status TakesRows(absl::string_view keyspace) const override {
+    if (gate_->closed(keyspace)) {
+      return absl::UnavailableError(
+          absl::StrCat("keyspace ", keyspace,
+                       " is rebuilding (its index is being built from the "
+                       "table); it takes no rows until then"));
+    }
+    return inner().status();
+  }
   absl::StatusOr<std::string> SchemaFingerprint(
       absl::string_view keyspace) const override {
     if (gate_->closed(keyspace)) {
@@ -397,7 +412,10 @@ class Sidecar::Impl {
             return absl::OkStatus();
           }
           seen.insert(std::string(row.key));
-          if (tree::RowDigest(keyspace, row.key, it->second.version, false,
+          // A damaged row is out of its leaf: the tree does not describe it
+          // whatever its digest says.
+          if (it->second.damaged ||
+              tree::RowDigest(keyspace, row.key, it->second.version, false,
                               row.value) != it->second.digest) {
             result.mismatched_keys.emplace_back(row.key);
           }
@@ -499,7 +517,11 @@ class Sidecar::Impl {
         return;
       }
       if (schema_changed_) {
-        // A schema change: rebuild at once.
+        // A schema change: rebuild at once (the capture ends with kAborted
+        // to say so; anything else is the rebuild's own failure).
+        if (!absl::IsAborted(s)) {
+          Log(absl::StrCat("rebuilding again: ", s.ToString()));
+        }
         backoff = kMinBackoff;
         continue;
       }
@@ -609,6 +631,10 @@ class Sidecar::Impl {
       tables = tables_;
     }
     if (schema_changed_) {
+      // Closed before the backend reads rows with the new columns: until
+      // the rebuild, the index's digests are of the old ones, and a
+      // peer's row decided against them would be wrong.
+      for (const TableSchema& t : tables) gate_->Close(t.name());
       TALLY_RETURN_IF_ERROR(ReloadSchemas());
       absl::MutexLock lock(&mu_);
       tables = tables_;

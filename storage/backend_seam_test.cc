@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "storage/internal/fault_injection_env.h"
@@ -37,13 +40,31 @@ struct SeenChange {
 
 // The seam under test: keeps values as the embedded backend does (payload
 // "P:" + value, so that the payload is seen to be the backend's), refuses
-// rows whose key starts with "refuse", and records every call.
+// rows whose key starts with "refuse", takes no rows of the keyspace
+// `building`, and records every call.
 class RecordingBackend : public RowBackend {
  public:
   absl::string_view name() const override { return "recording"; }
 
+  absl::Status TakesRows(absl::string_view keyspace) const override {
+    absl::MutexLock lock(&threads_mu);
+    if (keyspace == "building") {
+      building_threads.push_back(std::this_thread::get_id());
+      return absl::UnavailableError("keyspace building is being built");
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status ApplyRows(absl::Span<const RowChange> rows,
                          std::vector<RowOutcome>* outcomes) override {
+    {
+      absl::MutexLock lock(&threads_mu);
+      apply_threads.push_back(std::this_thread::get_id());
+    }
+    if (hold_first_apply != nullptr && calls.empty()) {
+      applying.Notify();
+      hold_first_apply->WaitForNotification();
+    }
     calls.emplace_back();
     outcomes->resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -89,6 +110,16 @@ class RecordingBackend : public RowBackend {
   }
 
   std::vector<std::vector<SeenChange>> calls;
+  // When set, the first ApplyRows notifies `applying` and waits for it: the
+  // writers queued meanwhile commit as one group after it.
+  absl::Notification* hold_first_apply = nullptr;
+  absl::Notification applying;
+  // The threads TakesRows refused `building` on and ApplyRows was called
+  // on, in call order.
+  mutable absl::Mutex threads_mu;
+  mutable std::vector<std::thread::id> building_threads
+      ABSL_GUARDED_BY(threads_mu);
+  std::vector<std::thread::id> apply_threads ABSL_GUARDED_BY(threads_mu);
   // Values read back (ReadValue, and ReadValues row by row).
   mutable int reads = 0;
   // Reads of the backend: ReadValue and ReadValues calls (for a PostgreSQL
@@ -428,6 +459,84 @@ TEST_F(BackendSeam, ATreeViewReadsTheValuesOfManyListedRangesInOneCall) {
   for (const tree::RowEntry& e : response->entries) listed.push_back(e.key);
   EXPECT_EQ(scanned, listed);
   EXPECT_EQ(backend_->read_calls, 1);
+}
+
+// A request for a keyspace the backend does not take now is refused with
+// the backend's status and writes nothing, before the backend is asked to
+// apply anything; captured rows of that keyspace are still taken.
+TEST_F(BackendSeam, ARequestTheBackendDoesNotTakeIsRefusedAndWritesNothing) {
+  WriteRequest request;
+  request.mutations.push_back(Mutation::Put("ks", "k", "v"));
+  request.mutations.push_back(Mutation::Put("building", "k", "v"));
+  EXPECT_TRUE(absl::IsUnavailable(store_->Write(std::move(request)).status()));
+  EXPECT_TRUE(backend_->calls.empty());
+  EXPECT_EQ(store_->last_sequence(), 0u);
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("ks", "k").status()));
+
+  Mutation captured = Mutation::Put("building", "k", "from-the-table");
+  captured.version = tree::Version{store_->clock().Now(), "node-a"};
+  captured.captured_payload = "P:from-the-table";
+  EXPECT_EQ(Write({captured}, ApplyMode::kCaptured).applied,
+            (std::vector<bool>{true}));
+  EXPECT_EQ(store_->Get("building", "k")->value, "from-the-table");
+  ExpectVerified();
+}
+
+// The refusal is the request's alone: the other requests its commit group
+// holds commit (a sidecar's build writes its keyspace's captured rows while
+// peers' sessions are refused; were the whole group failed, the build
+// failed with it and restarted, over and over).
+TEST_F(BackendSeam, ARefusedRequestDoesNotFailTheOthersOfItsGroup) {
+  absl::Notification release;
+  backend_->hold_first_apply = &release;
+  std::thread first([&] {
+    EXPECT_EQ(Write({Mutation::Put("ks", "first", "1")}).applied,
+              (std::vector<bool>{true}));
+  });
+  backend_->applying.WaitForNotification();
+  // Queued behind `first`, which holds the queue's head in ApplyRows.
+  absl::StatusOr<WriteResult> refused, captured, other;
+  std::thread t1([&] {
+    WriteRequest r;
+    r.mutations.push_back(Mutation::Put("building", "peer", "x"));
+    refused = store_->Write(std::move(r));
+  });
+  std::thread t2([&] {
+    WriteRequest r;
+    r.mode = ApplyMode::kCaptured;
+    r.mutations.push_back(Mutation::Put("building", "app", "y"));
+    r.mutations.back().version = tree::Version{store_->clock().Now(), "node-a"};
+    r.mutations.back().captured_payload = "P:y";
+    captured = store_->Write(std::move(r));
+  });
+  std::thread t3([&] {
+    WriteRequest r;
+    r.mutations.push_back(Mutation::Put("ks", "other", "z"));
+    other = store_->Write(std::move(r));
+  });
+  // Long enough for the three to queue (a group takes what is queued when
+  // its leader starts; the checks below say whether they were one).
+  absl::SleepFor(absl::Milliseconds(300));
+  release.Notify();
+  for (std::thread* t : {&first, &t1, &t2, &t3}) t->join();
+
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  ASSERT_TRUE(captured.ok()) << captured.status();
+  EXPECT_EQ(captured->applied, (std::vector<bool>{true}));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->applied, (std::vector<bool>{true}));
+  // One group: the leader that refused `building` also applied `other`
+  // (a thread leads at most the one group of its own write).
+  {
+    absl::MutexLock lock(&backend_->threads_mu);
+    ASSERT_EQ(backend_->apply_threads.size(), 2u);
+    ASSERT_EQ(backend_->building_threads.size(), 1u);
+    EXPECT_EQ(backend_->building_threads[0], backend_->apply_threads[1]);
+  }
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("building", "peer").status()));
+  EXPECT_EQ(store_->Get("building", "app")->value, "y");
+  EXPECT_EQ(store_->Get("ks", "other")->value, "z");
+  ExpectVerified();
 }
 
 TEST_F(BackendSeam, ACapturedWriteNeedsAVersionAndNoErase) {

@@ -117,6 +117,22 @@ class RowBackend {
   virtual absl::Status ApplyRows(absl::Span<const RowChange> rows,
                                  std::vector<RowOutcome>* outcomes) = 0;
 
+  // Whether the backend takes rows of `keyspace` from outside now (the
+  // rows of a request that is not ApplyMode::kCaptured: a peer's, a
+  // client's, a purge's). The store asks it for each such request's
+  // keyspaces inside its commit, just before deciding the request's rows,
+  // and on an error refuses that request alone with the status (the other
+  // requests of the commit group, captured ones among them, commit as
+  // usual). A PostgreSQL sidecar answers kUnavailable while a keyspace's
+  // index is being built: rows decided against an index that does not yet
+  // describe the table would be wrong (a key deleted in the table while
+  // the index was lost looks absent, and a peer's copy would put it back).
+  // Called from the commit leader.
+  virtual absl::Status TakesRows(absl::string_view keyspace) const {
+    (void)keyspace;
+    return absl::OkStatus();
+  }
+
   // Returns the value of a row given the payload ApplyRows returned for it.
   // Returns kDataLoss when the payload cannot be the backend's.
   virtual absl::StatusOr<std::string> ReadValue(

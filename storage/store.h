@@ -151,9 +151,10 @@ class Store {
   // reading values from the backend or checking them: for a backend that
   // compares its own rows with the index (a PostgreSQL capture's TRUNCATE,
   // a rebuild, a verify against the table), where reading each value back
-  // would be one database round trip per row. Rows marked damaged are left
-  // out. kNotFound for an unknown keyspace; the visitor's error stops the
-  // scan and is returned.
+  // would be one database round trip per row. Rows marked damaged are
+  // visited too (IndexRecord::damaged): the index holds them, and a bulk
+  // load (LoadAbsent) must order after them. kNotFound for an unknown
+  // keyspace; the visitor's error stops the scan and is returned.
   virtual absl::Status ScanIndex(
       absl::string_view keyspace,
       absl::FunctionRef<absl::Status(const IndexRecord&)> visit) = 0;

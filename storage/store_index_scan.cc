@@ -20,9 +20,9 @@ absl::Status StoreImpl::ScanIndex(
         absl::StrCat("keyspace ", keyspace, " does not exist"));
   }
   const leveldb::Snapshot* snapshot = GetSnapshot();
-  const absl::Status status = ForEachRow(
+  const absl::Status status = ScanRows(
       snapshot, ks->id.value(), tree::NodeRef{0, 0}, CacheFill::kNo,
-      [&](const StoredRow& row) -> absl::StatusOr<bool> {
+      DamagedRows::kInclude, [&](const StoredRow& row) -> absl::StatusOr<bool> {
         IndexRecord record;
         record.key = row.key;
         record.version.timestamp = row.header.timestamp;
@@ -35,6 +35,7 @@ absl::Status StoreImpl::ScanIndex(
         record.deleted = row.header.deleted;
         record.digest = row.header.digest;
         record.payload = row.payload;
+        record.damaged = row.damaged;
         TALLY_RETURN_IF_ERROR(visit(record));
         return true;
       });

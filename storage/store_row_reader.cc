@@ -36,6 +36,14 @@ absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
                                    uint32_t keyspace_id,
                                    const tree::NodeRef& range, CacheFill fill,
                                    RowVisitor visit) {
+  return ScanRows(snapshot, keyspace_id, range, fill, DamagedRows::kSkip,
+                  visit);
+}
+
+absl::Status StoreImpl::ScanRows(const leveldb::Snapshot* snapshot,
+                                 uint32_t keyspace_id,
+                                 const tree::NodeRef& range, CacheFill fill,
+                                 DamagedRows damaged, RowVisitor visit) {
   leveldb::ReadOptions read;
   read.snapshot = snapshot;
   read.fill_cache = fill == CacheFill::kYes;
@@ -48,9 +56,11 @@ absl::Status StoreImpl::ForEachRow(const leveldb::Snapshot* snapshot,
         if (!ParseRowKey(k, &key)) return Corrupt("row key", k);
         if (key.token > last) return false;
         // Damaged rows are out of the tree until replaced: out of every
-        // answer.
-        if (damaged_count_.load() > 0 && IsDamaged(k)) return true;
+        // answer but the index's own.
+        const bool is_damaged = damaged_count_.load() > 0 && IsDamaged(k);
+        if (is_damaged && damaged == DamagedRows::kSkip) return true;
         StoredRow row;
+        row.damaged = is_damaged;
         row.token = key.token;
         row.key = key.key;
         if (!DecodeRowRecord(v, &row.header, &row.payload)) {

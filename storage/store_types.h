@@ -39,6 +39,9 @@ struct IndexRecord {
   bool deleted = false;
   tree::Digest128 digest;
   absl::string_view payload;
+  // Marked damaged: its value did not match its digest when read, so it is
+  // out of its leaf until a write replaces it.
+  bool damaged = false;
 };
 
 struct KeyspaceInfo {

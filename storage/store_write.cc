@@ -263,7 +263,20 @@ absl::StatusOr<WriteResult> StoreImpl::Enqueue(PendingWrite* writer) {
       queue_.Write(writer, [this](absl::Span<WriteQueue::Writer* const> group) {
         return CommitGroup(group);
       }));
+  TALLY_RETURN_IF_ERROR(writer->refusal);
   return std::move(writer->result);
+}
+
+absl::Status StoreImpl::BackendTakes(const WriteRequest& request) const {
+  // Captured rows are the backend's own.
+  if (request.mode == ApplyMode::kCaptured) return absl::OkStatus();
+  absl::string_view last;
+  for (const Mutation& m : request.mutations) {
+    if (m.keyspace == last) continue;
+    last = m.keyspace;
+    TALLY_RETURN_IF_ERROR(backend_->TakesRows(m.keyspace));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status StoreImpl::CommitGroup(
@@ -281,6 +294,7 @@ absl::Status StoreImpl::CommitGroup(
       continue;
     }
     WriteRequest& request = *w->request;
+    if (w->refusal = BackendTakes(request); !w->refusal.ok()) continue;
     if (w->load_absent) {
       TALLY_RETURN_IF_ERROR(StageAbsent(g, request, &results[i]));
     } else {

@@ -49,6 +49,8 @@ struct StoredRow {
   absl::string_view key;
   RowHeader header;
   absl::string_view payload;
+  // Marked damaged (only visited by scans that include damaged rows).
+  bool damaged = false;
 };
 
 // Whether a read keeps the blocks it reads in the store's block cache. Yes

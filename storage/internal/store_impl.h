@@ -98,6 +98,9 @@ struct PendingWrite : WriteQueue::Writer {
   std::optional<std::pair<std::string, int>> create_keyspace;
   // Set by the leader once the group is committed.
   WriteResult result;
+  // Set by the leader instead when it refused this request alone
+  // (RowBackend::TakesRows): the request wrote nothing.
+  absl::Status refusal;
 };
 
 // The latest known state of a row while a group is staged: what is in
@@ -225,6 +228,13 @@ class StoreImpl : public Store, private SnapshotRowReader {
   absl::Status ForEachRow(const leveldb::Snapshot* snapshot,
                           uint32_t keyspace_id, const tree::NodeRef& range,
                           CacheFill fill, RowVisitor visit) override;
+  // ForEachRow, and with `kInclude` the rows marked damaged too
+  // (StoredRow::damaged): ScanIndex's records must be every row LevelDB
+  // holds, as LoadAbsent's order check reads them.
+  enum class DamagedRows { kSkip, kInclude };
+  absl::Status ScanRows(const leveldb::Snapshot* snapshot, uint32_t keyspace_id,
+                        const tree::NodeRef& range, CacheFill fill,
+                        DamagedRows damaged, RowVisitor visit);
   absl::StatusOr<std::vector<absl::StatusOr<tree::RowEntry>>> CheckedEntries(
       const Keyspace& keyspace,
       absl::Span<const StoredRow> rows) const override;
@@ -270,6 +280,10 @@ class StoreImpl : public Store, private SnapshotRowReader {
   // only, from the queue.
   absl::Status CommitGroup(absl::Span<WriteQueue::Writer* const> group)
       ABSL_LOCKS_EXCLUDED(commit_mu_);
+  // OK when the backend takes the rows of every keyspace `request` writes
+  // (RowBackend::TakesRows); its refusal otherwise. Captured requests are
+  // always taken.
+  absl::Status BackendTakes(const WriteRequest& request) const;
 
   // The leader-only helpers of a commit: each REQUIRES commit_mu_.
 
