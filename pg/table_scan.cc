@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <utility>
 
@@ -17,13 +18,44 @@
 
 namespace tally {
 namespace pg {
+namespace {
+
+// A record's key length: LEB128, as LevelDB's varint32. Read back only
+// from records this file wrote.
+size_t PutVarint32(char* out, uint32_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    out[n++] = static_cast<char>(v | 0x80);
+    v >>= 7;
+  }
+  out[n++] = static_cast<char>(v);
+  return n;
+}
+
+const char* GetVarint32(const char* p, uint32_t* v) {
+  uint32_t result = 0;
+  for (int shift = 0;; shift += 7) {
+    const uint8_t byte = static_cast<uint8_t>(*p++);
+    result |= static_cast<uint32_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) break;
+  }
+  *v = result;
+  return p;
+}
+
+}  // namespace
 
 void TableScan::Add(absl::string_view key, const tree::Digest128& digest,
                     tree::Token token) {
-  tokens_.push_back(token);
-  digests_.push_back(digest);
-  keys_.append(key.data(), key.size());
-  key_ends_.push_back(keys_.size());
+  char length[5];
+  const size_t length_bytes = PutVarint32(length, key.size());
+  const size_t at = records_.size();
+  records_.resize(at + length_bytes + key.size() + sizeof(digest));
+  char* out = records_.data() + at;
+  std::memcpy(out, length, length_bytes);
+  std::memcpy(out + length_bytes, key.data(), key.size());
+  std::memcpy(out + length_bytes + key.size(), &digest, sizeof(digest));
+  ++rows_;
   const size_t leaf = LeafOf(token);
   leaves_[leaf] ^= digest;
   ++leaf_counts_[leaf];
@@ -84,10 +116,7 @@ absl::Status BootstrapRowDigester::Digest(absl::Span<const Field> fields) {
 }
 
 void TableScan::Reserve(uint64_t rows, size_t key_bytes) {
-  tokens_.reserve(rows);
-  digests_.reserve(rows);
-  key_ends_.reserve(rows);
-  keys_.reserve(rows * key_bytes);
+  records_.reserve(rows * (1 + key_bytes + sizeof(tree::Digest128)));
 }
 
 namespace {
@@ -174,13 +203,21 @@ absl::StatusOr<TableScan> TableScan::Run(Connection& conn,
 std::vector<ScannedRow> TableScan::RowsIn(
     const std::vector<bool>& in_leaf) const {
   std::vector<ScannedRow> rows;
-  for (size_t i = 0; i < tokens_.size(); ++i) {
-    if (!in_leaf[LeafOf(tokens_[i])]) continue;
-    const uint64_t begin = i == 0 ? 0 : key_ends_[i - 1];
-    rows.push_back(
-        ScannedRow{tokens_[i],
-                   absl::string_view(keys_).substr(begin, key_ends_[i] - begin),
-                   digests_[i]});
+  const char* p = records_.data();
+  const char* const end = p + records_.size();
+  while (p < end) {
+    uint32_t key_size = 0;
+    p = GetVarint32(p, &key_size);
+    const absl::string_view key(p, key_size);
+    p += key_size;
+    const tree::Token token = tree::TokenOf(key);
+    if (in_leaf[LeafOf(token)]) {
+      ScannedRow& row = rows.emplace_back();
+      row.token = token;
+      row.key = key;
+      std::memcpy(&row.digest, p, sizeof(row.digest));
+    }
+    p += sizeof(tree::Digest128);
   }
   std::sort(rows.begin(), rows.end(),
             [](const ScannedRow& a, const ScannedRow& b) {
