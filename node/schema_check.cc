@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "pg/schema_difference.h"
 #include "pg/table_schema.h"
 #include "storage/row_backend.h"
 #include "tree/status_macros.h"

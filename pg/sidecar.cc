@@ -25,6 +25,7 @@
 #include "pg/preflight.h"
 #include "pg/replication_messages.h"
 #include "pg/replication_stream.h"
+#include "pg/schema_difference.h"
 #include "pg/table_schema.h"
 #include "storage/names.h"
 #include "tree/status_macros.h"

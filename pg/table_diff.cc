@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "pg/binary_copy.h"
 #include "pg/row_codec.h"
+#include "pg/schema_difference.h"
 #include "tree/status_macros.h"
 
 namespace tally {

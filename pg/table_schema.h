@@ -18,8 +18,8 @@
 // refuse to exchange that keyspace's rows instead of disagreeing on every
 // digest. The fingerprint is "postgresql/1:" and 32 hex digits, the hash of
 // description(), a canonical text with one line per column that
-// DescribeSchemaDifference() compares to name the mismatch ("column b:
-// integer here, bigint there").
+// DescribeSchemaDifference() (pg/schema_difference.h) compares to name the
+// mismatch ("column b: integer here, bigint there").
 //
 // Columns of user-defined types: their canonical bytes carry 0 where the
 // send() form embeds a user type's OID (pg/type_shape.h), so the bytes no
@@ -180,19 +180,6 @@ class TableSchema {
   std::string partitions_;
   std::string partition_layout_;
 };
-
-// Names how two partitions() lists differ, in the words of the node that
-// holds `here` ("partitions new here: public.ev_3; partitions truncated or
-// rewritten here: public.ev_1"). Empty when they are equal.
-std::string DescribePartitionChange(absl::string_view here,
-                                    absl::string_view there);
-
-// Names how two descriptions (TableSchema::description()) differ, in the
-// words of the node that holds `here`: "column b: integer here, bigint
-// there; column c: absent here, text there; primary key (id) here, (id, b)
-// there". Empty when they are equal.
-std::string DescribeSchemaDifference(absl::string_view here,
-                                     absl::string_view there);
 
 // Splits "schema.table" at its first dot. kInvalidArgument without one, or
 // with an empty part.

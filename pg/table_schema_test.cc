@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "pg/binary_copy.h"
+#include "pg/schema_difference.h"
 #include "support/pg_cluster.h"
 #include "support/pg_test_macros.h"
 

@@ -2,6 +2,7 @@
 // against throwaway PostgreSQL servers: exit codes, output, and the
 // one-line trouble messages an operator sees.
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "support/pg_cluster.h"
 #include "support/pg_test_macros.h"
 #include "support/process.h"
+#include "support/temp_dir.h"
 
 namespace tally {
 namespace {
@@ -21,7 +23,10 @@ namespace {
 using ::tally::testing::CommandResult;
 using ::tally::testing::PgCluster;
 using ::tally::testing::PgClusterOptions;
+using ::tally::testing::RunCommand;
 using ::tally::testing::RunTally;
+using ::tally::testing::TallyPath;
+using ::tally::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -208,6 +213,25 @@ TEST(TableDiffCliPassword, AWrongPasswordIsOneLineWithoutIt) {
   ExpectOneTroubleLine(r);
   EXPECT_THAT(r.err, HasSubstr("password"));
   EXPECT_THAT(r.err, Not(HasSubstr("wrongpw")));
+}
+
+// The URL commands run in tally-pg, found beside tally: a tally copied
+// alone says what is missing, in one line, exit 2; the node commands do
+// not need it (nor libpq, which only tally-pg loads).
+TEST(TableDiffCliHelper, ATallyWithoutTallyPgBesideItSaysSo) {
+  TempDir dir;
+  const std::string alone = dir.path() + "/tally";
+  std::filesystem::copy_file(TallyPath(), alone);
+  std::filesystem::permissions(alone, std::filesystem::perms::owner_all);
+  const CommandResult r =
+      RunCommand({alone, "diff", "postgresql://u@127.0.0.1:1/x?table=public.t",
+                  "postgresql://u@127.0.0.1:1/x"});
+  ExpectOneTroubleLine(r);
+  EXPECT_THAT(r.err, HasSubstr(dir.path() + "/tally-pg"));
+  EXPECT_EQ(RunCommand({alone, "--help"}).exit_code, 0);
+  const CommandResult maps = RunCommand(
+      {"/bin/sh", "-c", "ldd " + alone + " | grep -c libpq || true"});
+  EXPECT_EQ(maps.out, "0\n") << maps.out;
 }
 
 }  // namespace

@@ -214,6 +214,7 @@ int Main(int argc, char** argv) {
                         absl::CHexEscape(command))));
   }
   Context ctx;
+  ctx.command_line.assign(argv, argv + argc);
   ctx.args.assign(positional.begin() + 2, positional.end());
   ctx.given = *std::move(given);
   absl::Status ok = CheckCommandLine(*spec, ctx.args.size(), ctx.given);

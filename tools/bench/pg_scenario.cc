@@ -8,7 +8,9 @@
 // run, alternated, --pg_runs times each, against the same baseline:
 // pg_comparator (Debian's postgresql-comparator, `CREATE EXTENSION pgcmp`
 // in both databases) on the same tables, PGTZ=UTC. Both contenders must
-// report exactly 100 differences, or the scenario fails.
+// report exactly 100 differences, or the scenario fails. Each timed run of
+// either starts once the machine is idle (WaitForIdleCpu): pg_comparator's
+// servers stay busy for ~100 ms after it returns.
 //
 // pg (cold): `tally diff URL URL`, the whole CLI process, nothing kept
 // between runs: connect, read schemas, scan both tables at once, list the
@@ -115,10 +117,12 @@ absl::Status RunPg(std::ostream& out) {
     Samples tally;
     Samples baseline;
     for (int i = 0; i < runs; ++i) {
+      (void)WaitForIdleCpu();
       absl::StatusOr<double> t =
           TimeTally((*a)->Uri() + "?table=public.t", (*b)->Uri());
       if (!t.ok()) return t.status();
       tally.Add(*t);
+      (void)WaitForIdleCpu();
       absl::StatusOr<double> c =
           TimePgComparator(**a, **b, absl::GetFlag(FLAGS_pg_comparator), 100);
       if (!c.ok()) return c.status();
@@ -316,6 +320,7 @@ absl::Status RunPgWarm(std::ostream& out) {
     NodeDiff last;
     const char* last_was = "the builds";
     for (int i = 0; i < 2 * runs; ++i) {
+      (void)WaitForIdleCpu();
       if ((i % 2 == 0) == (i / 2 % 2 == 0)) {
         absl::StatusOr<NodeDiff> d = TimeNodeDiff(**side_a, **side_b);
         if (!d.ok()) return d.status();

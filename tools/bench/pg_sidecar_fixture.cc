@@ -72,6 +72,47 @@ absl::Status FillTable(PgCluster& pg, uint64_t rows) {
               rows, ") g"));
 }
 
+namespace {
+
+// The CPU time /proc/stat counts so far: busy and idle (idle + iowait), in
+// clock ticks over all CPUs.
+struct CpuTimes {
+  uint64_t busy = 0;
+  uint64_t idle = 0;
+};
+
+CpuTimes ReadCpuTimes() {
+  CpuTimes t;
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (f == nullptr) return t;
+  unsigned long long v[8] = {0};
+  // "cpu  user nice system idle iowait irq softirq steal ..."
+  if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                  &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+    t.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    t.idle = v[3] + v[4];
+  }
+  std::fclose(f);
+  return t;
+}
+
+}  // namespace
+
+absl::Duration WaitForIdleCpu() {
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + absl::Seconds(3);
+  CpuTimes before = ReadCpuTimes();
+  while (absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+    const CpuTimes after = ReadCpuTimes();
+    const uint64_t busy = after.busy - before.busy;
+    const uint64_t total = busy + (after.idle - before.idle);
+    before = after;
+    if (total > 0 && busy * 10 <= total) break;
+  }
+  return absl::Now() - start;
+}
+
 absl::Status SettleTable(PgCluster& pg) {
   absl::Status s = ExecSql(pg, "VACUUM (FREEZE, ANALYZE) t");
   return s.ok() ? ExecSql(pg, "CHECKPOINT") : s;

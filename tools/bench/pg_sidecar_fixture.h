@@ -76,6 +76,14 @@ absl::Status SettleTable(testing::PgCluster& pg);
 // The 100 differences on a table filled with `rows` rows.
 absl::Status MakeDifferences(testing::PgCluster& pg, uint64_t rows);
 
+// Waits until the machine is idle — at most 10% of its CPU time busy over
+// 100 ms (/proc/stat) — or 3 s have passed; returns the time waited. Each
+// contender's timed run starts from it: a pg_comparator run leaves its
+// servers busy for ~100 ms after it returns (its backends ending, their
+// temporary tables dropped), and a run alternated right after it was
+// charged for that (warm diffs of 60 ms took 100–140 ms then).
+absl::Duration WaitForIdleCpu();
+
 // pg_current_wal_lsn() now: a position at or after the end of every
 // transaction committed before the call.
 absl::StatusOr<pg::Lsn> CurrentLsn(testing::PgCluster& pg);

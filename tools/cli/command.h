@@ -57,6 +57,8 @@ struct Context {
   bool third_party = false;
   std::vector<std::string> tables;  // --table
   std::string data_dir;
+  // argv as given (the URL commands run `tally-pg` with it: pg_diff.h).
+  std::vector<std::string> command_line;
 };
 
 // Commands return their exit code (0 or 1); an error status means exit 2

@@ -136,6 +136,7 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
   options.repair = repair;
   options.source = ctx.source;
   options.dry_run = ctx.dry_run;
+  options.command_line = ctx.command_line;
   return RunPgDiff(options);
 }
 

@@ -45,10 +45,20 @@ struct PgDiffOptions {
   bool repair = false;
   std::string source;
   bool dry_run = false;
+  // The process's whole command line (argv), for the `tally` binary's
+  // RunPgDiff, which runs `tally-pg` with it.
+  std::vector<std::string> command_line;
 };
 
 // Runs the command, printing to stdout. Returns the exit code (0 or 1), or
 // the trouble (exit 2) as a one-line status without any password.
+//
+// Two definitions, one per binary: pg_diff.cc's runs the comparison (in
+// `tally-pg`, linked against libpq); pg_diff_exec.cc's, in `tally`,
+// replaces the process with `tally-pg` from the same directory, given the
+// same command line, and returns only when that cannot start. So the node
+// commands do not load libpq and its ~20 libraries (Kerberos, LDAP,
+// GnuTLS: ~12 ms of every start), which only the URL commands use.
 absl::StatusOr<int> RunPgDiff(const PgDiffOptions& options);
 
 }  // namespace cli
