@@ -517,13 +517,21 @@ class Sidecar::Impl {
         SetPhase("failed", s.ToString());
         return;
       }
-      if (schema_changed_) {
-        // A schema change: rebuild at once (the capture ends with kAborted
-        // to say so; anything else is the rebuild's own failure).
-        if (!absl::IsAborted(s)) {
-          Log(absl::StrCat("rebuilding again: ", s.ToString()));
-        }
+      if (schema_changed_ && absl::IsAborted(s)) {
+        // The capture saw a schema change (kAborted says so): rebuild at
+        // once.
         backoff = kMinBackoff;
+        continue;
+      }
+      if (schema_changed_) {
+        // The rebuild itself failed: logged, and retried with the same
+        // backoff as a lost connection, not in a tight loop.
+        Log(absl::StrCat("rebuilding again in ", absl::FormatDuration(backoff),
+                         ": ", s.ToString()));
+        SetPhase("reconnecting", s.ToString());
+        Sleep(backoff);
+        backoff = std::min(backoff * 2, kMaxBackoff);
+        if (made_progress_.exchange(false)) backoff = kMinBackoff;
         continue;
       }
       Log(absl::StrCat("reconnecting in ", absl::FormatDuration(backoff), ": ",
