@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <ostream>
 #include <random>
@@ -184,7 +185,10 @@ class DiffPropertyTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DiffPropertyTest, FindsExactlyTheDifferingKeys) {
   const Case c = GetParam();
-  const uint64_t seed = std::random_device{}();
+  // TALLY_DIFF_SEED replays a run (its seed is printed below).
+  const char* replay = std::getenv("TALLY_DIFF_SEED");
+  const uint64_t seed = replay != nullptr ? std::strtoull(replay, nullptr, 10)
+                                          : std::random_device{}();
   std::printf("seed=%llu n=%d d=%d depths=%d/%d\n",
               static_cast<unsigned long long>(seed), c.n, c.d, c.depth_a,
               c.depth_b);
@@ -204,7 +208,14 @@ TEST_P(DiffPropertyTest, FindsExactlyTheDifferingKeys) {
       EXPECT_EQ(result.stats.rounds, 1u);
       EXPECT_EQ(result.stats.digests, HandshakeDigests(options));
     }
-    EXPECT_LE(result.stats.digests, DigestBound(c.n, expected.size(), options))
+    // Each pass within the bound: a pass that misses a difference under
+    // short fingerprints (~1% of seeded diffs, tree/diff.h "Fingerprints")
+    // is followed by one more. Seed 3830699722 (n = 100,000, d = 1) takes
+    // two, and failed the bound of one pass.
+    EXPECT_LE(result.stats.passes, static_cast<uint64_t>(options.max_passes));
+    EXPECT_LE(result.stats.digests,
+              DigestBound(c.n, expected.size(), options) *
+                  std::max<uint64_t>(result.stats.passes, 1))
         << "seed " << seed << " " << mode.name;
   }
 }
