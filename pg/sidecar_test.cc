@@ -74,6 +74,12 @@ class SidecarTest : public ::testing::Test {
   // Prepares and starts the sidecar on a store in dir_ (reopened), whose
   // clock runs `clock_behind` behind the system's.
   void Open(absl::Duration clock_behind = absl::ZeroDuration()) {
+    ASSERT_NO_FATAL_FAILURE(Prepare(clock_behind));
+    ASSERT_TRUE(sidecar_->Start(store_.get()).ok());
+  }
+
+  // Open without starting the sidecar: no build has run.
+  void Prepare(absl::Duration clock_behind = absl::ZeroDuration()) {
     SidecarOptions o;
     o.conninfo = pg_->Uri();
     o.tables = {kKeyspace};
@@ -95,7 +101,6 @@ class SidecarTest : public ::testing::Test {
         storage::Store::Open(dir_.path(), so);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
-    ASSERT_TRUE(sidecar_->Start(store_.get()).ok());
   }
 
   void Close() {
@@ -378,20 +383,7 @@ TEST_F(SidecarTest, ATruncateRemovesARowWhoseVersionIsAhead) {
 // application deleted while the index was lost (seen as a flaky
 // PgIndexLoss test: a peer's session reached the node before its build).
 TEST_F(SidecarTest, NoRowIsAppliedBeforeTheBuild) {
-  SidecarOptions o;
-  o.conninfo = pg_->Uri();
-  o.tables = {kKeyspace};
-  o.node_name = kNode;
-  absl::StatusOr<std::unique_ptr<Sidecar>> s = Sidecar::Prepare(o);
-  ASSERT_TRUE(s.ok()) << s.status();
-  sidecar_ = std::move(*s);
-  storage::StoreOptions so;
-  so.node_name = kNode;
-  so.backend = sidecar_->backend();
-  absl::StatusOr<std::unique_ptr<storage::Store>> store =
-      storage::Store::Open(dir_.path(), so);
-  ASSERT_TRUE(store.ok()) << store.status();
-  store_ = std::move(*store);
+  ASSERT_NO_FATAL_FAILURE(Prepare());
 
   std::string a, value;
   internal::PutBigEndian32(&a, 7);
