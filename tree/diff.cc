@@ -147,42 +147,60 @@ int RoundBudget(uint64_t rows, const DiffOptions& options) {
 // 2^L(1 - e^{-expected/2^L}) mismatched children, each resolved with one
 // round fewer. With one round left the node is listed. Results are memoised
 // on a log-scale grid, so a round plans thousands of nodes cheaply.
+//
+// What it minimises is the bytes plus the rows the views read to answer
+// (diff.h, "Reading"): a descent that ends below the views' stored leaves,
+// and a listing, make each view read every row under the node, priced at
+// `scan_row_bytes` each. `to_leaf` is how many levels the node lies above
+// the leaves (0 at or below them).
 class CostModel {
  public:
-  explicit CostModel(const WireCost& cost) : cost_(cost) {}
+  CostModel(const WireCost& cost, double scan_row_bytes)
+      : cost_(cost), scan_row_bytes_(scan_row_bytes) {}
 
   struct Choice {
-    double bytes = 0;
-    int levels = 0;  // 0: list now
+    double cost = 0;   // bytes plus the rows read, priced
+    double bytes = 0;  // bytes alone
+    int levels = 0;    // 0: list now
   };
 
-  // REQUIRES: rounds >= 1, expected >= 1, 1 <= max_levels <= 16.
-  Choice Best(double rows, double expected, int rounds, int max_levels) {
+  // REQUIRES: rounds >= 1, expected >= 1, 1 <= max_levels <= 16,
+  // 0 <= to_leaf <= kTokenBits.
+  Choice Best(double rows, double expected, int rounds, int max_levels,
+              int to_leaf) {
     const int qr = static_cast<int>(std::lround(std::log2(rows + 1) * 16));
     const int qe = static_cast<int>(std::lround(std::log2(expected) * 16));
     const uint64_t key = (uint64_t(rounds) << 56) |
                          (uint64_t(max_levels) << 48) |
-                         (uint64_t(uint32_t(qr)) << 24) | uint32_t(qe);
+                         (uint64_t(to_leaf) << 40) |
+                         (uint64_t(uint32_t(qr)) << 20) | uint32_t(qe);
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
-    Choice best{ListBytes(rows, expected), 0};
+    const double list_bytes = ListBytes(rows, expected);
+    Choice best{list_bytes + ReadCost(rows), list_bytes, 0};
     if (rounds > 1 && rows > 1) {
       for (int levels = 1; levels <= max_levels; ++levels) {
         const double n = std::ldexp(1.0, levels);
         const double mismatched = std::max(1.0, n * -std::expm1(-expected / n));
-        const double own = cost_.named_node + n * cost_.Child(rows / n) +
-                           mismatched * cost_.MismatchedChild(rows / n);
-        if (own >= best.bytes) break;  // grows with levels; cannot win
+        const double own_bytes = cost_.named_node + n * cost_.Child(rows / n) +
+                                 mismatched * cost_.MismatchedChild(rows / n);
+        // Answered from the stored tree down to the leaves; past them, by
+        // reading every row under the node.
+        const double own =
+            own_bytes + (levels > to_leaf ? ReadCost(rows) : 0.0);
+        if (own >= best.cost) break;  // grows with levels; cannot win
         const double child_expected = std::max(1.0, expected / mismatched);
         // The child that holds a difference holds it plus its share of the
         // rest.
         const double child_rows =
             child_expected + std::max(0.0, rows - expected) / n;
-        const double bytes =
-            own + mismatched * Best(child_rows, child_expected, rounds - 1,
-                                    std::min(max_levels, 16))
-                                   .bytes;
-        if (bytes < best.bytes) best = Choice{bytes, levels};
+        const Choice child =
+            Best(child_rows, child_expected, rounds - 1,
+                 std::min(max_levels, 16), std::max(0, to_leaf - levels));
+        const double cost = own + mismatched * child.cost;
+        if (cost < best.cost) {
+          best = Choice{cost, own_bytes + mismatched * child.bytes, levels};
+        }
       }
     }
     memo_.emplace(key, best);
@@ -195,7 +213,11 @@ class CostModel {
   }
 
  private:
+  // Both views read the node's rows (a node's own view too: it is CPU).
+  double ReadCost(double rows) const { return 2 * rows * scan_row_bytes_; }
+
   const WireCost cost_;
+  const double scan_row_bytes_;
   std::unordered_map<uint64_t, Choice> memo_;
 };
 
@@ -267,6 +289,8 @@ class Differ {
                 ? AskMode::kSeeded
                 : AskMode::kOwnFirst;
     rows_ = std::max(summary_a.row_count, summary_b.row_count);
+    leaf_level_ =
+        std::clamp(std::min(summary_a.depth, summary_b.depth), 0, kTokenBits);
     roots_ =
         Balance{summary_a.root.Fingerprint() ^ summary_b.root.Fingerprint(),
                 static_cast<int64_t>(summary_a.row_count) -
@@ -345,15 +369,22 @@ class Differ {
         std::min(options_.max_levels_per_round, kTokenBits - p.node.level);
     const CostModel::Choice choice =
         model.Best(0.5 * static_cast<double>(p.count_a + p.count_b), p.expected,
-                   std::max(rounds, 1), std::max(max_levels, 1));
+                   std::max(rounds, 1), std::max(max_levels, 1), ToLeaf(p));
     if (choice.levels == 0 && rows <= options_.max_list_rows) return planned;
     planned.step = Step::kDescend;
     planned.levels_ahead = std::max(choice.levels, 1);
     return planned;
   }
 
+  // Levels between `p`'s node and the shallower view's leaves (0 at or
+  // below them).
+  int ToLeaf(const Pending& p) const {
+    return std::max(0, leaf_level_ - p.node.level);
+  }
+
   // The bytes the model expects the frontier to cost if it must be resolved
-  // within `rounds` rounds, this one included. Ranges streamed or listed
+  // within `rounds` rounds, this one included, each node planned at its
+  // least cost (bytes and rows read, CostModel). Ranges streamed or listed
   // whatever the budget cost the same for every `rounds` and are left out.
   double FrontierBytes(int rounds, CostModel& model) const {
     double bytes = 0;
@@ -367,7 +398,7 @@ class Differ {
                                                   kTokenBits - p.node.level));
       bytes += model
                    .Best(0.5 * static_cast<double>(p.count_a + p.count_b),
-                         p.expected, rounds, max_levels)
+                         p.expected, rounds, max_levels, ToLeaf(p))
                    .bytes;
     }
     return bytes;
@@ -392,6 +423,7 @@ class Differ {
       }
     }
     if (rounds >= max_left) return rounds;
+    // Rounds are a latency traded for bytes: the rows read do not enter.
     double bytes = FrontierBytes(rounds, model);
     while (rounds < max_left) {
       const double more = FrontierBytes(rounds + 1, model);
@@ -415,7 +447,8 @@ class Differ {
       stats_.fingerprint_bits = std::max<uint64_t>(
           stats_.fingerprint_bits, static_cast<uint64_t>(RowBits()));
     }
-    CostModel model(CostOf(mode_, bits_, RowBits(), EntryBytes()));
+    CostModel model(CostOf(mode_, bits_, RowBits(), EntryBytes()),
+                    ScanRowBytes());
     const int rounds_left = ChooseRounds(model);
     // Take the frontier, up to what one round may carry; the rest waits.
     std::vector<Planned> plan;
@@ -870,6 +903,7 @@ class Differ {
   }
 
   // Mean wire size of the rows seen so far; a guess before any.
+  double ScanRowBytes() const { return std::max(0.0, options_.scan_row_bytes); }
   double EntryBytes() const {
     return entries_seen_ == 0 ? options_.entry_bytes_guess
                               : static_cast<double>(entry_bytes_) /
@@ -896,6 +930,7 @@ class Differ {
   Balance roots_;
   Balance found_;
   uint64_t rows_ = 0;        // the larger view's rows
+  int leaf_level_ = 0;       // the shallower view's depth
   uint64_t pass_start_ = 0;  // rounds before this pass
   // Hashes of the keys sent to the sink, when a later pass may find them
   // again.
@@ -906,17 +941,28 @@ class Differ {
 
 namespace {
 
-// EstimateDiffCost's search: the cheapest way, in bytes of both views, to
-// resolve the mismatched nodes of one level within a number of rounds, when
-// every node of a level is treated alike (the uniform case the planner's
-// per-node choices approximate).
+// EstimateDiffCost's search: the cheapest way, in bytes of both views and
+// rows read priced as CostModel prices them, to resolve the mismatched nodes
+// of one level within a number of rounds, when every node of a level is
+// treated alike (the uniform case the planner's per-node choices
+// approximate).
 class UniformPlan {
  public:
-  UniformPlan(double rows, double differences, const WireCost& cost)
-      : rows_(rows), differences_(differences), cost_(cost) {}
+  UniformPlan(double rows, double differences, const WireCost& cost,
+              int leaf_level, double scan_row_bytes)
+      : rows_(rows),
+        differences_(differences),
+        cost_(cost),
+        leaf_level_(leaf_level),
+        scan_row_bytes_(scan_row_bytes) {}
 
-  // Bytes to resolve level `level`'s mismatched nodes in `rounds` rounds.
-  double Best(int level, int rounds) {
+  struct Cost {
+    double cost = 0;   // bytes plus the rows read, priced
+    double bytes = 0;  // bytes alone
+  };
+
+  // What resolving level `level`'s mismatched nodes in `rounds` rounds costs.
+  Cost Best(int level, int rounds) {
     const int key = level * 64 + rounds;
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
@@ -929,9 +975,10 @@ class UniformPlan {
     // picked because it holds a difference is larger than the average one).
     const double listed_rows = std::max(
         1.0, rows_per_node + differences_ / mismatched - differences_ / nodes);
-    double best =
+    const double list_bytes =
         mismatched * (cost_.named_node + cost_.listed_row * listed_rows +
                       cost_.differing_row * differences_ / mismatched);
+    Cost best{list_bytes + mismatched * ReadCost(listed_rows), list_bytes};
     if (rounds > 1) {
       for (int levels = 1;
            levels <= kMaxLevelsAhead && level + levels <= kTokenBits;
@@ -942,11 +989,18 @@ class UniformPlan {
         const double below =
             std::ldexp(1.0, level + levels) *
             -std::expm1(-differences_ / std::ldexp(1.0, level + levels));
-        const double own = mismatched * (cost_.named_node / 2 +
-                                         children * cost_.Child(child_rows)) +
-                           below * cost_.MismatchedChild(child_rows);
-        if (own >= best) break;  // grows with levels; cannot win
-        best = std::min(best, own + Best(level + levels, rounds - 1));
+        const double own_bytes =
+            mismatched *
+                (cost_.named_node / 2 + children * cost_.Child(child_rows)) +
+            below * cost_.MismatchedChild(child_rows);
+        const double own = own_bytes + (level + levels > leaf_level_
+                                            ? mismatched * ReadCost(listed_rows)
+                                            : 0.0);
+        if (own >= best.cost) break;  // grows with levels; cannot win
+        const Cost rest = Best(level + levels, rounds - 1);
+        if (own + rest.cost < best.cost) {
+          best = Cost{own + rest.cost, own_bytes + rest.bytes};
+        }
       }
     }
     memo_.emplace(key, best);
@@ -954,17 +1008,21 @@ class UniformPlan {
   }
 
  private:
+  double ReadCost(double rows) const { return 2 * rows * scan_row_bytes_; }
+
   const double rows_;
   const double differences_;
   const WireCost cost_;
-  std::unordered_map<int, double> memo_;
+  const int leaf_level_;
+  const double scan_row_bytes_;
+  std::unordered_map<int, Cost> memo_;
 };
 
 }  // namespace
 
 DiffCostEstimate EstimateDiffCost(uint64_t rows, uint64_t differences,
                                   double entry_bytes,
-                                  const DiffOptions& options) {
+                                  const DiffOptions& options, int depth) {
   const int top = std::clamp(options.handshake_levels, 0, kMaxSummaryTopLevels);
   const double top_nodes = std::ldexp(1.0, top);
   // The summaries carry 64-bit fingerprints; the own view's cost nothing.
@@ -984,21 +1042,22 @@ DiffCostEstimate EstimateDiffCost(uint64_t rows, uint64_t differences,
   UniformPlan plan(
       static_cast<double>(rows), static_cast<double>(differences),
       CostOf(mode, bits, std::min(bits + kRowExtraBits, kMaxFingerprintBits),
-             entry_bytes));
+             entry_bytes),
+      std::clamp(depth, 0, kTokenBits), std::max(0.0, options.scan_row_bytes));
   // The same rule as the planner's: add a round while it saves enough.
   int rounds = 2;
-  double bytes = handshake + plan.Best(top, 1);
+  UniformPlan::Cost best = plan.Best(top, 1);
   const int max_rounds = std::max(2, RoundBudget(rows, options));
   while (rounds < max_rounds) {
-    const double more = handshake + plan.Best(top, rounds);
-    if (bytes - more < std::max(options.round_saving * (bytes - handshake),
-                                options.round_price_bytes)) {
+    const UniformPlan::Cost more = plan.Best(top, rounds);
+    if (best.bytes - more.bytes < std::max(options.round_saving * best.bytes,
+                                           options.round_price_bytes)) {
       break;
     }
-    bytes = more;
+    best = more;
     ++rounds;
   }
-  return DiffCostEstimate{bytes, rounds};
+  return DiffCostEstimate{handshake + best.bytes, rounds};
 }
 
 std::string DiffStats::DebugString() const {

@@ -86,8 +86,9 @@
 // the descent, the rows listed with each difference and the differing row
 // itself: at a fixed number of rounds it grows as a root of N/d, and every
 // round added takes one more root. The depth of the stored trees does not
-// enter: below it the views answer by range scans, at the same wire cost,
-// so only N, d, r and the widths (f, f + 16 for rows, e) do. The
+// enter the wire cost: below it the views answer by range scans, at the
+// same wire cost, so only N, d, r and the widths (f, f + 16 for rows, e)
+// do; it enters through the rows the views read ("Reading"). The
 // fingerprint widths enter through w and e_l: f = log2(4 d /
 // miss_probability), so w grows by 1/8 byte per doubling of d.
 //
@@ -99,6 +100,25 @@
 // 200k rows, d = 200 and 1000, in both modes: tree/diff_test.cc
 // DiffFlatTest).
 //
+// Reading. Bytes are not the whole cost: a view answers a descent that ends
+// below its stored leaves, and a listing, by reading every row under the
+// node (a LevelDB range scan in a store), and a descent from above the leaves
+// to below them reads the rows of every leaf it crosses. At 5M rows in a
+// depth-16 tree (76 rows a leaf), descents of 5 levels from level 12 to 17
+// read 1,220 rows each: 120k rows per diff at d = 100, two thirds of a
+// node's CPU for it (~0.16 us a row), where stopping at the leaves and going
+// on from each differing one in the next round reads 76. So the planner
+// chooses levels by bytes plus `scan_row_bytes` per row each view reads (a
+// row's read takes about a byte's time at 50 Mbit/s), with the leaves at the
+// shallower view's depth (from the summaries); EstimateDiffCost does the
+// same. Rounds are still added by bytes alone (the rule below), and the
+// bytes reported are bytes. Two tallyd of 5M rows, d = 100, 20 `tally diff`
+// in a row: A's CPU per diff 28 -> 10 ms, B's 22 -> 6 ms, A's own diff 32
+// -> ~10 ms, bytes 45.6 -> 47.2 KB in the same 5 rounds. A session's bytes
+// hardly move; a third party, which pays ~9 bytes a child, lists more
+// instead of reading a leaf (tree/diff_test.cc,
+// Diff.DescentsStopAtTheLeavesRatherThanReadEveryLeafBelow).
+//
 // Rounds. Each round adds one round trip; the planner adds a round only
 // while the model says it saves at least `round_saving` (25%) of the bytes
 // still to come and at least `round_price_bytes`, within a latency budget
@@ -107,24 +127,27 @@
 // rows and d = 1000 stops at 3 rounds (a fourth saves 16%: 123 -> 103 B
 // per difference) and at 10M takes 5 (the fifth saves 30%: 267 -> 188).
 //
-// Measured (tally-bench --scenario=diff-mem --diff_mem_runs=3, d = 1000; a
-// session counts the peer's bytes only, a third party both views'; "model"
-// = EstimateDiffCost in the rounds taken; bytes were the same in all 3
-// runs, each under a fresh seed):
+// Measured (tally-bench --scenario=diff-mem --diff_mem_runs=3, d = 1000,
+// depth 16; a session counts the peer's bytes only, a third party both
+// views'; "model" = EstimateDiffCost in the rounds taken; bytes were the
+// same in all 3 runs, each under a fresh seed; with rows read priced,
+// "Reading"):
 //
 //   N      session            third party (seeded)  plain (before seeds)
 //          rounds B/diff model rounds B/diff model   rounds B/diff
-//   100k   3        122   123  4        311   328    4        547
-//   1M     4        148   154  4        566   583    4      1,104
-//   10M    5        194   188  5        699   667    5      1,299
-//   100M   (wire model only: the views need ~56 GB) 5 rounds, 282 B
-//          for a session, 6 rounds, 745 B for a third party
+//   100k   3        122   123  4        310   336    4        547
+//   1M     4        170   169  4        566   591    4      1,104
+//   10M    5        194   191  5        885   854    5      1,422
+//   100M   (wire model only: the views need ~56 GB) 4 rounds, 493 B
+//          for a session, 6 rounds, 818 B for a third party (leaves of
+//          1,500 rows at depth 16: reading them is dearer than bytes)
 //
-// A session is flat within -21% / -4% / +25.4% of its mean (just outside
-// +25% at 10M, by under 1 B per difference); a third party, whose digests
-// cost ~2 x 3.4 bytes per child, is not (311 to 699): at 100k its fourth
-// round saves 41% of its bytes (666 B in 3 rounds), so the rule takes it,
-// and flat would need that round given up.
+// A session is flat within -25% / +5% / +20% of its mean (162 B); before
+// rows read were priced, 122 / 148 / 194 B (-21% / -4% / +25.4%). A third
+// party, whose digests cost ~2 x 3.4 bytes per child, is not (310 to 885):
+// at 100k its fourth round saves 41% of its bytes (666 B in 3 rounds), so
+// the rule takes it, and flat would need that round given up; at 10M it
+// lists rather than read 152-row leaves (699 B before).
 //
 // The model is the optimum of a diff that knows d from the start and treats
 // every node of a level alike; the planner comes within about 5% of it. In a
@@ -199,6 +222,9 @@ struct DiffOptions {
   uint64_t list_threshold = 1;
   // Ranges with more rows than this are never listed, whatever the budget.
   uint64_t max_list_rows = 64;
+  // A row a view reads to answer a descent below its leaves or a listing,
+  // priced in bytes (see "Reading"); 0 prices bytes alone.
+  double scan_row_bytes = 1;
   // Bound on how many levels one node is expanded in one round.
   int max_levels_per_round = 16;
   // Exchanges per view one round may send; bounds the memory of a round.
@@ -254,7 +280,8 @@ using DifferenceSink =
 // The cost model as numbers, for views of `rows` rows each with
 // `differences` differing keys spread uniformly and listed rows of
 // `entry_bytes` each (WireSize): the rounds the planner's rule picks and the
-// payload bytes of both views it expects (see "Cost" above). What a diff
+// payload bytes of both views it expects (see "Cost" above), for views whose
+// stored leaves are at `depth` (see "Reading"). What a diff
 // measures may differ by the Poisson spread of real data and by the
 // planner's estimates of d, which it learns as it descends.
 struct DiffCostEstimate {
@@ -263,7 +290,8 @@ struct DiffCostEstimate {
 };
 DiffCostEstimate EstimateDiffCost(uint64_t rows, uint64_t differences,
                                   double entry_bytes,
-                                  const DiffOptions& options);
+                                  const DiffOptions& options,
+                                  int depth = kDefaultDepth);
 
 // Computes the differences between `a` and `b`. Returns the first error of a
 // view or of the sink. `stats` (optional) is filled in either case.
