@@ -177,6 +177,11 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
   Replica& sync_b = swapped ? *here : *there;
   SyncOptions sync;
   sync.keyspace = keyspace;
+  // This node's store answers in process, as in a session: the diff sends
+  // its fingerprints and the peer answers which differ (tree/diff.h,
+  // DiffOptions::own_view), so the nodes' link carries a session's bytes.
+  sync.diff.own_view =
+      swapped ? tree::DiffOptions::OwnView::kB : tree::DiffOptions::OwnView::kA;
   sync.a_is_source = request.mode() == v1::RUN_DIFF_MODE_REPAIR_FROM_NODE ||
                      request.mode() == v1::RUN_DIFF_MODE_REPAIR_FROM_PEER;
   sync.dry_run = !repair || request.dry_run();
