@@ -73,6 +73,11 @@ struct WireCost {
   // Per row of a listed range, and per differing row besides.
   double listed_row = 160;
   double differing_row = 0;
+  // Not the wire's: per row under a node the views read to answer it (a
+  // descent that ends below their leaves, a listing), every view together,
+  // priced in bytes (diff.h, "Reading"). A node's own view counts too: it is
+  // CPU, not traffic.
+  double read_row = 0;
 
   double Child(double rows) const {
     return child_fingerprints + child_counts * VarintBytesOf(rows);
@@ -80,6 +85,7 @@ struct WireCost {
   double MismatchedChild(double rows) const {
     return mismatched_counts * VarintBytesOf(rows);
   }
+  double Read(double rows) const { return read_row * rows; }
 };
 
 enum class AskMode {
@@ -88,8 +94,11 @@ enum class AskMode {
   kOwnFirst,  // the own view first, its fingerprints sent to the other
 };
 
-WireCost CostOf(AskMode mode, int node_bits, int row_bits, double entry_bytes) {
+WireCost CostOf(AskMode mode, int node_bits, int row_bits, double entry_bytes,
+                double scan_row_bytes) {
   WireCost cost;
+  // Both views read the rows, however they are asked.
+  cost.read_row = 2 * std::max(0.0, scan_row_bytes);
   switch (mode) {
     case AskMode::kPlain:
       cost.listed_row = 2 * entry_bytes;
@@ -151,12 +160,11 @@ int RoundBudget(uint64_t rows, const DiffOptions& options) {
 // What it minimises is the bytes plus the rows the views read to answer
 // (diff.h, "Reading"): a descent that ends below the views' stored leaves,
 // and a listing, make each view read every row under the node, priced at
-// `scan_row_bytes` each. `to_leaf` is how many levels the node lies above
+// WireCost::read_row each. `to_leaf` is how many levels the node lies above
 // the leaves (0 at or below them).
 class CostModel {
  public:
-  CostModel(const WireCost& cost, double scan_row_bytes)
-      : cost_(cost), scan_row_bytes_(scan_row_bytes) {}
+  explicit CostModel(const WireCost& cost) : cost_(cost) {}
 
   struct Choice {
     double cost = 0;   // bytes plus the rows read, priced
@@ -177,7 +185,7 @@ class CostModel {
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
     const double list_bytes = ListBytes(rows, expected);
-    Choice best{list_bytes + ReadCost(rows), list_bytes, 0};
+    Choice best{list_bytes + cost_.Read(rows), list_bytes, 0};
     if (rounds > 1 && rows > 1) {
       for (int levels = 1; levels <= max_levels; ++levels) {
         const double n = std::ldexp(1.0, levels);
@@ -187,7 +195,7 @@ class CostModel {
         // Answered from the stored tree down to the leaves; past them, by
         // reading every row under the node.
         const double own =
-            own_bytes + (levels > to_leaf ? ReadCost(rows) : 0.0);
+            own_bytes + (levels > to_leaf ? cost_.Read(rows) : 0.0);
         if (own >= best.cost) break;  // grows with levels; cannot win
         const double child_expected = std::max(1.0, expected / mismatched);
         // The child that holds a difference holds it plus its share of the
@@ -213,11 +221,7 @@ class CostModel {
   }
 
  private:
-  // Both views read the node's rows (a node's own view too: it is CPU).
-  double ReadCost(double rows) const { return 2 * rows * scan_row_bytes_; }
-
   const WireCost cost_;
-  const double scan_row_bytes_;
   std::unordered_map<uint64_t, Choice> memo_;
 };
 
@@ -447,8 +451,8 @@ class Differ {
       stats_.fingerprint_bits = std::max<uint64_t>(
           stats_.fingerprint_bits, static_cast<uint64_t>(RowBits()));
     }
-    CostModel model(CostOf(mode_, bits_, RowBits(), EntryBytes()),
-                    ScanRowBytes());
+    CostModel model(
+        CostOf(mode_, bits_, RowBits(), EntryBytes(), options_.scan_row_bytes));
     const int rounds_left = ChooseRounds(model);
     // Take the frontier, up to what one round may carry; the rest waits.
     std::vector<Planned> plan;
@@ -903,7 +907,6 @@ class Differ {
   }
 
   // Mean wire size of the rows seen so far; a guess before any.
-  double ScanRowBytes() const { return std::max(0.0, options_.scan_row_bytes); }
   double EntryBytes() const {
     return entries_seen_ == 0 ? options_.entry_bytes_guess
                               : static_cast<double>(entry_bytes_) /
@@ -949,12 +952,11 @@ namespace {
 class UniformPlan {
  public:
   UniformPlan(double rows, double differences, const WireCost& cost,
-              int leaf_level, double scan_row_bytes)
+              int leaf_level)
       : rows_(rows),
         differences_(differences),
         cost_(cost),
-        leaf_level_(leaf_level),
-        scan_row_bytes_(scan_row_bytes) {}
+        leaf_level_(leaf_level) {}
 
   struct Cost {
     double cost = 0;   // bytes plus the rows read, priced
@@ -978,7 +980,7 @@ class UniformPlan {
     const double list_bytes =
         mismatched * (cost_.named_node + cost_.listed_row * listed_rows +
                       cost_.differing_row * differences_ / mismatched);
-    Cost best{list_bytes + mismatched * ReadCost(listed_rows), list_bytes};
+    Cost best{list_bytes + mismatched * cost_.Read(listed_rows), list_bytes};
     if (rounds > 1) {
       for (int levels = 1;
            levels <= kMaxLevelsAhead && level + levels <= kTokenBits;
@@ -993,9 +995,10 @@ class UniformPlan {
             mismatched *
                 (cost_.named_node / 2 + children * cost_.Child(child_rows)) +
             below * cost_.MismatchedChild(child_rows);
-        const double own = own_bytes + (level + levels > leaf_level_
-                                            ? mismatched * ReadCost(listed_rows)
-                                            : 0.0);
+        const double own =
+            own_bytes + (level + levels > leaf_level_
+                             ? mismatched * cost_.Read(listed_rows)
+                             : 0.0);
         if (own >= best.cost) break;  // grows with levels; cannot win
         const Cost rest = Best(level + levels, rounds - 1);
         if (own + rest.cost < best.cost) {
@@ -1008,13 +1011,10 @@ class UniformPlan {
   }
 
  private:
-  double ReadCost(double rows) const { return 2 * rows * scan_row_bytes_; }
-
   const double rows_;
   const double differences_;
   const WireCost cost_;
   const int leaf_level_;
-  const double scan_row_bytes_;
   std::unordered_map<int, Cost> memo_;
 };
 
@@ -1042,8 +1042,8 @@ DiffCostEstimate EstimateDiffCost(uint64_t rows, uint64_t differences,
   UniformPlan plan(
       static_cast<double>(rows), static_cast<double>(differences),
       CostOf(mode, bits, std::min(bits + kRowExtraBits, kMaxFingerprintBits),
-             entry_bytes),
-      std::clamp(depth, 0, kTokenBits), std::max(0.0, options.scan_row_bytes));
+             entry_bytes, options.scan_row_bytes),
+      std::clamp(depth, 0, kTokenBits));
   // The same rule as the planner's: add a round while it saves enough.
   int rounds = 2;
   UniformPlan::Cost best = plan.Best(top, 1);
