@@ -238,6 +238,9 @@ class Store {
   // tie keep the same row.
   virtual uint64_t ties_resolved() const = 0;
 
+  // The row filters' state and what they saved (RowFilterStats).
+  virtual RowFilterStats row_filter_stats() const = 0;
+
   // The backend position the last commit that carried one wrote
   // (WriteRequest::backend_position), as durable as that commit; nullopt
   // when none ever did. A backend reads it after Open to resume its stream

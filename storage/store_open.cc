@@ -261,6 +261,8 @@ absl::Status StoreImpl::Load() {
     TALLY_ASSIGN_OR_RETURN(
         tree::MerkleTree tree,
         tree::MerkleTree::FromLeaves(ks.depth, std::move(leaves)));
+    // Every token may exist until the builder has read the rows.
+    row_presence_.AddExisting(ks.id, tree.root().count);
     catalogue_.RecoverKeyspace(std::move(ks), std::move(tree));
   }
   {
@@ -333,6 +335,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir,
   auto store = std::make_unique<internal::StoreImpl>(
       std::move(options), std::unique_ptr<leveldb::DB>(raw), std::move(config));
   TALLY_RETURN_IF_ERROR(store->Load());
+  store->StartRowPresenceBuild();
   return std::unique_ptr<Store>(std::move(store));
 }
 

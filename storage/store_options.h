@@ -36,6 +36,14 @@ struct StoreOptions {
   // (never half of one: the tree still matches the rows).
   bool sync = true;
 
+  // Keep an in-memory filter of the tokens of each keyspace's rows and skip
+  // the last-writer-wins read of a row the filter says cannot exist (a new
+  // key). Costs about 1.5 bytes per row of memory (3 at worst, right after
+  // a filter grows); a store opened with rows builds its filters in the
+  // background and reads every row until they are built. False: every write
+  // reads its row first, as before (for comparisons).
+  bool row_filter = true;
+
   // Leaves are checkpointed after this many changes (and at a clean close);
   // an open after a crash replays at most this many change-log entries.
   uint64_t leaf_checkpoint_interval = 1 << 18;

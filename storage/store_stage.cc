@@ -73,6 +73,8 @@ std::pair<KeyspaceId, int> StoreImpl::ResolveKeyspace(StagedCommit& g,
     return {it->second.id, it->second.depth};
   }
   const KeyspaceId id = g.edit.AddKeyspace(name, depth);
+  // No rows yet: its filter is exact from the first.
+  row_presence_.AddNew(id);
   g.batch.Put(internal::KeyspaceKey(name),
               internal::EncodeKeyspaceRecord(
                   internal::KeyspaceRecord{id.value(), depth}));
@@ -97,12 +99,20 @@ std::string StoreImpl::OriginNameIn(const StagedCommit& g, OriginId id) const {
 }
 
 absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(StagedCommit& g,
-                                                 const std::string& row_key) {
+                                                 const std::string& row_key,
+                                                 KeyspaceId keyspace,
+                                                 Token token) {
   commit_mu_.AssertHeld();
   auto it = g.staged.find(row_key);
   if (it != g.staged.end()) return &it->second;
   StagedRow current;
   current.damaged = IsDamaged(row_key);
+  if (options_.row_filter && !row_presence_.MayExist(keyspace, token)) {
+    // No row of the keyspace has the token: the read would find nothing.
+    reads_skipped_.fetch_add(1, std::memory_order_relaxed);
+    return &g.staged.emplace(row_key, std::move(current)).first->second;
+  }
+  rows_read_.fetch_add(1, std::memory_order_relaxed);
   std::string record;
   const leveldb::Status s = db_->Get(leveldb::ReadOptions(), row_key, &record);
   if (s.ok()) {
@@ -193,7 +203,8 @@ absl::Status StoreImpl::StageMutation(StagedCommit& g, const Mutation& m,
       ResolveKeyspace(g, m.keyspace, options_.default_depth);
   const Token token = tree::TokenOf(m.key);
   std::string row_key = internal::RowKey(ks_id.value(), token, m.key);
-  TALLY_ASSIGN_OR_RETURN(StagedRow * current, CurrentRow(g, row_key));
+  TALLY_ASSIGN_OR_RETURN(StagedRow * current,
+                         CurrentRow(g, row_key, ks_id, token));
 
   internal::IncomingRow row;
   row.kind = m.erase     ? internal::IncomingRow::Kind::kErase
@@ -353,6 +364,8 @@ absl::Status StoreImpl::StageAbsent(StagedCommit& g,
                 internal::EncodeRowRecord(header, m.captured_payload.has_value()
                                                       ? *m.captured_payload
                                                       : m.value));
+    // Before the batch reaches LevelDB (internal/row_presence.h).
+    row_presence_.Add(ks_id, {token});
     if (m.unlogged) {
       // The rows come in token order: a leaf's rows are consecutive.
       const auto leaf = static_cast<uint32_t>(tree::NodeIndexOf(token, depth));
@@ -521,6 +534,12 @@ void StoreImpl::StageAccepted(StagedCommit& g, const StagedCommit::Accepted& a,
     header.origin_id = a.origin_id;
     header.deleted = m.deleted;
     header.digest = a.digest;
+    if (!before.exists) {
+      // A new row (or one only damaged before): its token goes in the
+      // filter before the batch reaches LevelDB (internal/row_presence.h).
+      // A row that existed is in it already.
+      row_presence_.Add(KeyspaceId(a.keyspace_id), {a.token});
+    }
     if (!a.superseded) {
       absl::string_view payload;
       if (outcome != nullptr) {

@@ -87,6 +87,18 @@ struct ScrubReport {
   uint64_t unreadable = 0;
 };
 
+// The write path's row filters (StoreOptions::row_filter) since the store
+// opened: how many writes of a row not staged earlier in their commit read
+// the row first, and how many skipped the read because the filter said no
+// row has the key's token.
+struct RowFilterStats {
+  uint64_t rows_read = 0;
+  uint64_t reads_skipped = 0;
+  int keyspaces = 0;  // keyspaces with a filter
+  int built = 0;      // of them, built (the others read every row)
+  size_t memory_bytes = 0;
+};
+
 struct VerifyReport {
   uint64_t keyspaces = 0;
   uint64_t rows = 0;

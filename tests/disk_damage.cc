@@ -33,6 +33,7 @@ bool FlipByteInTable(const std::string& dir, const std::string& value,
                      size_t offset) {
   // Only the random tail: snappy may encode a common prefix as a copy.
   const std::string needle = value.substr(value.size() - kRandomTail);
+  bool flipped = false;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".ldb") continue;
     std::fstream file(entry.path(),
@@ -44,9 +45,9 @@ bool FlipByteInTable(const std::string& dir, const std::string& value,
     const size_t where = at + offset % kRandomTail;
     file.seekp(static_cast<std::streamoff>(where));
     file.put(static_cast<char>(bytes[where] ^ 0x01));
-    return true;
+    flipped = true;
   }
-  return false;
+  return flipped;
 }
 
 absl::StatusOr<std::unique_ptr<ScopedTmpfs>> ScopedTmpfs::Mount(

@@ -30,9 +30,11 @@ std::string IncompressibleValue(uint64_t seed, size_t size,
                                 const std::string& prefix = "");
 
 // Flips one bit of the byte `offset` bytes into the random tail of `value`
-// (its last 24 bytes) in the first `.ldb` file of `dir` that holds it, as a
-// bad disk would. Returns false if no table file holds it. The store must
-// be closed.
+// (its last 24 bytes) in every `.ldb` file of `dir` that holds it, as a bad
+// disk would: a table a compaction has made obsolete, not yet deleted, may
+// hold a copy beside the live one (a store's background reads, such as its
+// row filter's build, can start a compaction before it closes). Returns
+// false if no table file holds it. The store must be closed.
 bool FlipByteInTable(const std::string& dir, const std::string& value,
                      size_t offset = 21);
 

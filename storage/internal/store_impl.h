@@ -45,6 +45,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -67,6 +68,7 @@
 #include "storage/internal/leaf_checkpoints.h"
 #include "storage/internal/leveldb_status.h"
 #include "storage/internal/records.h"
+#include "storage/internal/row_presence.h"
 #include "storage/internal/slice.h"
 #include "storage/internal/snapshot_row_reader.h"
 #include "storage/internal/write_queue.h"
@@ -141,6 +143,7 @@ class StoreImpl : public Store, private SnapshotRowReader {
                                           options_.physical_clock}) {}
 
   ~StoreImpl() override {
+    StopRowPresenceBuild();
     // A clean close checkpoints the leaves, so that the next open replays
     // nothing. No writer can be running: the owner is destroying us.
     if (db_ != nullptr) {
@@ -151,6 +154,10 @@ class StoreImpl : public Store, private SnapshotRowReader {
   }
 
   absl::Status Load();
+  // Starts building the row filters of the keyspaces Load() found
+  // (internal/row_presence.h) on a thread of their own; the destructor
+  // stops it. Called once, after Load().
+  void StartRowPresenceBuild();
 
   const std::string& node_name() const override { return node_name_; }
   Epoch epoch() const override { return epoch_; }
@@ -209,6 +216,7 @@ class StoreImpl : public Store, private SnapshotRowReader {
       ABSL_LOCKS_EXCLUDED(commit_mu_, damaged_mu_);
   uint64_t damaged_rows() const override { return damaged_count_.load(); }
   uint64_t ties_resolved() const override { return ties_resolved_.load(); }
+  RowFilterStats row_filter_stats() const override;
   absl::StatusOr<std::optional<BackendPosition>> backend_position() override;
 
  private:
@@ -363,9 +371,11 @@ class StoreImpl : public Store, private SnapshotRowReader {
   // The name of origin `id`, known or new in this group; empty if neither.
   std::string OriginNameIn(const StagedCommit& g, OriginId id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  // The row as the group sees it: staged, or read from LevelDB.
+  // The row as the group sees it: staged, or read from LevelDB (unless
+  // row_presence_ says no row of `keyspace` has `token`).
   absl::StatusOr<StagedRow*> CurrentRow(StagedCommit& g,
-                                        const std::string& row_key)
+                                        const std::string& row_key,
+                                        KeyspaceId keyspace, tree::Token token)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   tree::HlcTimestamp StampLocalWrite(const StagedRow& current)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
@@ -493,6 +503,16 @@ class StoreImpl : public Store, private SnapshotRowReader {
   // Rows the tie rule replaced since the store opened (published after
   // their commit).
   std::atomic<uint64_t> ties_resolved_{0};
+  // Which rows may exist (used when options_.row_filter), its builder and
+  // the builder's stop flag (store_row_presence.cc).
+  RowPresence row_presence_;
+  std::thread row_presence_builder_;
+  std::atomic<bool> stop_row_presence_build_{false};
+  // Rows read before their write, and reads the filter saved.
+  std::atomic<uint64_t> rows_read_{0};
+  std::atomic<uint64_t> reads_skipped_{0};
+  void BuildRowPresence(std::vector<KeyspaceId> keyspaces);
+  void StopRowPresenceBuild();
 
   // The migrations at open (store_migrations.cc). Counts the rows per
   // origin of a store written before the counts were kept.

