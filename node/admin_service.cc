@@ -277,6 +277,15 @@ absl::Status CollectNodeStatus(storage::Store* store,
   response->set_epoch(store->epoch());
   response->set_last_sequence(store->last_sequence());
   response->set_ties_resolved(store->ties_resolved());
+  {
+    const storage::RowFilterStats stats = store->row_filter_stats();
+    v1::RowFilterStatus* filter = response->mutable_row_filter();
+    filter->set_rows_read(stats.rows_read);
+    filter->set_reads_skipped(stats.reads_skipped);
+    filter->set_keyspaces(stats.keyspaces);
+    filter->set_built(stats.built);
+    filter->set_memory_bytes(stats.memory_bytes);
+  }
   if (const absl::Status writable = store->write_status(); !writable.ok()) {
     response->set_store_write_error(std::string(writable.message()));
   }

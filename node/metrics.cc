@@ -274,6 +274,20 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
            "Rows this node's store replaced under the tie rule: the same "
            "version as the stored row, other content, a higher row digest.");
   e.Sample(status.ties_resolved());
+  const v1::RowFilterStatus& filter = status.row_filter();
+  e.Family("tally_row_filter_rows_read_total", kCounter,
+           "Writes whose row the store read first (last writer wins).");
+  e.Sample(filter.rows_read());
+  e.Family("tally_row_filter_reads_skipped_total", kCounter,
+           "Writes of keys the row filter showed absent: no read.");
+  e.Sample(filter.reads_skipped());
+  e.Family("tally_row_filter_bytes", kGauge,
+           "Memory of the store's row filters (about 1.5 bytes a row).");
+  e.Sample(filter.memory_bytes());
+  e.Family("tally_row_filter_keyspaces_unbuilt", kGauge,
+           "Keyspaces whose row filter is still being built after the open "
+           "(their writes read every row).");
+  e.Sample(uint64_t{filter.keyspaces() - filter.built()});
   e.Family("tally_peer_conflicts_total", kCounter,
            "Keys sessions with the peer found with equal versions and "
            "different content.");

@@ -41,6 +41,11 @@ v1::StatusResponse SmallStatus() {
   s.set_rows_erased(8);
   s.set_conflicts(2);
   s.set_ties_resolved(3);
+  s.mutable_row_filter()->set_rows_read(11);
+  s.mutable_row_filter()->set_reads_skipped(12);
+  s.mutable_row_filter()->set_keyspaces(2);
+  s.mutable_row_filter()->set_built(1);
+  s.mutable_row_filter()->set_memory_bytes(98304);
   v1::KeyspaceSummary* ks = s.add_keyspaces();
   ks->set_name("users");
   ks->set_row_count(3);
@@ -96,6 +101,18 @@ tally_conflicts_total 2
 # HELP tally_ties_resolved_total Rows this node's store replaced under the tie rule: the same version as the stored row, other content, a higher row digest.
 # TYPE tally_ties_resolved_total counter
 tally_ties_resolved_total 3
+# HELP tally_row_filter_rows_read_total Writes whose row the store read first (last writer wins).
+# TYPE tally_row_filter_rows_read_total counter
+tally_row_filter_rows_read_total 11
+# HELP tally_row_filter_reads_skipped_total Writes of keys the row filter showed absent: no read.
+# TYPE tally_row_filter_reads_skipped_total counter
+tally_row_filter_reads_skipped_total 12
+# HELP tally_row_filter_bytes Memory of the store's row filters (about 1.5 bytes a row).
+# TYPE tally_row_filter_bytes gauge
+tally_row_filter_bytes 98304
+# HELP tally_row_filter_keyspaces_unbuilt Keyspaces whose row filter is still being built after the open (their writes read every row).
+# TYPE tally_row_filter_keyspaces_unbuilt gauge
+tally_row_filter_keyspaces_unbuilt 1
 # HELP tally_feed_entries_sent_total Change-log entries this node's feed sent, over all subscribers.
 # TYPE tally_feed_entries_sent_total counter
 tally_feed_entries_sent_total 10

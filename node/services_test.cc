@@ -548,6 +548,13 @@ TEST_F(AdminServiceTest, StatusReportsTheNodeItsKeyspacesAndItsPeers) {
   EXPECT_EQ(status.listen(), "127.0.0.1:7000");
   ASSERT_EQ(status.peers_size(), 1);
   EXPECT_EQ(status.peers(0).address(), "127.0.0.1:7001");
+  // Both keyspaces were created by these writes: their rows are new, and
+  // the filter spared every read.
+  EXPECT_EQ(status.row_filter().keyspaces(), 2u);
+  EXPECT_EQ(status.row_filter().built(), 2u);
+  EXPECT_EQ(status.row_filter().reads_skipped(), 12u);
+  EXPECT_EQ(status.row_filter().rows_read(), 0u);
+  EXPECT_GT(status.row_filter().memory_bytes(), 0u);
 }
 
 TEST_F(AdminServiceTest, AFullPoolAnswersResourceExhausted) {

@@ -117,6 +117,14 @@ std::string StatusText(const v1::StatusResponse& status,
                        feed.refused_skew())},
       {"tombstones purged", absl::StrCat(status.tombstones_purged())},
       {"ties resolved", absl::StrCat(status.ties_resolved())},
+      {"row filter",
+       absl::StrFormat(
+           "%d of %d keyspaces built, %.2f MB; writes: %d read their row, "
+           "%d skipped the read",
+           status.row_filter().built(), status.row_filter().keyspaces(),
+           status.row_filter().memory_bytes() / 1e6,
+           status.row_filter().rows_read(),
+           status.row_filter().reads_skipped())},
       {"clock behind",
        absl::StrFormat("%.1f s%s", status.clock_behind_seconds(),
                        status.clock_behind_seconds() > 5
