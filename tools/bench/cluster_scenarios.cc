@@ -42,6 +42,9 @@ ABSL_FLAG(std::string, tallyd, "",
           "this binary)");
 ABSL_FLAG(uint64_t, wan_diffs, 100, "wan: number of differences");
 ABSL_FLAG(int, wan_rtt_ms, 50, "wan: round trip through a proxy, ms");
+ABSL_FLAG(int, bootstrap_rtt_ms, 0,
+          "bootstrap: put the empty node behind a proxy with this round "
+          "trip, ms (0: direct)");
 ABSL_FLAG(std::string, node_diffs, "0,1,100,1000,100000",
           "diff: numbers of differences to measure (cumulative, ascending)");
 
@@ -443,8 +446,23 @@ absl::Status RunBootstrap(std::ostream& out) {
   }
   auto loaded = LoadRows(*cluster.clients[0], rows, seed);
   if (!loaded.ok()) return loaded.status();
+  // A far target: its pushes pay the round trip.
+  const int rtt_ms = absl::GetFlag(FLAGS_bootstrap_rtt_ms);
+  std::unique_ptr<::tally::testing::TcpProxy> proxy;
+  std::unique_ptr<node::NodeClient> far_client;
+  node::NodeClient* target = cluster.clients[1].get();
+  if (rtt_ms > 0) {
+    auto started = ::tally::testing::TcpProxy::Start(
+        cluster.nodes[1]->address(), absl::Milliseconds(rtt_ms) / 2);
+    if (!started.ok()) return started.status();
+    proxy = std::move(*started);
+    auto connected = node::NodeClient::Connect(proxy->address(), {});
+    if (!connected.ok()) return connected.status();
+    far_client = std::move(*connected);
+    target = far_client.get();
+  }
   const auto start = Clock::now();
-  auto copied = Bootstrap(*cluster.clients[0], *cluster.clients[1]);
+  auto copied = Bootstrap(*cluster.clients[0], *target);
   if (!copied.ok()) return copied.status();
   const double seconds =
       std::chrono::duration<double>(Clock::now() - start).count();
@@ -459,8 +477,10 @@ absl::Status RunBootstrap(std::ostream& out) {
   }
   const double mb = static_cast<double>(copied->repair_bytes) / 1e6;
   out << absl::StrFormat(
-      "bootstrap: %d rows of 100 bytes into an empty node by one repair\n",
-      rows);
+      "bootstrap: %d rows of 100 bytes into an empty node by one repair%s\n",
+      rows,
+      rtt_ms > 0 ? absl::StrFormat(" (node behind a %d ms round trip)", rtt_ms)
+                 : "");
   out << absl::StrFormat("%-28s %10s %10s %8s\n", "", "rows/s", "MB/s",
                          "seconds");
   out << absl::StrFormat("%-28s %10.0f %10.1f %8.2f\n",
