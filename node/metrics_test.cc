@@ -285,7 +285,7 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
                 absl::StartsWith(line, family + " "))
         << line << " under " << family;
   }
-  EXPECT_EQ(seen.size(), 44u);  // every family, with a peer and a subscriber
+  EXPECT_EQ(seen.size(), 48u);  // every family, with a peer and a subscriber
 }
 
 TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
@@ -339,8 +339,8 @@ TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
       EXPECT_TRUE(families.insert(words[2]).second) << "twice: " << words[2];
     }
   }
-  // The 44 of every node and the sidecar's 14.
-  EXPECT_EQ(families.size(), 44u + 14u);
+  // The 48 of every node and the sidecar's 14.
+  EXPECT_EQ(families.size(), 48u + 14u);
   // Without a sidecar none of them.
   EXPECT_THAT(RenderPrometheus(SmallStatus()),
               ::testing::Not(HasSubstr("tally_pg_")));

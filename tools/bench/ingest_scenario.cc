@@ -22,6 +22,9 @@ ABSL_FLAG(uint64_t, ingest_batch, 100, "ingest: rows per write batch");
 ABSL_FLAG(bool, ingest_unfiltered, true,
           "ingest: also run the store with its row filter off (the lever "
           "alone, same run)");
+ABSL_FLAG(uint64_t, ingest_write_buffer_mb, 0,
+          "ingest: LevelDB write buffer in MiB for the store and the raw "
+          "baselines alike (0: the store's default)");
 ABSL_FLAG(uint64_t, ingest_sync_rows, 100000,
           "ingest: rows for the sync=true comparison (0 to skip)");
 
@@ -41,6 +44,15 @@ struct Run {
 
 using Clock = std::chrono::steady_clock;
 
+// The store's options as this run sets them (--ingest_write_buffer_mb).
+storage::StoreOptions BenchStoreOptions() {
+  storage::StoreOptions options;
+  if (const uint64_t mb = absl::GetFlag(FLAGS_ingest_write_buffer_mb); mb > 0) {
+    options.write_buffer_bytes = mb << 20;
+  }
+  return options;
+}
+
 double ProcessCpuSeconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -54,7 +66,7 @@ absl::StatusOr<Run> IngestRaw(uint64_t rows, uint64_t batch_rows, bool sync,
                               bool same_work, uint64_t seed) {
   testing::TempDir dir;
   const std::unique_ptr<storage::LevelDbConfig> config =
-      storage::MakeLevelDbConfig(storage::StoreOptions{});
+      storage::MakeLevelDbConfig(BenchStoreOptions());
   leveldb::DB* raw = nullptr;
   leveldb::Status s = leveldb::DB::Open(config->options, dir.path(), &raw);
   if (!s.ok()) return absl::UnavailableError(s.ToString());
@@ -97,7 +109,7 @@ absl::StatusOr<Run> IngestRaw(uint64_t rows, uint64_t batch_rows, bool sync,
 absl::StatusOr<Run> IngestStore(uint64_t rows, uint64_t batch_rows, bool sync,
                                 bool row_filter, uint64_t seed) {
   testing::TempDir dir;
-  storage::StoreOptions options;
+  storage::StoreOptions options = BenchStoreOptions();
   options.node_name = "bench";
   options.sync = sync;
   options.row_filter = row_filter;

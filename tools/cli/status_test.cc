@@ -22,6 +22,11 @@ v1::StatusResponse MeshStatus() {
   s.set_rows_erased(8);
   s.set_conflicts(2);
   s.set_ties_resolved(1);
+  s.mutable_row_filter()->set_keyspaces(1);
+  s.mutable_row_filter()->set_built(1);
+  s.mutable_row_filter()->set_memory_bytes(49152);
+  s.mutable_row_filter()->set_rows_read(2);
+  s.mutable_row_filter()->set_reads_skipped(3);
   v1::KeyspaceSummary* ks = s.add_keyspaces();
   ks->set_name("users");
   ks->set_row_count(3);
@@ -85,6 +90,7 @@ TEST(StatusText, ShowsFeedCountersLagAndOrigins) {
   feed received      7 (applied 5, not newer 2, refused timestamps 0)
   tombstones purged  0
   ties resolved      1
+  row filter         1 of 1 keyspaces built, 0.05 MB; writes: 2 read their row, 3 skipped the read
   clock behind       0.0 s
   scrub              0 passes, 0 rows checked, 0 damaged found, 0 leaves repaired; damaged now: 0
 
