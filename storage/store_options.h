@@ -59,7 +59,9 @@ struct StoreOptions {
   // more is refused with kResourceExhausted.
   size_t max_keyspaces = 256;
 
-  // LevelDB tuning.
+  // LevelDB tuning. 32 MiB of write buffer ingests fastest here (1M rows,
+  // store rows/s: 8 MiB ~190k, 32 MiB 160k-250k, 128 MiB ~118k; README,
+  // ingest).
   size_t write_buffer_bytes = 32 * 1024 * 1024;
   size_t block_cache_bytes = 64 * 1024 * 1024;
 
