@@ -17,12 +17,8 @@ namespace internal {
 
 void StoreImpl::StartRowPresenceBuild() {
   if (!options_.row_filter) return;
-  std::vector<KeyspaceId> keyspaces;
-  for (const KeyspaceInfo& info : ListKeyspaces()) {
-    if (const Keyspace* ks = FindKeyspace(info.name); ks != nullptr) {
-      keyspaces.push_back(ks->id);
-    }
-  }
+  // The keyspaces Load() registered with AddExisting.
+  std::vector<KeyspaceId> keyspaces = row_presence_.Unbuilt();
   if (keyspaces.empty()) return;
   row_presence_builder_ =
       std::thread([this, keyspaces = std::move(keyspaces)]() mutable {

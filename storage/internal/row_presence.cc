@@ -30,6 +30,15 @@ void RowPresence::MarkBuilt(KeyspaceId keyspace) {
   if (it != keyspaces_.end()) it->second.built = true;
 }
 
+std::vector<KeyspaceId> RowPresence::Unbuilt() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<KeyspaceId> unbuilt;
+  for (const auto& [id, entry] : keyspaces_) {
+    if (!entry.built) unbuilt.push_back(id);
+  }
+  return unbuilt;
+}
+
 bool RowPresence::MayExist(KeyspaceId keyspace, tree::Token token) const {
   absl::MutexLock lock(&mu_);
   auto it = keyspaces_.find(keyspace);

@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -60,6 +61,9 @@ class RowPresence {
       ABSL_LOCKS_EXCLUDED(mu_);
   // The filter of `keyspace` holds every row of the builder's snapshot.
   void MarkBuilt(KeyspaceId keyspace) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The keyspaces still to be built (AddExisting without MarkBuilt).
+  std::vector<KeyspaceId> Unbuilt() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // False only if `keyspace` is built and no row of it has `token`. True
   // for a keyspace not known.

@@ -51,6 +51,15 @@ TEST(RowPresence, AKnownKeyspaceKeepsItsState) {
   EXPECT_TRUE(presence.MayExist(KeyspaceId(2), 99));
 }
 
+TEST(RowPresence, UnbuiltNamesTheExistingKeyspacesNotYetBuilt) {
+  RowPresence presence;
+  presence.AddExisting(KeyspaceId(1), 10);
+  presence.AddExisting(KeyspaceId(2), 10);
+  presence.AddNew(KeyspaceId(3));
+  presence.MarkBuilt(KeyspaceId(1));
+  EXPECT_EQ(presence.Unbuilt(), std::vector<KeyspaceId>{KeyspaceId(2)});
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace storage

@@ -58,7 +58,12 @@ void TokenFilter::Add(tree::Token token) {
     levels_.emplace_back(levels_.back().capacity * kGrowth);
   }
   levels_.back().Add(token);
-  ++added_;
+}
+
+uint64_t TokenFilter::added() const {
+  uint64_t added = 0;
+  for (const Level& level : levels_) added += level.added;
+  return added;
 }
 
 bool TokenFilter::MayContain(tree::Token token) const {

@@ -53,7 +53,7 @@ class TokenFilter {
   bool MayContain(tree::Token token) const;
 
   // Tokens added (a token added twice counts twice).
-  uint64_t added() const { return added_; }
+  uint64_t added() const;
   int levels() const { return static_cast<int>(levels_.size()); }
   size_t memory_bytes() const;
 
@@ -69,7 +69,6 @@ class TokenFilter {
     std::vector<uint64_t> words;
   };
   std::vector<Level> levels_;
-  uint64_t added_ = 0;
 };
 
 }  // namespace internal
