@@ -264,21 +264,31 @@ class ScanReactor final
         pieces.push_back(ranges_[next_range_]);
       }
       bool full = false;
-      const absl::Status status = (*view)->Scan(
-          pieces, [&](const tree::RowEntry& entry) -> absl::Status {
-            if (resume_.has_value() && (entry.token < resume_->token ||
-                                        (entry.token == resume_->token &&
-                                         entry.key <= resume_->key))) {
-              return absl::OkStatus();  // sent by an earlier chunk
-            }
-            ToProto(entry, &origins, message->add_entries());
-            bytes += tree::WireSize(entry);
-            if (bytes < kStreamChunkBytes) return absl::OkStatus();
-            full = true;
-            resume_ = Resume{entry.token, entry.key};
-            // Stops the view's scan; not an error.
-            return absl::CancelledError("chunk full");
-          });
+      auto sink = [&](const tree::RowEntry& entry) -> absl::Status {
+        if (resume_.has_value() &&
+            (entry.token < resume_->token ||
+             (entry.token == resume_->token && entry.key <= resume_->key))) {
+          return absl::OkStatus();  // sent by an earlier chunk
+        }
+        if (entry.value.has_value() &&
+            entry.value->size() > kMaxScanValueBytes) {
+          tree::RowEntry without_value = entry;
+          without_value.value.reset();
+          ToProto(without_value, &origins, message->add_entries());
+          bytes += tree::WireSize(without_value);
+        } else {
+          ToProto(entry, &origins, message->add_entries());
+          bytes += tree::WireSize(entry);
+        }
+        if (bytes < kStreamChunkBytes) return absl::OkStatus();
+        full = true;
+        resume_ = Resume{entry.token, entry.key};
+        // Stops the view's scan; not an error.
+        return absl::CancelledError("chunk full");
+      };
+      const absl::Status status = request_->with_values()
+                                      ? (*view)->ScanWithValues(pieces, sink)
+                                      : (*view)->Scan(pieces, sink);
       if (full) break;
       if (!status.ok()) return status;
       ++next_range_;

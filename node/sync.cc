@@ -1,5 +1,6 @@
 #include "node/sync.h"
 
+#include <iterator>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -49,10 +50,18 @@ class Repairer {
     TALLY_RETURN_IF_ERROR(CheckStop());
     switch (d.action) {
       case KeyDifference::Action::kCopyToB:
-        to_b_.push_back(std::move(d.key));
+        if (in_a->value.has_value()) {
+          Ready(*in_a, &ready_to_b_);
+        } else {
+          to_b_.push_back(std::move(d.key));
+        }
         break;
       case KeyDifference::Action::kCopyToA:
-        to_a_.push_back(std::move(d.key));
+        if (in_b->value.has_value()) {
+          Ready(*in_b, &ready_to_a_);
+        } else {
+          to_a_.push_back(std::move(d.key));
+        }
         break;
       case KeyDifference::Action::kEraseFromB:
         erase_from_b_.push_back(std::move(d.key));
@@ -62,8 +71,10 @@ class Repairer {
         // such a key; nothing to move).
         break;
     }
-    if (to_a_.size() + to_b_.size() + erase_from_b_.size() >=
-        options_.batch_rows) {
+    if (to_a_.size() + to_b_.size() + erase_from_b_.size() +
+                ready_to_a_.size() + ready_to_b_.size() >=
+            options_.batch_rows ||
+        ready_bytes_ >= kMaxReadyBytes) {
       TALLY_RETURN_IF_ERROR(Flush());
       Step(SyncStep::kDiff);  // the diff resumes
     }
@@ -86,16 +97,25 @@ class Repairer {
       to_a_.clear();
       to_b_.clear();
       erase_from_b_.clear();
+      ready_to_a_.clear();
+      ready_to_b_.clear();
+      ready_bytes_ = 0;
       return absl::OkStatus();
     }
-    if (!to_a_.empty() || !to_b_.empty() || !erase_from_b_.empty()) {
+    if (!to_a_.empty() || !to_b_.empty() || !erase_from_b_.empty() ||
+        !ready_to_a_.empty() || !ready_to_b_.empty()) {
       Step(SyncStep::kRepair);
     }
+    // Rows that came with the scan move under the same limit as fetched
+    // ones; they were counted as they arrived.
+    Throttle(ready_bytes_);
+    ready_bytes_ = 0;
     const storage::ApplyMode mode_b = options_.a_is_source
                                           ? storage::ApplyMode::kSourceOverride
                                           : storage::ApplyMode::kLastWriterWins;
-    if (!to_b_.empty() || !erase_from_b_.empty()) {
+    if (!to_b_.empty() || !erase_from_b_.empty() || !ready_to_b_.empty()) {
       TALLY_ASSIGN_OR_RETURN(std::vector<storage::Row> rows, Fetch(a_, to_b_));
+      MoveReady(&ready_to_b_, &rows);
       TALLY_ASSIGN_OR_RETURN(
           ApplyResult r,
           b_.ApplyRows(options_.keyspace, rows, erase_from_b_, mode_b));
@@ -106,8 +126,9 @@ class Repairer {
       to_b_.clear();
       erase_from_b_.clear();
     }
-    if (!to_a_.empty()) {
+    if (!to_a_.empty() || !ready_to_a_.empty()) {
       TALLY_ASSIGN_OR_RETURN(std::vector<storage::Row> rows, Fetch(b_, to_a_));
+      MoveReady(&ready_to_a_, &rows);
       TALLY_ASSIGN_OR_RETURN(ApplyResult r,
                              a_.ApplyRows(options_.keyspace, rows, {},
                                           storage::ApplyMode::kLastWriterWins));
@@ -128,6 +149,37 @@ class Repairer {
   }
 
  private:
+  // Rows that came with their values wait at most this many bytes before
+  // they are written, whatever batch_rows says: a scan may carry values of
+  // up to 256 KiB each.
+  static constexpr size_t kMaxReadyBytes = 4 << 20;
+
+  // Keeps a row the scan brought whole: it is written as it is, with no
+  // FetchRows (a new replica's bootstrap, a range one side lacks).
+  void Ready(const tree::RowEntry& entry, std::vector<storage::Row>* ready) {
+    storage::Row row;
+    row.key = entry.key;
+    row.value = *entry.value;
+    row.version = entry.version;
+    row.deleted = entry.deleted;
+    row.digest = entry.digest;
+    const size_t bytes = row.key.size() + row.value.size();
+    stats_.repair_bytes += bytes;
+    ready_bytes_ += bytes;
+    ready->push_back(std::move(row));
+  }
+
+  static void MoveReady(std::vector<storage::Row>* ready,
+                        std::vector<storage::Row>* rows) {
+    if (rows->empty()) {
+      rows->swap(*ready);
+    } else {
+      rows->insert(rows->end(), std::make_move_iterator(ready->begin()),
+                   std::make_move_iterator(ready->end()));
+    }
+    ready->clear();
+  }
+
   absl::StatusOr<std::vector<storage::Row>> Fetch(
       Replica& from, const std::vector<std::string>& keys) {
     std::vector<storage::Row> rows;
@@ -163,6 +215,10 @@ class Repairer {
   std::vector<std::string> to_a_;
   std::vector<std::string> to_b_;
   std::vector<std::string> erase_from_b_;
+  // Rows the scans brought with their values (Ready), and their bytes.
+  std::vector<storage::Row> ready_to_a_;
+  std::vector<storage::Row> ready_to_b_;
+  size_t ready_bytes_ = 0;
   const absl::Time start_ = absl::Now();
   uint64_t throttled_bytes_ = 0;
   std::optional<SyncStep> step_;
@@ -193,10 +249,16 @@ absl::Status SyncKeyspace(Replica& a, Replica& b, const SyncOptions& options,
   tree::AbsentAsEmptyView view_a(raw_a.ok() ? std::move(*raw_a) : nullptr);
   tree::AbsentAsEmptyView view_b(raw_b.ok() ? std::move(*raw_b) : nullptr);
 
+  // Rows of ranges one side lacks are all copied to the other (unless they
+  // are b's and a is the source: those are erased), so their scans carry
+  // the values and the repair writes them with no FetchRows.
+  tree::DiffOptions diff = options.diff;
+  diff.scan_values_a = !options.dry_run;
+  diff.scan_values_b = !options.dry_run && !options.a_is_source;
   Repairer repairer(a, b, options, &stats);
   repairer.Step(SyncStep::kDiff);
   absl::Status status = tree::DiffViews(
-      view_a, view_b, options.diff,
+      view_a, view_b, diff,
       [&](const tree::RowEntry* in_a, const tree::RowEntry* in_b) {
         return repairer.Add(in_a, in_b);
       },

@@ -7,9 +7,12 @@
 //  2. Repair, in batches as differences arrive (memory stays bounded):
 //     - two-way (last writer wins): for each key the side with the higher
 //       version wins; its row is fetched and written to the other side,
-//       keeping its version and origin. Equal versions with different
-//       content (a tie) are counted as conflicts, and the row with the
-//       higher digest wins (the tie rule, storage::CompareRows), as the
+//       keeping its version and origin. In a range one side lacks (all of
+//       it when a new replica bootstraps) the diff scans the other side's
+//       rows with their values (TreeView::ScanWithValues), so those rows
+//       are written as they come, with no fetch by key. Equal versions with
+//       different content (a tie) are counted as conflicts, and the row with
+//       the higher digest wins (the tie rule, storage::CompareRows), as the
 //       store's own commit rules decide, so both sides converge.
 //     - one-way from a source (`a_is_source`): b becomes equal to a. a's row
 //       replaces b's whatever the versions; rows a lacks are erased from b.

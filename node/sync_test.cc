@@ -1,5 +1,7 @@
 #include "node/sync.h"
 
+#include <algorithm>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -269,6 +271,188 @@ TEST_F(SyncTest, StepsAlternateDiffAndRepairBatchByBatch) {
   steps.clear();
   ASSERT_TRUE(SyncKeyspace(*ra_, *rb_, options).ok());
   EXPECT_THAT(steps, ::testing::ElementsAre(SyncStep::kDiff));
+}
+
+// A view that forwards to another and counts its scans; with `carry_values`
+// false its ScanWithValues is a plain Scan, as a node's from before values.
+class CountingView : public tree::TreeView {
+ public:
+  CountingView(std::unique_ptr<tree::TreeView> inner, bool carry_values,
+               int* scans, int* scans_with_values)
+      : inner_(std::move(inner)),
+        carry_values_(carry_values),
+        scans_(scans),
+        scans_with_values_(scans_with_values) {}
+  absl::StatusOr<tree::ViewSummary> Summary(int top_levels) override {
+    return inner_->Summary(top_levels);
+  }
+  std::optional<tree::ViewTraffic> MeasuredTraffic() const override {
+    return inner_->MeasuredTraffic();
+  }
+  absl::StatusOr<tree::ViewResponse> Exchange(
+      const tree::ViewRequest& request) override {
+    return inner_->Exchange(request);
+  }
+  absl::StatusOr<tree::SeededResponse> ExchangeSeeded(
+      const tree::SeededRequest& request) override {
+    return inner_->ExchangeSeeded(request);
+  }
+  absl::Status Scan(absl::Span<const tree::NodeRef> ranges,
+                    const tree::EntrySink& sink) override {
+    ++*scans_;
+    return inner_->Scan(ranges, sink);
+  }
+  absl::Status ScanWithValues(absl::Span<const tree::NodeRef> ranges,
+                              const tree::EntrySink& sink) override {
+    ++*scans_with_values_;
+    return carry_values_ ? inner_->ScanWithValues(ranges, sink)
+                         : inner_->Scan(ranges, sink);
+  }
+
+ private:
+  std::unique_ptr<tree::TreeView> inner_;
+  const bool carry_values_;
+  int* const scans_;
+  int* const scans_with_values_;
+};
+
+// A replica that counts what a sync asks of it.
+class CountingReplica : public Replica {
+ public:
+  explicit CountingReplica(Replica& inner, bool carry_values = true)
+      : inner_(inner), carry_values_(carry_values) {}
+  std::string name() const override { return inner_.name(); }
+  absl::StatusOr<std::unique_ptr<tree::TreeView>> NewView(
+      const std::string& keyspace) override {
+    absl::StatusOr<std::unique_ptr<tree::TreeView>> view =
+        inner_.NewView(keyspace);
+    if (!view.ok()) return view.status();
+    return std::make_unique<CountingView>(*std::move(view), carry_values_,
+                                          &scans, &scans_with_values);
+  }
+  absl::Status FetchRows(
+      const std::string& keyspace, const std::vector<std::string>& keys,
+      const std::function<absl::Status(const storage::Row&)>& sink) override {
+    keys_fetched += keys.size();
+    return inner_.FetchRows(keyspace, keys, sink);
+  }
+  absl::StatusOr<ApplyResult> ApplyRows(const std::string& keyspace,
+                                        const std::vector<storage::Row>& rows,
+                                        const std::vector<std::string>& erase,
+                                        storage::ApplyMode mode) override {
+    ++apply_calls;
+    max_rows_applied = std::max(max_rows_applied, rows.size());
+    return inner_.ApplyRows(keyspace, rows, erase, mode);
+  }
+
+  int scans = 0;
+  int scans_with_values = 0;
+  size_t keys_fetched = 0;
+  int apply_calls = 0;
+  size_t max_rows_applied = 0;
+
+ private:
+  Replica& inner_;
+  const bool carry_values_;
+};
+
+// Bootstrap: every row of a range the other side lacks comes whole with the
+// diff's scan and is written as it is; none is fetched again by key.
+TEST_F(SyncTest, RowsOfRangesTheOtherSideLacksComeWithTheScan) {
+  size_t bytes = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string key = absl::StrCat("a", i);
+    const std::string value = absl::StrCat("value-", i);
+    Put(*a_, key, value);
+    bytes += key.size() + value.size();
+  }
+  storage::WriteRequest del;
+  del.mutations.push_back(storage::Mutation::Delete("ks", "a7"));
+  ASSERT_TRUE(a_->Write(std::move(del)).ok());
+  bytes -= std::string("value-7").size();
+  CountingReplica a(*ra_);
+  CountingReplica b(*rb_);
+  SyncOptions options;
+  options.keyspace = "ks";
+  options.batch_rows = 64;
+  auto stats = SyncKeyspace(a, b, options);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->rows_to_b, 200u);
+  EXPECT_EQ(stats->repair_bytes, bytes);
+  EXPECT_EQ(a.keys_fetched, 0u);
+  EXPECT_GT(a.scans_with_values, 0);
+  EXPECT_EQ(Value(*b_, "a5"), "value-5");
+  EXPECT_EQ(Value(*b_, "a7"), "<deleted>");
+  EXPECT_EQ(a_->GetKeyspace("ks")->root, b_->GetKeyspace("ks")->root);
+  // The versions came along: the rows are a's, not new writes on b.
+  EXPECT_EQ(a_->Get("ks", "a5")->version, b_->Get("ks", "a5")->version);
+
+  // The other way round: b's rows in ranges a lacks go to a whole too;
+  // those that share a range with a's rows are listed, then fetched.
+  for (int i = 0; i < 50; ++i) Put(*b_, absl::StrCat("b", i), "from-b");
+  CountingReplica a2(*ra_);
+  CountingReplica b2(*rb_);
+  stats = SyncKeyspace(a2, b2, options);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->rows_to_a, 50u);
+  EXPECT_GT(b2.scans_with_values, 0);
+  EXPECT_LT(b2.keys_fetched, 50u);
+  EXPECT_EQ(a2.keys_fetched, 0u);
+  EXPECT_EQ(Value(*a_, "b3"), "from-b");
+  EXPECT_EQ(a_->GetKeyspace("ks")->root, b_->GetKeyspace("ks")->root);
+}
+
+// A view that scans without values (a node from before them) is repaired
+// as before: its rows are fetched by key.
+TEST_F(SyncTest, RowsScannedWithoutValuesAreFetchedByKey) {
+  for (int i = 0; i < 100; ++i) Put(*a_, absl::StrCat("k", i), "v");
+  CountingReplica a(*ra_, /*carry_values=*/false);
+  SyncOptions options;
+  options.keyspace = "ks";
+  auto stats = SyncKeyspace(a, *rb_, options);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(a.keys_fetched, 100u);
+  EXPECT_EQ(stats->rows_to_b, 100u);
+  EXPECT_EQ(a_->GetKeyspace("ks")->root, b_->GetKeyspace("ks")->root);
+}
+
+// Values are asked for only where rows are copied: not in a dry run, not of
+// b when a is the source (b's extra rows are erased).
+TEST_F(SyncTest, ValuesAreScannedOnlyForRowsThatAreCopied) {
+  for (int i = 0; i < 40; ++i) Put(*b_, absl::StrCat("k", i), "only-on-b");
+  CountingReplica a(*ra_);
+  CountingReplica b(*rb_);
+  SyncOptions options;
+  options.keyspace = "ks";
+  options.dry_run = true;
+  ASSERT_TRUE(SyncKeyspace(a, b, options).ok());
+  EXPECT_EQ(b.scans_with_values, 0);
+  EXPECT_GT(b.scans, 0);
+
+  options.dry_run = false;
+  options.a_is_source = true;
+  auto stats = SyncKeyspace(a, b, options);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->erased_from_b, 40u);
+  EXPECT_EQ(b.scans_with_values, 0);
+  EXPECT_EQ(b_->GetKeyspace("ks")->row_count, 0u);
+}
+
+// Rows that came with the scan wait for at most a few MiB before they are
+// written, however many rows a batch may hold.
+TEST_F(SyncTest, ScannedRowsAreWrittenInBatchesOfBoundedBytes) {
+  const std::string big(1 << 20, 'x');
+  for (int i = 0; i < 12; ++i) Put(*a_, absl::StrCat("big", i), big);
+  CountingReplica b(*rb_);
+  SyncOptions options;
+  options.keyspace = "ks";
+  options.batch_rows = 1000;
+  auto stats = SyncKeyspace(*ra_, b, options);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->rows_to_b, 12u);
+  EXPECT_GE(b.apply_calls, 3);
+  EXPECT_LE(b.max_rows_applied, 4u);
+  EXPECT_EQ(Value(*b_, "big11"), big);
 }
 
 }  // namespace

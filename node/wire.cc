@@ -80,6 +80,7 @@ void ToProto(const tree::RowEntry& entry, OriginDictionary* origins,
   out->set_origin(origins->Index(entry.version.origin));
   out->set_deleted(entry.deleted);
   out->set_fingerprint(entry.digest.Fingerprint());
+  if (entry.value.has_value()) out->set_value(*entry.value);
 }
 
 absl::StatusOr<tree::RowEntry> FromProto(
@@ -100,6 +101,14 @@ absl::StatusOr<tree::RowEntry> FromProto(
   out.deleted = entry.deleted();
   // Only the fingerprint travels; the diff compares fingerprints.
   out.digest = tree::Digest128{0, entry.fingerprint()};
+  if (entry.has_value()) {
+    if (entry.deleted() && !entry.value().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("row entry '%s' is a tombstone that carries a value",
+                          absl::CHexEscape(entry.key().substr(0, 64))));
+    }
+    out.value = entry.value();
+  }
   return out;
 }
 

@@ -32,6 +32,10 @@ inline constexpr size_t kMaxKeysPerFetch = 10'000;
 inline constexpr size_t kMaxScanRanges = tree::kMaxListRangesPerExchange;
 // Rows and entries are streamed in messages of about this many bytes.
 inline constexpr size_t kStreamChunkBytes = 1 << 20;
+// A Scan asked for values carries those of up to this size; a larger one
+// is left out (the repair fetches it by key), so that one entry never
+// stretches a chunk of kStreamChunkBytes much.
+inline constexpr size_t kMaxScanValueBytes = 256 << 10;
 // gRPC's default receive limit; requests and answers stay below it.
 inline constexpr int kMaxMessageBytes = 4 * 1024 * 1024;
 // Keyspaces one Handshake may name (each named once): with top_levels 8 a

@@ -155,6 +155,43 @@ TEST(Wire, AnUnseededRequestIsAnsweredThePlainWay) {
   EXPECT_FALSE(SeededFromProto(proto).ok());
 }
 
+// A scanned entry's value travels as an optional field: present (even
+// empty, a tombstone's) or absent, and WireSize counts what is sent. A
+// tombstone that carries a value is refused.
+TEST(Wire, RowEntryValuesRoundTripAndTheSizeModelCountsThem) {
+  tree::RowEntry entry;
+  entry.key = "user:42";
+  entry.token = tree::TokenOf(entry.key);
+  entry.version.timestamp = tree::HlcTimestamp::FromRaw(12345);
+  entry.version.origin = "node-a";
+  entry.digest = tree::Digest128{7, 9};
+  for (std::optional<std::string> value :
+       {std::optional<std::string>(), std::optional<std::string>(""),
+        std::optional<std::string>(std::string(300, 'v'))}) {
+    entry.value = value;
+    OriginDictionary origins;
+    origins.Index("another origin");  // node-a's index is not the default 0
+    v1::ScanResponse response;
+    v1::RowEntry& proto = *response.add_entries();
+    ToProto(entry, &origins, &proto);
+    // The model counts an entry as a field of its message.
+    EXPECT_EQ(tree::WireSize(entry), response.ByteSizeLong());
+    google::protobuf::RepeatedPtrField<std::string> names;
+    origins.MoveTo(&names);
+    absl::StatusOr<tree::RowEntry> back = FromProto(proto, names);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->value, value);
+    EXPECT_EQ(back->key, entry.key);
+  }
+  v1::RowEntry tombstone;
+  tombstone.set_key("gone");
+  tombstone.set_deleted(true);
+  tombstone.set_value("not empty");
+  google::protobuf::RepeatedPtrField<std::string> names;
+  names.Add("node-a");
+  EXPECT_TRUE(absl::IsInvalidArgument(FromProto(tombstone, names).status()));
+}
+
 }  // namespace
 }  // namespace node
 }  // namespace tally

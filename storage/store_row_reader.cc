@@ -72,7 +72,8 @@ absl::Status StoreImpl::ScanRows(const leveldb::Snapshot* snapshot,
 
 absl::StatusOr<std::vector<absl::StatusOr<tree::RowEntry>>>
 StoreImpl::CheckedEntries(const Keyspace& keyspace,
-                          absl::Span<const StoredRow> rows) const {
+                          absl::Span<const StoredRow> rows,
+                          Values with_values) const {
   std::vector<absl::StatusOr<tree::RowEntry>> entries;
   if (rows.empty()) return entries;
   std::vector<RowLocation> locations;
@@ -103,6 +104,9 @@ StoreImpl::CheckedEntries(const Keyspace& keyspace,
       continue;
     }
     entries.push_back(ToEntry(row.token, row.key, row.header));
+    if (with_values == Values::kYes && entries.back().ok()) {
+      entries.back()->value = *std::move(values[i]);
+    }
   }
   return entries;
 }

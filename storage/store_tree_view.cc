@@ -96,7 +96,7 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
   response.entries_per_range.assign(request.list.size(), 0);
   if (status.ok()) {
     status = ForEachSoundEntry(
-        snapshot, request.list, &damaged,
+        snapshot, request.list, SnapshotRowReader::Values::kNo, &damaged,
         [&](size_t range, tree::RowEntry entry) -> absl::StatusOr<bool> {
           if (response.entries.size() >= tree::kMaxEntriesPerExchange) {
             return absl::ResourceExhaustedError(absl::StrFormat(
@@ -125,6 +125,17 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
 
 absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
                                  const tree::EntrySink& sink) {
+  return ScanRanges(ranges, SnapshotRowReader::Values::kNo, sink);
+}
+
+absl::Status StoreTreeView::ScanWithValues(absl::Span<const NodeRef> ranges,
+                                           const tree::EntrySink& sink) {
+  return ScanRanges(ranges, SnapshotRowReader::Values::kYes, sink);
+}
+
+absl::Status StoreTreeView::ScanRanges(absl::Span<const NodeRef> ranges,
+                                       SnapshotRowReader::Values values,
+                                       const tree::EntrySink& sink) {
   for (const NodeRef& range : ranges) {
     if (!range.IsValid()) {
       return absl::InvalidArgumentError(
@@ -134,7 +145,7 @@ absl::Status StoreTreeView::Scan(absl::Span<const NodeRef> ranges,
   const leveldb::Snapshot* snapshot = reader_->GetSnapshot();
   std::vector<Token> damaged;
   const absl::Status status = ForEachSoundEntry(
-      snapshot, ranges, &damaged,
+      snapshot, ranges, values, &damaged,
       [&](size_t, tree::RowEntry entry) -> absl::StatusOr<bool> {
         TALLY_RETURN_IF_ERROR(sink(entry));
         return true;
@@ -161,7 +172,7 @@ CacheFill StoreTreeView::FillFor(const NodeRef& range) const {
 
 absl::Status StoreTreeView::ForEachSoundEntry(
     const leveldb::Snapshot* snapshot, absl::Span<const NodeRef> ranges,
-    std::vector<Token>* damaged,
+    SnapshotRowReader::Values values, std::vector<Token>* damaged,
     absl::FunctionRef<absl::StatusOr<bool>(size_t, tree::RowEntry)> fn) {
   // The rows are checked kCheckBatch at a time, with one backend read each
   // (CheckedEntries), whatever ranges they come from: a row read alone from
@@ -183,7 +194,7 @@ absl::Status StoreTreeView::ForEachSoundEntry(
       views.push_back(StoredRow{c.token, c.key, c.header, c.payload});
     }
     TALLY_ASSIGN_OR_RETURN(std::vector<absl::StatusOr<tree::RowEntry>> entries,
-                           reader_->CheckedEntries(*keyspace_, views));
+                           reader_->CheckedEntries(*keyspace_, views, values));
     for (size_t i = 0; i < entries.size() && !stopped; ++i) {
       if (absl::IsDataLoss(entries[i].status())) {
         damaged->push_back(batch[i].token);  // left out: a peer sends its copy

@@ -44,6 +44,10 @@ class StoreTreeView : public tree::TreeView {
       const tree::ViewRequest& request) override;
   absl::Status Scan(absl::Span<const tree::NodeRef> ranges,
                     const tree::EntrySink& sink) override;
+  // Every entry carries its value: the scan reads it anyway, to check it
+  // against the row's digest.
+  absl::Status ScanWithValues(absl::Span<const tree::NodeRef> ranges,
+                              const tree::EntrySink& sink) override;
 
  private:
   // Rows checked with one backend read (ForEachSoundEntry): enough that a
@@ -58,10 +62,16 @@ class StoreTreeView : public tree::TreeView {
   // row that fails its digest is left out and its token added to `damaged`
   // (for the caller to mark once the snapshot is released): a peer then
   // sends its copy.
+  // With `values` kYes each entry carries its value.
   absl::Status ForEachSoundEntry(
       const leveldb::Snapshot* snapshot, absl::Span<const tree::NodeRef> ranges,
-      std::vector<tree::Token>* damaged,
+      SnapshotRowReader::Values values, std::vector<tree::Token>* damaged,
       absl::FunctionRef<absl::StatusOr<bool>(size_t, tree::RowEntry)> fn);
+
+  // Scan and ScanWithValues.
+  absl::Status ScanRanges(absl::Span<const tree::NodeRef> ranges,
+                          SnapshotRowReader::Values values,
+                          const tree::EntrySink& sink);
 
   // Reads of ranges of at most this many rows fill the block cache: a diff
   // scans the same few differing nodes' rows again in its next round (to

@@ -37,6 +37,12 @@ absl::Status AbsentAsEmptyView::Scan(absl::Span<const NodeRef> ranges,
   return absent() ? empty_->Scan(ranges, sink) : view_->Scan(ranges, sink);
 }
 
+absl::Status AbsentAsEmptyView::ScanWithValues(absl::Span<const NodeRef> ranges,
+                                               const EntrySink& sink) {
+  return absent() ? empty_->ScanWithValues(ranges, sink)
+                  : view_->ScanWithValues(ranges, sink);
+}
+
 std::optional<ViewTraffic> AbsentAsEmptyView::MeasuredTraffic() const {
   if (view_ == nullptr) return ViewTraffic{};
   return view_->MeasuredTraffic();

@@ -60,6 +60,8 @@ class AbsentAsEmptyView : public TreeView {
   bool AnswersSeeded() const override;
   absl::Status Scan(absl::Span<const NodeRef> ranges,
                     const EntrySink& sink) override;
+  absl::Status ScanWithValues(absl::Span<const NodeRef> ranges,
+                              const EntrySink& sink) override;
 
   // What the wrapped view moved (its kNotFound answer travelled too); zero
   // when there is no wrapped view.

@@ -829,11 +829,14 @@ class Differ {
   absl::Status ScanSide(bool side_a, const std::vector<NodeRef>& ranges) {
     TreeView& view = side_a ? a_ : b_;
     Count(side_a, ranges.size() * 8, 0);
-    return view.Scan(ranges, [&](const RowEntry& entry) {
+    auto sink = [&](const RowEntry& entry) {
       ++stats_.entries;
       Count(side_a, 0, WireSize(entry));
       return side_a ? Emit(&entry, nullptr) : Emit(nullptr, &entry);
-    });
+    };
+    const bool values =
+        side_a ? options_.scan_values_a : options_.scan_values_b;
+    return values ? view.ScanWithValues(ranges, sink) : view.Scan(ranges, sink);
   }
 
   // Counts modeled payload (WireSize) for one side.

@@ -234,6 +234,13 @@ struct DiffOptions {
   // When the pending nodes of one level are at least this share of that
   // level, the whole level below is fetched without naming nodes.
   double dense_fraction = 0.5;
+  // Whether the scans of ranges empty on the other side ask view a (view
+  // b) for values (TreeView::ScanWithValues): a repair that is about to
+  // copy every row of such a range asks the view it copies from, and writes
+  // the rows without fetching them again by key. Off for a diff that only
+  // reports, and for the side whose one-sided rows are erased, not copied.
+  bool scan_values_a = false;
+  bool scan_values_b = false;
   // The view that answers in this process (a node's own store, in its
   // sessions): it is asked first and its fingerprints are sent to the other
   // view, which answers which children differ (a bitmap) and lists only the

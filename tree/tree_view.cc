@@ -248,8 +248,10 @@ size_t WireSize(const ViewRequest& request) {
 size_t WireSize(const RowEntry& entry) {
   // Key, HLC (fixed64), origin as an index into the message's origin list
   // (names travel once per message), deleted flag, digest fingerprint.
-  return FieldSize(FieldSize(entry.key.size()) + 1 + 8 + 2 +
-                   (entry.deleted ? 2 : 0) + 1 + 8);
+  // A value, when the entry carries one, is one more bytes field.
+  return FieldSize(
+      FieldSize(entry.key.size()) + 1 + 8 + 2 + (entry.deleted ? 2 : 0) + 1 +
+      8 + (entry.value.has_value() ? FieldSize(entry.value->size()) : 0));
 }
 
 size_t WireSize(const ViewResponse& response) {

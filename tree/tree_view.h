@@ -41,12 +41,18 @@ namespace tree {
 // covers version, deleted flag and value. Over a network only its
 // Fingerprint() travels (the high half is then zero): compare entries by
 // Fingerprint().
+//
+// `value` is set only by a scan asked to carry values
+// (TreeView::ScanWithValues), and only where the view could: the repair
+// then writes the row without fetching it again by key. It is the value at
+// the same snapshot as the version and digest beside it.
 struct RowEntry {
   Token token = 0;
   std::string key;
   Version version;
   bool deleted = false;
   Digest128 digest;
+  std::optional<std::string> value;
 };
 
 // What travels for one node: a 64-bit fingerprint of its digest and its row
@@ -190,6 +196,16 @@ class TreeView {
   // number of rows.
   virtual absl::Status Scan(absl::Span<const NodeRef> ranges,
                             const EntrySink& sink) = 0;
+
+  // Scan, with each entry's value where the view can carry it
+  // (RowEntry::value): a diff asks for it in ranges empty on the other
+  // side, whose every row the repair is about to copy. An entry without a
+  // value is still a row like any other: the caller fetches it by key. The
+  // default is Scan (no values).
+  virtual absl::Status ScanWithValues(absl::Span<const NodeRef> ranges,
+                                      const EntrySink& sink) {
+    return Scan(ranges, sink);
+  }
 };
 
 // Checks a request against the limits above; views call it first.

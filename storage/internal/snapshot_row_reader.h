@@ -11,7 +11,7 @@
 //       [&](const StoredRow& row) -> absl::StatusOr<bool> {
 //         ...  // copy the row; every so many rows, check them at once:
 //         TALLY_ASSIGN_OR_RETURN(auto entries, reader->CheckedEntries(ks,
-//         rows));
+//         rows, SnapshotRowReader::Values::kNo));
 //         return true;  // false stops
 //       });
 //   reader->ReleaseSnapshot(snapshot);
@@ -85,11 +85,13 @@ class SnapshotRowReader {
   // whose origin is unknown, another error for a row the backend cannot
   // give now. The values are read with ONE backend read for the whole batch
   // (RowBackend::ReadValues): for a PostgreSQL backend a row read alone is a
-  // round trip, and a diff lists whole leaves. The call itself fails only
-  // when the backend cannot be read at all.
+  // round trip, and a diff lists whole leaves. With `values` kYes each
+  // entry keeps the value it was checked with (RowEntry::value). The call
+  // itself fails only when the backend cannot be read at all.
+  enum class Values { kNo, kYes };
   virtual absl::StatusOr<std::vector<absl::StatusOr<tree::RowEntry>>>
-  CheckedEntries(const Keyspace& keyspace,
-                 absl::Span<const StoredRow> rows) const = 0;
+  CheckedEntries(const Keyspace& keyspace, absl::Span<const StoredRow> rows,
+                 Values values) const = 0;
 
   // Marks the damaged rows of the leaf of `token` and recomputes the leaf
   // from its sound rows (ScrubLeaves of one leaf), so that anti-entropy

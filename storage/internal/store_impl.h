@@ -244,8 +244,8 @@ class StoreImpl : public Store, private SnapshotRowReader {
                         const tree::NodeRef& range, CacheFill fill,
                         DamagedRows damaged, RowVisitor visit);
   absl::StatusOr<std::vector<absl::StatusOr<tree::RowEntry>>> CheckedEntries(
-      const Keyspace& keyspace,
-      absl::Span<const StoredRow> rows) const override;
+      const Keyspace& keyspace, absl::Span<const StoredRow> rows,
+      Values values) const override;
   absl::Status MarkDamaged(const Keyspace& keyspace,
                            tree::Token token) override;
   void ReadTree(
