@@ -25,6 +25,7 @@
 #include "node/wire.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
+#include "tally/v1/tally.grpc.pb.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -181,9 +182,18 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   }
   {
     absl::MutexLock lock(&node->store_health_->mu);
-    node->store_health_->health = node->server_->GetHealthCheckService();
-    if (node->store_health_->failed && node->store_health_->health != nullptr) {
-      node->store_health_->health->SetServingStatus(false);
+    grpc::HealthCheckServiceInterface* health =
+        node->server_->GetHealthCheckService();
+    node->store_health_->health = health;
+    if (health != nullptr) {
+      // By name too, as load balancers and Kubernetes' gRPC probes ask: the
+      // whole server ("") is SERVING from the start, the services are added
+      // here.
+      for (const char* service :
+           {v1::Admin::service_full_name(), v1::Peer::service_full_name()}) {
+        health->SetServingStatus(service, !node->store_health_->failed);
+      }
+      if (node->store_health_->failed) health->SetServingStatus(false);
     }
   }
   node->listen_address_ = absl::StrCat(
@@ -221,6 +231,15 @@ NodeServer::~NodeServer() { Shutdown(); }
 void NodeServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // First of all, health checks answer NOT_SERVING (and watchers are told):
+  // a load balancer stops sending work while the sessions, the capture and
+  // the feeds stop, which may take seconds, instead of learning of it from
+  // refused calls. Later changes (a store failure at close) are ignored.
+  if (store_health_ != nullptr) {
+    absl::MutexLock lock(&store_health_->mu);
+    if (store_health_->health != nullptr) store_health_->health->Shutdown();
+  }
+  LogInfo("shutdown: health checks answer NOT_SERVING");
   // First: a scrape reads the store and every status source.
   if (metrics_ != nullptr) metrics_->Stop();
   // Capture writes into the store: it stops before anything the store's

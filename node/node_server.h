@@ -5,7 +5,8 @@
 //   std::cout << (*node)->listen_address();  // with the port bound
 //   (*node)->Shutdown();
 //
-// Shutdown order: stop the PostgreSQL sidecar's capture (if any); stop
+// Shutdown order: health checks answer NOT_SERVING (every service name,
+// and watchers are told); stop the PostgreSQL sidecar's capture (if any); stop
 // the maintenance (log retention, tombstone purge);
 // stop starting sessions and feed subscriptions and end
 // running ones; end the feed streams this node serves; stop accepting RPCs

@@ -1,8 +1,11 @@
 // What an operator trips over (issue 8, items 11, 14 and 15): loading from a
 // pipe, signals and --version, exit codes and bad flags — each run against
 // the real tallyd and tally binaries, as an operator's shell runs them.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <chrono>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -10,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -167,6 +172,150 @@ TEST(Operator, LoadFromAStdinThatCannotBeReadIsTrouble) {
     EXPECT_THAT(r.err, HasSubstr("standard input")) << redirect;
   }
   EXPECT_EQ(node->Stop(), 0);
+}
+
+// ------------------------------------------------- health checks (issue 13)
+
+// grpc.health.v1.HealthCheckRequest{service}: field 1, a string.
+grpc::ByteBuffer HealthRequest(const std::string& service) {
+  std::string bytes;
+  if (!service.empty()) {
+    bytes =
+        std::string(1, '\x0a') + static_cast<char>(service.size()) + service;
+  }
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string BufferBytes(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return "error: dump";
+  std::string out;
+  for (const grpc::Slice& slice : slices) {
+    out.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return out;
+}
+
+// grpc.health.v1.Health/Check of `service`: the response's bytes (08 01
+// SERVING, 08 02 NOT_SERVING), or "error: CODE".
+std::string HealthCheck(const std::string& address,
+                        const std::string& service) {
+  grpc::GenericStub stub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  const grpc::ByteBuffer request = HealthRequest(service);
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                 &request, &response, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (!status.ok()) return absl::StrCat("error: ", status.error_code());
+  return BufferBytes(response);
+}
+
+// grpc.health.v1.Health/Watch of one service: records every status sent
+// until the stream ends.
+class HealthWatch
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  HealthWatch(const std::string& address, const std::string& service)
+      : stub_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+        request_(HealthRequest(service)) {
+    stub_.PrepareBidiStreamingCall(&context_, "/grpc.health.v1.Health/Watch",
+                                   grpc::StubOptions(), this);
+    StartWrite(&request_);
+    StartRead(&response_);
+    StartCall();
+  }
+
+  // The call must end before its context goes: cancel it and wait (a
+  // failed assertion returns with the watch still open).
+  ~HealthWatch() override {
+    context_.TryCancel();
+    done_.WaitForNotification();
+  }
+
+  void OnWriteDone(bool) override { StartWritesDone(); }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    {
+      absl::MutexLock lock(&mu_);
+      statuses_.push_back(BufferBytes(response_));
+    }
+    StartRead(&response_);
+  }
+  void OnDone(const grpc::Status&) override { done_.Notify(); }
+
+  // The statuses sent so far.
+  std::vector<std::string> statuses() {
+    absl::MutexLock lock(&mu_);
+    return statuses_;
+  }
+  bool WaitDone(absl::Duration timeout) {
+    return done_.WaitForNotificationWithTimeout(timeout);
+  }
+  void Cancel() { context_.TryCancel(); }
+
+ private:
+  grpc::GenericStub stub_;
+  grpc::ClientContext context_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  absl::Mutex mu_;
+  std::vector<std::string> statuses_ ABSL_GUARDED_BY(mu_);
+  absl::Notification done_;
+};
+
+const std::string kServing("\x08\x01", 2);
+const std::string kNotServing("\x08\x02", 2);
+
+// Health answered only for the whole server (""): a probe that names the
+// service (Kubernetes' gRPC probe, an Envoy health check) got NOT_FOUND.
+TEST(Operator, HealthAnswersForTheServerAndEachServiceByName) {
+  TempDir dir;
+  auto node = StartNode("a", dir.path() + "/a");
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(HealthCheck(node->address(), ""), kServing);
+  EXPECT_EQ(HealthCheck(node->address(), "tally.v1.Admin"), kServing);
+  EXPECT_EQ(HealthCheck(node->address(), "tally.v1.Peer"), kServing);
+  EXPECT_EQ(HealthCheck(node->address(), "tally.v1.Nothing"),
+            absl::StrCat("error: ", grpc::StatusCode::NOT_FOUND));
+  EXPECT_EQ(node->Stop(), 0);
+}
+
+// A node that starts to shut down says NOT_SERVING to whoever watches its
+// health before its server stops; before, the watch just ended with the
+// server, and a load balancer learnt of the shutdown from refused calls.
+TEST(Operator, HealthTurnsNotServingWhenShutdownStarts) {
+  TempDir dir;
+  auto node = StartNode("a", dir.path() + "/a");
+  ASSERT_NE(node, nullptr);
+  for (const std::string service : {"", "tally.v1.Admin", "tally.v1.Peer"}) {
+    SCOPED_TRACE(service);
+    if (node == nullptr) node = StartNode("a", dir.path() + "/a");
+    ASSERT_NE(node, nullptr);
+    HealthWatch watch(node->address(), service);
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (watch.statuses().empty() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_EQ(watch.statuses(), std::vector<std::string>{kServing});
+    EXPECT_EQ(node->Stop(), 0);
+    node.reset();
+    if (!watch.WaitDone(absl::Seconds(10))) {
+      watch.Cancel();
+      watch.WaitDone(absl::Seconds(10));
+    }
+    EXPECT_EQ(watch.statuses(),
+              (std::vector<std::string>{kServing, kNotServing}));
+  }
 }
 
 // ------------------------------------------------- item 14: SIGHUP, version
