@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "node/session.h"
+#include "node/version.h"
 
 namespace tally {
 namespace node {
@@ -390,6 +391,13 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
   for (const v1::FeedSubscriptionStatus& s : status.subscriptions()) {
     e.Sample({{"subscriber", s.subscriber()}}, s.position());
   }
+
+  e.Family("tally_build_info", kGauge,
+           "Always 1; its labels say which tally this node runs: the "
+           "project version and the build (git describe).");
+  e.Sample({{"version", std::string(ProjectVersion())},
+            {"build", std::string(BuildDescription())}},
+           uint64_t{1});
 
   e.Family("tally_store_writable", kGauge,
            "1 while the store takes writes; 0 once a failed write (a full "

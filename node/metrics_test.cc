@@ -16,6 +16,7 @@
 #include "node/config.h"
 #include "node/metrics_server.h"
 #include "node/node_server.h"
+#include "node/version.h"
 #include "storage/store.h"
 #include "support/temp_dir.h"
 
@@ -130,6 +131,11 @@ tally_feed_entries_skipped_total{reason="not_newer"} 2
 # HELP tally_refused_timestamps_total Received changes refused because their timestamp was too far ahead of this node's clock.
 # TYPE tally_refused_timestamps_total counter
 tally_refused_timestamps_total 1
+# HELP tally_build_info Always 1; its labels say which tally this node runs: the project version and the build (git describe).
+# TYPE tally_build_info gauge
+tally_build_info{version=")" +
+      std::string(ProjectVersion()) + R"(",build=")" +
+      std::string(BuildDescription()) + R"("} 1
 # HELP tally_store_writable 1 while the store takes writes; 0 once a failed write (a full disk, an I/O error) made it refuse them until a restart.
 # TYPE tally_store_writable gauge
 tally_store_writable 1
@@ -285,7 +291,7 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
                 absl::StartsWith(line, family + " "))
         << line << " under " << family;
   }
-  EXPECT_EQ(seen.size(), 48u);  // every family, with a peer and a subscriber
+  EXPECT_EQ(seen.size(), 49u);  // every family, with a peer and a subscriber
 }
 
 TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
@@ -339,8 +345,8 @@ TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
       EXPECT_TRUE(families.insert(words[2]).second) << "twice: " << words[2];
     }
   }
-  // The 48 of every node and the sidecar's 14.
-  EXPECT_EQ(families.size(), 48u + 14u);
+  // The 49 of every node and the sidecar's 14.
+  EXPECT_EQ(families.size(), 49u + 14u);
   // Without a sidecar none of them.
   EXPECT_THAT(RenderPrometheus(SmallStatus()),
               ::testing::Not(HasSubstr("tally_pg_")));

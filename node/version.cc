@@ -2,13 +2,13 @@
 
 #include "absl/strings/str_format.h"
 
-// Set by node/CMakeLists.txt on this file only, so that a new
-// `git describe` recompiles one file.
+// TALLY_VERSION is set by node/CMakeLists.txt on this file only; TALLY_BUILD
+// comes from a header generated at every build (cmake/build_description.cmake)
+// that changes only with the commit, so that a new `git describe` recompiles
+// this one file.
+#include "build_description.h"
 #ifndef TALLY_VERSION
 #define TALLY_VERSION "unknown"
-#endif
-#ifndef TALLY_BUILD
-#define TALLY_BUILD "unknown"
 #endif
 
 namespace tally {

@@ -1,7 +1,8 @@
 // The version tallyd and tally print for --version: the project's version
 // (CMake's project(VERSION)) and the build it came from (`git describe` of
-// the source tree when CMake configured the build, or "unknown" outside a
-// git checkout), so that an operator can tell which code a node runs.
+// the source tree when it was built, or "unknown" outside a git checkout),
+// so that an operator can tell which code a node runs. /metrics has both
+// as the labels of tally_build_info.
 //
 //   std::puts(VersionText("tallyd").c_str());
 //   // tallyd 0.1.0 (build v0.1.0-42-g1a2b3c4)
