@@ -12,6 +12,8 @@
 // SIGHUP, the usual "reload your config", is logged and ignored: no setting
 // can change while the node runs yet, and a node must not die of it.
 #include <signal.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -200,20 +202,28 @@ int Main(int argc, char** argv) {
   LogInfo(absl::StrFormat("tallyd %s listening on %s (data %s, %d peers)",
                           config.name, (*node)->listen_address(),
                           config.data_dir, config.peers.size()));
+  // Under systemd (Type=notify, NOTIFY_SOCKET set) the unit is started only
+  // now: the store is open and the node listens. Elsewhere a no-op.
+  sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu",
+             (*node)->listen_address().c_str(),
+             static_cast<unsigned long>(getpid()));
 
   int signal_number = 0;
   for (;;) {
     sigwait(&signals, &signal_number);
     if (signal_number != SIGHUP) break;
+    sd_notify(0, "RELOADING=1");
     // The default action of SIGHUP ends the process; an operator (or a
     // log rotator, or a closed terminal) sending it expects a reload.
     LogInfo(absl::StrFormat(
         "tallyd %s: SIGHUP received; no setting is reloadable yet, so it is "
         "ignored (restart the node to apply a changed config)",
         config.name));
+    sd_notify(0, "READY=1");
   }
   LogInfo(absl::StrFormat("tallyd %s: %s received, shutting down", config.name,
                           strsignal(signal_number)));
+  sd_notify(0, "STOPPING=1\nSTATUS=shutting down");
   (*node)->Shutdown();
   node->reset();
   LogInfo(absl::StrFormat("tallyd %s: stopped", config.name));

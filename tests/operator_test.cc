@@ -3,9 +3,15 @@
 // the real tallyd and tally binaries, as an operator's shell runs them.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -316,6 +322,67 @@ TEST(Operator, HealthTurnsNotServingWhenShutdownStarts) {
     EXPECT_EQ(watch.statuses(),
               (std::vector<std::string>{kServing, kNotServing}));
   }
+}
+
+// ------------------------------------------- systemd readiness (issue 13)
+
+// Listens where systemd would (NOTIFY_SOCKET, a datagram socket) and
+// collects what the node tells it.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& path) : path_(path) {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    bound_ = fd_ >= 0 &&
+             bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~NotifySocket() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool bound() const { return bound_; }
+
+  // The next datagram, or "" after `timeout`.
+  std::string Next(absl::Duration timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) !=
+        1) {
+      return "";
+    }
+    char buf[4096];
+    const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+    return n > 0 ? std::string(buf, n) : "";
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool bound_ = false;
+};
+
+// Under systemd with Type=notify, tallyd says READY=1 once its store is
+// open and it listens (with its address as STATUS), RELOADING=1 then
+// READY=1 around a SIGHUP, and STOPPING=1 when it starts to shut down.
+TEST(Operator, TallydTellsSystemdWhenItIsReadyReloadingAndStopping) {
+  TempDir dir;
+  NotifySocket notify(dir.path() + "/notify");
+  ASSERT_TRUE(notify.bound());
+  ASSERT_EQ(setenv("NOTIFY_SOCKET", (dir.path() + "/notify").c_str(), 1), 0);
+  auto node = StartNode("a", dir.path() + "/a");
+  unsetenv("NOTIFY_SOCKET");
+  ASSERT_NE(node, nullptr);
+  const std::string ready = notify.Next(absl::Seconds(10));
+  EXPECT_THAT(ready, HasSubstr("READY=1"));
+  EXPECT_THAT(ready, HasSubstr("STATUS=listening on " + node->address()));
+  EXPECT_THAT(ready, HasSubstr(absl::StrCat("MAINPID=", node->pid())));
+
+  ASSERT_EQ(kill(node->pid(), SIGHUP), 0);
+  EXPECT_EQ(notify.Next(absl::Seconds(10)), "RELOADING=1");
+  EXPECT_EQ(notify.Next(absl::Seconds(10)), "READY=1");
+
+  EXPECT_EQ(node->Stop(), 0);
+  EXPECT_THAT(notify.Next(absl::Seconds(10)), HasSubstr("STOPPING=1"));
 }
 
 // ------------------------------------------------- item 14: SIGHUP, version
