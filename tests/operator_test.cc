@@ -19,8 +19,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -29,6 +27,7 @@
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/diff_paths.h"
+#include "tests/health_check.h"
 #include "tests/node_connect.h"
 #include "tree/hlc.h"
 
@@ -39,7 +38,11 @@ using ::tally::testing::CommandResult;
 using ::tally::testing::Connect;
 using ::tally::testing::DiffPath;
 using ::tally::testing::DiffPathName;
+using ::tally::testing::HealthCheck;
+using ::tally::testing::HealthWatch;
 using ::tally::testing::kBothDiffPaths;
+using ::tally::testing::kNotServing;
+using ::tally::testing::kServing;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::RunCommand;
 using ::tally::testing::RunDiffCommand;
@@ -181,106 +184,6 @@ TEST(Operator, LoadFromAStdinThatCannotBeReadIsTrouble) {
 }
 
 // ------------------------------------------------- health checks (issue 13)
-
-// grpc.health.v1.HealthCheckRequest{service}: field 1, a string.
-grpc::ByteBuffer HealthRequest(const std::string& service) {
-  std::string bytes;
-  if (!service.empty()) {
-    bytes =
-        std::string(1, '\x0a') + static_cast<char>(service.size()) + service;
-  }
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-std::string BufferBytes(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  if (!buffer.Dump(&slices).ok()) return "error: dump";
-  std::string out;
-  for (const grpc::Slice& slice : slices) {
-    out.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  }
-  return out;
-}
-
-// grpc.health.v1.Health/Check of `service`: the response's bytes (08 01
-// SERVING, 08 02 NOT_SERVING), or "error: CODE".
-std::string HealthCheck(const std::string& address,
-                        const std::string& service) {
-  grpc::GenericStub stub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(10));
-  const grpc::ByteBuffer request = HealthRequest(service);
-  grpc::ByteBuffer response;
-  grpc::Status status;
-  absl::Notification done;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                 &request, &response, [&](grpc::Status s) {
-                   status = std::move(s);
-                   done.Notify();
-                 });
-  done.WaitForNotification();
-  if (!status.ok()) return absl::StrCat("error: ", status.error_code());
-  return BufferBytes(response);
-}
-
-// grpc.health.v1.Health/Watch of one service: records every status sent
-// until the stream ends.
-class HealthWatch
-    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
- public:
-  HealthWatch(const std::string& address, const std::string& service)
-      : stub_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
-        request_(HealthRequest(service)) {
-    stub_.PrepareBidiStreamingCall(&context_, "/grpc.health.v1.Health/Watch",
-                                   grpc::StubOptions(), this);
-    StartWrite(&request_);
-    StartRead(&response_);
-    StartCall();
-  }
-
-  // The call must end before its context goes: cancel it and wait (a
-  // failed assertion returns with the watch still open).
-  ~HealthWatch() override {
-    context_.TryCancel();
-    done_.WaitForNotification();
-  }
-
-  void OnWriteDone(bool) override { StartWritesDone(); }
-  void OnReadDone(bool ok) override {
-    if (!ok) return;
-    {
-      absl::MutexLock lock(&mu_);
-      statuses_.push_back(BufferBytes(response_));
-    }
-    StartRead(&response_);
-  }
-  void OnDone(const grpc::Status&) override { done_.Notify(); }
-
-  // The statuses sent so far.
-  std::vector<std::string> statuses() {
-    absl::MutexLock lock(&mu_);
-    return statuses_;
-  }
-  bool WaitDone(absl::Duration timeout) {
-    return done_.WaitForNotificationWithTimeout(timeout);
-  }
-  void Cancel() { context_.TryCancel(); }
-
- private:
-  grpc::GenericStub stub_;
-  grpc::ClientContext context_;
-  grpc::ByteBuffer request_;
-  grpc::ByteBuffer response_;
-  absl::Mutex mu_;
-  std::vector<std::string> statuses_ ABSL_GUARDED_BY(mu_);
-  absl::Notification done_;
-};
-
-const std::string kServing("\x08\x01", 2);
-const std::string kNotServing("\x08\x02", 2);
 
 // Health answered only for the whole server (""): a probe that names the
 // service (Kubernetes' gRPC probe, an Envoy health check) got NOT_FOUND.

@@ -1,8 +1,6 @@
 // A damaged data directory and a full disk, end to end: tallyd refuses to
 // open a store it would otherwise silently empty or shorten, `tally recover`
 // salvages it, and a node whose disk filled up loses no acknowledged write.
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,17 +14,18 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/disk_damage.h"
+#include "tests/health_check.h"
 
 namespace tally {
 namespace {
 
 using ::tally::testing::CommandResult;
+using ::tally::testing::HealthCheck;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::RunTally;
 using ::tally::testing::ScopedTmpfs;
@@ -44,35 +43,6 @@ std::vector<std::string> FilesIn(const std::string& dir) {
   }
   std::sort(names.begin(), names.end());
   return names;
-}
-
-// grpc.health.v1.Health/Check for the whole server; returns the response's
-// bytes: 08 01 is SERVING, 08 02 NOT_SERVING.
-std::string HealthOf(const std::string& address) {
-  grpc::GenericStub stub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(10));
-  grpc::Slice empty("", 0);
-  const grpc::ByteBuffer request(&empty, 1);  // HealthCheckRequest{}
-  grpc::ByteBuffer response;
-  grpc::Status status;
-  absl::Notification done;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                 &request, &response, [&](grpc::Status s) {
-                   status = std::move(s);
-                   done.Notify();
-                 });
-  done.WaitForNotification();
-  if (!status.ok()) return "error: " + status.error_message();
-  std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return "error: dump";
-  std::string out;
-  for (const grpc::Slice& slice : slices) {
-    out.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  }
-  return out;
 }
 
 // Starts a node on `dir`, loads `rows` synthetic rows (key-0...), stops it.
@@ -192,7 +162,7 @@ TEST(DiskFull, TallydRefusesWritesAfterADiskFullAndLosesNoAcknowledgedWrite) {
     auto node = NodeProcess::Start("a", data);
     ASSERT_TRUE(node.ok()) << node.status();
     const std::string address = (*node)->address();
-    EXPECT_EQ(HealthOf(address), std::string("\x08\x01", 2));
+    EXPECT_EQ(HealthCheck(address, ""), std::string("\x08\x01", 2));
     bool full = false;
     for (int i = 0; i < 200 && !full; ++i) {
       const std::string key = absl::StrCat("full-", i);
@@ -222,7 +192,7 @@ TEST(DiskFull, TallydRefusesWritesAfterADiskFullAndLosesNoAcknowledgedWrite) {
       }
     }
     EXPECT_THAT((*node)->Log(), HasSubstr("NOT_SERVING"));
-    EXPECT_EQ(HealthOf(address), std::string("\x08\x02", 2));
+    EXPECT_EQ(HealthCheck(address, ""), std::string("\x08\x02", 2));
     // Status says why, in text and JSON, so that an operator (or an alert
     // on tally_store_writable) sees it without reading the log.
     const CommandResult status = RunTally({"--node", address, "status"});
@@ -237,7 +207,7 @@ TEST(DiskFull, TallydRefusesWritesAfterADiskFullAndLosesNoAcknowledgedWrite) {
   EXPECT_EQ(refused, 5);
   auto node = NodeProcess::Start("a", data);
   ASSERT_TRUE(node.ok()) << node.status();
-  EXPECT_EQ(HealthOf((*node)->address()), std::string("\x08\x01", 2));
+  EXPECT_EQ(HealthCheck((*node)->address(), ""), std::string("\x08\x01", 2));
   EXPECT_THAT(RunTally({"--node", (*node)->address(), "--json", "status"}).out,
               HasSubstr("\"store_write_error\":null"));
   for (const auto& [key, value] : acknowledged) {
