@@ -54,6 +54,11 @@ class Exposition {
   }
   void Sample(Labels labels, double value) { Line(labels, FormatValue(value)); }
   void Sample(uint64_t value) { Line({}, absl::StrCat(value)); }
+  // A Unix time given in milliseconds, as seconds with every digit kept
+  // (a double through StrCat would keep 6 significant digits: 1.7e+09).
+  void SampleUnixSeconds(Labels labels, int64_t unix_ms) {
+    Line(labels, absl::StrFormat("%d.%03d", unix_ms / 1000, unix_ms % 1000));
+  }
 
   std::string Take() { return std::move(out_); }
 
@@ -218,6 +223,24 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
     e.Sample({{"peer", p.address()}, {"outcome", "ok"}}, p.sessions_ok());
     e.Sample({{"peer", p.address()}, {"outcome", "failed"}},
              p.sessions_failed());
+  }
+  // Times as Unix seconds, the Prometheus way; a peer with none yet has no
+  // series (a 0 would read as "1970", and alerts on age would fire).
+  e.Family("tally_peer_last_session_timestamp_seconds", kGauge,
+           "Start of the last anti-entropy session with the peer, whatever "
+           "its outcome (Unix seconds).");
+  for (const v1::PeerStatus& p : status.peers()) {
+    if (p.last_session_unix_ms() > 0) {
+      e.SampleUnixSeconds({{"peer", p.address()}}, p.last_session_unix_ms());
+    }
+  }
+  e.Family("tally_peer_last_success_timestamp_seconds", kGauge,
+           "Start of the last anti-entropy session with the peer that "
+           "succeeded (Unix seconds); alert on its age.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    if (p.last_success_unix_ms() > 0) {
+      e.SampleUnixSeconds({{"peer", p.address()}}, p.last_success_unix_ms());
+    }
   }
   // The Prometheus enum idiom: one series per phase, 1 for the current one,
   // so that `tally_session_phase{phase="repair"} == 1` selects the peers

@@ -190,6 +190,8 @@ TEST(RenderPrometheus, PeersAndSubscribersGetTheirOwnSeries) {
   p->set_feed_connected(true);
   p->set_feed_reconnects(2);
   p->set_feed_position(77);
+  p->set_last_session_unix_ms(1700000300042);
+  p->set_last_success_unix_ms(1700000000500);
   v1::FeedSubscriptionStatus* sub = s.add_subscriptions();
   sub->set_subscriber("us/db-2");
   sub->set_sent(10);
@@ -223,6 +225,11 @@ TEST(RenderPrometheus, PeersAndSubscribersGetTheirOwnSeries) {
            "tally_feed_subscriber_entries_sent_total{subscriber=\"us/db-2\"} "
            "10\n",
            "tally_feed_subscriber_position{subscriber=\"us/db-2\"} 9\n",
+           // Times keep every digit (not 1.7e+09).
+           "tally_peer_last_session_timestamp_seconds{peer=\"127.0.0.1:7401\"} "
+           "1700000300.042\n",
+           "tally_peer_last_success_timestamp_seconds{peer=\"127.0.0.1:7401\"} "
+           "1700000000.500\n",
            "# TYPE tally_feed_lag_seconds gauge\n",
            "# TYPE tally_repair_bytes_total counter\n",
        }) {
@@ -292,6 +299,8 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
         << line << " under " << family;
   }
   EXPECT_EQ(seen.size(), 49u);  // every family, with a peer and a subscriber
+  // A peer with no session yet has no time series (a 0 would read as 1970).
+  EXPECT_THAT(text, Not(HasSubstr("_timestamp_seconds")));
 }
 
 TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {

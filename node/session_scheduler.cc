@@ -269,6 +269,9 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     if (peer->last_session != absl::InfinitePast()) {
       p->set_last_session_unix_ms(absl::ToUnixMillis(peer->last_session));
     }
+    if (peer->synced_since != absl::InfinitePast()) {
+      p->set_last_success_unix_ms(absl::ToUnixMillis(peer->synced_since));
+    }
     p->set_last_outcome(peer->last_outcome);
     p->set_session_running(peer->running);
     p->set_sessions_ok(peer->sessions_ok);

@@ -88,7 +88,8 @@ class SessionScheduler : public StatusSource {
     bool running = false;
     absl::Time next_due = absl::InfinitePast();
     absl::Time last_session = absl::InfinitePast();
-    // Start of the last session that completed without error.
+    // Start of the last session that completed without error (also
+    // PeerStatus.last_success_unix_ms).
     absl::Time synced_since = absl::InfinitePast();
     std::string last_outcome;
     uint64_t sessions_ok = 0;

@@ -313,6 +313,50 @@ TEST(Watching, FailedSessionThatPushedRowsReportsRowsSent) {
   EXPECT_EQ(b->Stop(), 0);
 }
 
+// Issue 13 §2: when did the last session with a peer succeed? A peer that
+// goes down keeps failing; status and /metrics keep the last success, and
+// the last attempt moves on past it (alert on the success's age).
+TEST(Watching, TheLastSuccessfulSessionStaysWhileLaterOnesFail) {
+  TempDir dir_a, dir_b;
+  auto b = StartNode("node-b", dir_b.path());
+  ASSERT_TRUE(b);
+  auto a = StartNode("node-a", dir_a.path(),
+                     {"--peer", b->address(), "--sync-interval", "300ms",
+                      "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(WaitFor([&] {
+    const v1::StatusResponse s = Status(a->address());
+    return s.peers_size() == 1 && s.peers(0).sessions_ok() >= 1 &&
+           !s.peers(0).session_running();
+  })) << a->Log();
+  EXPECT_GT(Status(a->address()).peers(0).last_success_unix_ms(), 0);
+  EXPECT_EQ(b->Stop(), 0);
+  // The first failure may be the session that was due as b stopped; wait
+  // for one that started after.
+  const int64_t stopped_ms = absl::ToUnixMillis(absl::Now());
+  ASSERT_TRUE(WaitFor([&] {
+    const v1::StatusResponse s = Status(a->address());
+    return s.peers(0).last_session_unix_ms() > stopped_ms &&
+           !s.peers(0).session_running();
+  })) << a->Log();
+  const v1::PeerStatus peer = Status(a->address()).peers(0);
+  EXPECT_GT(peer.last_success_unix_ms(), 0);
+  EXPECT_LT(peer.last_success_unix_ms(), stopped_ms);
+  EXPECT_GT(peer.last_session_unix_ms(), peer.last_success_unix_ms());
+  EXPECT_NE(peer.last_outcome(), "ok");
+
+  const std::string metrics = Scrape(MetricsPort(*a));
+  const std::string label = absl::StrCat("{peer=\"", b->address(), "\"} ");
+  EXPECT_THAT(metrics,
+              HasSubstr(absl::StrFormat(
+                  "tally_peer_last_success_timestamp_seconds%s%d.%03d\n", label,
+                  peer.last_success_unix_ms() / 1000,
+                  peer.last_success_unix_ms() % 1000)));
+  EXPECT_THAT(metrics,
+              HasSubstr("tally_peer_last_session_timestamp_seconds" + label));
+  EXPECT_EQ(a->Stop(), 0);
+}
+
 // Issue 9 §4: an operator can see what a session is doing. Node a's peer b
 // is down at first: a's sessions fail in the handshake, and status says so.
 // Then b starts empty; a's session pushes a's rows to it under a repair

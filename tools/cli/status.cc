@@ -278,6 +278,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                  {"role", p.role()},
                  {"name", p.name()},
                  {"last_session_unix_ms", p.last_session_unix_ms()},
+                 {"last_success_unix_ms", p.last_success_unix_ms()},
                  {"last_outcome", p.last_outcome()},
                  {"session_running", p.session_running()},
                  {"sessions_ok", p.sessions_ok()},
