@@ -270,15 +270,13 @@ class ScanReactor final
              (entry.token == resume_->token && entry.key <= resume_->key))) {
           return absl::OkStatus();  // sent by an earlier chunk
         }
-        if (entry.value.has_value() &&
-            entry.value->size() > kMaxScanValueBytes) {
-          tree::RowEntry without_value = entry;
-          without_value.value.reset();
-          ToProto(without_value, &origins, message->add_entries());
-          bytes += tree::WireSize(without_value);
-        } else {
-          ToProto(entry, &origins, message->add_entries());
-          bytes += tree::WireSize(entry);
+        v1::RowEntry* out = message->add_entries();
+        ToProto(entry, &origins, out);
+        bytes += tree::WireSize(entry);
+        if (out->has_value() && out->value().size() > kMaxScanValueBytes) {
+          // Left out: the repair fetches it by key.
+          bytes -= out->value().size();
+          out->clear_value();
         }
         if (bytes < kStreamChunkBytes) return absl::OkStatus();
         full = true;

@@ -2,8 +2,6 @@
 // never change a last-writer-wins decision: a store with it and one without
 // it, given the same writes, answer and hold the same. Also that it skips
 // reads at all, and that a reopened store's background build is safe.
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,16 +13,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "storage/store.h"
 #include "support/temp_dir.h"
+#include "tests/killed_child.h"
 
 namespace tally {
 namespace storage {
 namespace {
 
+using ::tally::testing::AcknowledgedBeforeSigkill;
 using ::tally::testing::TempDir;
 using tree::HlcTimestamp;
 using tree::Version;
@@ -237,49 +236,35 @@ TEST(RowFilter, AfterASigkillEveryAcknowledgedRowStillWinsOverOlderVersions) {
   TempDir dir;
   std::vector<std::string> acknowledged;
   for (int round = 0; round < 3; ++round) {
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      close(fds[0]);
-      StoreOptions options = Options(true);
-      options.sync = true;
-      auto store = Store::Open(dir.path(), options);
-      if (!store.ok()) _exit(3);
-      FILE* out = fdopen(fds[1], "w");
-      std::mt19937_64 child_rng(seed + round);
-      for (int i = 0;; ++i) {
-        WriteRequest request;
-        std::vector<std::string> keys;
-        const int n = 1 + static_cast<int>(child_rng() % 50);
-        for (int j = 0; j < n; ++j) {
-          keys.push_back(absl::StrCat("r", round, "-", i, "-", j));
-          Mutation m = child_rng() % 5 == 0
-                           ? Mutation::Delete("ks", keys.back())
-                           : Mutation::Put("ks", keys.back(), "new");
-          m.version = RemoteVersion(100, 0, "peer-x");
-          request.mutations.push_back(std::move(m));
-        }
-        if (!(*store)->Write(std::move(request)).ok()) _exit(4);
-        for (const std::string& k : keys) std::fprintf(out, "%s\n", k.c_str());
-        std::fflush(out);
-      }
-    }
-    close(fds[1]);
-    usleep(50000 + static_cast<useconds_t>(rng() % 200000));
-    kill(pid, SIGKILL);
-    int wstatus;
-    waitpid(pid, &wstatus, 0);
-    ASSERT_TRUE(WIFSIGNALED(wstatus)) << "child exited early: " << wstatus;
-    std::string printed;
-    char buf[4096];
-    ssize_t got;
-    while ((got = read(fds[0], buf, sizeof(buf))) > 0) printed.append(buf, got);
-    close(fds[0]);
-    std::vector<std::string> lines = absl::StrSplit(printed, '\n');
-    lines.pop_back();  // a line cut by the kill is not an acknowledgement
-    acknowledged.insert(acknowledged.end(), lines.begin(), lines.end());
+    absl::StatusOr<std::vector<std::string>> lines = AcknowledgedBeforeSigkill(
+        [&](FILE* out) {
+          StoreOptions options = Options(true);
+          options.sync = true;
+          auto store = Store::Open(dir.path(), options);
+          if (!store.ok()) _exit(3);
+          std::mt19937_64 child_rng(seed + round);
+          for (int i = 0;; ++i) {
+            WriteRequest request;
+            std::vector<std::string> keys;
+            const int n = 1 + static_cast<int>(child_rng() % 50);
+            for (int j = 0; j < n; ++j) {
+              keys.push_back(absl::StrCat("r", round, "-", i, "-", j));
+              Mutation m = child_rng() % 5 == 0
+                               ? Mutation::Delete("ks", keys.back())
+                               : Mutation::Put("ks", keys.back(), "new");
+              m.version = RemoteVersion(100, 0, "peer-x");
+              request.mutations.push_back(std::move(m));
+            }
+            if (!(*store)->Write(std::move(request)).ok()) _exit(4);
+            for (const std::string& k : keys) {
+              std::fprintf(out, "%s\n", k.c_str());
+            }
+            std::fflush(out);
+          }
+        },
+        absl::Microseconds(50000 + rng() % 200000));
+    ASSERT_TRUE(lines.ok()) << lines.status();
+    acknowledged.insert(acknowledged.end(), lines->begin(), lines->end());
 
     std::unique_ptr<Store> store = OpenOrDie(dir.path(), true);
     ASSERT_NE(store, nullptr);

@@ -2,8 +2,6 @@
 
 #include <leveldb/db.h>
 #include <leveldb/write_batch.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,12 +13,12 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/internal/coding.h"
 #include "storage/internal/records.h"
 #include "support/temp_dir.h"
+#include "tests/killed_child.h"
 #include "tree/diff.h"
 
 namespace tally {
@@ -31,6 +29,7 @@ using ::testing::HasSubstr;
 using tree::HlcTimestamp;
 using tree::Version;
 
+using ::tally::testing::AcknowledgedBeforeSigkill;
 using ::tally::testing::TempDir;
 
 StoreOptions Options(const std::string& name = "node-a") {
@@ -865,62 +864,47 @@ TEST(StoreCrash, AcknowledgedWritesSurviveSigkill) {
   TempDir dir;
   std::set<std::string> acknowledged;
   for (int round = 0; round < 5; ++round) {
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      close(fds[0]);
-      StoreOptions options = Options();
-      options.sync = true;
-      // Odd rounds checkpoint leaves often, even rounds rely on replay.
-      if (round % 2 == 1) options.leaf_checkpoint_interval = 50;
-      auto store = Store::Open(dir.path(), options);
-      if (!store.ok()) _exit(3);
-      FILE* out = fdopen(fds[1], "w");
-      std::mt19937_64 child_rng(seed + round);
-      for (int i = 0;; ++i) {
-        WriteRequest request;
-        std::vector<std::string> keys;
-        const int n = 1 + static_cast<int>(child_rng() % 20);
-        for (int j = 0; j < n; ++j) {
-          keys.push_back(absl::StrCat("r", round, "-", i, "-", j));
-          request.mutations.push_back(
-              Mutation::Put("ks", keys.back(), std::string(100, 'v')));
-        }
-        if (child_rng() % 3 == 0) {
-          // Replicated rows from other origins overwrite earlier keys, so
-          // the rows per origin move with every kind of commit.
-          request.mutations.push_back(
-              Remote(absl::StrCat("r", round, "-", i / 3, "-1"), "remote",
-                     130000 + i, absl::StrCat("peer-", child_rng() % 3)));
-        }
-        if (child_rng() % 4 == 0) {
-          // Overwrites and deletes of earlier keys, too.
-          request.mutations.push_back(Mutation::Delete(
-              "ks", absl::StrCat("r", round, "-", i / 2, "-0")));
-        }
-        if (!(*store)->Write(std::move(request)).ok()) _exit(4);
-        for (const std::string& k : keys) std::fprintf(out, "%s\n", k.c_str());
-        std::fflush(out);
-      }
-    }
-    close(fds[1]);
     // Let it write for a random while, then kill it mid-flight.
-    usleep(50000 + static_cast<useconds_t>(rng() % 250000));
-    kill(pid, SIGKILL);
-    int wstatus;
-    waitpid(pid, &wstatus, 0);
-    ASSERT_TRUE(WIFSIGNALED(wstatus)) << "child exited early: " << wstatus;
-    std::string printed;
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fds[0], buf, sizeof(buf))) > 0) printed.append(buf, n);
-    close(fds[0]);
-    // A line cut by the kill is not an acknowledgement.
-    std::vector<std::string> lines = absl::StrSplit(printed, '\n');
-    lines.pop_back();
-    acknowledged.insert(lines.begin(), lines.end());
+    absl::StatusOr<std::vector<std::string>> lines = AcknowledgedBeforeSigkill(
+        [&](FILE* out) {
+          StoreOptions options = Options();
+          options.sync = true;
+          // Odd rounds checkpoint leaves often, even rounds rely on replay.
+          if (round % 2 == 1) options.leaf_checkpoint_interval = 50;
+          auto store = Store::Open(dir.path(), options);
+          if (!store.ok()) _exit(3);
+          std::mt19937_64 child_rng(seed + round);
+          for (int i = 0;; ++i) {
+            WriteRequest request;
+            std::vector<std::string> keys;
+            const int n = 1 + static_cast<int>(child_rng() % 20);
+            for (int j = 0; j < n; ++j) {
+              keys.push_back(absl::StrCat("r", round, "-", i, "-", j));
+              request.mutations.push_back(
+                  Mutation::Put("ks", keys.back(), std::string(100, 'v')));
+            }
+            if (child_rng() % 3 == 0) {
+              // Replicated rows from other origins overwrite earlier keys,
+              // so the rows per origin move with every kind of commit.
+              request.mutations.push_back(
+                  Remote(absl::StrCat("r", round, "-", i / 3, "-1"), "remote",
+                         130000 + i, absl::StrCat("peer-", child_rng() % 3)));
+            }
+            if (child_rng() % 4 == 0) {
+              // Overwrites and deletes of earlier keys, too.
+              request.mutations.push_back(Mutation::Delete(
+                  "ks", absl::StrCat("r", round, "-", i / 2, "-0")));
+            }
+            if (!(*store)->Write(std::move(request)).ok()) _exit(4);
+            for (const std::string& k : keys) {
+              std::fprintf(out, "%s\n", k.c_str());
+            }
+            std::fflush(out);
+          }
+        },
+        absl::Microseconds(50000 + rng() % 250000));
+    ASSERT_TRUE(lines.ok()) << lines.status();
+    acknowledged.insert(lines->begin(), lines->end());
 
     auto store = OpenOrDie(dir.path());
     ExpectSound(*store);
