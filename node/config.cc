@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "node/client.h"
+#include "node/log.h"
 #include "node/postgres_settings.h"
 #include "node/tls.h"
 #include "pg/fault_points.h"
@@ -273,6 +274,10 @@ absl::Status ApplySetting(absl::string_view name_as_given,
     } else {
       TALLY_ASSIGN_OR_RETURN(config->scrub_interval, ParseDuration(value));
     }
+  } else if (name == "log-level") {
+    TALLY_ASSIGN_OR_RETURN(config->log_level, ParseLogLevel(value));
+  } else if (name == "log-format") {
+    TALLY_ASSIGN_OR_RETURN(config->log_format, ParseLogFormat(value));
   } else if (name == "test-fault-point") {
     // Checked here, so that a misspelt point is refused at start rather
     // than silently never reached.

@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "node/log.h"
 #include "tree/token.h"
 
 namespace tally {
@@ -99,6 +100,10 @@ struct NodeConfig {
   // How often the sidecar compares each table's schema in the catalog with
   // the one its index was built with (pg/sidecar.h); also at start.
   absl::Duration pg_schema_check_interval = absl::Seconds(60);
+
+  // What the node logs and how (node/log.h); both reloaded at SIGHUP.
+  LogLevel log_level = LogLevel::kInfo;
+  LogFormat log_format = LogFormat::kText;
 
   // Prometheus metrics over HTTP at HOST:PORT; empty is off.
   std::string metrics_listen;

@@ -314,17 +314,22 @@ void DiffRunner::Run(std::shared_ptr<RunDiffCall> call) {
       RunDiffAgainstPeer(store_, call->request(), options, call.get());
   // One line per run, as a session's: what the tool asked, and its outcome.
   const v1::RunDiffSummary done = result.ok() ? *result : v1::RunDiffSummary();
-  LogInfo(absl::StrFormat(
-      "run diff tool=%s peer=%s keyspace=%s mode=%s%s outcome=%s "
-      "differences=%d rounds=%d bytes_sent=%d bytes_received=%d rows_to_a=%d "
-      "rows_to_b=%d erased=%d duration_ms=%d",
-      call->tool(), call->request().peer(), call->request().keyspace(),
-      v1::RunDiffMode_Name(call->request().mode()),
-      call->request().dry_run() ? " dry_run" : "",
-      result.ok() ? "ok" : result.status().ToString(), done.differences(),
-      done.rounds(), done.bytes_sent(), done.bytes_received(), done.rows_to_a(),
-      done.rows_to_b(), done.erased(),
-      absl::ToInt64Milliseconds(absl::Now() - start)));
+  LogInfo("run diff",
+          {{"tool", call->tool()},
+           {"peer", call->request().peer()},
+           {"keyspace", call->request().keyspace()},
+           {"mode", v1::RunDiffMode_Name(call->request().mode())},
+           {"dry_run", call->request().dry_run()},
+           {"outcome",
+            result.ok() ? std::string("ok") : result.status().ToString()},
+           {"differences", done.differences()},
+           {"rounds", done.rounds()},
+           {"bytes_sent", done.bytes_sent()},
+           {"bytes_received", done.bytes_received()},
+           {"rows_to_a", done.rows_to_a()},
+           {"rows_to_b", done.rows_to_b()},
+           {"erased", done.erased()},
+           {"duration_ms", absl::ToInt64Milliseconds(absl::Now() - start)}});
   call->Done(result);
   absl::MutexLock lock(&mu_);
   running_.erase(call);

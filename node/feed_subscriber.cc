@@ -74,7 +74,8 @@ FeedSubscriber::FeedSubscriber(
     : store_(store),
       client_(client),
       request_session_(std::move(request_session)),
-      check_upstream_(std::move(check_upstream)) {}
+      check_upstream_(std::move(check_upstream)),
+      outage_(client->address(), "feed") {}
 
 FeedSubscriber::~FeedSubscriber() { Stop(); }
 
@@ -124,9 +125,12 @@ void FeedSubscriber::Run() {
     if (absl::Now() - started > absl::Seconds(10)) {
       backoff = absl::Milliseconds(100);
     }
-    LogWarning(absl::StrFormat("feed from %s ended: %s; reconnecting in ~%d ms",
-                               client_->address(), status.ToString(),
-                               absl::ToInt64Milliseconds(backoff)));
+    // Every end at debug level; at info, one line when the link goes down,
+    // a summary while it stays down, one when it is back (outage_).
+    LogDebug("feed ended; reconnecting", {{"upstream", client_->address()},
+                                          {"error", status},
+                                          {"backoff", backoff}});
+    outage_.Failure(absl::Now(), status);
     {
       absl::MutexLock lock(&mu_);
       ++counters_.reconnects;
@@ -228,16 +232,22 @@ FeedSubscriber::DecodedBatch FeedSubscriber::Decode(
     if (absl::Status skew = store_->clock().Check(m->version->timestamp);
         !skew.ok()) {
       ++decoded.refused_skew;
-      LogWarning(absl::StrFormat("feed from %s: refused key '%s': %s", upstream,
-                                 absl::CHexEscape(m->key), skew.message()));
+      LogWarning("feed: refused a change", {{"upstream", upstream},
+                                            {"key", absl::CHexEscape(m->key)},
+                                            {"error", skew.message()}});
       continue;
     }
     decoded.bytes += m->keyspace.size() + m->key.size() + m->value.size();
     decoded.write.mutations.push_back(*std::move(m));
   }
-  absl::MutexLock lock(&mu_);
-  counters_.connected = true;
-  counters_.head = std::max(batch.head(), batch.position());
+  bool was_connected = false;
+  {
+    absl::MutexLock lock(&mu_);
+    was_connected = counters_.connected;
+    counters_.connected = true;
+    counters_.head = std::max(batch.head(), batch.position());
+  }
+  if (!was_connected) outage_.Success(absl::Now());
   return decoded;
 }
 
@@ -351,10 +361,10 @@ absl::Status FeedSubscriber::Commit(const std::string& upstream,
   absl::StatusOr<storage::WriteResult> result =
       store_->Write(std::move(batch.write));
   if (names_new_keyspace && absl::IsResourceExhausted(result.status())) {
-    LogWarning(absl::StrFormat(
-        "feed from %s: left out %d changes of keyspaces this node cannot "
-        "create: %s",
-        upstream, changes - kept.size(), result.status().message()));
+    LogWarning("feed: left out changes of keyspaces this node cannot create",
+               {{"upstream", upstream},
+                {"changes", changes - kept.size()},
+                {"error", result.status().message()}});
     retry.mutations = std::move(kept);
     result = store_->Write(std::move(retry));
   }

@@ -48,6 +48,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "node/client.h"
+#include "node/peer_outage_log.h"
 #include "storage/store.h"
 
 namespace tally {
@@ -127,6 +128,9 @@ class FeedSubscriber {
   NodeClient* const client_;
   const std::function<void()> request_session_;
   const std::function<absl::Status(const std::string&)> check_upstream_;
+  // Logs the link's outages (a line when it goes down, summaries, a line
+  // when it is back) instead of every failed reconnect.
+  PeerOutageLog outage_;
   std::atomic<bool> stopping_{false};
   // Cancels the open stream on stop.
   StreamCanceller canceller_;

@@ -50,7 +50,7 @@ void Maintenance::Loop() {
     }
     const absl::Status status = RunOnce(LocalNow());
     if (!status.ok()) {
-      LogWarning(absl::StrFormat("maintenance: %s", status.ToString()));
+      LogWarning("maintenance failed", {{"error", status}});
     }
   }
 }
@@ -115,10 +115,9 @@ absl::Status Maintenance::RunOnce(absl::Time now) {
     }
   }
   if (trimmed > 0 || purged > 0) {
-    LogInfo(absl::StrFormat(
-        "maintenance: trimmed %d change-log entries (log starts at %d), "
-        "purged %d tombstones",
-        trimmed, store_->first_sequence(), purged));
+    LogInfo("maintenance", {{"log_entries_trimmed", trimmed},
+                            {"log_starts_at", store_->first_sequence()},
+                            {"tombstones_purged", purged}});
   }
   absl::MutexLock lock(&mu_);
   ++stats_.passes;

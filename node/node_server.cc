@@ -50,9 +50,9 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
           "--postgres: this tallyd was built without the PostgreSQL sidecar "
           "(pg/sidecar.h); run it without --postgres and --table");
     }
-    LogInfo(absl::StrFormat("PostgreSQL sidecar: %s, tables %s",
-                            MaskConninfo(config.postgres),
-                            absl::StrJoin(config.tables, ", ")));
+    LogInfo("PostgreSQL sidecar",
+            {{"database", MaskConninfo(config.postgres)},
+             {"tables", absl::StrJoin(config.tables, ",")}});
     // Before the store opens: the store opens with its backend, and a
     // database that is not fit (wal_level, privileges, keys) ends the start
     // here, with the sidecar's message naming the fix.
@@ -72,10 +72,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   node->store_health_ = std::make_shared<StoreHealth>();
   store_options.on_write_failure =
       [health = node->store_health_](const absl::Status& status) {
-        LogError(absl::StrCat(
-            "store: ", status.message(),
-            "; the node answers NOT_SERVING to health checks and refuses "
-            "writes until it is restarted"));
+        LogError(
+            "store: a write failed; the node answers NOT_SERVING to health "
+            "checks and refuses writes until it is restarted",
+            {{"error", status}});
         absl::MutexLock lock(&health->mu);
         health->failed = true;
         if (health->health != nullptr) health->health->SetServingStatus(false);

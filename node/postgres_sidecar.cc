@@ -173,7 +173,7 @@ PostgresSidecarFactory DefaultPostgresSidecarFactory() {
     // The sidecar's events (build progress, rebuild reasons, reconnects)
     // go to the node's log.
     options.log = [name = config.name](absl::string_view line) {
-      LogInfo(absl::StrCat("tallyd ", name, ": postgres: ", line));
+      LogInfo(absl::StrCat("postgres: ", line), {{"name", name}});
     };
     absl::StatusOr<std::unique_ptr<pg::Sidecar>> sidecar =
         pg::Sidecar::Prepare(options);

@@ -42,7 +42,7 @@ void Scrubber::Loop() {
     const absl::Status status = RunPass();
     if (absl::IsCancelled(status)) return;
     if (!status.ok()) {
-      LogWarning(absl::StrFormat("scrub: %s", status.ToString()));
+      LogWarning("scrub failed", {{"error", status}});
     }
   }
 }
@@ -74,12 +74,13 @@ absl::Status Scrubber::RunPass() {
         stats_.unreadable += step->unreadable;
       }
       if (step->damaged_rows > 0) {
-        LogWarning(absl::StrFormat(
-            "scrub: keyspace '%s' leaves %d..%d: %d rows damaged on disk; "
-            "marked, left out of the tree, and repaired from a peer by the "
-            "next anti-entropy session",
-            ks.name, leaf, leaf + options_.leaves_per_step - 1,
-            step->damaged_rows));
+        LogWarning(
+            "scrub: rows damaged on disk; marked, left out of the tree, and "
+            "repaired from a peer by the next anti-entropy session",
+            {{"keyspace", ks.name},
+             {"leaves",
+              absl::StrCat(leaf, "..", leaf + options_.leaves_per_step - 1)},
+             {"damaged_rows", step->damaged_rows}});
       }
       // Throttle: stay within the row budget since the pass started.
       absl::Duration wait;

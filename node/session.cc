@@ -63,9 +63,10 @@ SessionResult Session::Run() {
       const absl::Status schema = CheckKeyspaceSchema(
           *store_, keyspace, peer_schemas_, peer_name_, peer_schema_texts_);
       if (!schema.ok()) {
-        LogInfo(absl::StrFormat(
-            "session peer=%s name=%s keyspace=%s outcome=%s",
-            client_->address(), peer_name_, keyspace, schema.ToString()));
+        LogInfo("session", {{"peer", client_->address()},
+                            {"name", peer_name_},
+                            {"keyspace", keyspace},
+                            {"outcome", schema}});
       }
       const absl::Status synced = schema.ok() ? SyncKeyspace(keyspace) : schema;
       if (!synced.ok()) {
@@ -157,25 +158,35 @@ absl::Status Session::SyncKeyspace(const std::string& keyspace) {
     progress_.rows_sent = before.rows_sent + out;
     ++progress_.keyspaces_done;
   }
-  LogInfo(absl::StrFormat(
-      "session peer=%s name=%s keyspace=%s mode=%s outcome=%s rounds=%d "
-      "bytes_sent=%d bytes_received=%d rows_sent=%d rows_received=%d "
-      "erased=%d conflicts=%d duration_ms=%d",
-      client_->address(), peer_name_, keyspace,
-      from_source ? "from-source" : "two-way",
-      synced.ok() ? "ok" : synced.ToString(), stats.diff.rounds,
-      traffic_after.bytes_sent - traffic_before.bytes_sent,
-      traffic_after.bytes_received - traffic_before.bytes_received, out, in,
-      stats.erased_from_b, stats.conflicts,
-      absl::ToInt64Milliseconds(absl::Now() - start)));
+  LogInfo("session",
+          {{"peer", client_->address()},
+           {"name", peer_name_},
+           {"keyspace", keyspace},
+           {"mode", from_source ? "from-source" : "two-way"},
+           {"outcome", synced.ok() ? std::string("ok") : synced.ToString()},
+           {"rounds", stats.diff.rounds},
+           {"bytes_sent", traffic_after.bytes_sent - traffic_before.bytes_sent},
+           {"bytes_received",
+            traffic_after.bytes_received - traffic_before.bytes_received},
+           {"rows_sent", out},
+           {"rows_received", in},
+           {"erased", stats.erased_from_b},
+           {"conflicts", stats.conflicts},
+           {"duration_ms", absl::ToInt64Milliseconds(absl::Now() - start)}});
   return synced;
 }
 
 void Session::Finish(bool refused) {
   // Refused before any keyspace was synced: no per-keyspace line says why.
-  if (refused) {
-    LogWarning(absl::StrFormat("session peer=%s outcome=%s", client_->address(),
-                               result_.status.ToString()));
+  if (options_.outage_log != nullptr) {
+    if (refused) {
+      options_.outage_log->Failure(absl::Now(), result_.status);
+    } else {
+      options_.outage_log->Success(absl::Now());
+    }
+  } else if (refused) {
+    LogWarning("session",
+               {{"peer", client_->address()}, {"outcome", result_.status}});
   }
   SessionProgress now;
   {

@@ -55,6 +55,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "node/client.h"
+#include "node/peer_outage_log.h"
 #include "node/replica.h"
 #include "node/sync.h"
 #include "storage/store.h"
@@ -144,6 +145,12 @@ struct SessionOptions {
   // Called each time the phase changes, with the progress as of the change,
   // before the new phase's work starts (no lock held). Optional.
   std::function<void(const SessionProgress&)> on_phase;
+  // The peer's outage log (the scheduler keeps one per peer, so that a
+  // peer that stays down logs once, not at every session): a session
+  // refused before any keyspace (the peer unreachable, or refusing the
+  // handshake) is a failure, any other outcome a success. Null: a refused
+  // session logs a warning each time. Must outlive the session.
+  PeerOutageLog* outage_log = nullptr;
 };
 
 class Session {

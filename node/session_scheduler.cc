@@ -61,6 +61,8 @@ absl::Status SessionScheduler::Start() {
         NodeClient::Connect(peer_config.address, client_options_);
     if (!client.ok()) return client.status();
     peer->client = std::move(*client);
+    peer->outage_log =
+        std::make_unique<PeerOutageLog>(peer_config.address, "sessions");
     // First sessions soon, but spread out.
     {
       absl::MutexLock lock(&mu_);
@@ -157,6 +159,7 @@ void SessionScheduler::RunSession(Peer* peer) {
   options.timeout = config_.session_timeout;
   options.cancelled = &stopping_;
   options.bandwidth_bytes_per_second = config_.repair_bandwidth_mb * 1e6;
+  options.outage_log = peer->outage_log.get();
   options.on_handshake = [this, peer](const v1::HandshakeResponse& answer,
                                       uint64_t sent, uint64_t received) {
     return AcceptHandshake(peer, answer, sent, received);

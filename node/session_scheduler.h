@@ -83,6 +83,8 @@ class SessionScheduler : public StatusSource {
     PeerConfig config;
     std::unique_ptr<NodeClient> client;
     std::unique_ptr<FeedSubscriber> feed;
+    // Sessions refused by an unreachable peer, logged once per outage.
+    std::unique_ptr<PeerOutageLog> outage_log;
     // Protected by SessionScheduler::mu_.
     std::string name;
     bool running = false;

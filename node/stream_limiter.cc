@@ -121,11 +121,12 @@ void StreamLimiter::Watch() {
         }
         stream.cancelling = true;
         idle.emplace_back(id, stream.context);
-        LogWarning(absl::StrFormat(
-            "cancelled a %s stream to %s: its reader took no message for %s "
-            "(stream idle timeout)",
-            stream.what, stream.client,
-            absl::FormatDuration(now - stream.write_started)));
+        LogWarning(
+            "cancelled a stream: its reader took no message (stream idle "
+            "timeout)",
+            {{"stream", stream.what},
+             {"client", stream.client},
+             {"idle", now - stream.write_started}});
       }
     }
     // Not under mu_: cancelling may run the call's reactions, which may

@@ -9,8 +9,9 @@
 // by the same code: `--name value` or `--name=value`; `--peer` repeats.
 // Flags override the file. SIGTERM or SIGINT stop the node cleanly: no new
 // RPCs or sessions, running sessions end, the store is closed, exit 0.
-// SIGHUP, the usual "reload your config", is logged and ignored: no setting
-// can change while the node runs yet, and a node must not die of it.
+// SIGHUP, the usual "reload your config", reads the config file again and
+// applies what can change while the node runs (the log level and format);
+// it never stops the node.
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -26,9 +27,11 @@
 #include "absl/synchronization/mutex.h"
 #include "node/config.h"
 #include "node/exit.h"
+#include "node/grpc_log.h"
 #include "node/log.h"
 #include "node/node_server.h"
 #include "node/version.h"
+#include "tree/status_macros.h"
 
 namespace tally {
 namespace node {
@@ -100,17 +103,66 @@ Settings (flags, or `name = value` lines in --config FILE):
   --scrub-interval DURATION  how often every row is checked against its
                            digest in the background (default 6h, jittered;
                            0 = never)
+  --log-level LEVEL        debug, info, warning or error (default info)
+  --log-format FORMAT      text (key=value fields, quoted where needed) or
+                           json (one object per line) (default text)
   --test-clock-offset [-]DURATION  FOR TESTS ONLY: run this node's clock
                            this far ahead (or, with -, behind) of the system
                            clock
 
 On start it prints "tallyd NAME listening on HOST:PORT" to stderr, and with
 --metrics-listen "metrics on http://HOST:PORT/metrics". SIGTERM or SIGINT
-stop it cleanly; SIGHUP is logged and ignored (nothing is reloadable yet).
+stop it cleanly; SIGHUP reads the config again and applies --log-level and
+--log-format (other settings take a restart).
 --version prints the version and build.
 )";
 
 bool IsBoolSetting(const std::string& name) { return name == "insecure"; }
+
+// The settings from the command line and the config file, as at start; at
+// SIGHUP the file is read again and the same flags applied over it.
+absl::StatusOr<NodeConfig> LoadConfig(
+    const std::string& config_file,
+    const std::vector<std::pair<std::string, std::string>>& settings) {
+  NodeConfig config;
+  if (!config_file.empty()) {
+    TALLY_RETURN_IF_ERROR(ApplyConfigFile(config_file, &config));
+  }
+  TALLY_RETURN_IF_ERROR(ApplyCommandLineSettings(settings, &config));
+  TALLY_RETURN_IF_ERROR(ValidateConfig(config));
+  return config;
+}
+
+void ApplyLogSettings(const NodeConfig& config) {
+  SetLogLevel(config.log_level);
+  SetLogFormat(config.log_format);
+  RouteGrpcLogs(config.log_level);
+}
+
+// SIGHUP: reads the config again and applies what a running node can
+// change (the log level and format); a config that no longer validates
+// changes nothing.
+void Reload(const std::string& config_file,
+            const std::vector<std::pair<std::string, std::string>>& settings,
+            NodeConfig* running) {
+  absl::StatusOr<NodeConfig> reloaded = LoadConfig(config_file, settings);
+  if (!reloaded.ok()) {
+    LogError("SIGHUP: the config does not validate; nothing changed",
+             {{"config", config_file}, {"error", reloaded.status()}});
+    return;
+  }
+  const LogLevel old_level = running->log_level;
+  const LogFormat old_format = running->log_format;
+  running->log_level = reloaded->log_level;
+  running->log_format = reloaded->log_format;
+  ApplyLogSettings(*running);
+  LogInfo("SIGHUP: config reloaded",
+          {{"config", config_file.empty() ? "(none)" : config_file},
+           {"log_level", absl::StrCat(LogLevelName(old_level), "->",
+                                      LogLevelName(running->log_level))},
+           {"log_format", absl::StrCat(LogFormatName(old_format), "->",
+                                       LogFormatName(running->log_format))}});
+}
 
 int Main(int argc, char** argv) {
   // Debian's Abseil checks every Mutex acquisition for lock-order cycles
@@ -169,25 +221,14 @@ int Main(int argc, char** argv) {
     }
   }
 
-  NodeConfig config;
-  if (!config_file.empty()) {
-    absl::Status s = ApplyConfigFile(config_file, &config);
-    if (!s.ok()) {
-      std::fprintf(stderr, "tallyd: %s\n", std::string(s.message()).c_str());
-      return 2;
-    }
-  }
-  absl::Status applied = ApplyCommandLineSettings(settings, &config);
-  if (!applied.ok()) {
+  absl::StatusOr<NodeConfig> loaded = LoadConfig(config_file, settings);
+  if (!loaded.ok()) {
     std::fprintf(stderr, "tallyd: %s\n",
-                 std::string(applied.message()).c_str());
+                 std::string(loaded.status().message()).c_str());
     return 2;
   }
-  absl::Status valid = ValidateConfig(config);
-  if (!valid.ok()) {
-    std::fprintf(stderr, "tallyd: %s\n", std::string(valid.message()).c_str());
-    return 2;
-  }
+  NodeConfig config = *std::move(loaded);
+  ApplyLogSettings(config);
 
   absl::StatusOr<std::unique_ptr<NodeServer>> node = NodeServer::Start(config);
   if (!node.ok()) {
@@ -199,9 +240,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "tallyd: %s\n", message.c_str());
     return 1;
   }
-  LogInfo(absl::StrFormat("tallyd %s listening on %s (data %s, %d peers)",
-                          config.name, (*node)->listen_address(),
-                          config.data_dir, config.peers.size()));
+  LogInfo(absl::StrFormat("tallyd %s listening on %s", config.name,
+                          (*node)->listen_address()),
+          {{"data", config.data_dir},
+           {"peers", config.peers.size()},
+           {"version", VersionText("tallyd")}});
   // Under systemd (Type=notify, NOTIFY_SOCKET set) the unit is started only
   // now: the store is open and the node listens. Elsewhere a no-op.
   sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu",
@@ -215,18 +258,15 @@ int Main(int argc, char** argv) {
     sd_notify(0, "RELOADING=1");
     // The default action of SIGHUP ends the process; an operator (or a
     // log rotator, or a closed terminal) sending it expects a reload.
-    LogInfo(absl::StrFormat(
-        "tallyd %s: SIGHUP received; no setting is reloadable yet, so it is "
-        "ignored (restart the node to apply a changed config)",
-        config.name));
+    Reload(config_file, settings, &config);
     sd_notify(0, "READY=1");
   }
-  LogInfo(absl::StrFormat("tallyd %s: %s received, shutting down", config.name,
-                          strsignal(signal_number)));
+  LogInfo("shutting down",
+          {{"name", config.name}, {"signal", strsignal(signal_number)}});
   sd_notify(0, "STOPPING=1\nSTATUS=shutting down");
   (*node)->Shutdown();
   node->reset();
-  LogInfo(absl::StrFormat("tallyd %s: stopped", config.name));
+  LogInfo("stopped", {{"name", config.name}});
   return 0;
 }
 

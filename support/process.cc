@@ -124,8 +124,8 @@ absl::StatusOr<std::unique_ptr<NodeProcess>> NodeProcess::Start(
     return absl::InternalError(
         absl::StrCat("tallyd ", name, ": cannot start ", tallyd_path));
   }
-  // Wait for "listening on HOST:PORT".
-  static const std::regex kListening("listening on ([^ ]+)");
+  // Wait for "listening on HOST:PORT" (in a text or a JSON line).
+  static const std::regex kListening("listening on ([^ \"]+)");
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (absl::Now() < deadline) {
     std::smatch m;

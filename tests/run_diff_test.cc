@@ -417,7 +417,7 @@ TEST_P(ToolThatStops, StopsTheNodesRepair) {
   absl::SleepFor(absl::Seconds(1));
   EXPECT_EQ(Rows(*cb), stopped_at);
   EXPECT_LT(stopped_at, static_cast<uint64_t>(kRows));
-  EXPECT_THAT(a->Log(), HasSubstr("outcome=CANCELLED"));
+  EXPECT_THAT(a->Log(), HasSubstr("outcome=\"CANCELLED"));
   if (signal == SIGINT) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
     std::ifstream err(out + ".err");
