@@ -11,6 +11,7 @@
 #include "node/grpc_status.h"
 #include "node/internal/unary.h"
 #include "node/internal/write_stream.h"
+#include "node/process_stats.h"
 #include "node/wire.h"
 #include "tree/status_macros.h"
 
@@ -277,6 +278,9 @@ absl::Status CollectNodeStatus(storage::Store* store,
   response->set_epoch(store->epoch());
   response->set_last_sequence(store->last_sequence());
   response->set_ties_resolved(store->ties_resolved());
+  // Best effort: a /proc that cannot be read leaves the process empty
+  // rather than failing the status.
+  ReadProcessStats("/proc/self", response->mutable_process()).IgnoreError();
   {
     const storage::RowFilterStats stats = store->row_filter_stats();
     v1::RowFilterStatus* filter = response->mutable_row_filter();

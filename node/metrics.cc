@@ -60,13 +60,33 @@ class Exposition {
     Line(labels, absl::StrFormat("%d.%03d", unix_ms / 1000, unix_ms % 1000));
   }
 
+  // A histogram's series: NAME_bucket (cumulative, with `le`), NAME_sum
+  // and NAME_count, each with `labels`.
+  void Histogram(absl::string_view label, absl::string_view label_value,
+                 const v1::DurationHistogram& h) {
+    uint64_t cumulative = 0;
+    for (int i = 0; i < h.counts_size(); ++i) {
+      cumulative += h.counts(i);
+      const std::string le =
+          i < h.upper_bounds_size() ? FormatValue(h.upper_bounds(i)) : "+Inf";
+      Line("_bucket", {{label, label_value}, {"le", le}},
+           absl::StrCat(cumulative));
+    }
+    Line("_sum", {{label, label_value}}, FormatValue(h.sum_seconds()));
+    Line("_count", {{label, label_value}}, absl::StrCat(h.count()));
+  }
+
   std::string Take() { return std::move(out_); }
 
  private:
   void Line(Labels labels, const std::string& value) {
+    Line("", labels, value);
+  }
+  void Line(absl::string_view suffix, Labels labels, const std::string& value) {
     out_ += pending_header_;
     pending_header_.clear();
     out_ += name_;
+    out_.append(suffix.data(), suffix.size());
     if (labels.size() > 0) {
       out_ += '{';
       bool first = true;
@@ -154,6 +174,43 @@ void RenderPostgres(const v1::PostgresStatus& pg, Exposition* e) {
   e->Family("tally_pg_table_rows", kGauge, "Rows a table's index holds.");
   for (const v1::PostgresTable& t : pg.tables()) {
     e->Sample({{"keyspace", t.keyspace()}}, t.rows());
+  }
+}
+
+// The process, under the names every Prometheus client library uses
+// (process_*), and resident memory by kind.
+void RenderProcess(const v1::ProcessStatus& process, Exposition* e) {
+  e->Family("process_cpu_seconds_total", "counter",
+            "Total user and system CPU time spent in seconds.");
+  e->Sample({}, process.cpu_seconds());
+  e->Family("process_resident_memory_bytes", "gauge",
+            "Resident memory size in bytes (anonymous, file-backed and "
+            "shared).");
+  e->Sample(process.resident_anon_bytes() + process.resident_file_bytes() +
+            process.resident_shmem_bytes());
+  e->Family("tally_process_resident_memory_bytes", "gauge",
+            "Resident memory by kind: anon (heap, trees, caches: what the "
+            "node uses), file (LevelDB's mapped tables and the binary: page "
+            "cache the kernel reclaims at will) and shmem.");
+  e->Sample({{"kind", "anon"}}, process.resident_anon_bytes());
+  e->Sample({{"kind", "file"}}, process.resident_file_bytes());
+  e->Sample({{"kind", "shmem"}}, process.resident_shmem_bytes());
+  e->Family("process_virtual_memory_bytes", "gauge",
+            "Virtual memory size in bytes.");
+  e->Sample(process.virtual_bytes());
+  e->Family("process_open_fds", "gauge", "Number of open file descriptors.");
+  e->Sample(process.open_fds());
+  if (process.max_fds() > 0) {
+    e->Family("process_max_fds", "gauge",
+              "Maximum number of open file descriptors.");
+    e->Sample(process.max_fds());
+  }
+  e->Family("process_threads", "gauge", "Threads of the process.");
+  e->Sample(uint64_t{process.threads()});
+  if (process.start_unix_ms() > 0) {
+    e->Family("process_start_time_seconds", "gauge",
+              "Start time of the process since unix epoch in seconds.");
+    e->SampleUnixSeconds({}, process.start_unix_ms());
   }
 }
 
@@ -263,6 +320,14 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
            "Seconds the session with the peer has been in its phase.");
   for (const v1::PeerStatus& p : status.peers()) {
     e.Sample({{"peer", p.address()}}, p.session().phase_seconds());
+  }
+  e.Family("tally_session_duration_seconds", "histogram",
+           "How long anti-entropy sessions with the peer took, every "
+           "outcome.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    if (p.has_session_seconds()) {
+      e.Histogram("peer", p.address(), p.session_seconds());
+    }
   }
   e.Family("tally_repair_rows_total", kCounter,
            "Rows repaired by anti-entropy sessions with the peer, by "
@@ -458,6 +523,7 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
            "Rows marked damaged now, awaiting a peer's copy; alert on > 0.");
   e.Sample(scrub.damaged_rows());
 
+  if (status.has_process()) RenderProcess(status.process(), &e);
   if (status.has_postgres()) RenderPostgres(status.postgres(), &e);
   return e.Take();
 }

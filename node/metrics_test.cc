@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/config.h"
+#include "node/duration_histogram.h"
 #include "node/metrics_server.h"
 #include "node/node_server.h"
 #include "node/version.h"
@@ -269,12 +270,36 @@ TEST(RenderPrometheus, SessionPhaseIsOneSeriesPerPhaseOneForTheCurrent) {
                               "7401\"} 2.5\n"));
 }
 
-TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
+// A status as a running node answers it: with its process, and a peer
+// with sessions.
+v1::StatusResponse FullStatus() {
   v1::StatusResponse s = SmallStatus();
-  s.add_peers()->set_address("127.0.0.1:1");
+  v1::PeerStatus* peer = s.add_peers();
+  peer->set_address("127.0.0.1:1");
+  DurationHistogram durations({0.1, 1});
+  durations.Add(absl::Milliseconds(50));
+  durations.Add(absl::Milliseconds(700));
+  durations.Add(absl::Seconds(4));
+  durations.ToProto(peer->mutable_session_seconds());
   s.add_subscriptions()->set_subscriber("x");
+  v1::ProcessStatus* process = s.mutable_process();
+  process->set_cpu_seconds(1.5);
+  process->set_resident_anon_bytes(100 << 20);
+  process->set_resident_file_bytes(1800 << 20);
+  process->set_resident_shmem_bytes(4096);
+  process->set_virtual_bytes(uint64_t{3} << 30);
+  process->set_open_fds(42);
+  process->set_max_fds(1024);
+  process->set_threads(17);
+  process->set_start_unix_ms(1796274850123);
+  return s;
+}
+
+TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
+  v1::StatusResponse s = FullStatus();
   const std::string text = RenderPrometheus(s);
   std::string family;
+  bool histogram = false;
   std::set<std::string> seen;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     if (line.empty()) continue;
@@ -285,22 +310,65 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
       continue;
     }
     if (absl::StartsWith(line, "# TYPE ")) {
+      histogram = line == absl::StrCat("# TYPE ", family, " histogram");
       EXPECT_TRUE(line == absl::StrCat("# TYPE ", family, " counter") ||
-                  line == absl::StrCat("# TYPE ", family, " gauge"))
+                  line == absl::StrCat("# TYPE ", family, " gauge") ||
+                  histogram)
           << line;
       EXPECT_EQ(absl::EndsWith(family, "_total"),
                 absl::EndsWith(line, " counter"))
           << line;
       continue;
     }
-    // A sample of the current family: name, optional labels, value.
-    EXPECT_TRUE(absl::StartsWith(line, family + "{") ||
-                absl::StartsWith(line, family + " "))
-        << line << " under " << family;
+    // A sample of the current family: name, optional labels, value (a
+    // histogram's with _bucket, _sum or _count).
+    bool named = absl::StartsWith(line, family + "{") ||
+                 absl::StartsWith(line, family + " ");
+    for (const char* suffix : {"_bucket{", "_sum{", "_count{"}) {
+      named |= histogram && absl::StartsWith(line, family + suffix);
+    }
+    EXPECT_TRUE(named) << line << " under " << family;
   }
-  EXPECT_EQ(seen.size(), 49u);  // every family, with a peer and a subscriber
+  // Every family, with a peer and a subscriber: 50 of the node (the session
+  // duration histogram among them) and 8 of the process.
+  EXPECT_EQ(seen.size(), 58u);
   // A peer with no session yet has no time series (a 0 would read as 1970).
   EXPECT_THAT(text, Not(HasSubstr("_timestamp_seconds")));
+}
+
+TEST(RenderPrometheus, SessionDurationsAreACumulativeHistogram) {
+  const std::string text = RenderPrometheus(FullStatus());
+  for (const char* line : {
+           "# TYPE tally_session_duration_seconds histogram\n",
+           "tally_session_duration_seconds_bucket{peer=\"127.0.0.1:1\",le="
+           "\"0.1\"} 1\n",
+           "tally_session_duration_seconds_bucket{peer=\"127.0.0.1:1\",le="
+           "\"1\"} 2\n",
+           "tally_session_duration_seconds_bucket{peer=\"127.0.0.1:1\",le="
+           "\"+Inf\"} 3\n",
+           "tally_session_duration_seconds_sum{peer=\"127.0.0.1:1\"} 4.75\n",
+           "tally_session_duration_seconds_count{peer=\"127.0.0.1:1\"} 3\n",
+       }) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+}
+
+TEST(RenderPrometheus, TheProcessSplitsResidentMemoryByKind) {
+  const std::string text = RenderPrometheus(FullStatus());
+  for (const char* line : {
+           "process_cpu_seconds_total 1.5\n",
+           "process_resident_memory_bytes 1992298496\n",
+           "tally_process_resident_memory_bytes{kind=\"anon\"} 104857600\n",
+           "tally_process_resident_memory_bytes{kind=\"file\"} 1887436800\n",
+           "process_open_fds 42\n",
+           "process_max_fds 1024\n",
+           "process_threads 17\n",
+           "process_start_time_seconds 1796274850.123\n",
+       }) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+  // Without a process (a status from an older node) none of them.
+  EXPECT_THAT(RenderPrometheus(SmallStatus()), Not(HasSubstr("process_")));
 }
 
 TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {

@@ -193,6 +193,7 @@ void SessionScheduler::RunSession(Peer* peer) {
   peer->bytes_repaired += result.bytes_repaired;
   peer->rows_erased += result.rows_erased;
   peer->conflicts += result.conflicts;
+  peer->session_durations.Add(absl::Now() - result.start);
   peer->next_due = absl::Now() + JitteredLocked(config_.sync_interval);
 }
 
@@ -284,6 +285,7 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     p->set_bytes_repaired(peer->bytes_repaired);
     p->set_rows_erased(peer->rows_erased);
     p->set_conflicts(peer->conflicts);
+    peer->session_durations.ToProto(p->mutable_session_seconds());
     p->set_clock_behind_seconds(peer->clock_behind_seconds);
     SessionToProto(peer->session != nullptr ? peer->session->progress()
                                             : SessionProgress{},

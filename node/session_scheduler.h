@@ -42,6 +42,7 @@
 #include "node/admin_service.h"
 #include "node/client.h"
 #include "node/config.h"
+#include "node/duration_histogram.h"
 #include "node/feed_subscriber.h"
 #include "node/session.h"
 #include "node/worker_pool.h"
@@ -104,6 +105,8 @@ class SessionScheduler : public StatusSource {
     // Keys with equal versions and different content: last writer wins
     // cannot order them, so they stay different until a write settles them.
     uint64_t conflicts = 0;
+    // How long its sessions took, every outcome.
+    DurationHistogram session_durations{DurationHistogram::SessionBounds()};
     // How far this node's clock was behind the peer's at the last
     // handshake (negative: ahead), and whether that was warned about.
     double clock_behind_seconds = 0;

@@ -3,7 +3,9 @@
 // rows sent that `tally status` and /metrics report (issue 8, items 10 and
 // 17).
 #include <httplib.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -446,6 +448,58 @@ TEST(Watching, RunningSessionShowsItsPhaseInStatusAndMetrics) {
   EXPECT_THAT(json.out, HasSubstr("\"phase\":\"done\""));
   EXPECT_EQ(a->Stop(), 0);
   EXPECT_EQ((*b)->Stop(), 0);
+}
+
+// Issue 13 §2: how long sessions take, and what the process uses, as a
+// running node's metrics — valid for promtool when it is installed.
+TEST(Watching, SessionDurationsAndTheProcessAreInTheMetrics) {
+  TempDir dir_a, dir_b;
+  auto a = StartNode("node-a", dir_a.path(), {});
+  ASSERT_TRUE(a);
+  auto b = StartNode("node-b", dir_b.path(),
+                     {"--sync-interval", "200ms", "--peer", a->address(),
+                      "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(b);
+  const int port = MetricsPort(*b);
+  ASSERT_GT(port, 0) << b->Log();
+  const std::string count =
+      "tally_session_duration_seconds_count{peer=\"" + a->address() + "\"} ";
+  std::string text;
+  ASSERT_TRUE(WaitFor([&] {
+    text = Scrape(port);
+    const size_t at = text.find(count);
+    return at != std::string::npos &&
+           std::stoi(text.substr(at + count.size())) >= 3;
+  })) << text;
+  EXPECT_THAT(text, HasSubstr("tally_session_duration_seconds_bucket{peer=\"" +
+                              a->address() + "\",le=\"+Inf\"}"));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      text, m,
+      std::regex("tally_process_resident_memory_bytes\\{kind=\"anon\"\\} "
+                 "(\\d+)")));
+  EXPECT_GT(std::stoull(m[1]), 1u << 20);
+  ASSERT_TRUE(
+      std::regex_search(text, m, std::regex("process_open_fds (\\d+)")));
+  EXPECT_GT(std::stoull(m[1]), 3u);
+  ASSERT_TRUE(std::regex_search(
+      text, m, std::regex("process_start_time_seconds (\\d+)\\.\\d{3}\n")));
+  EXPECT_NEAR(std::stod(m[1]), absl::ToUnixSeconds(absl::Now()), 120);
+
+  // Prometheus's own checker, when this machine has it (Debian's
+  // `prometheus` package): the exposition parses and follows its lint.
+  if (access("/usr/bin/promtool", X_OK) == 0) {
+    const std::string file = dir_b.path() + "/scrape.txt";
+    {
+      std::ofstream out(file);
+      out << text;
+    }
+    const CommandResult check = RunCommand(
+        {"/bin/sh", "-c", "/usr/bin/promtool check metrics < " + file});
+    EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  }
+  EXPECT_EQ(b->Stop(), 0);
+  EXPECT_EQ(a->Stop(), 0);
 }
 
 }  // namespace
