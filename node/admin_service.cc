@@ -83,9 +83,12 @@ absl::Status WriteOne(storage::Store& store, storage::Mutation mutation,
 class LoadReactor final
     : public internal::WriteStreamReactor<v1::LoadRequest, v1::LoadResponse> {
  public:
-  LoadReactor(storage::Store* store, WorkerPool* pool, StreamLimiter* limiter,
+  LoadReactor(storage::Store* store, CopyWriteGuard* write_guard,
+              WorkerPool* pool, StreamLimiter* limiter,
               grpc::CallbackServerContext* context, grpc::ByteBuffer* out)
-      : WriteStreamReactor(pool, "load", out), store_(store) {
+      : WriteStreamReactor(pool, "load", out),
+        store_(store),
+        write_guard_(write_guard) {
     Start(limiter, context);
   }
 
@@ -110,6 +113,9 @@ class LoadReactor final
 
   absl::Status WriteMessage(v1::LoadRequest& request) override {
     if (request.rows_size() == 0) return absl::OkStatus();
+    if (write_guard_ != nullptr) {
+      TALLY_RETURN_IF_ERROR(write_guard_->Admit(request.rows_size()));
+    }
     storage::WriteRequest write;
     write.mutations.reserve(request.rows_size());
     for (v1::Row& row : *request.mutable_rows()) {
@@ -128,6 +134,7 @@ class LoadReactor final
   }
 
   storage::Store* const store_;
+  CopyWriteGuard* const write_guard_;
 };
 
 }  // namespace
@@ -136,13 +143,15 @@ AdminService::AdminService(storage::Store* store, WorkerPool* pool,
                            std::vector<StatusSource*> status_sources,
                            StreamLimiter* limiter, DiffRunner* diff_runner,
                            const TableRows* table_rows,
-                           PostgresSidecar* sidecar)
+                           PostgresSidecar* sidecar,
+                           CopyWriteGuard* write_guard)
     : store_(store),
       pool_(pool),
       limiter_(limiter),
       diff_runner_(diff_runner),
       table_rows_(table_rows),
       sidecar_(sidecar),
+      write_guard_(write_guard),
       status_sources_(std::move(status_sources)) {}
 
 grpc::ServerUnaryReactor* AdminService::Put(
@@ -152,6 +161,11 @@ grpc::ServerUnaryReactor* AdminService::Put(
     absl::StatusOr<std::vector<std::string>> key =
         TableKey(request->keyspace(), request->key_values());
     if (!key.ok()) return FinishNow(context, key.status());
+    if (write_guard_ != nullptr) {
+      if (absl::Status admitted = write_guard_->Admit(1); !admitted.ok()) {
+        return FinishNow(context, admitted);
+      }
+    }
     return FinishOnPool(
         context, pool_, [this, request, response, key = *std::move(key)] {
           response->set_postgres(true);
@@ -161,6 +175,7 @@ grpc::ServerUnaryReactor* AdminService::Put(
   absl::Status status = ValidateRowAddress(request->keyspace(), request->key());
   if (status.ok())
     status = CheckOneKey(request->keyspace(), request->key_values());
+  if (status.ok() && write_guard_ != nullptr) status = write_guard_->Admit(1);
   if (!status.ok()) return FinishNow(context, status);
   return FinishOnPool(context, pool_, [this, request, response] {
     return WriteOne(*store_,
@@ -206,6 +221,11 @@ grpc::ServerUnaryReactor* AdminService::Delete(
     absl::StatusOr<std::vector<std::string>> key =
         TableKey(request->keyspace(), request->key_values());
     if (!key.ok()) return FinishNow(context, key.status());
+    if (write_guard_ != nullptr) {
+      if (absl::Status admitted = write_guard_->Admit(1); !admitted.ok()) {
+        return FinishNow(context, admitted);
+      }
+    }
     return FinishOnPool(context, pool_,
                         [this, request, response, key = *std::move(key)] {
                           response->set_postgres(true);
@@ -215,6 +235,7 @@ grpc::ServerUnaryReactor* AdminService::Delete(
   absl::Status status = ValidateRowAddress(request->keyspace(), request->key());
   if (status.ok())
     status = CheckOneKey(request->keyspace(), request->key_values());
+  if (status.ok() && write_guard_ != nullptr) status = write_guard_->Admit(1);
   if (!status.ok()) return FinishNow(context, status);
   return FinishOnPool(context, pool_, [this, request, response] {
     return WriteOne(
@@ -225,7 +246,8 @@ grpc::ServerUnaryReactor* AdminService::Delete(
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* AdminService::Load(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
-  return new LoadReactor(store_, pool_, limiter_, context, response);
+  return new LoadReactor(store_, write_guard_, pool_, limiter_, context,
+                         response);
 }
 
 grpc::ServerUnaryReactor* AdminService::Status(

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "node/copy_write_guard.h"
 #include "node/diff_runner.h"
 #include "node/postgres_sidecar.h"
 #include "node/status_source.h"
@@ -46,13 +47,16 @@ class AdminService final
   // a node from before the call. `table_rows` serves Put, Get and Delete for
   // the tables of a sidecar to PostgreSQL (by their key_values,
   // node/table_rows.h) and `sidecar` VerifyTables; both null on a node
-  // without one. All must outlive the service.
+  // without one. `write_guard` admits or refuses client writes (a copy's,
+  // a read-only node's; node/copy_write_guard.h); null admits all. All
+  // must outlive the service.
   AdminService(storage::Store* store, WorkerPool* pool,
                std::vector<StatusSource*> status_sources,
                StreamLimiter* limiter = nullptr,
                DiffRunner* diff_runner = nullptr,
                const TableRows* table_rows = nullptr,
-               PostgresSidecar* sidecar = nullptr);
+               PostgresSidecar* sidecar = nullptr,
+               CopyWriteGuard* write_guard = nullptr);
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context,
                                 const ::tally::v1::PutRequest* request,
@@ -86,6 +90,8 @@ class AdminService final
   DiffRunner* const diff_runner_;
   const TableRows* const table_rows_;
   PostgresSidecar* const sidecar_;
+  // Client writes (Put, Delete, Load) pass it first; null: all admitted.
+  CopyWriteGuard* const write_guard_;
   const std::vector<StatusSource*> status_sources_;
 };
 

@@ -278,6 +278,8 @@ absl::Status ApplySetting(absl::string_view name_as_given,
     TALLY_ASSIGN_OR_RETURN(config->log_level, ParseLogLevel(value));
   } else if (name == "log-format") {
     TALLY_ASSIGN_OR_RETURN(config->log_format, ParseLogFormat(value));
+  } else if (name == "read-only") {
+    TALLY_ASSIGN_OR_RETURN(config->read_only, ParseBool(name, value));
   } else if (name == "test-fault-point") {
     // Checked here, so that a misspelt point is refused at start rather
     // than silently never reached.

@@ -105,6 +105,10 @@ struct NodeConfig {
   LogLevel log_level = LogLevel::kInfo;
   LogFormat log_format = LogFormat::kText;
 
+  // Refuse client writes (Admin.Put, Delete, Load): rows arrive only from
+  // peers (node/copy_write_guard.h). For a copy of a `role=source` peer.
+  bool read_only = false;
+
   // Prometheus metrics over HTTP at HOST:PORT; empty is off.
   std::string metrics_listen;
 

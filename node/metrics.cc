@@ -487,6 +487,20 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
             {"build", std::string(BuildDescription())}},
            uint64_t{1});
 
+  e.Family("tally_copy_writes_total", kCounter,
+           "Rows clients wrote directly to this copy of a role=source peer "
+           "(Put, Delete, Load), by origin; its next session with the source "
+           "undoes them. Any increase is a warning sign.");
+  for (const v1::OriginRows& o : status.copy_writes()) {
+    e.Sample({{"origin", o.origin()}}, o.rows());
+  }
+  e.Family("tally_read_only", kGauge,
+           "1 when the node refuses client writes (--read-only).");
+  e.Sample(uint64_t{status.read_only() ? 1u : 0u});
+  e.Family("tally_writes_refused_total", kCounter,
+           "Rows of client writes a read-only node refused.");
+  e.Sample(status.writes_refused());
+
   e.Family("tally_store_writable", kGauge,
            "1 while the store takes writes; 0 once a failed write (a full "
            "disk, an I/O error) made it refuse them until a restart.");

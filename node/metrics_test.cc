@@ -137,6 +137,12 @@ tally_refused_timestamps_total 1
 tally_build_info{version=")" +
       std::string(ProjectVersion()) + R"(",build=")" +
       std::string(BuildDescription()) + R"("} 1
+# HELP tally_read_only 1 when the node refuses client writes (--read-only).
+# TYPE tally_read_only gauge
+tally_read_only 0
+# HELP tally_writes_refused_total Rows of client writes a read-only node refused.
+# TYPE tally_writes_refused_total counter
+tally_writes_refused_total 0
 # HELP tally_store_writable 1 while the store takes writes; 0 once a failed write (a full disk, an I/O error) made it refuse them until a restart.
 # TYPE tally_store_writable gauge
 tally_store_writable 1
@@ -292,6 +298,9 @@ v1::StatusResponse FullStatus() {
   process->set_max_fds(1024);
   process->set_threads(17);
   process->set_start_unix_ms(1796274850123);
+  v1::OriginRows* copy = s.add_copy_writes();
+  copy->set_origin("eu/db-1");
+  copy->set_rows(3);
   return s;
 }
 
@@ -329,9 +338,10 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
     }
     EXPECT_TRUE(named) << line << " under " << family;
   }
-  // Every family, with a peer and a subscriber: 50 of the node (the session
-  // duration histogram among them) and 8 of the process.
-  EXPECT_EQ(seen.size(), 58u);
+  // Every family, with a peer and a subscriber: 53 of the node (the session
+  // duration histogram and the copy's writes among them) and 8 of the
+  // process.
+  EXPECT_EQ(seen.size(), 61u);
   // A peer with no session yet has no time series (a 0 would read as 1970).
   EXPECT_THAT(text, Not(HasSubstr("_timestamp_seconds")));
 }
@@ -422,8 +432,9 @@ TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
       EXPECT_TRUE(families.insert(words[2]).second) << "twice: " << words[2];
     }
   }
-  // The 49 of every node and the sidecar's 14.
-  EXPECT_EQ(families.size(), 49u + 14u);
+  // The 51 of every node (without a process, a session or a copy's writes)
+  // and the sidecar's 14.
+  EXPECT_EQ(families.size(), 51u + 14u);
   // Without a sidecar none of them.
   EXPECT_THAT(RenderPrometheus(SmallStatus()),
               ::testing::Not(HasSubstr("tally_pg_")));

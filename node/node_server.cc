@@ -142,10 +142,17 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   if (node->sidecar_status_ != nullptr) {
     status_sources.push_back(node->sidecar_status_.get());
   }
+  std::string source;
+  for (const PeerConfig& peer : config.peers) {
+    if (peer.role == PeerRole::kSource) source = peer.address;
+  }
+  node->write_guard_ = std::make_unique<CopyWriteGuard>(
+      config.name, std::move(source), config.read_only);
+  status_sources.push_back(node->write_guard_.get());
   node->admin_service_ = std::make_unique<AdminService>(
       node->store_.get(), node->pool_.get(), status_sources,
       node->streams_.get(), node->diff_runner_.get(), node->table_rows_.get(),
-      node->sidecar_.get());
+      node->sidecar_.get(), node->write_guard_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   // Linked in explicitly: with --as-needed the plugin is dropped otherwise.

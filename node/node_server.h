@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "node/config.h"
+#include "node/copy_write_guard.h"
 #include "node/postgres_sidecar.h"
 
 namespace grpc {
@@ -92,6 +93,7 @@ class NodeServer {
   std::unique_ptr<Scrubber> scrubber_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<DiffRunner> diff_runner_;
+  std::unique_ptr<CopyWriteGuard> write_guard_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsServer> metrics_;

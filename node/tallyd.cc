@@ -106,6 +106,10 @@ Settings (flags, or `name = value` lines in --config FILE):
   --log-level LEVEL        debug, info, warning or error (default info)
   --log-format FORMAT      text (key=value fields, quoted where needed) or
                            json (one object per line) (default text)
+  --read-only              refuse Put, Delete and Load from clients: rows
+                           arrive only from peers (for a copy of a
+                           role=source peer, which otherwise counts such
+                           writes and warns)
   --test-clock-offset [-]DURATION  FOR TESTS ONLY: run this node's clock
                            this far ahead (or, with -, behind) of the system
                            clock
@@ -117,7 +121,9 @@ stop it cleanly; SIGHUP reads the config again and applies --log-level and
 --version prints the version and build.
 )";
 
-bool IsBoolSetting(const std::string& name) { return name == "insecure"; }
+bool IsBoolSetting(const std::string& name) {
+  return name == "insecure" || name == "read-only";
+}
 
 // The settings from the command line and the config file, as at start; at
 // SIGHUP the file is read again and the same flags applied over it.

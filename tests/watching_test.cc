@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -499,6 +500,78 @@ TEST(Watching, SessionDurationsAndTheProcessAreInTheMetrics) {
     EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   }
   EXPECT_EQ(b->Stop(), 0);
+  EXPECT_EQ(a->Stop(), 0);
+}
+
+// Issue 13 §2: a client writing to a copy of a source is a warning sign
+// (its next session undoes the write): counted per origin in status and
+// metrics, logged once; --read-only refuses it.
+TEST(Watching, WritesToACopyAreCountedAndReadOnlyRefusesThem) {
+  TempDir dir_a, dir_c, dir_r;
+  auto a = StartNode("node-a", dir_a.path(), {});
+  ASSERT_TRUE(a);
+  auto c = StartNode(
+      "node-c", dir_c.path(),
+      {"--sync-interval", "1h", "--peer", a->address() + ",role=source",
+       "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(c);
+  for (const char* key : {"k1", "k2"}) {
+    const CommandResult put =
+        RunTally({"--node", c->address(), "put", key, "v"});
+    EXPECT_EQ(put.exit_code, 0) << put.err;
+  }
+  absl::StatusOr<v1::StatusResponse> status = Connect(c->address())->Status();
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->copy_writes_size(), 1);
+  EXPECT_EQ(status->copy_writes(0).origin(), "node-c");
+  EXPECT_EQ(status->copy_writes(0).rows(), 2u);
+  EXPECT_FALSE(status->read_only());
+  EXPECT_THAT(Scrape(MetricsPort(*c)),
+              HasSubstr("tally_copy_writes_total{origin=\"node-c\"} 2\n"));
+  EXPECT_THAT(RunTally({"status", "--node", c->address()}).out,
+              HasSubstr("WARNING: 2 rows written directly to this copy"));
+  // Logged once, not per write.
+  int warnings = 0;
+  for (absl::string_view line : absl::StrSplit(c->Log(), '\n')) {
+    warnings += absl::StrContains(line, "a client wrote to a copy");
+  }
+  EXPECT_EQ(warnings, 1) << c->Log();
+  // A node with peers of its own role writes freely, counting nothing.
+  ASSERT_TRUE(Connect(a->address())->Put(kKeyspace, "k3", "v").ok());
+  status = Connect(a->address())->Status();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->copy_writes_size(), 0);
+
+  auto r = StartNode("node-r", dir_r.path(),
+                     {"--sync-interval", "200ms", "--peer",
+                      a->address() + ",role=source", "--read-only"});
+  ASSERT_TRUE(r);
+  const CommandResult refused =
+      RunTally({"--node", r->address(), "put", "k4", "v"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err, HasSubstr("read-only"));
+  EXPECT_THAT(refused.err, HasSubstr("write to its source " + a->address()));
+  const CommandResult del = RunTally({"--node", r->address(), "del", "k3"});
+  EXPECT_NE(del.exit_code, 0);
+  EXPECT_THAT(del.err, HasSubstr("read-only"));
+  const std::string rows = dir_r.path() + "/rows.jsonl";
+  {
+    std::ofstream out(rows);
+    out << "{\"key\": \"k5\", \"value\": \"v\"}\n";
+  }
+  const CommandResult load =
+      RunTally({"--node", r->address(), "load", "--file", rows});
+  EXPECT_NE(load.exit_code, 0);
+  EXPECT_THAT(load.err, HasSubstr("read-only"));
+  // Rows from its source still arrive.
+  EXPECT_TRUE(WaitFor([&] { return Has(r->address(), "k3"); }));
+  EXPECT_FALSE(Has(r->address(), "k4"));
+  status = Connect(r->address())->Status();
+  ASSERT_TRUE(status.ok());
+  EXPECT_TRUE(status->read_only());
+  EXPECT_GE(status->writes_refused(), 3u);
+  EXPECT_EQ(r->Stop(), 0);
+  EXPECT_EQ(c->Stop(), 0);
   EXPECT_EQ(a->Stop(), 0);
 }
 

@@ -83,6 +83,20 @@ std::string PostgresText(const v1::PostgresStatus& pg) {
   return text;
 }
 
+// Whether clients may write, and on a copy what they wrote anyway.
+std::string ClientWrites(const v1::StatusResponse& status) {
+  if (status.read_only()) {
+    return absl::StrCat("refused (--read-only): ", status.writes_refused(),
+                        " rows refused");
+  }
+  uint64_t copy_writes = 0;
+  for (const v1::OriginRows& o : status.copy_writes()) copy_writes += o.rows();
+  if (copy_writes == 0) return "accepted";
+  return absl::StrCat("WARNING: ", copy_writes,
+                      " rows written directly to this copy of its source "
+                      "(its next session undoes them; see --read-only)");
+}
+
 }  // namespace
 
 std::string StatusText(const v1::StatusResponse& status,
@@ -101,6 +115,7 @@ std::string StatusText(const v1::StatusResponse& status,
                     ? std::string("writable")
                     : absl::StrCat("REFUSING WRITES until restarted: ",
                                    status.store_write_error())},
+      {"client writes", ClientWrites(status)},
       {"last sequence", log},
       {"sessions",
        absl::StrFormat("%d running, %d ok, %d failed (%d rows erased, %d "
@@ -234,6 +249,13 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   out["store_write_error"] = status.store_write_error().empty()
                                  ? Json()
                                  : Json(status.store_write_error());
+  out["read_only"] = status.read_only();
+  out["writes_refused"] = status.writes_refused();
+  Json copy_writes = Json::object();
+  for (const v1::OriginRows& o : status.copy_writes()) {
+    copy_writes[o.origin()] = o.rows();
+  }
+  out["copy_writes"] = copy_writes;
   out["last_sequence"] = status.last_sequence();
   out["first_sequence"] = status.first_sequence();
   out["log_entries_trimmed"] = status.log_entries_trimmed();

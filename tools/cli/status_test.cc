@@ -84,6 +84,7 @@ TEST(StatusText, ShowsFeedCountersLagAndOrigins) {
   listen             127.0.0.1:7400
   epoch              000000000000002a
   store              writable
+  client writes      accepted
   last sequence      9 (oldest kept 3, 2 trimmed)
   sessions           0 running, 4 ok, 1 failed (8 rows erased, 2 conflicts)
   feed sent          10 (skipped: 6 own, 2 superseded)
