@@ -7,10 +7,12 @@
 //
 // Every flag is a setting of the config file (node/config.h) and is parsed
 // by the same code: `--name value` or `--name=value`; `--peer` repeats.
-// Flags override the file. SIGTERM or SIGINT stop the node cleanly: no new
-// RPCs or sessions, running sessions end, the store is closed, exit 0.
-// SIGHUP, the usual "reload your config", is logged and ignored: no setting
-// can change while the node runs yet, and a node must not die of it.
+// Flags override the file (node/tallyd_command_line.h). `--check-config`
+// checks the file and flags as a start would and prints the settings. SIGTERM
+// or SIGINT stop the node cleanly: no new RPCs or sessions, running sessions
+// end, the store is closed, exit 0. SIGHUP, the usual "reload your config", is
+// logged and ignored: no setting can change while the node runs yet, and a node
+// must not die of it.
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -20,14 +22,15 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "node/config.h"
+#include "node/effective_settings.h"
 #include "node/exit.h"
 #include "node/log.h"
 #include "node/node_server.h"
+#include "node/tallyd_command_line.h"
 #include "node/version.h"
 
 namespace tally {
@@ -35,9 +38,26 @@ namespace node {
 namespace {
 
 constexpr char kUsage[] = R"(usage: tallyd [--config FILE] [--SETTING VALUE]...
+       tallyd --check-config [--config FILE] [--SETTING VALUE]...
 
 Runs a tally node: keeps a Merkle tree over its store, serves peers and
 tools over gRPC, and runs anti-entropy sessions with its peers.
+
+  --config FILE            read settings from FILE, `name = value` a line
+                           (the names below without the dashes); flags
+                           given too override the file's lines
+  --check-config           check the file and the flags as a start would
+                           (without opening the store, binding ports or
+                           connecting to PostgreSQL), print the settings the
+                           node would run with, one `name = value` a line
+                           (the PostgreSQL password masked), and exit: 0 if
+                           they are valid, 2 with the first error otherwise
+
+Config file: `#` or `;` starts a comment line; after a space or tab, `#` or
+`;` starts a comment at the end of a line. A value may be quoted ("..." or
+'...'): inside quotes `#` is literal, but ` ;` is refused. Each setting once,
+but peer and table (once per peer and table); no [sections], no indented
+settings, no empty values. Errors name the file and line (FILE:LINE: ...).
 
 Settings (flags, or `name = value` lines in --config FILE):
   --name NAME              this node's origin name, unique in the mesh (required)
@@ -110,8 +130,6 @@ stop it cleanly; SIGHUP is logged and ignored (nothing is reloadable yet).
 --version prints the version and build.
 )";
 
-bool IsBoolSetting(const std::string& name) { return name == "insecure"; }
-
 int Main(int argc, char** argv) {
   // Debian's Abseil checks every Mutex acquisition for lock-order cycles
   // (a debug aid costing ~1-2% of a busy node); tallyd's tests run with it,
@@ -127,66 +145,36 @@ int Main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  // (name, value) pairs in command-line order; --config applies first.
-  std::vector<std::pair<std::string, std::string>> settings;
-  std::string config_file;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h" || arg == "help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (arg == "--version" || arg == "-version") {
-      std::printf("%s\n", VersionText("tallyd").c_str());
-      return 0;
-    }
-    if (!absl::StartsWith(arg, "--")) {
-      std::fprintf(stderr, "tallyd: unexpected argument '%s' (see --help)\n",
-                   arg.c_str());
-      return 2;
-    }
-    std::string name = arg.substr(2);
-    std::string value;
-    const size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (IsBoolSetting(name)) {
-      value = "true";
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      std::fprintf(stderr, "tallyd: --%s needs a value (see --help)\n",
-                   name.c_str());
-      return 2;
-    }
-    // Underscores too, for habit: --data_dir is --data-dir.
-    for (char& c : name) c = c == '_' ? '-' : c;
-    if (name == "config") {
-      config_file = value;
-    } else {
-      settings.emplace_back(name, value);
-    }
-  }
-
-  NodeConfig config;
-  if (!config_file.empty()) {
-    absl::Status s = ApplyConfigFile(config_file, &config);
-    if (!s.ok()) {
-      std::fprintf(stderr, "tallyd: %s\n", std::string(s.message()).c_str());
-      return 2;
-    }
-  }
-  absl::Status applied = ApplyCommandLineSettings(settings, &config);
-  if (!applied.ok()) {
+  absl::StatusOr<TallydCommandLine> command =
+      ParseTallydCommandLine(std::vector<std::string>(argv + 1, argv + argc));
+  if (!command.ok()) {
     std::fprintf(stderr, "tallyd: %s\n",
-                 std::string(applied.message()).c_str());
+                 std::string(command.status().message()).c_str());
     return 2;
   }
-  absl::Status valid = ValidateConfig(config);
-  if (!valid.ok()) {
-    std::fprintf(stderr, "tallyd: %s\n", std::string(valid.message()).c_str());
+  if (command->action == TallydCommandLine::Action::kHelp) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (command->action == TallydCommandLine::Action::kVersion) {
+    std::printf("%s\n", VersionText("tallyd").c_str());
+    return 0;
+  }
+  // The config file, then the flags, then the checks: the same for a start
+  // and for --check-config.
+  absl::StatusOr<NodeConfig> loaded = LoadNodeConfig(*command);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "tallyd: %s\n",
+                 std::string(loaded.status().message()).c_str());
     return 2;
+  }
+  const NodeConfig& config = *loaded;
+  if (command->action == TallydCommandLine::Action::kCheckConfig) {
+    std::fputs(FormatEffectiveSettings(config).c_str(), stdout);
+    std::fprintf(stderr, "tallyd: the configuration is valid (%s)\n",
+                 command->config_file.empty() ? "flags only, no --config"
+                                              : command->config_file.c_str());
+    return 0;
   }
 
   absl::StatusOr<std::unique_ptr<NodeServer>> node = NodeServer::Start(config);
