@@ -175,8 +175,9 @@ class ConfigReader {
           "(libinih reads an indented line as the continuation of the value "
           "above)");
     }
-    // `listen 127.0.0.1:7400` splits at its `:`.
-    if (absl::c_any_of(name_as_given, absl::ascii_isspace)) {
+    // `listen 127.0.0.1:7400` splits at its `:`; `= x` has no name.
+    if (name_as_given.empty() ||
+        absl::c_any_of(name_as_given, absl::ascii_isspace)) {
       return absl::InvalidArgumentError(
           absl::StrFormat("expected 'name = value', got '%s'",
                           StripComment(absl::StripAsciiWhitespace(line))));

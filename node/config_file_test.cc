@@ -246,6 +246,9 @@ TEST_F(ConfigFileTest, LinesLibinihWouldMisreadAreRefused) {
   EXPECT_THAT(Message("listen 127.0.0.1:7400\n"),
               AllOf(HasSubstr(At(1)), HasSubstr("expected 'name = value', got "
                                                 "'listen 127.0.0.1:7400'")));
+  EXPECT_THAT(Message("name = a\n= /x\n"),
+              AllOf(HasSubstr(At(2)),
+                    HasSubstr("expected 'name = value', got '= /x'")));
   EXPECT_THAT(Message(std::string("name = a\0b\n", 11)),
               AllOf(HasSubstr(At(1)), HasSubstr("NUL")));
 }
