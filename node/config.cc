@@ -2,10 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <system_error>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -13,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/types/span.h"
 #include "node/client.h"
 #include "node/log.h"
 #include "node/postgres_settings.h"
@@ -24,6 +21,79 @@
 namespace tally {
 namespace node {
 namespace {
+
+// Every setting's name, as in the file and the flags (ApplySetting reads
+// each); SettingNames.AreTheOnesApplySettingKnows (config_test.cc) keeps the
+// two in step.
+constexpr absl::string_view kSettingNames[] = {
+    "name",
+    "data-dir",
+    "listen",
+    "peer",
+    "sync-interval",
+    "max-sessions",
+    "repair-bandwidth",
+    "default-depth",
+    "session-timeout",
+    "rpc-threads",
+    "max-keyspaces",
+    "max-streams-per-client",
+    "stream-idle-timeout",
+    "sync-writes",
+    "insecure",
+    "tls-cert",
+    "tls-key",
+    "tls-ca",
+    "postgres",
+    "table",
+    "pg-schema-check-interval",
+    "metrics-listen",
+    "log-retention-entries",
+    "log-retention-age",
+    "tombstone-min-age",
+    "max-clock-skew",
+    "maintenance-interval",
+    "scrub-interval",
+    "log-level",
+    "log-format",
+    "read-only",
+    "test-clock-offset",
+    "test-fault-point",
+};
+
+// Levenshtein distance, for "did you mean": names are short, so the
+// quadratic table costs nothing.
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The known name closest to an unknown one if it is near enough to be a
+// typo (two edits, one for names of four letters or less: "peers" gives
+// "peer", "tls" gives nothing); empty otherwise.
+std::string ClosestSettingName(absl::string_view unknown) {
+  std::string best;
+  size_t best_distance = unknown.size() <= 4 ? 1 : 2;
+  for (absl::string_view known : kSettingNames) {
+    const size_t d = EditDistance(unknown, known);
+    if (d <= best_distance && (best.empty() || d < best_distance)) {
+      best = std::string(known);
+      best_distance = d;
+    }
+  }
+  return best;
+}
 
 absl::StatusOr<bool> ParseBool(absl::string_view name,
                                absl::string_view value) {
@@ -75,41 +145,22 @@ absl::Status ValidateMetricsListen(absl::string_view address) {
   return absl::OkStatus();
 }
 
-// The text before a comment: `#` starts one at the start of the text or
-// after whitespace, so that `a#b` (a path, a name) stays whole.
-absl::string_view StripComment(absl::string_view text) {
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '#' && (i == 0 || absl::ascii_isspace(text[i - 1]))) {
-      return absl::StripAsciiWhitespace(text.substr(0, i));
-    }
-  }
-  return absl::StripAsciiWhitespace(text);
-}
-
-// A config file's value, from what follows the `=`: bare (up to a comment)
-// or in double or single quotes, which are removed and inside which
-// everything, `#` included, is literal. There are no escapes: a value that
-// holds one kind of quote is written in the other.
-absl::StatusOr<std::string> ConfigValue(absl::string_view text) {
-  text = absl::StripLeadingAsciiWhitespace(text);
-  if (text.empty() || (text[0] != '"' && text[0] != '\'')) {
-    return std::string(StripComment(text));
-  }
-  const char quote = text[0];
-  const size_t close = text.find(quote, 1);
-  if (close == absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the value opens a %c quote but has no closing one", quote));
-  }
-  if (!StripComment(text.substr(close + 1)).empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "'%s' after the closing quote; only a comment may follow it",
-        StripComment(text.substr(close + 1))));
-  }
-  return std::string(text.substr(1, close - 1));
-}
-
 }  // namespace
+
+absl::Span<const absl::string_view> SettingNames() { return kSettingNames; }
+
+bool IsSettingName(absl::string_view name) {
+  return std::find(std::begin(kSettingNames), std::end(kSettingNames), name) !=
+         std::end(kSettingNames);
+}
+
+bool SettingRepeats(absl::string_view name) {
+  return name == "peer" || name == "table";
+}
+
+bool SamePeerAddress(absl::string_view a, absl::string_view b) {
+  return absl::EqualsIgnoreCase(a, b);
+}
 
 bool IsLoopbackHost(absl::string_view host) {
   return absl::StartsWith(host, "127.") || host == "::1" || host == "localhost";
@@ -186,7 +237,7 @@ absl::Status ApplySetting(absl::string_view name_as_given,
     // subscriptions with it and double its metric series; with two roles
     // it would be ambiguous.
     for (const PeerConfig& known : config->peers) {
-      if (known.address == peer.address) {
+      if (SamePeerAddress(known.address, peer.address)) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "peer %s is given twice; give each peer once", peer.address));
       }
@@ -298,8 +349,11 @@ absl::Status ApplySetting(absl::string_view name_as_given,
     TALLY_ASSIGN_OR_RETURN(config->test_clock_offset, ParseDuration(magnitude));
     if (behind) config->test_clock_offset = -config->test_clock_offset;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("unknown setting '%s'", name));
+    const std::string closest = ClosestSettingName(name);
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unknown setting '%s'%s (tallyd --help lists them)", name,
+        closest.empty() ? ""
+                        : absl::StrFormat("; did you mean '%s'?", closest)));
   }
   return absl::OkStatus();
 }
@@ -326,64 +380,6 @@ absl::Status ApplyCommandLineSettings(
       return absl::InvalidArgumentError(
           absl::StrFormat("--%s: %s", name, s.message()));
     }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ApplyConfigText(absl::string_view text, NodeConfig* config) {
-  int line_number = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    ++line_number;
-    line = absl::StripAsciiWhitespace(line);  // also a CRLF file's '\r'
-    if (line.empty() || line[0] == '#') continue;
-    const size_t eq = line.find('=');
-    if (eq == absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("config line %d: expected 'name = value', got '%s'",
-                          line_number, StripComment(line)));
-    }
-    const absl::string_view name =
-        absl::StripAsciiWhitespace(line.substr(0, eq));
-    absl::StatusOr<std::string> value = ConfigValue(line.substr(eq + 1));
-    if (!value.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("config line %d: %s: %s", line_number, name,
-                          value.status().message()));
-    }
-    absl::Status s = ApplySetting(name, *value, config);
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("config line %d: %s", line_number, s.message()));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ApplyConfigFile(const std::string& path, NodeConfig* config) {
-  // An ifstream opens a directory and reads it as empty, which would leave
-  // every setting at its default and end in "--name is required".
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "config file %s is a directory; --config takes a file of "
-        "'name = value' lines",
-        path));
-  }
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrFormat("cannot read config file %s", path));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return absl::UnavailableError(
-        absl::StrFormat("cannot read config file %s", path));
-  }
-  absl::Status s = ApplyConfigText(text.str(), config);
-  if (!s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: %s", path, s.message()));
   }
   return absl::OkStatus();
 }

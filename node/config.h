@@ -1,11 +1,10 @@
 // NodeConfig: everything tallyd is told, from flags or a config file.
 //
-// The config file holds the same settings as the flags, one `name = value`
-// per line; names take dashes or underscores (data-dir, data_dir). `#`
-// starts a comment at the start of a line or after whitespace (so `a#b` is
-// a value); a value may be quoted ("..." or '...', quotes removed, `#`
-// literal inside). `peer` may repeat, each peer once. Flags given on the
-// command line override the file; --peer flags replace the file's peers.
+// The config file (node/config_file.h reads it) holds the same settings as
+// the flags, one `name = value` per line; names take dashes or underscores
+// (data-dir, data_dir). `peer` and `table` may repeat, each peer and table
+// once. Flags given on the command line override the file; --peer flags
+// replace the file's peers.
 //
 //   name = eu-west/db-3
 //   data-dir = /var/lib/tally
@@ -35,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "node/log.h"
 #include "tree/token.h"
 
@@ -156,15 +156,25 @@ inline constexpr absl::Duration kMaxClockSkewLimit = absl::Hours(1);
 absl::StatusOr<absl::Duration> ParseDuration(
     absl::string_view text, absl::Duration max = kMaxSettingDuration);
 
-// Applies the settings of a config file's text to `config`. Returns
-// kInvalidArgument naming the line for an unknown setting or a bad value.
-absl::Status ApplyConfigText(absl::string_view text, NodeConfig* config);
-// Reads and applies a config file.
-absl::Status ApplyConfigFile(const std::string& path, NodeConfig* config);
-
-// Applies one setting (`name` as in the file and the flags).
+// Applies one setting (`name` as in the file and the flags, underscores
+// as dashes). An unknown name is refused with the nearest known one as a
+// hint ("did you mean 'sync-interval'?"); a `peer` whose address another
+// already has (SamePeerAddress), or a `table` given twice, is refused. The
+// config file is read by node/config_file.h.
 absl::Status ApplySetting(absl::string_view name, absl::string_view value,
                           NodeConfig* config);
+
+// The names ApplySetting knows, with dashes, in the order of --help.
+absl::Span<const absl::string_view> SettingNames();
+// True if ApplySetting knows `name` (with dashes).
+bool IsSettingName(absl::string_view name);
+// True for the settings that may be given more than once (`peer`, `table`);
+// a config file that gives any other twice is refused.
+bool SettingRepeats(absl::string_view name);
+// True if two peer addresses are the same as written: equal but for the
+// case of letters (host names are case-insensitive). Two spellings of one
+// node (a name and its IP) are caught later, by the handshake.
+bool SamePeerAddress(absl::string_view a, absl::string_view b);
 
 // Applies the settings given on the command line, in order, over a config
 // the file (if any) has filled: each overrides the file's value. Returns

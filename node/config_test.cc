@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "node/config_file.h"
 #include "support/temp_dir.h"
 #include "tests/test_certs.h"
 
@@ -102,7 +103,7 @@ TEST(ConfigText, NamesTheLineOfABadSetting) {
   const absl::Status unknown =
       ApplyConfigText("name = a\nfrobs = 3\n", &config);
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(unknown.message()), HasSubstr("line 2"));
+  EXPECT_THAT(std::string(unknown.message()), HasSubstr("config:2:"));
   EXPECT_THAT(std::string(unknown.message()), HasSubstr("frobs"));
   EXPECT_FALSE(ApplyConfigText("default-depth = 30", &config).ok());
   EXPECT_FALSE(ApplyConfigText("max-sessions = none", &config).ok());
@@ -399,7 +400,7 @@ TEST(ConfigText, QuotesAroundAValueAreStripped) {
   s = ApplyConfigText("name = \"q\n", &config);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()),
-              AllOf(HasSubstr("line 1"), HasSubstr("closing")));
+              AllOf(HasSubstr("config:1:"), HasSubstr("closing")));
   s = ApplyConfigText("name = \"q\" trailing\n", &config);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("after the closing quote"));
@@ -431,7 +432,7 @@ TEST(ConfigText, DuplicatePeerIsRefused) {
       &config);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()),
-              AllOf(HasSubstr("line 3"), HasSubstr("127.0.0.1:7401"),
+              AllOf(HasSubstr("config:3:"), HasSubstr("127.0.0.1:7401"),
                     HasSubstr("twice")));
 
   NodeConfig flags;
@@ -558,7 +559,7 @@ TEST(PostgresSettings, RefuseABadOrRepeatedTable) {
   NodeConfig config;
   const absl::Status unqualified = ApplyConfigText("table = users\n", &config);
   EXPECT_THAT(std::string(unqualified.message()),
-              AllOf(HasSubstr("line 1"), HasSubstr("SCHEMA.TABLE")));
+              AllOf(HasSubstr("config:1:"), HasSubstr("SCHEMA.TABLE")));
   const absl::Status twice = ApplyCommandLineSettings(
       {{"table", "public.t"}, {"table", "public.t"}}, &config);
   EXPECT_THAT(std::string(twice.message()),
@@ -616,6 +617,50 @@ TEST(PostgresSettings, TheTestFaultPointMustBeKnownAndNeedsPostgres) {
   EXPECT_EQ(ApplySetting("test-fault-point", "apply-after-pg-commit:0", &config)
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace node
+}  // namespace tally
+
+namespace tally {
+namespace node {
+namespace {
+
+// kSettingNames (for "did you mean" and the file's checks) and
+// ApplySetting's branches are kept in step by hand; this keeps them so.
+TEST(SettingNames, AreTheOnesApplySettingKnows) {
+  for (absl::string_view name : SettingNames()) {
+    NodeConfig config;
+    const absl::Status s = ApplySetting(name, "", &config);
+    EXPECT_THAT(std::string(s.message()),
+                ::testing::Not(HasSubstr("unknown setting")))
+        << name;
+    EXPECT_TRUE(IsSettingName(name)) << name;
+  }
+  EXPECT_FALSE(IsSettingName("sync_interval"));  // names are with dashes
+  EXPECT_FALSE(IsSettingName("config"));
+  EXPECT_TRUE(SettingRepeats("peer"));
+  EXPECT_TRUE(SettingRepeats("table"));
+  EXPECT_FALSE(SettingRepeats("name"));
+}
+
+TEST(ApplySetting, AnUnknownNameGetsAHint) {
+  NodeConfig config;
+  EXPECT_THAT(std::string(ApplySetting("data-dirr", "/x", &config).message()),
+              AllOf(HasSubstr("unknown setting 'data-dirr'"),
+                    HasSubstr("did you mean 'data-dir'?")));
+  EXPECT_THAT(std::string(ApplySetting("tls_cret", "/x", &config).message()),
+              HasSubstr("did you mean 'tls-cert'?"));
+  EXPECT_THAT(std::string(ApplySetting("frobs", "3", &config).message()),
+              ::testing::Not(HasSubstr("did you mean")));
+}
+
+TEST(ApplySetting, PeersDifferingOnlyInCaseAreOnePeer) {
+  NodeConfig config;
+  ASSERT_TRUE(ApplySetting("peer", "db-2:7400", &config).ok());
+  EXPECT_THAT(std::string(ApplySetting("peer", "DB-2:7400", &config).message()),
+              HasSubstr("twice"));
 }
 
 }  // namespace

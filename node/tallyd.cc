@@ -7,29 +7,35 @@
 //
 // Every flag is a setting of the config file (node/config.h) and is parsed
 // by the same code: `--name value` or `--name=value`; `--peer` repeats.
-// Flags override the file. SIGTERM or SIGINT stop the node cleanly: no new
-// RPCs or sessions, running sessions end, the store is closed, exit 0.
-// SIGHUP, the usual "reload your config", reads the config file again and
-// applies what can change while the node runs (the log level and format);
-// it never stops the node.
+// Flags override the file (node/tallyd_command_line.h). `--check-config`
+// checks the file and flags as a start would and prints the settings. SIGTERM
+// or SIGINT stop the node cleanly: no new RPCs or sessions, running sessions
+// end, the store is closed, exit 0. SIGHUP, the usual "reload your config",
+// reads the config again and applies what can change while the node runs
+// (the log level and format), naming the settings that changed and take a
+// restart; it never stops the node.
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "node/config.h"
+#include "node/effective_settings.h"
 #include "node/exit.h"
 #include "node/grpc_log.h"
 #include "node/log.h"
 #include "node/node_server.h"
+#include "node/tallyd_command_line.h"
 #include "node/version.h"
 #include "tree/status_macros.h"
 
@@ -38,9 +44,26 @@ namespace node {
 namespace {
 
 constexpr char kUsage[] = R"(usage: tallyd [--config FILE] [--SETTING VALUE]...
+       tallyd --check-config [--config FILE] [--SETTING VALUE]...
 
 Runs a tally node: keeps a Merkle tree over its store, serves peers and
 tools over gRPC, and runs anti-entropy sessions with its peers.
+
+  --config FILE            read settings from FILE, `name = value` a line
+                           (the names below without the dashes); flags
+                           given too override the file's lines
+  --check-config           check the file and the flags as a start would
+                           (without opening the store, binding ports or
+                           connecting to PostgreSQL), print the settings the
+                           node would run with, one `name = value` a line
+                           (the PostgreSQL password masked), and exit: 0 if
+                           they are valid, 2 with the first error otherwise
+
+Config file: `#` or `;` starts a comment line; after a space or tab, `#` or
+`;` starts a comment at the end of a line. A value may be quoted ("..." or
+'...'): inside quotes `#` is literal, but ` ;` is refused. Each setting once,
+but peer and table (once per peer and table); no [sections], no indented
+settings, no empty values. Errors name the file and line (FILE:LINE: ...).
 
 Settings (flags, or `name = value` lines in --config FILE):
   --name NAME              this node's origin name, unique in the mesh (required)
@@ -121,40 +144,49 @@ stop it cleanly; SIGHUP reads the config again and applies --log-level and
 --version prints the version and build.
 )";
 
-bool IsBoolSetting(const std::string& name) {
-  return name == "insecure" || name == "read-only";
-}
-
-// The settings from the command line and the config file, as at start; at
-// SIGHUP the file is read again and the same flags applied over it.
-absl::StatusOr<NodeConfig> LoadConfig(
-    const std::string& config_file,
-    const std::vector<std::pair<std::string, std::string>>& settings) {
-  NodeConfig config;
-  if (!config_file.empty()) {
-    TALLY_RETURN_IF_ERROR(ApplyConfigFile(config_file, &config));
-  }
-  TALLY_RETURN_IF_ERROR(ApplyCommandLineSettings(settings, &config));
-  TALLY_RETURN_IF_ERROR(ValidateConfig(config));
-  return config;
-}
-
 void ApplyLogSettings(const NodeConfig& config) {
   SetLogLevel(config.log_level);
   SetLogFormat(config.log_format);
   RouteGrpcLogs(config.log_level);
 }
 
-// SIGHUP: reads the config again and applies what a running node can
-// change (the log level and format); a config that no longer validates
-// changes nothing.
-void Reload(const std::string& config_file,
-            const std::vector<std::pair<std::string, std::string>>& settings,
-            NodeConfig* running) {
-  absl::StatusOr<NodeConfig> reloaded = LoadConfig(config_file, settings);
+// The names of the settings whose values differ between `a` and `b`.
+std::string ChangedSettings(const NodeConfig& a, const NodeConfig& b) {
+  const auto before = EffectiveSettings(a);
+  const auto after = EffectiveSettings(b);
+  std::vector<std::string> changed;
+  for (const auto& [name, value] : after) {
+    bool same = false;
+    for (const auto& [old_name, old_value] : before) {
+      if (old_name == name && old_value == value) same = true;
+    }
+    if (!same &&
+        std::find(changed.begin(), changed.end(), name) == changed.end()) {
+      changed.push_back(name);
+    }
+  }
+  for (const auto& [name, value] : before) {
+    bool kept = false;
+    for (const auto& [new_name, new_value] : after) {
+      if (new_name == name && new_value == value) kept = true;
+    }
+    if (!kept &&
+        std::find(changed.begin(), changed.end(), name) == changed.end()) {
+      changed.push_back(name);
+    }
+  }
+  return absl::StrJoin(changed, ",");
+}
+
+// SIGHUP: reads the config again (file, then flags, then the checks, as at
+// start) and applies what a running node can change: the log level and
+// format. Other settings that changed are named; they take a restart. A
+// config that no longer validates changes nothing.
+void Reload(const TallydCommandLine& command, NodeConfig* running) {
+  absl::StatusOr<NodeConfig> reloaded = LoadNodeConfig(command);
   if (!reloaded.ok()) {
     LogError("SIGHUP: the config does not validate; nothing changed",
-             {{"config", config_file}, {"error", reloaded.status()}});
+             {{"config", command.config_file}, {"error", reloaded.status()}});
     return;
   }
   const LogLevel old_level = running->log_level;
@@ -162,12 +194,14 @@ void Reload(const std::string& config_file,
   running->log_level = reloaded->log_level;
   running->log_format = reloaded->log_format;
   ApplyLogSettings(*running);
-  LogInfo("SIGHUP: config reloaded",
-          {{"config", config_file.empty() ? "(none)" : config_file},
-           {"log_level", absl::StrCat(LogLevelName(old_level), "->",
-                                      LogLevelName(running->log_level))},
-           {"log_format", absl::StrCat(LogFormatName(old_format), "->",
-                                       LogFormatName(running->log_format))}});
+  LogInfo(
+      "SIGHUP: config reloaded",
+      {{"config", command.config_file.empty() ? "(none)" : command.config_file},
+       {"log_level", absl::StrCat(LogLevelName(old_level), "->",
+                                  LogLevelName(running->log_level))},
+       {"log_format", absl::StrCat(LogFormatName(old_format), "->",
+                                   LogFormatName(running->log_format))},
+       {"need_restart", ChangedSettings(*running, *reloaded)}});
 }
 
 int Main(int argc, char** argv) {
@@ -185,55 +219,37 @@ int Main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  // (name, value) pairs in command-line order; --config applies first.
-  std::vector<std::pair<std::string, std::string>> settings;
-  std::string config_file;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h" || arg == "help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (arg == "--version" || arg == "-version") {
-      std::printf("%s\n", VersionText("tallyd").c_str());
-      return 0;
-    }
-    if (!absl::StartsWith(arg, "--")) {
-      std::fprintf(stderr, "tallyd: unexpected argument '%s' (see --help)\n",
-                   arg.c_str());
-      return 2;
-    }
-    std::string name = arg.substr(2);
-    std::string value;
-    const size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (IsBoolSetting(name)) {
-      value = "true";
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      std::fprintf(stderr, "tallyd: --%s needs a value (see --help)\n",
-                   name.c_str());
-      return 2;
-    }
-    // Underscores too, for habit: --data_dir is --data-dir.
-    for (char& c : name) c = c == '_' ? '-' : c;
-    if (name == "config") {
-      config_file = value;
-    } else {
-      settings.emplace_back(name, value);
-    }
+  absl::StatusOr<TallydCommandLine> command =
+      ParseTallydCommandLine(std::vector<std::string>(argv + 1, argv + argc));
+  if (!command.ok()) {
+    std::fprintf(stderr, "tallyd: %s\n",
+                 std::string(command.status().message()).c_str());
+    return 2;
   }
-
-  absl::StatusOr<NodeConfig> loaded = LoadConfig(config_file, settings);
+  if (command->action == TallydCommandLine::Action::kHelp) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (command->action == TallydCommandLine::Action::kVersion) {
+    std::printf("%s\n", VersionText("tallyd").c_str());
+    return 0;
+  }
+  // The config file, then the flags, then the checks: the same for a start
+  // and for --check-config.
+  absl::StatusOr<NodeConfig> loaded = LoadNodeConfig(*command);
   if (!loaded.ok()) {
     std::fprintf(stderr, "tallyd: %s\n",
                  std::string(loaded.status().message()).c_str());
     return 2;
   }
   NodeConfig config = *std::move(loaded);
+  if (command->action == TallydCommandLine::Action::kCheckConfig) {
+    std::fputs(FormatEffectiveSettings(config).c_str(), stdout);
+    std::fprintf(stderr, "tallyd: the configuration is valid (%s)\n",
+                 command->config_file.empty() ? "flags only, no --config"
+                                              : command->config_file.c_str());
+    return 0;
+  }
   ApplyLogSettings(config);
 
   absl::StatusOr<std::unique_ptr<NodeServer>> node = NodeServer::Start(config);
@@ -264,7 +280,7 @@ int Main(int argc, char** argv) {
     sd_notify(0, "RELOADING=1");
     // The default action of SIGHUP ends the process; an operator (or a
     // log rotator, or a closed terminal) sending it expects a reload.
-    Reload(config_file, settings, &config);
+    Reload(*command, &config);
     sd_notify(0, "READY=1");
   }
   LogInfo("shutting down",

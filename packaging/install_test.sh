@@ -67,6 +67,13 @@ echo "$out" | sed -n 1p | grep -q 'repair' || fail "completion of 're' gave: $ou
 echo "$out" | sed -n 1p | grep -q 'recover' || fail "completion of 're' gave: $out"
 echo "$out" | sed -n 2p | grep -q -- '--keyspace=' || fail "completion of '--key' gave: $out"
 
+# The installed sample config is valid as it is, and --check-config shows
+# what it sets.
+checked=$("$prefix/bin/tallyd" --check-config --config "$prefix/etc/tally/tallyd.conf" 2> "$tmp/check.log") \
+  || { cat "$tmp/check.log" >&2; fail "tallyd --check-config refused the sample config"; }
+echo "$checked" | grep -qx 'data-dir = /var/lib/tally' || fail "--check-config of the sample config printed: $checked"
+echo "$checked" | grep -qx 'metrics-listen = 127.0.0.1:9400' || fail "--check-config of the sample config printed: $checked"
+
 # tallyd runs from the installed sample config.
 "$prefix/bin/tallyd" --config "$prefix/etc/tally/tallyd.conf" --name install/test \
   --data-dir "$tmp/data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \

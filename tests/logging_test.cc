@@ -136,7 +136,8 @@ TEST(Logging, SighupReloadsTheLevelAndFormatAndKeepsThemOnABadConfig) {
       "a", dir.path() + "/a", {"--config", config, "--sync-writes", "false"});
   ASSERT_TRUE(node.ok()) << node.status();
 
-  WriteFile(config, "log-level = debug\nlog-format = json\n");
+  WriteFile(config,
+            "log-level = debug\nlog-format = json\nsync-interval = 45s\n");
   ASSERT_EQ(kill((*node)->pid(), SIGHUP), 0);
   ASSERT_TRUE(WaitForLog(**node, "SIGHUP: config reloaded"));
   // From the reload line on, every line is JSON.
@@ -151,6 +152,8 @@ TEST(Logging, SighupReloadsTheLevelAndFormatAndKeepsThemOnABadConfig) {
   const nlohmann::json reloaded = nlohmann::json::parse(lines[reload]);
   EXPECT_EQ(reloaded["log_level"], "info->debug");
   EXPECT_EQ(reloaded["log_format"], "text->json");
+  // What changed and waits for a restart is named.
+  EXPECT_EQ(reloaded["need_restart"], "sync-interval");
 
   // A config that no longer validates: an error, nothing changes, the node
   // keeps serving.

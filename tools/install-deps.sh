@@ -11,6 +11,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev openssl
   nlohmann-json3-dev libcpp-httplib-dev
+  # tallyd's config file (node/config_file.h).
+  libinih-dev
   # The PostgreSQL backend: libpq to build, the server for the tests'
   # throwaway clusters, pg_comparator as the benchmark's baseline.
   libpq-dev postgresql-15 postgresql-comparator
