@@ -55,6 +55,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "node/client.h"
+#include "node/repair_heat.h"
 #include "node/replica.h"
 #include "node/sync.h"
 #include "storage/store.h"
@@ -121,6 +122,9 @@ struct SessionResult {
   uint64_t bytes_repaired = 0;
   uint64_t rows_erased = 0;
   uint64_t conflicts = 0;
+  // Where in each keyspace's token space the differences were, and the
+  // rows repaired there (node/repair_heat.h).
+  SessionHeat heat;
 };
 
 struct SessionOptions {

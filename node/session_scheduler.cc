@@ -190,6 +190,7 @@ void SessionScheduler::RunSession(Peer* peer) {
   peer->bytes_repaired += result.bytes_repaired;
   peer->rows_erased += result.rows_erased;
   peer->conflicts += result.conflicts;
+  peer->heat.AddSession(result.heat);
   peer->next_due = absl::Now() + JitteredLocked(config_.sync_interval);
 }
 
@@ -282,6 +283,7 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     p->set_rows_erased(peer->rows_erased);
     p->set_conflicts(peer->conflicts);
     p->set_clock_behind_seconds(peer->clock_behind_seconds);
+    peer->heat.ToProto(p);
     SessionToProto(peer->session != nullptr ? peer->session->progress()
                                             : SessionProgress{},
                    now, p->mutable_session());
