@@ -1,6 +1,8 @@
 #include "node/repair_heat.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "google/protobuf/repeated_ptr_field.h"
 
@@ -74,12 +76,31 @@ void RepairHeatHistory::AddSession(const SessionHeat& session) {
   while (sessions_.size() > window_) sessions_.pop_front();
 }
 
-void RepairHeatHistory::ToProto(v1::PeerStatus* peer) const {
+void RepairHeatHistory::ToProto(v1::PeerStatus* peer,
+                                size_t max_keyspaces) const {
   peer->clear_heat();
   peer->set_heat_sessions(static_cast<uint32_t>(sessions_.size()));
   std::map<std::string, SegmentCounts> recent;
   for (const auto& session : sessions_) {
     for (const auto& [keyspace, counts] : session) recent[keyspace].Add(counts);
+  }
+  peer->set_heat_keyspaces_left_out(0);
+  if (recent.size() > max_keyspaces) {
+    // Keep the hottest; ties by name.
+    std::vector<std::pair<uint64_t, std::string>> by_heat;
+    for (const auto& [keyspace, counts] : recent) {
+      uint64_t differences = 0;
+      for (const uint64_t d : counts.differences) differences += d;
+      by_heat.emplace_back(differences, keyspace);
+    }
+    std::sort(by_heat.begin(), by_heat.end(), [](const auto& x, const auto& y) {
+      return x.first != y.first ? x.first > y.first : x.second < y.second;
+    });
+    for (size_t i = max_keyspaces; i < by_heat.size(); ++i) {
+      recent.erase(by_heat[i].second);
+    }
+    peer->set_heat_keyspaces_left_out(
+        static_cast<uint32_t>(by_heat.size() - max_keyspaces));
   }
   for (const auto& [keyspace, counts] : recent) {
     v1::KeyspaceHeat* heat = peer->add_heat();

@@ -24,7 +24,9 @@
 // batch arrived (a concurrent write) still counts as repaired.
 //
 // The status message stays small: only keyspaces and segments with a count
-// are sent, at most 2 * kHeatSegments entries per keyspace and peer.
+// are sent, at most 2 * kHeatSegments entries per keyspace and peer, and at
+// most kHeatKeyspaces keyspaces per peer (those with the most differences).
+// At worst about 40 kB per peer; a peer in sync sends nothing.
 //
 // Thread-compatible: a SessionHeat is used by its session's thread; the
 // scheduler guards each RepairHeatHistory with its own lock.
@@ -50,6 +52,8 @@ inline constexpr int kHeatLevel = 6;
 inline constexpr int kHeatSegments = 1 << kHeatLevel;
 // Sessions a history adds up.
 inline constexpr size_t kHeatWindow = 10;
+// Keyspaces a peer's status lists at most.
+inline constexpr size_t kHeatKeyspaces = 32;
 
 // The segment that holds `token`, in [0, kHeatSegments).
 inline int HeatSegmentOf(tree::Token token) {
@@ -101,9 +105,11 @@ class RepairHeatHistory {
   // Sessions kept (at most the window).
   size_t sessions() const { return sessions_.size(); }
 
-  // Sets peer->heat (keyspaces with a count in any kept session, by name)
-  // and peer->heat_sessions.
-  void ToProto(::tally::v1::PeerStatus* peer) const;
+  // Sets peer->heat (keyspaces with a count in any kept session, by name;
+  // the `max_keyspaces` with the most differences if there are more),
+  // peer->heat_sessions and peer->heat_keyspaces_left_out.
+  void ToProto(::tally::v1::PeerStatus* peer,
+               size_t max_keyspaces = kHeatKeyspaces) const;
 
  private:
   const size_t window_;

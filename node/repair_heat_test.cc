@@ -131,6 +131,23 @@ TEST(RepairHeatHistory, OnlySegmentsWithACountAreSentInOrder) {
   EXPECT_LT(peer.ByteSizeLong(), 64u);
 }
 
+TEST(RepairHeatHistory, AtMostTheHottestKeyspacesAreSent) {
+  RepairHeatHistory history;
+  history.AddSession(OneSession("a", 1, 1));
+  history.AddSession(OneSession("b", 2, 5));
+  history.AddSession(OneSession("c", 3, 2));
+  history.AddSession(OneSession("d", 4, 5));
+  v1::PeerStatus peer;
+  history.ToProto(&peer, /*max_keyspaces=*/2);
+  ASSERT_EQ(peer.heat_size(), 2);
+  EXPECT_EQ(peer.heat(0).keyspace(), "b");
+  EXPECT_EQ(peer.heat(1).keyspace(), "d");
+  EXPECT_EQ(peer.heat_keyspaces_left_out(), 2u);
+  history.ToProto(&peer);
+  EXPECT_EQ(peer.heat_size(), 4);
+  EXPECT_EQ(peer.heat_keyspaces_left_out(), 0u);
+}
+
 }  // namespace
 }  // namespace node
 }  // namespace tally

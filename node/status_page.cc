@@ -299,8 +299,12 @@ void AppendHeatMaps(const v1::StatusResponse& status, std::string* out) {
     // Every keyspace this node has, and any other the sessions found
     // differences in.
     std::set<std::string> keyspaces;
-    for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
-      keyspaces.insert(ks.name());
+    // When some were left out, one without a count here may have had one:
+    // only the keyspaces sent are drawn.
+    if (peer.heat_keyspaces_left_out() == 0) {
+      for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
+        keyspaces.insert(ks.name());
+      }
     }
     for (const v1::KeyspaceHeat& heat : peer.heat()) {
       keyspaces.insert(heat.keyspace());
@@ -336,6 +340,13 @@ void AppendHeatMaps(const v1::StatusResponse& status, std::string* out) {
       AppendStrip(peer.address(), keyspace, "recent", recent_label, segments,
                   heat.recent(), out);
       absl::StrAppend(out, "</div>\n");
+    }
+    if (peer.heat_keyspaces_left_out() > 0) {
+      absl::StrAppendFormat(out,
+                            "<p class=\"dim\">%d more keyspaces with "
+                            "differences are not listed (only the %d hottest "
+                            "are sent)</p>\n",
+                            peer.heat_keyspaces_left_out(), peer.heat_size());
     }
     absl::StrAppend(out, "</section>\n");
   }

@@ -187,6 +187,17 @@ TEST(RenderStatusPage, SegmentsOutOfRangeAreLeftOutAndBadCountsSaidSo) {
   EXPECT_THAT(html, HasSubstr("the heat has 0 segments; expected 1..1024"));
 }
 
+TEST(RenderStatusPage, KeyspacesLeftOutOfTheHeatAreNotDrawnCold) {
+  v1::StatusResponse status = StatusWithHeat();
+  status.mutable_peers(0)->set_heat_keyspaces_left_out(3);
+  const std::string html = RenderStatusPage(status, kNow);
+  EXPECT_FALSE(Strip(html, "10.0.0.2:7000", "users", "last").empty());
+  EXPECT_TRUE(Strip(html, "10.0.0.2:7000", "quiet", "last").empty())
+      << "quiet may be one of the keyspaces left out";
+  EXPECT_THAT(html, HasSubstr("3 more keyspaces with differences are not "
+                              "listed (only the 1 hottest are sent)"));
+}
+
 TEST(RenderStatusPage, PeersShowTheirSessionAndFeed) {
   v1::StatusResponse status = StatusWithHeat();
   v1::PeerStatus* peer = status.mutable_peers(0);
