@@ -312,9 +312,11 @@ void AppendHeatMaps(const v1::StatusResponse& status, std::string* out) {
     if (keyspaces.empty()) {
       absl::StrAppend(out, "<p class=\"dim\">no keyspaces</p>\n");
     }
+    // The two strips are the same after the first session; the labels say
+    // why.
     const std::string recent_label =
         peer.heat_sessions() == 1
-            ? std::string("last session")
+            ? std::string("all sessions (1)")
             : absl::StrCat("last ", peer.heat_sessions(), " sessions");
     for (const std::string& keyspace : keyspaces) {
       const v1::KeyspaceHeat* found = nullptr;

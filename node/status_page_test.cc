@@ -160,7 +160,8 @@ TEST(RenderStatusPage, HeatSegmentsCarryTheirCountsAndTheHotOnesShow) {
   EXPECT_EQ(Count(recent, "class=\"seg hot\""), 2);
   EXPECT_THAT(Segment(recent, 5), HasSubstr("data-differences=\"9\""));
   EXPECT_THAT(Segment(recent, 40), HasSubstr("data-differences=\"1\""));
-  EXPECT_THAT(html, HasSubstr("last 4 sessions"));
+  EXPECT_THAT(html, HasSubstr("<span class=\"label\">last 4 sessions</span>"));
+  EXPECT_THAT(html, HasSubstr("<span class=\"label\">last session</span>"));
   EXPECT_THAT(html, HasSubstr("10 differences, 9 rows repaired, in 2 of 64 "
                               "segments; hottest #5 (9)"));
   // The hottest segment is the darkest.

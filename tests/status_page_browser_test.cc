@@ -218,6 +218,7 @@ TEST(StatusPageInABrowser, TheHeatMapShowsWhereTheNodesDiffered) {
     EXPECT_THAT(cold, HasSubstr("data-differences=\"0\""));
   }
   EXPECT_EQ(CountOf(dom, "class=\"seg hot\""), 4) << dom;
+  EXPECT_THAT(dom, HasSubstr("<span class=\"label\">all sessions (1)</span>"));
   EXPECT_THAT(dom, HasSubstr("4 differences, 4 rows repaired, in 2 of 64 "
                              "segments; hottest #9 (3)"));
   EXPECT_EQ(a->Stop(), 0);
