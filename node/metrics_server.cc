@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "node/metrics.h"
+#include "node/status_page.h"
 
 namespace tally {
 namespace node {
@@ -52,7 +53,7 @@ absl::StatusOr<HostPort> ParseListen(absl::string_view listen) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    const std::string& listen, Render render) {
+    const std::string& listen, Render render, Render page) {
   absl::StatusOr<HostPort> where = ParseListen(listen);
   if (!where.ok()) return where.status();
 
@@ -80,14 +81,30 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     }
     res.set_content(std::move(*body), std::string(kPrometheusContentType));
   });
-  http.set_error_handler([](const httplib::Request& req,
-                            httplib::Response& res) {
-    if (res.status == 404) {
-      res.set_content(absl::StrCat("no such page: ", req.method, " ", req.path,
-                                   "; metrics are at GET /metrics\n"),
-                      "text/plain; charset=utf-8");
-    }
-  });
+  const bool has_page = page != nullptr;
+  if (has_page) {
+    http.Get("/", [page = std::move(page)](const httplib::Request&,
+                                           httplib::Response& res) {
+      absl::StatusOr<std::string> body = page();
+      if (!body.ok()) {
+        res.status = 500;
+        res.set_content(absl::StrCat(body.status().ToString(), "\n"),
+                        "text/plain; charset=utf-8");
+        return;
+      }
+      res.set_content(std::move(*body), std::string(kStatusPageContentType));
+    });
+  }
+  http.set_error_handler(
+      [has_page](const httplib::Request& req, httplib::Response& res) {
+        if (res.status == 404) {
+          res.set_content(
+              absl::StrCat("no such page: ", req.method, " ", req.path,
+                           "; metrics are at GET /metrics",
+                           has_page ? ", the status page at GET /" : "", "\n"),
+              "text/plain; charset=utf-8");
+        }
+      });
 
   if (where->port == 0) {
     server->port_ = http.bind_to_any_port(where->host);

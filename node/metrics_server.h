@@ -1,9 +1,12 @@
 // MetricsServer: a small HTTP server for Prometheus — GET /metrics answers
-// the node's metrics (node/metrics.h) as text/plain; version=0.0.4;
-// anything else (another path or method) is 404.
+// the node's metrics (node/metrics.h) as text/plain; version=0.0.4 — and
+// for people: GET / answers the status page (node/status_page.h) as
+// text/html when one is given. Anything else (another path or method) is
+// 404.
 //
 //   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
-//       MetricsServer::Start("127.0.0.1:9400", [&] { return Render(); });
+//       MetricsServer::Start("127.0.0.1:9400", [&] { return Render(); },
+//                            [&] { return RenderPage(); });
 //   LogInfo((*server)->address());  // with the bound port, for ...:0
 //   (*server)->Stop();
 //
@@ -37,10 +40,11 @@ class MetricsServer {
   using Render = std::function<absl::StatusOr<std::string>()>;
 
   // Binds `listen` ("HOST:PORT"; port 0 picks a free one) and starts
-  // serving. Returns kInvalidArgument for a malformed address and
+  // serving: `render` at GET /metrics, and `page` (HTML) at GET / when not
+  // null. Returns kInvalidArgument for a malformed address and
   // kUnavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
-      const std::string& listen, Render render);
+      const std::string& listen, Render render, Render page = nullptr);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "node/admin_service.h"
 #include "node/client.h"
 #include "node/diff_runner.h"
@@ -19,6 +20,7 @@
 #include "node/postgres_settings.h"
 #include "node/scrubber.h"
 #include "node/session_scheduler.h"
+#include "node/status_page.h"
 #include "node/stream_limiter.h"
 #include "node/table_rows.h"
 #include "node/tls.h"
@@ -222,8 +224,17 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
               TALLY_RETURN_IF_ERROR(
                   CollectNodeStatus(store, status_sources, &status));
               return RenderPrometheus(status);
+            },
+            // The status page, from the same status.
+            [store, status_sources]() -> absl::StatusOr<std::string> {
+              v1::StatusResponse status;
+              TALLY_RETURN_IF_ERROR(
+                  CollectNodeStatus(store, status_sources, &status));
+              return RenderStatusPage(status, absl::Now());
             }));
     LogInfo(absl::StrFormat("metrics on http://%s/metrics",
+                            node->metrics_->address()));
+    LogInfo(absl::StrFormat("status page on http://%s/",
                             node->metrics_->address()));
   }
   return node;

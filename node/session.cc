@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "node/log.h"
 #include "node/schema_check.h"
+#include "tree/token.h"
 
 namespace tally {
 namespace node {
@@ -129,7 +130,13 @@ absl::Status Session::SyncKeyspace(const std::string& keyspace) {
         step == SyncStep::kRepair ? SessionPhase::kRepair : SessionPhase::kDiff,
         keyspace);
   };
+  options.on_difference = [this, &keyspace](const KeyDifference& d) {
+    result_.heat.AddDifference(keyspace, tree::TokenOf(d.key),
+                               d.action != KeyDifference::Action::kConflict);
+  };
   options.on_progress = [this, &before, from_source](const SyncProgress& p) {
+    // Called once a batch was written: its repairs count.
+    result_.heat.CommitRepairs();
     absl::MutexLock lock(&mu_);
     progress_.differences = before.differences + p.differences;
     progress_.rows_received =

@@ -56,6 +56,7 @@
 #include "absl/time/time.h"
 #include "node/client.h"
 #include "node/peer_outage_log.h"
+#include "node/repair_heat.h"
 #include "node/replica.h"
 #include "node/sync.h"
 #include "storage/store.h"
@@ -122,6 +123,9 @@ struct SessionResult {
   uint64_t bytes_repaired = 0;
   uint64_t rows_erased = 0;
   uint64_t conflicts = 0;
+  // Where in each keyspace's token space the differences were, and the
+  // rows repaired there (node/repair_heat.h).
+  SessionHeat heat;
 };
 
 struct SessionOptions {

@@ -194,6 +194,7 @@ void SessionScheduler::RunSession(Peer* peer) {
   peer->rows_erased += result.rows_erased;
   peer->conflicts += result.conflicts;
   peer->session_durations.Add(absl::Now() - result.start);
+  peer->heat.AddSession(result.heat);
   peer->next_due = absl::Now() + JitteredLocked(config_.sync_interval);
 }
 
@@ -287,6 +288,7 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     p->set_conflicts(peer->conflicts);
     peer->session_durations.ToProto(p->mutable_session_seconds());
     p->set_clock_behind_seconds(peer->clock_behind_seconds);
+    peer->heat.ToProto(p);
     SessionToProto(peer->session != nullptr ? peer->session->progress()
                                             : SessionProgress{},
                    now, p->mutable_session());

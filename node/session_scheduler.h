@@ -8,7 +8,8 @@
 // a peer, one-way from a `role=source` peer (this node becomes its copy).
 // Sessions have a deadline and stop at the next step when the scheduler
 // shuts down. The scheduler keeps each peer's running (or last) session, so
-// that status shows its phase, and adds its result to the peer's totals.
+// that status shows its phase, and adds its result to the peer's totals
+// and where it found differences to the peer's heat (node/repair_heat.h).
 //
 // Each handshake answer carries the peer's clock: a node whose clock is
 // far behind a peer's (more than 5 s, beyond the round trip) logs a warning
@@ -44,6 +45,7 @@
 #include "node/config.h"
 #include "node/duration_histogram.h"
 #include "node/feed_subscriber.h"
+#include "node/repair_heat.h"
 #include "node/session.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
@@ -111,6 +113,8 @@ class SessionScheduler : public StatusSource {
     // handshake (negative: ahead), and whether that was warned about.
     double clock_behind_seconds = 0;
     bool clock_warned = false;
+    // Where the last sessions found differences (PeerStatus.heat).
+    RepairHeatHistory heat;
     // The running session, or the last one; null before the first. Only
     // RunSession replaces it, and never while the session runs. Lock order:
     // mu_, then the session's own (FillStatus reads its progress under mu_).

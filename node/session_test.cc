@@ -18,6 +18,7 @@
 #include "node/peer_service.h"
 #include "node/worker_pool.h"
 #include "support/temp_dir.h"
+#include "tree/token.h"
 
 namespace tally {
 namespace node {
@@ -309,6 +310,44 @@ TEST(SessionPhase, EveryPhaseHasItsOwnName) {
   }
   EXPECT_THAT(names, ElementsAre("idle", "handshake", "diff", "repair", "done",
                                  "failed"));
+}
+
+// A key whose token lies in heat segment `segment`, the `n`-th such.
+std::string KeyInSegment(int segment, int n) {
+  for (int i = 0;; ++i) {
+    std::string key = absl::StrCat("key-", i);
+    if (HeatSegmentOf(tree::TokenOf(key)) == segment && n-- == 0) return key;
+  }
+}
+
+// The heat map's data: each differing key counted in the segment of its
+// token, as a difference and, once written, as a repaired row.
+TEST_F(SessionTest, TheHeatCountsEachDifferenceInItsTokenSegment) {
+  StartPeer("node-b");
+  Put(*local_, "ks", KeyInSegment(7, 0));
+  Put(peer_->store(), "ks", KeyInSegment(50, 0));
+  Put(peer_->store(), "ks", KeyInSegment(50, 1));
+  Put(peer_->store(), "other", KeyInSegment(0, 0));
+
+  const SessionResult result = Run();
+  ASSERT_TRUE(result.status.ok()) << result.status;
+  const auto& keyspaces = result.heat.keyspaces();
+  ASSERT_EQ(keyspaces.count("ks"), 1u);
+  ASSERT_EQ(keyspaces.count("other"), 1u);
+  const SegmentCounts& ks = keyspaces.at("ks");
+  for (int i = 0; i < kHeatSegments; ++i) {
+    const uint64_t expected = i == 7 ? 1 : i == 50 ? 2 : 0;
+    EXPECT_EQ(ks.differences[i], expected) << "segment " << i;
+    EXPECT_EQ(ks.rows_repaired[i], expected) << "segment " << i;
+  }
+  EXPECT_EQ(keyspaces.at("other").rows_repaired[0], 1u);
+
+  // In sync now: the next session finds nothing anywhere.
+  const SessionResult again = Run();
+  ASSERT_TRUE(again.status.ok());
+  for (const auto& [keyspace, counts] : again.heat.keyspaces()) {
+    EXPECT_TRUE(counts.empty()) << keyspace;
+  }
 }
 
 }  // namespace

@@ -108,9 +108,10 @@ Settings (flags, or `name = value` lines in --config FILE):
                            table's schema in the catalog with the one its
                            index was built with, rebuilding on a change
                            (default 60s; also at start)
-  --metrics-listen HOST:PORT  Prometheus metrics over HTTP at /metrics
-                           (default off; port 0 picks one; a non-loopback
-                           address needs --insecure: plain HTTP, no TLS)
+  --metrics-listen HOST:PORT  Prometheus metrics over HTTP at /metrics and
+                           a status page at / (default off; port 0 picks
+                           one; a non-loopback address needs --insecure:
+                           plain HTTP, no TLS)
   --log-retention-entries N   keep at most N change-log entries
                            (default 10000000; 0 = no limit)
   --log-retention-age DURATION  keep change-log entries this long
@@ -138,9 +139,10 @@ Settings (flags, or `name = value` lines in --config FILE):
                            clock
 
 On start it prints "tallyd NAME listening on HOST:PORT" to stderr, and with
---metrics-listen "metrics on http://HOST:PORT/metrics". SIGTERM or SIGINT
-stop it cleanly; SIGHUP reads the config again and applies --log-level and
---log-format (other settings take a restart).
+--metrics-listen "metrics on http://HOST:PORT/metrics" and "status page on
+http://HOST:PORT/". SIGTERM or SIGINT stop it cleanly; SIGHUP reads the
+config again and applies --log-level and --log-format (other settings take
+a restart).
 --version prints the version and build.
 )";
 

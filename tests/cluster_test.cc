@@ -847,7 +847,8 @@ TEST(Cluster, StatusAndMetricsShowTheFeedAndRowsPerOrigin) {
               HasSubstr("tally_keyspace_rows{keyspace=\"default\"} 4\n"));
   EXPECT_THAT(after, HasSubstr("tally_origin_rows{origin=\"node-b\"} 1\n"));
   httplib::Client client("127.0.0.1", port);
-  httplib::Result other = client.Get("/");
+  // Another path is 404 (`/` is the status page).
+  httplib::Result other = client.Get("/nothing");
   ASSERT_TRUE(other);
   EXPECT_EQ(other->status, 404);
   EXPECT_EQ(a->Stop(), 0);

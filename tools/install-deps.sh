@@ -19,6 +19,8 @@ packages=(
   # Running as a service: sd_notify (libsystemd), man pages from --help
   # (help2man), and what the install test checks them with.
   libsystemd-dev help2man systemd man-db groff-base
+  # The status page's test loads it in a real browser, headless.
+  chromium
 )
 
 missing=()
