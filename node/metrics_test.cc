@@ -192,6 +192,8 @@ TEST(RenderPrometheus, PeersAndSubscribersGetTheirOwnSeries) {
   p->set_feed_position(77);
   p->set_last_session_unix_ms(1700000300042);
   p->set_last_success_unix_ms(1700000000500);
+  p->set_paused(true);
+  s.add_peers()->set_address("127.0.0.1:7402");  // not paused
   v1::FeedSubscriptionStatus* sub = s.add_subscriptions();
   sub->set_subscriber("us/db-2");
   sub->set_sent(10);
@@ -230,6 +232,9 @@ TEST(RenderPrometheus, PeersAndSubscribersGetTheirOwnSeries) {
            "1700000300.042\n",
            "tally_peer_last_success_timestamp_seconds{peer=\"127.0.0.1:7401\"} "
            "1700000000.500\n",
+           "# TYPE tally_peer_paused gauge\n"
+           "tally_peer_paused{peer=\"127.0.0.1:7401\"} 1\n"
+           "tally_peer_paused{peer=\"127.0.0.1:7402\"} 0\n",
            "# TYPE tally_feed_lag_seconds gauge\n",
            "# TYPE tally_repair_bytes_total counter\n",
        }) {
@@ -298,7 +303,7 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
                 absl::StartsWith(line, family + " "))
         << line << " under " << family;
   }
-  EXPECT_EQ(seen.size(), 49u);  // every family, with a peer and a subscriber
+  EXPECT_EQ(seen.size(), 50u);  // every family, with a peer and a subscriber
   // A peer with no session yet has no time series (a 0 would read as 1970).
   EXPECT_THAT(text, Not(HasSubstr("_timestamp_seconds")));
 }
@@ -354,8 +359,8 @@ TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
       EXPECT_TRUE(families.insert(words[2]).second) << "twice: " << words[2];
     }
   }
-  // The 49 of every node and the sidecar's 14.
-  EXPECT_EQ(families.size(), 49u + 14u);
+  // The 50 of every node and the sidecar's 14.
+  EXPECT_EQ(families.size(), 50u + 14u);
   // Without a sidecar none of them.
   EXPECT_THAT(RenderPrometheus(SmallStatus()),
               ::testing::Not(HasSubstr("tally_pg_")));
