@@ -56,7 +56,8 @@ v1::PeerStatus OnlyPeer(const std::string& address) {
 }
 
 uint64_t Rows(const std::string& address) {
-  for (const v1::KeyspaceSummary& ks : Status(address).keyspaces()) {
+  const v1::StatusResponse status = Status(address);
+  for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
     if (ks.name() == kKeyspace) return ks.row_count();
   }
   return 0;
@@ -138,6 +139,11 @@ struct SlowPush {
     })) << a->Log();
     b = StartNode("node-b", dir_b.path(), {}, b_address);
     ASSERT_TRUE(b);
+    // a's link to b is up (its channel backs off after the refused
+    // connections, and a session asked for meanwhile would fail at once).
+    ASSERT_TRUE(
+        WaitFor([&] { return OnlyPeer(a->address()).feed_connected(); }))
+        << a->Log();
   }
 };
 
@@ -190,6 +196,8 @@ TEST(Control, StatusListsEachPeersLastSessionsNewestFirst) {
   TempDir dir_a, dir_b;
   auto b = StartNode("node-b", dir_b.path());
   ASSERT_TRUE(b);
+  // One keyspace for the sessions to sync.
+  ASSERT_TRUE(Connect(b->address())->Put(kKeyspace, "k", "v").ok());
   auto a = StartNode("node-a", dir_a.path(),
                      {"--peer", b->address(), "--sync-interval", "1s"});
   ASSERT_TRUE(a);
