@@ -135,7 +135,7 @@ struct SessionResult {
   uint64_t conflicts = 0;
   // With compare_roots_after, and the session ok: the keyspaces synced
   // whose roots (or row counts) still differ between the nodes.
-  std::vector<std::string> differing_after;
+  std::vector<std::string> differing_after = {};
 };
 
 struct SessionOptions {

@@ -141,9 +141,9 @@ struct SlowPush {
     ASSERT_TRUE(b);
     // a's link to b is up (its channel backs off after the refused
     // connections, and a session asked for meanwhile would fail at once).
-    ASSERT_TRUE(
-        WaitFor([&] { return OnlyPeer(a->address()).feed_connected(); }))
-        << a->Log();
+    ASSERT_TRUE(WaitFor([&] {
+      return OnlyPeer(a->address()).feed_connected();
+    })) << a->Log();
   }
 };
 
