@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "node/log.h"
+#include "node/paused_peers.h"
 #include "storage/names.h"
 
 namespace tally {
@@ -46,6 +48,7 @@ absl::Status SessionScheduler::Start() {
     }
     peers_.push_back(std::move(peer));
   }
+  RestorePaused();
   pool_ = std::make_unique<WorkerPool>(config_.max_sessions,
                                        std::max<size_t>(peers_.size(), 1));
   for (const auto& peer_ptr : peers_) {
@@ -346,6 +349,56 @@ void SessionScheduler::CancelRequest(
   }
 }
 
+void SessionScheduler::RestorePaused() {
+  if (config_.data_dir.empty()) return;
+  absl::StatusOr<std::set<std::string>> paused =
+      ReadPausedPeers(config_.data_dir);
+  if (!paused.ok()) {
+    LogWarning(
+        absl::StrCat(paused.status().message(), "; every peer starts resumed"));
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  for (const std::string& address : *paused) {
+    Peer* found = nullptr;
+    for (const auto& peer : peers_) {
+      if (peer->config.address == address) found = peer.get();
+    }
+    if (found == nullptr) {
+      LogWarning(absl::StrFormat(
+          "%s names %s, which is no longer a peer; ignored (dropped at the "
+          "next pause or resume)",
+          kPausedPeersFile, address));
+      continue;
+    }
+    found->paused = true;
+    found->paused_since = absl::Now();
+    LogInfo(absl::StrFormat(
+        "peer %s stays paused (%s in the data directory); tally peer resume "
+        "%s ends it",
+        address, kPausedPeersFile, address));
+  }
+}
+
+void SessionScheduler::PersistPaused() {
+  if (config_.data_dir.empty()) return;
+  // One writer at a time, each writing the latest state: a pause and a
+  // resume racing cannot leave the older one in the file.
+  absl::MutexLock persist(&persist_mu_);
+  std::set<std::string> paused;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& peer : peers_) {
+      if (peer->paused) paused.insert(peer->config.address);
+    }
+  }
+  const absl::Status written = WritePausedPeers(config_.data_dir, paused);
+  if (!written.ok()) {
+    LogWarning(absl::StrCat(written.message(),
+                            "; the pause holds until the node restarts"));
+  }
+}
+
 std::string SessionScheduler::PeerName(Peer* peer) {
   absl::MutexLock lock(&mu_);
   return peer->name.empty() ? std::string("?") : peer->name;
@@ -416,6 +469,7 @@ absl::StatusOr<v1::PeerControlResponse> SessionScheduler::SetPaused(
       }
     }
   }
+  if (response.changed()) PersistPaused();
   if (response.changed()) {
     LogInfo(absl::StrFormat(
         "peer %s peer=%s name=%s%s", paused ? "paused" : "resumed",

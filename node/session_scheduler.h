@@ -32,8 +32,8 @@
 // pause`): a paused peer gets no session until it is resumed, and a session
 // running with it is told to stop at its next step (the rows it applied
 // stay applied; its outcome says it was stopped by the pause). The change
-// feed from the peer goes on. Paused peers are kept in memory only: a
-// restarted node has every peer resumed.
+// feed from the peer goes on. Paused peers are kept in the data directory
+// (node/paused_peers.h), so a pause outlives a restart.
 //
 //   SessionScheduler scheduler(store, config, client_options);
 //   scheduler.Start();
@@ -153,7 +153,7 @@ class SessionScheduler : public StatusSource, public PeerControl {
     bool counting_session = false;
     SessionTrigger trigger = SessionTrigger::kScheduled;
     SessionHistory history;
-    // Paused by an operator (SetPaused).
+    // Paused by an operator (SetPaused), or in paused-peers at start.
     bool paused = false;
     absl::Time paused_since = absl::InfinitePast();
     // Why stop_session was set, for the session's outcome.
@@ -172,6 +172,13 @@ class SessionScheduler : public StatusSource, public PeerControl {
   // peer listed before it is that node under another address.
   absl::Status ClaimName(Peer* peer, const std::string& name)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Pauses the peers the data directory's paused-peers file names
+  // (node/paused_peers.h); an unreadable file is logged and ignored.
+  void RestorePaused() ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the paused peers to that file; a failure is logged (the pause
+  // then holds until a restart).
+  void PersistPaused() ABSL_LOCKS_EXCLUDED(mu_, persist_mu_);
 
   // Finishes `request` as never run, with `outcome`.
   static void FinishUnrun(const std::shared_ptr<SessionRequest>& request,
@@ -207,6 +214,9 @@ class SessionScheduler : public StatusSource, public PeerControl {
   std::unique_ptr<WorkerPool> pool_;
   std::thread timer_;
   std::atomic<bool> stopping_{false};
+
+  // Serialises PersistPaused's writes; taken before mu_.
+  absl::Mutex persist_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Peer>> peers_;  // the vector is constant after

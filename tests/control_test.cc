@@ -125,15 +125,14 @@ struct SlowPush {
   std::unique_ptr<NodeProcess> a;
   std::unique_ptr<NodeProcess> b;
 
-  void Start(const std::string& interval = "2s") {
+  void Start() {
     a = StartNode(
         "node-a", dir_a.path(),
-        {"--peer", b_address, "--sync-interval", interval, "--repair-bandwidth",
+        {"--peer", b_address, "--sync-interval", "2s", "--repair-bandwidth",
          "0.02", "--metrics-listen", "127.0.0.1:0"});
     ASSERT_TRUE(a);
     LoadRows(a->address(), 3000);
-    // The first session has failed (b is down) before b starts: with an
-    // interval of an hour, the next is a requested one.
+    // The first session has failed (b is down) before b starts.
     ASSERT_TRUE(WaitFor([&] {
       return OnlyPeer(a->address()).sessions_failed() > 0;
     })) << a->Log();
@@ -238,8 +237,9 @@ TEST(Control, StatusListsEachPeersLastSessionsNewestFirst) {
 }
 
 // Issue 13 §4: `tally peer pause` stops the sessions with a peer (status and
-// /metrics say so) until `tally peer resume`; the peer is named by its node
-// name or its address, and a name that is no peer is refused with the list.
+// /metrics say so), also after a restart, until `tally peer resume`; the
+// peer is named by its node name or its address, and a name that is no peer
+// is refused with the list.
 TEST(Control, PausedPeerGetsNoSessionsUntilResumed) {
   TempDir dir_a, dir_b;
   auto b = StartNode("node-b", dir_b.path());
@@ -248,7 +248,7 @@ TEST(Control, PausedPeerGetsNoSessionsUntilResumed) {
                      {"--peer", b->address(), "--sync-interval", "1s",
                       "--metrics-listen", "127.0.0.1:0"});
   ASSERT_TRUE(a);
-  const int port = MetricsPort(*a);
+  int port = MetricsPort(*a);
   ASSERT_GT(port, 0) << a->Log();
   ASSERT_TRUE(WaitFor([&] { return OnlyPeer(a->address()).sessions_ok() > 0; }))
       << a->Log();
@@ -290,16 +290,28 @@ TEST(Control, PausedPeerGetsNoSessionsUntilResumed) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("'stop' is not an action"));
 
+  // A restart keeps the pause (the data directory's paused-peers file).
+  EXPECT_EQ(a->Stop(), 0);
+  a = StartNode("node-a", dir_a.path(),
+                {"--peer", b->address(), "--sync-interval", "1s",
+                 "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(a);
+  EXPECT_THAT(a->Log(),
+              HasSubstr(absl::StrCat("peer ", b->address(), " stays paused")));
+  EXPECT_TRUE(OnlyPeer(a->address()).paused());
+  absl::SleepFor(absl::Seconds(2));
+  EXPECT_EQ(OnlyPeer(a->address()).history_size(), 0);
+  port = MetricsPort(*a);
+  EXPECT_THAT(Scrape(port), HasSubstr(paused_metric + "1\n"));
+
   r = RunTally(
       {"peer", "resume", b->address(), "--node", a->address(), "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"paused\":false"));
   EXPECT_THAT(r.out, HasSubstr("\"changed\":true"));
   EXPECT_FALSE(OnlyPeer(a->address()).paused());
-  EXPECT_TRUE(WaitFor([&] {
-    const v1::PeerStatus now = OnlyPeer(a->address());
-    return now.sessions_ok() > before.sessions_ok();
-  })) << a->Log();
+  EXPECT_TRUE(WaitFor([&] { return OnlyPeer(a->address()).sessions_ok() > 0; }))
+      << a->Log();
   EXPECT_THAT(Scrape(port), HasSubstr(paused_metric + "0\n"));
   EXPECT_EQ(a->Stop(), 0);
   EXPECT_EQ(b->Stop(), 0);
@@ -347,8 +359,10 @@ TEST(Control, SyncRunsASessionNowAndFollowsItToItsEnd) {
                      {"--peer", b->address(), "--sync-interval", "1h"});
   ASSERT_TRUE(a);
   ASSERT_TRUE(WaitFor([&] {
-    return OnlyPeer(a->address()).history_size() == 1;
+    const v1::PeerStatus p = OnlyPeer(a->address());
+    return p.sessions_ok() > 0 && !p.session_running();
   })) << a->Log();
+  const int before = OnlyPeer(a->address()).history_size();
   // b follows no one: only a session brings a's new rows to it.
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(
@@ -362,7 +376,7 @@ TEST(Control, SyncRunsASessionNowAndFollowsItToItsEnd) {
   EXPECT_THAT(r.out, HasSubstr("the nodes are equal"));
   EXPECT_EQ(Rows(b->address()), 5u);
   v1::PeerStatus peer = OnlyPeer(a->address());
-  ASSERT_EQ(peer.history_size(), 2);
+  ASSERT_EQ(peer.history_size(), before + 1);
   EXPECT_EQ(peer.history(0).trigger(), "requested");
   EXPECT_EQ(peer.history(0).rows_sent(), 5u);
   EXPECT_THAT(a->Log(), HasSubstr("sync requested tool="));
@@ -375,7 +389,7 @@ TEST(Control, SyncRunsASessionNowAndFollowsItToItsEnd) {
   EXPECT_THAT(r.out, HasSubstr("\"outcome\":\"ok\""));
   EXPECT_THAT(r.out, HasSubstr("\"equal_after\":true"));
   EXPECT_THAT(r.out, HasSubstr("\"differing_after\":[]"));
-  EXPECT_EQ(OnlyPeer(a->address()).history_size(), 3);
+  EXPECT_EQ(OnlyPeer(a->address()).history_size(), before + 2);
   EXPECT_EQ(a->Stop(), 0);
   EXPECT_EQ(b->Stop(), 0);
 }
@@ -446,7 +460,7 @@ TEST(Control, SyncRefusesUnknownPausedPeersAndAbsentKeyspacesClearly) {
 // it (its first progress says "waiting"), then runs its own.
 TEST(Control, SyncWaitsForTheRunningSessionThenRunsItsOwn) {
   SlowPush mesh;
-  ASSERT_NO_FATAL_FAILURE(mesh.Start("2s"));
+  ASSERT_NO_FATAL_FAILURE(mesh.Start());
   ASSERT_TRUE(WaitFor([&] {
     const v1::PeerStatus p = OnlyPeer(mesh.a->address());
     return p.session_running() && p.session().phase() == "repair";
@@ -472,15 +486,27 @@ TEST(Control, SyncWaitsForTheRunningSessionThenRunsItsOwn) {
 // Issue 13 §4: a tool that goes away (Ctrl-C) stops the session it asked
 // for, between batches.
 TEST(Control, ASyncWhoseToolGoesAwayStopsItsSession) {
-  SlowPush mesh;
-  // The first session failed (b was down); the next is an hour away.
-  ASSERT_NO_FATAL_FAILURE(mesh.Start("1h"));
-  ASSERT_EQ(OnlyPeer(mesh.a->address()).history_size(), 1);
+  TempDir dir_a, dir_b;
+  auto b = StartNode("node-b", dir_b.path());
+  ASSERT_TRUE(b);
+  // A push slowed to ~2 s a batch of 1,000 rows; no scheduled session after
+  // the first (b's feed asks for one as it connects).
+  auto a = StartNode("node-a", dir_a.path(),
+                     {"--peer", b->address(), "--sync-interval", "1h",
+                      "--repair-bandwidth", "0.02"});
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(WaitFor([&] {
+    const v1::PeerStatus p = OnlyPeer(a->address());
+    return p.sessions_ok() > 0 && !p.session_running();
+  })) << a->Log();
+  const int before = OnlyPeer(a->address()).history_size();
+  // b follows no one: only a session brings these rows to it.
+  LoadRows(a->address(), 3000);
   node::StreamCanceller canceller;
   v1::SyncRequest request;
-  request.set_peer(mesh.b_address);
+  request.set_peer(b->address());
   const absl::Status s =
-      Connect(mesh.a->address())
+      Connect(a->address())
           ->Sync(
               request,
               [&](v1::SyncEvent& event) {
@@ -494,15 +520,15 @@ TEST(Control, ASyncWhoseToolGoesAwayStopsItsSession) {
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
   v1::PeerStatus peer;
   ASSERT_TRUE(WaitFor([&] {
-    peer = OnlyPeer(mesh.a->address());
-    return peer.history_size() == 2;
-  })) << mesh.a->Log();
+    peer = OnlyPeer(a->address());
+    return peer.history_size() == before + 1;
+  })) << a->Log();
   EXPECT_EQ(peer.history(0).trigger(), "requested");
   EXPECT_EQ(peer.history(0).outcome(),
             "CANCELLED: session stopped: the tool that asked for it went away");
-  EXPECT_LT(Rows(mesh.b->address()), 3000u);
-  EXPECT_EQ(mesh.a->Stop(), 0);
-  EXPECT_EQ(mesh.b->Stop(), 0);
+  EXPECT_LT(Rows(b->address()), 3000u);
+  EXPECT_EQ(a->Stop(), 0);
+  EXPECT_EQ(b->Stop(), 0);
 }
 
 // Issue 13 §4: `tally diff` and `tally repair` of a keyspace neither node

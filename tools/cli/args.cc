@@ -106,7 +106,7 @@ const std::vector<CommandSpec>& Commands() {
        "peer pause|resume PEER",
        "pause or resume the node's (--node) sessions with one of its peers "
        "(its address or node name); a pause stops a running session at its "
-       "next step and lasts until resumed or the node restarts",
+       "next step and lasts until resumed (a restart keeps it)",
        "tally --node=127.0.0.1:7400 peer pause 127.0.0.1:7401",
        {}},
       {"sync",

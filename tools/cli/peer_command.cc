@@ -54,7 +54,7 @@ CommandResult Peer(const Context& ctx) {
   } else if (pause) {
     line = absl::StrFormat(
         "paused sessions with peer %s on node %s%s; the change feed goes on. "
-        "Until the node restarts or 'tally peer resume' (in memory only).",
+        "Until 'tally peer resume' (a restart keeps the pause).",
         who, client->address(),
         r->session_stopped()
             ? "; its running session stops at its next step (rows it "
