@@ -372,7 +372,7 @@ TEST(Control, SyncRunsASessionNowAndFollowsItToItsEnd) {
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat("sync with ", b->address(),
                                             " (node-b): ok in ")));
-  EXPECT_THAT(r.out, HasSubstr("1 keyspaces, 5 differences, rows in/out 0/5"));
+  EXPECT_THAT(r.out, HasSubstr("1 keyspace, 5 differences, rows in/out 0/5"));
   EXPECT_THAT(r.out, HasSubstr("the nodes are equal"));
   EXPECT_EQ(Rows(b->address()), 5u);
   v1::PeerStatus peer = OnlyPeer(a->address());

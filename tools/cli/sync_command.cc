@@ -100,11 +100,11 @@ std::string ResultText(const v1::SyncPeerState& p) {
                          absl::StrJoin(p.differing_after(), ", "),
                          " (writes during the session, or ties); sync again");
   return absl::StrFormat(
-      "sync with %s: ok in %.1f s; %d keyspaces, %d differences, rows in/out "
+      "sync with %s: ok in %.1f s; %d keyspace%s, %d differences, rows in/out "
       "%d/%d, %d erased, %d conflicts, %s moved; %s\n",
-      Who(p), r.seconds(), r.keyspaces(), r.differences(), r.rows_received(),
-      r.rows_sent(), r.rows_erased(), r.conflicts(),
-      HumanBytes(r.bytes_repaired()), after);
+      Who(p), r.seconds(), r.keyspaces(), r.keyspaces() == 1 ? "" : "s",
+      r.differences(), r.rows_received(), r.rows_sent(), r.rows_erased(),
+      r.conflicts(), HumanBytes(r.bytes_repaired()), after);
 }
 
 }  // namespace
