@@ -143,8 +143,8 @@ AdminService::AdminService(storage::Store* store, WorkerPool* pool,
                            std::vector<StatusSource*> status_sources,
                            StreamLimiter* limiter, DiffRunner* diff_runner,
                            const TableRows* table_rows,
-                           PostgresSidecar* sidecar,
-                           CopyWriteGuard* write_guard)
+                           PostgresSidecar* sidecar, PeerControl* peer_control,
+                           SyncRunner* sync_runner, CopyWriteGuard* write_guard)
     : store_(store),
       pool_(pool),
       limiter_(limiter),
@@ -152,6 +152,8 @@ AdminService::AdminService(storage::Store* store, WorkerPool* pool,
       table_rows_(table_rows),
       sidecar_(sidecar),
       write_guard_(write_guard),
+      peer_control_(peer_control),
+      sync_runner_(sync_runner),
       status_sources_(std::move(status_sources)) {}
 
 grpc::ServerUnaryReactor* AdminService::Put(
@@ -291,6 +293,41 @@ grpc::ServerUnaryReactor* AdminService::VerifyTables(
         return CheckAnswerSize(response->ByteSizeLong(), "verify",
                                "ask for fewer keys (max_keys)");
       });
+}
+
+grpc::ServerUnaryReactor* AdminService::PausePeer(
+    grpc::CallbackServerContext* context, const v1::PeerControlRequest* request,
+    v1::PeerControlResponse* response) {
+  return SetPaused(context, request, response, /*paused=*/true);
+}
+
+grpc::ServerUnaryReactor* AdminService::ResumePeer(
+    grpc::CallbackServerContext* context, const v1::PeerControlRequest* request,
+    v1::PeerControlResponse* response) {
+  return SetPaused(context, request, response, /*paused=*/false);
+}
+
+grpc::ServerUnaryReactor* AdminService::SetPaused(
+    grpc::CallbackServerContext* context, const v1::PeerControlRequest* request,
+    v1::PeerControlResponse* response, bool paused) {
+  if (peer_control_ == nullptr) {
+    return FinishNow(context, absl::UnimplementedError(
+                                  "this node runs no sessions with peers"));
+  }
+  // Cheap (a lookup under the scheduler's lock): answered in the reaction.
+  absl::StatusOr<v1::PeerControlResponse> done =
+      peer_control_->SetPaused(request->peer(), paused);
+  if (done.ok()) *response = *std::move(done);
+  return FinishNow(context, done.status());
+}
+
+grpc::ServerWriteReactor<v1::SyncEvent>* AdminService::Sync(
+    grpc::CallbackServerContext* context, const v1::SyncRequest* request) {
+  if (sync_runner_ == nullptr) {
+    // The generated default: UNIMPLEMENTED.
+    return v1::Admin::CallbackService::Sync(context, request);
+  }
+  return sync_runner_->Start(context, request);
 }
 
 absl::Status CollectNodeStatus(storage::Store* store,

@@ -1,5 +1,6 @@
 // AdminService: the tally.v1.Admin gRPC service — Put, Get, Delete, Load,
-// Status, RunDiff and VerifyTables for tools and applications.
+// Status, RunDiff, VerifyTables, PausePeer, ResumePeer and Sync for tools
+// and applications.
 //
 // Callback API; store work runs on the node's WorkerPool. Every request is
 // validated and bad input answered with a clear status. Status combines the
@@ -16,9 +17,11 @@
 
 #include "node/copy_write_guard.h"
 #include "node/diff_runner.h"
+#include "node/peer_control.h"
 #include "node/postgres_sidecar.h"
 #include "node/status_source.h"
 #include "node/stream_limiter.h"
+#include "node/sync_runner.h"
 #include "node/table_rows.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
@@ -47,15 +50,18 @@ class AdminService final
   // a node from before the call. `table_rows` serves Put, Get and Delete for
   // the tables of a sidecar to PostgreSQL (by their key_values,
   // node/table_rows.h) and `sidecar` VerifyTables; both null on a node
-  // without one. `write_guard` admits or refuses client writes (a copy's,
-  // a read-only node's; node/copy_write_guard.h); null admits all. All
-  // must outlive the service.
+  // without one. `peer_control` serves PausePeer and ResumePeer and
+  // `sync_runner` Sync (null: UNIMPLEMENTED). `write_guard` admits or refuses
+  // client writes (a copy's, a read-only node's; node/copy_write_guard.h);
+  // null admits all. All must outlive the service.
   AdminService(storage::Store* store, WorkerPool* pool,
                std::vector<StatusSource*> status_sources,
                StreamLimiter* limiter = nullptr,
                DiffRunner* diff_runner = nullptr,
                const TableRows* table_rows = nullptr,
                PostgresSidecar* sidecar = nullptr,
+               PeerControl* peer_control = nullptr,
+               SyncRunner* sync_runner = nullptr,
                CopyWriteGuard* write_guard = nullptr);
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context,
@@ -82,8 +88,25 @@ class AdminService final
       grpc::CallbackServerContext* context,
       const ::tally::v1::VerifyTablesRequest* request,
       ::tally::v1::VerifyTablesResponse* response) override;
+  grpc::ServerUnaryReactor* PausePeer(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::PeerControlRequest* request,
+      ::tally::v1::PeerControlResponse* response) override;
+  grpc::ServerUnaryReactor* ResumePeer(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::PeerControlRequest* request,
+      ::tally::v1::PeerControlResponse* response) override;
+  grpc::ServerWriteReactor<::tally::v1::SyncEvent>* Sync(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::SyncRequest* request) override;
 
  private:
+  // PausePeer and ResumePeer.
+  grpc::ServerUnaryReactor* SetPaused(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::PeerControlRequest* request,
+      ::tally::v1::PeerControlResponse* response, bool paused);
+
   storage::Store* const store_;
   WorkerPool* const pool_;
   StreamLimiter* const limiter_;
@@ -92,6 +115,8 @@ class AdminService final
   PostgresSidecar* const sidecar_;
   // Client writes (Put, Delete, Load) pass it first; null: all admitted.
   CopyWriteGuard* const write_guard_;
+  PeerControl* const peer_control_;
+  SyncRunner* const sync_runner_;
   const std::vector<StatusSource*> status_sources_;
 };
 

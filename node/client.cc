@@ -544,6 +544,18 @@ absl::StatusOr<v1::StatusResponse> NodeClient::Status() {
       });
 }
 
+absl::StatusOr<v1::PeerControlResponse> NodeClient::SetPeerPaused(
+    const std::string& peer, bool paused) {
+  v1::PeerControlRequest request;
+  request.set_peer(peer);
+  return CallUnary<v1::PeerControlResponse>(
+      options_.rpc_timeout, address_, paused ? "PausePeer" : "ResumePeer",
+      [&](grpc::ClientContext* c, v1::PeerControlResponse* r) {
+        return paused ? stubs_->admin->PausePeer(c, request, r)
+                      : stubs_->admin->ResumePeer(c, request, r);
+      });
+}
+
 absl::StatusOr<v1::VerifyTablesResponse> NodeClient::VerifyTables(
     const v1::VerifyTablesRequest& request) {
   return CallUnary<v1::VerifyTablesResponse>(
@@ -551,6 +563,16 @@ absl::StatusOr<v1::VerifyTablesResponse> NodeClient::VerifyTables(
       [&](grpc::ClientContext* c, v1::VerifyTablesResponse* r) {
         return stubs_->admin->VerifyTables(c, request, r);
       });
+}
+
+absl::Status NodeClient::Sync(
+    const v1::SyncRequest& request,
+    const std::function<absl::Status(v1::SyncEvent&)>& sink,
+    StreamCanceller* canceller) {
+  return ReadStream<v1::SyncEvent>(
+      "Sync", request.ByteSizeLong(), sink,
+      [&](grpc::ClientContext* c) { return stubs_->admin->Sync(c, request); },
+      options_.stream_timeout, canceller);
 }
 
 absl::Status NodeClient::RunDiff(

@@ -189,6 +189,9 @@ class NodeClient {
       const std::string& keyspace,
       const std::function<bool(std::string* key, std::string* value)>& next);
   absl::StatusOr<v1::StatusResponse> Status();
+  // Admin.PausePeer (`paused`) or Admin.ResumePeer of the node's `peer`.
+  absl::StatusOr<v1::PeerControlResponse> SetPeerPaused(const std::string& peer,
+                                                        bool paused);
   // Admin.VerifyTables: a sidecar's index against its tables. Scans whole
   // tables, so the call has the stream deadline.
   absl::StatusOr<v1::VerifyTablesResponse> VerifyTables(
@@ -203,6 +206,15 @@ class NodeClient {
       const v1::RunDiffRequest& request,
       const std::function<absl::Status(v1::RunDiffEvent&)>& sink,
       StreamCanceller* canceller = nullptr);
+
+  // Asks this node for a session now with its peer(s) (Admin.Sync) and
+  // calls `sink` for every event until the sessions end; stops at the
+  // sink's first error. A `canceller` ends the call from another thread
+  // (kCancelled; the node then stops the sessions). The whole call has the
+  // stream deadline.
+  absl::Status Sync(const v1::SyncRequest& request,
+                    const std::function<absl::Status(v1::SyncEvent&)>& sink,
+                    StreamCanceller* canceller = nullptr);
 
   // A TreeView of `keyspace` on this node. Summary() answers kNotFound when
   // the node has no such keyspace.

@@ -316,6 +316,12 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
                uint64_t{name == current ? 1u : 0u});
     }
   }
+  e.Family("tally_peer_paused", kGauge,
+           "1 while an operator has paused the sessions with the peer "
+           "(tally peer pause), 0 otherwise.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, uint64_t{p.paused() ? 1u : 0u});
+  }
   e.Family("tally_session_phase_seconds", kGauge,
            "Seconds the session with the peer has been in its phase.");
   for (const v1::PeerStatus& p : status.peers()) {
@@ -331,7 +337,8 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
   }
   e.Family("tally_repair_rows_total", kCounter,
            "Rows repaired by anti-entropy sessions with the peer, by "
-           "direction (received: written here; sent: written there).");
+           "direction (received: written here; sent: written there); the "
+           "running session's rows count as they are written.");
   for (const v1::PeerStatus& p : status.peers()) {
     e.Sample({{"peer", p.address()}, {"direction", "received"}},
              p.rows_received());

@@ -199,6 +199,8 @@ TEST(RenderPrometheus, PeersAndSubscribersGetTheirOwnSeries) {
   p->set_feed_position(77);
   p->set_last_session_unix_ms(1700000300042);
   p->set_last_success_unix_ms(1700000000500);
+  p->set_paused(true);
+  s.add_peers()->set_address("127.0.0.1:7402");  // not paused
   v1::FeedSubscriptionStatus* sub = s.add_subscriptions();
   sub->set_subscriber("us/db-2");
   sub->set_sent(10);
@@ -237,6 +239,9 @@ TEST(RenderPrometheus, PeersAndSubscribersGetTheirOwnSeries) {
            "1700000300.042\n",
            "tally_peer_last_success_timestamp_seconds{peer=\"127.0.0.1:7401\"} "
            "1700000000.500\n",
+           "# TYPE tally_peer_paused gauge\n"
+           "tally_peer_paused{peer=\"127.0.0.1:7401\"} 1\n"
+           "tally_peer_paused{peer=\"127.0.0.1:7402\"} 0\n",
            "# TYPE tally_feed_lag_seconds gauge\n",
            "# TYPE tally_repair_bytes_total counter\n",
        }) {
@@ -338,10 +343,10 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
     }
     EXPECT_TRUE(named) << line << " under " << family;
   }
-  // Every family, with a peer and a subscriber: 53 of the node (the session
-  // duration histogram and the copy's writes among them) and 8 of the
-  // process.
-  EXPECT_EQ(seen.size(), 61u);
+  // Every family, with a peer and a subscriber: 54 of the node (the session
+  // duration histogram, the copy's writes and the paused gauge among them)
+  // and 8 of the process.
+  EXPECT_EQ(seen.size(), 62u);
   // A peer with no session yet has no time series (a 0 would read as 1970).
   EXPECT_THAT(text, Not(HasSubstr("_timestamp_seconds")));
 }
@@ -432,9 +437,9 @@ TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
       EXPECT_TRUE(families.insert(words[2]).second) << "twice: " << words[2];
     }
   }
-  // The 51 of every node (without a process, a session or a copy's writes)
+  // The 52 of every node (without a process, a session or a copy's writes)
   // and the sidecar's 14.
-  EXPECT_EQ(families.size(), 51u + 14u);
+  EXPECT_EQ(families.size(), 52u + 14u);
   // Without a sidecar none of them.
   EXPECT_THAT(RenderPrometheus(SmallStatus()),
               ::testing::Not(HasSubstr("tally_pg_")));

@@ -22,6 +22,7 @@
 #include "node/session_scheduler.h"
 #include "node/status_page.h"
 #include "node/stream_limiter.h"
+#include "node/sync_runner.h"
 #include "node/table_rows.h"
 #include "node/tls.h"
 #include "node/wire.h"
@@ -136,6 +137,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   node->diff_runner_ =
       std::make_unique<DiffRunner>(node->store_.get(), client_options,
                                    config.max_sessions, node->streams_.get());
+  // Sessions a tool asks for now (Admin.Sync), as many calls at once as
+  // sessions.
+  node->sync_runner_ = std::make_unique<SyncRunner>(
+      node->scheduler_.get(), config.max_sessions, node->streams_.get());
   // Admin.Status and the metrics page report the same sources.
   std::vector<StatusSource*> status_sources = {
       node->scheduler_.get(), node->peer_service_->feed_status(),
@@ -154,7 +159,8 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   node->admin_service_ = std::make_unique<AdminService>(
       node->store_.get(), node->pool_.get(), status_sources,
       node->streams_.get(), node->diff_runner_.get(), node->table_rows_.get(),
-      node->sidecar_.get(), node->write_guard_.get());
+      node->sidecar_.get(), node->scheduler_.get(), node->sync_runner_.get(),
+      node->write_guard_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   // Linked in explicitly: with --as-needed the plugin is dropped otherwise.
@@ -266,6 +272,9 @@ void NodeServer::Shutdown() {
   if (maintenance_ != nullptr) maintenance_->Shutdown();
   if (scrubber_ != nullptr) scrubber_->Shutdown();
   if (scheduler_ != nullptr) scheduler_->Shutdown();
+  // After the scheduler: its sessions have ended, so the calls following
+  // them end with their outcomes.
+  if (sync_runner_ != nullptr) sync_runner_->Shutdown();
   if (diff_runner_ != nullptr) diff_runner_->Shutdown();
   LogInfo("shutdown: sessions, diffs and feed subscriptions stopped");
   if (peer_service_ != nullptr) peer_service_->StopFeeds();

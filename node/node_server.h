@@ -9,10 +9,10 @@
 // and watchers are told); stop the PostgreSQL sidecar's capture (if any); stop
 // the maintenance (log retention, tombstone purge);
 // stop starting sessions and feed subscriptions and end
-// running ones; end the feed streams this node serves; stop accepting RPCs
-// and finish those in flight (1 s grace, then they are cancelled); wait for
-// the feed threads; drain the worker pool; close the store (a clean close
-// checkpoints the leaves).
+// running ones (and the `tally sync` calls following them); end the feed
+// streams this node serves; stop accepting RPCs and finish those in flight (1 s
+// grace, then they are cancelled); wait for the feed threads; drain the worker
+// pool; close the store (a clean close checkpoints the leaves).
 //
 // A failed store write (a full disk) does not stop the node: it logs an
 // error, the gRPC health service answers NOT_SERVING, every write is refused
@@ -44,6 +44,7 @@ namespace node {
 
 class AdminService;
 class DiffRunner;
+class SyncRunner;
 class MetricsServer;
 class Maintenance;
 class Scrubber;
@@ -94,6 +95,7 @@ class NodeServer {
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<DiffRunner> diff_runner_;
   std::unique_ptr<CopyWriteGuard> write_guard_;
+  std::unique_ptr<SyncRunner> sync_runner_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsServer> metrics_;

@@ -2,10 +2,12 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "node/log.h"
 #include "node/schema_check.h"
+#include "node/wire.h"
 #include "tree/token.h"
 
 namespace tally {
@@ -29,6 +31,33 @@ absl::string_view SessionPhaseName(SessionPhase phase) {
   return "unknown";
 }
 
+namespace {
+
+int64_t UnixMillisOrZero(absl::Time t) {
+  return t == absl::InfinitePast() ? 0 : absl::ToUnixMillis(t);
+}
+
+}  // namespace
+
+void SessionProgressToProto(const SessionProgress& progress, absl::Time now,
+                            v1::SessionProgress* out) {
+  out->set_phase(std::string(SessionPhaseName(progress.phase)));
+  if (progress.phase == SessionPhase::kFailed) {
+    out->set_failed_in(std::string(SessionPhaseName(progress.failed_in)));
+  }
+  out->set_keyspace(progress.keyspace);
+  out->set_phase_since_unix_ms(UnixMillisOrZero(progress.phase_since));
+  if (progress.phase_since != absl::InfinitePast()) {
+    out->set_phase_seconds(absl::ToDoubleSeconds(now - progress.phase_since));
+  }
+  out->set_started_unix_ms(UnixMillisOrZero(progress.started));
+  out->set_keyspaces(progress.keyspaces);
+  out->set_keyspaces_done(progress.keyspaces_done);
+  out->set_differences(progress.differences);
+  out->set_rows_received(progress.rows_received);
+  out->set_rows_sent(progress.rows_sent);
+}
+
 Session::Session(storage::Store* store, NodeClient* client,
                  SessionOptions options)
     : store_(store),
@@ -49,7 +78,10 @@ SessionResult Session::Run() {
     absl::MutexLock lock(&mu_);
     progress_.started = result_.start;
   }
-  const absl::Status handshake = Handshake();
+  absl::Status handshake = Handshake();
+  if (handshake.ok() && !options_.only_keyspace.empty()) {
+    handshake = OnlyKeyspace();
+  }
   if (!handshake.ok()) Fail(handshake);
   const bool refused = !handshake.ok();
   if (!refused) {
@@ -76,8 +108,62 @@ SessionResult Session::Run() {
       }
     }
   }
+  if (result_.status.ok() && options_.compare_roots_after) {
+    const absl::Status compared = CompareRoots();
+    if (!compared.ok()) {
+      Fail(absl::Status(compared.code(),
+                        absl::StrCat("the sync ended, but comparing the roots "
+                                     "after it failed: ",
+                                     compared.message())));
+    }
+  }
   Finish(refused);
   return result_;
+}
+
+absl::Status Session::OnlyKeyspace() {
+  const std::string& only = options_.only_keyspace;
+  if (keyspaces_.count(only) == 0) {
+    std::string there;
+    for (const std::string& name : keyspaces_) {
+      absl::StrAppend(&there, there.empty() ? "" : ", ", name);
+    }
+    return absl::NotFoundError(absl::StrFormat(
+        "keyspace '%s' is on neither this node nor peer %s; keyspaces there "
+        "are: %s",
+        only, client_->address(), there.empty() ? "none" : there));
+  }
+  keyspaces_ = {only};
+  absl::MutexLock lock(&mu_);
+  progress_.keyspaces = 1;
+  return absl::OkStatus();
+}
+
+absl::Status Session::CompareRoots() {
+  absl::StatusOr<v1::HandshakeResponse> answer = client_->Handshake({}, 0);
+  if (!answer.ok()) return answer.status();
+  absl::flat_hash_map<std::string, const v1::KeyspaceSummary*> theirs;
+  for (const v1::KeyspaceSummary& ks : answer->keyspaces()) {
+    theirs[ks.name()] = &ks;
+  }
+  for (const std::string& keyspace : keyspaces_) {
+    v1::KeyspaceSummary ours;
+    absl::StatusOr<std::unique_ptr<tree::TreeView>> view =
+        store_->NewTreeView(keyspace);
+    const bool here = view.ok();
+    if (!here && !absl::IsNotFound(view.status())) return view.status();
+    if (here) {
+      const absl::Status summary = SummaryToProto(**view, keyspace, 0, &ours);
+      if (!summary.ok()) return summary;
+    }
+    const auto there = theirs.find(keyspace);
+    const bool equal = here ? there != theirs.end() &&
+                                  there->second->root() == ours.root() &&
+                                  there->second->row_count() == ours.row_count()
+                            : there == theirs.end();
+    if (!equal) result_.differing_after.push_back(keyspace);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Session::Handshake() {

@@ -18,8 +18,15 @@
 //      one is running. A keyspace this node may not create (it is at
 //      max-keyspaces, kResourceExhausted) fails on its own and the next
 //      keyspaces are synced all the same; any other error ends the session.
-//   4. Finish: the outcome, done or failed (with the phase and keyspace it
+//   4. Compare (a requested session only, SessionOptions::compare_roots_after):
+//      each synced keyspace's root here and on the peer, so that the
+//      operator who asked learns whether the nodes are equal now.
+//   5. Finish: the outcome, done or failed (with the phase and keyspace it
 //      failed in).
+//
+// A session may be limited to one keyspace (SessionOptions::only_keyspace,
+// `tally sync --keyspace`); one that neither side has fails in the
+// handshake with kNotFound, naming the keyspaces there are.
 //
 //   idle ──► handshake ──► diff ⇄ repair (per keyspace) ──► done
 //                 │            │      │
@@ -47,6 +54,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -108,6 +116,10 @@ struct SessionProgress {
   uint64_t rows_sent = 0;
 };
 
+// `progress` as status and Admin.Sync show it, as of `now`.
+void SessionProgressToProto(const SessionProgress& progress, absl::Time now,
+                            ::tally::v1::SessionProgress* out);
+
 // The counters a finished session adds to its peer's totals. They count
 // what was done even when the session failed half way: rows of the batches
 // it applied were moved all the same.
@@ -126,6 +138,9 @@ struct SessionResult {
   // Where in each keyspace's token space the differences were, and the
   // rows repaired there (node/repair_heat.h).
   SessionHeat heat;
+  // With compare_roots_after, and the session ok: the keyspaces synced
+  // whose roots (or row counts) still differ between the nodes.
+  std::vector<std::string> differing_after = {};
 };
 
 struct SessionOptions {
@@ -139,6 +154,10 @@ struct SessionOptions {
   double bandwidth_bytes_per_second = 0;
   // Rows fetched and written per repair batch.
   size_t batch_rows = SyncOptions{}.batch_rows;
+  // Only this keyspace; empty for every keyspace either side has.
+  std::string only_keyspace;
+  // After a successful sync, compare each keyspace's roots (step 4).
+  bool compare_roots_after = false;
   // Called with the peer's answer to the handshake, which was sent at
   // `sent_ms` and answered by `received_ms` (the store's clock, Unix ms),
   // before any keyspace is synced. An error refuses the peer: the session
@@ -177,6 +196,10 @@ class Session {
   // has this node's own name.
   absl::Status Handshake() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Part of step 1 for a session limited to options_.only_keyspace: keeps
+  // it alone in keyspaces_, or kNotFound when neither side has it.
+  absl::Status OnlyKeyspace() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Steps 2 and 3: diff `keyspace` with the peer and repair what differs,
   // the two interleaved batch by batch (see the top of the file); the
   // phase follows the sync's steps. Adds what was moved to result_, even
@@ -184,7 +207,11 @@ class Session {
   absl::Status SyncKeyspace(const std::string& keyspace)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Step 4: record the outcome in the progress (done, or failed in the
+  // Step 4: fills result_.differing_after from this node's roots and the
+  // peer's (one more handshake). Returns the handshake's error.
+  absl::Status CompareRoots() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Step 5: record the outcome in the progress (done, or failed in the
   // phase the error came in) and log a session refused before any
   // keyspace was synced.
   void Finish(bool refused) ABSL_LOCKS_EXCLUDED(mu_);

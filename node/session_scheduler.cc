@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "node/log.h"
+#include "node/paused_peers.h"
+#include "storage/names.h"
 
 namespace tally {
 namespace node {
@@ -16,30 +20,6 @@ constexpr absl::Duration kTick = absl::Milliseconds(100);
 // A clock this far behind a peer's is warned about: NTP keeps clocks within
 // milliseconds, and the round trip of a handshake is allowed for.
 constexpr absl::Duration kClockBehindWarning = absl::Seconds(5);
-
-int64_t UnixMillisOrZero(absl::Time t) {
-  return t == absl::InfinitePast() ? 0 : absl::ToUnixMillis(t);
-}
-
-// `progress` as status shows it, as of `now`.
-void SessionToProto(const SessionProgress& progress, absl::Time now,
-                    v1::SessionProgress* out) {
-  out->set_phase(std::string(SessionPhaseName(progress.phase)));
-  if (progress.phase == SessionPhase::kFailed) {
-    out->set_failed_in(std::string(SessionPhaseName(progress.failed_in)));
-  }
-  out->set_keyspace(progress.keyspace);
-  out->set_phase_since_unix_ms(UnixMillisOrZero(progress.phase_since));
-  if (progress.phase_since != absl::InfinitePast()) {
-    out->set_phase_seconds(absl::ToDoubleSeconds(now - progress.phase_since));
-  }
-  out->set_started_unix_ms(UnixMillisOrZero(progress.started));
-  out->set_keyspaces(progress.keyspaces);
-  out->set_keyspaces_done(progress.keyspaces_done);
-  out->set_differences(progress.differences);
-  out->set_rows_received(progress.rows_received);
-  out->set_rows_sent(progress.rows_sent);
-}
 
 }  // namespace
 
@@ -70,6 +50,7 @@ absl::Status SessionScheduler::Start() {
     }
     peers_.push_back(std::move(peer));
   }
+  RestorePaused();
   pool_ = std::make_unique<WorkerPool>(config_.max_sessions,
                                        std::max<size_t>(peers_.size(), 1));
   for (const auto& peer_ptr : peers_) {
@@ -91,6 +72,20 @@ absl::Status SessionScheduler::Start() {
 
 void SessionScheduler::Shutdown() {
   if (stopping_.exchange(true)) return;
+  {
+    // Running sessions stop at their next step. Under mu_: a session the
+    // timer claims clears its peer's flag under it, before this.
+    absl::MutexLock lock(&mu_);
+    for (const auto& peer : peers_) {
+      if (peer->running) peer->stop_reason = "the node is shutting down";
+      peer->stop_session.store(true);
+      for (const auto& request : peer->requests) {
+        FinishUnrun(request,
+                    absl::UnavailableError("the node is shutting down"));
+      }
+      peer->requests.clear();
+    }
+  }
   // All feeds at once: each notices within a heartbeat.
   for (const auto& peer : peers_) {
     if (peer->feed != nullptr) peer->feed->RequestStop();
@@ -120,14 +115,30 @@ void SessionScheduler::TimerLoop() {
       Peer* peer = peer_ptr.get();
       {
         absl::MutexLock lock(&mu_);
-        if (peer->running || peer->next_due > now) continue;
+        if (stopping_.load() || peer->running || peer->paused ||
+            (peer->next_due > now && peer->requests.empty())) {
+          continue;
+        }
         peer->running = true;
+        if (!peer->requests.empty()) {
+          peer->request = std::move(peer->requests.front());
+          peer->requests.pop_front();
+          peer->trigger = SessionTrigger::kRequested;
+        } else {
+          peer->request = nullptr;
+          peer->trigger = SessionTrigger::kScheduled;
+        }
+        peer->stop_reason.clear();
+        peer->stop_session.store(false);
         ++sessions_running_;
       }
       if (!pool_->Schedule([this, peer] { RunSession(peer); })) {
         absl::MutexLock lock(&mu_);
         peer->running = false;
         --sessions_running_;
+        if (peer->request != nullptr) {
+          peer->requests.push_front(std::move(peer->request));
+        }
       }
     }
     absl::SleepFor(kTick);
@@ -157,45 +168,328 @@ void SessionScheduler::RunSession(Peer* peer) {
   SessionOptions options;
   options.from_source = peer->config.role == PeerRole::kSource;
   options.timeout = config_.session_timeout;
-  options.cancelled = &stopping_;
+  options.cancelled = &peer->stop_session;
   options.bandwidth_bytes_per_second = config_.repair_bandwidth_mb * 1e6;
   options.outage_log = peer->outage_log.get();
   options.on_handshake = [this, peer](const v1::HandshakeResponse& answer,
                                       uint64_t sent, uint64_t received) {
     return AcceptHandshake(peer, answer, sent, received);
   };
+  std::shared_ptr<SessionRequest> request;
+  {
+    absl::MutexLock lock(&mu_);
+    request = peer->request;
+  }
+  if (request != nullptr) {
+    options.only_keyspace = request->keyspace();
+    options.compare_roots_after = true;
+  }
   auto owned =
-      std::make_unique<Session>(store_, peer->client.get(), std::move(options));
+      std::make_shared<Session>(store_, peer->client.get(), std::move(options));
   Session* const session = owned.get();
-  std::unique_ptr<Session> last;
+  std::shared_ptr<Session> last;
   {
     absl::MutexLock lock(&mu_);
     last = std::move(peer->session);
-    peer->session = std::move(owned);
+    peer->session = owned;
+    peer->counting_session = true;
   }
+  if (request != nullptr) request->Start(owned);
   last.reset();  // outside the lock
-  const SessionResult result = session->Run();
+  SessionResult result = session->Run();
+  const SessionProgress progress = session->progress();
+  const absl::Time end = absl::Now();
 
-  absl::MutexLock lock(&mu_);
-  peer->running = false;
-  --sessions_running_;
-  peer->last_session = result.start;
-  peer->last_outcome = result.status.ok() ? "ok" : result.status.ToString();
-  if (result.status.ok()) {
-    ++peer->sessions_ok;
-    peer->synced_since =
-        absl::FromUnixMillis(static_cast<int64_t>(result.clock_start_ms));
-  } else {
-    ++peer->sessions_failed;
+  SessionRecord record;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::IsCancelled(result.status) && !peer->stop_reason.empty()) {
+      // The sync's own message cannot know who stopped it.
+      result.status = absl::CancelledError(
+          absl::StrCat("session stopped: ", peer->stop_reason));
+    }
+    peer->running = false;
+    --sessions_running_;
+    peer->last_session = result.start;
+    peer->last_outcome = result.status.ok() ? "ok" : result.status.ToString();
+    if (result.status.ok()) {
+      ++peer->sessions_ok;
+      peer->synced_since =
+          absl::FromUnixMillis(static_cast<int64_t>(result.clock_start_ms));
+    } else {
+      ++peer->sessions_failed;
+    }
+    // In the same critical section as counting_session is cleared: status
+    // never counts the session's rows twice, nor drops them for a moment.
+    peer->counting_session = false;
+    peer->rows_received += result.rows_received;
+    peer->rows_sent += result.rows_sent;
+    peer->bytes_repaired += result.bytes_repaired;
+    peer->rows_erased += result.rows_erased;
+    peer->conflicts += result.conflicts;
+    peer->session_durations.Add(end - result.start);
+    peer->heat.AddSession(result.heat);
+    peer->next_due = end + JitteredLocked(config_.sync_interval);
+    record.start = result.start;
+    record.duration = end - result.start;
+    record.trigger = peer->trigger;
+    record.outcome = peer->last_outcome;
+    record.keyspaces = progress.keyspaces_done;
+    record.differences = progress.differences;
+    record.rows_received = result.rows_received;
+    record.rows_sent = result.rows_sent;
+    record.rows_erased = result.rows_erased;
+    record.conflicts = result.conflicts;
+    record.bytes_repaired = result.bytes_repaired;
+    peer->history.Record(record);
+    peer->request = nullptr;
   }
-  peer->rows_received += result.rows_received;
-  peer->rows_sent += result.rows_sent;
-  peer->bytes_repaired += result.bytes_repaired;
-  peer->rows_erased += result.rows_erased;
-  peer->conflicts += result.conflicts;
-  peer->session_durations.Add(absl::Now() - result.start);
-  peer->heat.AddSession(result.heat);
-  peer->next_due = absl::Now() + JitteredLocked(config_.sync_interval);
+  if (request != nullptr) {
+    request->Finish(record, std::move(result.differing_after));
+  }
+  // One line per session with what it did, whatever its outcome: a session
+  // stopped at shutdown says how many rows it had copied.
+  // A session refused before any keyspace (the peer down) is the peer's
+  // outage log's to report, once per outage: here only at debug level.
+  const bool refused = !result.status.ok() && record.keyspaces == 0;
+  Log(refused ? LogLevel::kDebug : LogLevel::kInfo, "session ended",
+      {{"peer", peer->config.address},
+       {"name", PeerName(peer)},
+       {"trigger", SessionTriggerName(record.trigger)},
+       {"outcome", record.outcome},
+       {"keyspaces", record.keyspaces},
+       {"differences", record.differences},
+       {"rows_received", record.rows_received},
+       {"rows_sent", record.rows_sent},
+       {"erased", record.rows_erased},
+       {"conflicts", record.conflicts},
+       {"bytes_repaired", record.bytes_repaired},
+       {"duration_ms", absl::ToInt64Milliseconds(record.duration)}});
+}
+
+void SessionScheduler::FinishUnrun(
+    const std::shared_ptr<SessionRequest>& request,
+    const absl::Status& outcome) {
+  SessionRecord record;
+  record.start = absl::Now();
+  record.trigger = SessionTrigger::kRequested;
+  record.outcome = outcome.ToString();
+  request->Finish(std::move(record), {});
+}
+
+absl::StatusOr<std::vector<PeerControl::Asked>>
+SessionScheduler::RequestSessions(const std::string& name,
+                                  const std::string& keyspace) {
+  if (!keyspace.empty()) {
+    const absl::Status valid = storage::ValidateKeyspaceName(keyspace);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad keyspace: ", valid.message()));
+    }
+  }
+  std::vector<Asked> asked;
+  absl::MutexLock lock(&mu_);
+  if (stopping_.load()) {
+    return absl::UnavailableError("the node is shutting down");
+  }
+  if (peers_.empty()) {
+    return absl::FailedPreconditionError(
+        "this node has no peers (--peer); there is nothing to sync with");
+  }
+  std::vector<Peer*> chosen;
+  if (!name.empty()) {
+    absl::StatusOr<Peer*> found = FindPeerLocked(name);
+    if (!found.ok()) return found.status();
+    if ((*found)->paused) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "sessions with peer %s are paused; resume them first: tally peer "
+          "resume %s",
+          (*found)->config.address, (*found)->config.address));
+    }
+    chosen.push_back(*found);
+  } else {
+    for (const auto& peer : peers_) chosen.push_back(peer.get());
+  }
+  bool any = false;
+  for (Peer* peer : chosen) {
+    Asked one;
+    one.address = peer->config.address;
+    one.name = peer->name;
+    if (!peer->paused) {
+      one.request = std::make_shared<SessionRequest>(keyspace);
+      any = true;
+    }
+    asked.push_back(std::move(one));
+  }
+  if (!any) {
+    return absl::FailedPreconditionError(
+        "every peer of this node is paused; resume one first: tally peer "
+        "resume PEER");
+  }
+  // Queued only once every check passed: all or nothing.
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    if (asked[i].request != nullptr) {
+      chosen[i]->requests.push_back(asked[i].request);
+    }
+  }
+  return asked;
+}
+
+void SessionScheduler::CancelRequest(
+    const std::shared_ptr<SessionRequest>& request) {
+  bool dropped = false;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& peer : peers_) {
+      if (peer->request == request) {
+        peer->stop_reason = "the tool that asked for it went away";
+        peer->stop_session.store(true);
+        return;  // RunSession finishes it
+      }
+      auto it =
+          std::find(peer->requests.begin(), peer->requests.end(), request);
+      if (it != peer->requests.end()) {
+        peer->requests.erase(it);
+        dropped = true;
+        break;
+      }
+    }
+  }
+  if (dropped) {
+    FinishUnrun(request,
+                absl::CancelledError("the tool that asked for it went away"));
+  }
+}
+
+void SessionScheduler::RestorePaused() {
+  if (config_.data_dir.empty()) return;
+  absl::StatusOr<std::set<std::string>> paused =
+      ReadPausedPeers(config_.data_dir);
+  if (!paused.ok()) {
+    LogWarning(
+        absl::StrCat(paused.status().message(), "; every peer starts resumed"));
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  for (const std::string& address : *paused) {
+    Peer* found = nullptr;
+    for (const auto& peer : peers_) {
+      if (peer->config.address == address) found = peer.get();
+    }
+    if (found == nullptr) {
+      LogWarning(absl::StrFormat(
+          "%s names %s, which is no longer a peer; ignored (dropped at the "
+          "next pause or resume)",
+          kPausedPeersFile, address));
+      continue;
+    }
+    found->paused = true;
+    found->paused_since = absl::Now();
+    LogInfo(absl::StrFormat(
+        "peer %s stays paused (%s in the data directory); tally peer resume "
+        "%s ends it",
+        address, kPausedPeersFile, address));
+  }
+}
+
+void SessionScheduler::PersistPaused() {
+  if (config_.data_dir.empty()) return;
+  // One writer at a time, each writing the latest state: a pause and a
+  // resume racing cannot leave the older one in the file.
+  absl::MutexLock persist(&persist_mu_);
+  std::set<std::string> paused;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& peer : peers_) {
+      if (peer->paused) paused.insert(peer->config.address);
+    }
+  }
+  const absl::Status written = WritePausedPeers(config_.data_dir, paused);
+  if (!written.ok()) {
+    LogWarning(absl::StrCat(written.message(),
+                            "; the pause holds until the node restarts"));
+  }
+}
+
+std::string SessionScheduler::PeerName(Peer* peer) {
+  absl::MutexLock lock(&mu_);
+  return peer->name.empty() ? std::string("?") : peer->name;
+}
+
+absl::StatusOr<SessionScheduler::Peer*> SessionScheduler::FindPeerLocked(
+    const std::string& name) const {
+  if (name.empty()) {
+    return absl::InvalidArgumentError(
+        "no peer given; name one of the node's peers by its address or its "
+        "node name");
+  }
+  // Addresses and node names are short; a long one is no peer, and is not
+  // echoed back whole.
+  constexpr size_t kMaxPeerName = 1024;
+  if (name.size() > kMaxPeerName) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "peer is %d bytes; the limit is %d", name.size(), kMaxPeerName));
+  }
+  for (const auto& peer : peers_) {
+    if (peer->config.address == name) return peer.get();
+  }
+  for (const auto& peer : peers_) {
+    if (!peer->name.empty() && peer->name == name) return peer.get();
+  }
+  std::string known;
+  for (const auto& peer : peers_) {
+    absl::StrAppend(
+        &known, known.empty() ? "" : ", ", peer->config.address,
+        peer->name.empty() ? "" : absl::StrCat(" (", peer->name, ")"));
+  }
+  return absl::NotFoundError(
+      absl::StrFormat("'%s' is not a peer of this node; its peers: %s",
+                      absl::CHexEscape(name), known.empty() ? "none" : known));
+}
+
+absl::StatusOr<v1::PeerControlResponse> SessionScheduler::SetPaused(
+    const std::string& name, bool paused) {
+  v1::PeerControlResponse response;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Peer*> found = FindPeerLocked(name);
+    if (!found.ok()) return found.status();
+    Peer* peer = *found;
+    response.set_address(peer->config.address);
+    response.set_name(peer->name);
+    response.set_changed(peer->paused != paused);
+    response.set_paused(paused);
+    if (peer->paused != paused) {
+      peer->paused = paused;
+      peer->paused_since = paused ? absl::Now() : absl::InfinitePast();
+      if (paused && peer->running) {
+        peer->stop_reason = "the peer was paused (tally peer pause)";
+        peer->stop_session.store(true);
+        response.set_session_stopped(true);
+      }
+      if (paused) {
+        for (const auto& request : peer->requests) {
+          FinishUnrun(request, absl::FailedPreconditionError(
+                                   "the peer was paused (tally peer pause) "
+                                   "before the session started"));
+        }
+        peer->requests.clear();
+      }
+      if (!paused) {
+        // Its next session comes soon, not a whole interval after resume.
+        peer->next_due = absl::Now() + JitteredLocked(absl::Milliseconds(500));
+      }
+    }
+  }
+  if (response.changed()) PersistPaused();
+  if (response.changed()) {
+    LogInfo(paused ? "peer paused" : "peer resumed",
+            {{"peer", response.address()},
+             {"name", response.name().empty() ? "?" : response.name()},
+             {"running_session",
+              response.session_stopped() ? "stopping" : "none"}});
+  }
+  return response;
 }
 
 absl::Status SessionScheduler::AcceptHandshake(
@@ -281,17 +575,32 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     p->set_session_running(peer->running);
     p->set_sessions_ok(peer->sessions_ok);
     p->set_sessions_failed(peer->sessions_failed);
-    p->set_rows_received(peer->rows_received);
-    p->set_rows_sent(peer->rows_sent);
+    const SessionProgress progress = peer->session != nullptr
+                                         ? peer->session->progress()
+                                         : SessionProgress{};
+    // The running session's rows so far count too: a long session shows
+    // its work as it goes (RunSession adds them for good as it ends).
+    const bool counting = peer->counting_session;
+    p->set_rows_received(peer->rows_received +
+                         (counting ? progress.rows_received : 0));
+    p->set_rows_sent(peer->rows_sent + (counting ? progress.rows_sent : 0));
     p->set_bytes_repaired(peer->bytes_repaired);
     p->set_rows_erased(peer->rows_erased);
     p->set_conflicts(peer->conflicts);
     peer->session_durations.ToProto(p->mutable_session_seconds());
     p->set_clock_behind_seconds(peer->clock_behind_seconds);
     peer->heat.ToProto(p);
-    SessionToProto(peer->session != nullptr ? peer->session->progress()
-                                            : SessionProgress{},
-                   now, p->mutable_session());
+    SessionProgressToProto(progress, now, p->mutable_session());
+    if (peer->session != nullptr) {
+      p->mutable_session()->set_trigger(SessionTriggerName(peer->trigger));
+    }
+    for (const SessionRecord& record : peer->history.Newest()) {
+      SessionRecordToProto(record, p->add_history());
+    }
+    p->set_paused(peer->paused);
+    if (peer->paused) {
+      p->set_paused_since_unix_ms(absl::ToUnixMillis(peer->paused_since));
+    }
     if (peer->feed != nullptr) {
       const FeedCounters feed = peer->feed->counters();
       p->set_feed_received(feed.received);

@@ -22,6 +22,20 @@
 // feed that has no position in its publisher's log asks for a session with
 // that peer at once.
 //
+// What status shows of each peer: its totals (rows received and sent
+// include the running session's rows so far, so they rise while a long
+// session runs, not only when it ends), the running or last session's
+// progress, and the last sessions (node/session_history.h). Each session
+// ends with one log line of what it did, also when it failed or was
+// stopped half way.
+//
+// An operator may pause the sessions with a peer (SetPaused, `tally peer
+// pause`): a paused peer gets no session until it is resumed, and a session
+// running with it is told to stop at its next step (the rows it applied
+// stay applied; its outcome says it was stopped by the pause). The change
+// feed from the peer goes on. Paused peers are kept in the data directory
+// (node/paused_peers.h), so a pause outlives a restart.
+//
 //   SessionScheduler scheduler(store, config, client_options);
 //   scheduler.Start();
 //   ...
@@ -32,6 +46,7 @@
 #define TALLY_NODE_SESSION_SCHEDULER_H_
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -46,14 +61,17 @@
 #include "node/duration_histogram.h"
 #include "node/feed_subscriber.h"
 #include "node/repair_heat.h"
+#include "node/peer_control.h"
 #include "node/session.h"
+#include "node/session_history.h"
+#include "node/session_request.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 
 namespace tally {
 namespace node {
 
-class SessionScheduler : public StatusSource {
+class SessionScheduler : public StatusSource, public PeerControl {
  public:
   SessionScheduler(storage::Store* store, const NodeConfig& config,
                    ClientOptions client_options);
@@ -77,6 +95,21 @@ class SessionScheduler : public StatusSource {
   // node started; InfiniteFuture when there are no peers. Tombstones older
   // than this have reached every peer (section "Tombstone purge").
   absl::Time PeersSyncedSince() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // PeerControl. A session running with a peer being paused is told to
+  // stop at its next step.
+  absl::StatusOr<::tally::v1::PeerControlResponse> SetPaused(
+      const std::string& peer, bool paused) override ABSL_LOCKS_EXCLUDED(mu_);
+
+  // PeerControl. Requested sessions run on the scheduler's pool as its
+  // own do, one at a time per peer; a paused peer's waiting requests are
+  // finished (FAILED_PRECONDITION) as it is paused, and every waiting one
+  // (UNAVAILABLE) at Shutdown.
+  absl::StatusOr<std::vector<Asked>> RequestSessions(
+      const std::string& peer, const std::string& keyspace) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void CancelRequest(const std::shared_ptr<SessionRequest>& request) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // StatusSource: peers and sessions.
   void FillStatus(::tally::v1::StatusResponse* response) override;
@@ -118,13 +151,50 @@ class SessionScheduler : public StatusSource {
     // The running session, or the last one; null before the first. Only
     // RunSession replaces it, and never while the session runs. Lock order:
     // mu_, then the session's own (FillStatus reads its progress under mu_).
-    std::unique_ptr<Session> session;
+    std::shared_ptr<Session> session;
+    // Sessions asked for (RequestSessions), in order, and the one of the
+    // running session (null for a scheduled one).
+    std::deque<std::shared_ptr<SessionRequest>> requests;
+    std::shared_ptr<SessionRequest> request;
+    // True from the moment RunSession made `session` current until its
+    // result is added to the totals above: while true, the session's rows
+    // so far are added to rows_received and rows_sent in status.
+    bool counting_session = false;
+    SessionTrigger trigger = SessionTrigger::kScheduled;
+    SessionHistory history;
+    // Paused by an operator (SetPaused), or in paused-peers at start.
+    bool paused = false;
+    absl::Time paused_since = absl::InfinitePast();
+    // Why stop_session was set, for the session's outcome.
+    std::string stop_reason;
+    // Not under mu_: the running session's cancel flag, set by a pause and
+    // by Shutdown; cleared as a session starts.
+    std::atomic<bool> stop_session{false};
   };
+
+  // The peer named `peer` (its address as configured, or its node name);
+  // kNotFound listing the peers otherwise.
+  absl::StatusOr<Peer*> FindPeerLocked(const std::string& peer) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Records `name` as the node at `peer`'s address. kAlreadyExists when a
   // peer listed before it is that node under another address.
   absl::Status ClaimName(Peer* peer, const std::string& name)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Pauses the peers the data directory's paused-peers file names
+  // (node/paused_peers.h); an unreadable file is logged and ignored.
+  void RestorePaused() ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the paused peers to that file; a failure is logged (the pause
+  // then holds until a restart).
+  void PersistPaused() ABSL_LOCKS_EXCLUDED(mu_, persist_mu_);
+
+  // Finishes `request` as never run, with `outcome`.
+  static void FinishUnrun(const std::shared_ptr<SessionRequest>& request,
+                          const absl::Status& outcome);
+
+  // `peer`'s node name, "?" before its first handshake.
+  std::string PeerName(Peer* peer) ABSL_LOCKS_EXCLUDED(mu_);
 
   void TimerLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Runs one session with `peer` and records its result; REQUIRES:
@@ -153,6 +223,9 @@ class SessionScheduler : public StatusSource {
   std::unique_ptr<WorkerPool> pool_;
   std::thread timer_;
   std::atomic<bool> stopping_{false};
+
+  // Serialises PersistPaused's writes; taken before mu_.
+  absl::Mutex persist_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Peer>> peers_;  // the vector is constant after

@@ -350,6 +350,71 @@ TEST_F(SessionTest, TheHeatCountsEachDifferenceInItsTokenSegment) {
   }
 }
 
+// `tally sync --keyspace`: a session limited to one keyspace syncs it alone.
+TEST_F(SessionTest, OnlyKeyspaceSyncsThatKeyspaceAlone) {
+  StartPeer("node-b");
+  Put(*local_, "ks-1", "k");
+  Put(peer_->store(), "ks-2", "k");
+  Put(peer_->store(), "ks-3", "k");
+  SessionOptions options;
+  options.only_keyspace = "ks-2";
+  ASSERT_TRUE(Run(std::move(options)).status.ok());
+  EXPECT_THAT(phases_, ElementsAre(Pair("handshake", ""), Pair("diff", "ks-2"),
+                                   Pair("repair", "ks-2"), Pair("done", "")));
+  EXPECT_EQ(progress_.keyspaces, 1u);
+  EXPECT_EQ(Rows(*local_, "ks-2"), 1u);
+  EXPECT_EQ(Rows(*local_, "ks-3"), 0u);
+  EXPECT_EQ(Rows(peer_->store(), "ks-1"), 0u);
+}
+
+TEST_F(SessionTest, OnlyKeyspaceThatNeitherSideHasFailsNamingTheKeyspaces) {
+  StartPeer("node-b");
+  Put(*local_, "ks-1", "k");
+  Put(peer_->store(), "ks-2", "k");
+  SessionOptions options;
+  options.only_keyspace = "nope";
+  const SessionResult result = Run(std::move(options));
+  EXPECT_EQ(result.status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(result.status.message()),
+              ::testing::HasSubstr(
+                  "keyspace 'nope' is on neither this node nor peer " +
+                  peer_->address() + "; keyspaces there are: ks-1, ks-2"));
+  EXPECT_EQ(progress_.phase, SessionPhase::kFailed);
+  EXPECT_EQ(progress_.failed_in, SessionPhase::kHandshake);
+  EXPECT_EQ(Rows(*local_, "ks-2"), 0u);
+}
+
+// A requested session compares the roots after it: equal after a quiet
+// sync; a keyspace written to after it was synced is named.
+TEST_F(SessionTest, ComparingRootsAfterASyncNamesKeyspacesThatDifferAgain) {
+  StartPeer("node-b");
+  Put(*local_, "ks-1", "k");
+  Put(peer_->store(), "ks-2", "k");
+  SessionOptions quiet;
+  quiet.compare_roots_after = true;
+  SessionResult result = Run(std::move(quiet));
+  ASSERT_TRUE(result.status.ok()) << result.status;
+  EXPECT_TRUE(result.differing_after.empty());
+
+  Put(*local_, "ks-1", "k2");
+  Put(peer_->store(), "ks-2", "k2");
+  SessionOptions raced;
+  raced.compare_roots_after = true;
+  bool written = false;
+  raced.on_phase = [&](const SessionProgress& p) {
+    // Once ks-1 is synced, a write lands in it on the peer.
+    if (!written && p.phase == SessionPhase::kDiff && p.keyspace == "ks-2") {
+      written = true;
+      Put(peer_->store(), "ks-1", "late");
+    }
+  };
+  result = Run(std::move(raced));
+  ASSERT_TRUE(result.status.ok()) << result.status;
+  EXPECT_THAT(result.differing_after, ElementsAre("ks-1"));
+  // Without the comparison nothing is compared.
+  EXPECT_TRUE(Run().differing_after.empty());
+}
+
 }  // namespace
 }  // namespace node
 }  // namespace tally

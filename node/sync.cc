@@ -83,7 +83,8 @@ class Repairer {
 
   absl::Status CheckStop() const {
     if (options_.cancelled != nullptr && options_.cancelled->load()) {
-      return absl::CancelledError("the sync was cancelled (shutdown)");
+      return absl::CancelledError(
+          "the sync was cancelled (shutdown, a pause, or the tool went away)");
     }
     if (absl::Now() > options_.deadline) {
       return absl::DeadlineExceededError("the sync ran past its deadline");

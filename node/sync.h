@@ -71,7 +71,8 @@ struct SyncOptions {
   size_t batch_rows = 1000;
   // Give up (kDeadlineExceeded) after this time.
   absl::Time deadline = absl::InfiniteFuture();
-  // When set and true, stop at the next step with kCancelled (shutdown).
+  // When set and true, stop at the next step with kCancelled (shutdown, a
+  // paused peer, a tool gone).
   const std::atomic<bool>* cancelled = nullptr;
   tree::DiffOptions diff;
   // Called for every differing key (e.g. to print it). Optional.

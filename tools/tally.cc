@@ -10,6 +10,8 @@
 //   tally diff 'postgresql://a/app?table=public.t' 'postgresql://b/app'
 //   tally verify --data-dir=/var/lib/tally
 //   tally recover --data-dir=/var/lib/tally
+//   tally --node=127.0.0.1:7400 peer pause 127.0.0.1:7401
+//   tally sync 127.0.0.1:7400 --peer=127.0.0.1:7401
 //
 // A thin front end: the node's client library (node/client.h) does the
 // talking, tree/diff.h the diffing and node/sync.h the repairing (on node A,
@@ -54,10 +56,11 @@
 #include "tools/cli/commands.h"
 
 ABSL_FLAG(std::string, node, "127.0.0.1:7400",
-          "HOST:PORT of the node that put, get, del, load and status talk "
-          "to.");
+          "HOST:PORT of the node that put, get, del, load, status and peer "
+          "talk to.");
 ABSL_FLAG(std::string, keyspace, "default",
-          "Keyspace for put, get, del, load, diff and repair.");
+          "Keyspace for put, get, del, load, diff and repair; sync: the only "
+          "keyspace to sync (without it, every keyspace).");
 ABSL_FLAG(bool, json, false,
           "Machine-readable output: one JSON object per line.");
 ABSL_FLAG(double, timeout, 30,
@@ -82,6 +85,13 @@ ABSL_FLAG(std::string, source, "",
           "repair: A or B (or its address): the authoritative node. The "
           "other becomes an exact copy of it, extra rows erased. Without "
           "it, repair is two-way, last writer wins.");
+ABSL_FLAG(std::string, peer, "",
+          "sync: the peer of node A to sync with, by its address or node "
+          "name; without it, every peer that is not paused.");
+ABSL_FLAG(bool, all_keyspaces, false,
+          "diff, repair of two nodes: every keyspace either node has, one "
+          "after the other in name order (a summary line each; exit code the "
+          "worst of them), instead of --keyspace.");
 ABSL_FLAG(bool, dry_run, false,
           "repair: print what would change, per key, and change nothing.");
 ABSL_FLAG(bool, third_party, false,
@@ -126,6 +136,8 @@ CommandResult Run(const std::string& command, const Context& ctx) {
   if (command == "repair") return Repair(ctx);
   if (command == "verify") return Verify(ctx);
   if (command == "recover") return Recover(ctx);
+  if (command == "peer") return Peer(ctx);
+  if (command == "sync") return Sync(ctx);
   return Help(ctx);
 }
 
@@ -233,8 +245,10 @@ int Main(int argc, char** argv) {
   ctx.count = absl::GetFlag(FLAGS_count);
   ctx.seed = absl::GetFlag(FLAGS_seed);
   ctx.value_size = absl::GetFlag(FLAGS_value_size);
+  ctx.peer = absl::GetFlag(FLAGS_peer);
   ctx.source = absl::GetFlag(FLAGS_source);
   ctx.dry_run = absl::GetFlag(FLAGS_dry_run);
+  ctx.all_keyspaces = absl::GetFlag(FLAGS_all_keyspaces);
   ctx.third_party = absl::GetFlag(FLAGS_third_party);
   ctx.tables = absl::GetFlag(FLAGS_table);
   ctx.data_dir = absl::GetFlag(FLAGS_data_dir);

@@ -67,20 +67,21 @@ const std::vector<CommandSpec>& Commands() {
       {"diff",
        2,
        2,
-       "diff A B [--third-party]",
+       "diff A B [--third-party] [--all-keyspaces]",
        "list the keys that differ between nodes A and B, or between the "
        "tables of two PostgreSQL URLs (exit 1 if any); A diffs against B "
        "itself, or this tool does with --third-party",
        "tally --keyspace=users diff 127.0.0.1:7400 127.0.0.1:7401",
-       {"third_party", "table"}},
+       {"third_party", "table", "all_keyspaces"}},
       {"repair",
        2,
        2,
-       "repair A B [--source=A|B] [--dry-run] [--third-party]",
+       "repair A B [--source=A|B] [--dry-run] [--third-party] "
+       "[--all-keyspaces]",
        "make A and B equal: two-way last writer wins, or one-way from "
        "--source; run by A, or by this tool with --third-party",
        "tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401",
-       {"source", "dry_run", "third_party", "table"}},
+       {"source", "dry_run", "third_party", "table", "all_keyspaces"}},
       {"verify",
        0,
        0,
@@ -99,6 +100,25 @@ const std::vector<CommandSpec>& Commands() {
        "if problems remain); peers refill what was lost",
        "tally recover --data-dir=/var/lib/tally",
        {"data_dir"}},
+      {"peer",
+       2,
+       2,
+       "peer pause|resume PEER",
+       "pause or resume the node's (--node) sessions with one of its peers "
+       "(its address or node name); a pause stops a running session at its "
+       "next step and lasts until resumed (a restart keeps it)",
+       "tally --node=127.0.0.1:7400 peer pause 127.0.0.1:7401",
+       {}},
+      {"sync",
+       1,
+       1,
+       "sync A [--peer=B] [--keyspace=K]",
+       "node A starts a session now with its peer B (default: every peer "
+       "not paused), of keyspace K (default: all), and this tool follows it "
+       "to its end; a session running with B is waited for (exit 1 if the "
+       "nodes still differ after it)",
+       "tally sync 127.0.0.1:7400 --peer=127.0.0.1:7401",
+       {"peer"}},
       {"help", 0, 0, "help", "print this text", "tally help", {}},
   };
   return *kCommands;
@@ -125,7 +145,7 @@ std::string UsageText() {
   absl::StrAppend(
       &out,
       "\nglobal flags:\n"
-      "  --node=HOST:PORT   the node for put/get/del/load/status/verify "
+      "  --node=HOST:PORT   the node for put/get/del/load/status/verify/peer "
       "(default 127.0.0.1:7400)\n"
       "  --keyspace=NAME    the keyspace (default 'default')\n"
       "  --json             machine-readable output: one JSON object per "
@@ -142,10 +162,10 @@ std::string UsageText() {
       "  0  success; diff: the nodes are equal; verify, recover: the store is "
       "sound\n"
       "  1  get: no such key (or deleted); diff: the nodes differ; "
-      "repair: the nodes still differ afterwards (a dry run: it found "
+      "repair, sync: the nodes still differ afterwards (a dry run: it found "
       "differences); verify, recover: problems found\n"
       "  2  trouble: bad arguments, unknown keyspace, unreachable node, "
-      "failed repair\n");
+      "failed repair or sync\n");
   return out;
 }
 

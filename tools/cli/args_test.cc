@@ -92,8 +92,9 @@ TEST(CheckCommandLine, CommandFlagsBelongToTheirCommand) {
 }
 
 TEST(FindCommand, KnowsEveryDocumentedCommand) {
-  for (const char* name : {"put", "get", "del", "load", "status", "diff",
-                           "repair", "verify", "recover", "help"}) {
+  for (const char* name :
+       {"put", "get", "del", "load", "status", "diff", "repair", "verify",
+        "recover", "peer", "sync", "help"}) {
     EXPECT_NE(FindCommand(name), nullptr) << name;
     EXPECT_THAT(UsageText(), HasSubstr(FindCommand(name)->example));
   }

@@ -1,18 +1,23 @@
 #include "tools/cli/command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "node/schema_check.h"
 #include "storage/names.h"
+#include "tools/cli/pg_url.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -86,6 +91,77 @@ absl::StatusOr<std::optional<v1::KeyspaceSummary>> FindKeyspace(
     if (ks.name() == keyspace) return ks;
   }
   return std::nullopt;
+}
+
+absl::Status ListKeyspacesInError(const Context& ctx,
+                                  const absl::Status& absent) {
+  if (!absl::IsNotFound(absent) || ctx.args.size() < 2) return absent;
+  std::string lists;
+  for (const std::string& address : {ctx.args[0], ctx.args[1]}) {
+    absl::StatusOr<std::unique_ptr<node::NodeClient>> client =
+        Connect(ctx, address);
+    if (!client.ok()) continue;
+    absl::StatusOr<v1::HandshakeResponse> r = (*client)->Handshake({}, 0);
+    if (!r.ok()) continue;
+    std::string names;
+    for (const v1::KeyspaceSummary& ks : r->keyspaces()) {
+      absl::StrAppend(&names, names.empty() ? "" : ", ", ks.name());
+    }
+    absl::StrAppend(&lists, "; ", address, " has ",
+                    names.empty() ? "no keyspaces" : names);
+  }
+  if (lists.empty()) return absent;
+  return absl::NotFoundError(
+      absl::StrCat(absent.message(), lists, " (choose one with --keyspace)"));
+}
+
+CommandResult ForEachKeyspace(const Context& ctx,
+                              CommandResult (*command)(const Context&)) {
+  if (ctx.given.count("keyspace") > 0) {
+    return absl::InvalidArgumentError(
+        "--all-keyspaces and --keyspace exclude each other; give one");
+  }
+  for (const std::string& arg : ctx.args) {
+    if (IsPostgresUrl(arg)) {
+      return absl::InvalidArgumentError(
+          "--all-keyspaces is for two nodes; between PostgreSQL databases "
+          "every table with a primary key is compared by default (--table "
+          "chooses)");
+    }
+  }
+  std::set<std::string> keyspaces;
+  for (const std::string& address : ctx.args) {
+    TALLY_ASSIGN_OR_RETURN(auto client, Connect(ctx, address));
+    absl::StatusOr<v1::HandshakeResponse> r = client->Handshake({}, 0);
+    if (!r.ok()) return CallFailed(ctx, r.status());
+    for (const v1::KeyspaceSummary& ks : r->keyspaces()) {
+      keyspaces.insert(ks.name());
+    }
+  }
+  if (keyspaces.empty()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "neither %s nor %s has any keyspace", ctx.args[0], ctx.args[1]));
+  }
+  int code = 0;
+  std::vector<std::string> failed;
+  for (const std::string& keyspace : keyspaces) {
+    Context one = ctx;
+    one.keyspace = keyspace;
+    one.all_keyspaces = false;
+    const CommandResult result = command(one);
+    std::cout.flush();
+    if (!result.ok()) {
+      failed.push_back(absl::StrCat(keyspace, ": ", result.status().message()));
+    } else {
+      code = std::max(code, *result);
+    }
+  }
+  if (!failed.empty()) {
+    return absl::AbortedError(absl::StrFormat("%d of %d keyspaces failed: %s",
+                                              failed.size(), keyspaces.size(),
+                                              absl::StrJoin(failed, "; ")));
+  }
+  return code;
 }
 
 // FAILED_PRECONDITION when the backends of nodes `a` and `b` give

@@ -52,8 +52,10 @@ struct Context {
   uint64_t count = 0;  // load --count
   uint64_t seed = 1;
   uint64_t value_size = 100;
+  std::string peer;    // sync --peer
   std::string source;  // repair --source
   bool dry_run = false;
+  bool all_keyspaces = false;  // diff, repair --all-keyspaces
   bool third_party = false;
   std::vector<std::string> tables;  // --table
   std::string data_dir;
@@ -108,6 +110,22 @@ tree::Version VersionOf(const v1::Version& proto);
 // The summary of `keyspace` on a node, or nullopt when the node lacks it.
 absl::StatusOr<std::optional<v1::KeyspaceSummary>> FindKeyspace(
     const Context& ctx, node::NodeClient& client, const std::string& keyspace);
+
+// `absent` (kNotFound: the keyspace is on neither node, ctx.args[0] nor
+// [1]) with the keyspaces each node has appended, so that a user who left
+// --keyspace at `default` sees what to give. Another status is returned as
+// it is; a node that cannot be asked is left out of the list.
+absl::Status ListKeyspacesInError(const Context& ctx,
+                                  const absl::Status& absent);
+
+// `tally diff|repair A B --all-keyspaces`: runs `command` once per keyspace
+// either node has, in name order, with ctx.keyspace set to it; each prints
+// its own lines (a summary line per keyspace). Returns the largest exit code,
+// or an error naming the keyspaces that failed (after running the others).
+// kInvalidArgument with --keyspace or PostgreSQL URLs; kNotFound when
+// neither node has a keyspace.
+CommandResult ForEachKeyspace(const Context& ctx,
+                              CommandResult (*command)(const Context&));
 
 // FAILED_PRECONDITION when the backends of nodes `a` and `b` give
 // ctx.keyspace different schema fingerprints (node/schema_check.h): its

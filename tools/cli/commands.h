@@ -7,6 +7,8 @@
 //   repair            repair_command.cc
 //   verify            verify_command.cc
 //   recover           recover_command.cc
+//   peer              peer_command.cc
+//   sync              sync_command.cc
 #ifndef TALLY_TOOLS_CLI_COMMANDS_H_
 #define TALLY_TOOLS_CLI_COMMANDS_H_
 
@@ -24,6 +26,8 @@ CommandResult Diff(const Context& ctx);
 CommandResult Repair(const Context& ctx);
 CommandResult Verify(const Context& ctx);
 CommandResult Recover(const Context& ctx);
+CommandResult Peer(const Context& ctx);
+CommandResult Sync(const Context& ctx);
 
 }  // namespace cli
 }  // namespace tally

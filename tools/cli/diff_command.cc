@@ -106,7 +106,8 @@ CommandResult PrintDiff(const Context& ctx, const DiffOutcome& outcome) {
   const std::string& a = ctx.args[0];
   const std::string& b = ctx.args[1];
   if (outcome.a_absent && outcome.b_absent) {
-    return tree::KeyspaceAbsentOnBoth(ctx.keyspace, a, b);
+    return ListKeyspacesInError(ctx,
+                                tree::KeyspaceAbsentOnBoth(ctx.keyspace, a, b));
   }
   const tree::DiffStats& stats = outcome.stats;
   if (ctx.json) {
@@ -136,6 +137,7 @@ CommandResult PrintDiff(const Context& ctx, const DiffOutcome& outcome) {
 }  // namespace
 
 CommandResult Diff(const Context& ctx) {
+  if (ctx.all_keyspaces) return ForEachKeyspace(ctx, &Diff);
   if (auto pg = MaybePostgres(ctx, /*repair=*/false)) return *std::move(pg);
   TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
   // Both addresses are checked here, whichever node dials B.

@@ -118,7 +118,7 @@ void ShowProgress(ProgressLine& progress, uint64_t differences, uint64_t to_a,
 
 absl::Status RepairFailed(const Context& ctx, const RepairPlan& plan,
                           const absl::Status& status) {
-  if (absl::IsNotFound(status)) return status;
+  if (absl::IsNotFound(status)) return ListKeyspacesInError(ctx, status);
   return absl::Status(
       status.code(),
       absl::StrFormat("repair of keyspace '%s' %s: %s%s", ctx.keyspace,
@@ -288,8 +288,9 @@ absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
   if (!summary->a_has_keyspace() && !summary->b_has_keyspace()) {
     // As the sync from here says it: the source first.
     const bool swapped = plan.one_way && plan.source_is_b;
-    return tree::KeyspaceAbsentOnBoth(ctx.keyspace, ctx.args[swapped ? 1 : 0],
-                                      ctx.args[swapped ? 0 : 1]);
+    return ListKeyspacesInError(
+        ctx, tree::KeyspaceAbsentOnBoth(ctx.keyspace, ctx.args[swapped ? 1 : 0],
+                                        ctx.args[swapped ? 0 : 1]));
   }
   outcome.stats.diff = DiffStatsOf(*summary);
   outcome.stats.erased_from_b = summary->erased();
@@ -408,6 +409,7 @@ CommandResult PrintRepair(const Context& ctx, const RepairPlan& plan,
 }  // namespace
 
 CommandResult Repair(const Context& ctx) {
+  if (ctx.all_keyspaces) return ForEachKeyspace(ctx, &Repair);
   if (auto pg = MaybePostgres(ctx, /*repair=*/true)) return *std::move(pg);
   TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
   RepairPlan plan;

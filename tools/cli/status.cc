@@ -97,6 +97,33 @@ std::string ClientWrites(const v1::StatusResponse& status) {
                       "(its next session undoes them; see --read-only)");
 }
 
+// The peers table's RUNNING column: whether a session runs, and a pause.
+std::string Running(const v1::PeerStatus& p) {
+  if (!p.paused()) return p.session_running() ? "yes" : "no";
+  return p.session_running() ? "paused, stopping" : "paused";
+}
+
+// A peer's last sessions (PeerStatus.history), newest first.
+std::string HistoryTable(const v1::PeerStatus& p) {
+  std::vector<std::vector<std::string>> rows = {
+      {"STARTED", "TOOK", "TRIGGER", "OUTCOME", "KEYSPACES", "DIFFERENCES",
+       "ROWS IN/OUT", "ERASED", "CONFLICTS", "MOVED"}};
+  for (const v1::SessionRecord& r : p.history()) {
+    rows.push_back(
+        {r.started_unix_ms() > 0
+             ? absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                                absl::FromUnixMillis(r.started_unix_ms()),
+                                absl::UTCTimeZone())
+             : std::string("-"),
+         absl::StrFormat("%.1f s", r.seconds()), r.trigger(), r.outcome(),
+         absl::StrCat(r.keyspaces()), absl::StrCat(r.differences()),
+         absl::StrCat(r.rows_received(), "/", r.rows_sent()),
+         absl::StrCat(r.rows_erased()), absl::StrCat(r.conflicts()),
+         HumanBytes(r.bytes_repaired())});
+  }
+  return Table(rows);
+}
+
 }  // namespace
 
 std::string StatusText(const v1::StatusResponse& status,
@@ -179,7 +206,7 @@ std::string StatusText(const v1::StatusResponse& status,
     peers.push_back({p.address(), p.role(), p.name().empty() ? "-" : p.name(),
                      SessionTime(p.last_session_unix_ms(), now),
                      p.last_outcome().empty() ? "-" : p.last_outcome(),
-                     p.session_running() ? "yes" : "no",
+                     Running(p),
                      absl::StrCat(p.sessions_ok(), "/", p.sessions_failed()),
                      absl::StrCat(p.rows_received(), "/", p.rows_sent()),
                      absl::StrCat(p.rows_erased()), absl::StrCat(p.conflicts()),
@@ -206,6 +233,15 @@ std::string StatusText(const v1::StatusResponse& status,
                           absl::StrCat(s.rows_received(), "/", s.rows_sent())});
     }
     absl::StrAppend(&text, "\n", Table(sessions));
+  }
+
+  // The last sessions with each peer, newest first: one small table each,
+  // for the peers that had one since the node started.
+  for (const v1::PeerStatus& p : status.peers()) {
+    if (p.history_size() == 0) continue;
+    absl::StrAppend(&text, "\n  LAST SESSIONS WITH ", p.address(),
+                    p.name().empty() ? "" : absl::StrCat(" (", p.name(), ")"),
+                    ", newest first\n", HistoryTable(p));
   }
 
   if (status.peers_size() > 0) {
@@ -310,7 +346,9 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                  {"rows_erased", p.rows_erased()},
                  {"conflicts", p.conflicts()},
                  {"bytes_repaired", p.bytes_repaired()},
-                 {"clock_behind_seconds", p.clock_behind_seconds()}};
+                 {"clock_behind_seconds", p.clock_behind_seconds()},
+                 {"paused", p.paused()},
+                 {"paused_since_unix_ms", p.paused_since_unix_ms()}};
     peer["feed"] = {{"connected", p.feed_connected()},
                     {"position", p.feed_position()},
                     {"lag_entries", p.feed_lag_entries()},
@@ -333,7 +371,23 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                        {"keyspaces_done", s.keyspaces_done()},
                        {"differences", s.differences()},
                        {"rows_received", s.rows_received()},
-                       {"rows_sent", s.rows_sent()}};
+                       {"rows_sent", s.rows_sent()},
+                       {"trigger", s.trigger()}};
+    // Newest first.
+    peer["history"] = Json::array();
+    for (const v1::SessionRecord& r : p.history()) {
+      peer["history"].push_back({{"started_unix_ms", r.started_unix_ms()},
+                                 {"seconds", r.seconds()},
+                                 {"trigger", r.trigger()},
+                                 {"outcome", r.outcome()},
+                                 {"keyspaces", r.keyspaces()},
+                                 {"differences", r.differences()},
+                                 {"rows_received", r.rows_received()},
+                                 {"rows_sent", r.rows_sent()},
+                                 {"rows_erased", r.rows_erased()},
+                                 {"conflicts", r.conflicts()},
+                                 {"bytes_repaired", r.bytes_repaired()}});
+    }
     out["peers"].push_back(std::move(peer));
   }
   out["subscriptions"] = Json::array();

@@ -3,7 +3,9 @@
 //
 // The text has a summary (node, sequences, sessions, feed totals), then
 // tables: keyspaces, rows per origin, peers (sessions and repairs), where
-// the session with each peer is (phase, keyspace, for how long), the feeds
+// the session with each peer is (phase, keyspace, for how long), each
+// peer's last sessions (a small table per peer that had any; a paused peer
+// says so in the peers table), the feeds
 // this node follows (per peer: connected, lag, counters) and the
 // subscribers it serves. The JSON holds every field of the response.
 //

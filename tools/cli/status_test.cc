@@ -146,6 +146,90 @@ TEST(StatusText, ShowsEachPeersSessionPhaseKeyspaceAndForHowLong) {
 )"));
 }
 
+// Issue 13 §4: the last sessions with each peer, newest first, a small
+// table per peer that had any; a paused peer says so in the peers table.
+TEST(StatusText, ShowsEachPeersLastSessionsAndAPause) {
+  v1::StatusResponse s = MeshStatus();
+  v1::PeerStatus* p = s.mutable_peers(0);
+  p->set_paused(true);
+  v1::SessionRecord* newest = p->add_history();
+  newest->set_started_unix_ms(1764500060000);
+  newest->set_seconds(0.3);
+  newest->set_trigger("requested");
+  newest->set_outcome("CANCELLED: session stopped: the peer was paused");
+  newest->set_keyspaces(1);
+  newest->set_differences(2000);
+  newest->set_rows_received(1000);
+  newest->set_bytes_repaired(40000);
+  v1::SessionRecord* older = p->add_history();
+  older->set_started_unix_ms(1764500000000);
+  older->set_seconds(1.5);
+  older->set_trigger("scheduled");
+  older->set_outcome("ok");
+  older->set_keyspaces(2);
+  older->set_differences(3);
+  older->set_rows_received(1);
+  older->set_rows_sent(2);
+  older->set_rows_erased(4);
+  older->set_conflicts(5);
+  older->set_bytes_repaired(100);
+  s.add_peers()->set_address("127.0.0.1:7402");  // no session yet: no table
+  const std::string text = StatusText(s, "x:1", absl::UnixEpoch());
+  EXPECT_THAT(text, HasSubstr("  127.0.0.1:7401  peer  us/db-2  never         "
+                              "ok       paused "));
+  EXPECT_THAT(text, HasSubstr(R"(
+  LAST SESSIONS WITH 127.0.0.1:7401 (us/db-2), newest first
+  STARTED               TOOK   TRIGGER    OUTCOME                                          KEYSPACES  DIFFERENCES  ROWS IN/OUT  ERASED  CONFLICTS  MOVED
+  2025-11-30T10:54:20Z  0.3 s  requested  CANCELLED: session stopped: the peer was paused  1          2000         1000/0       0       0          39.1 KB
+  2025-11-30T10:53:20Z  1.5 s  scheduled  ok                                               2          3            1/2          4       5          100 B
+)"));
+  EXPECT_THAT(text,
+              ::testing::Not(HasSubstr("LAST SESSIONS WITH 127.0.0.1:7402")));
+}
+
+TEST(StatusJson, HoldsEachPeersHistoryNewestFirstAndThePause) {
+  v1::StatusResponse s = MeshStatus();
+  v1::PeerStatus* p = s.mutable_peers(0);
+  p->set_paused(true);
+  p->set_paused_since_unix_ms(1764500070000);
+  p->mutable_session()->set_trigger("requested");
+  for (int i = 0; i < 2; ++i) {
+    v1::SessionRecord* r = p->add_history();
+    r->set_started_unix_ms(1764500060000 - i * 60000);
+    r->set_seconds(1.5);
+    r->set_trigger("scheduled");
+    r->set_outcome(i == 0 ? "ok" : "UNAVAILABLE: down");
+    r->set_keyspaces(2);
+    r->set_differences(3);
+    r->set_rows_received(10 + i);
+    r->set_rows_sent(20);
+    r->set_rows_erased(4);
+    r->set_conflicts(5);
+    r->set_bytes_repaired(100);
+  }
+  const Json peer = StatusJson(s, "x:1")["peers"][0];
+  EXPECT_EQ(peer["paused"], true);
+  EXPECT_EQ(peer["paused_since_unix_ms"], 1764500070000);
+  EXPECT_EQ(peer["session"]["trigger"], "requested");
+  ASSERT_EQ(peer["history"].size(), 2u);
+  const Json& newest = peer["history"][0];
+  EXPECT_EQ(newest["started_unix_ms"], 1764500060000);
+  EXPECT_EQ(newest["seconds"], 1.5);
+  EXPECT_EQ(newest["trigger"], "scheduled");
+  EXPECT_EQ(newest["outcome"], "ok");
+  EXPECT_EQ(newest["keyspaces"], 2);
+  EXPECT_EQ(newest["differences"], 3);
+  EXPECT_EQ(newest["rows_received"], 10);
+  EXPECT_EQ(newest["rows_sent"], 20);
+  EXPECT_EQ(newest["rows_erased"], 4);
+  EXPECT_EQ(newest["conflicts"], 5);
+  EXPECT_EQ(newest["bytes_repaired"], 100);
+  EXPECT_EQ(peer["history"][1]["outcome"], "UNAVAILABLE: down");
+  // No history yet: an empty list, not null.
+  EXPECT_EQ(StatusJson(MeshStatus(), "x:1")["peers"][0]["history"].size(), 0u);
+  EXPECT_EQ(StatusJson(MeshStatus(), "x:1")["peers"][0]["paused"], false);
+}
+
 TEST(StatusJson, HoldsEachPeersSession) {
   v1::StatusResponse s = MeshStatus();
   v1::SessionProgress* session = s.mutable_peers(0)->mutable_session();
