@@ -44,6 +44,7 @@ constexpr absl::string_view kSettingNames[] = {
     "tls-cert",
     "tls-key",
     "tls-ca",
+    "tls-refresh-interval",
     "postgres",
     "table",
     "pg-schema-check-interval",
@@ -293,6 +294,13 @@ absl::Status ApplySetting(absl::string_view name_as_given,
     config->tls_cert = std::string(value);
   } else if (name == "tls-key") {
     config->tls_key = std::string(value);
+  } else if (name == "tls-refresh-interval") {
+    if (value == "0" || value == "off") {
+      config->tls_refresh_interval = absl::ZeroDuration();
+    } else {
+      TALLY_ASSIGN_OR_RETURN(config->tls_refresh_interval,
+                             ParseDuration(value));
+    }
   } else if (name == "tls-ca") {
     config->tls_ca = std::string(value);
   } else if (name == "metrics-listen") {

@@ -86,6 +86,9 @@ struct NodeConfig {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_ca;
+  // How often the TLS files are re-read (renewed certificates are taken
+  // without a restart; node/tls.h); zero: read once at start.
+  absl::Duration tls_refresh_interval = absl::Seconds(60);
 
   // PostgreSQL sidecar: a libpq connection string or URL. Empty: the node
   // keeps its rows in its own store. Set: the rows live in that database,

@@ -62,6 +62,12 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(
   add_if_set("tls-cert", config.tls_cert);
   add_if_set("tls-key", config.tls_key);
   add_if_set("tls-ca", config.tls_ca);
+  if (!config.tls_cert.empty() || !config.tls_ca.empty()) {
+    add("tls-refresh-interval",
+        config.tls_refresh_interval == absl::ZeroDuration()
+            ? "off"
+            : Duration(config.tls_refresh_interval));
+  }
   if (!config.postgres.empty()) add("postgres", MaskConninfo(config.postgres));
   for (const std::string& table : config.tables) add("table", table);
   add("pg-schema-check-interval", Duration(config.pg_schema_check_interval));

@@ -107,8 +107,9 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   client_options.rpc_timeout = absl::Seconds(10);
   // Peers are dialled with the node's own certificate (node/tls.h).
   const TlsFiles tls{config.tls_cert, config.tls_key, config.tls_ca};
-  TALLY_ASSIGN_OR_RETURN(client_options.credentials,
-                         MakeChannelCredentials(tls));
+  TALLY_ASSIGN_OR_RETURN(
+      client_options.credentials,
+      MakeChannelCredentials(tls, config.tls_refresh_interval));
   node->scheduler_ = std::make_unique<SessionScheduler>(node->store_.get(),
                                                         config, client_options);
   StreamLimits stream_limits;
@@ -167,8 +168,9 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  TALLY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
-                         MakeServerCredentials(tls));
+  TALLY_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::ServerCredentials> credentials,
+      MakeServerCredentials(tls, config.tls_refresh_interval));
   builder.AddListeningPort(config.listen, credentials, &port);
   // gRPC sets SO_REUSEPORT by default: a second tallyd on a port this one
   // holds would then start too and take half of the new connections. Off,

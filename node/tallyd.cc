@@ -93,6 +93,10 @@ Settings (flags, or `name = value` lines in --config FILE):
   --tls-key FILE           PEM private key of --tls-cert
   --tls-ca FILE            PEM CA: require and check certificates it signed
                            (mutual TLS) on every connection
+  --tls-refresh-interval DURATION  re-read the TLS files this often: a
+                           renewed certificate, key or CA written over them
+                           is used without a restart (default 60s; 0 = read
+                           once at start)
   --postgres URL           be a sidecar to this PostgreSQL database: a libpq
                            URL (postgresql://USER@HOST:PORT/DB) or keyword
                            string ('host=... dbname=...'); the rows live in

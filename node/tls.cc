@@ -2,6 +2,9 @@
 
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <openssl/asn1.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -9,6 +12,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -228,6 +232,12 @@ absl::StatusOr<Pem> LoadServerPem(const TlsFiles& files) {
   return LoadClientPem(files);
 }
 
+// The watcher's interval in whole seconds, at least 1.
+unsigned int RefreshSeconds(absl::Duration refresh) {
+  return static_cast<unsigned int>(
+      std::max<int64_t>(1, absl::ToInt64Seconds(refresh)));
+}
+
 }  // namespace
 
 absl::Status ValidateClientTlsFiles(const TlsFiles& files) {
@@ -239,9 +249,29 @@ absl::Status ValidateServerTlsFiles(const TlsFiles& files) {
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const TlsFiles& files) {
+    const TlsFiles& files, absl::Duration refresh) {
   if (!files.enabled()) return grpc::InsecureServerCredentials();
   TALLY_ASSIGN_OR_RETURN(Pem pem, LoadServerPem(files));
+  if (refresh > absl::ZeroDuration()) {
+    // The files were just checked; the watcher re-reads them every
+    // `refresh` and keeps the last pair that fit.
+    auto provider =
+        std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+            files.key, files.cert, files.ca, RefreshSeconds(refresh));
+    grpc::experimental::TlsServerCredentialsOptions options(provider);
+    options.watch_identity_key_cert_pairs();
+    if (!files.ca.empty()) {
+      options.watch_root_certs();
+      options.set_cert_request_type(
+          GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    }
+    std::shared_ptr<grpc::ServerCredentials> watched =
+        grpc::experimental::TlsServerCredentials(options);
+    if (watched == nullptr) {
+      return absl::InternalError("gRPC refused the TLS server credentials");
+    }
+    return watched;
+  }
   grpc::SslServerCredentialsOptions options(
       pem.ca.empty()
           ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
@@ -257,9 +287,36 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>
-MakeChannelCredentials(const TlsFiles& files) {
+MakeChannelCredentials(const TlsFiles& files, absl::Duration refresh) {
   if (!files.enabled()) return grpc::InsecureChannelCredentials();
   TALLY_ASSIGN_OR_RETURN(Pem pem, LoadClientPem(files));
+  if (refresh > absl::ZeroDuration()) {
+    std::shared_ptr<grpc::experimental::FileWatcherCertificateProvider>
+        provider;
+    if (files.cert.empty()) {
+      provider =
+          std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+              files.ca, RefreshSeconds(refresh));
+    } else {
+      provider =
+          std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+              files.key, files.cert, files.ca, RefreshSeconds(refresh));
+    }
+    grpc::experimental::TlsChannelCredentialsOptions options;
+    options.set_certificate_provider(provider);
+    if (!files.cert.empty()) options.watch_identity_key_cert_pairs();
+    // Without a CA the system's roots, as SslCredentials uses them.
+    if (!files.ca.empty()) options.watch_root_certs();
+    // The server is checked by name, as with SslCredentials.
+    options.set_certificate_verifier(
+        std::make_shared<grpc::experimental::HostNameCertificateVerifier>());
+    std::shared_ptr<grpc::ChannelCredentials> watched =
+        grpc::experimental::TlsCredentials(options);
+    if (watched == nullptr) {
+      return absl::InternalError("gRPC refused the TLS channel credentials");
+    }
+    return watched;
+  }
   grpc::SslCredentialsOptions options;
   options.pem_root_certs = pem.ca;  // empty: gRPC's default roots
   options.pem_private_key = pem.key;

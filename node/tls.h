@@ -25,8 +25,14 @@
 //   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> client =
 //       MakeChannelCredentials(files);
 //
-// Files are read once, when credentials are made: replacing a certificate
-// takes a restart. Keys must be unencrypted PEM.
+// With a refresh interval (tallyd's --tls-refresh-interval, 60 s by
+// default) a node's credentials watch the files (gRPC's
+// FileWatcherCertificateProvider): a renewed certificate, key or CA written
+// over the old files is served and presented from the next handshake after
+// the next refresh, with no restart and no signal. A pair that does not
+// match (the key written, the certificate not yet) is not taken; the old one
+// stays until both fit. Without one (the CLI) files are read once. Keys must
+// be unencrypted PEM.
 //
 // Thread-safe: pure functions of the files they read.
 #ifndef TALLY_NODE_TLS_H_
@@ -37,6 +43,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace grpc {
 class ChannelCredentials;
@@ -74,14 +81,17 @@ absl::Status ValidateServerTlsFiles(const TlsFiles& files);
 // Credentials for a listening port: plaintext when no file is given, TLS
 // with cert+key, and with a CA as well, client certificates required and
 // checked against it. Errors as ValidateServerTlsFiles.
+// With `refresh` > 0 the files are watched and re-read that often.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const TlsFiles& files);
+    const TlsFiles& files, absl::Duration refresh = absl::ZeroDuration());
 
 // Credentials for dialling a node: plaintext when no file is given,
 // otherwise TLS checked against the CA (or the system's roots without one),
 // presenting cert+key when given. Errors as ValidateClientTlsFiles.
+// With `refresh` > 0 the files are watched and re-read that often.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>
-MakeChannelCredentials(const TlsFiles& files);
+MakeChannelCredentials(const TlsFiles& files,
+                       absl::Duration refresh = absl::ZeroDuration());
 
 // One line for the log: what a node serving with `files` enforces.
 std::string DescribeServerTls(const TlsFiles& files);

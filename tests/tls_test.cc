@@ -9,10 +9,12 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/client.h"
@@ -239,6 +241,53 @@ TEST(TlsNode, ListensOnANonLoopbackAddressWithTls) {
   const CommandResult status = RunTally(
       {"status", "--node", "127.0.0.1:" + port, "--tls-ca", ca->cert()});
   EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ((*node)->Stop(), 0);
+}
+
+// Issue 13 §1: a certificate renewed on disk is served without a restart
+// or a signal (the files are watched, --tls-refresh-interval).
+TEST(TlsRotation, ARenewedCertificateIsServedWithoutARestart) {
+  TempDir certs, data;
+  auto old_ca = TestCa::Create(certs.path(), "old-ca");
+  auto new_ca = TestCa::Create(certs.path(), "new-ca");
+  ASSERT_TRUE(old_ca.ok() && new_ca.ok());
+  auto old_cert = old_ca->Issue("node-old");
+  auto new_cert = new_ca->Issue("node-new");
+  ASSERT_TRUE(old_cert.ok() && new_cert.ok());
+  // The files the node is given, replaced in place as a renewal does.
+  const std::string cert = certs.path() + "/live-cert.pem";
+  const std::string key = certs.path() + "/live-key.pem";
+  auto install = [&](const CertFiles& from) {
+    for (const auto& [source, target] :
+         {std::make_pair(from.key, key), std::make_pair(from.cert, cert)}) {
+      const CommandResult copied =
+          RunCommand({"/bin/sh", "-c",
+                      "cp '" + source + "' '" + target + ".tmp' && mv '" +
+                          target + ".tmp' '" + target + "'"});
+      ASSERT_EQ(copied.exit_code, 0) << copied.err;
+    }
+  };
+  install(*old_cert);
+  auto node =
+      NodeProcess::Start("node", data.path(),
+                         {"--sync-writes", "false", "--tls-cert", cert,
+                          "--tls-key", key, "--tls-refresh-interval", "1s"});
+  ASSERT_TRUE(node.ok()) << node.status();
+  auto status_trusting = [&](const std::string& ca) {
+    return RunTally({"status", "--node", (*node)->address(), "--tls-ca", ca,
+                     "--timeout", "5"})
+        .exit_code;
+  };
+  EXPECT_EQ(status_trusting(old_ca->cert()), 0);
+  EXPECT_NE(status_trusting(new_ca->cert()), 0);
+
+  install(*new_cert);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (status_trusting(new_ca->cert()) != 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_EQ(status_trusting(new_ca->cert()), 0) << (*node)->Log();
+  EXPECT_NE(status_trusting(old_ca->cert()), 0);
   EXPECT_EQ((*node)->Stop(), 0);
 }
 
