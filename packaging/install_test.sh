@@ -32,9 +32,13 @@ done
 # this prefix's so that systemd-analyze can check the executable too.
 unit=$tmp/tallyd.service
 sed -e "s|^ExecStart=[^ ]*|ExecStart=$prefix/bin/tallyd|" \
+    -e "s|^ExecReload=[^ ]*tallyd |ExecReload=$prefix/bin/tallyd |" \
     "$prefix/lib/systemd/system/tallyd.service" > "$unit"
 grep -q '^Type=notify$' "$unit" || fail "the unit is not Type=notify"
-grep -q '^ExecReload=' "$unit" || fail "the unit has no ExecReload"
+grep -q '^ExecReload=/bin/kill -HUP' "$unit" || fail "the unit's reload sends no SIGHUP"
+# A reload checks the config before it signals: a bad file fails it.
+grep -q "^ExecReload=$prefix/bin/tallyd --check-config --config " "$unit" \
+  || fail "the unit's reload does not run tallyd --check-config first"
 command -v systemd-analyze > /dev/null || fail "systemd-analyze is not installed (tools/install-deps.sh installs systemd)"
 # Documentation= is checked with man(1): the pages just installed.
 if ! MANPATH="$prefix/share/man" SYSTEMD_LOG_LEVEL=warning systemd-analyze verify "$unit" > "$tmp/verify.log" 2>&1; then
