@@ -33,6 +33,7 @@ constexpr absl::string_view kSettingNames[] = {
     "sync-interval",
     "max-sessions",
     "repair-bandwidth",
+    "node-bandwidth",
     "default-depth",
     "session-timeout",
     "rpc-threads",
@@ -273,15 +274,15 @@ absl::Status ApplySetting(absl::string_view name_as_given,
                            ParseInt(name, value, 1, 10'000));
   } else if (name == "stream-idle-timeout") {
     TALLY_ASSIGN_OR_RETURN(config->stream_idle_timeout, ParseDuration(value));
-  } else if (name == "repair-bandwidth") {
+  } else if (name == "repair-bandwidth" || name == "node-bandwidth") {
     double mb = 0;
     if (!absl::SimpleAtod(value, &mb) || !std::isfinite(mb) || mb < 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "repair-bandwidth must be a number of MB/s >= 0 (0: unlimited), "
-          "not '%s'",
+          "%s must be a number of MB/s >= 0 (0: unlimited), not '%s'", name,
           value));
     }
-    config->repair_bandwidth_mb = mb;
+    (name == "repair-bandwidth" ? config->repair_bandwidth_mb
+                                : config->node_bandwidth_mb) = mb;
   } else if (name == "default-depth") {
     TALLY_ASSIGN_OR_RETURN(
         config->default_depth,

@@ -62,6 +62,10 @@ struct NodeConfig {
   int max_sessions = 2;
   // Repair traffic per session, MB/s; 0 is unlimited.
   double repair_bandwidth_mb = 0;
+  // Repair traffic of the whole node, MB/s, shared by every session and
+  // every repair a tool asks it to run (node/bandwidth_limiter.h); 0 is
+  // unlimited.
+  double node_bandwidth_mb = 0;
   int default_depth = tree::kDefaultDepth;
   // Allow a non-loopback listen address without TLS.
   bool insecure = false;

@@ -122,6 +122,17 @@ absl::Status ValidateRunDiffRequest(const v1::RunDiffRequest& request,
     return absl::InvalidArgumentError(
         "run diff: dry_run applies to repairs; a diff changes nothing");
   }
+  // NaN fails both comparisons.
+  if (!(request.bandwidth_mb() >= 0 && request.bandwidth_mb() <= 1e6)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "run diff: bandwidth_mb %g is not a number of MB/s in 0..1000000 "
+        "(0: no limit)",
+        request.bandwidth_mb()));
+  }
+  if (request.bandwidth_mb() > 0 && !IsRepair(request.mode())) {
+    return absl::InvalidArgumentError(
+        "run diff: bandwidth_mb applies to repairs; a diff moves no rows");
+  }
   return absl::OkStatus();
 }
 
@@ -185,6 +196,8 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
   sync.a_is_source = request.mode() == v1::RUN_DIFF_MODE_REPAIR_FROM_NODE ||
                      request.mode() == v1::RUN_DIFF_MODE_REPAIR_FROM_PEER;
   sync.dry_run = !repair || request.dry_run();
+  sync.bandwidth_bytes_per_second = request.bandwidth_mb() * 1e6;
+  sync.node_bandwidth = options.node_bandwidth;
   sync.deadline = options.deadline;
   // The sync's callbacks cannot fail it, and it checks one flag: `stop`,
   // set by the first failed event (kept in event_error) or mirrored from

@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "node/bandwidth_limiter.h"
 #include "node/client.h"
 #include "storage/store.h"
 #include "tally/v1/tally.pb.h"
@@ -76,6 +77,8 @@ struct DiffRunOptions {
   // The run gives up (kDeadlineExceeded) after this time: the tool's
   // deadline.
   absl::Time deadline = absl::InfiniteFuture();
+  // The node's limit over all repairs (node-bandwidth); null: none.
+  BandwidthLimiter* node_bandwidth = nullptr;
 };
 
 // kInvalidArgument naming the field for a request that cannot run: a bad

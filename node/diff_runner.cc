@@ -240,11 +240,13 @@ class RefusedReactor final : public grpc::ServerWriteReactor<v1::RunDiffEvent> {
 }  // namespace
 
 DiffRunner::DiffRunner(storage::Store* store, ClientOptions peer_client,
-                       int max_running, StreamLimiter* limiter)
+                       int max_running, StreamLimiter* limiter,
+                       BandwidthLimiter* node_bandwidth)
     : store_(store),
       peer_client_(std::move(peer_client)),
       max_running_(max_running),
       limiter_(limiter),
+      node_bandwidth_(node_bandwidth),
       pool_(std::make_unique<WorkerPool>(max_running,
                                          static_cast<size_t>(max_running))) {}
 
@@ -305,6 +307,7 @@ void DiffRunner::Run(std::shared_ptr<RunDiffCall> call) {
   options.peer_client = peer_client_;
   options.cancelled = call->cancelled();
   options.deadline = call->deadline();
+  options.node_bandwidth = node_bandwidth_;
   {
     absl::MutexLock lock(&mu_);
     options.self_address = self_address_;

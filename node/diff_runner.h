@@ -39,6 +39,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "node/bandwidth_limiter.h"
 #include "node/client.h"
 #include "node/status_source.h"
 #include "node/stream_limiter.h"
@@ -57,9 +58,11 @@ class RunDiffCall;
 class DiffRunner : public StatusSource {
  public:
   // `peer_client`: how this node dials peers. REQUIRES: max_running >= 1.
-  // `limiter` may be null (no per-client bound).
+  // `limiter` may be null (no per-client bound); `node_bandwidth` (the
+  // node's repair limit) too.
   DiffRunner(storage::Store* store, ClientOptions peer_client, int max_running,
-             StreamLimiter* limiter);
+             StreamLimiter* limiter,
+             BandwidthLimiter* node_bandwidth = nullptr);
   // Shutdown().
   ~DiffRunner() override;
   DiffRunner(const DiffRunner&) = delete;
@@ -95,6 +98,7 @@ class DiffRunner : public StatusSource {
   const ClientOptions peer_client_;
   const int max_running_;
   StreamLimiter* const limiter_;
+  BandwidthLimiter* const node_bandwidth_;
 
   mutable absl::Mutex mu_;
   std::string self_address_ ABSL_GUARDED_BY(mu_);

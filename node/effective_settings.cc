@@ -51,6 +51,7 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(
   add("sync-interval", Duration(config.sync_interval));
   add("max-sessions", absl::StrCat(config.max_sessions));
   add("repair-bandwidth", absl::StrCat(config.repair_bandwidth_mb));
+  add("node-bandwidth", absl::StrCat(config.node_bandwidth_mb));
   add("default-depth", absl::StrCat(config.default_depth));
   add("session-timeout", Duration(config.session_timeout));
   add("rpc-threads", absl::StrCat(config.rpc_threads));

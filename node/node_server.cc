@@ -110,8 +110,12 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   TALLY_ASSIGN_OR_RETURN(
       client_options.credentials,
       MakeChannelCredentials(tls, config.tls_refresh_interval));
-  node->scheduler_ = std::make_unique<SessionScheduler>(node->store_.get(),
-                                                        config, client_options);
+  if (config.node_bandwidth_mb > 0) {
+    node->bandwidth_ =
+        std::make_unique<BandwidthLimiter>(config.node_bandwidth_mb * 1e6);
+  }
+  node->scheduler_ = std::make_unique<SessionScheduler>(
+      node->store_.get(), config, client_options, node->bandwidth_.get());
   StreamLimits stream_limits;
   stream_limits.max_per_client = config.max_streams_per_client;
   stream_limits.idle_timeout = config.stream_idle_timeout;
@@ -135,9 +139,9 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
       std::make_unique<Scrubber>(node->store_.get(), std::move(scrub));
   // Diffs a tool asks this node to run against another (Admin.RunDiff):
   // dialled as its sessions dial peers, as many at once as sessions.
-  node->diff_runner_ =
-      std::make_unique<DiffRunner>(node->store_.get(), client_options,
-                                   config.max_sessions, node->streams_.get());
+  node->diff_runner_ = std::make_unique<DiffRunner>(
+      node->store_.get(), client_options, config.max_sessions,
+      node->streams_.get(), node->bandwidth_.get());
   // Sessions a tool asks for now (Admin.Sync), as many calls at once as
   // sessions.
   node->sync_runner_ = std::make_unique<SyncRunner>(

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "node/bandwidth_limiter.h"
 #include "node/config.h"
 #include "node/copy_write_guard.h"
 #include "node/postgres_sidecar.h"
@@ -89,6 +90,9 @@ class NodeServer {
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<StreamLimiter> streams_;
+  // The node's repair limit (node-bandwidth); null when unlimited. Before
+  // the scheduler and the diff runner, which use it: destroyed after them.
+  std::unique_ptr<BandwidthLimiter> bandwidth_;
   std::unique_ptr<SessionScheduler> scheduler_;
   std::unique_ptr<Maintenance> maintenance_;
   std::unique_ptr<Scrubber> scrubber_;

@@ -210,6 +210,7 @@ absl::Status Session::SyncKeyspace(const std::string& keyspace) {
   options.deadline = result_.start + options_.timeout;
   options.cancelled = options_.cancelled;
   options.bandwidth_bytes_per_second = options_.bandwidth_bytes_per_second;
+  options.node_bandwidth = options_.node_bandwidth;
   options.batch_rows = options_.batch_rows;
   options.on_step = [this, &keyspace](SyncStep step) {
     EnterPhase(

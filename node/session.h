@@ -152,6 +152,8 @@ struct SessionOptions {
   const std::atomic<bool>* cancelled = nullptr;
   // Repair traffic limit in bytes per second; 0 is unlimited.
   double bandwidth_bytes_per_second = 0;
+  // The node's limit over all repairs (node-bandwidth); null: none.
+  BandwidthLimiter* node_bandwidth = nullptr;
   // Rows fetched and written per repair batch.
   size_t batch_rows = SyncOptions{}.batch_rows;
   // Only this keyspace; empty for every keyspace either side has.

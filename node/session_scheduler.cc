@@ -25,10 +25,12 @@ constexpr absl::Duration kClockBehindWarning = absl::Seconds(5);
 
 SessionScheduler::SessionScheduler(storage::Store* store,
                                    const NodeConfig& config,
-                                   ClientOptions client_options)
+                                   ClientOptions client_options,
+                                   BandwidthLimiter* node_bandwidth)
     : store_(store),
       config_(config),
       client_options_(std::move(client_options)),
+      node_bandwidth_(node_bandwidth),
       jitter_state_(std::random_device{}()) {}
 
 SessionScheduler::~SessionScheduler() { Shutdown(); }
@@ -170,6 +172,7 @@ void SessionScheduler::RunSession(Peer* peer) {
   options.timeout = config_.session_timeout;
   options.cancelled = &peer->stop_session;
   options.bandwidth_bytes_per_second = config_.repair_bandwidth_mb * 1e6;
+  options.node_bandwidth = node_bandwidth_;
   options.outage_log = peer->outage_log.get();
   options.on_handshake = [this, peer](const v1::HandshakeResponse& answer,
                                       uint64_t sent, uint64_t received) {

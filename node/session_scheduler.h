@@ -56,12 +56,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "node/admin_service.h"
+#include "node/bandwidth_limiter.h"
 #include "node/client.h"
 #include "node/config.h"
 #include "node/duration_histogram.h"
 #include "node/feed_subscriber.h"
-#include "node/repair_heat.h"
 #include "node/peer_control.h"
+#include "node/repair_heat.h"
 #include "node/session.h"
 #include "node/session_history.h"
 #include "node/session_request.h"
@@ -73,8 +74,11 @@ namespace node {
 
 class SessionScheduler : public StatusSource, public PeerControl {
  public:
+  // `node_bandwidth` (the node's repair limit, shared with tools' repairs)
+  // may be null; it must outlive the scheduler.
   SessionScheduler(storage::Store* store, const NodeConfig& config,
-                   ClientOptions client_options);
+                   ClientOptions client_options,
+                   BandwidthLimiter* node_bandwidth = nullptr);
   ~SessionScheduler() override;
   SessionScheduler(const SessionScheduler&) = delete;
   SessionScheduler& operator=(const SessionScheduler&) = delete;
@@ -219,6 +223,7 @@ class SessionScheduler : public StatusSource, public PeerControl {
   storage::Store* const store_;
   const NodeConfig config_;
   const ClientOptions client_options_;
+  BandwidthLimiter* const node_bandwidth_;
 
   std::unique_ptr<WorkerPool> pool_;
   std::thread timer_;

@@ -109,8 +109,9 @@ class Repairer {
     }
     // Rows that came with the scan move under the same limit as fetched
     // ones; they were counted as they arrived.
-    Throttle(ready_bytes_);
+    const size_t ready_bytes = ready_bytes_;
     ready_bytes_ = 0;
+    TALLY_RETURN_IF_ERROR(Throttle(ready_bytes));
     const storage::ApplyMode mode_b = options_.a_is_source
                                           ? storage::ApplyMode::kSourceOverride
                                           : storage::ApplyMode::kLastWriterWins;
@@ -193,19 +194,26 @@ class Repairer {
           return absl::OkStatus();
         }));
     stats_.repair_bytes += bytes;
-    Throttle(bytes);
+    TALLY_RETURN_IF_ERROR(Throttle(bytes));
     return rows;
   }
 
-  // Sleeps as long as the bytes moved so far are ahead of the limit.
-  void Throttle(size_t bytes) {
-    if (options_.bandwidth_bytes_per_second <= 0) return;
-    throttled_bytes_ += bytes;
-    const absl::Duration due =
-        absl::Seconds(static_cast<double>(throttled_bytes_) /
-                      options_.bandwidth_bytes_per_second);
-    const absl::Duration elapsed = absl::Now() - start_;
-    if (due > elapsed) absl::SleepFor(due - elapsed);
+  // Sleeps as long as the bytes moved so far are ahead of the sync's own
+  // limit, then takes them from the node's (kCancelled if the sync is
+  // cancelled while it waits there).
+  absl::Status Throttle(size_t bytes) {
+    if (options_.bandwidth_bytes_per_second > 0) {
+      throttled_bytes_ += bytes;
+      const absl::Duration due =
+          absl::Seconds(static_cast<double>(throttled_bytes_) /
+                        options_.bandwidth_bytes_per_second);
+      const absl::Duration elapsed = absl::Now() - start_;
+      if (due > elapsed) absl::SleepFor(due - elapsed);
+    }
+    if (options_.node_bandwidth != nullptr && bytes > 0) {
+      return options_.node_bandwidth->Take(bytes, options_.cancelled);
+    }
+    return absl::OkStatus();
   }
 
   Replica& a_;

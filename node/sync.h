@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "node/bandwidth_limiter.h"
 #include "node/replica.h"
 #include "tree/diff.h"
 
@@ -67,6 +68,9 @@ struct SyncOptions {
   bool dry_run = false;
   // Repair traffic limit in bytes per second; 0 is unlimited.
   double bandwidth_bytes_per_second = 0;
+  // The node's limit over all its repairs (node-bandwidth), taken as well;
+  // null: none. Must outlive the sync.
+  BandwidthLimiter* node_bandwidth = nullptr;
   // Rows fetched and written per repair batch.
   size_t batch_rows = 1000;
   // Give up (kDeadlineExceeded) after this time.

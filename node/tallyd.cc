@@ -78,6 +78,9 @@ Settings (flags, or `name = value` lines in --config FILE):
                            by +-20% (default 30s)
   --max-sessions N         sessions running at once, all peers (default 2)
   --repair-bandwidth MB    repair traffic per session in MB/s (default 0 = unlimited)
+  --node-bandwidth MB      repair traffic of the whole node in MB/s, shared by
+                           all its sessions and the repairs tools ask it to
+                           run (default 0 = unlimited)
   --default-depth D        tree depth of new keyspaces, 1..24 (default 16)
   --session-timeout DURATION  abandon a session after this (default 10m)
   --rpc-threads N          threads serving store reads and writes (default 4)

@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <set>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,17 @@ TEST(RunDiff, BadRequestsGetInvalidArgumentAndTheNodeKeepsServing) {
          r->set_dry_run(true);
        },
        "dry_run"},
+      {"negative bandwidth",
+       [](v1::RunDiffRequest* r) { r->set_bandwidth_mb(-1); }, "bandwidth_mb"},
+      {"bandwidth that is not a number",
+       [](v1::RunDiffRequest* r) { r->set_bandwidth_mb(std::nan("")); },
+       "bandwidth_mb"},
+      {"bandwidth of a diff",
+       [](v1::RunDiffRequest* r) {
+         r->set_mode(v1::RUN_DIFF_MODE_DIFF);
+         r->set_bandwidth_mb(1);
+       },
+       "bandwidth_mb applies to repairs"},
   };
   for (const Case& c : cases) {
     v1::RunDiffRequest request;

@@ -94,6 +94,9 @@ ABSL_FLAG(bool, all_keyspaces, false,
           "worst of them), instead of --keyspace.");
 ABSL_FLAG(bool, dry_run, false,
           "repair: print what would change, per key, and change nothing.");
+ABSL_FLAG(double, bandwidth, 0,
+          "repair: at most this many MB/s of rows (0: no limit of its own; "
+          "the node's --node-bandwidth applies as well).");
 ABSL_FLAG(bool, third_party, false,
           "diff, repair: run them from here, asking both nodes for their "
           "trees (and moving the rows through this tool), instead of asking "
@@ -248,6 +251,7 @@ int Main(int argc, char** argv) {
   ctx.peer = absl::GetFlag(FLAGS_peer);
   ctx.source = absl::GetFlag(FLAGS_source);
   ctx.dry_run = absl::GetFlag(FLAGS_dry_run);
+  ctx.bandwidth_mb = absl::GetFlag(FLAGS_bandwidth);
   ctx.all_keyspaces = absl::GetFlag(FLAGS_all_keyspaces);
   ctx.third_party = absl::GetFlag(FLAGS_third_party);
   ctx.tables = absl::GetFlag(FLAGS_table);

@@ -76,12 +76,13 @@ const std::vector<CommandSpec>& Commands() {
       {"repair",
        2,
        2,
-       "repair A B [--source=A|B] [--dry-run] [--third-party] "
-       "[--all-keyspaces]",
+       "repair A B [--source=A|B] [--dry-run] [--bandwidth=MB/s] "
+       "[--third-party] [--all-keyspaces]",
        "make A and B equal: two-way last writer wins, or one-way from "
        "--source; run by A, or by this tool with --third-party",
        "tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401",
-       {"source", "dry_run", "third_party", "table", "all_keyspaces"}},
+       {"source", "dry_run", "bandwidth", "third_party", "table",
+        "all_keyspaces"}},
       {"verify",
        0,
        0,

@@ -55,6 +55,8 @@ struct Context {
   std::string peer;    // sync --peer
   std::string source;  // repair --source
   bool dry_run = false;
+  // repair --bandwidth: MB/s, 0 unlimited.
+  double bandwidth_mb = 0;
   bool all_keyspaces = false;  // diff, repair --all-keyspaces
   bool third_party = false;
   std::vector<std::string> tables;  // --table

@@ -151,6 +151,7 @@ absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
   options.keyspace = ctx.keyspace;
   options.a_is_source = plan.one_way;
   options.dry_run = plan.dry_run;
+  options.bandwidth_bytes_per_second = ctx.bandwidth_mb * 1e6;
   options.cancelled = &interrupted;
   if (plan.dry_run) {
     options.on_difference = [&](const node::KeyDifference& d) {
@@ -236,6 +237,7 @@ absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
                    : plan.source_is_b ? v1::RUN_DIFF_MODE_REPAIR_FROM_PEER
                                       : v1::RUN_DIFF_MODE_REPAIR_FROM_NODE);
   request.set_dry_run(plan.dry_run);
+  request.set_bandwidth_mb(ctx.bandwidth_mb);
 
   RepairOutcome outcome;
   ProgressLine progress;
@@ -412,6 +414,12 @@ CommandResult Repair(const Context& ctx) {
   if (ctx.all_keyspaces) return ForEachKeyspace(ctx, &Repair);
   if (auto pg = MaybePostgres(ctx, /*repair=*/true)) return *std::move(pg);
   TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
+  // NaN fails both comparisons.
+  if (!(ctx.bandwidth_mb >= 0 && ctx.bandwidth_mb <= 1e6)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--bandwidth=%g is not a number of MB/s in 0..1000000 (0: no limit)",
+        ctx.bandwidth_mb));
+  }
   RepairPlan plan;
   plan.one_way = ctx.given.count("source") > 0;
   plan.dry_run = ctx.dry_run;

@@ -1,0 +1,58 @@
+// BandwidthLimiter: one repair-traffic budget shared by every session and
+// tool-driven repair of a node (tallyd --node-bandwidth), so that a node
+// syncing with many peers at once stays under one limit instead of one
+// limit per session.
+//
+// Callers take bytes as they move them; Take blocks until the node's
+// schedule allows them: each take reserves `bytes / rate` seconds of the
+// shared timeline after the reservations before it, so the node's repairs
+// together average the rate. An idle node does not bank time (at most one
+// second of burst).
+//
+//   BandwidthLimiter limit(50e6);  // bytes per second, over all repairs
+//   TALLY_RETURN_IF_ERROR(limit.Take(bytes, &cancelled));
+//
+// Thread-safe.
+#ifndef TALLY_NODE_BANDWIDTH_LIMITER_H_
+#define TALLY_NODE_BANDWIDTH_LIMITER_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace tally {
+namespace node {
+
+class BandwidthLimiter {
+ public:
+  // REQUIRES: bytes_per_second > 0.
+  explicit BandwidthLimiter(double bytes_per_second);
+
+  // Waits until `bytes` more fit in the schedule. Returns kCancelled as soon
+  // as `cancelled` (optional) turns true while it waits; the bytes stay
+  // counted (they were moved).
+  absl::Status Take(uint64_t bytes, const std::atomic<bool>* cancelled)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The reservation alone: how long a caller taking `bytes` at `now`
+  // waits. For tests.
+  absl::Duration Reserve(uint64_t bytes, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  double bytes_per_second() const { return bytes_per_second_; }
+
+ private:
+  const double bytes_per_second_;
+  absl::Mutex mu_;
+  // The end of the last reservation on the shared timeline.
+  absl::Time next_free_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+}  // namespace node
+}  // namespace tally
+
+#endif  // TALLY_NODE_BANDWIDTH_LIMITER_H_
