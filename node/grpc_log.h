@@ -9,8 +9,9 @@
 // gRPC's ERROR lines are tally warnings (a client that fails its TLS
 // handshake is worth a look, not a node error), INFO info, DEBUG debug.
 // gRPC writes its INFO and DEBUG lines only at --log-level=debug; unless
-// GRPC_VERBOSITY is set in the environment, which then wins (for an
-// operator chasing a gRPC problem).
+// GRPC_VERBOSITY is set in the environment, which then decides what gRPC
+// writes (for an operator chasing a gRPC problem); tally's level still
+// filters the lines.
 //
 // Thread-safe; call again (SIGHUP) to follow a new level.
 #ifndef TALLY_NODE_GRPC_LOG_H_
