@@ -18,9 +18,10 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -159,30 +160,22 @@ void ApplyLogSettings(const NodeConfig& config) {
   RouteGrpcLogs(config.log_level);
 }
 
-// The names of the settings whose values differ between `a` and `b`.
+// The names of the settings whose values differ between `a` and `b`
+// (repeated settings such as `peer` compare as their whole list).
 std::string ChangedSettings(const NodeConfig& a, const NodeConfig& b) {
-  const auto before = EffectiveSettings(a);
-  const auto after = EffectiveSettings(b);
-  std::vector<std::string> changed;
-  for (const auto& [name, value] : after) {
-    bool same = false;
-    for (const auto& [old_name, old_value] : before) {
-      if (old_name == name && old_value == value) same = true;
-    }
-    if (!same &&
-        std::find(changed.begin(), changed.end(), name) == changed.end()) {
-      changed.push_back(name);
-    }
+  std::map<std::string, std::vector<std::string>> before, after;
+  for (const auto& [name, value] : EffectiveSettings(a)) {
+    before[name].push_back(value);
   }
-  for (const auto& [name, value] : before) {
-    bool kept = false;
-    for (const auto& [new_name, new_value] : after) {
-      if (new_name == name && new_value == value) kept = true;
-    }
-    if (!kept &&
-        std::find(changed.begin(), changed.end(), name) == changed.end()) {
-      changed.push_back(name);
-    }
+  for (const auto& [name, value] : EffectiveSettings(b)) {
+    after[name].push_back(value);
+  }
+  std::set<std::string> changed;
+  for (const auto& [name, values] : after) {
+    if (before[name] != values) changed.insert(name);
+  }
+  for (const auto& [name, values] : before) {
+    if (after[name] != values) changed.insert(name);
   }
   return absl::StrJoin(changed, ",");
 }

@@ -32,6 +32,7 @@
 #include "tally/v1/tally.grpc.pb.h"
 #include "tests/diff_paths.h"
 #include "tests/node_connect.h"
+#include "tests/node_metrics.h"
 
 namespace tally {
 namespace {
@@ -43,6 +44,7 @@ using ::tally::testing::DiffPath;
 using ::tally::testing::DiffPathName;
 using ::tally::testing::FreeLoopbackAddress;
 using ::tally::testing::kBothDiffPaths;
+using ::tally::testing::MetricsPort;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::OnPath;
 using ::tally::testing::RunDiffCommand;
@@ -753,18 +755,6 @@ TEST(Cluster, PeersConvergeOnTheirOwn) {
   EXPECT_THAT(a->Log(), HasSubstr("session peer=" + addr_b));
   EXPECT_EQ(a->Stop(), 0);
   EXPECT_EQ(b->Stop(), 0);
-}
-
-// The metrics port tallyd logged ("metrics on http://HOST:PORT/metrics").
-int MetricsPort(const NodeProcess& node) {
-  std::smatch m;
-  const std::string log = node.Log();
-  if (!std::regex_search(log, m,
-                         std::regex("metrics on http://127\\.0\\.0\\.1:(\\d+)/"
-                                    "metrics"))) {
-    return 0;
-  }
-  return std::stoi(m[1]);
 }
 
 std::string Scrape(int port) {

@@ -19,6 +19,7 @@
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/node_connect.h"
+#include "tests/node_metrics.h"
 
 namespace tally {
 namespace {
@@ -26,8 +27,10 @@ namespace {
 using ::tally::testing::CommandResult;
 using ::tally::testing::Connect;
 using ::tally::testing::FreeLoopbackAddress;
+using ::tally::testing::MetricsPort;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::RunTally;
+using ::tally::testing::Scrape;
 using ::tally::testing::TempDir;
 using ::testing::HasSubstr;
 
@@ -71,24 +74,6 @@ bool WaitFor(const std::function<bool()>& done) {
     absl::SleepFor(absl::Milliseconds(100));
   }
   return true;
-}
-
-int MetricsPort(const NodeProcess& node) {
-  std::smatch m;
-  const std::string log = node.Log();
-  if (!std::regex_search(
-          log, m,
-          std::regex("metrics on http://127\\.0\\.0\\.1:(\\d+)/metrics"))) {
-    return 0;
-  }
-  return std::stoi(m[1]);
-}
-
-std::string Scrape(int port) {
-  httplib::Client client("127.0.0.1", port);
-  httplib::Result r = client.Get("/metrics");
-  if (!r) return "scrape failed: " + httplib::to_string(r.error());
-  return r->body;
 }
 
 // `rows` rows of ~40 bytes into node `address`.
@@ -621,10 +606,10 @@ TEST(Control, TheNodeBandwidthIsSharedByAllItsSessions) {
   LoadBigRows(b->address(), "b", 100);
   LoadBigRows(c->address(), "c", 100);
   const absl::Time start = absl::Now();
-  auto a = StartNode("node-a", dir_a.path(),
-                     {"--peer", b->address(), "--peer", c->address(),
-                      "--sync-interval", "200ms", "--max-sessions", "2",
-                      "--node-bandwidth", "0.5"});
+  auto a = StartNode(
+      "node-a", dir_a.path(),
+      {"--peer", b->address(), "--peer", c->address(), "--sync-interval",
+       "200ms", "--max-sessions", "2", "--node-bandwidth", "0.5"});
   ASSERT_TRUE(a);
   ASSERT_TRUE(WaitFor([&] { return Rows(a->address()) == 200; }))
       << Rows(a->address());
@@ -650,8 +635,8 @@ TEST(Control, RepairBandwidthLimitsOneRepair) {
   }
   EXPECT_EQ(Rows(a->address()), 0u);
   const absl::Time start = absl::Now();
-  const CommandResult repaired = RunTally(
-      {"repair", a->address(), b->address(), "--bandwidth=0.5"});
+  const CommandResult repaired =
+      RunTally({"repair", a->address(), b->address(), "--bandwidth=0.5"});
   EXPECT_EQ(repaired.exit_code, 0) << repaired.err;
   // 1.5 MB at 0.5 MB/s, no burst for a repair's own limit.
   EXPECT_GE(absl::Now() - start, absl::Seconds(2.5));

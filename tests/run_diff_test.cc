@@ -7,9 +7,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
-#include <cmath>
 #include <string>
 #include <vector>
 

@@ -23,6 +23,7 @@
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/node_connect.h"
+#include "tests/node_metrics.h"
 #include "tree/token.h"
 
 namespace tally {
@@ -30,6 +31,7 @@ namespace {
 
 using ::tally::testing::CommandResult;
 using ::tally::testing::Connect;
+using ::tally::testing::MetricsPort;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::RunCommand;
 using ::tally::testing::TempDir;
@@ -60,17 +62,6 @@ std::unique_ptr<NodeProcess> StartNode(const std::string& name,
   auto node = NodeProcess::Start(name, dir, extra);
   EXPECT_TRUE(node.ok()) << node.status();
   return node.ok() ? std::move(*node) : nullptr;
-}
-
-int MetricsPort(const NodeProcess& node) {
-  std::smatch m;
-  const std::string log = node.Log();
-  if (!std::regex_search(
-          log, m,
-          std::regex("status page on http://127\\.0\\.0\\.1:(\\d+)/"))) {
-    return 0;
-  }
-  return std::stoi(m[1]);
 }
 
 std::string ReadFile(const std::string& path) {

@@ -22,6 +22,7 @@
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/node_connect.h"
+#include "tests/node_metrics.h"
 #include "tree/digest.h"
 #include "tree/hlc.h"
 
@@ -31,9 +32,11 @@ namespace {
 using ::tally::testing::CommandResult;
 using ::tally::testing::Connect;
 using ::tally::testing::FreeLoopbackAddress;
+using ::tally::testing::MetricsPort;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::RunCommand;
 using ::tally::testing::RunTally;
+using ::tally::testing::Scrape;
 using ::tally::testing::TallydPath;
 using ::tally::testing::TempDir;
 using ::testing::HasSubstr;
@@ -75,24 +78,6 @@ bool WaitFor(const std::function<bool()>& done) {
     absl::SleepFor(absl::Milliseconds(100));
   }
   return true;
-}
-
-int MetricsPort(const NodeProcess& node) {
-  std::smatch m;
-  const std::string log = node.Log();
-  if (!std::regex_search(
-          log, m,
-          std::regex("metrics on http://127\\.0\\.0\\.1:(\\d+)/metrics"))) {
-    return 0;
-  }
-  return std::stoi(m[1]);
-}
-
-std::string Scrape(int port) {
-  httplib::Client client("127.0.0.1", port);
-  httplib::Result r = client.Get("/metrics");
-  if (!r) return "scrape failed: " + httplib::to_string(r.error());
-  return r->body;
 }
 
 // Issue 8, item 10: the README's first example, `--peer X --peer
