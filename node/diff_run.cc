@@ -11,6 +11,7 @@
 #include "node/schema_check.h"
 #include "node/sync.h"
 #include "node/wire.h"
+#include "tree/absent_as_empty_view.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -86,6 +87,55 @@ v1::DiffAction ActionOf(KeyDifference::Action action, bool swapped) {
   return v1::DIFF_ACTION_NONE;
 }
 
+absl::Status ValidateScope(const v1::RunDiffRequest& request) {
+  if (request.has_range() && request.range().first() > request.range().last()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "run diff: range's first token %016x is after its last %016x",
+        request.range().first(), request.range().last()));
+  }
+  if (request.has_range() && request.keys_size() > 0) {
+    return absl::InvalidArgumentError(
+        "run diff: give a range or keys, not both");
+  }
+  if (static_cast<size_t>(request.keys_size()) > kMaxRunDiffKeys) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "run diff: %d keys; the limit is %d a request (send more requests)",
+        request.keys_size(), kMaxRunDiffKeys));
+  }
+  size_t bytes = 0;
+  for (int i = 0; i < request.keys_size(); ++i) {
+    const std::string& key = request.keys(i);
+    if (key.empty() || key.size() > kMaxRunDiffKeyBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("run diff: key %d is %d bytes; keys are 1..%d bytes",
+                          i, key.size(), kMaxRunDiffKeyBytes));
+    }
+    bytes += key.size();
+  }
+  if (bytes > kMaxRunDiffKeyListBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "run diff: the keys are %d bytes in all; the limit is %d a request",
+        bytes, kMaxRunDiffKeyListBytes));
+  }
+  return absl::OkStatus();
+}
+
+// Step 4 for a scoped run: the root and rows of the scope on one side,
+// from `view` (null: the side lacks the keyspace).
+absl::Status ScopedRoot(std::unique_ptr<tree::TreeView> view,
+                        const tree::DiffScope& scope, v1::RunDiffRoot* out) {
+  tree::AbsentAsEmptyView whole(std::move(view));
+  std::unique_ptr<tree::TreeView> part = tree::NarrowView(whole, scope);
+  TALLY_ASSIGN_OR_RETURN(const tree::ViewSummary summary, part->Summary(0));
+  out->set_has_keyspace(!whole.absent());
+  if (whole.absent()) return absl::OkStatus();
+  std::string root;
+  summary.root.AppendTo(&root);
+  out->set_root(std::move(root));
+  out->set_row_count(summary.row_count);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateRunDiffRequest(const v1::RunDiffRequest& request,
@@ -133,7 +183,20 @@ absl::Status ValidateRunDiffRequest(const v1::RunDiffRequest& request,
     return absl::InvalidArgumentError(
         "run diff: bandwidth_mb applies to repairs; a diff moves no rows");
   }
-  return absl::OkStatus();
+  return ValidateScope(request);
+}
+
+tree::DiffScope ScopeOf(const v1::RunDiffRequest& request) {
+  tree::DiffScope scope;
+  if (request.has_range()) {
+    scope.range =
+        tree::TokenRange{request.range().first(), request.range().last()};
+  }
+  if (request.keys_size() > 0) {
+    scope.keys = std::make_shared<const tree::KeyList>(request.keys().begin(),
+                                                       request.keys().end());
+  }
+  return scope;
 }
 
 absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
@@ -188,6 +251,7 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
   Replica& sync_b = swapped ? *here : *there;
   SyncOptions sync;
   sync.keyspace = keyspace;
+  sync.scope = ScopeOf(request);
   // This node's store answers in process, as in a session: the diff sends
   // its fingerprints and the peer answers which differ (tree/diff.h,
   // DiffOptions::own_view), so the nodes' link carries a session's bytes.
@@ -260,7 +324,18 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
   summary.set_repair_bytes(stats.repair_bytes);
 
   // Step 4: roots, after a real repair.
-  if (repair && !request.dry_run()) {
+  if (repair && !request.dry_run() && !sync.scope.IsWhole()) {
+    absl::StatusOr<std::unique_ptr<tree::TreeView>> local_view =
+        store->NewTreeView(keyspace);
+    if (!local_view.ok() && !absl::IsNotFound(local_view.status())) {
+      return local_view.status();
+    }
+    TALLY_RETURN_IF_ERROR(
+        ScopedRoot(local_view.ok() ? *std::move(local_view) : nullptr,
+                   sync.scope, summary.mutable_a_after()));
+    TALLY_RETURN_IF_ERROR(ScopedRoot(peer->NewTreeView(keyspace), sync.scope,
+                                     summary.mutable_b_after()));
+  } else if (repair && !request.dry_run()) {
     TALLY_ASSIGN_OR_RETURN(MaybeSummary local_after,
                            LocalSummary(*store, keyspace));
     TALLY_ASSIGN_OR_RETURN(PeerAnswer peer_after, AskPeer(*peer, keyspace));

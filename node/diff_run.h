@@ -17,7 +17,8 @@
 //      (node/sync.h), each differing key and the repair's progress handed to
 //      `events` as they come. A dry run and a diff change nothing.
 //   4. Roots: after a real repair, both roots read again (the proof the
-//      tool shows).
+//      tool shows); for a run limited to a range or keys, the roots of that
+//      part only (tree/diff_scope.h), which are all it made equal.
 //   5. Summary: the counts, returned.
 //
 // A keyspace absent on both nodes is not an error here: the summary says
@@ -45,6 +46,7 @@
 #include "node/client.h"
 #include "storage/store.h"
 #include "tally/v1/tally.pb.h"
+#include "tree/diff_scope.h"
 
 namespace tally {
 namespace node {
@@ -55,6 +57,14 @@ inline constexpr absl::Duration kConnectWait = absl::Seconds(3);
 
 // The longest peer address a request may name.
 inline constexpr size_t kMaxPeerAddressBytes = 1024;
+
+// A request's key list (RunDiffRequest.keys): at most this many keys, of at
+// most this many bytes each and in all, so that a request stays well under
+// gRPC's 4 MB message limit. `tally --keys-from` sends a longer list in
+// several requests.
+inline constexpr size_t kMaxRunDiffKeys = 10'000;
+inline constexpr size_t kMaxRunDiffKeyBytes = 64 << 10;
+inline constexpr size_t kMaxRunDiffKeyListBytes = 2 << 20;
 
 // Where a run's differences and progress go. Each call returns an error
 // (kCancelled) when the tool went away; the run then stops with it.
@@ -83,9 +93,15 @@ struct DiffRunOptions {
 
 // kInvalidArgument naming the field for a request that cannot run: a bad
 // or over-long peer address, this node's own address, a bad keyspace
-// name, an unknown mode, or a dry run of a diff.
+// name, an unknown mode, a dry run of a diff, a range whose first token is
+// after its last, a range and keys together, an empty or over-long key, or
+// a key list past the limits above.
 absl::Status ValidateRunDiffRequest(const v1::RunDiffRequest& request,
                                     absl::string_view self_address);
+
+// The part of the keyspace `request` covers (range, keys or all of it).
+// REQUIRES: ValidateRunDiffRequest(request) is OK.
+tree::DiffScope ScopeOf(const v1::RunDiffRequest& request);
 
 // Runs `request` (steps above) and returns its summary, or the first error:
 // ValidateRunDiffRequest's, kUnavailable marked PeerUnreachable when B

@@ -264,10 +264,16 @@ absl::Status SyncKeyspace(Replica& a, Replica& b, const SyncOptions& options,
   tree::DiffOptions diff = options.diff;
   diff.scan_values_a = !options.dry_run;
   diff.scan_values_b = !options.dry_run && !options.a_is_source;
+  // A scope narrows both views alike; one-way erases only what lies in it.
+  std::unique_ptr<tree::TreeView> part_a =
+      tree::NarrowView(view_a, options.scope);
+  std::unique_ptr<tree::TreeView> part_b =
+      tree::NarrowView(view_b, options.scope);
   Repairer repairer(a, b, options, &stats);
   repairer.Step(SyncStep::kDiff);
   absl::Status status = tree::DiffViews(
-      view_a, view_b, diff,
+      part_a != nullptr ? *part_a : view_a,
+      part_b != nullptr ? *part_b : view_b, diff,
       [&](const tree::RowEntry* in_a, const tree::RowEntry* in_b) {
         return repairer.Add(in_a, in_b);
       },

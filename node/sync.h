@@ -33,6 +33,7 @@
 #include "node/bandwidth_limiter.h"
 #include "node/replica.h"
 #include "tree/diff.h"
+#include "tree/diff_scope.h"
 
 namespace tally {
 namespace node {
@@ -62,6 +63,9 @@ enum class SyncStep {
 
 struct SyncOptions {
   std::string keyspace;
+  // The part of the keyspace to sync: all of it (sessions), or a token
+  // range or a list of keys (`tally repair --range`, `--keys-from`).
+  tree::DiffScope scope;
   // One-way: b becomes an exact copy of a.
   bool a_is_source = false;
   // Find and report, but change nothing.

@@ -54,6 +54,7 @@
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/diff_scope_flags.h"
 
 ABSL_FLAG(std::string, node, "127.0.0.1:7400",
           "HOST:PORT of the node that put, get, del, load, status and peer "
@@ -68,7 +69,8 @@ ABSL_FLAG(double, timeout, 30,
           "scans) get at least 30 minutes in total.");
 ABSL_FLAG(bool, escaped, false,
           "put, get, del: KEY and VALUE are C-escaped, as diff prints keys "
-          "(\\x00\\xff, \\n), so that any bytes can be given.");
+          "(\\x00\\xff, \\n), so that any bytes can be given; diff, "
+          "repair: so is each line of --keys-from.");
 ABSL_FLAG(std::string, file, "",
           "load: JSON Lines file, one {\"key\": ..., \"value\": ...} per "
           "line; - reads standard input. Read once, as the rows are sent: a "
@@ -97,6 +99,14 @@ ABSL_FLAG(bool, dry_run, false,
 ABSL_FLAG(double, bandwidth, 0,
           "repair: at most this many MB/s of rows (0: no limit of its own; "
           "the node's --node-bandwidth applies as well).");
+ABSL_FLAG(std::string, range, "",
+          "diff, repair of two nodes: only the keys whose tokens lie in "
+          "FROM:TO (both included; hex, as the status page's heat map and "
+          "`tally token` print them; an end left out is the first or last "
+          "token).");
+ABSL_FLAG(std::string, keys_from, "",
+          "diff, repair of two nodes: only the keys listed in this file, one "
+          "a line (- is standard input; with --escaped, C-escaped).");
 ABSL_FLAG(bool, third_party, false,
           "diff, repair: run them from here, asking both nodes for their "
           "trees (and moving the rows through this tool), instead of asking "
@@ -140,6 +150,7 @@ CommandResult Run(const std::string& command, const Context& ctx) {
   if (command == "verify") return Verify(ctx);
   if (command == "recover") return Recover(ctx);
   if (command == "peer") return Peer(ctx);
+  if (command == "token") return Token(ctx);
   if (command == "sync") return Sync(ctx);
   return Help(ctx);
 }
@@ -254,6 +265,10 @@ int Main(int argc, char** argv) {
   ctx.bandwidth_mb = absl::GetFlag(FLAGS_bandwidth);
   ctx.all_keyspaces = absl::GetFlag(FLAGS_all_keyspaces);
   ctx.third_party = absl::GetFlag(FLAGS_third_party);
+  absl::StatusOr<tree::DiffScope> scope = ReadDiffScope(
+      absl::GetFlag(FLAGS_range), absl::GetFlag(FLAGS_keys_from), ctx.escaped);
+  if (!scope.ok()) return Trouble(scope.status());
+  ctx.scope = *std::move(scope);
   ctx.tables = absl::GetFlag(FLAGS_table);
   ctx.data_dir = absl::GetFlag(FLAGS_data_dir);
   ctx.client_options.rpc_timeout = absl::Seconds(timeout);

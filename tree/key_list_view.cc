@@ -51,7 +51,12 @@ absl::Status KeyListView::ListKeys() {
     }
     TALLY_ASSIGN_OR_RETURN(ViewResponse response, view_.Exchange(request));
     for (RowEntry& entry : response.entries) {
-      if (wanted.contains(entry.key)) rows.push_back(std::move(entry));
+      if (!wanted.contains(entry.key)) continue;
+      // Only the fingerprint travels from a remote view: a local view's
+      // rows keep just that too, so that the same rows give the same root
+      // on either side.
+      entry.digest = Digest128{0, entry.digest.Fingerprint()};
+      rows.push_back(std::move(entry));
     }
   }
   TALLY_ASSIGN_OR_RETURN(rows_,

@@ -9,6 +9,9 @@
 // the rows of the listed keys (another key sharing a token is dropped) and
 // answers everything from those rows in memory (MemoryTreeView, at the
 // wrapped view's depth). The diff then costs the listing and nothing more.
+// Rows keep their 64-bit fingerprint only (the high half of the digest
+// zero), as a remote view lists them: the root is then the same for the
+// same rows, local or remote.
 //
 //   auto keys = std::make_shared<const KeyList>(KeyList{"user:1", "user:7"});
 //   KeyListView part_a(whole_a, keys), part_b(whole_b, keys);

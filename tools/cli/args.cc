@@ -67,22 +67,25 @@ const std::vector<CommandSpec>& Commands() {
       {"diff",
        2,
        2,
-       "diff A B [--third-party] [--all-keyspaces]",
+       "diff A B [--range=FROM:TO | --keys-from=FILE] [--third-party] "
+       "[--all-keyspaces]",
        "list the keys that differ between nodes A and B, or between the "
        "tables of two PostgreSQL URLs (exit 1 if any); A diffs against B "
        "itself, or this tool does with --third-party",
        "tally --keyspace=users diff 127.0.0.1:7400 127.0.0.1:7401",
-       {"third_party", "table", "all_keyspaces"}},
+       {"third_party", "table", "all_keyspaces", "range", "keys_from",
+        "escaped"}},
       {"repair",
        2,
        2,
        "repair A B [--source=A|B] [--dry-run] [--bandwidth=MB/s] "
-       "[--third-party] [--all-keyspaces]",
+       "[--range=FROM:TO | --keys-from=FILE] [--third-party] "
+       "[--all-keyspaces]",
        "make A and B equal: two-way last writer wins, or one-way from "
        "--source; run by A, or by this tool with --third-party",
        "tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401",
        {"source", "dry_run", "bandwidth", "third_party", "table",
-        "all_keyspaces"}},
+        "all_keyspaces", "range", "keys_from", "escaped"}},
       {"verify",
        0,
        0,
@@ -120,6 +123,14 @@ const std::vector<CommandSpec>& Commands() {
        "nodes still differ after it)",
        "tally sync 127.0.0.1:7400 --peer=127.0.0.1:7401",
        {"peer"}},
+      {"token",
+       1,
+       kMaxKeyValues,
+       "token KEY... [--escaped]",
+       "print each key's token and its heat-map segment (no node asked): "
+       "what --range takes",
+       "tally token user:1",
+       {"escaped"}},
       {"help", 0, 0, "help", "print this text", "tally help", {}},
   };
   return *kCommands;

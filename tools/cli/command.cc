@@ -182,5 +182,18 @@ absl::Status CheckSchemas(const Context& ctx, node::NodeClient& a,
                      in_b->schema_description()});
 }
 
+absl::StatusOr<std::string> ArgBytes(const Context& ctx, size_t i,
+                                     absl::string_view what) {
+  if (!ctx.escaped) return ctx.args[i];
+  std::string out;
+  std::string error;
+  if (!absl::CUnescape(ctx.args[i], &out, &error)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--escaped: %s '%s' is not a valid C-escaped string: %s", what,
+        ctx.args[i], error));
+  }
+  return out;
+}
+
 }  // namespace cli
 }  // namespace tally

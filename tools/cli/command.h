@@ -31,6 +31,7 @@
 #include "node/tls.h"
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
+#include "tree/diff_scope.h"
 #include "tree/version.h"
 
 namespace tally {
@@ -58,6 +59,8 @@ struct Context {
   // repair --bandwidth: MB/s, 0 unlimited.
   double bandwidth_mb = 0;
   bool all_keyspaces = false;  // diff, repair --all-keyspaces
+  // diff, repair --range / --keys-from (tools/cli/diff_scope_flags.h).
+  tree::DiffScope scope;
   bool third_party = false;
   std::vector<std::string> tables;  // --table
   std::string data_dir;
@@ -94,6 +97,12 @@ class ProgressLine {
   bool shown_ = false;
   absl::Time last_ = absl::InfinitePast();
 };
+
+// Positional argument `i` as bytes: as typed, or unescaped with --escaped
+// (a shell cannot pass a NUL byte any other way); kInvalidArgument naming
+// `what` for a bad escape.
+absl::StatusOr<std::string> ArgBytes(const Context& ctx, size_t i,
+                                     absl::string_view what);
 
 // kInvalidArgument naming --keyspace when ctx.keyspace is not a valid name.
 absl::Status CheckKeyspace(const Context& ctx);

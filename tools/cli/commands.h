@@ -9,6 +9,7 @@
 //   recover           recover_command.cc
 //   peer              peer_command.cc
 //   sync              sync_command.cc
+//   token             token_command.cc
 #ifndef TALLY_TOOLS_CLI_COMMANDS_H_
 #define TALLY_TOOLS_CLI_COMMANDS_H_
 
@@ -28,6 +29,7 @@ CommandResult Verify(const Context& ctx);
 CommandResult Recover(const Context& ctx);
 CommandResult Peer(const Context& ctx);
 CommandResult Sync(const Context& ctx);
+CommandResult Token(const Context& ctx);
 
 }  // namespace cli
 }  // namespace tally

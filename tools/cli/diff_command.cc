@@ -1,5 +1,6 @@
 // diff: the keys two nodes (or two PostgreSQL databases) hold differently.
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "absl/time/time.h"
 #include "tools/cli/command.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/diff_scope_flags.h"
 #include "tools/cli/format.h"
 #include "tools/cli/node_diff.h"
 #include "tree/absent_as_empty_view.h"
@@ -47,10 +49,13 @@ absl::StatusOr<DiffOutcome> DiffFromHere(const Context& ctx) {
   // "A has 10 rows, B has none" is a diff, not an error.
   tree::AbsentAsEmptyView view_a(a->NewTreeView(ctx.keyspace));
   tree::AbsentAsEmptyView view_b(b->NewTreeView(ctx.keyspace));
+  std::unique_ptr<tree::TreeView> part_a = tree::NarrowView(view_a, ctx.scope);
+  std::unique_ptr<tree::TreeView> part_b = tree::NarrowView(view_b, ctx.scope);
   DiffOutcome outcome;
   const absl::Time start = absl::Now();
   absl::Status status = tree::DiffViews(
-      view_a, view_b, tree::DiffOptions{},
+      part_a != nullptr ? *part_a : view_a,
+      part_b != nullptr ? *part_b : view_b, tree::DiffOptions{},
       [&](const tree::RowEntry* in_a, const tree::RowEntry* in_b) {
         PrintDifference(ctx, in_a, in_b);
         return absl::OkStatus();
@@ -75,24 +80,31 @@ absl::StatusOr<std::optional<DiffOutcome>> DiffOnA(
   request.set_mode(v1::RUN_DIFF_MODE_DIFF);
   bool streamed = false;
   std::optional<v1::RunDiffSummary> summary;
-  const absl::Status status = a->RunDiff(request, [&](v1::RunDiffEvent& e) {
-    streamed = true;
-    for (const v1::DiffDifference& d : e.differences()) {
-      const tree::RowEntry in_a = EntryOf(d.key(), d.a());
-      const tree::RowEntry in_b = EntryOf(d.key(), d.b());
-      PrintDifference(ctx, d.has_a() ? &in_a : nullptr,
-                      d.has_b() ? &in_b : nullptr);
+  // A long --keys-from list takes several calls, reported as one.
+  for (const tree::DiffScope& part : RequestScopes(ctx.scope)) {
+    SetScope(part, &request);
+    std::optional<v1::RunDiffSummary> part_summary;
+    const absl::Status status = a->RunDiff(request, [&](v1::RunDiffEvent& e) {
+      streamed = true;
+      for (const v1::DiffDifference& d : e.differences()) {
+        const tree::RowEntry in_a = EntryOf(d.key(), d.a());
+        const tree::RowEntry in_b = EntryOf(d.key(), d.b());
+        PrintDifference(ctx, d.has_a() ? &in_a : nullptr,
+                        d.has_b() ? &in_b : nullptr);
+      }
+      if (e.has_summary()) part_summary = e.summary();
+      return absl::OkStatus();
+    });
+    std::cout.flush();
+    *fallback = FallbackReason(status, streamed, a->address());
+    if (fallback->has_value()) return std::optional<DiffOutcome>();
+    if (!status.ok()) return CallFailed(ctx, status);
+    if (!part_summary.has_value()) {
+      return absl::DataLossError(absl::StrFormat(
+          "node %s ended the diff without its summary", a->address()));
     }
-    if (e.has_summary()) summary = e.summary();
-    return absl::OkStatus();
-  });
-  std::cout.flush();
-  *fallback = FallbackReason(status, streamed, a->address());
-  if (fallback->has_value()) return std::optional<DiffOutcome>();
-  if (!status.ok()) return CallFailed(ctx, status);
-  if (!summary.has_value()) {
-    return absl::DataLossError(absl::StrFormat(
-        "node %s ended the diff without its summary", a->address()));
+    if (!summary.has_value()) summary.emplace();
+    AddRunDiffSummary(*part_summary, &*summary);
   }
   DiffOutcome outcome;
   outcome.stats = DiffStatsOf(*summary);
@@ -113,6 +125,7 @@ CommandResult PrintDiff(const Context& ctx, const DiffOutcome& outcome) {
   if (ctx.json) {
     Json summary = DiffStatsJson(stats, outcome.seconds);
     summary["keyspace"] = ctx.keyspace;
+    AddScopeJson(ctx, &summary);
     summary["a_has_keyspace"] = !outcome.a_absent;
     summary["b_has_keyspace"] = !outcome.b_absent;
     PrintJson({{"summary", summary}});
@@ -123,13 +136,14 @@ CommandResult PrintDiff(const Context& ctx, const DiffOutcome& outcome) {
                                outcome.a_absent ? "a" : "b");
     }
     std::cout << absl::StrFormat(
-        "%s: keyspace '%s' on a=%s and b=%s (%s, %.3f s%s)\n",
+        "%s: keyspace '%s'%s on a=%s and b=%s (%s, %.3f s%s)\n",
         stats.differences == 0
             ? std::string("equal")
             : absl::StrCat(stats.differences, stats.differences == 1
                                                   ? " key differs"
                                                   : " keys differ"),
-        ctx.keyspace, a, b, DiffStatsText(stats), outcome.seconds, absent);
+        ctx.keyspace, ScopeText(ctx), a, b, DiffStatsText(stats),
+        outcome.seconds, absent);
   }
   return stats.differences == 0 ? 0 : 1;
 }

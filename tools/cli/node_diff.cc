@@ -127,6 +127,11 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
     return CommandResult(absl::InvalidArgumentError(
         "give two PostgreSQL URLs or two node addresses, not one of each"));
   }
+  if (!ctx.scope.IsWhole()) {
+    return CommandResult(absl::InvalidArgumentError(
+        "--range and --keys-from are for two nodes; between PostgreSQL "
+        "databases --table chooses what is compared"));
+  }
   PgDiffOptions options;
   options.url_a = ctx.args[0];
   options.url_b = ctx.args[1];
@@ -138,6 +143,59 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
   options.dry_run = ctx.dry_run;
   options.command_line = ctx.command_line;
   return RunPgDiff(options);
+}
+
+namespace {
+
+void AddRoot(const v1::RunDiffRoot& part, v1::RunDiffRoot* total) {
+  if (!part.has_keyspace()) return;
+  tree::Digest128 root;
+  if (total->has_keyspace() && total->root().size() == 16) {
+    root = tree::Digest128::Load(total->root().data());
+  }
+  if (part.root().size() == 16) {
+    root ^= tree::Digest128::Load(part.root().data());
+  }
+  std::string bytes;
+  root.AppendTo(&bytes);
+  total->set_root(std::move(bytes));
+  total->set_row_count(total->row_count() + part.row_count());
+  total->set_has_keyspace(true);
+}
+
+}  // namespace
+
+void AddRunDiffSummary(const v1::RunDiffSummary& part,
+                       v1::RunDiffSummary* total) {
+  total->set_differences(total->differences() + part.differences());
+  total->set_rounds(total->rounds() + part.rounds());
+  total->set_bytes_sent(total->bytes_sent() + part.bytes_sent());
+  total->set_bytes_received(total->bytes_received() + part.bytes_received());
+  total->set_seconds(total->seconds() + part.seconds());
+  total->set_a_has_keyspace(total->a_has_keyspace() || part.a_has_keyspace());
+  total->set_b_has_keyspace(total->b_has_keyspace() || part.b_has_keyspace());
+  total->set_rows_to_a(total->rows_to_a() + part.rows_to_a());
+  total->set_rows_to_b(total->rows_to_b() + part.rows_to_b());
+  total->set_erased(total->erased() + part.erased());
+  total->set_ignored(total->ignored() + part.ignored());
+  total->set_conflicts(total->conflicts() + part.conflicts());
+  total->set_repair_bytes(total->repair_bytes() + part.repair_bytes());
+  if (part.has_a_after()) AddRoot(part.a_after(), total->mutable_a_after());
+  if (part.has_b_after()) AddRoot(part.b_after(), total->mutable_b_after());
+}
+
+std::string ScopeText(const Context& ctx) {
+  const std::string scope = ctx.scope.Describe();
+  return scope.empty() ? "" : absl::StrCat(" (", scope, ")");
+}
+
+void AddScopeJson(const Context& ctx, Json* summary) {
+  if (!ctx.scope.range.IsAll()) {
+    (*summary)["range"] = ctx.scope.range.ToString();
+  }
+  if (ctx.scope.keys != nullptr) {
+    (*summary)["keys"] = ctx.scope.keys->size();
+  }
 }
 
 }  // namespace cli

@@ -60,9 +60,22 @@ Json DiffStatsJson(const tree::DiffStats& stats, double seconds);
 std::string DiffStatsText(const tree::DiffStats& stats);
 tree::DiffStats DiffStatsOf(const v1::RunDiffSummary& summary);
 
+// Adds the counts of one RunDiff call to `*total`: a --keys-from list
+// longer than one request is run as several calls (diff_scope_flags.h),
+// reported as one. The roots after add up too: the keys of the calls are
+// disjoint, so the XOR of their roots is the root of all of them.
+void AddRunDiffSummary(const v1::RunDiffSummary& part,
+                       v1::RunDiffSummary* total);
+
+// " (tokens FROM:TO)" or " (N keys)" for a run limited by --range or
+// --keys-from, "" otherwise: goes after the keyspace in output lines.
+std::string ScopeText(const Context& ctx);
+// Adds "range" or "keys" (their count) to a summary's JSON.
+void AddScopeJson(const Context& ctx, Json* summary);
+
 // `tally diff URL URL` / `tally repair URL URL`: the result of comparing
 // two PostgreSQL databases directly, or nullopt when ctx.args are node
-// addresses.
+// addresses. kInvalidArgument with --range or --keys-from.
 std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair);
 
 }  // namespace cli

@@ -19,6 +19,7 @@
 #include "node/sync.h"
 #include "tools/cli/command.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/diff_scope_flags.h"
 #include "tools/cli/format.h"
 #include "tools/cli/node_diff.h"
 #include "tree/absent_as_empty_view.h"
@@ -149,6 +150,7 @@ absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
   ProgressLine progress;
   node::SyncOptions options;
   options.keyspace = ctx.keyspace;
+  options.scope = ctx.scope;
   options.a_is_source = plan.one_way;
   options.dry_run = plan.dry_run;
   options.bandwidth_bytes_per_second = ctx.bandwidth_mb * 1e6;
@@ -203,6 +205,21 @@ absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
   if (!plan.dry_run) {
     for (auto [client, root] : {std::pair{client_a.get(), &outcome.root_a},
                                 std::pair{client_b.get(), &outcome.root_b}}) {
+      if (!ctx.scope.IsWhole()) {
+        // The part repaired is what was made equal: its root, not the
+        // keyspace's.
+        tree::AbsentAsEmptyView whole(client->NewTreeView(ctx.keyspace));
+        std::unique_ptr<tree::TreeView> part =
+            tree::NarrowView(whole, ctx.scope);
+        absl::StatusOr<tree::ViewSummary> s = part->Summary(0);
+        if (!s.ok()) return CallFailed(ctx, s.status());
+        if (!whole.absent()) {
+          root->hex = s->root.ToHex();
+          root->rows = s->row_count;
+          root->present = true;
+        }
+        continue;
+      }
       TALLY_ASSIGN_OR_RETURN(std::optional<v1::KeyspaceSummary> ks,
                              FindKeyspace(ctx, *client, ctx.keyspace));
       if (ks.has_value()) {
@@ -256,25 +273,48 @@ absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
       absl::SleepFor(absl::Milliseconds(50));
     }
   });
-  const absl::Status status = a->RunDiff(
-      request,
-      [&](v1::RunDiffEvent& e) {
-        streamed = true;
-        for (const v1::DiffDifference& d : e.differences()) {
-          const tree::RowEntry in_a = EntryOf(d.key(), d.a());
-          const tree::RowEntry in_b = EntryOf(d.key(), d.b());
-          progress.Clear();
-          PrintPlanned(ctx, d.has_a() ? &in_a : nullptr,
-                       d.has_b() ? &in_b : nullptr, d.action(), &outcome);
-        }
-        if (e.has_progress()) {
-          ShowProgress(progress, e.progress().differences(),
-                       e.progress().rows_to_a(), e.progress().rows_to_b());
-        }
-        if (e.has_summary()) summary = e.summary();
-        return absl::OkStatus();
-      },
-      &canceller);
+  // A long --keys-from list takes several calls, reported as one.
+  absl::Status status;
+  for (const tree::DiffScope& part : RequestScopes(ctx.scope)) {
+    SetScope(part, &request);
+    std::optional<v1::RunDiffSummary> part_summary;
+    status = a->RunDiff(
+        request,
+        [&](v1::RunDiffEvent& e) {
+          streamed = true;
+          for (const v1::DiffDifference& d : e.differences()) {
+            const tree::RowEntry in_a = EntryOf(d.key(), d.a());
+            const tree::RowEntry in_b = EntryOf(d.key(), d.b());
+            progress.Clear();
+            PrintPlanned(ctx, d.has_a() ? &in_a : nullptr,
+                         d.has_b() ? &in_b : nullptr, d.action(), &outcome);
+          }
+          if (e.has_progress()) {
+            const uint64_t before_a = summary ? summary->rows_to_a() : 0;
+            const uint64_t before_b = summary ? summary->rows_to_b() : 0;
+            ShowProgress(progress,
+                         (summary ? summary->differences() : 0) +
+                             e.progress().differences(),
+                         before_a + e.progress().rows_to_a(),
+                         before_b + e.progress().rows_to_b());
+          }
+          if (e.has_summary()) part_summary = e.summary();
+          return absl::OkStatus();
+        },
+        &canceller);
+    if (!status.ok()) break;
+    if (!part_summary.has_value()) {
+      status = absl::DataLossError(absl::StrFormat(
+          "node %s ended the repair without its summary", a->address()));
+      break;
+    }
+    if (!summary.has_value()) summary.emplace();
+    AddRunDiffSummary(*part_summary, &*summary);
+    if (interrupted.load()) {
+      status = absl::CancelledError("interrupted between key batches");
+      break;
+    }
+  }
   call_done.store(true);
   watcher.join();
   std::signal(SIGINT, SIG_DFL);
@@ -332,6 +372,7 @@ CommandResult PrintRepair(const Context& ctx, const RepairPlan& plan,
   if (ctx.json) {
     Json summary = DiffStatsJson(stats.diff, seconds);
     summary["keyspace"] = ctx.keyspace;
+    AddScopeJson(ctx, &summary);
     summary["mode"] = one_way ? "one-way" : "two-way";
     summary["source"] = one_way ? Json(plan.source_label()) : nullptr;
     summary["dry_run"] = dry_run;
@@ -358,8 +399,8 @@ CommandResult PrintRepair(const Context& ctx, const RepairPlan& plan,
   }
 
   std::string text = absl::StrFormat(
-      "%srepair of keyspace '%s', A=%s B=%s, %s\n", dry_run ? "dry-run " : "",
-      ctx.keyspace, ctx.args[0], ctx.args[1], mode);
+      "%srepair of keyspace '%s'%s, A=%s B=%s, %s\n", dry_run ? "dry-run " : "",
+      ctx.keyspace, ScopeText(ctx), ctx.args[0], ctx.args[1], mode);
   const std::string verb = dry_run ? "would copy" : "copied";
   // The traffic is what the diff moved (between the nodes when A ran it,
   // through this tool when it ran here) and, in a real repair, the rows.

@@ -23,21 +23,6 @@ namespace tally {
 namespace cli {
 namespace {
 
-// Positional argument `i` as bytes: as typed, or unescaped with --escaped
-// (a shell cannot pass a NUL byte any other way).
-absl::StatusOr<std::string> ArgBytes(const Context& ctx, size_t i,
-                                     absl::string_view what) {
-  if (!ctx.escaped) return ctx.args[i];
-  std::string out;
-  std::string error;
-  if (!absl::CUnescape(ctx.args[i], &out, &error)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--escaped: %s '%s' is not a valid C-escaped string: %s", what,
-        ctx.args[i], error));
-  }
-  return out;
-}
-
 // Positional arguments [first, last) as bytes (ArgBytes each): the key as
 // a PostgreSQL table takes it, one text value per primary-key column.
 absl::StatusOr<std::vector<std::string>> KeyValues(const Context& ctx,

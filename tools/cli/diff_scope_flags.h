@@ -1,0 +1,52 @@
+// The part of a keyspace `tally diff` and `tally repair` cover, from their
+// flags: `--range FROM:TO` (hex tokens, tree/token_range.h) or
+// `--keys-from FILE` (one key a line; `-` is standard input; with
+// --escaped each line is C-escaped, so keys may hold any byte), and how
+// such a scope travels to node A (RunDiffRequest.range / keys).
+//
+//   TALLY_ASSIGN_OR_RETURN(ctx.scope, ReadDiffScope(range, keys_from, esc));
+//   for (const tree::DiffScope& part : RequestScopes(ctx.scope)) {
+//     SetScope(part, &request);  // one RunDiff call per part
+//   }
+//
+// Thread-compatible.
+#ifndef TALLY_TOOLS_CLI_DIFF_SCOPE_FLAGS_H_
+#define TALLY_TOOLS_CLI_DIFF_SCOPE_FLAGS_H_
+
+#include <istream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tally/v1/tally.pb.h"
+#include "tree/diff_scope.h"
+
+namespace tally {
+namespace cli {
+
+// The scope the flags name; the whole keyspace when both are empty.
+// kInvalidArgument for both at once, a bad range, a line that is not a
+// valid C-escaped key (with --escaped; naming its line), an empty or
+// over-long key, or a file without keys; kNotFound for a file that cannot
+// be opened.
+absl::StatusOr<tree::DiffScope> ReadDiffScope(const std::string& range,
+                                              const std::string& keys_from,
+                                              bool escaped);
+
+// The keys of `in`, as ReadDiffScope reads a --keys-from file (`source`
+// names it in errors). Duplicates are dropped, the first kept.
+absl::StatusOr<tree::KeyList> ReadKeyList(std::istream& in, bool escaped,
+                                          const std::string& source);
+
+// `scope` cut into parts that each fit one RunDiffRequest
+// (node/diff_run.h's key limits): one part, `scope` itself, unless it is a
+// longer key list.
+std::vector<tree::DiffScope> RequestScopes(const tree::DiffScope& scope);
+
+// Sets `request`'s range or keys to `scope`'s.
+void SetScope(const tree::DiffScope& scope, v1::RunDiffRequest* request);
+
+}  // namespace cli
+}  // namespace tally
+
+#endif  // TALLY_TOOLS_CLI_DIFF_SCOPE_FLAGS_H_
