@@ -169,6 +169,32 @@ TEST(RunDiff, BadRequestsGetInvalidArgumentAndTheNodeKeepsServing) {
          r->set_bandwidth_mb(1);
        },
        "bandwidth_mb applies to repairs"},
+      {"range backwards",
+       [](v1::RunDiffRequest* r) {
+         r->mutable_range()->set_first(10);
+         r->mutable_range()->set_last(9);
+       },
+       "after its last"},
+      {"range and keys",
+       [](v1::RunDiffRequest* r) {
+         r->mutable_range()->set_last(9);
+         r->add_keys("k");
+       },
+       "not both"},
+      {"empty key", [](v1::RunDiffRequest* r) { r->add_keys(""); },
+       "keys are 1.."},
+      {"too many keys",
+       [](v1::RunDiffRequest* r) {
+         for (int i = 0; i <= 10000; ++i) r->add_keys(absl::StrCat("k", i));
+       },
+       "the limit is 10000"},
+      {"keys too long in all",
+       [](v1::RunDiffRequest* r) {
+         for (int i = 0; i < 40; ++i) {
+           r->add_keys(absl::StrCat(i, std::string(60000, 'k')));
+         }
+       },
+       "bytes in all"},
   };
   for (const Case& c : cases) {
     v1::RunDiffRequest request;
