@@ -539,6 +539,73 @@ TEST_F(BackendSeam, ARefusedRequestDoesNotFailTheOthersOfItsGroup) {
   ExpectVerified();
 }
 
+// A peer's row the backend refuses, and in the same commit group after it
+// the application's write of the same key that the capture brings (the
+// refusal's very cause: the application's row was in the table first).
+// The captured row was decided against the peer's, which never came to
+// be: it must be indexed against the row as it really stood (here: none).
+// It was not: the key went into no leaf count and its token into no row
+// filter, so every later write of the key was sent to the backend as an
+// insert of an absent row, refused against the application's row for
+// good (PgSidecarTest.RingOfThree under load: 1,000 shared keys that
+// sessions found different and never moved), and the leaf kept the
+// refused row's digest (diffs of it never balanced).
+TEST_F(BackendSeam, ACapturedRowAfterARefusedOneIsIndexedAgainstTheRealRow) {
+  absl::Notification release;
+  backend_->hold_first_apply = &release;
+  std::thread first([&] {
+    EXPECT_EQ(Write({Mutation::Put("ks", "first", "1")}).applied,
+              (std::vector<bool>{true}));
+  });
+  backend_->applying.WaitForNotification();
+  // Queued behind `first` in this order: the peer's row, then the capture's.
+  absl::StatusOr<WriteResult> from_peer, captured;
+  std::thread peer([&] {
+    WriteRequest r;
+    r.mutations.push_back(Mutation::Put("ks", "refuse-k", "peer"));
+    r.mutations.back().version =
+        tree::Version{tree::HlcTimestamp::FromParts(
+                          store_->clock().PhysicalMillis() + 100, 0),
+                      "peer"};
+    from_peer = store_->Write(std::move(r));
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  std::thread capture([&] {
+    WriteRequest r;
+    r.mode = ApplyMode::kCaptured;
+    Mutation m = Mutation::Put("ks", "refuse-k", "app");
+    m.version = tree::Version{store_->clock().Now(), "node-a"};
+    m.supersedes_stored = true;
+    m.captured_payload = "P:app";
+    r.mutations.push_back(std::move(m));
+    captured = store_->Write(std::move(r));
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  release.Notify();
+  for (std::thread* t : {&first, &peer, &capture}) t->join();
+  ASSERT_TRUE(from_peer.ok()) << from_peer.status();
+  ASSERT_TRUE(captured.ok()) << captured.status();
+  // One group (the two threads' writes in one ApplyRows), the peer's row
+  // refused, the application's indexed.
+  ASSERT_EQ(backend_->calls.size(), 2u);
+  EXPECT_EQ(from_peer->refused, (std::vector<size_t>{0}));
+  EXPECT_EQ(captured->applied, (std::vector<bool>{true}));
+  EXPECT_EQ(store_->Get("ks", "refuse-k")->value, "app");
+  // The leaf counts it, with its own digest: the store verifies.
+  EXPECT_EQ(store_->GetKeyspace("ks")->row_count, 2u);
+  ExpectVerified();
+  // A later write of the key is sent against the application's row.
+  Mutation later = Mutation::Put("ks", "refuse-k", "later");
+  later.version = tree::Version{
+      tree::HlcTimestamp::FromParts(store_->clock().PhysicalMillis() + 200, 0),
+      "peer"};
+  Write({later});
+  ASSERT_EQ(backend_->calls.size(), 3u);
+  ASSERT_EQ(backend_->calls[2].size(), 1u);
+  EXPECT_TRUE(backend_->calls[2][0].expected_exists);
+  EXPECT_EQ(backend_->calls[2][0].expected_payload, "P:app");
+}
+
 TEST_F(BackendSeam, ACapturedWriteNeedsAVersionAndNoErase) {
   WriteRequest unversioned;
   unversioned.mode = ApplyMode::kCaptured;

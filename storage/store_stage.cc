@@ -467,8 +467,21 @@ absl::Status StoreImpl::ApplyAccepted(StagedCommit& g) {
                           backend_->name(), outcomes.size(), changes.size()));
     }
   }
+  // Each accepted mutation was decided against the row as the group's
+  // earlier ones left it, assuming the backend would apply them. A refused
+  // run left the row as it was; a captured mutation after it (the
+  // application's write, often the refusal's very cause) must be indexed
+  // against that real row, or its leaf delta, its row count, its origin's
+  // count and the row filter take the refused row for the stored one.
+  absl::flat_hash_map<absl::string_view, StagedRow> real;
   for (size_t i = 0; i < g.accepted.size(); ++i) {
     StagedCommit::Accepted& a = g.accepted[i];
+    auto [it, first_of_key] = real.try_emplace(a.row_key, a.before);
+    if (!first_of_key) {
+      a.before.exists = it->second.exists;
+      a.before.damaged = it->second.damaged;
+      a.before.header = it->second.header;
+    }
     RowOutcome* outcome = nullptr;
     if (!a.captured) {
       outcome = &outcomes[change_of[a.run_first]];
@@ -479,6 +492,18 @@ absl::Status StoreImpl::ApplyAccepted(StagedCommit& g) {
       }
     }
     StageAccepted(g, a, outcome);
+    StagedRow& row = it->second;
+    row.damaged = false;
+    if (a.decision == internal::Decision::kErase) {
+      row.exists = false;
+      row.header = RowHeader{};
+    } else {
+      row.exists = true;
+      row.header.timestamp = a.version.timestamp;
+      row.header.origin_id = a.origin_id;
+      row.header.deleted = a.mutation->deleted;
+      row.header.digest = a.digest;
+    }
   }
   return absl::OkStatus();
 }

@@ -174,6 +174,18 @@ DiffOptions OptionsFor(const Mode& mode, uint64_t seed) {
   return options;
 }
 
+// The seed a randomized test draws its data (and the diff its fingerprint
+// seed) from: TALLY_TEST_SEED=N (or TALLY_DIFF_SEED=N, its older name)
+// replays a run whose seed a failure printed; otherwise a fresh one.
+uint64_t TestSeed() {
+  for (const char* name : {"TALLY_TEST_SEED", "TALLY_DIFF_SEED"}) {
+    if (const char* replay = std::getenv(name); replay != nullptr) {
+      return std::strtoull(replay, nullptr, 10);
+    }
+  }
+  return std::random_device{}();
+}
+
 struct Case {
   int n;
   int d;
@@ -185,10 +197,8 @@ class DiffPropertyTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DiffPropertyTest, FindsExactlyTheDifferingKeys) {
   const Case c = GetParam();
-  // TALLY_DIFF_SEED replays a run (its seed is printed below).
-  const char* replay = std::getenv("TALLY_DIFF_SEED");
-  const uint64_t seed = replay != nullptr ? std::strtoull(replay, nullptr, 10)
-                                          : std::random_device{}();
+  // TALLY_TEST_SEED replays a run (its seed is printed below).
+  const uint64_t seed = TestSeed();
   std::printf("seed=%llu n=%d d=%d depths=%d/%d\n",
               static_cast<unsigned long long>(seed), c.n, c.d, c.depth_a,
               c.depth_b);
@@ -283,41 +293,75 @@ TEST(Diff, SparseDifferencesCostFewRounds) {
 // model expects for the rounds taken. The model is an idealisation (every
 // node of a level alike, d known from the start), so the diff may cost
 // more; it cannot cost much less, or the byte counts are wrong.
+//
+// Rounds and bytes are those of one pass. A pass whose short fingerprints
+// falsely match a differing node hides the difference below it; the
+// balance check catches it and a second pass under a new seed runs the
+// whole descent again (tree/diff.h, "Fingerprints": ~1% of seeded diffs by
+// design, 0.5% at n = 100,000, d = 1,000 over 1,000 fingerprint seeds).
+// These tests bounded the rounds and bytes of all passes together by one
+// pass's model and so failed whenever that happened: seed 2042767170 with
+// fingerprint seed d3c6ad90765aceca (n = 100,000, d = 1,000) matched two
+// different level-13 nodes at 18 bits, found 999 keys in its first pass and
+// took 8 rounds and 625,612 bytes in two, 4 rounds and ~312,800 bytes
+// (0.98 of the model) each (Diff.ASecondPassCostsWhatTheFirstDid).
 struct PlannerCase {
   int n;
   int d;
 };
 
-class DiffPlannerTest : public ::testing::TestWithParam<PlannerCase> {};
-
-TEST_P(DiffPlannerTest, RoundsAndBytesFollowTheCostModel) {
-  const PlannerCase c = GetParam();
-  const uint64_t seed = std::random_device{}();
+// Runs one planner check on replicas made from `seed`; the diff's first
+// fingerprint seed is `diff_seed` (0: derived from `seed`, so that the
+// printed seed replays the whole run). Returns the stats.
+DiffStats CheckPlannerAgainstModel(const PlannerCase& c, uint64_t seed,
+                                   uint64_t diff_seed,
+                                   DiffOptions::OwnView own) {
   std::printf("seed=%llu n=%d d=%d\n", static_cast<unsigned long long>(seed),
               c.n, c.d);
+  SCOPED_TRACE(absl::StrCat("replay with TALLY_TEST_SEED=", seed));
   Rows a, b;
   MakeReplicas(seed, c.n, c.d, &a, &b);
   const std::set<std::string> expected = ExpectedDifferences(a, b);
-  const DiffOptions options;
+  DiffOptions options;
+  options.own_view = own;
+  options.seed = diff_seed != 0 ? diff_seed : seed | 1;
   const DiffResult result = RunDiff(a, b, 16, 16, options);
   std::printf("  %s\n", result.stats.DebugString().c_str());
-  EXPECT_EQ(result.keys, expected) << "seed " << seed;
+  EXPECT_EQ(result.keys, expected);
+  // The last pass accounts for the roots' difference, within max_passes.
+  EXPECT_TRUE(result.stats.verified) << result.stats.DebugString();
+  EXPECT_LE(result.stats.passes, static_cast<uint64_t>(options.max_passes));
+  const uint64_t passes = std::max<uint64_t>(1, result.stats.passes);
+  const uint64_t rounds = result.stats.rounds / passes;
 
   double entry_bytes = 0;
   for (const auto& [key, row] : a) entry_bytes += WireSize(row);
   entry_bytes /= static_cast<double>(a.size());
   DiffOptions same_rounds = options;
-  same_rounds.max_rounds = static_cast<int>(result.stats.rounds);
+  same_rounds.max_rounds = static_cast<int>(rounds);
+  same_rounds.budget_rounds = same_rounds.max_rounds;
   same_rounds.round_saving = 0;
   same_rounds.round_price_bytes = 0;
   const DiffCostEstimate model =
       EstimateDiffCost(c.n, expected.size(), entry_bytes, same_rounds);
-  const double measured = static_cast<double>(result.stats.payload_bytes());
-  std::printf("  model %.0f bytes in %d rounds; measured/model %.2f\n",
-              model.bytes, model.rounds, measured / model.bytes);
-  EXPECT_LE(result.stats.rounds, 4u) << "seed " << seed;
-  EXPECT_GE(measured, 0.8 * model.bytes) << "seed " << seed;
-  EXPECT_LE(measured, 1.6 * model.bytes) << "seed " << seed;
+  const double per_pass =
+      static_cast<double>(result.stats.payload_bytes()) / passes;
+  std::printf("  model %.0f bytes in %d rounds; measured/model %.2f a pass\n",
+              model.bytes, model.rounds, per_pass / model.bytes);
+  EXPECT_LE(rounds, 4u) << result.stats.DebugString();
+  // A session's own view answers for free and lists only what differs:
+  // it may come further below the model than a third party.
+  const double floor = own == DiffOptions::OwnView::kNeither ? 0.8 : 0.7;
+  EXPECT_GE(per_pass, floor * model.bytes) << result.stats.DebugString();
+  EXPECT_LE(per_pass, 1.6 * model.bytes) << result.stats.DebugString();
+  return result.stats;
+}
+
+class DiffPlannerTest : public ::testing::TestWithParam<PlannerCase> {};
+
+TEST_P(DiffPlannerTest, RoundsAndBytesFollowTheCostModel) {
+  CheckPlannerAgainstModel(GetParam(), TestSeed(), 0,
+                           DiffOptions::OwnView::kNeither);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -325,6 +369,17 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(PlannerCase{20000, 10}, PlannerCase{20000, 200},
                       PlannerCase{100000, 30}, PlannerCase{100000, 1000},
                       PlannerCase{300000, 100}, PlannerCase{300000, 3000}));
+
+TEST(Diff, ASecondPassCostsWhatTheFirstDid) {
+  // The CI run above: its first pass misses one key behind a false match
+  // of 18-bit fingerprints at level 13, and the second pass, under the next
+  // seed, finds all 1,000 at the first pass's cost.
+  const DiffStats stats = CheckPlannerAgainstModel(
+      PlannerCase{100000, 1000}, 2042767170, 0xd3c6ad90765acecaull,
+      DiffOptions::OwnView::kNeither);
+  EXPECT_EQ(stats.passes, 2u);
+  EXPECT_EQ(stats.rounds, 8u);
+}
 
 TEST(Diff, TinyDifferencesSpendBytesRatherThanRounds) {
   // One differing key: more rounds would save a few kilobytes, less than a
@@ -424,7 +479,7 @@ class DiffFlatTest : public ::testing::TestWithParam<FlatCase> {};
 
 TEST_P(DiffFlatTest, TakesTheModelsRoundsAndBytes) {
   const FlatCase c = GetParam();
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = TestSeed();
   std::printf("seed=%llu n=%d d=%d %s\n", static_cast<unsigned long long>(seed),
               c.n, c.d, c.session ? "session" : "third party");
   Rows a, b;
@@ -567,41 +622,11 @@ TEST(Diff, SinkErrorStopsTheDiff) {
 
 // A node's own session against the cost model, as DiffPlannerTest does for
 // a third party: exact keys, rounds within the budget, bytes (the other
-// view's only) near the model's for the rounds taken.
+// view's only) near the model's for the rounds taken, per pass.
 class SessionPlannerTest : public ::testing::TestWithParam<PlannerCase> {};
 
 TEST_P(SessionPlannerTest, RoundsAndBytesFollowTheCostModel) {
-  const PlannerCase c = GetParam();
-  const uint64_t seed = std::random_device{}();
-  std::printf("seed=%llu n=%d d=%d\n", static_cast<unsigned long long>(seed),
-              c.n, c.d);
-  Rows a, b;
-  MakeReplicas(seed, c.n, c.d, &a, &b);
-  const std::set<std::string> expected = ExpectedDifferences(a, b);
-  DiffOptions options;
-  options.own_view = DiffOptions::OwnView::kA;
-  options.seed = seed | 1;
-  const DiffResult result = RunDiff(a, b, 16, 16, options);
-  std::printf("  %s\n", result.stats.DebugString().c_str());
-  EXPECT_EQ(result.keys, expected) << "seed " << seed;
-  EXPECT_TRUE(result.stats.verified);
-
-  double entry_bytes = 0;
-  for (const auto& [key, row] : a) entry_bytes += WireSize(row);
-  entry_bytes /= static_cast<double>(a.size());
-  DiffOptions same_rounds = options;
-  same_rounds.max_rounds = static_cast<int>(result.stats.rounds);
-  same_rounds.budget_rounds = same_rounds.max_rounds;
-  same_rounds.round_saving = 0;
-  same_rounds.round_price_bytes = 0;
-  const DiffCostEstimate model =
-      EstimateDiffCost(c.n, expected.size(), entry_bytes, same_rounds);
-  const double measured = static_cast<double>(result.stats.payload_bytes());
-  std::printf("  model %.0f bytes in %d rounds; measured/model %.2f\n",
-              model.bytes, model.rounds, measured / model.bytes);
-  EXPECT_LE(result.stats.rounds, 4u) << "seed " << seed;
-  EXPECT_GE(measured, 0.7 * model.bytes) << "seed " << seed;
-  EXPECT_LE(measured, 1.6 * model.bytes) << "seed " << seed;
+  CheckPlannerAgainstModel(GetParam(), TestSeed(), 0, DiffOptions::OwnView::kA);
 }
 
 INSTANTIATE_TEST_SUITE_P(
