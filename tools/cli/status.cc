@@ -184,7 +184,7 @@ std::string ResourcesText(const v1::StatusResponse& status, absl::Time now) {
   return Table(rows);
 }
 
-// "~1.2 s", or ">1800 s" when past the histogram's last bound; "-" when
+// "~1.2 s", or ">30.0 min" when past the histogram's last bound; "-" when
 // the histogram has nothing (or is malformed).
 std::string QuantileText(double q, const v1::DurationHistogram& histogram) {
   absl::StatusOr<Quantile> quantile = HistogramQuantile(q, histogram);
