@@ -26,6 +26,8 @@
 #include "support/temp_dir.h"
 #include "tests/node_connect.h"
 #include "tests/node_metrics.h"
+#include "tests/node_under_test.h"
+#include "tests/wait_for.h"
 #include "tree/digest.h"
 #include "tree/hlc.h"
 #include "tree/token.h"
@@ -38,50 +40,21 @@ using ::tally::testing::Connect;
 using ::tally::testing::FreeLoopbackAddress;
 using ::tally::testing::MetricsPort;
 using ::tally::testing::NodeProcess;
+using ::tally::testing::Rows;
 using ::tally::testing::RunCommand;
 using ::tally::testing::RunTally;
 using ::tally::testing::Scrape;
+using ::tally::testing::StartNode;
+using ::tally::testing::Status;
 using ::tally::testing::TallydPath;
 using ::tally::testing::TempDir;
+using ::tally::testing::WaitFor;
 using ::testing::HasSubstr;
 
 constexpr char kKeyspace[] = "default";
 
-std::unique_ptr<NodeProcess> StartNode(const std::string& name,
-                                       const std::string& dir,
-                                       std::vector<std::string> extra = {}) {
-  extra.insert(extra.begin(), {"--sync-writes", "false"});
-  auto node = NodeProcess::Start(name, dir, extra);
-  EXPECT_TRUE(node.ok()) << node.status();
-  return node.ok() ? std::move(*node) : nullptr;
-}
-
-v1::StatusResponse Status(const std::string& address) {
-  absl::StatusOr<v1::StatusResponse> status = Connect(address)->Status();
-  EXPECT_TRUE(status.ok()) << status.status();
-  return status.ok() ? *status : v1::StatusResponse{};
-}
-
-uint64_t Rows(const std::string& address) {
-  const v1::StatusResponse status = Status(address);
-  for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
-    if (ks.name() == kKeyspace) return ks.row_count();
-  }
-  return 0;
-}
-
 bool Has(const std::string& address, const std::string& key) {
   return Connect(address)->Get(kKeyspace, key).ok();
-}
-
-// Waits up to 30 s for `done`.
-bool WaitFor(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return true;
 }
 
 // Issue 8, item 10: the README's first example, `--peer X --peer
