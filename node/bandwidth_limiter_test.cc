@@ -48,15 +48,16 @@ TEST(BandwidthLimiter, ACancelledTakerStopsWaiting) {
 TEST(BandwidthLimiter, ANewRatePacesTheBacklogAndLaterTakers) {
   BandwidthLimiter limit(1e6);  // 1 MB/s
   EXPECT_EQ(limit.Reserve(1'000'000, kNow), absl::ZeroDuration());
-  EXPECT_EQ(limit.Reserve(2'000'000, kNow), absl::Seconds(1));
+  EXPECT_EQ(limit.Reserve(2'000'000, kNow), absl::Seconds(2));
   // 2 s of backlog at 1 MB/s are 2 MB: at 4 MB/s they take half a second,
   // and the next megabyte a quarter more.
   ASSERT_TRUE(limit.SetBytesPerSecondAt(4e6, kNow).ok());
   EXPECT_EQ(limit.bytes_per_second(), 4e6);
   EXPECT_EQ(limit.Reserve(1'000'000, kNow), absl::Seconds(0.75));
-  // Lowered: the backlog (0.75 s at 4 MB/s = 3 MB) takes 3 s at 1 MB/s.
+  // Lowered: the backlog (0.75 s at 4 MB/s = 3 MB) takes 3 s at 1 MB/s,
+  // and the next megabyte one more.
   ASSERT_TRUE(limit.SetBytesPerSecondAt(1e6, kNow).ok());
-  EXPECT_EQ(limit.Reserve(1'000'000, kNow), absl::Seconds(3));
+  EXPECT_EQ(limit.Reserve(1'000'000, kNow), absl::Seconds(4));
 }
 
 TEST(BandwidthLimiter, RateZeroIsUnlimitedAndCanBeLimitedLater) {

@@ -94,6 +94,9 @@ tally_diffs_running 1
 # TYPE tally_sessions_total counter
 tally_sessions_total{outcome="ok"} 4
 tally_sessions_total{outcome="failed"} 1
+# HELP tally_node_bandwidth_bytes_per_second The node's repair bandwidth limit (node-bandwidth, shared by all its sessions and tool-driven repairs) as in force now; SIGHUP reloads it. 0 when unlimited.
+# TYPE tally_node_bandwidth_bytes_per_second gauge
+tally_node_bandwidth_bytes_per_second 0
 # HELP tally_rows_erased_total Rows erased here by sessions with a source peer because the source lacks them, over all peers.
 # TYPE tally_rows_erased_total counter
 tally_rows_erased_total 8
