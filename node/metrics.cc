@@ -1,5 +1,6 @@
 #include "node/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <utility>
@@ -349,6 +350,13 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
   for (const v1::PeerStatus& p : status.peers()) {
     e.Sample({{"peer", p.address()}}, p.bytes_repaired());
   }
+  e.Family("tally_node_bandwidth_bytes_per_second", kGauge,
+           "The node's repair bandwidth limit (node-bandwidth, shared by all "
+           "its sessions and tool-driven repairs) as in force now; SIGHUP "
+           "reloads it. 0 when unlimited.");
+  // Whole bytes: StrCat of a double keeps 6 digits (1.23457e+06).
+  e.Sample(static_cast<uint64_t>(
+      std::llround(std::max(0.0, status.node_bandwidth_bytes_per_second()))));
   // A count that keeps rising is a mesh undoing its own work: a copy that
   // something keeps writing to, or keys that last writer wins cannot order.
   e.Family("tally_rows_erased_total", kCounter,

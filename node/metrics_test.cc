@@ -94,6 +94,9 @@ tally_diffs_running 1
 # TYPE tally_sessions_total counter
 tally_sessions_total{outcome="ok"} 4
 tally_sessions_total{outcome="failed"} 1
+# HELP tally_node_bandwidth_bytes_per_second The node's repair bandwidth limit (node-bandwidth, shared by all its sessions and tool-driven repairs) as in force now; SIGHUP reloads it. 0 when unlimited.
+# TYPE tally_node_bandwidth_bytes_per_second gauge
+tally_node_bandwidth_bytes_per_second 0
 # HELP tally_rows_erased_total Rows erased here by sessions with a source peer because the source lacks them, over all peers.
 # TYPE tally_rows_erased_total counter
 tally_rows_erased_total 8
@@ -343,12 +346,24 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
     }
     EXPECT_TRUE(named) << line << " under " << family;
   }
-  // Every family, with a peer and a subscriber: 54 of the node (the session
-  // duration histogram, the copy's writes and the paused gauge among them)
-  // and 8 of the process.
-  EXPECT_EQ(seen.size(), 62u);
+  // Every family, with a peer and a subscriber: 55 of the node (the session
+  // duration histogram, the copy's writes, the paused gauge and the node's
+  // bandwidth limit among them) and 8 of the process.
+  EXPECT_EQ(seen.size(), 63u);
   // A peer with no session yet has no time series (a 0 would read as 1970).
   EXPECT_THAT(text, Not(HasSubstr("_timestamp_seconds")));
+}
+
+TEST(RenderPrometheus, TheNodeBandwidthLimitIsAGaugeInWholeBytes) {
+  v1::StatusResponse s = SmallStatus();
+  // 0: unlimited, as node-bandwidth says it.
+  EXPECT_THAT(RenderPrometheus(s),
+              HasSubstr("# TYPE tally_node_bandwidth_bytes_per_second gauge\n"
+                        "tally_node_bandwidth_bytes_per_second 0\n"));
+  // Every digit (a double through StrCat would print 1.23457e+06).
+  s.set_node_bandwidth_bytes_per_second(1234567);
+  EXPECT_THAT(RenderPrometheus(s),
+              HasSubstr("tally_node_bandwidth_bytes_per_second 1234567\n"));
 }
 
 TEST(RenderPrometheus, SessionDurationsAreACumulativeHistogram) {
@@ -437,9 +452,9 @@ TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
       EXPECT_TRUE(families.insert(words[2]).second) << "twice: " << words[2];
     }
   }
-  // The 52 of every node (without a process, a session or a copy's writes)
+  // The 53 of every node (without a process, a session or a copy's writes)
   // and the sidecar's 14.
-  EXPECT_EQ(families.size(), 52u + 14u);
+  EXPECT_EQ(families.size(), 53u + 14u);
   // Without a sidecar none of them.
   EXPECT_THAT(RenderPrometheus(SmallStatus()),
               ::testing::Not(HasSubstr("tally_pg_")));

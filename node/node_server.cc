@@ -110,10 +110,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   TALLY_ASSIGN_OR_RETURN(
       client_options.credentials,
       MakeChannelCredentials(tls, config.tls_refresh_interval));
-  if (config.node_bandwidth_mb > 0) {
-    node->bandwidth_ =
-        std::make_unique<BandwidthLimiter>(config.node_bandwidth_mb * 1e6);
-  }
+  // Always there, unlimited at 0: SIGHUP may set a limit later
+  // (SetNodeBandwidth).
+  node->bandwidth_ =
+      std::make_unique<BandwidthLimiter>(config.node_bandwidth_mb * 1e6);
   node->scheduler_ = std::make_unique<SessionScheduler>(
       node->store_.get(), config, client_options, node->bandwidth_.get());
   StreamLimits stream_limits;
@@ -148,9 +148,9 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
       node->scheduler_.get(), config.max_sessions, node->streams_.get());
   // Admin.Status and the metrics page report the same sources.
   std::vector<StatusSource*> status_sources = {
-      node->scheduler_.get(), node->peer_service_->feed_status(),
+      node->scheduler_.get(),   node->peer_service_->feed_status(),
       node->maintenance_.get(), node->scrubber_.get(),
-      node->diff_runner_.get()};
+      node->diff_runner_.get(), node->bandwidth_.get()};
   if (node->sidecar_status_ != nullptr) {
     status_sources.push_back(node->sidecar_status_.get());
   }
@@ -254,6 +254,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
 
 int NodeServer::metrics_port() const {
   return metrics_ == nullptr ? 0 : metrics_->port();
+}
+
+absl::Status NodeServer::SetNodeBandwidth(double mb_per_second) {
+  return bandwidth_->SetBytesPerSecond(mb_per_second * 1e6);
 }
 
 NodeServer::~NodeServer() { Shutdown(); }

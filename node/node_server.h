@@ -76,6 +76,11 @@ class NodeServer {
   // The port serving /metrics (for --metrics-listen ...:0); 0 when off.
   int metrics_port() const;
 
+  // Sets the node's repair limit (node-bandwidth) in MB/s from now on, for
+  // the sessions and repairs running too; 0 lifts it. For SIGHUP. Rejects
+  // a negative or non-finite value with kInvalidArgument.
+  absl::Status SetNodeBandwidth(double mb_per_second);
+
   // Idempotent.
   void Shutdown();
 
@@ -90,7 +95,7 @@ class NodeServer {
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<StreamLimiter> streams_;
-  // The node's repair limit (node-bandwidth); null when unlimited. Before
+  // The node's repair limit (node-bandwidth; rate 0 when unlimited). Before
   // the scheduler and the diff runner, which use it: destroyed after them.
   std::unique_ptr<BandwidthLimiter> bandwidth_;
   std::unique_ptr<SessionScheduler> scheduler_;

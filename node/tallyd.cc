@@ -12,8 +12,8 @@
 // or SIGINT stop the node cleanly: no new RPCs or sessions, running sessions
 // end, the store is closed, exit 0. SIGHUP, the usual "reload your config",
 // reads the config again and applies what can change while the node runs
-// (the log level and format), naming the settings that changed and take a
-// restart; it never stops the node.
+// (the log level and format, the node's repair bandwidth), naming the
+// settings that changed and take a restart; it never stops the node.
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -149,8 +149,8 @@ Settings (flags, or `name = value` lines in --config FILE):
 On start it prints "tallyd NAME listening on HOST:PORT" to stderr, and with
 --metrics-listen "metrics on http://HOST:PORT/metrics" and "status page on
 http://HOST:PORT/". SIGTERM or SIGINT stop it cleanly; SIGHUP reads the
-config again and applies --log-level and --log-format (other settings take
-a restart).
+config again and applies --log-level, --log-format and --node-bandwidth
+(other settings take a restart).
 --version prints the version and build.
 )";
 
@@ -158,6 +158,12 @@ void ApplyLogSettings(const NodeConfig& config) {
   SetLogLevel(config.log_level);
   SetLogFormat(config.log_format);
   RouteGrpcLogs(config.log_level);
+}
+
+// node-bandwidth for the reload's log line: "50MB/s" or "unlimited".
+std::string BandwidthText(double mb_per_second) {
+  if (mb_per_second == 0) return "unlimited";
+  return absl::StrCat(mb_per_second, "MB/s");
 }
 
 // The names of the settings whose values differ between `a` and `b`
@@ -182,9 +188,11 @@ std::string ChangedSettings(const NodeConfig& a, const NodeConfig& b) {
 
 // SIGHUP: reads the config again (file, then flags, then the checks, as at
 // start) and applies what a running node can change: the log level and
-// format. Other settings that changed are named; they take a restart. A
-// config that no longer validates changes nothing.
-void Reload(const TallydCommandLine& command, NodeConfig* running) {
+// format, and the node's repair bandwidth (for the repairs running too).
+// Other settings that changed are named; they take a restart. A config
+// that no longer validates changes nothing.
+void Reload(const TallydCommandLine& command, NodeServer* node,
+            NodeConfig* running) {
   absl::StatusOr<NodeConfig> reloaded = LoadNodeConfig(command);
   if (!reloaded.ok()) {
     LogError("SIGHUP: the config does not validate; nothing changed",
@@ -193,6 +201,16 @@ void Reload(const TallydCommandLine& command, NodeConfig* running) {
   }
   const LogLevel old_level = running->log_level;
   const LogFormat old_format = running->log_format;
+  const double old_bandwidth = running->node_bandwidth_mb;
+  // Validated by LoadNodeConfig: a finite number >= 0.
+  if (const absl::Status set =
+          node->SetNodeBandwidth(reloaded->node_bandwidth_mb);
+      !set.ok()) {
+    LogError("SIGHUP: the config does not validate; nothing changed",
+             {{"config", command.config_file}, {"error", set}});
+    return;
+  }
+  running->node_bandwidth_mb = reloaded->node_bandwidth_mb;
   running->log_level = reloaded->log_level;
   running->log_format = reloaded->log_format;
   ApplyLogSettings(*running);
@@ -203,6 +221,9 @@ void Reload(const TallydCommandLine& command, NodeConfig* running) {
                                   LogLevelName(running->log_level))},
        {"log_format", absl::StrCat(LogFormatName(old_format), "->",
                                    LogFormatName(running->log_format))},
+       {"node_bandwidth",
+        absl::StrCat(BandwidthText(old_bandwidth), "->",
+                     BandwidthText(running->node_bandwidth_mb))},
        {"need_restart", ChangedSettings(*running, *reloaded)}});
 }
 
@@ -282,7 +303,7 @@ int Main(int argc, char** argv) {
     sd_notify(0, "RELOADING=1");
     // The default action of SIGHUP ends the process; an operator (or a
     // log rotator, or a closed terminal) sending it expects a reload.
-    Reload(*command, &config);
+    Reload(*command, node->get(), &config);
     sd_notify(0, "READY=1");
   }
   LogInfo("shutting down",

@@ -20,6 +20,8 @@
 #include "support/temp_dir.h"
 #include "tests/node_connect.h"
 #include "tests/node_metrics.h"
+#include "tests/node_under_test.h"
+#include "tests/wait_for.h"
 
 namespace tally {
 namespace {
@@ -29,51 +31,21 @@ using ::tally::testing::Connect;
 using ::tally::testing::FreeLoopbackAddress;
 using ::tally::testing::MetricsPort;
 using ::tally::testing::NodeProcess;
+using ::tally::testing::Rows;
 using ::tally::testing::RunTally;
 using ::tally::testing::Scrape;
+using ::tally::testing::StartNode;
+using ::tally::testing::Status;
 using ::tally::testing::TempDir;
+using ::tally::testing::WaitFor;
 using ::testing::HasSubstr;
 
 constexpr char kKeyspace[] = "default";
-
-std::unique_ptr<NodeProcess> StartNode(
-    const std::string& name, const std::string& dir,
-    std::vector<std::string> extra = {},
-    const std::string& listen = "127.0.0.1:0") {
-  extra.insert(extra.begin(), {"--sync-writes", "false"});
-  auto node = NodeProcess::Start(name, dir, extra, listen);
-  EXPECT_TRUE(node.ok()) << node.status();
-  return node.ok() ? std::move(*node) : nullptr;
-}
-
-v1::StatusResponse Status(const std::string& address) {
-  absl::StatusOr<v1::StatusResponse> status = Connect(address)->Status();
-  EXPECT_TRUE(status.ok()) << status.status();
-  return status.ok() ? *status : v1::StatusResponse{};
-}
 
 // The only peer's status (empty when the node has none or is unreachable).
 v1::PeerStatus OnlyPeer(const std::string& address) {
   const v1::StatusResponse s = Status(address);
   return s.peers_size() == 1 ? s.peers(0) : v1::PeerStatus{};
-}
-
-uint64_t Rows(const std::string& address) {
-  const v1::StatusResponse status = Status(address);
-  for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
-    if (ks.name() == kKeyspace) return ks.row_count();
-  }
-  return 0;
-}
-
-// Waits up to 30 s for `done`.
-bool WaitFor(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return true;
 }
 
 // `rows` rows of ~40 bytes into node `address`.

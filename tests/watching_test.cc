@@ -5,6 +5,7 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -17,14 +18,19 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "node/client.h"
+#include "node/repair_heat.h"
 #include "storage/write_request.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/node_connect.h"
 #include "tests/node_metrics.h"
+#include "tests/node_under_test.h"
+#include "tests/wait_for.h"
 #include "tree/digest.h"
 #include "tree/hlc.h"
+#include "tree/token.h"
 
 namespace tally {
 namespace {
@@ -34,50 +40,21 @@ using ::tally::testing::Connect;
 using ::tally::testing::FreeLoopbackAddress;
 using ::tally::testing::MetricsPort;
 using ::tally::testing::NodeProcess;
+using ::tally::testing::Rows;
 using ::tally::testing::RunCommand;
 using ::tally::testing::RunTally;
 using ::tally::testing::Scrape;
+using ::tally::testing::StartNode;
+using ::tally::testing::Status;
 using ::tally::testing::TallydPath;
 using ::tally::testing::TempDir;
+using ::tally::testing::WaitFor;
 using ::testing::HasSubstr;
 
 constexpr char kKeyspace[] = "default";
 
-std::unique_ptr<NodeProcess> StartNode(const std::string& name,
-                                       const std::string& dir,
-                                       std::vector<std::string> extra = {}) {
-  extra.insert(extra.begin(), {"--sync-writes", "false"});
-  auto node = NodeProcess::Start(name, dir, extra);
-  EXPECT_TRUE(node.ok()) << node.status();
-  return node.ok() ? std::move(*node) : nullptr;
-}
-
-v1::StatusResponse Status(const std::string& address) {
-  absl::StatusOr<v1::StatusResponse> status = Connect(address)->Status();
-  EXPECT_TRUE(status.ok()) << status.status();
-  return status.ok() ? *status : v1::StatusResponse{};
-}
-
-uint64_t Rows(const std::string& address) {
-  const v1::StatusResponse status = Status(address);
-  for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
-    if (ks.name() == kKeyspace) return ks.row_count();
-  }
-  return 0;
-}
-
 bool Has(const std::string& address, const std::string& key) {
   return Connect(address)->Get(kKeyspace, key).ok();
-}
-
-// Waits up to 30 s for `done`.
-bool WaitFor(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return true;
 }
 
 // Issue 8, item 10: the README's first example, `--peer X --peer
@@ -472,17 +449,27 @@ TEST(Watching, SessionDurationsAndTheProcessAreInTheMetrics) {
       text, m, std::regex("process_start_time_seconds (\\d+)\\.\\d{3}\n")));
   EXPECT_NEAR(std::stod(m[1]), absl::ToUnixSeconds(absl::Now()), 120);
 
-  // Prometheus's own checker, when this machine has it (Debian's
-  // `prometheus` package): the exposition parses and follows its lint.
-  if (access("/usr/bin/promtool", X_OK) == 0) {
+  // Prometheus's own checker: the exposition parses and follows its lint.
+  // tools/test.sh provides promtool and names it in TALLY_PROMTOOL, which
+  // makes the check required; elsewhere it runs when the machine has
+  // Debian's `prometheus` package.
+  const char* required = std::getenv("TALLY_PROMTOOL");
+  const std::string promtool = required != nullptr && *required != '\0'
+                                   ? std::string(required)
+                                   : std::string("/usr/bin/promtool");
+  if (access(promtool.c_str(), X_OK) == 0) {
     const std::string file = dir_b.path() + "/scrape.txt";
     {
       std::ofstream out(file);
       out << text;
     }
     const CommandResult check = RunCommand(
-        {"/bin/sh", "-c", "/usr/bin/promtool check metrics < " + file});
+        {"/bin/sh", "-c", "'" + promtool + "' check metrics < '" + file + "'"});
     EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  } else if (required != nullptr && *required != '\0') {
+    ADD_FAILURE() << "TALLY_PROMTOOL=" << promtool
+                  << " is not an executable: the promtool check cannot be "
+                     "skipped (tools/fetch-promtool.sh provides it)";
   }
   EXPECT_EQ(b->Stop(), 0);
   EXPECT_EQ(a->Stop(), 0);
@@ -558,6 +545,106 @@ TEST(Watching, WritesToACopyAreCountedAndReadOnlyRefusesThem) {
   EXPECT_EQ(r->Stop(), 0);
   EXPECT_EQ(c->Stop(), 0);
   EXPECT_EQ(a->Stop(), 0);
+}
+
+// A key of `keyspace` whose token lies in heat segment `segment` (of the
+// 64 a node sends), the `n`-th such.
+std::string KeyInSegment(int segment, int n) {
+  for (int i = 0;; ++i) {
+    std::string key = absl::StrCat("row-", i);
+    if (node::HeatSegmentOf(tree::TokenOf(key)) == segment && n-- == 0) {
+      return key;
+    }
+  }
+}
+
+// Issue 13 §2 and §3: `tally status` of a real node shows what Admin.Status
+// carries of the process, the session durations and the heat map — the
+// token space drawn as a strip where the session found the differences.
+TEST(Watching, StatusShowsTheProcessSessionTimesAndAHeatStrip) {
+  TempDir dir_a, dir_b;
+  auto b = StartNode("node-b", dir_b.path(), {});
+  ASSERT_TRUE(b);
+  // The rows go to a while it has no peer, so that no feed carries them:
+  // only a session finds them — 3 in segment 9, 1 in segment 44.
+  {
+    auto a = StartNode("node-a", dir_a.path(), {});
+    ASSERT_TRUE(a);
+    auto client = Connect(a->address());
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(client->Put(kKeyspace, KeyInSegment(9, i), "v").ok());
+    }
+    ASSERT_TRUE(client->Put(kKeyspace, KeyInSegment(44, 0), "v").ok());
+    ASSERT_EQ(a->Stop(), 0);
+  }
+  // One session (the first starts within a second, the next in an hour).
+  auto a = StartNode("node-a", dir_a.path(),
+                     {"--peer", b->address(), "--sync-interval", "1h",
+                      "--node-bandwidth", "25"});
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(WaitFor([&] {
+    const v1::StatusResponse s = Status(a->address());
+    return s.peers_size() == 1 && s.peers(0).heat_sessions() == 1;
+  })) << a->Log();
+
+  const CommandResult text = RunTally({"status", "--node", a->address()});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  // The process, as /proc tells it.
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(text.out, m,
+                        std::regex("\n  cpu +[0-9.]+ s \\(user \\+ system\\), "
+                                   "([0-9]+) threads\n")))
+      << text.out;
+  EXPECT_GT(std::stoi(m[1]), 1);
+  ASSERT_TRUE(std::regex_search(
+      text.out, m, std::regex("\n  open files +([0-9]+) open of ([0-9]+)")))
+      << text.out;
+  EXPECT_GT(std::stoi(m[1]), 3);
+  EXPECT_GT(std::stoi(m[2]), std::stoi(m[1]));
+  EXPECT_THAT(text.out, HasSubstr(" anon (heap), "));
+  EXPECT_TRUE(std::regex_search(text.out, std::regex("\n  up +[0-9.]+ (ms|s) "
+                                                     "\\(since 20")))
+      << text.out;
+  EXPECT_THAT(text.out,
+              HasSubstr("node bandwidth  25.0 MB/s over all repairs"));
+  // The one session's duration.
+  EXPECT_TRUE(std::regex_search(
+      text.out,
+      std::regex("SESSION TIMES WITH +SESSIONS +MEAN +P50 +P90\n  " +
+                 std::regex_replace(b->address(), std::regex("\\."), "\\.") +
+                 " +1 +[0-9.]+ m?s +~[0-9.]+ m?s +~[0-9.]+ m?s\n")))
+      << text.out;
+  // The strip: the hottest column (3 differences) darkest, the one with 1
+  // a third of the way.
+  const std::string strip = std::string(9, ' ') + "@" + std::string(34, ' ') +
+                            "-" + std::string(19, ' ');
+  bool drawn = false;
+  for (absl::string_view line : absl::StrSplit(text.out, '\n')) {
+    drawn |= absl::StartsWith(line, absl::StrCat("  ", b->address(), "  ",
+                                                 kKeyspace, " ")) &&
+             absl::StrContains(line, " last session ") &&
+             absl::StrContains(line, "|" + strip + "|  4 ");
+  }
+  EXPECT_TRUE(drawn) << text.out;
+  EXPECT_THAT(text.out, HasSubstr("shades (differences in a column): ' ' 0  "
+                                  "'-' 1  '*' 2  '@' 3\n"));
+
+  const CommandResult json =
+      RunTally({"status", "--node", a->address(), "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json parsed = nlohmann::json::parse(json.out);
+  EXPECT_GT(parsed["process"]["threads"].get<int>(), 1);
+  EXPECT_GT(parsed["process"]["resident_anon_bytes"].get<uint64_t>(), 1u << 20);
+  EXPECT_EQ(parsed["node_bandwidth_bytes_per_second"].get<double>(), 25e6);
+  const nlohmann::json& peer = parsed["peers"][0];
+  EXPECT_EQ(peer["session_seconds"]["count"], 1);
+  EXPECT_TRUE(peer["session_seconds"]["p50_seconds"].is_number());
+  EXPECT_EQ(peer["heat"][0]["keyspace"], kKeyspace);
+  EXPECT_EQ(peer["heat"][0]["last"][0]["segment"], 9);
+  EXPECT_EQ(peer["heat"][0]["last"][0]["differences"], 3);
+  EXPECT_EQ(a->Stop(), 0);
+  EXPECT_EQ(b->Stop(), 0);
 }
 
 }  // namespace

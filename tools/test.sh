@@ -9,6 +9,11 @@
 # so the Clang build adds its compile time and nothing else. Both use ccache
 # when it is installed.
 #
+# The metrics test checks a live node's /metrics with Prometheus's promtool:
+# tools/fetch-promtool.sh provides it without installing Prometheus (whose
+# package would start a server), and TALLY_PROMTOOL names it, which makes
+# that check required: it fails, not skips, when promtool cannot run.
+#
 # The PostgreSQL tests start their own throwaway servers
 # (support/pg_cluster.h). TALLY_REQUIRE_POSTGRES=1 makes each of them FAIL,
 # not skip, when PostgreSQL is missing, so a machine without it never reads
@@ -21,6 +26,11 @@ if [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
   echo "test.sh: PostgreSQL 15 is not installed (tools/install-deps.sh installs it)" >&2
   exit 1
 fi
+if ! TALLY_PROMTOOL=$(bash tools/fetch-promtool.sh build/promtool); then
+  echo "test.sh: cannot provide promtool (tools/fetch-promtool.sh)" >&2
+  exit 1
+fi
+export TALLY_PROMTOOL
 launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)

@@ -1,9 +1,12 @@
 #include "tools/cli/status.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/cli/heat_strip.h"
+#include "tools/cli/histogram_quantile.h"
 
 namespace tally {
 namespace cli {
@@ -124,6 +127,236 @@ std::string HistoryTable(const v1::PeerStatus& p) {
   return Table(rows);
 }
 
+// "850 ms", "12.5 s", "3.2 min", "5.0 h", "2.1 d".
+std::string HumanSeconds(double seconds) {
+  if (seconds < 1) return absl::StrFormat("%.0f ms", seconds * 1000);
+  if (seconds < 60) return absl::StrFormat("%.1f s", seconds);
+  if (seconds < 3600) return absl::StrFormat("%.1f min", seconds / 60);
+  if (seconds < 48 * 3600) return absl::StrFormat("%.1f h", seconds / 3600);
+  return absl::StrFormat("%.1f d", seconds / 86400);
+}
+
+// The process (StatusResponse.process) and the node's repair limit: rows of
+// their own table under the summary.
+std::string ResourcesText(const v1::StatusResponse& status, absl::Time now) {
+  std::vector<std::vector<std::string>> rows;
+  if (!status.has_process()) {
+    rows.push_back({"process", "unknown (the node did not report it)"});
+  } else {
+    const v1::ProcessStatus& p = status.process();
+    std::string up = "-";
+    if (p.start_unix_ms() > 0) {
+      const absl::Time start = absl::FromUnixMillis(p.start_unix_ms());
+      up = absl::StrCat(
+          HumanSeconds(std::max(0.0, absl::ToDoubleSeconds(now - start))),
+          " (since ",
+          absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", start, absl::UTCTimeZone()),
+          ")");
+    }
+    rows.push_back({"up", up});
+    rows.push_back({"cpu", absl::StrFormat("%.1f s (user + system), %d threads",
+                                           p.cpu_seconds(), p.threads())});
+    rows.push_back(
+        {"memory",
+         absl::StrCat("resident ", HumanBytes(p.resident_anon_bytes()),
+                      " anon (heap), ", HumanBytes(p.resident_file_bytes()),
+                      " file (mapped tables), ",
+                      HumanBytes(p.resident_shmem_bytes()), " shared; virtual ",
+                      HumanBytes(p.virtual_bytes()))});
+    std::string fds = absl::StrCat(p.open_fds(), " open");
+    if (p.max_fds() > 0) {
+      absl::StrAppend(&fds, " of ", p.max_fds());
+      if (p.open_fds() * 10 >= p.max_fds() * 8) {
+        absl::StrAppend(&fds,
+                        " (WARNING: near the limit; raise LimitNOFILE "
+                        "or ulimit -n)");
+      }
+    }
+    rows.push_back({"open files", fds});
+  }
+  const double bandwidth = status.node_bandwidth_bytes_per_second();
+  rows.push_back(
+      {"node bandwidth",
+       bandwidth > 0
+           ? absl::StrFormat("%.1f MB/s over all repairs (node-bandwidth)",
+                             bandwidth / 1e6)
+           : std::string("unlimited (node-bandwidth 0)")});
+  return Table(rows);
+}
+
+// "~1.2 s", or ">30.0 min" when past the histogram's last bound; "-" when
+// the histogram has nothing (or is malformed).
+std::string QuantileText(double q, const v1::DurationHistogram& histogram) {
+  absl::StatusOr<Quantile> quantile = HistogramQuantile(q, histogram);
+  if (!quantile.ok()) return "-";
+  if (quantile->above_last_bound) {
+    return absl::StrCat(">", HumanSeconds(quantile->seconds));
+  }
+  return absl::StrCat("~", HumanSeconds(quantile->seconds));
+}
+
+// How long the sessions with each peer took (PeerStatus.session_seconds):
+// a table with a row per peer.
+std::string SessionTimesText(const v1::StatusResponse& status) {
+  std::vector<std::vector<std::string>> rows = {
+      {"SESSION TIMES WITH", "SESSIONS", "MEAN", "P50", "P90"}};
+  for (const v1::PeerStatus& p : status.peers()) {
+    const v1::DurationHistogram& h = p.session_seconds();
+    rows.push_back(
+        {p.address(), absl::StrCat(h.count()),
+         h.count() > 0 ? HumanSeconds(h.sum_seconds() / h.count()) : "-",
+         QuantileText(0.5, h), QuantileText(0.9, h)});
+  }
+  return Table(rows);
+}
+
+// The heat map (PeerStatus.heat): for each peer and keyspace with
+// differences, the token space as two strips — the last session and the
+// last heat_sessions — shaded on one scale for the whole map, and the
+// legend.
+std::string HeatMapText(const v1::StatusResponse& status) {
+  struct Row {
+    std::string peer, keyspace, window;
+    std::vector<uint64_t> columns;
+    uint64_t differences = 0, repaired = 0;
+    std::string error;  // a heat that cannot be drawn
+  };
+  std::vector<Row> rows;
+  std::vector<std::string> notes;
+  uint64_t max = 0;
+  for (const v1::PeerStatus& p : status.peers()) {
+    if (p.heat_sessions() == 0) {
+      notes.push_back(absl::StrCat(p.address(), ": no session ended yet"));
+      continue;
+    }
+    const std::string recent =
+        p.heat_sessions() == 1
+            ? std::string("all sessions (1)")
+            : absl::StrCat("last ", p.heat_sessions(), " sessions");
+    if (p.heat_size() == 0) {
+      notes.push_back(
+          absl::StrCat(p.address(), ": no differences in the ", recent));
+    }
+    for (const v1::KeyspaceHeat& heat : p.heat()) {
+      bool first = true;
+      for (const auto* window : {&heat.last(), &heat.recent()}) {
+        Row row;
+        row.peer = first ? p.address() : "";
+        row.keyspace = first ? heat.keyspace() : "";
+        row.window = first ? "last session" : recent;
+        first = false;
+        for (const v1::HeatSegment& s : *window) {
+          row.differences += s.differences();
+          row.repaired += s.rows_repaired();
+        }
+        absl::StatusOr<std::vector<uint64_t>> columns =
+            HeatColumns(heat.segments(), *window);
+        if (columns.ok()) {
+          row.columns = *std::move(columns);
+          for (uint64_t c : row.columns) max = std::max(max, c);
+        } else {
+          row.error = std::string(columns.status().message());
+        }
+        rows.push_back(std::move(row));
+      }
+    }
+    if (p.heat_keyspaces_left_out() > 0) {
+      notes.push_back(
+          absl::StrCat(p.address(), ": ", p.heat_keyspaces_left_out(),
+                       " more keyspaces with differences not listed (only the ",
+                       p.heat_size(), " hottest are sent)"));
+    }
+  }
+  std::string text = absl::StrCat(
+      "  WHERE THE SESSIONS FOUND DIFFERENCES: each strip is a keyspace's "
+      "token space, first token at the left, in ",
+      kHeatStripWidth, " columns\n");
+  if (!rows.empty()) {
+    // The strip's header spans it: "|first token ... last token|".
+    constexpr absl::string_view kFirst = "first token";
+    constexpr absl::string_view kLast = "last token";
+    std::vector<std::vector<std::string>> table = {
+        {"PEER", "KEYSPACE", "SESSIONS",
+         absl::StrCat(
+             "|", kFirst,
+             std::string(kHeatStripWidth - kFirst.size() - kLast.size(), ' '),
+             kLast, "|"),
+         "DIFFERENCES", "REPAIRED"}};
+    for (const Row& row : rows) {
+      table.push_back({row.peer, row.keyspace, row.window,
+                       row.error.empty()
+                           ? absl::StrCat("|", HeatStrip(row.columns, max), "|")
+                           : absl::StrCat("(", row.error, ")"),
+                       absl::StrCat(row.differences),
+                       absl::StrCat(row.repaired)});
+    }
+    absl::StrAppend(&text, Table(table), "  ", HeatLegend(max));
+  }
+  for (const std::string& note : notes)
+    absl::StrAppend(&text, "  ", note, "\n");
+  return text;
+}
+
+// StatusResponse.process, or null from a node that did not report it.
+Json ProcessJson(const v1::StatusResponse& status) {
+  if (!status.has_process()) return Json();
+  const v1::ProcessStatus& p = status.process();
+  return {{"cpu_seconds", p.cpu_seconds()},
+          {"resident_anon_bytes", p.resident_anon_bytes()},
+          {"resident_file_bytes", p.resident_file_bytes()},
+          {"resident_shmem_bytes", p.resident_shmem_bytes()},
+          {"virtual_bytes", p.virtual_bytes()},
+          {"open_fds", p.open_fds()},
+          {"max_fds", p.max_fds()},
+          {"threads", p.threads()},
+          {"start_unix_ms", p.start_unix_ms()}};
+}
+
+// A quantile's estimate in seconds, or null when the histogram has none.
+Json QuantileJson(double q, const v1::DurationHistogram& histogram) {
+  absl::StatusOr<Quantile> quantile = HistogramQuantile(q, histogram);
+  return quantile.ok() ? Json(quantile->seconds) : Json();
+}
+
+// PeerStatus.session_seconds: the buckets as sent (not cumulative; the last
+// count is +Inf), and the summary the text shows.
+Json SessionSecondsJson(const v1::DurationHistogram& h) {
+  Json bounds = Json::array();
+  for (double b : h.upper_bounds()) bounds.push_back(b);
+  Json counts = Json::array();
+  for (uint64_t c : h.counts()) counts.push_back(c);
+  return {{"count", h.count()},
+          {"sum_seconds", h.sum_seconds()},
+          {"mean_seconds",
+           h.count() > 0 ? Json(h.sum_seconds() / h.count()) : Json()},
+          {"p50_seconds", QuantileJson(0.5, h)},
+          {"p90_seconds", QuantileJson(0.9, h)},
+          {"upper_bounds", std::move(bounds)},
+          {"counts", std::move(counts)}};
+}
+
+Json HeatSegmentsJson(
+    const google::protobuf::RepeatedPtrField<v1::HeatSegment>& segments) {
+  Json out = Json::array();
+  for (const v1::HeatSegment& s : segments) {
+    out.push_back({{"segment", s.segment()},
+                   {"differences", s.differences()},
+                   {"rows_repaired", s.rows_repaired()}});
+  }
+  return out;
+}
+
+// PeerStatus.heat: per keyspace, the segments with a count.
+Json HeatJson(const v1::PeerStatus& p) {
+  Json out = Json::array();
+  for (const v1::KeyspaceHeat& heat : p.heat()) {
+    out.push_back({{"keyspace", heat.keyspace()},
+                   {"segments", heat.segments()},
+                   {"last", HeatSegmentsJson(heat.last())},
+                   {"recent", HeatSegmentsJson(heat.recent())}});
+  }
+  return out;
+}
 }  // namespace
 
 std::string StatusText(const v1::StatusResponse& status,
@@ -180,6 +413,7 @@ std::string StatusText(const v1::StatusResponse& status,
                        status.scrub().leaves_repaired(),
                        status.scrub().damaged_rows())},
   });
+  absl::StrAppend(&text, "\n", ResourcesText(status, now));
   if (status.has_postgres()) {
     absl::StrAppend(&text, "\n", PostgresText(status.postgres()));
   }
@@ -245,6 +479,11 @@ std::string StatusText(const v1::StatusResponse& status,
   }
 
   if (status.peers_size() > 0) {
+    absl::StrAppend(&text, "\n", SessionTimesText(status));
+    absl::StrAppend(&text, "\n", HeatMapText(status));
+  }
+
+  if (status.peers_size() > 0) {
     std::vector<std::vector<std::string>> feeds = {
         {"FEED FROM", "CONNECTED", "POSITION", "LAG", "RECEIVED", "APPLIED",
          "NOT NEWER", "SKIPPED OWN/SUPERSEDED", "REFUSED", "RECONNECTS"}};
@@ -303,6 +542,9 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
            {"damaged_rows_found", status.scrub().damaged_rows_found()},
            {"leaves_repaired", status.scrub().leaves_repaired()},
            {"damaged_rows", status.scrub().damaged_rows()}};
+  out["process"] = ProcessJson(status);
+  out["node_bandwidth_bytes_per_second"] =
+      status.node_bandwidth_bytes_per_second();
   out["sessions_running"] = status.sessions_running();
   out["diffs_running"] = status.diffs_running();
   out["sessions_ok"] = status.sessions_ok();
@@ -373,6 +615,10 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                        {"rows_received", s.rows_received()},
                        {"rows_sent", s.rows_sent()},
                        {"trigger", s.trigger()}};
+    peer["session_seconds"] = SessionSecondsJson(p.session_seconds());
+    peer["heat_sessions"] = p.heat_sessions();
+    peer["heat_keyspaces_left_out"] = p.heat_keyspaces_left_out();
+    peer["heat"] = HeatJson(p);
     // Newest first.
     peer["history"] = Json::array();
     for (const v1::SessionRecord& r : p.history()) {

@@ -1,12 +1,17 @@
 // `tally status` output: a node's StatusResponse as text for people or as
 // one JSON object for machines.
 //
-// The text has a summary (node, sequences, sessions, feed totals), then
-// tables: keyspaces, rows per origin, peers (sessions and repairs), where
-// the session with each peer is (phase, keyspace, for how long), each
-// peer's last sessions (a small table per peer that had any; a paused peer
-// says so in the peers table), the feeds
-// this node follows (per peer: connected, lag, counters) and the
+// The text has a summary (node, sequences, sessions, feed totals), the
+// process (uptime, CPU, resident memory by kind, open files of the limit)
+// and the node's repair bandwidth, then tables: keyspaces, rows per origin,
+// peers (sessions and repairs), where the session with each peer is
+// (phase, keyspace, for how long), each peer's last sessions (a small table
+// per peer that had any; a paused peer says so in the peers table), how
+// long the sessions with each peer take (count, mean, p50 and p90 estimated
+// from the histogram's buckets), a heat map — each peer and keyspace with
+// differences drawn as strips of the token space (tools/cli/heat_strip.h),
+// the last session and the recent ones, on one scale with its legend —,
+// the feeds this node follows (per peer: connected, lag, counters) and the
 // subscribers it serves. The JSON holds every field of the response.
 //
 //   std::cout << StatusText(response, client->address(), absl::Now());

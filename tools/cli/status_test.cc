@@ -95,6 +95,9 @@ TEST(StatusText, ShowsFeedCountersLagAndOrigins) {
   clock behind       0.0 s
   scrub              0 passes, 0 rows checked, 0 damaged found, 0 leaves repaired; damaged now: 0
 
+  process         unknown (the node did not report it)
+  node bandwidth  unlimited (node-bandwidth 0)
+
   KEYSPACE  ROWS  DEPTH  ROOT                              ROOT CHANGES
   users     3     16     01010101010101010101010101010101  5
 
@@ -107,6 +110,12 @@ TEST(StatusText, ShowsFeedCountersLagAndOrigins) {
 
   SESSION WITH    PHASE  KEYSPACE  FOR  KEYSPACES  DIFFERENCES  ROWS IN/OUT
   127.0.0.1:7401  idle   -         -    0/0        0            0/0
+
+  SESSION TIMES WITH  SESSIONS  MEAN  P50  P90
+  127.0.0.1:7401      0         -     -    -
+
+  WHERE THE SESSIONS FOUND DIFFERENCES: each strip is a keyspace's token space, first token at the left, in 64 columns
+  127.0.0.1:7401: no session ended yet
 
   FEED FROM       CONNECTED  POSITION  LAG                RECEIVED  APPLIED  NOT NEWER  SKIPPED OWN/SUPERSEDED  REFUSED  RECONNECTS
   127.0.0.1:7401  yes        77        40 entries, 1.5 s  7         5        2          6/2                     0        1
@@ -411,6 +420,173 @@ TEST(StatusJson, HoldsTheSidecarOrNullWithoutOne) {
   EXPECT_EQ(pg.at("tables").at(0).at("keyspace"), "public.users");
   EXPECT_EQ(pg.at("tables").at(0).at("state"), "rebuilding");
   EXPECT_TRUE(StatusJson(MeshStatus(), "x").at("postgres").is_null());
+}
+
+// Issue 13 §2 and §3: what Admin.Status carries beyond the counters — the
+// process, how long sessions take, and where they found differences.
+v1::StatusResponse WatchedStatus(absl::Time now) {
+  v1::StatusResponse s = MeshStatus();
+  s.set_node_bandwidth_bytes_per_second(50e6);
+  v1::ProcessStatus* process = s.mutable_process();
+  process->set_cpu_seconds(12.5);
+  process->set_resident_anon_bytes(100 << 20);
+  process->set_resident_file_bytes(1800 << 20);
+  process->set_resident_shmem_bytes(4096);
+  process->set_virtual_bytes(uint64_t{3} << 30);
+  process->set_open_fds(42);
+  process->set_max_fds(1024);
+  process->set_threads(17);
+  process->set_start_unix_ms(absl::ToUnixMillis(now - absl::Hours(3)));
+  v1::PeerStatus* p = s.mutable_peers(0);
+  // 10 sessions: 4 took up to 1 s, 4 from 1 to 5 s, 2 from 5 to 10 s.
+  v1::DurationHistogram* h = p->mutable_session_seconds();
+  for (double bound : {1.0, 5.0, 10.0}) h->add_upper_bounds(bound);
+  for (uint64_t count : {4, 4, 2, 0}) h->add_counts(count);
+  h->set_sum_seconds(30);
+  h->set_count(10);
+  p->set_heat_sessions(3);
+  v1::KeyspaceHeat* heat = p->add_heat();
+  heat->set_keyspace("users");
+  heat->set_segments(64);
+  for (const auto& [segment, differences] :
+       std::vector<std::pair<uint32_t, uint64_t>>{{0, 1}, {10, 4}}) {
+    v1::HeatSegment* seg = heat->add_last();
+    seg->set_segment(segment);
+    seg->set_differences(differences);
+    seg->set_rows_repaired(differences);
+  }
+  for (const auto& [segment, differences] :
+       std::vector<std::pair<uint32_t, uint64_t>>{{0, 2}, {10, 8}, {63, 1}}) {
+    v1::HeatSegment* seg = heat->add_recent();
+    seg->set_segment(segment);
+    seg->set_differences(differences);
+    seg->set_rows_repaired(differences);
+  }
+  return s;
+}
+
+TEST(StatusText, ShowsTheProcessAndTheNodesBandwidthLimit) {
+  const absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  const std::string text = StatusText(WatchedStatus(now), "x:1", now);
+  EXPECT_THAT(
+      text,
+      HasSubstr("  up              3.0 h (since 2027-01-15T05:00:00Z)\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("  cpu             12.5 s (user + system), 17 threads\n"));
+  EXPECT_THAT(text,
+              HasSubstr("  memory          resident 100.0 MB anon (heap), "
+                        "1.8 GB file (mapped tables), 4.0 KB shared; "
+                        "virtual 3.0 GB\n"));
+  EXPECT_THAT(text, HasSubstr("  open files      42 open of 1024\n"));
+  EXPECT_THAT(text, HasSubstr("  node bandwidth  50.0 MB/s over all repairs "
+                              "(node-bandwidth)\n"));
+
+  v1::StatusResponse near = WatchedStatus(now);
+  near.mutable_process()->set_open_fds(900);
+  near.set_node_bandwidth_bytes_per_second(0);
+  const std::string warned = StatusText(near, "x:1", now);
+  EXPECT_THAT(warned, HasSubstr("900 open of 1024 (WARNING: near the limit"));
+  EXPECT_THAT(warned,
+              HasSubstr("node bandwidth  unlimited (node-bandwidth 0)"));
+  // A node that sends no process (an older one) says so.
+  v1::StatusResponse older = MeshStatus();
+  EXPECT_THAT(StatusText(older, "x:1", now),
+              HasSubstr("  process         unknown (the node did not report "
+                        "it)\n"));
+}
+
+TEST(StatusText, ShowsHowLongEachPeersSessionsTake) {
+  const absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  const std::string text = StatusText(WatchedStatus(now), "x:1", now);
+  // p50: the 5th of 10 is the first of the 1..5 s bucket's 4: ~2 s; p90:
+  // half way through 5..10 s.
+  EXPECT_THAT(text, HasSubstr(R"(
+  SESSION TIMES WITH  SESSIONS  MEAN   P50     P90
+  127.0.0.1:7401      10        3.0 s  ~2.0 s  ~7.5 s
+)"));
+  // Nothing counted yet: dashes, not zeros.
+  const std::string fresh = StatusText(MeshStatus(), "x:1", now);
+  EXPECT_THAT(fresh,
+              HasSubstr("  127.0.0.1:7401      0         -     -    -\n"));
+}
+
+TEST(StatusText, DrawsEachPeerAndKeyspaceAsAStripOfTheTokenSpace) {
+  const absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  v1::StatusResponse s = WatchedStatus(now);
+  v1::PeerStatus* fresh = s.add_peers();
+  fresh->set_address("127.0.0.1:7402");
+  v1::PeerStatus* in_sync = s.add_peers();
+  in_sync->set_address("127.0.0.1:7403");
+  in_sync->set_heat_sessions(2);
+  const std::string text = StatusText(s, "x:1", now);
+  // One scale for the map, up to the hottest column (8): the last session's
+  // 1 and 4 are ':' and '+', the recent 2, 8 and 1 are '-', '@' and ':' —
+  // at the left, a tenth in, and at the right end of the token space.
+  const std::string last =
+      ":" + std::string(9, ' ') + "+" + std::string(53, ' ');
+  const std::string recent =
+      "-" + std::string(9, ' ') + "@" + std::string(52, ' ') + ":";
+  EXPECT_THAT(text, HasSubstr("  127.0.0.1:7401  users     last session     |" +
+                              last + "|  5            5\n"));
+  EXPECT_THAT(text, HasSubstr("                            last 3 sessions  |" +
+                              recent + "|  11           11\n"));
+  EXPECT_THAT(text,
+              HasSubstr("  shades (differences in a column): ' ' 0  "
+                        "':' 1  '-' 2  '=' 3  '+' 4  '*' 5  '#' 6  '%' 7  "
+                        "'@' 8\n"));
+  EXPECT_THAT(text, HasSubstr("  127.0.0.1:7402: no session ended yet\n"));
+  EXPECT_THAT(text, HasSubstr("  127.0.0.1:7403: no differences in the last 2 "
+                              "sessions\n"));
+  // A heat that cannot be drawn says why instead of a strip.
+  s.mutable_peers(0)->mutable_heat(0)->set_segments(0);
+  EXPECT_THAT(StatusText(s, "x:1", now),
+              HasSubstr("(the heat has 0 segments; expected 1..1024)"));
+}
+
+TEST(StatusJson, HoldsTheProcessDurationsAndHeat) {
+  const absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  const Json json = StatusJson(WatchedStatus(now), "x:1");
+  EXPECT_EQ(json.at("node_bandwidth_bytes_per_second"), 50e6);
+  const Json& process = json.at("process");
+  EXPECT_EQ(process.at("cpu_seconds"), 12.5);
+  EXPECT_EQ(process.at("resident_anon_bytes"), 100 << 20);
+  EXPECT_EQ(process.at("resident_file_bytes"), 1800 << 20);
+  EXPECT_EQ(process.at("open_fds"), 42);
+  EXPECT_EQ(process.at("max_fds"), 1024);
+  EXPECT_EQ(process.at("threads"), 17);
+  EXPECT_EQ(process.at("start_unix_ms"),
+            absl::ToUnixMillis(now - absl::Hours(3)));
+  const Json& peer = json.at("peers").at(0);
+  const Json& durations = peer.at("session_seconds");
+  EXPECT_EQ(durations.at("count"), 10);
+  EXPECT_EQ(durations.at("mean_seconds"), 3.0);
+  EXPECT_EQ(durations.at("p50_seconds"), 2.0);
+  EXPECT_EQ(durations.at("p90_seconds"), 7.5);
+  EXPECT_EQ(durations.at("upper_bounds"), Json::parse("[1.0, 5.0, 10.0]"));
+  EXPECT_EQ(durations.at("counts"), Json::parse("[4, 4, 2, 0]"));
+  EXPECT_EQ(peer.at("heat_sessions"), 3);
+  EXPECT_EQ(peer.at("heat_keyspaces_left_out"), 0);
+  const Json& heat = peer.at("heat").at(0);
+  EXPECT_EQ(heat.at("keyspace"), "users");
+  EXPECT_EQ(heat.at("segments"), 64);
+  EXPECT_EQ(heat.at("last").size(), 2u);
+  EXPECT_EQ(heat.at("recent").at(1).at("segment"), 10);
+  EXPECT_EQ(heat.at("recent").at(1).at("differences"), 8);
+  EXPECT_EQ(heat.at("recent").at(1).at("rows_repaired"), 8);
+  // Nothing counted: null quantiles; no process reported: null.
+  const Json empty = StatusJson(MeshStatus(), "x:1");
+  EXPECT_TRUE(empty.at("process").is_null());
+  EXPECT_TRUE(empty.at("peers")
+                  .at(0)
+                  .at("session_seconds")
+                  .at("p50_seconds")
+                  .is_null());
+  EXPECT_TRUE(empty.at("peers")
+                  .at(0)
+                  .at("session_seconds")
+                  .at("mean_seconds")
+                  .is_null());
 }
 
 }  // namespace
