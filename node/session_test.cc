@@ -182,8 +182,8 @@ TEST_F(SessionTest,
   EXPECT_EQ(progress_.rows_per_second, 0);
   EXPECT_FALSE(progress_.remaining.has_value());
 
-  // Both sides hold 8 rows now, and each gets rows of its own: anything from
-  // the 4 new rows to all 20 could differ.
+  // Both sides hold 8 rows, and each gets 2 of its own: the equal counts
+  // allow anything from no row to all 20 to move (4 do).
   for (int i = 0; i < 2; ++i) Put(*local_, "ks", absl::StrCat("mine", i));
   for (int i = 0; i < 2; ++i)
     Put(peer_->store(), "ks", absl::StrCat("theirs", i));
