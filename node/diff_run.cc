@@ -8,10 +8,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "node/replica.h"
+#include "node/rows_to_move.h"
 #include "node/schema_check.h"
 #include "node/sync.h"
 #include "node/wire.h"
 #include "tree/absent_as_empty_view.h"
+#include "tree/progress_meter.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -291,6 +293,22 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
     event_error = events->Difference(std::move(out));
     if (!event_error.ok()) stop.store(true);
   };
+  // The rows to copy, where both row counts give a total (a node empty or
+  // far behind: node/rows_to_move.h), and how fast they go.
+  const uint64_t local_rows = local.has_value() ? local->row_count() : 0;
+  const uint64_t peer_rows =
+      answer->keyspace.has_value() ? answer->keyspace->row_count() : 0;
+  // A run limited to a range or keys has none: the keyspaces' counts do not
+  // bound the part.
+  const std::optional<uint64_t> rows_expected =
+      !sync.scope.IsWhole()
+          ? std::nullopt
+          : (swapped
+                 ? RowsToMove::Between(peer_rows, local_rows, true)
+                 : RowsToMove::Between(local_rows, peer_rows, sync.a_is_source))
+                .Total();
+  tree::ProgressMeter meter(absl::Now());
+  meter.set_total(rows_expected);
   sync.on_progress = [&](const SyncProgress& p) {
     check_cancelled();
     if (!event_error.ok()) return;
@@ -298,6 +316,15 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
     out.set_differences(p.differences);
     out.set_rows_to_a(swapped ? p.rows_to_b : p.rows_to_a);
     out.set_rows_to_b(swapped ? p.rows_to_a : p.rows_to_b);
+    const absl::Time now = absl::Now();
+    meter.Record(now, p.rows_to_a + p.rows_to_b);
+    const tree::ProgressEstimate e = meter.Estimate(now);
+    if (rows_expected.has_value()) out.set_rows_expected(*rows_expected);
+    out.set_rows_per_second(e.rate);
+    if (e.remaining.has_value()) {
+      out.set_eta_seconds(absl::ToDoubleSeconds(*e.remaining));
+    }
+    out.set_seconds(absl::ToDoubleSeconds(e.elapsed));
     event_error = events->Progress(out);
     if (!event_error.ok()) stop.store(true);
   };

@@ -70,6 +70,11 @@ class PgSidecar final : public PostgresSidecar {
     }
     out.set_build_rows_done(s.build_rows_done);
     out.set_build_rows_estimated(s.build_rows_estimated);
+    out.set_build_rows_per_second(s.build_rows_per_second);
+    if (s.build_remaining.has_value()) {
+      out.set_build_eta_seconds(absl::ToDoubleSeconds(*s.build_remaining));
+    }
+    out.set_build_seconds(absl::ToDoubleSeconds(s.build_elapsed));
     out.set_transactions_captured(s.transactions_captured);
     out.set_rows_captured(s.rows_captured);
     out.set_own_transactions_replayed(s.own_transactions_replayed);

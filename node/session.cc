@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "node/log.h"
+#include "node/rows_to_move.h"
 #include "node/schema_check.h"
 #include "node/wire.h"
 #include "tree/token.h"
@@ -56,6 +57,13 @@ void SessionProgressToProto(const SessionProgress& progress, absl::Time now,
   out->set_differences(progress.differences);
   out->set_rows_received(progress.rows_received);
   out->set_rows_sent(progress.rows_sent);
+  if (progress.rows_expected.has_value()) {
+    out->set_rows_expected(*progress.rows_expected);
+  }
+  out->set_rows_per_second(progress.rows_per_second);
+  if (progress.remaining.has_value()) {
+    out->set_eta_seconds(absl::ToDoubleSeconds(*progress.remaining));
+  }
 }
 
 Session::Session(storage::Store* store, NodeClient* client,
@@ -68,7 +76,15 @@ Session::Session(storage::Store* store, NodeClient* client,
 
 SessionProgress Session::progress() const {
   absl::MutexLock lock(&mu_);
-  return progress_;
+  SessionProgress now = progress_;
+  const SessionPhase phase = now.phase;
+  if (phase == SessionPhase::kHandshake || phase == SessionPhase::kDiff ||
+      phase == SessionPhase::kRepair) {
+    const tree::ProgressEstimate e = meter_.Estimate(absl::Now());
+    now.rows_per_second = e.rate;
+    now.remaining = e.remaining;
+  }
+  return now;
 }
 
 SessionResult Session::Run() {
@@ -77,11 +93,13 @@ SessionResult Session::Run() {
   {
     absl::MutexLock lock(&mu_);
     progress_.started = result_.start;
+    meter_ = tree::ProgressMeter(result_.start);
   }
   absl::Status handshake = Handshake();
   if (handshake.ok() && !options_.only_keyspace.empty()) {
     handshake = OnlyKeyspace();
   }
+  if (handshake.ok()) ExpectRows();
   if (!handshake.ok()) Fail(handshake);
   const bool refused = !handshake.ok();
   if (!refused) {
@@ -171,6 +189,7 @@ absl::Status Session::Handshake() {
   // Which keyspaces: every one either side has.
   for (const storage::KeyspaceInfo& ks : store_->ListKeyspaces()) {
     keyspaces_.insert(ks.name);
+    local_rows_[ks.name] = ks.row_count;
   }
   absl::StatusOr<v1::HandshakeResponse> answer = client_->Handshake({}, 0);
   if (!answer.ok()) return answer.status();
@@ -187,12 +206,36 @@ absl::Status Session::Handshake() {
   }
   for (const v1::KeyspaceSummary& ks : answer->keyspaces()) {
     keyspaces_.insert(ks.name());
+    peer_rows_[ks.name()] = ks.row_count();
   }
   peer_schemas_ = SchemaFingerprints(*answer);
   peer_schema_texts_ = SchemaDescriptions(*answer);
   absl::MutexLock lock(&mu_);
   progress_.keyspaces = static_cast<uint32_t>(keyspaces_.size());
   return status;
+}
+
+void Session::ExpectRows() {
+  RowsToMove bounds;
+  for (const std::string& keyspace : keyspaces_) {
+    const auto here = local_rows_.find(keyspace);
+    const auto there = peer_rows_.find(keyspace);
+    const uint64_t local = here == local_rows_.end() ? 0 : here->second;
+    const uint64_t peer = there == peer_rows_.end() ? 0 : there->second;
+    // One-way, the peer is the source (the sync's a).
+    bounds += RowsToMove::Between(peer, local, options_.from_source);
+  }
+  absl::MutexLock lock(&mu_);
+  progress_.rows_expected = bounds.Total();
+  meter_.set_total(progress_.rows_expected);
+}
+
+void Session::CountRows(const SessionProgress& before, uint64_t received,
+                        uint64_t sent) {
+  absl::MutexLock lock(&mu_);
+  progress_.rows_received = before.rows_received + received;
+  progress_.rows_sent = before.rows_sent + sent;
+  meter_.Record(absl::Now(), progress_.rows_received + progress_.rows_sent);
 }
 
 absl::Status Session::SyncKeyspace(const std::string& keyspace) {
@@ -224,11 +267,12 @@ absl::Status Session::SyncKeyspace(const std::string& keyspace) {
   options.on_progress = [this, &before, from_source](const SyncProgress& p) {
     // Called once a batch was written: its repairs count.
     result_.heat.CommitRepairs();
-    absl::MutexLock lock(&mu_);
-    progress_.differences = before.differences + p.differences;
-    progress_.rows_received =
-        before.rows_received + (from_source ? p.rows_to_b : p.rows_to_a);
-    progress_.rows_sent = before.rows_sent + (from_source ? 0 : p.rows_to_b);
+    {
+      absl::MutexLock lock(&mu_);
+      progress_.differences = before.differences + p.differences;
+    }
+    CountRows(before, from_source ? p.rows_to_b : p.rows_to_a,
+              from_source ? 0 : p.rows_to_b);
   };
   const tree::ViewTraffic traffic_before = client_->traffic();
   const absl::Time start = absl::Now();
@@ -246,10 +290,9 @@ absl::Status Session::SyncKeyspace(const std::string& keyspace) {
   result_.bytes_repaired += stats.repair_bytes;
   result_.rows_erased += stats.erased_from_b;
   result_.conflicts += stats.conflicts;
+  CountRows(before, in, out);
   {
     absl::MutexLock lock(&mu_);
-    progress_.rows_received = before.rows_received + in;
-    progress_.rows_sent = before.rows_sent + out;
     ++progress_.keyspaces_done;
   }
   LogInfo("session",

@@ -52,6 +52,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -69,6 +70,7 @@
 #include "node/sync.h"
 #include "storage/store.h"
 #include "tally/v1/tally.pb.h"
+#include "tree/progress_meter.h"
 
 namespace tally {
 namespace node {
@@ -114,6 +116,15 @@ struct SessionProgress {
   uint64_t differences = 0;
   uint64_t rows_received = 0;
   uint64_t rows_sent = 0;
+  // Rows the session will move (received + sent), when both sides' row
+  // counts at the handshake give a total (node/rows_to_move.h: one side
+  // empty or far behind, as in a bootstrap); nullopt otherwise.
+  std::optional<uint64_t> rows_expected;
+  // While the session runs (handshake, diff, repair): rows moved per second
+  // over the last 10 s, and the time left at that rate when rows_expected
+  // is known (tree/progress_meter.h). 0 and nullopt once it ended.
+  double rows_per_second = 0;
+  std::optional<absl::Duration> remaining;
 };
 
 // `progress` as status and Admin.Sync show it, as of `now`.
@@ -188,7 +199,8 @@ class Session {
   // Runs every step and returns the outcome. REQUIRES: called once.
   SessionResult Run() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A copy of where the session is. kIdle until Run() starts.
+  // A copy of where the session is, its rate and time left as of now.
+  // kIdle until Run() starts.
   SessionProgress progress() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -218,6 +230,16 @@ class Session {
   // keyspace was synced.
   void Finish(bool refused) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Part of step 1: progress_.rows_expected from the row counts of the
+  // keyspaces to sync, here (this node's store) and on the peer (the
+  // handshake's summaries).
+  void ExpectRows() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Sets the running keyspace's rows so far (on top of `before`, the
+  // counts of the keyspaces before it) and feeds the meter.
+  void CountRows(const SessionProgress& before, uint64_t received,
+                 uint64_t sent) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Makes `phase` (and `keyspace`) current and tells on_phase.
   void EnterPhase(SessionPhase phase, const std::string& keyspace)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -236,6 +258,10 @@ class Session {
   SessionResult result_;
   std::set<std::string> keyspaces_;  // either side's, in name order
   std::string peer_name_ = "?";      // the handshake's, for the log lines
+  // Row counts (tombstones included) per keyspace, here and on the peer,
+  // at the handshake.
+  absl::flat_hash_map<std::string, uint64_t> local_rows_;
+  absl::flat_hash_map<std::string, uint64_t> peer_rows_;
   // The peer's schema fingerprint per keyspace (node/schema_check.h).
   absl::flat_hash_map<std::string, std::string> peer_schemas_;
   // ... and the texts they hash (the columns, named in refusals).
@@ -245,6 +271,9 @@ class Session {
 
   mutable absl::Mutex mu_;
   SessionProgress progress_ ABSL_GUARDED_BY(mu_);
+  // Rows moved (received + sent) over time: the rate and time left.
+  tree::ProgressMeter meter_ ABSL_GUARDED_BY(mu_) =
+      tree::ProgressMeter(absl::InfinitePast());
 };
 
 }  // namespace node

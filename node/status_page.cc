@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "tree/progress_meter.h"
 
 namespace tally {
 namespace node {
@@ -224,6 +226,26 @@ void AppendSession(const v1::PeerStatus& peer, std::string* out) {
   if (s.phase() != "idle" && !s.phase().empty()) {
     absl::StrAppendFormat(out, "<br>%d differences, %d rows in, %d rows out",
                           s.differences(), s.rows_received(), s.rows_sent());
+  }
+  // A session that knows the rows it will move (a bootstrap): how far, how
+  // fast, how long still.
+  const bool running =
+      s.phase() == "handshake" || s.phase() == "diff" || s.phase() == "repair";
+  if (running && s.has_rows_expected()) {
+    const uint64_t moved = s.rows_received() + s.rows_sent();
+    const double share =
+        s.rows_expected() == 0
+            ? 1.0
+            : std::min(1.0, static_cast<double>(moved) / s.rows_expected());
+    absl::StrAppendFormat(
+        out,
+        "<br><span class=\"bar\" title=\"rows moved of the rows expected\">"
+        "<span style=\"width:%.0f%%\"></span></span> %d of %d rows, %.0f "
+        "rows/s, ETA %s",
+        share * 100, moved, s.rows_expected(), s.rows_per_second(),
+        s.has_eta_seconds()
+            ? tree::FormatRemaining(absl::Seconds(s.eta_seconds()))
+            : std::string("unknown"));
   }
 }
 

@@ -238,6 +238,25 @@ TEST(RenderStatusPage, PeersShowTheirSessionAndFeed) {
   EXPECT_THAT(html, HasSubstr("last success never"));
 }
 
+TEST(RenderStatusPage, ASessionWithATotalShowsItsShareRateAndTimeLeft) {
+  v1::StatusResponse status = StatusWithHeat();
+  v1::SessionProgress* s = status.mutable_peers(0)->mutable_session();
+  s->set_phase("repair");
+  s->set_rows_received(12000);
+  s->set_rows_expected(50000);
+  s->set_rows_per_second(2000);
+  s->set_eta_seconds(19);
+  const std::string html = RenderStatusPage(status, kNow);
+  EXPECT_THAT(html, HasSubstr("title=\"rows moved of the rows expected\">"
+                              "<span style=\"width:24%\"></span></span> "
+                              "12000 of 50000 rows, 2000 rows/s, ETA 19s"));
+  // Without a total: no bar, no time left.
+  s->clear_rows_expected();
+  s->clear_eta_seconds();
+  EXPECT_THAT(RenderStatusPage(status, kNow),
+              Not(HasSubstr("rows moved of the rows expected")));
+}
+
 TEST(RenderStatusPage, ANodeWithoutPeersOrKeyspacesSaysSo) {
   v1::StatusResponse status;
   status.set_node_name("lonely");

@@ -28,6 +28,7 @@
 #include "pg/schema_difference.h"
 #include "pg/table_schema.h"
 #include "storage/names.h"
+#include "tree/progress_meter.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -325,6 +326,12 @@ class Sidecar::Impl {
   SidecarStatus status() const {
     absl::MutexLock lock(&mu_);
     SidecarStatus s = status_;
+    if (s.phase == "building") {
+      const tree::ProgressEstimate e = build_meter_.Estimate(absl::Now());
+      s.build_rows_per_second = e.rate;
+      s.build_remaining = e.remaining;
+      s.build_elapsed = e.elapsed;
+    }
     s.rows_applied = backend_->applied();
     s.rows_refused = backend_->refused();
     if (store_ != nullptr) {
@@ -711,15 +718,30 @@ class Sidecar::Impl {
       o.rebuild = rebuild;
       o.index_lost = index_lost;
       if (index_lost) o.lost_since_unix_us = marker->first_build_unix_us;
+      {
+        absl::MutexLock lock(&mu_);
+        // Reports come every 5 s: the rate spans six of them.
+        build_meter_ = tree::ProgressMeter(absl::Now(), absl::Seconds(30));
+      }
       o.on_progress = [this](const BuildProgress& p) {
+        tree::ProgressEstimate e;
         {
           absl::MutexLock lock(&mu_);
           status_.build_rows_done = p.rows_done;
           status_.build_rows_estimated = p.rows_estimated;
+          // reltuples is -1 (0 here) for a table never analyzed: no total.
+          build_meter_.set_total(p.rows_estimated > 0
+                                     ? std::optional<uint64_t>(p.rows_estimated)
+                                     : std::nullopt);
+          const absl::Time now = absl::Now();
+          build_meter_.Record(now, p.rows_done);
+          e = build_meter_.Estimate(now);
         }
-        Log(absl::StrFormat("build: %d of ~%d rows read (%s), %d written",
-                            p.rows_done, p.rows_estimated, p.keyspace,
-                            p.rows_written));
+        Log(absl::StrFormat(
+            "build: %d of ~%d rows read (%s), %d written, %.0f rows/s, ETA %s",
+            p.rows_done, p.rows_estimated, p.keyspace, p.rows_written, e.rate,
+            e.remaining.has_value() ? tree::FormatRemaining(*e.remaining)
+                                    : std::string("unknown")));
       };
       TALLY_ASSIGN_OR_RETURN(BuildResult built, BuildIndex(o, store));
       made_progress_.store(true);
@@ -905,6 +927,9 @@ class Sidecar::Impl {
   std::vector<TableSchema> tables_ ABSL_GUARDED_BY(mu_);
   Capture* capture_ ABSL_GUARDED_BY(mu_) = nullptr;
   SidecarStatus status_ ABSL_GUARDED_BY(mu_);
+  // The current (or last) build's rows read over time.
+  tree::ProgressMeter build_meter_ ABSL_GUARDED_BY(mu_) =
+      tree::ProgressMeter(absl::Now());
   // The counters of the captures that ended (reconnects).
   CaptureCounters totals_ ABSL_GUARDED_BY(mu_);
 };

@@ -61,6 +61,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,12 @@ struct SidecarStatus {
   // pg_class.reltuples.
   uint64_t build_rows_done = 0;
   uint64_t build_rows_estimated = 0;
+  // While building: rows read per second over the last 30 s, the time left
+  // at that rate to the estimate (nullopt without one, while nothing moves,
+  // or past it: tree/progress_meter.h), and the time since it started.
+  double build_rows_per_second = 0;
+  std::optional<absl::Duration> build_remaining;
+  absl::Duration build_elapsed;
   // The last build found the index lost (pg/build_marker.h), and gave this
   // many rows the application last wrote here fresh local versions
   // (pg/bootstrap.h).

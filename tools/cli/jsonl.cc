@@ -92,6 +92,9 @@ absl::StatusOr<KeyValue> ParseJsonlRow(absl::string_view line) {
 absl::StatusOr<bool> JsonlReader::Next(KeyValue* row) {
   while (std::getline(*in_, line_)) {
     ++line_number_;
+    // getline consumed the line and its newline, unless the input ended
+    // first (a last line without one).
+    bytes_read_ += line_.size() + (in_->eof() ? 0 : 1);
     absl::string_view text = line_;
     if (line_number_ == 1) absl::ConsumePrefix(&text, "\xEF\xBB\xBF");  // BOM
     text = absl::StripAsciiWhitespace(text);  // also a CRLF file's '\r'

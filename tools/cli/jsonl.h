@@ -56,9 +56,14 @@ class JsonlReader {
   // The number of the line last read, 1-based.
   uint64_t line_number() const { return line_number_; }
 
+  // Bytes of the input read so far, newlines included: with the input's
+  // size, how far a load is (`tally load` shows it).
+  uint64_t bytes_read() const { return bytes_read_; }
+
  private:
   std::istream* const in_;
   uint64_t line_number_ = 0;
+  uint64_t bytes_read_ = 0;
   std::string line_;
 };
 

@@ -1,6 +1,7 @@
 #include "tools/cli/jsonl.h"
 
 #include <sstream>
+#include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -75,6 +76,21 @@ TEST(JsonlReader, SkipsBlankLinesAndCarriageReturns) {
   absl::StatusOr<bool> more = reader.Next(&row);
   ASSERT_TRUE(more.ok());
   EXPECT_FALSE(*more);
+}
+
+TEST(JsonlReader, CountsTheBytesItReadNewlinesIncluded) {
+  const std::string first = "{\"key\":\"a\",\"value\":\"1\"}\r\n";
+  const std::string blank = "\n";
+  const std::string last = "{\"key\":\"b\",\"value\":\"2\"}";  // no \n
+  std::istringstream in(first + blank + last);
+  JsonlReader reader(&in);
+  KeyValue row;
+  EXPECT_EQ(reader.bytes_read(), 0u);
+  ASSERT_TRUE(*reader.Next(&row));
+  EXPECT_EQ(reader.bytes_read(), first.size());
+  ASSERT_TRUE(*reader.Next(&row));
+  // All of the input, which is how a load knows it is at 100%.
+  EXPECT_EQ(reader.bytes_read(), first.size() + blank.size() + last.size());
 }
 
 TEST(JsonlReader, ErrorNamesTheLineNumber) {

@@ -1,5 +1,6 @@
 // load: rows from a JSON Lines file or synthetic rows, streamed to a node.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <fstream>
@@ -17,7 +18,9 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/format.h"
 #include "tools/cli/jsonl.h"
+#include "tools/cli/progress_report.h"
 #include "tools/cli/synthetic.h"
+#include "tree/progress_meter.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -49,6 +52,9 @@ CommandResult Load(const Context& ctx) {
   std::optional<JsonlReader> reader;
   std::optional<SyntheticRows> rows;
   std::string input;  // the file's name in messages
+  // A file's size (a regular file only: a pipe's is not known), so that
+  // its progress has a total: the bytes read of it.
+  std::optional<uint64_t> input_bytes;
   if (from_file) {
     if (path.empty()) return absl::InvalidArgumentError("--file is empty");
     if (path == "-") {
@@ -67,6 +73,12 @@ CommandResult Load(const Context& ctx) {
             "file");
       }
       reader.emplace(&std::cin);
+      // Standard input redirected from a file (`< rows.jsonl`) has a size;
+      // the load reads it from where the descriptor stands.
+      const off_t at = lseek(STDIN_FILENO, 0, SEEK_CUR);
+      if (S_ISREG(st.st_mode) && at >= 0 && at <= st.st_size) {
+        input_bytes = static_cast<uint64_t>(st.st_size - at);
+      }
     } else {
       input = path;
       // An ifstream opens a directory and reads it as empty: 0 rows, exit 0.
@@ -83,6 +95,10 @@ CommandResult Load(const Context& ctx) {
             absl::StrFormat("cannot open %s: %s", path, std::strerror(errno)));
       }
       reader.emplace(&file);
+      struct stat st;
+      if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+        input_bytes = static_cast<uint64_t>(st.st_size);
+      }
     }
   } else {
     rows.emplace(count, ctx.seed, ctx.value_size);
@@ -95,6 +111,36 @@ CommandResult Load(const Context& ctx) {
   uint64_t sent = 0;
   ProgressLine progress;
   const absl::Time start = absl::Now();
+  // Progress counts rows for synthetic rows (their count is the total) and
+  // bytes of a file (its size is the total; a pipe has none); the rows'
+  // rate is shown either way.
+  const absl::string_view unit = from_file ? kBytes : "rows";
+  tree::ProgressMeter meter(start);
+  meter.set_total(from_file ? input_bytes : std::optional<uint64_t>(count));
+  tree::ProgressMeter row_meter(start);
+  absl::Time last_json = start;
+  auto report = [&] {
+    const absl::Time now = absl::Now();
+    const bool json_due = ctx.json && now - last_json >= kJsonProgressInterval;
+    if (!progress.enabled() && !json_due) return;
+    meter.Record(now, from_file ? reader->bytes_read() : sent);
+    row_meter.Record(now, sent);
+    const tree::ProgressEstimate e = meter.Estimate(now);
+    const double rows_per_second = row_meter.Estimate(now).rate;
+    progress.Update(
+        from_file ? absl::StrFormat("load: %d rows (%.0f rows/s); %s", sent,
+                                    rows_per_second, ProgressText(e, unit))
+                  : absl::StrCat("load: ", ProgressText(e, unit)));
+    if (json_due) {
+      last_json = now;
+      Json line = {{"keyspace", ctx.keyspace},
+                   {"rows", sent},
+                   {"rows_per_second", rows_per_second}};
+      line.update(ProgressJson(e, unit));
+      PrintJson({{"progress", std::move(line)}});
+      std::cout.flush();
+    }
+  };
   absl::StatusOr<v1::LoadResponse> r =
       client->Load(ctx.keyspace, [&](std::string* key, std::string* value) {
         bool more;
@@ -110,13 +156,7 @@ CommandResult Load(const Context& ctx) {
         } else {
           more = rows->Next(key, value);
         }
-        if (more && ++sent % 1024 == 0) {
-          progress.Update(
-              rows.has_value()
-                  ? absl::StrFormat("load: %d of %d rows sent (%.0f%%)", sent,
-                                    count, 100.0 * sent / count)
-                  : absl::StrFormat("load: %d rows sent", sent));
-        }
+        if (more && ++sent % 64 == 0) report();
         return more;
       });
   progress.Clear();

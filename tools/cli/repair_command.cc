@@ -16,14 +16,17 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "node/replica.h"
+#include "node/rows_to_move.h"
 #include "node/sync.h"
 #include "tools/cli/command.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/diff_scope_flags.h"
 #include "tools/cli/format.h"
 #include "tools/cli/node_diff.h"
+#include "tools/cli/progress_report.h"
 #include "tree/absent_as_empty_view.h"
 #include "tree/diff.h"
+#include "tree/progress_meter.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -110,11 +113,51 @@ void PrintPlanned(const Context& ctx, const tree::RowEntry* in_a,
   }
 }
 
-void ShowProgress(ProgressLine& progress, uint64_t differences, uint64_t to_a,
-                  uint64_t to_b) {
+// Where a real repair is, wherever it runs, with A and B as the user named
+// them: the rows copied both ways against the rows to copy when the row
+// counts give a total (node/rows_to_move.h), else with the time left
+// unknown.
+struct RepairProgress {
+  uint64_t differences = 0;
+  uint64_t to_a = 0;
+  uint64_t to_b = 0;
+  tree::ProgressEstimate estimate;  // of rows copied, to_a + to_b
+};
+
+// Shows `p` on the terminal and, with --json, as a {"progress": ...} line
+// at most once a second (`*last_json`: when the last one was printed).
+void ShowProgress(const Context& ctx, ProgressLine& progress,
+                  absl::Time* last_json, const RepairProgress& p) {
   progress.Update(absl::StrFormat(
-      "repair: %d differences found, %d rows copied to A, %d to B", differences,
-      to_a, to_b));
+      "repair: %d differences, %d rows copied to A, %d to B; %s", p.differences,
+      p.to_a, p.to_b, ProgressText(p.estimate, "rows")));
+  const absl::Time now = absl::Now();
+  if (!ctx.json || now - *last_json < kJsonProgressInterval) return;
+  *last_json = now;
+  Json line = {{"keyspace", ctx.keyspace},
+               {"differences", p.differences},
+               {"rows_to_a", p.to_a},
+               {"rows_to_b", p.to_b}};
+  line.update(ProgressJson(p.estimate, "rows"));
+  PrintJson({{"progress", std::move(line)}});
+  std::cout.flush();
+}
+
+// The progress a node running the repair sent (Admin.RunDiff).
+RepairProgress ProgressOf(const v1::RunDiffProgress& in) {
+  RepairProgress p;
+  p.differences = in.differences();
+  p.to_a = in.rows_to_a();
+  p.to_b = in.rows_to_b();
+  p.estimate = EstimateFromNode(
+      p.to_a + p.to_b,
+      in.has_rows_expected() ? std::optional<uint64_t>(in.rows_expected())
+                             : std::nullopt,
+      in.rows_per_second(),
+      in.has_eta_seconds() ? std::optional<double>(in.eta_seconds())
+                           : std::nullopt,
+      absl::Seconds(in.seconds()));
+  return p;
 }
 
 absl::Status RepairFailed(const Context& ctx, const RepairPlan& plan,
@@ -145,6 +188,23 @@ absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
   node::NodeClient* sync_b = swapped ? client_a.get() : client_b.get();
   std::unique_ptr<node::Replica> replica_a = node::NewRemoteReplica(sync_a);
   std::unique_ptr<node::Replica> replica_b = node::NewRemoteReplica(sync_b);
+
+  // The rows to copy, when the row counts give a total.
+  TALLY_ASSIGN_OR_RETURN(std::optional<v1::KeyspaceSummary> sync_a_ks,
+                         FindKeyspace(ctx, *sync_a, ctx.keyspace));
+  TALLY_ASSIGN_OR_RETURN(std::optional<v1::KeyspaceSummary> sync_b_ks,
+                         FindKeyspace(ctx, *sync_b, ctx.keyspace));
+  // (None for a --range or --keys-from run: the keyspaces' counts do not
+  // bound the part.)
+  tree::ProgressMeter meter(absl::Now());
+  if (ctx.scope.IsWhole()) {
+    meter.set_total(node::RowsToMove::Between(
+                        sync_a_ks.has_value() ? sync_a_ks->row_count() : 0,
+                        sync_b_ks.has_value() ? sync_b_ks->row_count() : 0,
+                        plan.one_way)
+                        .Total());
+  }
+  absl::Time last_json = absl::Now();
 
   RepairOutcome outcome;
   ProgressLine progress;
@@ -182,10 +242,16 @@ absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
       PrintPlanned(ctx, in_user_a, in_user_b, action, &outcome);
     };
   }
-  if (progress.enabled()) {
+  if (progress.enabled() || ctx.json) {
     options.on_progress = [&](const node::SyncProgress& p) {
-      ShowProgress(progress, p.differences, swapped ? p.rows_to_b : p.rows_to_a,
-                   swapped ? p.rows_to_a : p.rows_to_b);
+      RepairProgress shown;
+      shown.differences = p.differences;
+      shown.to_a = swapped ? p.rows_to_b : p.rows_to_a;
+      shown.to_b = swapped ? p.rows_to_a : p.rows_to_b;
+      const absl::Time now = absl::Now();
+      meter.Record(now, p.rows_to_a + p.rows_to_b);
+      shown.estimate = meter.Estimate(now);
+      ShowProgress(ctx, progress, &last_json, shown);
     };
   }
 
@@ -258,6 +324,7 @@ absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
 
   RepairOutcome outcome;
   ProgressLine progress;
+  absl::Time last_json = absl::Now();
   bool streamed = false;
   std::optional<v1::RunDiffSummary> summary;
   // A signal handler cannot cancel a call; this thread does it for it.
@@ -290,13 +357,14 @@ absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
                          d.has_b() ? &in_b : nullptr, d.action(), &outcome);
           }
           if (e.has_progress()) {
-            const uint64_t before_a = summary ? summary->rows_to_a() : 0;
-            const uint64_t before_b = summary ? summary->rows_to_b() : 0;
-            ShowProgress(progress,
-                         (summary ? summary->differences() : 0) +
-                             e.progress().differences(),
-                         before_a + e.progress().rows_to_a(),
-                         before_b + e.progress().rows_to_b());
+            // The parts before this one count too.
+            RepairProgress p = ProgressOf(e.progress());
+            if (summary.has_value()) {
+              p.differences += summary->differences();
+              p.to_a += summary->rows_to_a();
+              p.to_b += summary->rows_to_b();
+            }
+            ShowProgress(ctx, progress, &last_json, p);
           }
           if (e.has_summary()) part_summary = e.summary();
           return absl::OkStatus();

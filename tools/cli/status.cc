@@ -1,12 +1,17 @@
 #include "tools/cli/status.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "tools/cli/heat_strip.h"
 #include "tools/cli/histogram_quantile.h"
+#include "tools/cli/progress_report.h"
+#include "tree/progress_meter.h"
 
 namespace tally {
 namespace cli {
@@ -25,6 +30,12 @@ std::string Listen(const v1::StatusResponse& status, absl::string_view dialed) {
   return status.listen().empty() ? std::string(dialed) : status.listen();
 }
 
+// The phases of a session that is running.
+bool SessionRuns(const v1::SessionProgress& s) {
+  return s.phase() == "handshake" || s.phase() == "diff" ||
+         s.phase() == "repair";
+}
+
 // A table with its header row, or `none` when it has no other rows.
 std::string Section(const std::vector<std::vector<std::string>>& rows,
                     absl::string_view none) {
@@ -37,9 +48,14 @@ std::string Section(const std::vector<std::vector<std::string>>& rows,
 std::string PostgresText(const v1::PostgresStatus& pg) {
   std::string phase = pg.phase().empty() ? std::string("-") : pg.phase();
   if (pg.phase() == "building" && pg.build_rows_estimated() > 0) {
-    absl::StrAppend(&phase,
-                    absl::StrFormat(" (%d of ~%d rows)", pg.build_rows_done(),
-                                    pg.build_rows_estimated()));
+    absl::StrAppend(
+        &phase, absl::StrFormat(
+                    " (%d of ~%d rows, %.0f rows/s, %s)", pg.build_rows_done(),
+                    pg.build_rows_estimated(), pg.build_rows_per_second(),
+                    EtaText(pg.has_build_eta_seconds()
+                                ? std::optional<absl::Duration>(
+                                      absl::Seconds(pg.build_eta_seconds()))
+                                : std::nullopt)));
   }
   std::vector<std::vector<std::string>> rows = {
       {"postgres", pg.database()},
@@ -467,6 +483,13 @@ std::string StatusText(const v1::StatusResponse& status,
                           absl::StrCat(s.rows_received(), "/", s.rows_sent())});
     }
     absl::StrAppend(&text, "\n", Table(sessions));
+    // A running session's rows against its total and time left.
+    for (const v1::PeerStatus& p : status.peers()) {
+      if (!SessionRuns(p.session())) continue;
+      absl::StrAppend(&text, "  session with ", p.address(), ": ",
+                      ProgressText(SessionEstimate(p.session(), now), "rows"),
+                      "\n");
+    }
   }
 
   // The last sessions with each peer, newest first: one small table each,
@@ -619,6 +642,11 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
     peer["heat_sessions"] = p.heat_sessions();
     peer["heat_keyspaces_left_out"] = p.heat_keyspaces_left_out();
     peer["heat"] = HeatJson(p);
+    peer["session"]["rows_expected"] =
+        s.has_rows_expected() ? Json(s.rows_expected()) : Json();
+    peer["session"]["rows_per_second"] = s.rows_per_second();
+    peer["session"]["eta_seconds"] =
+        s.has_eta_seconds() ? Json(s.eta_seconds()) : Json();
     // Newest first.
     peer["history"] = Json::array();
     for (const v1::SessionRecord& r : p.history()) {
@@ -678,6 +706,10 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
         {"index_lost", pg.index_lost()},
         {"index_loss_fresh_rows", pg.index_loss_fresh_rows()},
         {"tables", std::move(tables)}};
+    out["postgres"]["build_rows_per_second"] = pg.build_rows_per_second();
+    out["postgres"]["build_eta_seconds"] =
+        pg.has_build_eta_seconds() ? Json(pg.build_eta_seconds()) : Json();
+    out["postgres"]["build_seconds"] = pg.build_seconds();
   } else {
     out["postgres"] = Json();  // null: the node keeps its own rows
   }

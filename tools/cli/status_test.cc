@@ -8,6 +8,7 @@ namespace cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::StatusResponse MeshStatus() {
   v1::StatusResponse s;
@@ -153,6 +154,39 @@ TEST(StatusText, ShowsEachPeersSessionPhaseKeyspaceAndForHowLong) {
   127.0.0.1:7401  repair               users     2.5 s   1/3        1200         1000/7
   127.0.0.1:7402  failed in handshake  -         61.0 s  0/0        0            0/0
 )"));
+}
+
+// Issue 13 §4: a running session's rows against its total, its rate and
+// time left, on a line of its own — "ETA unknown" without a total.
+TEST(StatusText, ShowsARunningSessionsTotalRateAndTimeLeft) {
+  v1::StatusResponse s = MeshStatus();
+  v1::SessionProgress* bootstrap = s.mutable_peers(0)->mutable_session();
+  bootstrap->set_phase("repair");
+  bootstrap->set_rows_received(12000);
+  bootstrap->set_rows_expected(50000);
+  bootstrap->set_rows_per_second(2000);
+  bootstrap->set_eta_seconds(19);
+  v1::PeerStatus* other = s.add_peers();
+  other->set_address("127.0.0.1:7402");
+  other->mutable_session()->set_phase("diff");
+  other->mutable_session()->set_rows_sent(300);
+  other->mutable_session()->set_rows_per_second(100);
+  const std::string text = StatusText(s, "x:1", absl::UnixEpoch());
+  EXPECT_THAT(text, HasSubstr("  session with 127.0.0.1:7401: 12000 of 50000 "
+                              "rows (24%), 2000 rows/s, ETA 19s\n"));
+  EXPECT_THAT(text, HasSubstr("  session with 127.0.0.1:7402: 300 rows, 100 "
+                              "rows/s, ETA unknown\n"));
+  // A session that ended has no such line.
+  bootstrap->set_phase("done");
+  EXPECT_THAT(StatusText(s, "x:1", absl::UnixEpoch()),
+              Not(HasSubstr("session with 127.0.0.1:7401:")));
+
+  const Json j = StatusJson(s, "x:1")["peers"];
+  EXPECT_EQ(j[0]["session"]["rows_expected"], 50000);
+  EXPECT_EQ(j[0]["session"]["rows_per_second"], 2000.0);
+  EXPECT_EQ(j[0]["session"]["eta_seconds"], 19.0);
+  EXPECT_TRUE(j[1]["session"]["rows_expected"].is_null());
+  EXPECT_TRUE(j[1]["session"]["eta_seconds"].is_null());
 }
 
 // Issue 13 §4: the last sessions with each peer, newest first, a small
@@ -374,6 +408,29 @@ v1::StatusResponse SidecarStatus() {
   t->set_rows(99);
   t->set_schema_fingerprint("9f86d081884c7d65");
   return s;
+}
+
+// Issue 13 §4: an index build's rows, rate and time left to the estimate.
+TEST(StatusText, ShowsABuildsRateAndTimeLeft) {
+  v1::StatusResponse s = SidecarStatus();
+  v1::PostgresStatus* pg = s.mutable_postgres();
+  pg->set_phase("building");
+  pg->set_build_rows_done(120000);
+  pg->set_build_rows_estimated(500000);
+  pg->set_build_rows_per_second(24000);
+  pg->set_build_eta_seconds(15.8);
+  pg->set_build_seconds(5);
+  EXPECT_THAT(StatusText(s, "x:1", absl::Now()),
+              HasSubstr("building (120000 of ~500000 rows, 24000 rows/s, "
+                        "ETA 16s)"));
+  const Json j = StatusJson(s, "x:1")["postgres"];
+  EXPECT_EQ(j["build_rows_per_second"], 24000.0);
+  EXPECT_EQ(j["build_eta_seconds"], 15.8);
+  EXPECT_EQ(j["build_seconds"], 5.0);
+  pg->clear_build_eta_seconds();
+  EXPECT_THAT(StatusText(s, "x:1", absl::Now()),
+              HasSubstr("24000 rows/s, ETA unknown)"));
+  EXPECT_TRUE(StatusJson(s, "x:1")["postgres"]["build_eta_seconds"].is_null());
 }
 
 TEST(StatusText, ShowsTheSidecarsSlotPositionLagCountersAndTables) {

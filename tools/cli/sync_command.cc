@@ -16,6 +16,7 @@
 #include "tools/cli/command.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/format.h"
+#include "tools/cli/progress_report.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -37,29 +38,34 @@ std::string Who(const v1::SyncPeerState& p) {
 }
 
 // One peer's part of the progress line.
-std::string ProgressText(const v1::SyncPeerState& p) {
+std::string PeerProgressText(const v1::SyncPeerState& p) {
   const v1::SessionProgress& s = p.progress();
   if (p.state() != "running") return absl::StrCat(p.address(), " ", p.state());
   return absl::StrFormat(
-      "%s %s%s (%d/%d keyspaces), %d differences, rows in/out %d/%d",
+      "%s %s%s (%d/%d keyspaces), %d differences, rows in/out %d/%d; %s",
       p.address(), s.phase(),
       s.keyspace().empty() ? "" : absl::StrCat(" ", s.keyspace()),
       s.keyspaces_done(), s.keyspaces(), s.differences(), s.rows_received(),
-      s.rows_sent());
+      s.rows_sent(), ProgressText(SessionEstimate(s, absl::Now()), "rows"));
 }
 
 Json PeerJson(const v1::SyncPeerState& p) {
   const v1::SessionProgress& s = p.progress();
-  Json out = {{"peer", p.address()},
-              {"name", p.name()},
-              {"state", p.state()},
-              {"phase", s.phase()},
-              {"keyspace", s.keyspace()},
-              {"keyspaces", s.keyspaces()},
-              {"keyspaces_done", s.keyspaces_done()},
-              {"differences", s.differences()},
-              {"rows_received", s.rows_received()},
-              {"rows_sent", s.rows_sent()}};
+  Json out = {
+      {"peer", p.address()},
+      {"name", p.name()},
+      {"state", p.state()},
+      {"phase", s.phase()},
+      {"keyspace", s.keyspace()},
+      {"keyspaces", s.keyspaces()},
+      {"keyspaces_done", s.keyspaces_done()},
+      {"differences", s.differences()},
+      {"rows_received", s.rows_received()},
+      {"rows_sent", s.rows_sent()},
+      {"rows_expected",
+       s.has_rows_expected() ? Json(s.rows_expected()) : Json()},
+      {"rows_per_second", s.rows_per_second()},
+      {"eta_seconds", s.has_eta_seconds() ? Json(s.eta_seconds()) : Json()}};
   if (p.state() == "done") {
     const v1::SessionRecord& r = p.record();
     out["outcome"] = r.outcome();
@@ -159,7 +165,7 @@ CommandResult Sync(const Context& ctx) {
         } else {
           std::vector<std::string> parts;
           for (const v1::SyncPeerState& p : event.peers()) {
-            parts.push_back(ProgressText(p));
+            parts.push_back(PeerProgressText(p));
           }
           progress.Update(absl::StrCat("sync: ", absl::StrJoin(parts, "; ")));
         }
