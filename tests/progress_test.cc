@@ -29,7 +29,9 @@
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/node_connect.h"
+#include "tests/node_under_test.h"
 #include "tests/pg_sidecar_helpers.h"
+#include "tests/wait_for.h"
 
 namespace tally {
 namespace {
@@ -37,45 +39,20 @@ namespace {
 using ::tally::testing::CommandResult;
 using ::tally::testing::Connect;
 using ::tally::testing::NodeProcess;
+using ::tally::testing::Rows;
 using ::tally::testing::RunCommand;
 using ::tally::testing::RunTally;
+using ::tally::testing::StartNode;
+using ::tally::testing::Status;
 using ::tally::testing::TallyPath;
 using ::tally::testing::TempDir;
 using ::testing::HasSubstr;
 
 constexpr char kKeyspace[] = "default";
 
-std::unique_ptr<NodeProcess> StartNode(const std::string& name,
-                                       const std::string& dir,
-                                       std::vector<std::string> extra = {}) {
-  extra.insert(extra.begin(), {"--sync-writes", "false"});
-  auto node = NodeProcess::Start(name, dir, extra);
-  EXPECT_TRUE(node.ok()) << node.status();
-  return node.ok() ? std::move(*node) : nullptr;
-}
-
-v1::StatusResponse Status(const std::string& address) {
-  absl::StatusOr<v1::StatusResponse> status = Connect(address)->Status();
-  EXPECT_TRUE(status.ok()) << status.status();
-  return status.ok() ? *status : v1::StatusResponse{};
-}
-
-uint64_t Rows(const std::string& address) {
-  const v1::StatusResponse status = Status(address);
-  for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
-    if (ks.name() == kKeyspace) return ks.row_count();
-  }
-  return 0;
-}
-
-// Waits up to 60 s for `done`.
+// Waits up to 60 s for `done`: a bootstrap slowed down to be seen.
 bool WaitFor(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return true;
+  return ::tally::testing::WaitFor(done, absl::Seconds(60));
 }
 
 // `rows` rows of ~40 bytes ("<prefix>-00042" and 30 bytes) into `address`.
