@@ -12,7 +12,6 @@
 #include "node/schema_check.h"
 #include "node/sync.h"
 #include "node/wire.h"
-#include "tree/absent_as_empty_view.h"
 #include "tree/progress_meter.h"
 #include "tree/status_macros.h"
 
@@ -126,15 +125,14 @@ absl::Status ValidateScope(const v1::RunDiffRequest& request) {
 // from `view` (null: the side lacks the keyspace).
 absl::Status ScopedRoot(std::unique_ptr<tree::TreeView> view,
                         const tree::DiffScope& scope, v1::RunDiffRoot* out) {
-  tree::AbsentAsEmptyView whole(std::move(view));
-  std::unique_ptr<tree::TreeView> part = tree::NarrowView(whole, scope);
-  TALLY_ASSIGN_OR_RETURN(const tree::ViewSummary summary, part->Summary(0));
-  out->set_has_keyspace(!whole.absent());
-  if (whole.absent()) return absl::OkStatus();
+  TALLY_ASSIGN_OR_RETURN(const std::optional<tree::ViewSummary> summary,
+                         tree::ScopedSummary(std::move(view), scope));
+  out->set_has_keyspace(summary.has_value());
+  if (!summary.has_value()) return absl::OkStatus();
   std::string root;
-  summary.root.AppendTo(&root);
+  summary->root.AppendTo(&root);
   out->set_root(std::move(root));
-  out->set_row_count(summary.row_count);
+  out->set_row_count(summary->row_count);
   return absl::OkStatus();
 }
 

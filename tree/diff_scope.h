@@ -12,8 +12,10 @@
 #define TALLY_TREE_DIFF_SCOPE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "tree/key_list_view.h"
 #include "tree/token_range.h"
 #include "tree/tree_view.h"
@@ -35,6 +37,13 @@ struct DiffScope {
 // A view of `whole` limited to `scope`, or nullptr when the scope is the
 // whole keyspace (use `whole` itself). `whole` must outlive the result.
 std::unique_ptr<TreeView> NarrowView(TreeView& whole, const DiffScope& scope);
+
+// The summary (root and rows) of `scope` in `view`'s keyspace, or nullopt
+// when `view` is null or answers kNotFound (the replica lacks the
+// keyspace): the proof shown after a scoped repair. Other errors of the
+// view are returned as they are.
+absl::StatusOr<std::optional<ViewSummary>> ScopedSummary(
+    std::unique_ptr<TreeView> view, const DiffScope& scope);
 
 }  // namespace tree
 }  // namespace tally

@@ -122,7 +122,6 @@ absl::StatusOr<ViewResponse> TokenRangeView::Exchange(
 
   // One exchange when the pieces fit beside the rest (they nearly always
   // do: at most 128 per cut node), else more.
-  const std::vector<DescendRequest> asked_descend = asked.descend;
   std::vector<ViewRequest> rounds;
   if (DescendantsOf(asked) + 2 * pieces_asked.size() <=
       kMaxDescendantsPerExchange) {
@@ -162,10 +161,11 @@ absl::StatusOr<ViewResponse> TokenRangeView::Exchange(
   }
 
   // The descents: outside the range zero, cut descendants from pieces.
-  // The answers come in asked.descend's order, the request's own order.
+  // The answers of the asked descents come in the request's order.
   size_t at = 0;
-  for (size_t k = 0; k < asked_slot.size(); ++k) {
-    const DescendRequest& d = asked_descend[k];
+  size_t k = 0;
+  for (const DescendRequest& d : request.descend) {
+    if (!range_.Overlaps(d.node)) continue;
     const uint64_t width = uint64_t{1} << d.levels_ahead;
     const bool covered = range_.Covers(d.node);
     for (uint64_t j = 0; j < width; ++j) {
@@ -174,6 +174,7 @@ absl::StatusOr<ViewResponse> TokenRangeView::Exchange(
       }
     }
     at += width;
+    ++k;
   }
   for (size_t p = 0; p < pieces.size(); ++p) {
     AddInto(out.descendants[pieces[p].slot],

@@ -189,15 +189,15 @@ absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
   std::unique_ptr<node::Replica> replica_a = node::NewRemoteReplica(sync_a);
   std::unique_ptr<node::Replica> replica_b = node::NewRemoteReplica(sync_b);
 
-  // The rows to copy, when the row counts give a total.
-  TALLY_ASSIGN_OR_RETURN(std::optional<v1::KeyspaceSummary> sync_a_ks,
-                         FindKeyspace(ctx, *sync_a, ctx.keyspace));
-  TALLY_ASSIGN_OR_RETURN(std::optional<v1::KeyspaceSummary> sync_b_ks,
-                         FindKeyspace(ctx, *sync_b, ctx.keyspace));
-  // (None for a --range or --keys-from run: the keyspaces' counts do not
-  // bound the part.)
+  // The rows to copy, when the row counts give a total (none for a
+  // --range or --keys-from run: the keyspaces' counts do not bound the
+  // part, so they are not asked for).
   tree::ProgressMeter meter(absl::Now());
   if (ctx.scope.IsWhole()) {
+    TALLY_ASSIGN_OR_RETURN(std::optional<v1::KeyspaceSummary> sync_a_ks,
+                           FindKeyspace(ctx, *sync_a, ctx.keyspace));
+    TALLY_ASSIGN_OR_RETURN(std::optional<v1::KeyspaceSummary> sync_b_ks,
+                           FindKeyspace(ctx, *sync_b, ctx.keyspace));
     meter.set_total(node::RowsToMove::Between(
                         sync_a_ks.has_value() ? sync_a_ks->row_count() : 0,
                         sync_b_ks.has_value() ? sync_b_ks->row_count() : 0,
@@ -274,14 +274,12 @@ absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
       if (!ctx.scope.IsWhole()) {
         // The part repaired is what was made equal: its root, not the
         // keyspace's.
-        tree::AbsentAsEmptyView whole(client->NewTreeView(ctx.keyspace));
-        std::unique_ptr<tree::TreeView> part =
-            tree::NarrowView(whole, ctx.scope);
-        absl::StatusOr<tree::ViewSummary> s = part->Summary(0);
+        absl::StatusOr<std::optional<tree::ViewSummary>> s =
+            tree::ScopedSummary(client->NewTreeView(ctx.keyspace), ctx.scope);
         if (!s.ok()) return CallFailed(ctx, s.status());
-        if (!whole.absent()) {
-          root->hex = s->root.ToHex();
-          root->rows = s->row_count;
+        if (s->has_value()) {
+          root->hex = (*s)->root.ToHex();
+          root->rows = (*s)->row_count;
           root->present = true;
         }
         continue;
