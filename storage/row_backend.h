@@ -98,6 +98,13 @@ struct RowOutcome {
   // When applied (and not kErase): the bytes to keep in the row's index
   // record, handed back to ReadValue and as IndexedRow::payload.
   std::string payload;
+  // Not OK when the backend's database refused the row itself (a
+  // constraint, a type, a table that is gone): `applied` is false, the row
+  // is left as it was, as for a refused one, and the reason travels with
+  // the result so that the trouble is reported with the row. The other rows
+  // of the call are unaffected: a backend isolates a refused row instead of
+  // failing the whole call.
+  absl::Status rejected;
 };
 
 class RowBackend {
