@@ -35,11 +35,13 @@ namespace {
 // The registry, in the order --scenario=all runs them.
 std::vector<Scenario> AllScenarios() {
   return {
-      DiffMemScenario(),   IngestScenario(),    OpenScenario(),
-      NodeDiffScenario(),  WanScenario(),       BootstrapScenario(),
-      FeedScenario(),      PgScenario(),        PgWarmScenario(),
-      PgCaptureScenario(), PgLatencyScenario(), PgApplyScenario(),
-      PgBuildScenario(),
+      DiffMemScenario(),   IngestScenario(),
+      OpenScenario(),      NodeDiffScenario(),
+      WanScenario(),       BootstrapScenario(),
+      FeedScenario(),      PgScenario(),
+      PgWarmScenario(),    PgCaptureScenario(),
+      PgLatencyScenario(), PgApplyScenario(),
+      PgBuildScenario(),   PgPgbenchChainScenario(),
   };
 }
 

@@ -166,11 +166,16 @@ absl::StatusOr<double> TimePgComparator(const PgCluster& a, const PgCluster& b,
 absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(
     const std::string& name, PgCluster& pg, const std::string& listen,
     const std::vector<std::string>& peers,
-    const std::vector<std::string>& extra) {
+    const std::vector<std::string>& extra,
+    const std::vector<std::string>& tables) {
   std::unique_ptr<Sidecar> s(new Sidecar());
   s->name_ = name;
   s->listen_ = listen;
-  s->flags_ = {"--postgres", pg.Uri(), "--table", "public.t"};
+  s->flags_ = {"--postgres", pg.Uri()};
+  for (const std::string& table : tables) {
+    s->flags_.push_back("--table");
+    s->flags_.push_back(table);
+  }
   for (const std::string& peer : peers) {
     s->flags_.push_back("--peer");
     s->flags_.push_back(peer);

@@ -95,17 +95,18 @@ absl::StatusOr<double> TimePgComparator(const testing::PgCluster& a,
                                         const std::string& program,
                                         int expected);
 
-// A tallyd sidecar (`--postgres URI --table public.t`) in its own temp
-// dir, and a client for its status.
+// A tallyd sidecar (`--postgres URI --table public.t`, or the tables given)
+// in its own temp dir, and a client for its status.
 class Sidecar {
  public:
   // Starts tallyd named `name` on `listen`, peering `peers`, with `extra`
-  // flags after the sidecar's. Returns when it listens (not when it
-  // follows: see AwaitFollowing).
+  // flags after the sidecar's, keeping `tables` (SCHEMA.TABLE each).
+  // Returns when it listens (not when it follows: see AwaitFollowing).
   static absl::StatusOr<std::unique_ptr<Sidecar>> Start(
       const std::string& name, testing::PgCluster& pg,
       const std::string& listen, const std::vector<std::string>& peers,
-      const std::vector<std::string>& extra = {});
+      const std::vector<std::string>& extra = {},
+      const std::vector<std::string>& tables = {"public.t"});
 
   const std::string& address() const { return listen_; }
   testing::NodeProcess& process() { return *process_; }

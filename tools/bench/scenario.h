@@ -54,6 +54,7 @@ Scenario PgCaptureScenario();
 Scenario PgLatencyScenario();
 Scenario PgApplyScenario();
 Scenario PgBuildScenario();
+Scenario PgPgbenchChainScenario();
 
 }  // namespace bench
 }  // namespace tally
