@@ -97,6 +97,12 @@ ABSL_FLAG(std::string, pg_chain_shared_buffers, "128MB",
 ABSL_FLAG(int, pg_chain_converge_timeout, 180,
           "pg-pgbench-chain: seconds to wait for the tables to converge "
           "after a load before reporting them not converged");
+ABSL_FLAG(std::string, pg_chain_csv, "",
+          "pg-pgbench-chain: a CSV file to append one line per run to "
+          "(the header first when the file is new), e.g. "
+          "docs/bench/pg-pgbench-chain.csv");
+ABSL_FLAG(std::string, pg_chain_label, "",
+          "pg-pgbench-chain: a label for the CSV lines (e.g. the commit)");
 ABSL_FLAG(std::string, pg_chain_tallyd_flags, "",
           "pg-pgbench-chain: extra tallyd flags for the sidecars, comma "
           "separated; none by default");
@@ -574,6 +580,86 @@ absl::StatusOr<PhaseFigures> RunPhase(const std::vector<PgCluster*>& dbs,
 
 // ----------------------------------------------------------------- report
 
+// The load average over the last minute (/proc/loadavg), or -1.
+double LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double load = -1;
+  in >> load;
+  return load;
+}
+
+// Appends `run`'s figures to the CSV file `path` (the header first when the
+// file is new or empty).
+absl::Status AppendCsv(const std::string& path, const std::string& label,
+                       int run, int scale, const Settings& settings,
+                       const PhaseFigures& baseline, const PhaseFigures& chain,
+                       const PhaseFigures& one_native,
+                       const PhaseFigures& one_tally, double load) {
+  std::vector<std::string> header = {"utc",     "label",   "run",     "scale",
+                                     "clients", "threads", "seconds", "load1"};
+  std::vector<std::string> v = {
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()),
+      label,
+      absl::StrCat(run),
+      absl::StrCat(scale),
+      absl::StrCat(settings.clients),
+      absl::StrCat(settings.threads),
+      absl::StrCat(settings.seconds),
+      absl::StrFormat("%.2f", load)};
+  auto add = [&](const std::string& name, double value) {
+    header.push_back(name);
+    v.push_back(absl::StrFormat("%.1f", value));
+  };
+  for (int d = 0; d < kDatabases; ++d) {
+    add(absl::StrCat("base_tps_", kOrigins[d]), baseline.bench[d].tps);
+  }
+  for (int d = 0; d < kDatabases; ++d) {
+    add(absl::StrCat("chain_tps_", kOrigins[d]), chain.bench[d].tps);
+  }
+  for (int d = 0; d < kDatabases; ++d) {
+    add(absl::StrCat("base_failed_", kOrigins[d]), baseline.bench[d].failed);
+  }
+  for (int d = 0; d < kDatabases; ++d) {
+    add(absl::StrCat("chain_failed_", kOrigins[d]), chain.bench[d].failed);
+  }
+  for (int from = 0; from < kDatabases; ++from) {
+    for (int to = 0; to < kDatabases; ++to) {
+      if (from == to) continue;
+      const std::string p = absl::StrCat(kOrigins[from], kOrigins[to]);
+      add(absl::StrCat("chain_lag_", p, "_p50_ms"), chain.lag[from][to].p50_ms);
+      add(absl::StrCat("chain_lag_", p, "_p99_ms"), chain.lag[from][to].p99_ms);
+      add(absl::StrCat("chain_lag_", p, "_max_ms"), chain.lag[from][to].max_ms);
+      add(absl::StrCat("chain_lag_", p, "_missing"),
+          chain.lag[from][to].missing);
+    }
+  }
+  add("chain_converge_s", chain.converge_s);
+  add("oneway_native_tps_a", one_native.bench[0].tps);
+  add("oneway_tally_tps_a", one_tally.bench[0].tps);
+  for (int to = 1; to < kDatabases; ++to) {
+    const std::string p = absl::StrCat("a", kOrigins[to]);
+    add(absl::StrCat("oneway_native_lag_", p, "_p50_ms"),
+        one_native.lag[0][to].p50_ms);
+    add(absl::StrCat("oneway_native_lag_", p, "_p99_ms"),
+        one_native.lag[0][to].p99_ms);
+    add(absl::StrCat("oneway_tally_lag_", p, "_p50_ms"),
+        one_tally.lag[0][to].p50_ms);
+    add(absl::StrCat("oneway_tally_lag_", p, "_p99_ms"),
+        one_tally.lag[0][to].p99_ms);
+  }
+  add("oneway_native_converge_s", one_native.converge_s);
+  add("oneway_tally_converge_s", one_tally.converge_s);
+  std::error_code ec;
+  const bool fresh = !std::filesystem::exists(path, ec) ||
+                     std::filesystem::file_size(path, ec) == 0;
+  std::ofstream f(path, std::ios::app);
+  if (fresh) f << absl::StrJoin(header, ",") << "\n";
+  f << absl::StrJoin(v, ",") << "\n";
+  f.close();
+  if (!f) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
 const char* Verdict(bool pass) { return pass ? "PASS" : "MISS"; }
 
 std::string Path(int from, int to) {
@@ -702,6 +788,7 @@ absl::Status RunPgPgbenchChain(std::ostream& out) {
   const std::vector<bool> all = {true, true, true};
   const std::vector<bool> a_only = {true, false, false};
   for (int run = 0; run < runs; ++run) {
+    const double load_at_start = LoadAverage();
     for (int k = 0; k < 2; ++k) {
       const bool tally_turn = (k != run % 2);
       absl::StatusOr<PhaseFigures> f =
@@ -720,11 +807,12 @@ absl::Status RunPgPgbenchChain(std::ostream& out) {
     const PhaseFigures& b = baseline.back();
     const PhaseFigures& c = chain.back();
     out << absl::StrFormat(
-        "run %d: TPS baseline %.0f/%.0f/%.0f, tally chain %.0f/%.0f/%.0f "
+        "run %d (load average %.1f at its start): TPS baseline %.0f/%.0f/%.0f, "
+        "tally chain %.0f/%.0f/%.0f "
         "(A/B/C); failed %d/%d/%d; chain lag p99 ms",
-        run + 1, b.bench[0].tps, b.bench[1].tps, b.bench[2].tps, c.bench[0].tps,
-        c.bench[1].tps, c.bench[2].tps, c.bench[0].failed, c.bench[1].failed,
-        c.bench[2].failed);
+        run + 1, load_at_start, b.bench[0].tps, b.bench[1].tps, b.bench[2].tps,
+        c.bench[0].tps, c.bench[1].tps, c.bench[2].tps, c.bench[0].failed,
+        c.bench[1].failed, c.bench[2].failed);
     for (int from = 0; from < kDatabases; ++from) {
       for (int to = 0; to < kDatabases; ++to) {
         if (!c.probed[from][to]) continue;
@@ -741,6 +829,13 @@ absl::Status RunPgPgbenchChain(std::ostream& out) {
                           : absl::StrCat("NOT (", c.not_converged, ")"),
         one_native.back().bench[0].tps, one_tally.back().bench[0].tps);
     out.flush();
+    if (!absl::GetFlag(FLAGS_pg_chain_csv).empty()) {
+      s = AppendCsv(absl::GetFlag(FLAGS_pg_chain_csv),
+                    absl::GetFlag(FLAGS_pg_chain_label), run + 1, scale,
+                    settings, baseline.back(), chain.back(), one_native.back(),
+                    one_tally.back(), load_at_start);
+      if (!s.ok()) return s;
+    }
   }
 
   // The table.
@@ -751,7 +846,7 @@ absl::Status RunPgPgbenchChain(std::ostream& out) {
   };
   auto row = [&out](const std::string& what, const std::string& value,
                     const std::string& target, const std::string& verdict) {
-    out << absl::StrFormat("%-44s %-34s %-22s %s\n", what, value, target,
+    out << absl::StrFormat("%-44s %-50s %-26s %s\n", what, value, target,
                            verdict);
   };
   out << "\n";
