@@ -162,6 +162,9 @@ struct PgbenchFigures {
   int64_t processed = 0;
   int64_t failed = 0;  // pgbench's failed transactions + aborted clients
   int aborted_clients = 0;
+  // The errors of failed transactions and aborted clients, as pgbench
+  // reported them (--verbose-errors), each with its count.
+  std::map<std::string, int> errors;
 };
 
 // The number after `label` on the line that starts with it.
@@ -222,6 +225,7 @@ absl::Status RunPgbench(const PgCluster& pg, int seconds, int clients,
       "-T",
       absl::StrCat(seconds),
       "--max-tries=1",
+      "--verbose-errors",
       "--log",
       absl::StrCat("--log-prefix=", logs.path(), "/tx"),
       "postgres"};
@@ -245,6 +249,13 @@ absl::Status RunPgbench(const PgCluster& pg, int seconds, int clients,
   out->latency_avg_ms = latency;
   for (absl::string_view line : absl::StrSplit(r.err, '\n')) {
     if (absl::StrContains(line, " aborted in command")) ++out->aborted_clients;
+    // "client 1 ... got an error in command 8 (SQL) of script 0; ERROR:
+    // deadlock detected": the part from ERROR on.
+    const size_t error = line.find("ERROR:");
+    if (error != absl::string_view::npos) {
+      ++out->errors[std::string(
+          absl::StripAsciiWhitespace(line.substr(error)))];
+    }
   }
   out->failed = static_cast<int64_t>(failed) + out->aborted_clients;
   if (out->aborted_clients > 0) {
@@ -415,8 +426,11 @@ absl::StatusOr<std::vector<std::string>> TableMd5s(pg::Connection& c) {
 }
 
 // Waits until every kept table is equal on all of `dbs`; returns the
-// seconds from `since` to the check that found them so, or -1 after
-// `timeout` (with the tables that still differ in `*differing`).
+// seconds from `since` to the start of the check that found them so, or -1
+// after `timeout` (with the tables that still differ in `*differing`). A
+// check queries the databases at once, each one statement (one snapshot,
+// taken as it starts), so equal sums mean the tables were equal then; the
+// figure's resolution is one check (~1 s at scale 4) and the pause between.
 absl::StatusOr<double> AwaitConverged(const std::vector<PgCluster*>& dbs,
                                       absl::Time since, absl::Duration timeout,
                                       std::string* differing) {
@@ -428,11 +442,18 @@ absl::StatusOr<double> AwaitConverged(const std::vector<PgCluster*>& dbs,
   }
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
+    std::vector<absl::StatusOr<std::vector<std::string>>> results(
+        conns.size(), std::vector<std::string>());
+    const absl::Time check = absl::Now();
+    std::vector<std::thread> threads;
+    for (size_t d = 0; d < conns.size(); ++d) {
+      threads.emplace_back([&, d] { results[d] = TableMd5s(*conns[d]); });
+    }
+    for (std::thread& t : threads) t.join();
     std::vector<std::vector<std::string>> sums;
-    for (auto& c : conns) {
-      absl::StatusOr<std::vector<std::string>> s = TableMd5s(*c);
-      if (!s.ok()) return s.status();
-      sums.push_back(*std::move(s));
+    for (auto& r : results) {
+      if (!r.ok()) return r.status();
+      sums.push_back(*std::move(r));
     }
     std::vector<std::string> diff;
     for (size_t t = 0; t < std::size(kTables); ++t) {
@@ -443,7 +464,7 @@ absl::StatusOr<double> AwaitConverged(const std::vector<PgCluster*>& dbs,
         }
       }
     }
-    if (diff.empty()) return absl::ToDoubleSeconds(absl::Now() - since);
+    if (diff.empty()) return absl::ToDoubleSeconds(check - since);
     if (absl::Now() > deadline) {
       *differing = absl::StrJoin(diff, ", ");
       return -1.0;
@@ -916,6 +937,20 @@ absl::Status RunPgPgbenchChain(std::ostream& out) {
                          ? absl::StrCat(" (", aborted, " clients aborted)")
                          : ""),
         "= 0", Verdict(failed == 0));
+  }
+  {
+    std::map<std::string, int> errors;
+    for (const auto* v : {&baseline, &chain, &one_native, &one_tally}) {
+      for (const PhaseFigures& f : *v) {
+        for (int d = 0; d < kDatabases; ++d) {
+          for (const auto& [e, n] : f.bench[d].errors) errors[e] += n;
+        }
+      }
+    }
+    for (const auto& [e, n] : errors) {
+      out << absl::StrFormat(
+          "  pgbench error (all phases, all runs), %dx: %s\n", n, e);
+    }
   }
   for (int from = 0; from < kDatabases; ++from) {
     for (int to = 0; to < kDatabases; ++to) {
