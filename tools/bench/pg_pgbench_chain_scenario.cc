@@ -631,6 +631,10 @@ absl::Status AppendCsv(const std::string& path, const std::string& label,
     header.push_back(name);
     v.push_back(absl::StrFormat("%.1f", value));
   };
+  auto count = [&](const std::string& name, int64_t value) {
+    header.push_back(name);
+    v.push_back(absl::StrCat(value));
+  };
   for (int d = 0; d < kDatabases; ++d) {
     add(absl::StrCat("base_tps_", kOrigins[d]), baseline.bench[d].tps);
   }
@@ -638,10 +642,10 @@ absl::Status AppendCsv(const std::string& path, const std::string& label,
     add(absl::StrCat("chain_tps_", kOrigins[d]), chain.bench[d].tps);
   }
   for (int d = 0; d < kDatabases; ++d) {
-    add(absl::StrCat("base_failed_", kOrigins[d]), baseline.bench[d].failed);
+    count(absl::StrCat("base_failed_", kOrigins[d]), baseline.bench[d].failed);
   }
   for (int d = 0; d < kDatabases; ++d) {
-    add(absl::StrCat("chain_failed_", kOrigins[d]), chain.bench[d].failed);
+    count(absl::StrCat("chain_failed_", kOrigins[d]), chain.bench[d].failed);
   }
   for (int from = 0; from < kDatabases; ++from) {
     for (int to = 0; to < kDatabases; ++to) {
@@ -650,8 +654,8 @@ absl::Status AppendCsv(const std::string& path, const std::string& label,
       add(absl::StrCat("chain_lag_", p, "_p50_ms"), chain.lag[from][to].p50_ms);
       add(absl::StrCat("chain_lag_", p, "_p99_ms"), chain.lag[from][to].p99_ms);
       add(absl::StrCat("chain_lag_", p, "_max_ms"), chain.lag[from][to].max_ms);
-      add(absl::StrCat("chain_lag_", p, "_missing"),
-          chain.lag[from][to].missing);
+      count(absl::StrCat("chain_lag_", p, "_missing"),
+            chain.lag[from][to].missing);
     }
   }
   add("chain_converge_s", chain.converge_s);
