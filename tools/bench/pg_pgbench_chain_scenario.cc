@@ -28,7 +28,8 @@
 // 1 + i * 10^12 on the i-th database, so the three never collide. The
 // sidecars keep the five tables; the native publications hold them too.
 //
-// A run (--pg_runs of them), each phase timed from an idle machine:
+// A run (--pg_runs of them); each phase starts once the machine is idle,
+// or after 3 s of waiting for it (WaitForIdleCpu):
 //
 //   1. baseline: pgbench on plain A, B and C at once, no tally;
 //   2. chain: pgbench on tally A, B and C at once, a probe writer on each
@@ -37,9 +38,9 @@
 //      lag of a probe on the path X -> Y = when Y's poller first saw it -
 //      when X's writer sent it (one machine, one clock; it includes X's
 //      commit and one poll). After the load: seconds until every table's
-//      md5 over its rows in key order is equal on A, B and C (checked
-//      about every half second; the figure is when the check that found
-//      them equal returned).
+//      md5 over its rows in key order is equal on A, B and C (the three
+//      queried at once, each in one statement, about every half second;
+//      the figure is when the check that found them equal started).
 //   3. one-way, native: pgbench and a probe writer on native A only,
 //      pollers on B and C; then the same convergence.
 //   4. one-way, tally: the same on tally A, B, C (the same sidecars as 2).
@@ -51,6 +52,9 @@
 // per-transaction log from which the latency percentiles come. A client
 // that aborted (an error pgbench does not count as a failure) counts as a
 // failed transaction too, and is reported.
+//
+// --pg_chain_csv appends each run's figures to a CSV file (the history in
+// docs/bench/).
 //
 // Targets, judged on the medians over the runs, failures on every run:
 // failed application transactions = 0; lag p99 <= 1 s on every path of the
