@@ -33,27 +33,10 @@ constexpr size_t kMaxMergedBytes = 4 << 20;
 // How old the upstream's schema fingerprints may get before a commit asks
 // for them again (an ALTER on either side changes them).
 constexpr absl::Duration kSchemaRefresh = absl::Seconds(5);
-
-// Whether a failed write is no keyspace's own trouble: the store cannot
-// write, the database is down or busy, the subscriber is stopping. The
-// whole batch is then retried (the stream ends and resumes at the stored
-// position); anything else fails for a reason of the rows (a type, a
-// constraint, a table gone, a keyspace this node may not create) and is
-// isolated to the keyspaces it fails.
-bool FailsEveryKeyspace(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kCancelled:
-    case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kInternal:
-    case absl::StatusCode::kUnauthenticated:
-      return true;
-    default:
-      return false;
-  }
-}
+// ... or this old, when a change names a keyspace the last answer did not
+// list (the upstream created it since: its first rows must not reach the
+// database unchecked).
+constexpr absl::Duration kSchemaRefreshNewKeyspace = absl::Seconds(1);
 
 struct FeedSubscriber::KeyspaceOutcome {
   uint64_t applied = 0;
@@ -377,7 +360,7 @@ absl::Status FeedSubscriber::Commit(const std::string& upstream,
   }
   batch.write.progress =
       storage::UpstreamProgress{upstream, batch.epoch, batch.position};
-  RefreshSchemas(upstream);
+  RefreshSchemas(upstream, batch.write);
   Outcomes outcomes;
   {
     // Changes of a keyspace whose schema differs from the upstream's are
@@ -453,13 +436,19 @@ absl::Status FeedSubscriber::WriteIsolated(storage::WriteRequest write,
     count(copy.mutations, *result);
     return absl::OkStatus();
   }
-  if (FailsEveryKeyspace(result.status()) || copy.mutations.empty()) {
+  if (absl::IsCancelled(result.status()) || copy.mutations.empty()) {
     return result.status();
   }
-  // The backend failed the whole write for a reason of some row: write it
-  // keyspace by keyspace, in the order the keyspaces first come (a key is
-  // in one keyspace, so each key's changes keep their order), and leave
-  // out the keyspaces whose write fails so.
+  // The write failed whole: the backend failed it for a reason of some row
+  // (a backend that cannot isolate a row its database refused answers the
+  // whole call with the row's error, whatever its code), or no keyspace was
+  // taken, or the store or the database is down. Written again keyspace by
+  // keyspace, in the order the keyspaces first come (a key is in one
+  // keyspace, so each key's changes keep their order): the keyspaces whose
+  // write fails again are left out when some other keyspace's write went
+  // through; when every keyspace's fails, the trouble is no keyspace's
+  // own, and the batch is retried whole (the keyspaces written meanwhile
+  // are replays then, which change nothing).
   std::vector<std::string> order;
   absl::flat_hash_map<std::string, std::vector<storage::Mutation>> by_keyspace;
   for (storage::Mutation& m : copy.mutations) {
@@ -467,20 +456,41 @@ absl::Status FeedSubscriber::WriteIsolated(storage::WriteRequest write,
     if (added) order.push_back(m.keyspace);
     it->second.push_back(std::move(m));
   }
+  struct Failed {
+    std::string keyspace;
+    absl::string_view reason;
+    absl::Status status;
+    std::vector<storage::Mutation> mutations;
+  };
+  std::vector<Failed> failed;
+  std::vector<std::pair<std::vector<storage::Mutation>, storage::WriteResult>>
+      written;
   for (const std::string& keyspace : order) {
     storage::WriteRequest one;
     one.mode = copy.mode;
     one.mutations = std::move(by_keyspace[keyspace]);
-    const std::vector<storage::Mutation> mutations = one.mutations;
+    std::vector<storage::Mutation> mutations = one.mutations;
     absl::StatusOr<storage::WriteResult> r = store_->Write(std::move(one));
-    if (r.ok()) {
-      count(mutations, *r);
-      continue;
+    if (!r.ok()) {
+      if (absl::IsCancelled(r.status())) return r.status();
+      failed.push_back(
+          {keyspace, kTroubleRejected, r.status(), std::move(mutations)});
+    } else if (!r->rejected.empty() && r->rejected.size() == mutations.size() &&
+               r->rejected.front().not_taken) {
+      // Not taken at all: as good as failed, for telling whether any
+      // keyspace went through.
+      failed.push_back({keyspace, kTroubleNotTaken, r->rejected.front().status,
+                        std::move(mutations)});
+    } else {
+      written.emplace_back(std::move(mutations), *std::move(r));
     }
-    if (FailsEveryKeyspace(r.status())) return r.status();
-    KeyspaceOutcome& outcome = (*outcomes)[keyspace];
-    for (const storage::Mutation& m : mutations) {
-      outcome.LeaveOut(kTroubleRejected, m.key, r.status());
+  }
+  if (written.empty()) return result.status();
+  for (const auto& [mutations, r] : written) count(mutations, r);
+  for (const Failed& f : failed) {
+    KeyspaceOutcome& outcome = (*outcomes)[f.keyspace];
+    for (const storage::Mutation& m : f.mutations) {
+      outcome.LeaveOut(f.reason, m.key, f.status);
     }
   }
   // The position moves past what was left out: sessions repair it.
@@ -513,7 +523,9 @@ void FeedSubscriber::NoteSchemas(const std::string& upstream,
   const absl::flat_hash_map<std::string, std::string> descriptions =
       SchemaDescriptions(hello);
   absl::flat_hash_map<std::string, absl::Status> refusals;
+  absl::flat_hash_set<std::string> known;
   for (const v1::KeyspaceSummary& ks : hello.keyspaces()) {
+    known.insert(ks.name());
     const absl::Status schema = CheckKeyspaceSchema(
         *store_, ks.name(), fingerprints, upstream, descriptions);
     // Only a difference both sides told: a fingerprint this node cannot
@@ -522,13 +534,23 @@ void FeedSubscriber::NoteSchemas(const std::string& upstream,
   }
   absl::MutexLock lock(&schema_mu_);
   schema_refusals_ = std::move(refusals);
+  schemas_known_ = std::move(known);
   schemas_at_ = absl::Now();
 }
 
-void FeedSubscriber::RefreshSchemas(const std::string& upstream) {
+void FeedSubscriber::RefreshSchemas(const std::string& upstream,
+                                    const storage::WriteRequest& batch) {
   {
     absl::MutexLock lock(&schema_mu_);
-    if (absl::Now() - schemas_at_ < kSchemaRefresh) return;
+    const absl::Duration age = absl::Now() - schemas_at_;
+    if (age < kSchemaRefreshNewKeyspace) return;
+    if (age < kSchemaRefresh) {
+      const bool unknown = std::any_of(
+          batch.mutations.begin(), batch.mutations.end(),
+          [this](const storage::Mutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+              schema_mu_) { return !schemas_known_.contains(m.keyspace); });
+      if (!unknown) return;
+    }
     // Not again before the interval, even when the handshake fails.
     schemas_at_ = absl::Now();
   }

@@ -24,9 +24,11 @@
 // handshake and are asked again every 5 s), a change of a keyspace the
 // backend takes no rows of now (a rebuild) or whose row its database
 // refused (storage::WriteResult::rejected), and, when the backend fails a
-// whole write for a reason of its rows (a type, a constraint, a table
-// gone; not a database that is down), the changes of every keyspace whose
-// own write then fails, keyspace by keyspace. Each is reported to the
+// whole write, the changes of every keyspace whose own write then fails
+// again, keyspace by keyspace — as long as some keyspace's write goes
+// through: when every keyspace's fails (the store or the database down, no
+// keyspace taken), the trouble is no keyspace's and the batch is retried
+// whole after a reconnect. Each is reported to the
 // node's KeyspaceTrouble (counted per keyspace and reason, logged with the
 // key, shown in status and metrics), and `request_repair` is called: the
 // owner runs a session with the peer soon, which repairs the keyspace
@@ -63,6 +65,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "node/client.h"
@@ -171,7 +174,10 @@ class FeedSubscriber {
   void NoteSchemas(const std::string& upstream,
                    const v1::HandshakeResponse& hello)
       ABSL_LOCKS_EXCLUDED(schema_mu_);
-  void RefreshSchemas(const std::string& upstream)
+  // Asks again when the answer is older than 5 s, or 1 s when `batch`
+  // names a keyspace the last answer did not list.
+  void RefreshSchemas(const std::string& upstream,
+                      const storage::WriteRequest& batch)
       ABSL_LOCKS_EXCLUDED(schema_mu_);
 
   storage::Store* const store_;
@@ -203,6 +209,9 @@ class FeedSubscriber {
   absl::Time schemas_at_ ABSL_GUARDED_BY(schema_mu_) = absl::InfinitePast();
   absl::flat_hash_map<std::string, absl::Status> schema_refusals_
       ABSL_GUARDED_BY(schema_mu_);
+  // The keyspaces the last answer listed: a change of another one (a
+  // keyspace the upstream created since) asks again at once.
+  absl::flat_hash_set<std::string> schemas_known_ ABSL_GUARDED_BY(schema_mu_);
 
   mutable absl::Mutex mu_;
   FeedCounters counters_ ABSL_GUARDED_BY(mu_);
