@@ -162,6 +162,8 @@ TEST(PgKeyspaceTrouble, OtherTablesFlowAndTheTroubledOneHealsByItself) {
   const std::string text = ::tally::testing::RunTally(
                                {"status", "--node", addr_b}, absl::Seconds(10))
                                .out;
+  std::cout << "tally status of side-b while t1 is in trouble:\n"
+            << text << "\n";
   EXPECT_THAT(text, HasSubstr("1 keyspace(s) in trouble: public.t1"));
   EXPECT_THAT(text, HasSubstr("ready, IN TROUBLE"));
   const std::string metrics = Scrape(MetricsPort(*b));

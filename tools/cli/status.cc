@@ -140,9 +140,12 @@ std::string PostgresText(const v1::PostgresStatus& pg,
   for (const v1::PostgresTable& t : pg.tables()) {
     tables.push_back(
         {t.keyspace(),
+         // The reason is in KEYSPACE IN TROUBLE below; the JSON has it
+         // here too (tables[].trouble).
          t.trouble().empty()
              ? t.state()
-             : absl::StrCat(t.state(), ", IN TROUBLE: ", t.trouble()),
+             : absl::StrCat(t.state(),
+                            ", IN TROUBLE (rows from peers left out)"),
          absl::StrCat(t.rows()),
          t.schema_fingerprint().empty() ? "-" : t.schema_fingerprint()});
   }
