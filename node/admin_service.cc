@@ -69,6 +69,9 @@ absl::Status WriteOne(storage::Store& store, storage::Mutation mutation,
   write.mutations.push_back(std::move(mutation));
   TALLY_ASSIGN_OR_RETURN(storage::WriteResult result,
                          store.Write(std::move(write)));
+  // The backend did not take it (a keyspace being built, a row its
+  // database refused): the client learns why.
+  TALLY_RETURN_IF_ERROR(storage::RejectionError(result));
   if (result.versions.empty()) {
     return absl::InternalError("the store returned no version for a write");
   }
@@ -125,6 +128,7 @@ class LoadReactor final
     }
     TALLY_ASSIGN_OR_RETURN(storage::WriteResult result,
                            store_->Write(std::move(write)));
+    TALLY_RETURN_IF_ERROR(storage::RejectionError(result));
     response().set_rows(response().rows() + result.applied.size());
     return absl::OkStatus();
   }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "node/log.h"
+#include "node/schema_check.h"
 #include "node/wire.h"
 #include "tree/status_macros.h"
 
@@ -29,6 +30,30 @@ constexpr absl::Duration kBacklogGap = absl::Milliseconds(1);
 // Bounds of the batches merged into one commit (one backend transaction).
 constexpr size_t kMaxMergedChanges = 10'000;
 constexpr size_t kMaxMergedBytes = 4 << 20;
+// How old the upstream's schema fingerprints may get before a commit asks
+// for them again (an ALTER on either side changes them).
+constexpr absl::Duration kSchemaRefresh = absl::Seconds(5);
+// ... or this old, when a change names a keyspace the last answer did not
+// list (the upstream created it since: its first rows must not reach the
+// database unchecked).
+constexpr absl::Duration kSchemaRefreshNewKeyspace = absl::Seconds(1);
+
+struct FeedSubscriber::KeyspaceOutcome {
+  uint64_t applied = 0;
+  uint64_t left_out = 0;
+  // The last change left out, and why.
+  std::string reason;
+  std::string key;
+  absl::Status error;
+
+  void LeaveOut(absl::string_view why, const std::string& last_key,
+                absl::Status status) {
+    ++left_out;
+    reason = std::string(why);
+    key = last_key;
+    error = std::move(status);
+  }
+};
 
 struct FeedSubscriber::DecodedBatch {
   storage::WriteRequest write;
@@ -70,11 +95,14 @@ struct FeedSubscriber::DecodedBatch {
 FeedSubscriber::FeedSubscriber(
     storage::Store* store, NodeClient* client,
     std::function<void()> request_session,
-    std::function<absl::Status(const std::string&)> check_upstream)
+    std::function<absl::Status(const std::string&)> check_upstream,
+    KeyspaceTrouble* trouble, std::function<void()> request_repair)
     : store_(store),
       client_(client),
       request_session_(std::move(request_session)),
       check_upstream_(std::move(check_upstream)),
+      trouble_(trouble),
+      request_repair_(std::move(request_repair)),
       outage_(client->address(), "feed") {}
 
 FeedSubscriber::~FeedSubscriber() { Stop(); }
@@ -152,6 +180,7 @@ absl::Status FeedSubscriber::FollowOnce() {
                          client_->Handshake({}, 0));
   const std::string upstream = hello.node_name();
   if (check_upstream_) TALLY_RETURN_IF_ERROR(check_upstream_(upstream));
+  NoteSchemas(upstream, hello);
   v1::SubscribeRequest request;
   request.set_subscriber(store_->node_name());
   absl::StatusOr<storage::UpstreamProgress> progress =
@@ -331,47 +360,34 @@ absl::Status FeedSubscriber::Commit(const std::string& upstream,
   }
   batch.write.progress =
       storage::UpstreamProgress{upstream, batch.epoch, batch.position};
-  // A change of a keyspace this node lacks may be refused (the store is at
-  // max-keyspaces). Such changes are then left out and the rest applied:
-  // stopping would bring the very change again at every reconnect, and no
-  // later change of this upstream would ever arrive. (The sessions with the
-  // peer report the keyspace refused.) Only a batch that names a new
-  // keyspace keeps a copy of its changes for that.
-  std::vector<storage::Mutation> kept;
-  bool names_new_keyspace = false;
+  RefreshSchemas(upstream, batch.write);
+  Outcomes outcomes;
   {
-    absl::flat_hash_set<std::string> known;
-    for (const storage::KeyspaceInfo& info : store_->ListKeyspaces()) {
-      known.insert(info.name);
-    }
-    for (const storage::Mutation& m : batch.write.mutations) {
-      if (!known.contains(m.keyspace)) {
-        names_new_keyspace = true;
-        for (const storage::Mutation& k : batch.write.mutations) {
-          if (known.contains(k.keyspace)) kept.push_back(k);
+    // Changes of a keyspace whose schema differs from the upstream's are
+    // never sent to the backend: its database would refuse them, or worse,
+    // take them into a table of another shape.
+    absl::MutexLock lock(&schema_mu_);
+    if (!schema_refusals_.empty()) {
+      std::vector<storage::Mutation> kept;
+      kept.reserve(batch.write.mutations.size());
+      for (storage::Mutation& m : batch.write.mutations) {
+        auto it = schema_refusals_.find(m.keyspace);
+        if (it == schema_refusals_.end()) {
+          kept.push_back(std::move(m));
+          continue;
         }
-        break;
+        outcomes[m.keyspace].LeaveOut(kTroubleSchema, m.key, it->second);
       }
+      batch.write.mutations = std::move(kept);
     }
   }
-  const size_t changes = batch.write.mutations.size();
-  storage::WriteRequest retry;
-  retry.progress = batch.write.progress;
-  retry.mode = batch.write.mode;
-  absl::StatusOr<storage::WriteResult> result =
-      store_->Write(std::move(batch.write));
-  if (names_new_keyspace && absl::IsResourceExhausted(result.status())) {
-    LogWarning("feed: left out changes of keyspaces this node cannot create",
-               {{"upstream", upstream},
-                {"changes", changes - kept.size()},
-                {"error", result.status().message()}});
-    retry.mutations = std::move(kept);
-    result = store_->Write(std::move(retry));
-  }
-  TALLY_RETURN_IF_ERROR(result.status());
   uint64_t applied = 0;
   uint64_t not_newer = 0;
-  for (bool a : result->applied) a ? ++applied : ++not_newer;
+  TALLY_RETURN_IF_ERROR(
+      WriteIsolated(std::move(batch.write), &outcomes, &applied, &not_newer));
+  uint64_t rejected = 0;
+  for (const auto& [keyspace, outcome] : outcomes) rejected += outcome.left_out;
+  Report(upstream, outcomes);
   absl::MutexLock lock(&mu_);
   counters_.received += batch.received;
   counters_.applied += applied;
@@ -379,11 +395,173 @@ absl::Status FeedSubscriber::Commit(const std::string& upstream,
   counters_.refused_skew += batch.refused_skew;
   counters_.skipped_own += batch.skipped_own;
   counters_.skipped_superseded += batch.skipped_superseded;
+  counters_.rejected += rejected;
   counters_.position = batch.position;
   if (counters_.position >= counters_.head) caught_up_at_ = absl::Now();
   stored_epoch_ = batch.epoch;
   position_stored_ = true;
   return absl::OkStatus();
+}
+
+absl::Status FeedSubscriber::WriteIsolated(storage::WriteRequest write,
+                                           Outcomes* outcomes,
+                                           uint64_t* applied,
+                                           uint64_t* not_newer) {
+  // Kept for the write keyspace by keyspace (rare: only after a whole
+  // write failed for a reason of its rows).
+  storage::WriteRequest copy = write;
+  // Every keyspace not taken is most likely the backend's trouble (its
+  // database not reached), not theirs: then the batch is retried whole.
+  write.refuse_when_none_taken = true;
+  absl::StatusOr<storage::WriteResult> result = store_->Write(std::move(write));
+  auto count = [&](const std::vector<storage::Mutation>& mutations,
+                   const storage::WriteResult& r) {
+    size_t next = 0;
+    for (size_t i = 0; i < r.applied.size(); ++i) {
+      if (next < r.rejected.size() && r.rejected[next].index == i) {
+        const storage::RejectedMutation& x = r.rejected[next++];
+        (*outcomes)[x.keyspace].LeaveOut(
+            x.not_taken ? kTroubleNotTaken : kTroubleRejected, x.key, x.status);
+        continue;
+      }
+      if (r.applied[i]) {
+        ++*applied;
+        ++(*outcomes)[mutations[i].keyspace].applied;
+      } else {
+        ++*not_newer;
+      }
+    }
+  };
+  if (result.ok()) {
+    count(copy.mutations, *result);
+    return absl::OkStatus();
+  }
+  if (absl::IsCancelled(result.status()) || copy.mutations.empty()) {
+    return result.status();
+  }
+  // The write failed whole: the backend failed it for a reason of some row
+  // (a backend that cannot isolate a row its database refused answers the
+  // whole call with the row's error, whatever its code), or no keyspace was
+  // taken, or the store or the database is down. Written again keyspace by
+  // keyspace, in the order the keyspaces first come (a key is in one
+  // keyspace, so each key's changes keep their order): the keyspaces whose
+  // write fails again are left out when some other keyspace's write went
+  // through; when every keyspace's fails, the trouble is no keyspace's
+  // own, and the batch is retried whole (the keyspaces written meanwhile
+  // are replays then, which change nothing).
+  std::vector<std::string> order;
+  absl::flat_hash_map<std::string, std::vector<storage::Mutation>> by_keyspace;
+  for (storage::Mutation& m : copy.mutations) {
+    auto [it, added] = by_keyspace.try_emplace(m.keyspace);
+    if (added) order.push_back(m.keyspace);
+    it->second.push_back(std::move(m));
+  }
+  struct Failed {
+    std::string keyspace;
+    absl::string_view reason;
+    absl::Status status;
+    std::vector<storage::Mutation> mutations;
+  };
+  std::vector<Failed> failed;
+  std::vector<std::pair<std::vector<storage::Mutation>, storage::WriteResult>>
+      written;
+  for (const std::string& keyspace : order) {
+    storage::WriteRequest one;
+    one.mode = copy.mode;
+    one.mutations = std::move(by_keyspace[keyspace]);
+    std::vector<storage::Mutation> mutations = one.mutations;
+    absl::StatusOr<storage::WriteResult> r = store_->Write(std::move(one));
+    if (!r.ok()) {
+      if (absl::IsCancelled(r.status())) return r.status();
+      failed.push_back(
+          {keyspace, kTroubleRejected, r.status(), std::move(mutations)});
+    } else if (!r->rejected.empty() && r->rejected.size() == mutations.size() &&
+               r->rejected.front().not_taken) {
+      // Not taken at all: as good as failed, for telling whether any
+      // keyspace went through.
+      failed.push_back({keyspace, kTroubleNotTaken, r->rejected.front().status,
+                        std::move(mutations)});
+    } else {
+      written.emplace_back(std::move(mutations), *std::move(r));
+    }
+  }
+  if (written.empty()) return result.status();
+  for (const auto& [mutations, r] : written) count(mutations, r);
+  for (const Failed& f : failed) {
+    KeyspaceOutcome& outcome = (*outcomes)[f.keyspace];
+    for (const storage::Mutation& m : f.mutations) {
+      outcome.LeaveOut(f.reason, m.key, f.status);
+    }
+  }
+  // The position moves past what was left out: sessions repair it.
+  storage::WriteRequest progress;
+  progress.progress = copy.progress;
+  return store_->Write(std::move(progress)).status();
+}
+
+void FeedSubscriber::Report(const std::string& upstream,
+                            const Outcomes& outcomes) {
+  bool left_out = false;
+  for (const auto& [keyspace, outcome] : outcomes) {
+    if (outcome.left_out > 0) {
+      left_out = true;
+      if (trouble_ != nullptr) {
+        trouble_->Rejected({keyspace, outcome.reason, outcome.key,
+                            outcome.error, upstream, outcome.left_out});
+      }
+    } else if (outcome.applied > 0 && trouble_ != nullptr) {
+      trouble_->Flowed(keyspace);
+    }
+  }
+  if (left_out && request_repair_) request_repair_();
+}
+
+void FeedSubscriber::NoteSchemas(const std::string& upstream,
+                                 const v1::HandshakeResponse& hello) {
+  const absl::flat_hash_map<std::string, std::string> fingerprints =
+      SchemaFingerprints(hello);
+  const absl::flat_hash_map<std::string, std::string> descriptions =
+      SchemaDescriptions(hello);
+  absl::flat_hash_map<std::string, absl::Status> refusals;
+  absl::flat_hash_set<std::string> known;
+  for (const v1::KeyspaceSummary& ks : hello.keyspaces()) {
+    known.insert(ks.name());
+    const absl::Status schema = CheckKeyspaceSchema(
+        *store_, ks.name(), fingerprints, upstream, descriptions);
+    // Only a difference both sides told: a fingerprint this node cannot
+    // tell now (a keyspace being rebuilt) is the store's to refuse.
+    if (absl::IsFailedPrecondition(schema)) refusals[ks.name()] = schema;
+  }
+  absl::MutexLock lock(&schema_mu_);
+  schema_refusals_ = std::move(refusals);
+  schemas_known_ = std::move(known);
+  schemas_at_ = absl::Now();
+}
+
+void FeedSubscriber::RefreshSchemas(const std::string& upstream,
+                                    const storage::WriteRequest& batch) {
+  {
+    absl::MutexLock lock(&schema_mu_);
+    const absl::Duration age = absl::Now() - schemas_at_;
+    if (age < kSchemaRefreshNewKeyspace) return;
+    if (age < kSchemaRefresh) {
+      const bool unknown = std::any_of(
+          batch.mutations.begin(), batch.mutations.end(),
+          [this](const storage::Mutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+              schema_mu_) { return !schemas_known_.contains(m.keyspace); });
+      if (!unknown) return;
+    }
+    // Not again before the interval, even when the handshake fails.
+    schemas_at_ = absl::Now();
+  }
+  absl::StatusOr<v1::HandshakeResponse> hello = client_->Handshake({}, 0);
+  if (!hello.ok()) {
+    // The last answer stands; the stream itself reports a dead link.
+    LogDebug("feed: asking the upstream's schemas failed",
+             {{"upstream", upstream}, {"error", hello.status()}});
+    return;
+  }
+  NoteSchemas(upstream, *hello);
 }
 
 }  // namespace node

@@ -16,6 +16,25 @@
 // Remote timestamps too far ahead of the local clock are refused, counted
 // and logged; the rest of the batch is applied.
 //
+// One keyspace in trouble never stops the others. A change this node
+// cannot take is left out, the rest of its batch committed and the
+// position moved past it: a change whose keyspace's schema fingerprint
+// differs from the upstream's (the rule sessions apply,
+// node/schema_check.h; the upstream's fingerprints come with each
+// handshake and are asked again every 5 s), a change of a keyspace the
+// backend takes no rows of now (a rebuild) or whose row its database
+// refused (storage::WriteResult::rejected), and, when the backend fails a
+// whole write, the changes of every keyspace whose own write then fails
+// again, keyspace by keyspace — as long as some keyspace's write goes
+// through: when every keyspace's fails (the store or the database down, no
+// keyspace taken), the trouble is no keyspace's and the batch is retried
+// whole after a reconnect. Each is reported to the
+// node's KeyspaceTrouble (counted per keyspace and reason, logged with the
+// key, shown in status and metrics), and `request_repair` is called: the
+// owner runs a session with the peer soon, which repairs the keyspace
+// once the cause is gone. A keyspace whose changes are applied again with
+// none left out flows again (KeyspaceTrouble::Flowed).
+//
 // It asks for batches of up to 10,000 changes (the publisher also bounds
 // them to about 1 MB) and commits them in one WriteBatch, with their
 // progress. Two threads share the work while a stream is open: one receives
@@ -45,9 +64,12 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "node/client.h"
+#include "node/keyspace_trouble.h"
 #include "node/peer_outage_log.h"
 #include "storage/store.h"
 
@@ -61,6 +83,8 @@ struct FeedCounters {
   uint64_t refused_skew = 0;  // timestamps too far in the future
   uint64_t skipped_own = 0;   // reported by the publisher
   uint64_t skipped_superseded = 0;
+  // Left out: their keyspace in trouble (see the top of the file).
+  uint64_t rejected = 0;
   uint64_t reconnects = 0;
   uint64_t position = 0;  // upstream sequence applied up to
   uint64_t head = 0;      // the upstream's last sequence, as last heard
@@ -81,11 +105,17 @@ class FeedSubscriber {
   // anti-entropy session with this peer soon (it must not block).
   // `check_upstream`, if set, is called with the upstream's node name after
   // each handshake; an error stops that attempt before it subscribes (it is
-  // retried after the backoff).
+  // retried after the backoff). `trouble`, if set, gets the reports of
+  // changes left out and must outlive the subscriber; `request_repair`, if
+  // set, is called (it must not block) after changes were left out: a
+  // session with the peer should come soon, not at once (the cause may
+  // well last).
   FeedSubscriber(
       storage::Store* store, NodeClient* client,
       std::function<void()> request_session,
-      std::function<absl::Status(const std::string&)> check_upstream = nullptr);
+      std::function<absl::Status(const std::string&)> check_upstream = nullptr,
+      KeyspaceTrouble* trouble = nullptr,
+      std::function<void()> request_repair = nullptr);
   ~FeedSubscriber();
   FeedSubscriber(const FeedSubscriber&) = delete;
   FeedSubscriber& operator=(const FeedSubscriber&) = delete;
@@ -120,14 +150,42 @@ class FeedSubscriber {
   // Committing thread: commits handed batches in order until the stream
   // ended and nothing waits, a commit fails, or the subscriber stops.
   void CommitLoop(const std::string& upstream) ABSL_LOCKS_EXCLUDED(queue_mu_);
-  // Writes a batch's rows and the progress it brings, in one WriteBatch.
+  // Writes a batch's rows and the progress it brings, in one WriteBatch,
+  // leaving out the changes this node cannot take.
   absl::Status Commit(const std::string& upstream, DecodedBatch batch)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // What one commit left out and applied, per keyspace.
+  struct KeyspaceOutcome;
+  using Outcomes = absl::flat_hash_map<std::string, KeyspaceOutcome>;
+  // Writes `write` (with its progress); when the backend fails it whole for
+  // a reason of its rows, writes it again keyspace by keyspace and the
+  // progress alone, leaving out the keyspaces whose write fails so.
+  // Returns a failure that is no keyspace's (the store or the database
+  // down): the stream then ends and the batch comes again.
+  absl::Status WriteIsolated(storage::WriteRequest write, Outcomes* outcomes,
+                             uint64_t* applied, uint64_t* not_newer);
+  // Reports the commit's left-out changes and flowing keyspaces.
+  void Report(const std::string& upstream, const Outcomes& outcomes);
+
+  // The upstream's schema fingerprints (from `hello`, or asked again when
+  // older than 5 s) against this node's: the keyspaces whose rows this
+  // node must not take from it, with CheckKeyspaceSchema's refusal.
+  void NoteSchemas(const std::string& upstream,
+                   const v1::HandshakeResponse& hello)
+      ABSL_LOCKS_EXCLUDED(schema_mu_);
+  // Asks again when the answer is older than 5 s, or 1 s when `batch`
+  // names a keyspace the last answer did not list.
+  void RefreshSchemas(const std::string& upstream,
+                      const storage::WriteRequest& batch)
+      ABSL_LOCKS_EXCLUDED(schema_mu_);
 
   storage::Store* const store_;
   NodeClient* const client_;
   const std::function<void()> request_session_;
   const std::function<absl::Status(const std::string&)> check_upstream_;
+  KeyspaceTrouble* const trouble_;
+  const std::function<void()> request_repair_;
   // Logs the link's outages (a line when it goes down, summaries, a line
   // when it is back) instead of every failed reconnect.
   PeerOutageLog outage_;
@@ -146,6 +204,14 @@ class FeedSubscriber {
   // Receiving thread only: when Hand last returned (a batch received sooner
   // than kBacklogGap after it was waiting in the stream).
   absl::Time last_hand_end_ = absl::InfinitePast();
+
+  absl::Mutex schema_mu_;
+  absl::Time schemas_at_ ABSL_GUARDED_BY(schema_mu_) = absl::InfinitePast();
+  absl::flat_hash_map<std::string, absl::Status> schema_refusals_
+      ABSL_GUARDED_BY(schema_mu_);
+  // The keyspaces the last answer listed: a change of another one (a
+  // keyspace the upstream created since) asks again at once.
+  absl::flat_hash_set<std::string> schemas_known_ ABSL_GUARDED_BY(schema_mu_);
 
   mutable absl::Mutex mu_;
   FeedCounters counters_ ABSL_GUARDED_BY(mu_);

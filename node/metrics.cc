@@ -422,6 +422,27 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
            "ahead of this node's clock.");
   e.Sample(feed.refused_skew());
 
+  // Keyspaces in trouble (node/keyspace_trouble.h): listed only once one
+  // had rows left out, so a node without trouble shows neither family.
+  e.Family("tally_keyspace_rows_rejected_total", kCounter,
+           "Rows of the keyspace from peers that this node could not take "
+           "and left out, by reason: rejected (its backend's database "
+           "refused the row), not-taken (the keyspace took no rows, being "
+           "rebuilt), schema (its schema fingerprint differs from the "
+           "peer's). Sessions repair them once the cause is gone.");
+  for (const v1::KeyspaceTroubleStatus& t : status.keyspace_trouble()) {
+    for (const v1::ReasonCount& c : t.rejected()) {
+      e.Sample({{"keyspace", t.keyspace()}, {"reason", c.reason()}}, c.rows());
+    }
+  }
+  e.Family("tally_keyspace_in_trouble", kGauge,
+           "1 while the keyspace's rows from a peer are being left out "
+           "(until a later change of it is applied with none left out, or a "
+           "session syncs it).");
+  for (const v1::KeyspaceTroubleStatus& t : status.keyspace_trouble()) {
+    e.Sample({{"keyspace", t.keyspace()}}, uint64_t{t.in_trouble() ? 1u : 0u});
+  }
+
   // The change feed, per upstream peer.
   e.Family("tally_feed_upstream_entries_received_total", kCounter,
            "Changes received from the peer's feed.");

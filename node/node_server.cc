@@ -114,8 +114,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   // (SetNodeBandwidth).
   node->bandwidth_ =
       std::make_unique<BandwidthLimiter>(config.node_bandwidth_mb * 1e6);
+  node->trouble_ = std::make_unique<KeyspaceTrouble>();
   node->scheduler_ = std::make_unique<SessionScheduler>(
-      node->store_.get(), config, client_options, node->bandwidth_.get());
+      node->store_.get(), config, client_options, node->bandwidth_.get(),
+      node->trouble_.get());
   StreamLimits stream_limits;
   stream_limits.max_per_client = config.max_streams_per_client;
   stream_limits.idle_timeout = config.stream_idle_timeout;
@@ -154,6 +156,8 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   if (node->sidecar_status_ != nullptr) {
     status_sources.push_back(node->sidecar_status_.get());
   }
+  // After the sidecar's: it marks the tables in trouble.
+  status_sources.push_back(node->trouble_.get());
   std::string source;
   for (const PeerConfig& peer : config.peers) {
     if (peer.role == PeerRole::kSource) source = peer.address;

@@ -45,6 +45,7 @@ namespace node {
 
 class AdminService;
 class DiffRunner;
+class KeyspaceTrouble;
 class SyncRunner;
 class MetricsServer;
 class Maintenance;
@@ -98,6 +99,9 @@ class NodeServer {
   // The node's repair limit (node-bandwidth; rate 0 when unlimited). Before
   // the scheduler and the diff runner, which use it: destroyed after them.
   std::unique_ptr<BandwidthLimiter> bandwidth_;
+  // Keyspaces whose rows from peers are left out (feeds and sessions
+  // report; status shows). Before the scheduler: destroyed after it.
+  std::unique_ptr<KeyspaceTrouble> trouble_;
   std::unique_ptr<SessionScheduler> scheduler_;
   std::unique_ptr<Maintenance> maintenance_;
   std::unique_ptr<Scrubber> scrubber_;

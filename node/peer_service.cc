@@ -478,6 +478,9 @@ class PushRowsReactor final
     if (write.mutations.empty()) return absl::OkStatus();
     TALLY_ASSIGN_OR_RETURN(storage::WriteResult result,
                            store_->Write(std::move(write)));
+    // Rows this node's backend did not take are still owed: the repair
+    // that sent them fails for the keyspace, and a later one retries.
+    TALLY_RETURN_IF_ERROR(storage::RejectionError(result));
     const size_t rows = static_cast<size_t>(request.rows_size());
     v1::PushRowsResponse& counts = response();
     for (size_t i = 0; i < result.applied.size(); ++i) {

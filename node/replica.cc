@@ -70,6 +70,9 @@ class LocalReplica : public Replica {
       }
       TALLY_ASSIGN_OR_RETURN(storage::WriteResult written,
                              store_->Write(std::move(request)));
+      // Rows the backend did not take are still owed: the keyspace's sync
+      // fails with the reason, and the next session retries it.
+      TALLY_RETURN_IF_ERROR(storage::RejectionError(written));
       for (size_t i = 0; i < written.applied.size(); ++i) {
         if (!written.applied[i]) {
           ++result.ignored;

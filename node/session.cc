@@ -103,14 +103,18 @@ SessionResult Session::Run() {
   if (!handshake.ok()) Fail(handshake);
   const bool refused = !handshake.ok();
   if (!refused) {
-    // A keyspace refused with kResourceExhausted does not stop the ones
-    // after it: one keyspace of a peer's that this node may not create
-    // would otherwise stop every keyspace named after it for good.
-    bool keyspace_refused = false;
+    // A keyspace that fails does not stop the ones after it (a schema that
+    // differs, rows this node's backend rejects, a keyspace this node may
+    // not create): one keyspace in trouble would otherwise stop every
+    // keyspace named after it for good. The session's outcome is the first
+    // failure; only a stop or the deadline ends it early.
     for (const std::string& keyspace : keyspaces_) {
-      if (!result_.status.ok() && !keyspace_refused) break;
+      if (absl::IsCancelled(result_.status) ||
+          absl::IsDeadlineExceeded(result_.status)) {
+        break;
+      }
       // A keyspace whose schema differs from the peer's is refused on its
-      // own, as one this node may not create (node/schema_check.h).
+      // own (node/schema_check.h).
       const absl::Status schema = CheckKeyspaceSchema(
           *store_, keyspace, peer_schemas_, peer_name_, peer_schema_texts_);
       if (!schema.ok()) {
@@ -118,11 +122,18 @@ SessionResult Session::Run() {
                             {"name", peer_name_},
                             {"keyspace", keyspace},
                             {"outcome", schema}});
+        if (options_.trouble != nullptr && absl::IsFailedPrecondition(schema)) {
+          options_.trouble->Rejected(
+              {keyspace, kTroubleSchema, "", schema, peer_name_, /*rows=*/0});
+        }
       }
       const absl::Status synced = schema.ok() ? SyncKeyspace(keyspace) : schema;
-      if (!synced.ok()) {
-        keyspace_refused = absl::IsResourceExhausted(synced) || !schema.ok();
-        if (result_.status.ok() || !keyspace_refused) Fail(synced);
+      if (synced.ok()) {
+        // Equal with the peer now: whatever was left out has been repaired.
+        if (options_.trouble != nullptr) options_.trouble->Flowed(keyspace);
+      } else if (result_.status.ok() || absl::IsCancelled(synced) ||
+                 absl::IsDeadlineExceeded(synced)) {
+        Fail(synced);
       }
     }
   }

@@ -15,9 +15,10 @@
 //      The diff hands its differences to the repair a batch at a time as it
 //      finds them (so memory stays bounded), so a keyspace with many
 //      differences goes diff, repair, diff, repair, ...: the phase says which
-//      one is running. A keyspace this node may not create (it is at
-//      max-keyspaces, kResourceExhausted) fails on its own and the next
-//      keyspaces are synced all the same; any other error ends the session.
+//      one is running. A keyspace that fails (this node may not create it,
+//      its schema differs, this node's backend rejects its rows) fails on
+//      its own and the next keyspaces are synced all the same; only a stop
+//      or the deadline ends the session early.
 //   4. Compare (a requested session only, SessionOptions::compare_roots_after):
 //      each synced keyspace's root here and on the peer, so that the
 //      operator who asked learns whether the nodes are equal now.
@@ -64,6 +65,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "node/client.h"
+#include "node/keyspace_trouble.h"
 #include "node/peer_outage_log.h"
 #include "node/repair_heat.h"
 #include "node/replica.h"
@@ -187,6 +189,10 @@ struct SessionOptions {
   // handshake) is a failure, any other outcome a success. Null: a refused
   // session logs a warning each time. Must outlive the session.
   PeerOutageLog* outage_log = nullptr;
+  // Where a keyspace refused for its schema is reported, and a keyspace
+  // synced is said to flow again (node/keyspace_trouble.h). Null: none.
+  // Must outlive the session.
+  KeyspaceTrouble* trouble = nullptr;
 };
 
 class Session {

@@ -20,17 +20,22 @@ constexpr absl::Duration kTick = absl::Milliseconds(100);
 // A clock this far behind a peer's is warned about: NTP keeps clocks within
 // milliseconds, and the round trip of a handshake is allowed for.
 constexpr absl::Duration kClockBehindWarning = absl::Seconds(5);
+// The longest a keyspace in trouble waits for its next session.
+constexpr absl::Duration kTroubleRetry = absl::Seconds(30);
 
 }  // namespace
 
 SessionScheduler::SessionScheduler(storage::Store* store,
                                    const NodeConfig& config,
                                    ClientOptions client_options,
-                                   BandwidthLimiter* node_bandwidth)
+                                   BandwidthLimiter* node_bandwidth,
+                                   KeyspaceTrouble* trouble)
     : store_(store),
       config_(config),
       client_options_(std::move(client_options)),
       node_bandwidth_(node_bandwidth),
+      trouble_(trouble),
+      trouble_retry_(std::min(kTroubleRetry, config.sync_interval)),
       jitter_state_(std::random_device{}()) {}
 
 SessionScheduler::~SessionScheduler() { Shutdown(); }
@@ -63,8 +68,14 @@ absl::Status SessionScheduler::Start() {
           absl::MutexLock lock(&mu_);
           peer->next_due = absl::Now();
         },
-        [this, peer](const std::string& name) {
-          return ClaimName(peer, name);
+        [this, peer](const std::string& name) { return ClaimName(peer, name); },
+        trouble_,
+        [this, peer] {
+          // Soon, not at once: the cause may well last, and the feed
+          // reports at every batch.
+          absl::MutexLock lock(&mu_);
+          peer->next_due = std::min(
+              peer->next_due, absl::Now() + JitteredLocked(trouble_retry_));
         });
     peer->feed->Start();
   }
@@ -174,6 +185,7 @@ void SessionScheduler::RunSession(Peer* peer) {
   options.bandwidth_bytes_per_second = config_.repair_bandwidth_mb * 1e6;
   options.node_bandwidth = node_bandwidth_;
   options.outage_log = peer->outage_log.get();
+  options.trouble = trouble_;
   options.on_handshake = [this, peer](const v1::HandshakeResponse& answer,
                                       uint64_t sent, uint64_t received) {
     return AcceptHandshake(peer, answer, sent, received);
@@ -232,7 +244,11 @@ void SessionScheduler::RunSession(Peer* peer) {
     peer->conflicts += result.conflicts;
     peer->session_durations.Add(end - result.start);
     peer->heat.AddSession(result.heat);
-    peer->next_due = end + JitteredLocked(config_.sync_interval);
+    // A keyspace in trouble is retried within trouble_retry_: the session
+    // that repairs it once its cause is gone is what heals it.
+    const bool troubled = trouble_ != nullptr && !trouble_->InTrouble().empty();
+    peer->next_due =
+        end + JitteredLocked(troubled ? trouble_retry_ : config_.sync_interval);
     record.start = result.start;
     record.duration = end - result.start;
     record.trigger = peer->trigger;
@@ -617,11 +633,13 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
       p->set_feed_lag_entries(feed.lag_entries);
       p->set_feed_lag_seconds(absl::ToDoubleSeconds(feed.lag));
       p->set_feed_connected(feed.connected);
+      p->set_feed_rejected(feed.rejected);
       v1::FeedTotals* totals = response->mutable_feed();
       totals->set_received(totals->received() + feed.received);
       totals->set_applied(totals->applied() + feed.applied);
       totals->set_not_newer(totals->not_newer() + feed.not_newer);
       totals->set_refused_skew(totals->refused_skew() + feed.refused_skew);
+      totals->set_rejected(totals->rejected() + feed.rejected);
     }
   }
   response->set_sessions_ok(sessions_ok);

@@ -20,7 +20,12 @@
 //
 // Every peer is also followed through its change feed (FeedSubscriber); a
 // feed that has no position in its publisher's log asks for a session with
-// that peer at once.
+// that peer at once. A feed that left changes out (a keyspace in trouble,
+// node/keyspace_trouble.h) asks for one within the trouble retry, the
+// shorter of 30 s and `sync_interval`; and while any keyspace is in
+// trouble, every peer's next session comes within it too, so that a
+// troubled keyspace is retried, and repaired once its cause is gone,
+// without waiting a long sync interval.
 //
 // What status shows of each peer: its totals (rows received and sent
 // include the running session's rows so far, so they rise while a long
@@ -61,6 +66,7 @@
 #include "node/config.h"
 #include "node/duration_histogram.h"
 #include "node/feed_subscriber.h"
+#include "node/keyspace_trouble.h"
 #include "node/peer_control.h"
 #include "node/repair_heat.h"
 #include "node/session.h"
@@ -75,10 +81,12 @@ namespace node {
 class SessionScheduler : public StatusSource, public PeerControl {
  public:
   // `node_bandwidth` (the node's repair limit, shared with tools' repairs)
-  // may be null; it must outlive the scheduler.
+  // and `trouble` (where feeds and sessions report keyspaces in trouble)
+  // may be null; they must outlive the scheduler.
   SessionScheduler(storage::Store* store, const NodeConfig& config,
                    ClientOptions client_options,
-                   BandwidthLimiter* node_bandwidth = nullptr);
+                   BandwidthLimiter* node_bandwidth = nullptr,
+                   KeyspaceTrouble* trouble = nullptr);
   ~SessionScheduler() override;
   SessionScheduler(const SessionScheduler&) = delete;
   SessionScheduler& operator=(const SessionScheduler&) = delete;
@@ -224,6 +232,9 @@ class SessionScheduler : public StatusSource, public PeerControl {
   const NodeConfig config_;
   const ClientOptions client_options_;
   BandwidthLimiter* const node_bandwidth_;
+  KeyspaceTrouble* const trouble_;
+  // How soon a keyspace in trouble is retried (see the top of the file).
+  const absl::Duration trouble_retry_;
 
   std::unique_ptr<WorkerPool> pool_;
   std::thread timer_;

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -330,6 +331,79 @@ TEST_F(SessionTest, AKeyspaceThePeerMayNotCreateFailsInRepairAndTheRestGoOn) {
   EXPECT_EQ(progress_.keyspaces_done, 2u);
   EXPECT_EQ(Rows(*local_, "ks-2"), 1u);
   EXPECT_EQ(Rows(peer_->store(), "ks-1"), 0u);
+}
+
+// The embedded backend, rejecting every row of the keyspace "a-bad" as a
+// database refusing a column of another type would.
+class RejectingBackend : public storage::RowBackend {
+ public:
+  absl::string_view name() const override { return "rejecting"; }
+  absl::Status ApplyRows(absl::Span<const storage::RowChange> rows,
+                         std::vector<storage::RowOutcome>* outcomes) override {
+    absl::Status s = inner_->ApplyRows(rows, outcomes);
+    if (!s.ok()) return s;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].row.keyspace == "a-bad") {
+        (*outcomes)[i].applied = false;
+        (*outcomes)[i].rejected =
+            absl::InvalidArgumentError("incorrect binary data format");
+      }
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> ReadValue(
+      const storage::RowLocation& row,
+      absl::string_view payload) const override {
+    return inner_->ReadValue(row, payload);
+  }
+  absl::StatusOr<std::vector<absl::StatusOr<std::string>>> ReadValues(
+      absl::Span<const storage::RowLocation> rows,
+      absl::Span<const absl::string_view> payloads) const override {
+    return inner_->ReadValues(rows, payloads);
+  }
+  absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view keyspace) const override {
+    return inner_->SchemaFingerprint(keyspace);
+  }
+
+ private:
+  const std::unique_ptr<storage::RowBackend> inner_ =
+      storage::NewEmbeddedBackend();
+};
+
+// A keyspace whose repaired rows this node's backend rejects fails on its
+// own: the keyspaces after it are synced all the same (they stopped at it
+// before), the session's outcome names the rejection, and the synced
+// keyspaces flow (KeyspaceTrouble) while the failed one is not cleared.
+TEST_F(SessionTest, AKeyspaceWhoseRowsTheBackendRejectsFailsAndTheRestGoOn) {
+  local_.reset();
+  storage::StoreOptions options;
+  options.node_name = "node-a";
+  options.sync = false;
+  options.default_depth = 10;
+  options.backend = std::make_shared<RejectingBackend>();
+  auto store = storage::Store::Open(local_dir_.path(), options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  local_ = std::move(*store);
+  StartPeer("node-b");
+  Put(peer_->store(), "a-bad", "k");
+  Put(peer_->store(), "b-good", "k");
+  KeyspaceTrouble trouble;
+  trouble.Rejected({"a-bad", kTroubleRejected, "k",
+                    absl::InvalidArgumentError("x"), "node-b", 1});
+  trouble.Rejected({"b-good", kTroubleRejected, "k",
+                    absl::InvalidArgumentError("x"), "node-b", 1});
+  SessionOptions session_options;
+  session_options.trouble = &trouble;
+  const SessionResult result = Run(std::move(session_options));
+  EXPECT_TRUE(absl::IsInvalidArgument(result.status)) << result.status;
+  EXPECT_TRUE(absl::StrContains(result.status.message(), "a-bad"))
+      << result.status;
+  EXPECT_EQ(progress_.keyspaces_done, 2u);
+  EXPECT_EQ(Rows(*local_, "b-good"), 1u);
+  EXPECT_EQ(Rows(*local_, "a-bad"), 0u);
+  EXPECT_TRUE(trouble.InTrouble("a-bad"));
+  EXPECT_FALSE(trouble.InTrouble("b-good"));
 }
 
 TEST(SessionPhase, EveryPhaseHasItsOwnName) {

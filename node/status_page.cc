@@ -199,6 +199,44 @@ void AppendKeyspaces(const v1::StatusResponse& status, std::string* out) {
   absl::StrAppend(out, "</table>\n");
 }
 
+// Keyspaces whose rows from peers were left out (node/keyspace_trouble.h):
+// nothing when none ever was; a warning while one is in trouble.
+void AppendTrouble(const v1::StatusResponse& status, absl::Time now,
+                   std::string* out) {
+  if (status.keyspace_trouble().empty()) return;
+  int in_trouble = 0;
+  for (const v1::KeyspaceTroubleStatus& t : status.keyspace_trouble()) {
+    if (t.in_trouble()) ++in_trouble;
+  }
+  absl::StrAppend(out, "<h2>Keyspaces in trouble</h2>\n");
+  if (in_trouble > 0) {
+    absl::StrAppendFormat(
+        out,
+        "<p class=\"warn\">%d keyspace(s) in trouble: their rows from peers "
+        "are left out (the other keyspaces flow on); sessions retry them and "
+        "repair them once the cause is gone.</p>\n",
+        in_trouble);
+  }
+  absl::StrAppend(out,
+                  "<table id=\"keyspace-trouble\"><tr><th>Keyspace</th>"
+                  "<th>State</th><th>Reason</th><th>Rows left out</th>"
+                  "<th>Peer</th><th>Last key</th><th>Last</th><th>Error</th>"
+                  "</tr>\n");
+  for (const v1::KeyspaceTroubleStatus& t : status.keyspace_trouble()) {
+    absl::StrAppend(
+        out, "<tr data-keyspace=\"", EscapeHtml(t.keyspace()), "\"><td>",
+        EscapeHtml(t.keyspace()), "</td><td",
+        t.in_trouble() ? " class=\"warn\">in trouble since " : ">flowing again",
+        t.in_trouble() ? EscapeHtml(When(t.since_unix_ms(), now)) : "",
+        "</td><td>", EscapeHtml(t.reason()), "</td><td class=\"n\">",
+        FormatCount(t.rows_rejected()), "</td><td>", EscapeHtml(t.peer()),
+        "</td><td><code>", EscapeHtml(t.last_key()), "</code></td><td>",
+        EscapeHtml(When(t.last_unix_ms(), now)), "</td><td>",
+        EscapeHtml(t.last_error()), "</td></tr>\n");
+  }
+  absl::StrAppend(out, "</table>\n");
+}
+
 // The running session, or the last one: phase, keyspace, progress.
 void AppendSession(const v1::PeerStatus& peer, std::string* out) {
   const v1::SessionProgress& s = peer.session();
@@ -420,6 +458,7 @@ std::string RenderStatusPage(const v1::StatusResponse& status, absl::Time now) {
                   "\">\n<title>tally: ", EscapeHtml(status.node_name()),
                   "</title>\n<style>", kStyle, "</style></head>\n<body>\n");
   AppendHeader(status, now, &out);
+  AppendTrouble(status, now, &out);
   AppendKeyspaces(status, &out);
   AppendPeers(status, now, &out);
   AppendHeatMaps(status, &out);

@@ -40,8 +40,9 @@ struct SeenChange {
 
 // The seam under test: keeps values as the embedded backend does (payload
 // "P:" + value, so that the payload is seen to be the backend's), refuses
-// rows whose key starts with "refuse", takes no rows of the keyspace
-// `building`, and records every call.
+// rows whose key starts with "refuse" (the compare-and-swap), rejects those
+// whose key starts with "reject" (its database refuses the row itself),
+// takes no rows of the keyspace `building`, and records every call.
 class RecordingBackend : public RowBackend {
  public:
   absl::string_view name() const override { return "recording"; }
@@ -81,7 +82,12 @@ class RecordingBackend : public RowBackend {
         seen.expected_payload = std::string(c.expected.payload);
       }
       calls.back().push_back(std::move(seen));
-      (*outcomes)[i].applied = !absl::StartsWith(c.row.key, "refuse");
+      (*outcomes)[i].applied = !absl::StartsWith(c.row.key, "refuse") &&
+                               !absl::StartsWith(c.row.key, "reject");
+      if (absl::StartsWith(c.row.key, "reject")) {
+        (*outcomes)[i].rejected =
+            absl::InvalidArgumentError("invalid input syntax for type integer");
+      }
       (*outcomes)[i].payload = absl::StrCat("P:", c.value);
     }
     return absl::OkStatus();
@@ -190,6 +196,34 @@ TEST_F(BackendSeam, OneCallPerGroupAndARefusedRowChangesNothing) {
   ASSERT_TRUE(changes.ok());
   ASSERT_EQ(changes->size(), 2u);
   EXPECT_EQ((*changes)[1].key, "c");
+  ExpectVerified();
+}
+
+// A row the backend's database refused (RowOutcome::rejected) is reported
+// with its reason in `rejected`, not in `refused` (the settled
+// compare-and-swap), changes nothing, and leaves the rest of the call and
+// the request's progress committed.
+TEST_F(BackendSeam, ARowTheDatabaseRejectsIsReportedWithItsReason) {
+  WriteRequest request;
+  request.mutations = {
+      Mutation::Put("ks", "a", "1"), Mutation::Put("ks", "reject-b", "2"),
+      Mutation::Put("ks", "refuse-c", "3"), Mutation::Put("other", "d", "4")};
+  request.progress = UpstreamProgress{"node-up", 1, 9};
+  absl::StatusOr<WriteResult> r = store_->Write(std::move(request));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->applied, (std::vector<bool>{true, false, false, true}));
+  EXPECT_EQ(r->refused, (std::vector<size_t>{2}));
+  ASSERT_EQ(r->rejected.size(), 1u);
+  EXPECT_EQ(r->rejected[0].index, 1u);
+  EXPECT_EQ(r->rejected[0].keyspace, "ks");
+  EXPECT_EQ(r->rejected[0].key, "reject-b");
+  EXPECT_FALSE(r->rejected[0].not_taken);
+  EXPECT_TRUE(absl::IsInvalidArgument(r->rejected[0].status));
+  EXPECT_TRUE(absl::StrContains(r->rejected[0].status.message(), "integer"));
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("ks", "reject-b").status()));
+  EXPECT_EQ(store_->Get("other", "d")->value, "4");
+  EXPECT_EQ(store_->GetProgress("node-up")->sequence, 9u);
+  EXPECT_EQ(store_->last_sequence(), 2u);
   ExpectVerified();
 }
 
@@ -461,17 +495,50 @@ TEST_F(BackendSeam, ATreeViewReadsTheValuesOfManyListedRangesInOneCall) {
   EXPECT_EQ(backend_->read_calls, 1);
 }
 
-// A request for a keyspace the backend does not take now is refused with
-// the backend's status and writes nothing, before the backend is asked to
-// apply anything; captured rows of that keyspace are still taken.
-TEST_F(BackendSeam, ARequestTheBackendDoesNotTakeIsRefusedAndWritesNothing) {
+// The mutations of a keyspace the backend does not take now are rejected
+// one by one with the backend's status, and never reach ApplyRows; the
+// request's other keyspaces and its progress commit (a feed batch carries
+// every keyspace of the upstream: one keyspace being built must not hold
+// back the others). Captured rows of that keyspace are still taken.
+TEST_F(BackendSeam, AKeyspaceTheBackendDoesNotTakeIsRejectedAloneInARequest) {
   WriteRequest request;
   request.mutations.push_back(Mutation::Put("ks", "k", "v"));
-  request.mutations.push_back(Mutation::Put("building", "k", "v"));
-  EXPECT_TRUE(absl::IsUnavailable(store_->Write(std::move(request)).status()));
-  EXPECT_TRUE(backend_->calls.empty());
-  EXPECT_EQ(store_->last_sequence(), 0u);
-  EXPECT_TRUE(absl::IsNotFound(store_->Get("ks", "k").status()));
+  request.mutations.push_back(Mutation::Put("building", "k1", "v"));
+  request.mutations.push_back(Mutation::Put("ks", "k2", "v"));
+  request.mutations.push_back(Mutation::Put("building", "k3", "v"));
+  request.progress = UpstreamProgress{"node-up", 7, 42};
+  absl::StatusOr<WriteResult> r = store_->Write(std::move(request));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->applied, (std::vector<bool>{true, false, true, false}));
+  EXPECT_TRUE(r->refused.empty());
+  ASSERT_EQ(r->rejected.size(), 2u);
+  EXPECT_EQ(r->rejected[0].index, 1u);
+  EXPECT_EQ(r->rejected[0].keyspace, "building");
+  EXPECT_EQ(r->rejected[0].key, "k1");
+  EXPECT_TRUE(absl::IsUnavailable(r->rejected[0].status));
+  EXPECT_TRUE(r->rejected[0].not_taken);
+  EXPECT_EQ(r->rejected[1].index, 3u);
+  EXPECT_EQ(r->rejected[1].key, "k3");
+  EXPECT_EQ(r->versions.size(), 4u);
+  // RejectionError answers them as one error naming the first.
+  const absl::Status one = RejectionError(*r);
+  EXPECT_TRUE(absl::IsUnavailable(one)) << one;
+  EXPECT_TRUE(absl::StrContains(one.message(), "2 row(s)")) << one;
+  EXPECT_TRUE(absl::StrContains(one.message(), "'k1'")) << one;
+  EXPECT_TRUE(absl::StrContains(one.message(), "building")) << one;
+  // ApplyRows saw only ks's rows.
+  ASSERT_EQ(backend_->calls.size(), 1u);
+  ASSERT_EQ(backend_->calls[0].size(), 2u);
+  EXPECT_EQ(backend_->calls[0][0].key, "k");
+  EXPECT_EQ(backend_->calls[0][1].key, "k2");
+  EXPECT_EQ(store_->Get("ks", "k")->value, "v");
+  EXPECT_EQ(store_->Get("ks", "k2")->value, "v");
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("building", "k1").status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->GetKeyspace("building").status()));
+  absl::StatusOr<UpstreamProgress> progress = store_->GetProgress("node-up");
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  EXPECT_EQ(progress->sequence, 42u);
+  EXPECT_EQ(store_->last_sequence(), 2u);
 
   Mutation captured = Mutation::Put("building", "k", "from-the-table");
   captured.version = tree::Version{store_->clock().Now(), "node-a"};
@@ -482,7 +549,32 @@ TEST_F(BackendSeam, ARequestTheBackendDoesNotTakeIsRefusedAndWritesNothing) {
   ExpectVerified();
 }
 
-// The refusal is the request's alone: the other requests its commit group
+// With refuse_when_none_taken, a request none of whose keyspaces the
+// backend takes is refused whole (its progress not moved: the cause is
+// most likely the backend's); with one keyspace taken, only the others are
+// rejected.
+TEST_F(BackendSeam,
+       RefuseWhenNoneTakenRefusesARequestNoKeyspaceOfWhichIsTaken) {
+  WriteRequest none;
+  none.mutations.push_back(Mutation::Put("building", "k", "v"));
+  none.progress = UpstreamProgress{"node-up", 1, 5};
+  none.refuse_when_none_taken = true;
+  EXPECT_TRUE(absl::IsUnavailable(store_->Write(std::move(none)).status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->GetProgress("node-up").status()));
+
+  WriteRequest some;
+  some.mutations.push_back(Mutation::Put("building", "k", "v"));
+  some.mutations.push_back(Mutation::Put("ks", "k", "v"));
+  some.progress = UpstreamProgress{"node-up", 1, 6};
+  some.refuse_when_none_taken = true;
+  absl::StatusOr<WriteResult> r = store_->Write(std::move(some));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->applied, (std::vector<bool>{false, true}));
+  EXPECT_EQ(r->rejected.size(), 1u);
+  EXPECT_EQ(store_->GetProgress("node-up")->sequence, 6u);
+}
+
+// The rejection is the request's alone: the other requests its commit group
 // holds commit (a sidecar's build writes its keyspace's captured rows while
 // peers' sessions are refused; were the whole group failed, the build
 // failed with it and restarted, over and over).
@@ -520,7 +612,10 @@ TEST_F(BackendSeam, ARefusedRequestDoesNotFailTheOthersOfItsGroup) {
   release.Notify();
   for (std::thread* t : {&first, &t1, &t2, &t3}) t->join();
 
-  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->applied, (std::vector<bool>{false}));
+  ASSERT_EQ(refused->rejected.size(), 1u);
+  EXPECT_TRUE(absl::IsUnavailable(refused->rejected[0].status));
   ASSERT_TRUE(captured.ok()) << captured.status();
   EXPECT_EQ(captured->applied, (std::vector<bool>{true}));
   ASSERT_TRUE(other.ok()) << other.status();

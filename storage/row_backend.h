@@ -128,13 +128,14 @@ class RowBackend {
   // rows of a request that is not ApplyMode::kCaptured: a peer's, a
   // client's, a purge's). The store asks it for each such request's
   // keyspaces inside its commit, just before deciding the request's rows,
-  // and on an error refuses that request alone with the status (the other
-  // requests of the commit group, captured ones among them, commit as
-  // usual). A PostgreSQL sidecar answers kUnavailable while a keyspace's
-  // index is being built: rows decided against an index that does not yet
-  // describe the table would be wrong (a key deleted in the table while
-  // the index was lost looks absent, and a peer's copy would put it back).
-  // Called from the commit leader.
+  // and on an error rejects that keyspace's mutations alone with the
+  // status (WriteResult::rejected): the request's other keyspaces, its
+  // progress and the other requests of the commit group, captured ones
+  // among them, commit as usual. A PostgreSQL sidecar answers kUnavailable
+  // while a keyspace's index is being built: rows decided against an index that
+  // does not yet describe the table would be wrong (a key deleted in the table
+  // while the index was lost looks absent, and a peer's copy would put it
+  // back). Called from the commit leader.
   virtual absl::Status TakesRows(absl::string_view keyspace) const {
     (void)keyspace;
     return absl::OkStatus();

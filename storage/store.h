@@ -80,7 +80,11 @@ class Store {
   virtual absl::Status CreateKeyspace(absl::string_view name, int depth) = 0;
 
   // Applies mutations atomically (all or none) under last writer wins.
-  // Unknown keyspaces are created with default_depth. Returns
+  // Unknown keyspaces are created with default_depth. Mutations the backend
+  // does not take (RowBackend::TakesRows for their keyspace, or a row its
+  // database refused) are left out and listed in WriteResult::rejected with
+  // the reason; the rest and the request's progress are committed (use
+  // RejectionError to answer them as one error). Returns
   // kInvalidArgument for a limit or a malformed mutation (nothing written),
   // kOutOfRange for a remote version too far in the future, kUnavailable or
   // kDataLoss when LevelDB fails.

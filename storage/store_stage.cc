@@ -487,7 +487,15 @@ absl::Status StoreImpl::ApplyAccepted(StagedCommit& g) {
       outcome = &outcomes[change_of[a.run_first]];
       if (!outcome->applied) {
         a.result->applied[a.index] = false;
-        a.result->refused.push_back(a.index);
+        if (outcome->rejected.ok()) {
+          a.result->refused.push_back(a.index);
+        } else {
+          // The database refused the row itself: the row is still owed,
+          // which the caller must know (not a settled compare-and-swap).
+          a.result->rejected.push_back(
+              RejectedMutation{a.index, a.mutation->keyspace, a.mutation->key,
+                               outcome->rejected});
+        }
         continue;
       }
     }

@@ -267,16 +267,18 @@ absl::StatusOr<WriteResult> StoreImpl::Enqueue(PendingWrite* writer) {
   return std::move(writer->result);
 }
 
-absl::Status StoreImpl::BackendTakes(const WriteRequest& request) const {
+absl::flat_hash_map<absl::string_view, absl::Status> StoreImpl::NotTaken(
+    const WriteRequest& request) const {
+  absl::flat_hash_map<absl::string_view, absl::Status> not_taken;
   // Captured rows are the backend's own.
-  if (request.mode == ApplyMode::kCaptured) return absl::OkStatus();
-  absl::string_view last;
+  if (request.mode == ApplyMode::kCaptured) return not_taken;
+  absl::flat_hash_set<absl::string_view> asked;
   for (const Mutation& m : request.mutations) {
-    if (m.keyspace == last) continue;
-    last = m.keyspace;
-    TALLY_RETURN_IF_ERROR(backend_->TakesRows(m.keyspace));
+    if (!asked.insert(m.keyspace).second) continue;
+    absl::Status takes = backend_->TakesRows(m.keyspace);
+    if (!takes.ok()) not_taken.emplace(m.keyspace, std::move(takes));
   }
-  return absl::OkStatus();
+  return not_taken;
 }
 
 absl::Status StoreImpl::CommitGroup(
@@ -294,12 +296,37 @@ absl::Status StoreImpl::CommitGroup(
       continue;
     }
     WriteRequest& request = *w->request;
-    if (w->refusal = BackendTakes(request); !w->refusal.ok()) continue;
+    const absl::flat_hash_map<absl::string_view, absl::Status> not_taken =
+        NotTaken(request);
     if (w->load_absent) {
+      // One keyspace, captured rows: refused whole, which TakesRows never
+      // does to captured rows today.
+      if (!not_taken.empty()) {
+        w->refusal = not_taken.begin()->second;
+        continue;
+      }
       TALLY_RETURN_IF_ERROR(StageAbsent(g, request, &results[i]));
+    } else if (request.refuse_when_none_taken && !not_taken.empty() &&
+               std::all_of(request.mutations.begin(), request.mutations.end(),
+                           [&not_taken](const Mutation& m) {
+                             return not_taken.contains(m.keyspace);
+                           })) {
+      w->refusal = not_taken.find(request.mutations.front().keyspace)->second;
+      continue;
     } else {
+      WriteResult& result = results[i];
       for (Mutation& m : request.mutations) {
-        TALLY_RETURN_IF_ERROR(StageMutation(g, m, request.mode, &results[i]));
+        if (auto it = not_taken.find(m.keyspace); it != not_taken.end()) {
+          // Only this keyspace's rows wait: the rest of the request, and
+          // its progress, commit (a feed batch carries every keyspace).
+          result.rejected.push_back(
+              RejectedMutation{result.applied.size(), m.keyspace, m.key,
+                               it->second, /*not_taken=*/true});
+          result.applied.push_back(false);
+          result.versions.push_back(m.version.value_or(tree::Version{}));
+          continue;
+        }
+        TALLY_RETURN_IF_ERROR(StageMutation(g, m, request.mode, &result));
       }
     }
     if (request.progress.has_value()) {
@@ -319,6 +346,13 @@ absl::Status StoreImpl::CommitGroup(
   TALLY_RETURN_IF_ERROR(FinishGroup(g));
   TALLY_RETURN_IF_ERROR(WriteToLevelDb(&g.batch, options_.sync, "committing"));
   for (size_t i = 0; i < group.size(); ++i) {
+    // Rejected as not taken while staged, and by the backend in
+    // ApplyAccepted: in index order for the caller.
+    std::vector<RejectedMutation>& rejected = results[i].rejected;
+    std::sort(rejected.begin(), rejected.end(),
+              [](const RejectedMutation& a, const RejectedMutation& b) {
+                return a.index < b.index;
+              });
     static_cast<PendingWrite*>(group[i])->result = std::move(results[i]);
   }
   Install(g);

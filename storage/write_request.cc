@@ -2,6 +2,9 @@
 
 #include <utility>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_format.h"
+
 namespace tally {
 namespace storage {
 
@@ -14,6 +17,18 @@ int CompareRows(const tree::Version& a, const tree::Digest128& a_digest,
   }
   if (a_digest.low != b_digest.low) return a_digest.low < b_digest.low ? -1 : 1;
   return 0;
+}
+
+absl::Status RejectionError(const WriteResult& result) {
+  if (result.rejected.empty()) return absl::OkStatus();
+  const RejectedMutation& first = result.rejected.front();
+  return absl::Status(
+      first.status.code(),
+      absl::StrFormat("%d row(s) not taken by the backend; the first, key "
+                      "'%s' of keyspace '%s': %s",
+                      result.rejected.size(),
+                      absl::CHexEscape(first.key.substr(0, 64)), first.keyspace,
+                      first.status.message()));
 }
 
 Mutation Mutation::Put(std::string keyspace, std::string key,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "storage/store_types.h"
 #include "tree/digest.h"
 #include "tree/version.h"
@@ -124,22 +125,59 @@ struct WriteRequest {
   // Committed with the rows when set; of the requests one commit groups,
   // the last one's position is kept (positions must grow in request order).
   std::optional<BackendPosition> backend_position;
+  // When the backend takes the rows of none of the request's keyspaces now
+  // (RowBackend::TakesRows refuses each), refuse the request whole with
+  // the first refusal instead of rejecting every mutation and committing
+  // the progress: a feed must not move past changes that no keyspace took
+  // when the cause is most likely the backend's, not a keyspace's (its
+  // database not reached). With some keyspace taken, the others' mutations
+  // are rejected one by one as usual.
+  bool refuse_when_none_taken = false;
+};
+
+// A mutation the backend would not take, and why: its keyspace takes no
+// rows now (RowBackend::TakesRows: a keyspace being built, say), or its
+// database refused the row itself (RowOutcome::rejected: a type, a
+// constraint, a table that is gone). The row is left as it was; the other
+// mutations of the request, and its progress, are committed all the same,
+// so that one keyspace in trouble never holds back the others.
+struct RejectedMutation {
+  size_t index = 0;  // in the request's mutations
+  std::string keyspace;
+  std::string key;
+  absl::Status status;  // never OK
+  // True for a keyspace the backend takes no rows of now (TakesRows),
+  // false for a row its database refused (RowOutcome::rejected).
+  bool not_taken = false;
 };
 
 struct WriteResult {
   // Per mutation, in order: true if applied; false if the commit rules
   // left the row as it was (the stored row orders after it, ...) or the
-  // backend refused it.
+  // backend refused or rejected it.
   std::vector<bool> applied;
   // The mutations (indexes, ascending) the backend refused: its row had
   // changed since the store last indexed it (RowOutcome::applied). They are
   // false in `applied`, and changed nothing in the store.
   std::vector<size_t> refused;
+  // The mutations (ascending by index) the backend would not take
+  // (RejectedMutation). They are false in `applied`, changed nothing in the
+  // store, and are not in `refused`: a refusal is the compare-and-swap
+  // losing to an application's write, which is settled; a rejection is
+  // trouble that lasts until its cause goes, and the row is still owed.
+  std::vector<RejectedMutation> rejected;
   // The log sequence of the last entry this request wrote, or 0 if none.
   Sequence last_sequence = 0;
   // Versions given to (or kept by) each mutation, in order.
   std::vector<tree::Version> versions;
 };
+
+// OK when `result` has no rejected mutation; otherwise the first one's
+// status code with a message naming how many were rejected and the first's
+// keyspace, key and reason. For callers that must answer one error for a
+// write (a client's Put, a repair batch); the rest of the request was
+// committed all the same.
+absl::Status RejectionError(const WriteResult& result);
 
 }  // namespace storage
 }  // namespace tally

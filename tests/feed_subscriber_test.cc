@@ -6,6 +6,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "node/keyspace_trouble.h"
 #include "node/peer_service.h"
 #include "node/worker_pool.h"
 #include "support/tcp_proxy.h"
@@ -78,6 +81,72 @@ class CountingBackend : public storage::RowBackend {
   const absl::Duration delay_;
   mutable absl::Mutex mu_;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The embedded backend with one keyspace in trouble, as a PostgreSQL
+// sidecar's table can be: kIsolates rejects its rows one by one
+// (RowOutcome::rejected, the other rows applied), kFailsWhole fails the
+// whole ApplyRows call as soon as one of its rows is in it (a backend that
+// cannot isolate a row its database refused), kNotTaken takes no rows of it
+// (TakesRows: a keyspace being rebuilt). heal() ends the trouble.
+class TroubledBackend : public storage::RowBackend {
+ public:
+  enum class Mode { kIsolates, kFailsWhole, kNotTaken };
+  TroubledBackend(Mode mode, std::string troubled)
+      : inner_(storage::NewEmbeddedBackend()),
+        mode_(mode),
+        troubled_(std::move(troubled)) {}
+
+  void heal() { healed_ = true; }
+
+  absl::string_view name() const override { return "troubled"; }
+  absl::Status TakesRows(absl::string_view keyspace) const override {
+    if (mode_ == Mode::kNotTaken && !healed_ && keyspace == troubled_) {
+      return absl::UnavailableError("keyspace is rebuilding");
+    }
+    return absl::OkStatus();
+  }
+  absl::Status ApplyRows(absl::Span<const storage::RowChange> rows,
+                         std::vector<storage::RowOutcome>* outcomes) override {
+    const auto bad = [&](const storage::RowChange& c) {
+      return !healed_ && c.row.keyspace == troubled_;
+    };
+    if (mode_ == Mode::kFailsWhole &&
+        std::any_of(rows.begin(), rows.end(), bad)) {
+      return absl::InvalidArgumentError(
+          "insufficient data left in message (column v)");
+    }
+    TALLY_RETURN_IF_ERROR(inner_->ApplyRows(rows, outcomes));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (mode_ == Mode::kIsolates && bad(rows[i])) {
+        (*outcomes)[i].applied = false;
+        (*outcomes)[i].payload.clear();
+        (*outcomes)[i].rejected =
+            absl::InvalidArgumentError("invalid input syntax for type integer");
+      }
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> ReadValue(
+      const storage::RowLocation& row,
+      absl::string_view payload) const override {
+    return inner_->ReadValue(row, payload);
+  }
+  absl::StatusOr<std::vector<absl::StatusOr<std::string>>> ReadValues(
+      absl::Span<const storage::RowLocation> rows,
+      absl::Span<const absl::string_view> payloads) const override {
+    return inner_->ReadValues(rows, payloads);
+  }
+  absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view keyspace) const override {
+    return inner_->SchemaFingerprint(keyspace);
+  }
+
+ private:
+  const std::unique_ptr<storage::RowBackend> inner_;
+  const Mode mode_;
+  const std::string troubled_;
+  std::atomic<bool> healed_{false};
 };
 
 std::unique_ptr<storage::Store> OpenStore(
@@ -474,6 +543,95 @@ TEST_F(FeedSubscriberTest, ACancelledHandleEndsASubscribeAtOnce) {
       request, [](const v1::FeedBatch&) { return absl::OkStatus(); }, stop,
       &canceller)));
 }
+
+// One keyspace whose rows this node cannot take stops no other keyspace:
+// its changes are left out (counted, reported to KeyspaceTrouble, a repair
+// asked for), the others applied, and the position moves past them all.
+// Once the cause is gone, its next change flows and the trouble ends.
+class FeedTroubleTest
+    : public FeedSubscriberTest,
+      public ::testing::WithParamInterface<TroubledBackend::Mode> {};
+
+TEST_P(FeedTroubleTest, OneKeyspaceInTroubleStopsNoOther) {
+  auto backend = std::make_shared<TroubledBackend>(GetParam(), "bad");
+  subscriber_.reset();
+  subscriber_ = OpenStore(subscriber_dir_.path(), "subscriber", backend);
+  ASSERT_NE(subscriber_, nullptr);
+  storage::WriteRequest at_start;
+  at_start.progress =
+      storage::UpstreamProgress{"publisher", publisher_->epoch(), 0};
+  ASSERT_TRUE(subscriber_->Write(std::move(at_start)).ok());
+  KeyspaceTrouble trouble;
+  std::atomic<int> repairs{0};
+  feed_ = std::make_unique<FeedSubscriber>(
+      subscriber_.get(), client_.get(), [] {}, nullptr, &trouble,
+      [&repairs] { ++repairs; });
+  feed_->Start();
+  // Both keyspaces in every publisher write, so that every batch holds
+  // both.
+  for (int i = 0; i < 20; ++i) {
+    storage::WriteRequest w;
+    w.mutations.push_back(storage::Mutation::Put("bad", absl::StrCat("b-", i),
+                                                 absl::StrCat("v", i)));
+    w.mutations.push_back(storage::Mutation::Put("good", absl::StrCat("g-", i),
+                                                 absl::StrCat("v", i)));
+    ASSERT_TRUE(publisher_->Write(std::move(w)).ok());
+  }
+  const storage::Sequence head = publisher_->last_sequence();
+  ASSERT_TRUE(WaitFor([&] { return feed_->counters().position == head; }))
+      << feed_->counters().position << " of " << head;
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<storage::Row> row =
+        subscriber_->Get("good", absl::StrCat("g-", i));
+    ASSERT_TRUE(row.ok()) << i << ": " << row.status();
+    EXPECT_TRUE(absl::IsNotFound(
+        subscriber_->Get("bad", absl::StrCat("b-", i)).status()));
+  }
+  const FeedCounters counters = feed_->counters();
+  EXPECT_EQ(counters.rejected, 20u);
+  EXPECT_EQ(counters.applied, 20u);
+  EXPECT_TRUE(trouble.InTrouble("bad"));
+  EXPECT_FALSE(trouble.InTrouble("good"));
+  EXPECT_GE(repairs.load(), 1);
+  v1::StatusResponse status;
+  trouble.FillStatus(&status);
+  ASSERT_EQ(status.keyspace_trouble_size(), 1);
+  const v1::KeyspaceTroubleStatus& t = status.keyspace_trouble(0);
+  EXPECT_EQ(t.keyspace(), "bad");
+  EXPECT_EQ(t.reason(), GetParam() == TroubledBackend::Mode::kNotTaken
+                            ? "not-taken"
+                            : "rejected");
+  EXPECT_EQ(t.rows_rejected(), 20u);
+  EXPECT_EQ(t.peer(), "publisher");
+  EXPECT_TRUE(absl::StartsWith(t.last_key(), "b-")) << t.last_key();
+  EXPECT_FALSE(t.last_error().empty());
+
+  // The cause goes: the keyspace's next change is applied, and flows.
+  backend->heal();
+  storage::WriteRequest w;
+  w.mutations.push_back(storage::Mutation::Put("bad", "b-after", "v"));
+  ASSERT_TRUE(publisher_->Write(std::move(w)).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    return subscriber_->Get("bad", "b-after").ok() && !trouble.InTrouble("bad");
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, FeedTroubleTest,
+    ::testing::Values(TroubledBackend::Mode::kIsolates,
+                      TroubledBackend::Mode::kFailsWhole,
+                      TroubledBackend::Mode::kNotTaken),
+    [](const ::testing::TestParamInfo<TroubledBackend::Mode>& info) {
+      switch (info.param) {
+        case TroubledBackend::Mode::kIsolates:
+          return "RowsRejected";
+        case TroubledBackend::Mode::kFailsWhole:
+          return "WholeApplyFails";
+        case TroubledBackend::Mode::kNotTaken:
+          return "KeyspaceNotTaken";
+      }
+      return "Unknown";
+    });
 
 }  // namespace
 }  // namespace node

@@ -100,8 +100,10 @@ struct PendingWrite : WriteQueue::Writer {
   std::optional<std::pair<std::string, int>> create_keyspace;
   // Set by the leader once the group is committed.
   WriteResult result;
-  // Set by the leader instead when it refused this request alone
-  // (RowBackend::TakesRows): the request wrote nothing.
+  // Set by the leader instead when it refused this bulk load alone
+  // (RowBackend::TakesRows): the request wrote nothing. (A Write's
+  // mutations of a keyspace not taken are rejected one by one instead:
+  // WriteResult::rejected.)
   absl::Status refusal;
 };
 
@@ -288,10 +290,12 @@ class StoreImpl : public Store, private SnapshotRowReader {
   // only, from the queue.
   absl::Status CommitGroup(absl::Span<WriteQueue::Writer* const> group)
       ABSL_LOCKS_EXCLUDED(commit_mu_);
-  // OK when the backend takes the rows of every keyspace `request` writes
-  // (RowBackend::TakesRows); its refusal otherwise. Captured requests are
-  // always taken.
-  absl::Status BackendTakes(const WriteRequest& request) const;
+  // The keyspaces `request` writes whose rows the backend does not take now
+  // (RowBackend::TakesRows), with its refusal; empty when it takes them
+  // all. Captured requests are always taken. The map's keys view
+  // `request`'s mutations.
+  absl::flat_hash_map<absl::string_view, absl::Status> NotTaken(
+      const WriteRequest& request) const;
 
   // The leader-only helpers of a commit: each REQUIRES commit_mu_.
 

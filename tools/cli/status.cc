@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "tools/cli/heat_strip.h"
 #include "tools/cli/histogram_quantile.h"
@@ -43,10 +44,53 @@ std::string Section(const std::vector<std::vector<std::string>>& rows,
   return Table(rows);
 }
 
+// The keyspaces in trouble now (StatusResponse.keyspace_trouble).
+std::vector<std::string> KeyspacesInTrouble(const v1::StatusResponse& status) {
+  std::vector<std::string> names;
+  for (const v1::KeyspaceTroubleStatus& t : status.keyspace_trouble()) {
+    if (t.in_trouble()) names.push_back(t.keyspace());
+  }
+  return names;
+}
+
+// The keyspaces whose rows from peers were left out: a line each while in
+// trouble (and the ones recovered since the node started, with their
+// counts); empty when none ever was.
+std::string TroubleText(const v1::StatusResponse& status, absl::Time now) {
+  if (status.keyspace_trouble_size() == 0) return "";
+  std::vector<std::vector<std::string>> rows = {
+      {"KEYSPACE IN TROUBLE", "STATE", "REASON", "ROWS LEFT OUT", "PEER",
+       "LAST KEY", "LAST", "ERROR"}};
+  for (const v1::KeyspaceTroubleStatus& t : status.keyspace_trouble()) {
+    rows.push_back(
+        {t.keyspace(),
+         t.in_trouble() ? absl::StrCat("TROUBLE since ",
+                                       SessionTime(t.since_unix_ms(), now))
+                        : "flowing again",
+         t.reason(), absl::StrCat(t.rows_rejected()),
+         t.peer().empty() ? "-" : t.peer(),
+         t.last_key().empty() ? "-" : absl::StrCat("'", t.last_key(), "'"),
+         SessionTime(t.last_unix_ms(), now),
+         t.last_error().empty() ? "-" : t.last_error()});
+  }
+  return Table(rows);
+}
+
 // A sidecar to PostgreSQL: its database, slot and capture, then a line per
 // table.
-std::string PostgresText(const v1::PostgresStatus& pg) {
+std::string PostgresText(const v1::PostgresStatus& pg,
+                         const std::vector<std::string>& in_trouble) {
   std::string phase = pg.phase().empty() ? std::string("-") : pg.phase();
+  if (!in_trouble.empty()) {
+    // Capture may follow while a keyspace's rows from peers are left out:
+    // never a plain "following" then.
+    absl::StrAppend(
+        &phase,
+        absl::StrFormat(", but %d keyspace(s) in trouble: %s (their "
+                        "rows from peers are left out; see KEYSPACE "
+                        "IN TROUBLE)",
+                        in_trouble.size(), absl::StrJoin(in_trouble, ", ")));
+  }
   if (pg.phase() == "building" && pg.build_rows_estimated() > 0) {
     absl::StrAppend(
         &phase, absl::StrFormat(
@@ -95,7 +139,14 @@ std::string PostgresText(const v1::PostgresStatus& pg) {
       {"TABLE", "STATE", "ROWS", "SCHEMA FINGERPRINT"}};
   for (const v1::PostgresTable& t : pg.tables()) {
     tables.push_back(
-        {t.keyspace(), t.state(), absl::StrCat(t.rows()),
+        {t.keyspace(),
+         // The reason is in KEYSPACE IN TROUBLE below; the JSON has it
+         // here too (tables[].trouble).
+         t.trouble().empty()
+             ? t.state()
+             : absl::StrCat(t.state(),
+                            ", IN TROUBLE (rows from peers left out)"),
+         absl::StrCat(t.rows()),
          t.schema_fingerprint().empty() ? "-" : t.schema_fingerprint()});
   }
   absl::StrAppend(&text, "\n", Section(tables, "no tables"));
@@ -403,9 +454,15 @@ std::string StatusText(const v1::StatusResponse& status,
        absl::StrFormat("%d (skipped: %d own, %d superseded)", feed.sent(),
                        feed.skipped_own(), feed.skipped_superseded())},
       {"feed received",
-       absl::StrFormat("%d (applied %d, not newer %d, refused timestamps %d)",
-                       feed.received(), feed.applied(), feed.not_newer(),
-                       feed.refused_skew())},
+       absl::StrCat(
+           absl::StrFormat("%d (applied %d, not newer %d, refused timestamps "
+                           "%d",
+                           feed.received(), feed.applied(), feed.not_newer(),
+                           feed.refused_skew()),
+           feed.rejected() == 0
+               ? std::string(")")
+               : absl::StrFormat(", left out %d: keyspaces in trouble)",
+                                 feed.rejected()))},
       {"tombstones purged", absl::StrCat(status.tombstones_purged())},
       {"ties resolved", absl::StrCat(status.ties_resolved())},
       {"row filter",
@@ -431,7 +488,12 @@ std::string StatusText(const v1::StatusResponse& status,
   });
   absl::StrAppend(&text, "\n", ResourcesText(status, now));
   if (status.has_postgres()) {
-    absl::StrAppend(&text, "\n", PostgresText(status.postgres()));
+    absl::StrAppend(
+        &text, "\n",
+        PostgresText(status.postgres(), KeyspacesInTrouble(status)));
+  }
+  if (const std::string trouble = TroubleText(status, now); !trouble.empty()) {
+    absl::StrAppend(&text, "\n", trouble);
   }
 
   std::vector<std::vector<std::string>> keyspaces = {
@@ -582,7 +644,24 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                  {"received", feed.received()},
                  {"applied", feed.applied()},
                  {"not_newer", feed.not_newer()},
-                 {"refused_skew", feed.refused_skew()}};
+                 {"refused_skew", feed.refused_skew()},
+                 {"rejected", feed.rejected()}};
+  out["keyspace_trouble"] = Json::array();
+  for (const v1::KeyspaceTroubleStatus& t : status.keyspace_trouble()) {
+    Json by_reason = Json::object();
+    for (const v1::ReasonCount& c : t.rejected())
+      by_reason[c.reason()] = c.rows();
+    out["keyspace_trouble"].push_back({{"keyspace", t.keyspace()},
+                                       {"in_trouble", t.in_trouble()},
+                                       {"reason", t.reason()},
+                                       {"last_error", t.last_error()},
+                                       {"last_key", t.last_key()},
+                                       {"peer", t.peer()},
+                                       {"last_unix_ms", t.last_unix_ms()},
+                                       {"since_unix_ms", t.since_unix_ms()},
+                                       {"rows_rejected", t.rows_rejected()},
+                                       {"rejected", std::move(by_reason)}});
+  }
   out["keyspaces"] = Json::array();
   for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
     out["keyspaces"].push_back({{"name", ks.name()},
@@ -624,6 +703,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                     {"skipped_own", p.feed_skipped_own()},
                     {"skipped_superseded", p.feed_skipped_superseded()},
                     {"refused_skew", p.feed_refused_skew()},
+                    {"rejected", p.feed_rejected()},
                     {"reconnects", p.feed_reconnects()}};
     const v1::SessionProgress& s = p.session();
     peer["session"] = {{"phase", s.phase().empty() ? "idle" : s.phase()},
@@ -680,11 +760,13 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
       tables.push_back({{"keyspace", t.keyspace()},
                         {"state", t.state()},
                         {"rows", t.rows()},
-                        {"schema_fingerprint", t.schema_fingerprint()}});
+                        {"schema_fingerprint", t.schema_fingerprint()},
+                        {"trouble", t.trouble()}});
     }
     out["postgres"] = {
         {"database", pg.database()},
         {"phase", pg.phase()},
+        {"keyspaces_in_trouble", KeyspacesInTrouble(status)},
         {"last_error",
          pg.last_error().empty() ? Json() : Json(pg.last_error())},
         {"slot", pg.slot()},
