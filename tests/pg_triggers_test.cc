@@ -186,7 +186,7 @@ TEST(PgTriggers, ARoleThatMayNotSetTheReplicaRoleIsRefusedNamingTheGrant) {
   EXPECT_EQ(refused.exit_code, 1) << refused.err;
   EXPECT_THAT(refused.err,
               HasSubstr("GRANT SET ON PARAMETER session_replication_role TO "
-                        "app"));
+                        "\"app\""));
 
   ASSERT_TRUE(
       pg->Execute("GRANT SET ON PARAMETER session_replication_role TO app")
