@@ -44,9 +44,9 @@ using ::tally::testing::NodeProcess;
 using ::tally::testing::PgCluster;
 using ::tally::testing::TempDir;
 
-const std::vector<std::string> kTables = {
-    "public.pgbench_branches", "public.pgbench_tellers",
-    "public.pgbench_accounts"};
+const std::vector<std::string> kTables = {"public.pgbench_branches",
+                                          "public.pgbench_tellers",
+                                          "public.pgbench_accounts"};
 
 struct Table {
   const char* name;
@@ -92,9 +92,9 @@ TEST(PgApplyLocks, AnApplicationLockingInTheOppositeOrderLosesNothing) {
   const std::string addr[2] = {FreeLoopbackAddress(), FreeLoopbackAddress()};
   std::unique_ptr<NodeProcess> side[2];
   for (int i = 0; i < 2; ++i) {
-    side[i] = StartTablesSidecar(absl::StrCat("order-", i), dir[i].path(),
-                                 *pg[i], addr[i], {addr[1 - i]},
-                                 {"public.x", "public.y"});
+    side[i] =
+        StartTablesSidecar(absl::StrCat("order-", i), dir[i].path(), *pg[i],
+                           addr[i], {addr[1 - i]}, {"public.x", "public.y"});
     ASSERT_NE(side[i], nullptr);
   }
   ASSERT_TRUE(WaitFor([&] { return Following(addr[0]) && Following(addr[1]); },
@@ -125,17 +125,18 @@ TEST(PgApplyLocks, AnApplicationLockingInTheOppositeOrderLosesNothing) {
       absl::SleepFor(absl::Milliseconds(100));
     }
   });
-  const CommandResult bench =
-      Pgbench(*pg[1], {"-n", "-c", "4", "-j", "2", "-T", "12", "-f", script},
-              absl::Seconds(60));
+  const CommandResult bench = Pgbench(*pg[1],
+                                      {"-n", "-c", "4", "-j", "2", "-T", "12",
+                                       "--failures-detailed", "-f", script},
+                                      absl::Seconds(60));
   done = true;
   writer.join();
   const double processed =
       PgbenchFigure(bench.out, "number of transactions actually processed:");
   const double failed =
       PgbenchFigure(bench.out, "number of failed transactions:");
-  std::cout << "opposite-order clients on b: " << processed
-            << " transactions, " << failed << " failed; " << written
+  std::cout << "opposite-order clients on b: " << processed << " transactions, "
+            << failed << " failed; " << written
             << " transactions of 2,000 rows written on a\n";
   EXPECT_EQ(bench.exit_code, 0) << bench.out << bench.err;
   EXPECT_GT(processed, 0) << bench.out << bench.err;
@@ -161,8 +162,8 @@ TEST(PgApplyLocks, PgbenchOnTwoMeshedDatabasesLosesNoTransaction) {
     ASSERT_TRUE(started.ok()) << started.status();
     p = *std::move(started);
     // The same rows on both (pgbench's initial data is deterministic).
-    const CommandResult init = Pgbench(*p, {"-i", "-s", "1", "-q"},
-                                       absl::Seconds(60));
+    const CommandResult init =
+        Pgbench(*p, {"-i", "-s", "1", "-q"}, absl::Seconds(60));
     ASSERT_EQ(init.exit_code, 0) << init.err;
   }
   ASSERT_TRUE(TablesEqual(*pg[0], *pg[1]));
@@ -197,8 +198,7 @@ TEST(PgApplyLocks, PgbenchOnTwoMeshedDatabasesLosesNoTransaction) {
         PgbenchFigure(bench[i].out, "number of failed transactions:");
     const double tps = PgbenchFigure(bench[i].out, "tps =");
     std::cout << "pgbench on database " << i << " with tally: " << processed
-              << " transactions, " << failed << " failed, tps " << tps
-              << "\n";
+              << " transactions, " << failed << " failed, tps " << tps << "\n";
     EXPECT_EQ(bench[i].exit_code, 0) << bench[i].out << bench[i].err;
     EXPECT_GT(processed, 0) << bench[i].out << bench[i].err;
     EXPECT_EQ(failed, 0) << bench[i].out << bench[i].err;

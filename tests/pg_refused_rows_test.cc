@@ -77,9 +77,8 @@ TEST(PgRefusedRows, ATableThatRefusesRowsStopsNoOtherTable) {
       "refused-b", dir_b.path(), *pg_b, addr_b, {addr_a}, kTables, extra);
   ASSERT_NE(side_a, nullptr);
   ASSERT_NE(side_b, nullptr);
-  ASSERT_TRUE(
-      WaitFor([&] { return Following(addr_a) && Following(addr_b); },
-              absl::Seconds(30)))
+  ASSERT_TRUE(WaitFor([&] { return Following(addr_a) && Following(addr_b); },
+                      absl::Seconds(30)))
       << side_a->Log() << side_b->Log();
 
   // Identity values made on a apply on b as they are.
@@ -87,7 +86,9 @@ TEST(PgRefusedRows, ATableThatRefusesRowsStopsNoOtherTable) {
                             "generate_series(1, 20) g")
                   .ok());
   EXPECT_TRUE(WaitFor(
-      [&] { return OrderedMd5(*pg_a, "w", "id") == OrderedMd5(*pg_b, "w", "id"); },
+      [&] {
+        return OrderedMd5(*pg_a, "w", "id") == OrderedMd5(*pg_b, "w", "id");
+      },
       absl::Seconds(10)))
       << "w on b: " << Query(*pg_b, "SELECT count(*) FROM w") << " rows\n"
       << side_b->Log();
@@ -104,8 +105,9 @@ TEST(PgRefusedRows, ATableThatRefusesRowsStopsNoOtherTable) {
       << side_b->Log();
   EXPECT_TRUE(WaitFor(
       [&] {
-        return Query(*pg_b, "SELECT string_agg(id || ':' || g, ',' ORDER BY "
-                            "id) FROM u") == "1:10,3:14";
+        return Query(*pg_b,
+                     "SELECT string_agg(id || ':' || g, ',' ORDER BY "
+                     "id) FROM u") == "1:10,3:14";
       },
       absl::Seconds(10)))
       << Query(*pg_b, "SELECT string_agg(id::text, ',') FROM u") << "\n"
@@ -127,8 +129,8 @@ TEST(PgRefusedRows, ATableThatRefusesRowsStopsNoOtherTable) {
         absl::Seconds(5)))
         << "update " << k << "\n"
         << side_b->Log();
-    std::cout << "t's update " << k << " reached b in "
-              << absl::Now() - written << "\n";
+    std::cout << "t's update " << k << " reached b in " << absl::Now() - written
+              << "\n";
   }
   EXPECT_EQ(Query(*pg_b, "SELECT v FROM u WHERE id = 1"), "5");
 
@@ -136,12 +138,15 @@ TEST(PgRefusedRows, ATableThatRefusesRowsStopsNoOtherTable) {
   ASSERT_TRUE(pg_b->Execute("ALTER TABLE u DROP CONSTRAINT small").ok());
   EXPECT_TRUE(WaitFor(
       [&] {
-        const CommandResult sync = RunTally({"sync", addr_b}, absl::Seconds(30));
+        const CommandResult sync =
+            RunTally({"sync", addr_b}, absl::Seconds(30));
         return OrderedMd5(*pg_a, "u", "id") == OrderedMd5(*pg_b, "u", "id");
       },
       absl::Seconds(30)))
-      << "u on b: " << Query(*pg_b, "SELECT string_agg(id || ':' || v, ',' "
-                                    "ORDER BY id) FROM u")
+      << "u on b: "
+      << Query(*pg_b,
+               "SELECT string_agg(id || ':' || v, ',' "
+               "ORDER BY id) FROM u")
       << "\n"
       << StatusJson(addr_b) << side_b->Log();
   for (const char* table : {"t", "u", "w"}) {

@@ -91,22 +91,19 @@ TEST(PgTriggers, TriggersAndCascadesDoNotFireOnAppliedRows) {
   TempDir dir_a, dir_b;
   const std::string addr_a = FreeLoopbackAddress();
   const std::string addr_b = FreeLoopbackAddress();
-  std::unique_ptr<NodeProcess> side_a =
-      StartTablesSidecar("trig-a", dir_a.path(), *pg_a, addr_a, {addr_b},
-                         kTables);
-  std::unique_ptr<NodeProcess> side_b =
-      StartTablesSidecar("trig-b", dir_b.path(), *pg_b, addr_b, {addr_a},
-                         kTables);
+  std::unique_ptr<NodeProcess> side_a = StartTablesSidecar(
+      "trig-a", dir_a.path(), *pg_a, addr_a, {addr_b}, kTables);
+  std::unique_ptr<NodeProcess> side_b = StartTablesSidecar(
+      "trig-b", dir_b.path(), *pg_b, addr_b, {addr_a}, kTables);
   ASSERT_NE(side_a, nullptr);
   ASSERT_NE(side_b, nullptr);
-  ASSERT_TRUE(
-      WaitFor([&] { return Following(addr_a) && Following(addr_b); },
-              absl::Seconds(30)))
+  ASSERT_TRUE(WaitFor([&] { return Following(addr_a) && Following(addr_b); },
+                      absl::Seconds(30)))
       << side_a->Log() << side_b->Log();
   // The first copy: b's triggers must not restamp a's rows.
   ASSERT_TRUE(WaitFor([&] { return Equal(*pg_a, *pg_b); }, absl::Seconds(20)))
-      << "parent on b: "
-      << Query(*pg_b, "SELECT count(*) FROM parent") << " rows\n"
+      << "parent on b: " << Query(*pg_b, "SELECT count(*) FROM parent")
+      << " rows\n"
       << side_a->Log() << side_b->Log();
 
   // Writes on both sides: updates (the trigger stamps them where they are
@@ -138,8 +135,9 @@ TEST(PgTriggers, TriggersAndCascadesDoNotFireOnAppliedRows) {
   EXPECT_EQ(Query(*pg_b, "SELECT count(*) FROM parent"), "90");
   // Every child still has its parent on both sides.
   for (PgCluster* pg : {pg_a.get(), pg_b.get()}) {
-    EXPECT_EQ(Query(*pg, "SELECT count(*) FROM child c WHERE NOT EXISTS "
-                         "(SELECT 1 FROM parent p WHERE p.id = c.parent_id)"),
+    EXPECT_EQ(Query(*pg,
+                    "SELECT count(*) FROM child c WHERE NOT EXISTS "
+                    "(SELECT 1 FROM parent p WHERE p.id = c.parent_id)"),
               "0");
   }
 
@@ -165,23 +163,24 @@ TEST(PgTriggers, ARoleThatMayNotSetTheReplicaRoleIsRefusedNamingTheGrant) {
   TALLY_SKIP_UNLESS_POSTGRES();
   std::unique_ptr<PgCluster> pg = StartSchemaCluster();
   ASSERT_NE(pg, nullptr);
-  ASSERT_TRUE(pg->Execute(
-                    "CREATE ROLE app LOGIN REPLICATION; "
-                    "ALTER TABLE parent OWNER TO app; "
-                    "ALTER TABLE child OWNER TO app; "
-                    "GRANT CREATE ON DATABASE postgres TO app; "
-                    "GRANT EXECUTE ON FUNCTION "
-                    "pg_replication_origin_create(text), "
-                    "pg_replication_origin_session_setup(text), "
-                    "pg_replication_origin_xact_setup(pg_lsn, timestamptz), "
-                    "pg_replication_origin_progress(text, boolean) TO app")
-                  .ok());
+  ASSERT_TRUE(
+      pg->Execute("CREATE ROLE app LOGIN REPLICATION; "
+                  "ALTER TABLE parent OWNER TO app; "
+                  "ALTER TABLE child OWNER TO app; "
+                  "GRANT CREATE ON DATABASE postgres TO app; "
+                  "GRANT EXECUTE ON FUNCTION "
+                  "pg_replication_origin_create(text), "
+                  "pg_replication_origin_session_setup(text), "
+                  "pg_replication_origin_xact_setup(pg_lsn, timestamptz), "
+                  "pg_replication_origin_progress(text, boolean) TO app")
+          .ok());
   TempDir dir;
   const std::string listen = FreeLoopbackAddress();
   std::vector<std::string> argv = {
-      TallydPath(),  "--name",  "trig-role",       "--data-dir",
-      dir.path(),    "--listen", listen,           "--postgres",
-      pg->Uri("postgres", "app"), "--table", "public.parent"};
+      TallydPath(), "--name",       "trig-role",
+      "--data-dir", dir.path(),     "--listen",
+      listen,       "--postgres",   pg->Uri("postgres", "app"),
+      "--table",    "public.parent"};
   const CommandResult refused = RunCommand(argv, absl::Seconds(30));
   EXPECT_EQ(refused.exit_code, 1) << refused.err;
   EXPECT_THAT(refused.err,
