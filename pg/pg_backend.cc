@@ -29,6 +29,10 @@ using storage::RowOutcome;
 constexpr int64_t kPostgresEpochUnixMicros = int64_t{946684800} * 1000000;
 
 constexpr Oid kByteaOid = 17;
+
+// From this many rows of a table in one statement on, the staging table is
+// analyzed before the merge (a few ms; see ApplyPart).
+constexpr size_t kAnalyzeStageRows = 500;
 constexpr Oid kTimestamptzOid = 1184;
 
 // Big-endian into a buffer the caller holds (the staging writes millions).
@@ -574,20 +578,10 @@ absl::Status PgBackend::ApplyTransaction(const StagedCall& call,
                                          absl::Span<const uint32_t> group,
                                          std::vector<RowOutcome>* outcomes,
                                          std::vector<uint32_t>* busy) {
-  const int64_t stamp = std::max(NowStamp(), last_stamp_ + 1);
-  TALLY_RETURN_IF_ERROR(apply_->Exec("BEGIN").status());
-  // The origin's timestamp and LSN for this transaction; every constraint
-  // checked at its statement, so that a deferred one refuses rows there
-  // (where they can be isolated), not at COMMIT.
+  // Every constraint checked at its statement, so that a deferred one
+  // refuses rows there (where they can be isolated), not at COMMIT.
   TALLY_RETURN_IF_ERROR(
-      apply_
-          ->ExecParams(
-              "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_lsn, "
-              "$2::timestamptz)",
-              {Param::Text(FormatLsn(static_cast<Lsn>(stamp))),
-               Param::Binary(Int8Bytes(stamp), kTimestamptzOid)})
-          .status());
-  TALLY_RETURN_IF_ERROR(apply_->Exec("SET CONSTRAINTS ALL IMMEDIATE").status());
+      apply_->Exec("BEGIN; SET CONSTRAINTS ALL IMMEDIATE").status());
 
   std::vector<uint32_t> applied;
   std::vector<uint32_t> attempt_applied, attempt_busy;
@@ -646,6 +640,7 @@ absl::Status PgBackend::ApplyTransaction(const StagedCall& call,
     // Nothing to commit (every row refused or busy).
     return apply_->Exec("ROLLBACK").status();
   }
+  const int64_t stamp = std::max(NowStamp(), last_stamp_ + 1);
   ApplyMessage message;
   message.apply_sequence = static_cast<uint64_t>(stamp);
   message.token = RowToken{stamp, origin_id_};
@@ -660,11 +655,17 @@ absl::Status PgBackend::ApplyTransaction(const StagedCall& call,
     a.erased = row.kind == RowChange::Kind::kErase;
     message.rows.push_back(std::move(a));
   }
+  // The origin's timestamp and LSN for this transaction (used at COMMIT,
+  // so set last), and the message, in one round trip.
   TALLY_RETURN_IF_ERROR(
       apply_
           ->ExecParams(
-              "SELECT pg_catalog.pg_logical_emit_message(true, $1, $2)",
-              {Param::Text(std::string(kApplyMessagePrefix)),
+              "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_lsn, "
+              "$2::timestamptz), "
+              "pg_catalog.pg_logical_emit_message(true, $3, $4)",
+              {Param::Text(FormatLsn(static_cast<Lsn>(stamp))),
+               Param::Binary(Int8Bytes(stamp), kTimestamptzOid),
+               Param::Text(std::string(kApplyMessagePrefix)),
                Param::Binary(EncodeApplyMessage(message), kByteaOid)})
           .status());
   ReachFaultPoint(options_.fault_points, FaultPoint::kApplyBeforePgCommit);
@@ -707,6 +708,14 @@ absl::Status PgBackend::ApplyPart(const StagedCall& call, const Table& table,
       apply_->CopyIn(CopyStageSql(table.schema, table.temp_name), data)
           .status(),
       absl::StrCat("staging rows of ", table.schema.name())));
+  if (part.size() >= kAnalyzeStageRows) {
+    // The staging table's statistics: without them the planner takes it
+    // for a few rows and joins the inserted rows back to it by a nested
+    // loop, quadratic in the rows.
+    TALLY_RETURN_IF_ERROR(
+        apply_->Exec(absl::StrCat("ANALYZE pg_temp.", table.temp_name))
+            .status());
+  }
   absl::StatusOr<Result> merged = apply_->Exec(table.merge_sql);
   if (!merged.ok()) {
     return WithContext(merged.status(),

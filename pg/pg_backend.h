@@ -134,7 +134,7 @@ struct PgBackendOptions {
   absl::Duration busy_retry_for = absl::Milliseconds(500);
   // The most rows one apply transaction writes: the locks it takes are
   // held until its COMMIT.
-  size_t max_rows_per_transaction = 1000;
+  size_t max_rows_per_transaction = 2500;
   // The most statements one table's part of a transaction may take to
   // isolate the rows the database refuses (pg/row_isolation.h).
   int max_isolation_attempts = 64;
