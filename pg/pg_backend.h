@@ -63,9 +63,12 @@
 // that transaction, receives it (origin = this node's apply origin) with
 // its 'tally.apply' message, and indexes the listed rows with the versions
 // the message carries. When the store did commit, the same versions and
-// digests change nothing: an idempotent replay. An error before COMMIT
-// rolls back and applies nothing; an error during COMMIT (the connection
-// lost) leaves the outcome unknown, which the same capture replay settles.
+// digests change nothing: an idempotent replay. Every transaction of a
+// call carries its own message, so the same holds when a call fails after
+// some of its transactions committed: the failed one rolled back, the
+// committed ones are replayed. An error during COMMIT (the connection lost)
+// leaves that transaction's outcome unknown, which the same replay
+// settles.
 //
 // Reads. ReadValues sends one `SELECT <canonical columns> ... WHERE (key)
 // IN (unnest of key arrays)` per keyspace per call, in binary, on a reader
