@@ -75,12 +75,14 @@ std::string CopyStageSql(const TableSchema& t, absl::string_view temp) {
 
 // Data-modifying CTEs share one snapshot, which is fine: a key is staged at
 // most once. `lk` locks the rows to update or delete that no other
-// transaction holds; a row locked elsewhere is `busy` when the snapshot
-// sees it. The UPDATE and DELETE then touch locked rows only (an UPDATE
-// that meets a row version newer than its snapshot rechecks the CAS on the
-// newest one, which `lk` locked: no wait). An insert whose key the
-// snapshot sees is refused without being tried: ON CONFLICT would wait
-// for an application's uncommitted update of that row.
+// transaction holds and whose token is still the expected one (a row an
+// application changed since is refused without being locked: a hot row is
+// not held from the applications for nothing); a row locked elsewhere is
+// `busy` when the snapshot sees it with the expected token. The UPDATE and
+// DELETE then touch locked rows only (an UPDATE that meets a row version newer
+// than its snapshot rechecks the CAS on the newest one, which `lk` locked: no
+// wait). An insert whose key the snapshot sees is refused without being tried:
+// ON CONFLICT would wait for an application's uncommitted update of that row.
 std::string MergeSql(const TableSchema& t, absl::string_view temp) {
   const std::string stage = absl::StrCat("pg_temp.", temp);
   const std::string table = t.quoted_name();
@@ -119,14 +121,15 @@ std::string MergeSql(const TableSchema& t, absl::string_view temp) {
                    KeyMatch(t, "t", "s"), ")");
   return absl::StrCat(
       "WITH lk AS MATERIALIZED (SELECT s.i FROM ", stage, " AS s JOIN ", table,
-      " AS t ON ", KeyMatch(t, "t", "s"),
-      " WHERE s.op IN ('u', 'd') FOR UPDATE OF t SKIP LOCKED), ",
-      "busy AS (SELECT s.i FROM ", stage,
-      " AS s WHERE s.op IN ('u', 'd') AND s.i NOT IN (SELECT i FROM lk) AND ",
-      exists, "), ", "upd AS (UPDATE ", table, " AS t SET ",
-      absl::StrJoin(set, ", "), " FROM ", stage,
-      " AS s WHERE s.op = 'u' AND s.i IN (SELECT i FROM lk) ", "AND ",
-      KeyMatch(t, "t", "s"), " AND ", kCas, " RETURNING s.i), ",
+      " AS t ON ", KeyMatch(t, "t", "s"), " WHERE s.op IN ('u', 'd') AND ",
+      kCas, " FOR UPDATE OF t SKIP LOCKED), ", "busy AS (SELECT s.i FROM ",
+      stage,
+      " AS s WHERE s.op IN ('u', 'd') AND s.i NOT IN (SELECT i FROM lk) AND "
+      "EXISTS (SELECT 1 FROM ",
+      table, " AS t WHERE ", KeyMatch(t, "t", "s"), " AND ", kCas, ")), ",
+      "upd AS (UPDATE ", table, " AS t SET ", absl::StrJoin(set, ", "),
+      " FROM ", stage, " AS s WHERE s.op = 'u' AND s.i IN (SELECT i FROM lk) ",
+      "AND ", KeyMatch(t, "t", "s"), " AND ", kCas, " RETURNING s.i), ",
       "del AS (DELETE FROM ", table, " AS t USING ", stage,
       " AS s WHERE s.op = 'd' AND s.i IN (SELECT i FROM lk) AND ",
       KeyMatch(t, "t", "s"), " AND ", kCas, " RETURNING s.i), ",
