@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "pg/apply_message.h"
+#include "pg/apply_sql.h"
 #include "pg/binary_copy.h"
 #include "pg/internal/big_endian.h"
 #include "pg/lsn.h"
 #include "pg/row_codec.h"
+#include "pg/row_isolation.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -26,12 +29,11 @@ using storage::RowOutcome;
 constexpr int64_t kPostgresEpochUnixMicros = int64_t{946684800} * 1000000;
 
 constexpr Oid kByteaOid = 17;
-constexpr Oid kTimestamptzOid = 1184;
 
-// The staging table's fixed columns, before the table's own (c0, c1, ...).
-// op: 'u' update under the CAS, 'd' delete under the CAS, 'i' insert if
-// absent, 'n' nothing to write, applied if the row is absent.
-constexpr absl::string_view kStageColumns = "i, op, ets, eor";
+// From this many rows of a table in one statement on, the staging table is
+// analyzed before the merge (a few ms; see ApplyPart).
+constexpr size_t kAnalyzeStageRows = 500;
+constexpr Oid kTimestamptzOid = 1184;
 
 // Big-endian into a buffer the caller holds (the staging writes millions).
 void StoreBigEndian32(char* at, uint32_t v) {
@@ -56,8 +58,6 @@ std::string Quote(absl::string_view name) {
   out.push_back('"');
   return out;
 }
-
-std::string StageColumn(size_t i) { return absl::StrCat("c", i); }
 
 // One element of a canonical key in the apply's staging order (KeyLess):
 // a NULL (tag 0), a field's bytes (1), or the raw rest of bytes that are
@@ -104,95 +104,6 @@ bool KeyLess(absl::string_view a, absl::string_view b) {
   }
 }
 
-// `a."k1" = b.c0 AND ...` over the key columns; `b` is the staging table.
-std::string KeyMatch(const TableSchema& t, absl::string_view a,
-                     absl::string_view b) {
-  std::vector<std::string> parts;
-  for (size_t k = 0; k < t.key_columns(); ++k) {
-    parts.push_back(absl::StrCat(a, ".", Quote(t.columns()[k].name), " = ", b,
-                                 ".", StageColumn(k)));
-  }
-  return absl::StrJoin(parts, " AND ");
-}
-
-// The compare-and-swap: the row version `t` is still the one whose token
-// the staging row `s` expects. One commit-timestamp lookup per row.
-constexpr absl::string_view kCas =
-    "(SELECT x.timestamp IS NOT DISTINCT FROM s.ets AND x.roident IS NOT "
-    "DISTINCT FROM s.eor FROM "
-    "pg_catalog.pg_xact_commit_timestamp_origin(t.xmin) AS x)";
-
-std::string CreateStageSql(const TableSchema& t, absl::string_view temp) {
-  std::string sql = absl::StrCat("CREATE TEMP TABLE IF NOT EXISTS ", temp,
-                                 " (i int4, op \"char\", ets timestamptz, "
-                                 "eor oid");
-  for (size_t c = 0; c < t.columns().size(); ++c) {
-    const TableColumn& col = t.columns()[c];
-    absl::StrAppend(&sql, ", ", StageColumn(c), " ", col.type);
-    if (!col.collation.empty()) {
-      absl::StrAppend(&sql, " COLLATE ", Quote(col.collation));
-    }
-  }
-  absl::StrAppend(&sql, ") ON COMMIT DELETE ROWS");
-  return sql;
-}
-
-std::string CopyStageSql(const TableSchema& t, absl::string_view temp) {
-  std::vector<std::string> cols;
-  for (size_t c = 0; c < t.columns().size(); ++c) {
-    cols.push_back(StageColumn(c));
-  }
-  return absl::StrCat("COPY pg_temp.", temp, " (", kStageColumns, ", ",
-                      absl::StrJoin(cols, ", "),
-                      ") FROM STDIN (FORMAT binary)");
-}
-
-// One statement for all staged rows of a table; returns the staging row
-// indexes it applied. Data-modifying CTEs share one snapshot, which is fine:
-// a key is staged at most once.
-std::string MergeSql(const TableSchema& t, absl::string_view temp) {
-  const std::string stage = absl::StrCat("pg_temp.", temp);
-  const std::string table = t.quoted_name();
-  std::vector<std::string> set, all, values, ins_keys;
-  for (size_t c = 0; c < t.columns().size(); ++c) {
-    const std::string name = Quote(t.columns()[c].name);
-    all.push_back(name);
-    values.push_back(absl::StrCat("s.", StageColumn(c)));
-    if (c >= t.key_columns()) {
-      set.push_back(absl::StrCat(name, " = s.", StageColumn(c)));
-    }
-  }
-  if (set.empty()) {
-    // A table of key columns only: rewrite the key to itself, so that the
-    // row version (and its token) is the apply's.
-    for (size_t k = 0; k < t.key_columns(); ++k) {
-      set.push_back(
-          absl::StrCat(Quote(t.columns()[k].name), " = s.", StageColumn(k)));
-    }
-  }
-  for (size_t k = 0; k < t.key_columns(); ++k) {
-    ins_keys.push_back(absl::StrCat("ins.", Quote(t.columns()[k].name), " = s.",
-                                    StageColumn(k)));
-  }
-  return absl::StrCat(
-      "WITH upd AS (UPDATE ", table, " AS t SET ", absl::StrJoin(set, ", "),
-      " FROM ", stage, " AS s WHERE s.op = 'u' AND ", KeyMatch(t, "t", "s"),
-      " AND ", kCas, " RETURNING s.i), ", "del AS (DELETE FROM ", table,
-      " AS t USING ", stage, " AS s WHERE s.op = 'd' AND ",
-      KeyMatch(t, "t", "s"), " AND ", kCas, " RETURNING s.i), ",
-      "ins AS (INSERT INTO ", table, " AS t (", absl::StrJoin(all, ", "),
-      ") SELECT ", absl::StrJoin(values, ", "), " FROM ", stage,
-      " AS s WHERE s.op = 'i' ON CONFLICT DO NOTHING RETURNING ",
-      absl::StrJoin(all.begin(), all.begin() + t.key_columns(), ", "), "), ",
-      "absent AS (SELECT s.i FROM ", stage,
-      " AS s WHERE s.op = 'n' AND NOT EXISTS (SELECT 1 FROM ", table,
-      " AS t WHERE ", KeyMatch(t, "t", "s"), ")) ",
-      "SELECT i FROM upd UNION ALL SELECT i FROM del UNION ALL SELECT s.i "
-      "FROM ins JOIN ",
-      stage, " AS s ON s.op = 'i' AND ", absl::StrJoin(ins_keys, " AND "),
-      " UNION ALL SELECT i FROM absent");
-}
-
 // Rows by key: the key columns arrive as one array parameter each.
 std::string ReadSql(const TableSchema& t) {
   std::vector<std::string> cols, keys, arrays;
@@ -233,6 +144,14 @@ std::string BinaryArray(Oid element_type,
 
 int64_t NowStamp() {
   return absl::ToUnixMicros(absl::Now()) - kPostgresEpochUnixMicros;
+}
+
+// A key for messages: its canonical bytes, escaped, cut at 64.
+std::string DescribeKey(absl::string_view key) {
+  constexpr size_t kShown = 64;
+  std::string out = absl::CHexEscape(key.substr(0, kShown));
+  if (key.size() > kShown) absl::StrAppend(&out, "...");
+  return absl::StrCat("\"", out, "\"");
 }
 
 absl::Status WithContext(const absl::Status& s, absl::string_view what) {
@@ -284,6 +203,25 @@ absl::StatusOr<std::unique_ptr<Connection>> PgBackend::OpenApply(
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
+  // As PostgreSQL's own logical replication apply: triggers and the
+  // foreign keys' checks and cascades do not fire on applied rows (what
+  // they did at the source arrives as rows), and the apply waits for no
+  // lock for long.
+  for (const std::string& sql : ApplySessionSettings(options.lock_timeout)) {
+    absl::Status s = c->Exec(sql).status();
+    if (absl::IsPermissionDenied(s)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the apply runs with session_replication_role = replica (triggers "
+          "and foreign keys do not fire on applied rows) and this role may "
+          "not set it: GRANT SET ON PARAMETER session_replication_role TO "
+          "<role> (PostgreSQL 15), or a superuser role: ",
+          s.message()));
+    }
+    TALLY_RETURN_IF_ERROR(WithContext(s, "setting up the apply session"));
+  }
+  // Superusers only; others keep the server's (the lock timeout still ends
+  // the apply's waits first unless deadlock_timeout is below it).
+  (void)c->Exec(ApplyDeadlockTimeoutSql(options.deadlock_timeout));
   return c;
 }
 
@@ -419,54 +357,84 @@ std::string PgBackend::SchemaDescription(absl::string_view keyspace) const {
   return t == nullptr ? "" : t->description();
 }
 
+// The rows of one ApplyRows call, staged per table before anything is sent.
+struct PgBackend::StagedCall {
+  std::vector<TablePtr> tables;
+  // The binary COPY header every table's stream starts with.
+  std::string header;
+  // Per table: the binary COPY tuples of its rows, one after another.
+  std::vector<std::string> tuples;
+  // Per row: its table (tables.size() for a row not staged), and where its
+  // tuple is in that table's `tuples`.
+  std::vector<uint32_t> table_of;
+  std::vector<std::pair<size_t, size_t>> tuple_at;
+  // The staged rows in the apply's lock order: tables by name, each
+  // table's rows by key.
+  std::vector<uint32_t> order;
+};
+
 absl::Status PgBackend::ApplyRows(absl::Span<const RowChange> rows,
                                   std::vector<RowOutcome>* outcomes) {
   absl::MutexLock lock(&apply_mu_);
   outcomes->assign(rows.size(), RowOutcome{});
   if (rows.empty()) return absl::OkStatus();
-  bool began = false;
-  absl::Status s = ApplyLocked(rows, outcomes, &began);
+  absl::Status s = ApplyLocked(rows, outcomes);
   if (!s.ok()) {
     outcomes->assign(rows.size(), RowOutcome{});
-    if (began && apply_ != nullptr && apply_->healthy()) {
+    if (apply_ != nullptr && apply_->healthy()) {
       (void)apply_->Exec("ROLLBACK");
     }
   }
   return s;
 }
 
-absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
-                                    std::vector<RowOutcome>* outcomes,
-                                    bool* began) {
-  // Stage every row before touching the database: a row that is not the
-  // table's encoding fails the commit with nothing sent.
-  const std::vector<TablePtr> tables = Tables();
-  std::vector<std::vector<uint32_t>> order(tables.size());
+absl::Status PgBackend::StageRows(absl::Span<const RowChange> rows,
+                                  std::vector<RowOutcome>* outcomes,
+                                  StagedCall* call) {
+  const std::vector<TablePtr>& tables = call->tables;
+  call->table_of.assign(rows.size(), static_cast<uint32_t>(tables.size()));
+  call->tuple_at.assign(rows.size(), {0, 0});
+  call->tuples.assign(tables.size(), std::string());
+  std::vector<std::vector<uint32_t>> by_table(tables.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     auto it = table_index_.find(rows[i].row.keyspace);
     if (it == table_index_.end()) {
-      return absl::FailedPreconditionError(
+      (*outcomes)[i].rejected = absl::FailedPreconditionError(
           absl::StrCat("keyspace ", rows[i].row.keyspace,
                        " is not a table this node keeps (--table)"));
+      continue;
     }
-    order[it->second].push_back(static_cast<uint32_t>(i));
+    by_table[it->second].push_back(static_cast<uint32_t>(i));
   }
-  std::vector<CopyBinaryWriter> stages(tables.size());
-  std::vector<bool> used(tables.size(), false);
+  // Tables in the order of their names: every apply takes its locks in the
+  // same order, whatever the order of --table.
+  std::vector<size_t> table_order(tables.size());
+  for (size_t t = 0; t < tables.size(); ++t) table_order[t] = t;
+  std::sort(table_order.begin(), table_order.end(), [&](size_t a, size_t b) {
+    return tables[a]->schema.name() < tables[b]->schema.name();
+  });
+  {
+    CopyBinaryWriter header;
+    call->header = header.TakeBuffered();
+  }
   std::vector<Field> fields;
   std::string local_bytes;
   std::vector<Field> staged;
-  for (size_t t = 0; t < tables.size(); ++t) {
+  for (size_t t : table_order) {
     // In key order: the statement probes the primary key and the heap in
     // the staging table's order, and sorted probes find the pages the
     // previous one read still in the CPU's cache (in the store's order,
-    // by token, every probe missed it).
-    std::sort(order[t].begin(), order[t].end(), [&](uint32_t a, uint32_t b) {
+    // by token, every probe missed it). It is also the order rows are
+    // locked in.
+    std::vector<uint32_t>& order = by_table[t];
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
       return KeyLess(rows[a].row.key, rows[b].row.key);
     });
     const Table& table = *tables[t];
     const RowCodec codec = table.schema.codec();
-    for (uint32_t i : order[t]) {
+    CopyBinaryWriter writer;
+    const size_t header_bytes = writer.buffered_bytes();
+    for (uint32_t i : order) {
       const RowChange& row = rows[i];
       const bool present = row.expected.exists && !row.expected.deleted;
       char op;
@@ -488,9 +456,13 @@ absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
               ? codec.Decode(row.row.key, row.value, &local_bytes, &fields)
               : codec.DecodeKey(row.row.key, &local_bytes, &fields);
       if (!decoded.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("a row of keyspace ", row.row.keyspace,
-                         " is not the table's encoding: ", decoded.message()));
+        // A peer's row of another shape (a column added there first):
+        // this row alone is refused.
+        (*outcomes)[i].rejected = absl::InvalidArgumentError(
+            absl::StrCat("a row of ", table.schema.name(), " (key ",
+                         DescribeKey(row.row.key),
+                         ") is not the table's encoding: ", decoded.message()));
+        continue;
       }
       fields.resize(codec.columns(), Field::Null());
       // The fixed columns' bytes live on the stack until AddRow copies
@@ -507,58 +479,173 @@ absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
         staged[3] = Field::Of(absl::string_view(eor, 4));
       }
       staged.insert(staged.end(), fields.begin(), fields.end());
-      TALLY_RETURN_IF_ERROR(stages[t].AddRow(staged));
-      used[t] = true;
+      const size_t before = writer.buffered_bytes();
+      absl::Status added = writer.AddRow(staged);
+      if (!added.ok()) {
+        (*outcomes)[i].rejected = absl::InvalidArgumentError(absl::StrCat(
+            "a row of ", table.schema.name(), " (key ",
+            DescribeKey(row.row.key), ") cannot be sent: ", added.message()));
+        continue;
+      }
+      call->table_of[i] = static_cast<uint32_t>(t);
+      call->tuple_at[i] = {before - header_bytes,
+                           writer.buffered_bytes() - before};
+      call->order.push_back(i);
     }
+    call->tuples[t] = writer.TakeBuffered().substr(header_bytes);
   }
+  return absl::OkStatus();
+}
+
+absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
+                                    std::vector<RowOutcome>* outcomes) {
+  // Stage every row before touching the database: a row that is not the
+  // table's encoding is refused alone, with nothing sent.
+  StagedCall call;
+  call.tables = Tables();
+  TALLY_RETURN_IF_ERROR(StageRows(rows, outcomes, &call));
+  if (call.order.empty()) return absl::OkStatus();
 
   if (apply_ == nullptr || !apply_->healthy()) {
     apply_.reset();
     staged_.clear();
     TALLY_ASSIGN_OR_RETURN(apply_, OpenApply(options_));
   }
-  for (size_t t = 0; t < tables.size(); ++t) {
-    if (used[t]) TALLY_RETURN_IF_ERROR(EnsureStage(*tables[t]));
+  {
+    // A staging table that cannot be made (a type dropped since the schema
+    // was read) refuses that table's rows.
+    std::vector<bool> ready(call.tables.size(), false);
+    std::vector<absl::Status> refused(call.tables.size());
+    std::vector<uint32_t> kept;
+    for (uint32_t i : call.order) {
+      const uint32_t t = call.table_of[i];
+      if (!ready[t] && refused[t].ok()) {
+        absl::Status s = EnsureStage(*call.tables[t]);
+        if (!s.ok() && !apply_->healthy()) return s;
+        if (s.ok()) {
+          ready[t] = true;
+        } else {
+          refused[t] = WithContext(
+              s,
+              absl::StrCat("staging rows of ", call.tables[t]->schema.name()));
+        }
+      }
+      if (ready[t]) {
+        kept.push_back(i);
+      } else {
+        (*outcomes)[i].rejected = refused[t];
+      }
+    }
+    call.order = std::move(kept);
+  }
+
+  // Rows an application holds locked are tried again in later
+  // transactions, for a while; then they are left as not applied (the
+  // application's write is captured, and sessions cover the rest).
+  std::vector<uint32_t> rank(rows.size(), 0);
+  for (size_t r = 0; r < call.order.size(); ++r) {
+    rank[call.order[r]] = static_cast<uint32_t>(r);
+  }
+  const absl::Time deadline = absl::Now() + options_.busy_retry_for;
+  absl::Duration pause = absl::Milliseconds(10);
+  size_t per_transaction =
+      std::max<size_t>(1, options_.max_rows_per_transaction);
+  std::vector<uint32_t> pending = std::move(call.order);
+  while (!pending.empty()) {
+    std::vector<uint32_t> busy;
+    for (size_t at = 0; at < pending.size(); at += per_transaction) {
+      const absl::Span<const uint32_t> group =
+          absl::MakeConstSpan(pending).subspan(at, per_transaction);
+      TALLY_RETURN_IF_ERROR(
+          ApplyTransaction(call, rows, group, outcomes, &busy));
+    }
+    if (busy.empty() || absl::Now() + pause > deadline) break;
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, absl::Milliseconds(100));
+    // A lock timeout marks a whole statement's rows busy: smaller
+    // transactions the next time hold fewer locks and meet fewer waits.
+    per_transaction =
+        std::max<size_t>(1, std::min(per_transaction, busy.size()) / 2);
+    std::sort(busy.begin(), busy.end(),
+              [&](uint32_t a, uint32_t b) { return rank[a] < rank[b]; });
+    pending = std::move(busy);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PgBackend::ApplyTransaction(const StagedCall& call,
+                                         absl::Span<const RowChange> rows,
+                                         absl::Span<const uint32_t> group,
+                                         std::vector<RowOutcome>* outcomes,
+                                         std::vector<uint32_t>* busy) {
+  // Every constraint checked at its statement, so that a deferred one
+  // refuses rows there (where they can be isolated), not at COMMIT.
+  TALLY_RETURN_IF_ERROR(
+      apply_->Exec("BEGIN; SET CONSTRAINTS ALL IMMEDIATE").status());
+
+  std::vector<uint32_t> applied;
+  std::vector<uint32_t> attempt_applied, attempt_busy;
+  size_t part_begin = 0;
+  while (part_begin < group.size()) {
+    const uint32_t t = call.table_of[group[part_begin]];
+    size_t part_end = part_begin;
+    while (part_end < group.size() && call.table_of[group[part_end]] == t) {
+      ++part_end;
+    }
+    const absl::Span<const uint32_t> part =
+        group.subspan(part_begin, part_end - part_begin);
+    part_begin = part_end;
+    const Table& table = *call.tables[t];
+    bool stage_used = false;
+    auto attempt = [&](absl::Span<const uint32_t> rows_tried) -> absl::Status {
+      attempt_applied.clear();
+      attempt_busy.clear();
+      TALLY_RETURN_IF_ERROR(apply_->Exec("SAVEPOINT tally_rows").status());
+      absl::Status s = ApplyPart(call, table, t, rows_tried, stage_used,
+                                 &attempt_applied, &attempt_busy);
+      stage_used = true;
+      if (!s.ok()) {
+        if (apply_->healthy() &&
+            !apply_->Exec("ROLLBACK TO SAVEPOINT tally_rows").ok() &&
+            apply_->healthy()) {
+          return absl::UnavailableError(
+              absl::StrCat("rolling back a failed apply of ",
+                           table.schema.name(), ": ", s.message()));
+        }
+        return s;
+      }
+      TALLY_RETURN_IF_ERROR(
+          apply_->Exec("RELEASE SAVEPOINT tally_rows").status());
+      applied.insert(applied.end(), attempt_applied.begin(),
+                     attempt_applied.end());
+      busy->insert(busy->end(), attempt_busy.begin(), attempt_busy.end());
+      return absl::OkStatus();
+    };
+    IsolationOutcome isolated =
+        IsolateRows(part, options_.max_isolation_attempts, attempt,
+                    [&](const absl::Status& s) {
+                      return ClassifyApplyError(s, apply_->healthy());
+                    });
+    if (!isolated.fatal.ok()) return isolated.fatal;
+    for (auto& [i, why] : isolated.rejected) {
+      (*outcomes)[i].rejected = absl::Status(
+          why.code(),
+          absl::StrCat(table.schema.name(), " refused the row of key ",
+                       DescribeKey(rows[i].row.key), ": ", why.message()));
+    }
+    busy->insert(busy->end(), isolated.busy.begin(), isolated.busy.end());
+  }
+
+  if (applied.empty()) {
+    // Nothing to commit (every row refused or busy).
+    return apply_->Exec("ROLLBACK").status();
   }
   const int64_t stamp = std::max(NowStamp(), last_stamp_ + 1);
-  *began = true;
-  TALLY_RETURN_IF_ERROR(apply_->Exec("BEGIN").status());
-  TALLY_RETURN_IF_ERROR(
-      apply_
-          ->ExecParams(
-              "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_lsn, "
-              "$2::timestamptz)",
-              {Param::Text(FormatLsn(static_cast<Lsn>(stamp))),
-               Param::Binary(Int8Bytes(stamp), kTimestamptzOid)})
-          .status());
   ApplyMessage message;
   message.apply_sequence = static_cast<uint64_t>(stamp);
   message.token = RowToken{stamp, origin_id_};
-  for (size_t t = 0; t < tables.size(); ++t) {
-    if (!used[t]) continue;
-    const Table& table = *tables[t];
-    stages[t].Finish();
-    TALLY_RETURN_IF_ERROR(
-        WithContext(apply_
-                        ->CopyIn(CopyStageSql(table.schema, table.temp_name),
-                                 stages[t].TakeBuffered())
-                        .status(),
-                    absl::StrCat("staging rows of ", table.schema.name())));
-    absl::StatusOr<Result> applied = apply_->Exec(table.merge_sql);
-    if (!applied.ok()) {
-      return WithContext(applied.status(), absl::StrCat("applying rows to ",
-                                                        table.schema.name()));
-    }
-    for (int r = 0; r < applied->rows(); ++r) {
-      size_t i = 0;
-      if (!absl::SimpleAtoi(applied->Value(r, 0), &i) || i >= rows.size()) {
-        return absl::InternalError("the apply returned a row it was not given");
-      }
-      (*outcomes)[i].applied = true;
-    }
-  }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (!(*outcomes)[i].applied) continue;
+  std::sort(applied.begin(), applied.end());
+  for (uint32_t i : applied) {
     const RowChange& row = rows[i];
     AppliedRow a;
     a.keyspace = std::string(row.row.keyspace);
@@ -568,25 +655,79 @@ absl::Status PgBackend::ApplyLocked(absl::Span<const RowChange> rows,
     a.erased = row.kind == RowChange::Kind::kErase;
     message.rows.push_back(std::move(a));
   }
-  if (!message.rows.empty()) {
-    TALLY_RETURN_IF_ERROR(
-        apply_
-            ->ExecParams(
-                "SELECT pg_catalog.pg_logical_emit_message(true, $1, $2)",
-                {Param::Text(std::string(kApplyMessagePrefix)),
-                 Param::Binary(EncodeApplyMessage(message), kByteaOid)})
-            .status());
-  }
+  // The origin's timestamp and LSN for this transaction (used at COMMIT,
+  // so set last), and the message, in one round trip.
+  TALLY_RETURN_IF_ERROR(
+      apply_
+          ->ExecParams(
+              "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_lsn, "
+              "$2::timestamptz), "
+              "pg_catalog.pg_logical_emit_message(true, $3, $4)",
+              {Param::Text(FormatLsn(static_cast<Lsn>(stamp))),
+               Param::Binary(Int8Bytes(stamp), kTimestamptzOid),
+               Param::Text(std::string(kApplyMessagePrefix)),
+               Param::Binary(EncodeApplyMessage(message), kByteaOid)})
+          .status());
   ReachFaultPoint(options_.fault_points, FaultPoint::kApplyBeforePgCommit);
   TALLY_RETURN_IF_ERROR(
       WithContext(apply_->Exec("COMMIT").status(), "committing an apply"));
   ReachFaultPoint(options_.fault_points, FaultPoint::kApplyAfterPgCommit);
   last_stamp_ = stamp;
   const std::string token = message.token.Encode();
-  for (size_t i = 0; i < rows.size(); ++i) {
+  for (uint32_t i : applied) {
     RowOutcome& o = (*outcomes)[i];
+    o.applied = true;
     // A tombstone keeps no token: no PostgreSQL row describes it.
-    if (o.applied && rows[i].kind == RowChange::Kind::kPut) o.payload = token;
+    if (rows[i].kind == RowChange::Kind::kPut) o.payload = token;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PgBackend::ApplyPart(const StagedCall& call, const Table& table,
+                                  uint32_t t, absl::Span<const uint32_t> part,
+                                  bool stage_used,
+                                  std::vector<uint32_t>* applied,
+                                  std::vector<uint32_t>* busy) {
+  if (stage_used) {
+    // Rows of an earlier attempt of this transaction (ON COMMIT DELETE
+    // ROWS empties it at COMMIT only).
+    TALLY_RETURN_IF_ERROR(
+        apply_->Exec(absl::StrCat("TRUNCATE pg_temp.", table.temp_name))
+            .status());
+  }
+  const std::string& tuples = call.tuples[t];
+  std::string data = call.header;
+  size_t bytes = data.size() + 2;
+  for (uint32_t i : part) bytes += call.tuple_at[i].second;
+  data.reserve(bytes);
+  for (uint32_t i : part) {
+    data.append(tuples, call.tuple_at[i].first, call.tuple_at[i].second);
+  }
+  data.append("\xff\xff", 2);  // the trailer: a tuple of -1 fields
+  TALLY_RETURN_IF_ERROR(WithContext(
+      apply_->CopyIn(CopyStageSql(table.schema, table.temp_name), data)
+          .status(),
+      absl::StrCat("staging rows of ", table.schema.name())));
+  if (part.size() >= kAnalyzeStageRows) {
+    // The staging table's statistics: without them the planner takes it
+    // for a few rows and joins the inserted rows back to it by a nested
+    // loop, quadratic in the rows.
+    TALLY_RETURN_IF_ERROR(
+        apply_->Exec(absl::StrCat("ANALYZE pg_temp.", table.temp_name))
+            .status());
+  }
+  absl::StatusOr<Result> merged = apply_->Exec(table.merge_sql);
+  if (!merged.ok()) {
+    return WithContext(merged.status(),
+                       absl::StrCat("applying rows to ", table.schema.name()));
+  }
+  for (int r = 0; r < merged->rows(); ++r) {
+    uint32_t i = 0;
+    if (!absl::SimpleAtoi(merged->Value(r, 1), &i) ||
+        i >= call.table_of.size() || call.table_of[i] != t) {
+      return absl::InternalError("the apply returned a row it was not given");
+    }
+    (merged->Value(r, 0) == "b" ? busy : applied)->push_back(i);
   }
   return absl::OkStatus();
 }

@@ -8,27 +8,54 @@
 // pg/row_codec.h; a tombstone keeps an empty payload.
 //
 // Apply. One connection per database holds the node's replication origin
-// (`pg_replication_origin_session_setup`, created if missing). ApplyRows is
-// ONE transaction:
-//   BEGIN; SELECT pg_replication_origin_xact_setup(<stamp as LSN>, <stamp>)
-//   per keyspace: binary COPY of the rows, in key order, into a temp table
-//     (row index, op, expected token, the canonical columns), then one
-//     statement that
-//     UPDATEs and DELETEs rows whose pg_xact_commit_timestamp_origin(xmin)
-//     still equals the expected token, INSERTs rows the index says are
-//     absent with ON CONFLICT DO NOTHING, checks that rows to be absent
-//     are, and returns the row indexes it changed;
+// (`pg_replication_origin_session_setup`, created if missing) and runs, as
+// PostgreSQL's own logical replication apply does, with
+// session_replication_role = replica: ordinary triggers and the foreign
+// keys' triggers (checks, ON DELETE CASCADE) do not fire on applied rows;
+// what they did at the source arrives as row changes of its own (ENABLE
+// ALWAYS and ENABLE REPLICA triggers still fire). Its lock_timeout is
+// short (PgBackendOptions::lock_timeout). ApplyRows stages every row, then
+// runs one or more transactions of at most max_rows_per_transaction rows,
+// tables in the order of their names and each table's rows in key order:
+//   BEGIN; SELECT pg_replication_origin_xact_setup(<stamp as LSN>, <stamp>);
+//   SET CONSTRAINTS ALL IMMEDIATE;
+//   per table, in a SAVEPOINT: binary COPY of the rows into a temp table,
+//     then one statement (pg/apply_sql.h) that locks the rows it updates
+//     or deletes with FOR UPDATE SKIP LOCKED (a row an application holds
+//     is skipped: busy), UPDATEs and DELETEs rows whose
+//     pg_xact_commit_timestamp_origin(xmin) still equals the expected
+//     token, INSERTs rows the index says are absent with ON CONFLICT DO
+//     NOTHING, checks that rows to be absent are, and returns the rows it
+//     applied and the busy ones;
 //   pg_logical_emit_message(true, 'tally.apply', <the changed rows>)
 //     (pg/apply_message.h); COMMIT.
-// The stamp is a unique, increasing timestamp (µs since 2000, at least one
-// above the last one the origin's progress recorded) used both as the
-// transaction's commit timestamp and as its origin LSN, so that a restart
-// continues above every stamp used before. xact_setup fixes the commit
-// timestamp, so the token of every applied row, RowToken(stamp, the
-// origin's roident), is known before COMMIT. A row the statement did not
-// return was changed by an application since tallyd captured it: it is
-// refused (RowOutcome::applied false) and the capture delivers the
-// application's write, which wins.
+// Each transaction has its own stamp: a unique, increasing timestamp (µs
+// since 2000, at least one above the last one the origin's progress
+// recorded) used both as the transaction's commit timestamp and as its
+// origin LSN, so that a restart continues above every stamp used before.
+// xact_setup fixes the commit timestamp, so the token of every applied
+// row, RowToken(stamp, the origin's roident), is known before COMMIT. A
+// row the statement did not return was changed by an application since
+// tallyd captured it: it is refused (RowOutcome::applied false) and the
+// capture delivers the application's write, which wins.
+//
+// The application first. The apply never waits for a row lock an
+// application holds (SKIP LOCKED); a wait it cannot skip ends at its
+// lock_timeout; a superuser's apply session also has a deadlock_timeout
+// below the applications'. Busy rows, and the rows of a statement that
+// timed out, are tried again in later, smaller transactions for up to
+// busy_retry_for, then left as not applied (the application's write is
+// captured; anti-entropy covers the rest). So PostgreSQL never has to
+// abort an application's transaction to break a deadlock with the apply,
+// and the apply holds its row locks for one short transaction.
+//
+// Refused rows. A statement the database fails is rolled back to its
+// savepoint and the rows it refuses are found by bisection
+// (pg/row_isolation.h); each gets RowOutcome::rejected naming the table,
+// the key and the database's message, and the others are applied. So do
+// rows that are not the table's encoding (a column added on one side
+// first) and rows of a keyspace that is no kept table. Only a lost
+// connection or a failed COMMIT fails the whole call.
 //
 // Crash safety: PostgreSQL commits first, the store's WriteBatch second.
 // If tallyd dies between the two, PostgreSQL holds rows the index does not
@@ -36,9 +63,12 @@
 // that transaction, receives it (origin = this node's apply origin) with
 // its 'tally.apply' message, and indexes the listed rows with the versions
 // the message carries. When the store did commit, the same versions and
-// digests change nothing: an idempotent replay. An error before COMMIT
-// rolls back and applies nothing; an error during COMMIT (the connection
-// lost) leaves the outcome unknown, which the same capture replay settles.
+// digests change nothing: an idempotent replay. Every transaction of a
+// call carries its own message, so the same holds when a call fails after
+// some of its transactions committed: the failed one rolled back, the
+// committed ones are replayed. An error during COMMIT (the connection lost)
+// leaves that transaction's outcome unknown, which the same replay
+// settles.
 //
 // Reads. ReadValues sends one `SELECT <canonical columns> ... WHERE (key)
 // IN (unnest of key arrays)` per keyspace per call, in binary, on a reader
@@ -69,6 +99,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "pg/connection.h"
 #include "pg/fault_points.h"
@@ -90,6 +121,26 @@ struct PgBackendOptions {
   // How long Open waits for the origin when another session still holds
   // it (briefly, after a previous process's connection closed).
   absl::Duration origin_busy_wait = absl::Seconds(10);
+  // The apply session's lock_timeout: the longest the apply waits for a
+  // lock it cannot skip (an insert whose key an application's open
+  // transaction writes); the statement is then rolled back and its rows
+  // tried again later.
+  absl::Duration lock_timeout = absl::Milliseconds(200);
+  // The apply session's deadlock_timeout when the role may set it
+  // (superuser): below the applications' (1 s by default), so that a
+  // deadlock between the apply and an application is found by the apply's
+  // session, which is then the one aborted.
+  absl::Duration deadlock_timeout = absl::Milliseconds(50);
+  // How long ApplyRows keeps trying rows that applications hold locked
+  // (in later transactions, with growing pauses) before it leaves them as
+  // not applied.
+  absl::Duration busy_retry_for = absl::Milliseconds(500);
+  // The most rows one apply transaction writes: the locks it takes are
+  // held until its COMMIT.
+  size_t max_rows_per_transaction = 2500;
+  // The most statements one table's part of a transaction may take to
+  // isolate the rows the database refuses (pg/row_isolation.h).
+  int max_isolation_attempts = 64;
   // Crash tests only: the apply reaches apply-before-pg-commit and
   // apply-after-pg-commit (pg/fault_points.h). Null: none.
   std::shared_ptr<FaultPoints> fault_points;
@@ -111,10 +162,12 @@ class PgBackend final : public storage::RowBackend {
 
   absl::string_view name() const override { return "postgresql"; }
 
-  // See the header comment. Returns kFailedPrecondition for a keyspace
-  // that is not a kept table, kInvalidArgument for a key or value that is
-  // not the table's encoding, or the database's error (nothing applied,
-  // or, for an error during COMMIT, an outcome the capture settles).
+  // See the header comment. A row the database refuses, of a keyspace
+  // that is not a kept table, or that is not the table's encoding gets
+  // RowOutcome::rejected. Returns an error (every outcome not applied) only
+  // when the connection fails or a COMMIT does: transactions of the call
+  // that committed before are then settled by the capture (their
+  // 'tally.apply' messages), as after a crash.
   absl::Status ApplyRows(absl::Span<const storage::RowChange> rows,
                          std::vector<storage::RowOutcome>* outcomes) override
       ABSL_LOCKS_EXCLUDED(apply_mu_);
@@ -186,12 +239,37 @@ class PgBackend final : public storage::RowBackend {
   // table on the apply connection.
   absl::Status EnsureStage(const Table& table)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
-  // Sets `*began` once it has sent BEGIN (the caller then rolls back on
-  // error).
+  // The rows of one call, staged (defined in the .cc).
+  struct StagedCall;
+  // The apply; on error the caller rolls back what is open.
   absl::Status ApplyLocked(absl::Span<const storage::RowChange> rows,
-                           std::vector<storage::RowOutcome>* outcomes,
-                           bool* began) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_)
-      ABSL_LOCKS_EXCLUDED(tables_mu_);
+                           std::vector<storage::RowOutcome>* outcomes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) ABSL_LOCKS_EXCLUDED(tables_mu_);
+  // Encodes each row for its table's staging table; a row that cannot be
+  // (another encoding, a keyspace not kept) gets its rejection.
+  absl::Status StageRows(absl::Span<const storage::RowChange> rows,
+                         std::vector<storage::RowOutcome>* outcomes,
+                         StagedCall* call)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // One PostgreSQL transaction over `group` (rows of `call`, in its lock
+  // order): each table's part in a savepoint, refused rows isolated, busy
+  // ones appended to `*busy`, its own 'tally.apply' message, COMMIT. Sets
+  // the outcomes of the rows it committed or refused. Returns an error only
+  // when the connection or the COMMIT fails.
+  absl::Status ApplyTransaction(const StagedCall& call,
+                                absl::Span<const storage::RowChange> rows,
+                                absl::Span<const uint32_t> group,
+                                std::vector<storage::RowOutcome>* outcomes,
+                                std::vector<uint32_t>* busy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // One statement's worth: stages `part` (rows of table `t`) and merges
+  // them, appending the rows applied and busy. `stage_used`: the staging
+  // table may hold an earlier attempt's rows.
+  absl::Status ApplyPart(const StagedCall& call, const Table& table, uint32_t t,
+                         absl::Span<const uint32_t> part, bool stage_used,
+                         std::vector<uint32_t>* applied,
+                         std::vector<uint32_t>* busy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   absl::Status ReadTable(const Table& table,
                          absl::Span<const storage::RowLocation> rows,
                          absl::Span<const absl::string_view> payloads,

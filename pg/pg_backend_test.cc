@@ -268,38 +268,176 @@ TEST_F(PgBackendTest, AStaleTokenIsRefusedAndTheApplicationsWriteStays) {
   EXPECT_EQ(*pg_->Execute("SELECT count(*) FROM public.t WHERE id = 1"), "1");
 }
 
-TEST_F(PgBackendTest, ARowLockedByAnApplicationIsRefusedAfterItCommits) {
+// The application first: a row an application holds locked is not waited
+// for (the apply would hold its other rows meanwhile, and a lock cycle
+// with the application could make PostgreSQL abort the application's
+// transaction). It is tried again for a while, then left as not applied;
+// the other rows are committed at once.
+TEST_F(PgBackendTest, ARowAnApplicationHoldsIsSkippedNotWaitedFor) {
   std::vector<TestRow> rows = {Put(5, 1, "tally-old", 100),
                                Put(6, 1, "tally-old", 100)};
   std::vector<RowOutcome> out;
   ASSERT_TRUE(Apply(rows, &out).ok());
-  // The application holds row 5's lock with its update pending...
+  // The application holds row 6's lock with its update pending...
   auto app = Connect();
   ASSERT_TRUE(app->Exec("BEGIN").ok());
   ASSERT_TRUE(
-      app->Exec("UPDATE public.t SET b = 'app-write' WHERE id = 5").ok());
-  // ...while tallyd applies a remote version of rows 5 and 6.
+      app->Exec("UPDATE public.t SET b = 'app-write' WHERE id = 6").ok());
+  // ...while tallyd applies a remote version of rows 5 and 6 (in key
+  // order: it would take row 5's lock, then wait for row 6).
   std::vector<TestRow> next = {Put(5, 2, "tally-remote", 200),
                                Put(6, 2, "tally-remote", 200)};
   Over(next[0], out[0].payload);
   Over(next[1], out[1].payload);
   std::vector<RowOutcome> out2;
-  absl::Status applied;
-  std::thread apply([&] { applied = Apply(next, &out2); });
-  // The apply waits on the lock; then the application commits.
-  absl::SleepFor(absl::Milliseconds(300));
-  auto waiting = pg_->Execute(
-      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'");
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(Apply(next, &out2).ok());
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_LT(took, absl::Seconds(2));
+  EXPECT_TRUE(out2[0].applied);
+  EXPECT_FALSE(out2[1].applied);
+  EXPECT_TRUE(out2[1].rejected.ok()) << "busy, not refused by the database";
+  // The application's next statement, on the row the apply wrote, does not
+  // wait: the apply committed and holds nothing.
+  auto app_timeout = app->Exec("SET LOCAL lock_timeout = '500ms'");
+  ASSERT_TRUE(app_timeout.ok());
+  absl::Status own =
+      app->Exec("UPDATE public.t SET a = 9 WHERE id = 5").status();
+  EXPECT_TRUE(own.ok()) << own;
   ASSERT_TRUE(app->Exec("COMMIT").ok());
-  apply.join();
-  ASSERT_TRUE(applied.ok()) << applied;
-  EXPECT_EQ(*waiting, "1") << "the apply did not wait for the row lock";
-  EXPECT_FALSE(out2[0].applied);  // re-checked after the wait: refused
-  EXPECT_TRUE(out2[1].applied);
-  EXPECT_EQ(*pg_->Execute("SELECT b FROM public.t ORDER BY id"),
-            "app-write\ntally-remote");
+  EXPECT_EQ(*pg_->Execute("SELECT a || b FROM public.t ORDER BY id"),
+            "9tally-remote\n1app-write");
 }
 
+// A lock held only briefly: the apply tries the row again within the call
+// and applies it once the application lets it go.
+TEST_F(PgBackendTest, ARowLockedBrieflyIsAppliedByALaterTry) {
+  std::vector<TestRow> rows = {Put(5, 1, "tally-old", 100)};
+  std::vector<RowOutcome> out;
+  ASSERT_TRUE(Apply(rows, &out).ok());
+  auto app = Connect();
+  ASSERT_TRUE(app->Exec("BEGIN").ok());
+  ASSERT_TRUE(app->Exec("SELECT * FROM public.t WHERE id = 5 FOR UPDATE").ok());
+  std::thread release([&] {
+    absl::SleepFor(absl::Milliseconds(150));
+    (void)app->Exec("ROLLBACK");
+  });
+  std::vector<TestRow> next = {Put(5, 2, "tally-remote", 200)};
+  Over(next[0], out[0].payload);
+  std::vector<RowOutcome> out2;
+  absl::Status applied = Apply(next, &out2);
+  release.join();
+  ASSERT_TRUE(applied.ok()) << applied;
+  EXPECT_TRUE(out2[0].applied);
+  EXPECT_EQ(TokenOfRow(5), out2[0].payload);
+  EXPECT_EQ(*pg_->Execute("SELECT b FROM public.t"), "tally-remote");
+}
+
+// An insert whose key an application's open transaction inserted waits,
+// but only for the apply's lock_timeout: the statement is rolled back, its
+// rows tried again, and left as not applied; nothing fails.
+TEST_F(PgBackendTest, AnInsertWaitingForAnApplicationsInsertGivesUp) {
+  auto app = Connect();
+  ASSERT_TRUE(app->Exec("BEGIN").ok());
+  ASSERT_TRUE(
+      app->Exec("INSERT INTO public.t (id, b) VALUES (7, 'app-insert')").ok());
+  std::vector<TestRow> rows = {Put(7, 1, "tally", 100),
+                               Put(8, 1, "tally", 100)};
+  std::vector<RowOutcome> out;
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(Apply(rows, &out).ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_FALSE(out[0].applied);
+  EXPECT_TRUE(out[0].rejected.ok()) << out[0].rejected;
+  EXPECT_TRUE(out[1].applied);
+  ASSERT_TRUE(app->Exec("COMMIT").ok());
+  EXPECT_EQ(*pg_->Execute("SELECT b FROM public.t ORDER BY id"),
+            "app-insert\ntally");
+}
+
+// Rows the database refuses are isolated: each gets its reason, the others
+// are applied (in the same call, the same transaction).
+TEST_F(PgBackendTest, RowsTheDatabaseRefusesAreIsolatedAndTheRestApplied) {
+  ASSERT_TRUE(
+      pg_->Execute("ALTER TABLE public.t ADD CONSTRAINT small CHECK (a < 100)")
+          .ok());
+  std::vector<TestRow> rows;
+  for (int i = 0; i < 40; ++i) {
+    rows.push_back(Put(i, i % 13 == 5 ? 500 + i : i, "v", 100));
+  }
+  std::vector<RowOutcome> out;
+  ASSERT_TRUE(Apply(rows, &out).ok());
+  int applied = 0;
+  for (int i = 0; i < 40; ++i) {
+    if (i % 13 == 5) {
+      EXPECT_FALSE(out[i].applied) << i;
+      EXPECT_FALSE(out[i].rejected.ok()) << i;
+      EXPECT_NE(out[i].rejected.message().find("public.t"), std::string::npos)
+          << out[i].rejected;
+      EXPECT_NE(out[i].rejected.message().find("small"), std::string::npos)
+          << out[i].rejected;
+    } else {
+      EXPECT_TRUE(out[i].applied) << i << " " << out[i].rejected;
+      EXPECT_TRUE(out[i].rejected.ok());
+      ++applied;
+    }
+  }
+  EXPECT_EQ(*pg_->Execute("SELECT count(*) FROM public.t"),
+            std::to_string(applied));
+  // The same tokens as any apply's: the rows applied are committed.
+  EXPECT_EQ(TokenOfRow(0), out[0].payload);
+}
+
+// A table gone from the database refuses its rows; the rows of the other
+// tables of the call are applied.
+TEST_F(PgBackendTest, ATableThatIsGoneRefusesItsRowsAlone) {
+  ASSERT_TRUE(pg_->Execute("CREATE TABLE public.u (id bigint PRIMARY KEY, "
+                           "a int, b text, by bytea, j jsonb, n numeric, "
+                           "ts timestamptz)")
+                  .ok());
+  backend_.reset();
+  PgBackendOptions options;
+  options.conninfo = pg_->Uri();
+  options.tables = {"public.t", "public.u"};
+  options.origin_name = "tally_test";
+  auto b = PgBackend::Open(options);
+  ASSERT_TRUE(b.ok()) << b.status();
+  backend_ = std::move(*b);
+  ASSERT_TRUE(pg_->Execute("DROP TABLE public.u").ok());
+  std::vector<TestRow> rows = {Put(1, 1, "t", 100), Put(2, 2, "u", 100),
+                               Put(3, 3, "u", 100)};
+  rows[1].keyspace = rows[2].keyspace = "public.u";
+  std::vector<RowOutcome> out;
+  ASSERT_TRUE(Apply(rows, &out).ok());
+  EXPECT_TRUE(out[0].applied);
+  for (int i : {1, 2}) {
+    EXPECT_FALSE(out[i].applied);
+    EXPECT_EQ(out[i].rejected.code(), absl::StatusCode::kNotFound)
+        << out[i].rejected;
+    EXPECT_NE(out[i].rejected.message().find("public.u"), std::string::npos)
+        << out[i].rejected;
+  }
+  EXPECT_EQ(*pg_->Execute("SELECT count(*) FROM public.t"), "1");
+}
+
+// The apply's session: triggers do not fire on applied rows (nor do the
+// foreign keys' checks), as under PostgreSQL's logical replication.
+TEST_F(PgBackendTest, TriggersAndForeignKeysDoNotFireOnAppliedRows) {
+  ASSERT_TRUE(pg_->Execute(R"sql(
+      CREATE TABLE public.parent (id bigint PRIMARY KEY);
+      ALTER TABLE public.t ADD CONSTRAINT fk FOREIGN KEY (a)
+        REFERENCES public.parent (id);
+      CREATE FUNCTION public.stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN NEW.b := 'by trigger'; RETURN NEW; END $$;
+      CREATE TRIGGER stamp BEFORE INSERT OR UPDATE ON public.t
+        FOR EACH ROW EXECUTE FUNCTION public.stamp();)sql")
+                  .ok());
+  std::vector<TestRow> rows = {Put(1, 42, "from peer", 100)};
+  std::vector<RowOutcome> out;
+  ASSERT_TRUE(Apply(rows, &out).ok());
+  EXPECT_TRUE(out[0].applied) << out[0].rejected;
+  EXPECT_EQ(*pg_->Execute("SELECT a || b FROM public.t"), "42from peer");
+}
 TEST_F(PgBackendTest, AnInsertLosesToAnApplicationsInsertOfTheSameKey) {
   ASSERT_TRUE(
       pg_->Execute("INSERT INTO public.t (id, b) VALUES (7, 'app-insert')")
@@ -475,7 +613,9 @@ TEST_F(PgBackendTest, AReloadedSchemaIsUsedByLaterApplies) {
   // The old encoding no longer fits; the new one (aa sorts after a) does.
   std::vector<TestRow> rows = {Put(1, 1, "old", 100)};
   std::vector<RowOutcome> out;
-  EXPECT_EQ(Apply(rows, &out).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(Apply(rows, &out).ok());
+  EXPECT_FALSE(out[0].applied);
+  EXPECT_EQ(out[0].rejected.code(), absl::StatusCode::kInvalidArgument);
   const std::string a = Int4(1), aa = Int4(2);
   rows[0].value.clear();
   AppendFields({Field::Of(a), Field::Of(aa), Field::Of("new"), Field::Null(),
@@ -500,16 +640,22 @@ TEST_F(PgBackendTest, TheOriginServesOneBackendAtATime) {
   std::vector<TestRow> rows = {Put(1, 1, "a", 100)};
   rows[0].keyspace = "public.other";
   std::vector<RowOutcome> out;
-  EXPECT_EQ(Apply(rows, &out).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Apply(rows, &out).ok());
+  EXPECT_FALSE(out[0].applied);
+  EXPECT_EQ(out[0].rejected.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(*backend_->SchemaFingerprint("public.other"),
             "postgresql/1:not-kept");
   EXPECT_EQ(*backend_->SchemaFingerprint("public.t"),
             backend_->schema("public.t")->fingerprint());
-  // A value of another shape fails the commit and writes nothing.
+  // A value of another shape is refused alone; the other row is applied.
   rows[0].keyspace = "public.t";
   rows[0].value = "not a row";
-  EXPECT_EQ(Apply(rows, &out).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(*pg_->Execute("SELECT count(*) FROM public.t"), "0");
+  rows.push_back(Put(2, 2, "b", 100));
+  ASSERT_TRUE(Apply(rows, &out).ok());
+  EXPECT_FALSE(out[0].applied);
+  EXPECT_EQ(out[0].rejected.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(out[1].applied);
+  EXPECT_EQ(*pg_->Execute("SELECT count(*) FROM public.t"), "1");
 }
 
 }  // namespace
@@ -609,6 +755,60 @@ TEST(PgBackendKeys, CompositeAndKeyOnlyTables) {
   EXPECT_EQ(*(*read)[1], new_value);
   EXPECT_EQ(*(*read)[2], values[2]);
   EXPECT_EQ(*(*read)[3], "");
+}
+
+// Identity columns GENERATED ALWAYS take the value of the row's source;
+// generated stored columns are no part of the row and each database
+// computes its own.
+TEST(PgBackendColumns, IdentityAlwaysAndGeneratedColumnsApply) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  auto pg = PgCluster::Start();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  ASSERT_TRUE((*pg)
+                  ->Execute("CREATE TABLE public.g (id bigint GENERATED "
+                            "ALWAYS AS IDENTITY PRIMARY KEY, n bigint "
+                            "GENERATED ALWAYS AS IDENTITY, v int, d int "
+                            "GENERATED ALWAYS AS (v * 2) STORED)")
+                  .ok());
+  PgBackendOptions options;
+  options.conninfo = (*pg)->Uri();
+  options.tables = {"public.g"};
+  options.origin_name = "tally_columns";
+  auto backend = PgBackend::Open(options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_EQ((*backend)->schema("public.g")->columns().size(), 3u);
+  std::string id, n, v, v2;
+  internal::PutBigEndian64(&id, 500);
+  internal::PutBigEndian64(&n, 77);
+  internal::PutBigEndian32(&v, 3);
+  internal::PutBigEndian32(&v2, 4);
+  std::string key, value, value2;
+  AppendFields({Field::Of(id)}, &key);
+  AppendFields({Field::Of(n), Field::Of(v)}, &value);
+  AppendFields({Field::Of(n), Field::Of(v2)}, &value2);
+  tree::Version version{tree::HlcTimestamp::FromParts(100, 0), "peer"};
+  RowChange c;
+  c.row = RowLocation{"public.g", tree::TokenOf(key), key};
+  c.value = value;
+  c.version = &version;
+  std::vector<RowOutcome> out;
+  ASSERT_TRUE((*backend)->ApplyRows({c}, &out).ok());
+  ASSERT_TRUE(out[0].applied) << out[0].rejected;
+  EXPECT_EQ(*(*pg)->Execute("SELECT id || '/' || n || '/' || v || '/' || d "
+                            "FROM public.g"),
+            "500/77/3/6");
+  // An update: v changes, d follows; the identity keeps its value.
+  tree::Version none;
+  c.value = value2;
+  c.expected.exists = true;
+  c.expected.version = &none;
+  c.expected.payload = out[0].payload;
+  std::vector<RowOutcome> out2;
+  ASSERT_TRUE((*backend)->ApplyRows({c}, &out2).ok());
+  ASSERT_TRUE(out2[0].applied) << out2[0].rejected;
+  EXPECT_EQ(*(*pg)->Execute("SELECT id || '/' || n || '/' || v || '/' || d "
+                            "FROM public.g"),
+            "500/77/4/8");
 }
 
 // The server ends the apply connection: that apply fails, with nothing

@@ -126,6 +126,34 @@ absl::StatusOr<std::vector<TableSchema>> Preflight(
                        absl::StrJoin(missing, ", "), " TO ", quoted_role));
     }
   }
+  if (!superuser) {
+    // The apply runs with session_replication_role = replica (see
+    // pg/pg_backend.h); PostgreSQL 15 lets a superuser grant SET on it.
+    bool may_set = false;
+    if (conn.server_version() >= 150000) {
+      absl::StatusOr<Result> p = conn.ExecParams(
+          "SELECT pg_catalog.has_parameter_privilege($1, "
+          "'session_replication_role', 'SET')",
+          {Param::Text(role)});
+      if (!p.ok()) return p.status();
+      may_set = p->Value(0, 0) == "t";
+    }
+    if (!may_set) {
+      problems.Add(
+          absl::StatusCode::kPermissionDenied,
+          absl::StrCat(
+              "role ", role,
+              " may not set session_replication_role, which the apply sets "
+              "to replica so that triggers and foreign keys do not fire on "
+              "the rows it applies (as under PostgreSQL's logical "
+              "replication): GRANT SET ON PARAMETER session_replication_role "
+              "TO ",
+              quoted_role,
+              conn.server_version() >= 150000
+                  ? ""
+                  : " (PostgreSQL 15 and later; before 15, a superuser role)"));
+    }
+  }
   if (!slot_exists && slots >= max_slots) {
     problems.Add(
         absl::StatusCode::kResourceExhausted,

@@ -5,7 +5,9 @@
 // track_commit_timestamp = on (the apply's compare-and-swap token, and the
 // version of captured changes); a role with REPLICATION (or a superuser)
 // that may call the replication-origin functions (PostgreSQL grants them to
-// superusers only) and read and write every kept table; every table present
+// superusers only), may set session_replication_role (the apply runs as
+// replica: GRANT SET ON PARAMETER session_replication_role, PostgreSQL 15)
+// and read and write every kept table; every table present
 // with a primary key (plain or declaratively partitioned: see below); a
 // free replication slot unless the node's slot
 // exists already; a free replication-origin state unless the node's origin

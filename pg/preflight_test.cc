@@ -132,6 +132,10 @@ TEST(Preflight, ARoleWithoutReplicationOrGrantsIsRefusedUntilGranted) {
                        "pg_replication_origin_create(text)"))
       << s;
   EXPECT_TRUE(Mentions(s, "may not read and write table public.t")) << s;
+  EXPECT_TRUE(Mentions(s,
+                       "GRANT SET ON PARAMETER session_replication_role TO "
+                       "\"app\""))
+      << s;
 
   ASSERT_TRUE(
       pg->Execute("ALTER ROLE app REPLICATION;"
@@ -141,6 +145,14 @@ TEST(Preflight, ARoleWithoutReplicationOrGrantsIsRefusedUntilGranted) {
                   "pg_replication_origin_xact_setup(pg_lsn, timestamptz), "
                   "pg_replication_origin_progress(text, boolean) TO app;"
                   "GRANT SELECT, INSERT, UPDATE, DELETE ON public.t TO app;")
+          .ok());
+  // Everything but the replica role: refused for that alone.
+  s = Preflight(*c, options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_TRUE(Mentions(s, "session_replication_role")) << s;
+  EXPECT_FALSE(Mentions(s, "REPLICATION;")) << s;
+  ASSERT_TRUE(
+      pg->Execute("GRANT SET ON PARAMETER session_replication_role TO app")
           .ok());
   auto tables = Preflight(*c, options);
   EXPECT_TRUE(tables.ok()) << tables.status();

@@ -37,7 +37,8 @@ std::string QuoteName(absl::string_view name) {
 constexpr absl::string_view kColumnsQuery = R"sql(
 SELECT c.oid, c.relkind, a.attname, a.atttypid,
        pg_catalog.format_type(a.atttypid, a.atttypmod),
-       coalesce(co.collname, ''), a.attnum, k.pos, ty.typarray
+       coalesce(co.collname, ''), a.attnum, k.pos, ty.typarray,
+       a.attidentity
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_catalog.pg_attribute a
@@ -171,6 +172,7 @@ absl::StatusOr<TableSchema> TableSchema::Read(
     col.type = std::string(rows->Value(r, 4));
     col.shape = shapes[col.type_oid];
     col.collation = std::string(rows->Value(r, 5));
+    col.identity_always = rows->Value(r, 9) == "a";
     if (!rows->IsNull(r, 7)) {
       int64_t pos = 0;
       if (!absl::SimpleAtoi(rows->Value(r, 7), &pos)) {

@@ -7,7 +7,8 @@
 // description from the catalog (pg_attribute, pg_index, pg_collation) and
 // never from a `SELECT *`. Generated columns are left out: pgoutput does
 // not send them and COPY FROM cannot write them, so they are not part of
-// the row tally keeps (each database computes its own).
+// the row tally keeps (each database computes its own), nor in the
+// fingerprint, and the apply never writes them.
 //
 // The fingerprint (PG-DESIGN §2.2) hashes, in canonical order, each
 // column's name, `format_type(atttypid, atttypmod)`, collation and whether
@@ -79,6 +80,10 @@ struct TableColumn {
   // The type of an array of this type (pg_type.typarray), 0 if none: the
   // apply and reads by key send keys as arrays.
   Oid array_type_oid = 0;
+  // An identity column GENERATED ALWAYS (pg_attribute.attidentity 'a'):
+  // the apply inserts it with OVERRIDING SYSTEM VALUE and cannot update
+  // it (PostgreSQL allows only DEFAULT there). Not in the fingerprint.
+  bool identity_always = false;
   // Where the type's binary form embeds type OIDs (pg/type_shape.h); null
   // for a builtin type.
   std::shared_ptr<const TypeShape> shape = nullptr;
