@@ -103,6 +103,9 @@ tally_rows_erased_total 8
 # HELP tally_conflicts_total Keys sessions found with equal versions and different content, which the tie rule settles (the higher row digest wins), over all peers.
 # TYPE tally_conflicts_total counter
 tally_conflicts_total 2
+# HELP tally_rows_changed_during_session_total Rows sessions left to the capture because an application changed them in a sidecar's table while the session read them, over all peers.
+# TYPE tally_rows_changed_during_session_total counter
+tally_rows_changed_during_session_total 0
 # HELP tally_ties_resolved_total Rows this node's store replaced under the tie rule: the same version as the stored row, other content, a higher row digest.
 # TYPE tally_ties_resolved_total counter
 tally_ties_resolved_total 3
