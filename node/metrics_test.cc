@@ -349,10 +349,11 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
     }
     EXPECT_TRUE(named) << line << " under " << family;
   }
-  // Every family, with a peer and a subscriber: 55 of the node (the session
-  // duration histogram, the copy's writes, the paused gauge and the node's
-  // bandwidth limit among them) and 8 of the process.
-  EXPECT_EQ(seen.size(), 63u);
+  // Every family, with a peer and a subscriber: 57 of the node (the session
+  // duration histogram, the copy's writes, the paused gauge, the node's
+  // bandwidth limit and the rows sessions left to the capture among them)
+  // and 8 of the process.
+  EXPECT_EQ(seen.size(), 65u);
   // A peer with no session yet has no time series (a 0 would read as 1970).
   EXPECT_THAT(text, Not(HasSubstr("_timestamp_seconds")));
 }
@@ -455,9 +456,9 @@ TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
       EXPECT_TRUE(families.insert(words[2]).second) << "twice: " << words[2];
     }
   }
-  // The 53 of every node (without a process, a session or a copy's writes)
+  // The 55 of every node (without a process, a session or a copy's writes)
   // and the sidecar's 14.
-  EXPECT_EQ(families.size(), 53u + 14u);
+  EXPECT_EQ(families.size(), 55u + 14u);
   // Without a sidecar none of them.
   EXPECT_THAT(RenderPrometheus(SmallStatus()),
               ::testing::Not(HasSubstr("tally_pg_")));
