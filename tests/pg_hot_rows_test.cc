@@ -202,12 +202,14 @@ TEST(PgHotRows, AChainStaysCloseBehindWhileAFewRowsAreHammered) {
             << " s, p99 " << p99 << " s, max " << max << " s (" << unseen
             << " unseen); application steps " << hot_steps << std::endl;
   // Before the fix 132 of 133 probes had not reached C two seconds after
-  // the load (the publisher re-reading hot rows a second per window); here
-  // p50 1.4 s, p99 2.3 s on a shared 2-core machine, where three servers,
-  // three nodes and ~3,000 transactions a second compete: the bound leaves
-  // room for that, not for a stall.
+  // the 15 s load (the publisher re-reading hot rows a second per window:
+  // the lag only grows). With it, in two runs, p50 1.4 and 2.8 s, p99 2.3
+  // and 3.4 s, on a shared 2-core machine where three servers, three
+  // nodes and 3,000-5,000 transactions a second compete: the bounds leave
+  // room for that, not for a lag that grows with the load's length.
   EXPECT_EQ(unseen, 0);
-  EXPECT_LT(p99, 5.0) << side[0]->Log();
+  EXPECT_LT(p50, 5.0) << side[0]->Log();
+  EXPECT_LT(p99, 8.0) << side[0]->Log();
   EXPECT_GT(hot_steps, 2000u);
 
   // Once the writes stop, the chain ends equal with no session: the hot
