@@ -188,7 +188,7 @@ TEST(PgCaptureRace, KeyUpdatesOfToastedRowsUnderConcurrentWritesAreNotLost) {
   // A's index holds every moved row (before the fix, 69 of them were
   // "missing from the index" here).
   ExpectSound(addr_a, *a);
-  // B's verify is shown, not asserted: in runs with the fix, B's index
+  // B's verify is shown, not asserted: in 2 of 3 runs with the fix, B's index
   // twice kept a few keys live (3 and 18) that both tables lack, old keys
   // or first-round keys whose deletes came from A while B's application
   // updated them. Not explained yet; the tables are equal (above).
