@@ -18,12 +18,18 @@ namespace {
 
 constexpr uint32_t kDefaultBatch = 1000;
 constexpr uint32_t kMaxBatch = 10'000;
-// How long a row whose backend read answered ABORTED is read again (from
-// the store: the index and the backend both) before its entry is skipped,
-// and the first pause between two reads (doubled up to kRereadMaxPause).
+// How long a row whose backend read answered UNAVAILABLE (its version not
+// visible to the read yet) is read again (from the store: the index and
+// the backend both) before its entry is skipped, and the first pause
+// between two reads (doubled up to kRereadMaxPause).
 constexpr absl::Duration kRereadFor = absl::Seconds(1);
 constexpr absl::Duration kRereadFirstPause = absl::Milliseconds(1);
 constexpr absl::Duration kRereadMaxPause = absl::Milliseconds(50);
+// A batch that has been filling this long is sent before the next window
+// of rows is read: under a steady stream of changes the entries never run
+// out, and a batch sent only at max_batch entries or kStreamChunkBytes
+// held its first changes back for as long as reading the rest took.
+constexpr absl::Duration kBatchFillFor = absl::Milliseconds(20);
 
 // One subscription. Its thread runs the loop below and calls Finish as its
 // very last action; OnDone (after Finish) deletes the reactor. Nothing
@@ -115,12 +121,18 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
       // rows, whichever comes first; the entries left wait for the next.
       size_t bytes = 0;
       const size_t taken_from = next;
+      const absl::Time filling_since = absl::Now();
       while (next < entries.size() && bytes < kStreamChunkBytes) {
         if (next == rows_read) {
+          if (batch.changes_size() > 0 &&
+              absl::Now() - filling_since >= kBatchFillFor) {
+            break;  // send what is ready; the next batch reads on
+          }
           TALLY_ASSIGN_OR_RETURN(
               rows_read,
               ReadRows(entries, next, kStreamChunkBytes - bytes, &rows));
-          TALLY_RETURN_IF_ERROR(RereadAborted(entries, next, rows_read, &rows));
+          TALLY_RETURN_IF_ERROR(
+              RereadNotVisible(entries, next, rows_read, &rows));
         }
         TALLY_RETURN_IF_ERROR(Add(entries[next], rows[next], &batch, &bytes));
         position_ = entries[next].sequence;
@@ -234,30 +246,34 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
   }
 
   // Reads again the rows of entries[from, end) whose backend answered
-  // ABORTED, until none does, the stream ends, or kRereadFor passes.
+  // UNAVAILABLE, until none does, the stream ends, or kRereadFor passes.
   //
   // Why: a sidecar's capture indexes a transaction as soon as PostgreSQL
   // decodes it, which is when its commit record is flushed — before the
   // commit is visible to other sessions. A read of the row right then (this
-  // feed wakes at that very commit) still sees the previous row version,
-  // whose token is not the index's, and answers ABORTED as if the
-  // application had changed the row since. Skipping the entry then, as
-  // superseded, lost the change until the key's next write or the next
-  // anti-entropy session (seconds: the pg-latency tail). Read again, the
-  // row is visible a moment later; when the application did change it, the
-  // capture indexes that change within the same moment, the store's row
-  // then has another version and the entry is skipped as superseded (Add),
-  // without waiting out the bound. Rows still ABORTED after it are skipped
-  // as before (a later entry, or anti-entropy, brings them).
-  absl::Status RereadAborted(const std::vector<storage::ChangeEntry>& entries,
-                             size_t from, size_t end,
-                             std::vector<absl::StatusOr<storage::Row>>* rows) {
+  // feed wakes at that very commit) still sees the previous row version
+  // (or no row, for an insert), and the backend answers UNAVAILABLE; read
+  // again, the row is visible a moment later. A row the backend answers
+  // ABORTED is NOT read again: the table holds a version committed after
+  // the indexed one, so this entry is superseded and the capture indexes
+  // that write as a later entry (reading it again waited out the whole
+  // bound on every window holding a row the application keeps changing:
+  // a second per window, and a feed lagging by tens of seconds). A row
+  // gone from the table resolves as soon as the capture indexes its delete
+  // (the store's row then has another version: superseded in Add). Rows
+  // still UNAVAILABLE after the bound are skipped as superseded (a later
+  // entry, or anti-entropy, brings them).
+  absl::Status RereadNotVisible(
+      const std::vector<storage::ChangeEntry>& entries, size_t from, size_t end,
+      std::vector<absl::StatusOr<storage::Row>>* rows) {
     const absl::Time give_up = absl::Now() + kRereadFor;
     absl::Duration pause = kRereadFirstPause;
     while (true) {
       std::map<absl::string_view, std::vector<size_t>> by_keyspace;
       for (size_t i = from; i < end; ++i) {
-        if (absl::IsAborted((*rows)[i].status())) {
+        const absl::StatusOr<storage::Row>& row = (*rows)[i];
+        // A row whose index entry moved on needs no second read either.
+        if (absl::IsUnavailable(row.status())) {
           by_keyspace[entries[i].keyspace].push_back(i);
         }
       }
@@ -293,13 +309,14 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::FeedBatch> {
     }
     // A damaged row (DATA_LOSS, now marked for repair) is never sent; the
     // subscriber gets it from anti-entropy. ABORTED: a backend whose rows
-    // live elsewhere (a PostgreSQL table) still saw the row changed or gone
-    // after RereadAborted's reads; its capture indexes that change as a
-    // later entry, which this feed sends in turn. (Ending the subscription for
-    // it, as before, made a feed under steady application writes reconnect and
-    // back off again and again.)
+    // live elsewhere (a PostgreSQL table) holds a later version of the row;
+    // its capture indexes that change as a later entry, which this feed
+    // sends in turn. UNAVAILABLE: still not visible after RereadNotVisible's
+    // reads. (Ending the subscription for them, as before, made a feed
+    // under steady application writes reconnect and back off again and
+    // again.)
     if (absl::IsNotFound(row.status()) || absl::IsDataLoss(row.status()) ||
-        absl::IsAborted(row.status()) ||
+        absl::IsAborted(row.status()) || absl::IsUnavailable(row.status()) ||
         (row.ok() && row->version != entry.version)) {
       // A later entry (or an erase) replaced this one.
       batch->set_skipped_superseded(batch->skipped_superseded() + 1);

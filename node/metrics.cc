@@ -374,6 +374,11 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
            "which the tie rule settles (the higher row digest wins), over all "
            "peers.");
   e.Sample(status.conflicts());
+  e.Family("tally_rows_changed_during_session_total", kCounter,
+           "Rows sessions left to the capture because an application changed "
+           "them in a sidecar's table while the session read them, over all "
+           "peers.");
+  e.Sample(status.rows_changed_during_session());
   e.Family("tally_ties_resolved_total", kCounter,
            "Rows this node's store replaced under the tie rule: the same "
            "version as the stored row, other content, a higher row digest.");
@@ -397,6 +402,12 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
            "different content.");
   for (const v1::PeerStatus& p : status.peers()) {
     e.Sample({{"peer", p.address()}}, p.conflicts());
+  }
+  e.Family("tally_peer_rows_changed_during_session_total", kCounter,
+           "Rows sessions with the peer left to the capture, changed by an "
+           "application while the session read them.");
+  for (const v1::PeerStatus& p : status.peers()) {
+    e.Sample({{"peer", p.address()}}, p.rows_changed_during_session());
   }
 
   // The change feed, node totals.

@@ -103,6 +103,9 @@ tally_rows_erased_total 8
 # HELP tally_conflicts_total Keys sessions found with equal versions and different content, which the tie rule settles (the higher row digest wins), over all peers.
 # TYPE tally_conflicts_total counter
 tally_conflicts_total 2
+# HELP tally_rows_changed_during_session_total Rows sessions left to the capture because an application changed them in a sidecar's table while the session read them, over all peers.
+# TYPE tally_rows_changed_during_session_total counter
+tally_rows_changed_during_session_total 0
 # HELP tally_ties_resolved_total Rows this node's store replaced under the tie rule: the same version as the stored row, other content, a higher row digest.
 # TYPE tally_ties_resolved_total counter
 tally_ties_resolved_total 3
@@ -346,10 +349,11 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
     }
     EXPECT_TRUE(named) << line << " under " << family;
   }
-  // Every family, with a peer and a subscriber: 55 of the node (the session
-  // duration histogram, the copy's writes, the paused gauge and the node's
-  // bandwidth limit among them) and 8 of the process.
-  EXPECT_EQ(seen.size(), 63u);
+  // Every family, with a peer and a subscriber: 57 of the node (the session
+  // duration histogram, the copy's writes, the paused gauge, the node's
+  // bandwidth limit and the rows sessions left to the capture among them)
+  // and 8 of the process.
+  EXPECT_EQ(seen.size(), 65u);
   // A peer with no session yet has no time series (a 0 would read as 1970).
   EXPECT_THAT(text, Not(HasSubstr("_timestamp_seconds")));
 }
@@ -452,9 +456,9 @@ TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
       EXPECT_TRUE(families.insert(words[2]).second) << "twice: " << words[2];
     }
   }
-  // The 53 of every node (without a process, a session or a copy's writes)
+  // The 55 of every node (without a process, a session or a copy's writes)
   // and the sidecar's 14.
-  EXPECT_EQ(families.size(), 53u + 14u);
+  EXPECT_EQ(families.size(), 55u + 14u);
   // Without a sidecar none of them.
   EXPECT_THAT(RenderPrometheus(SmallStatus()),
               ::testing::Not(HasSubstr("tally_pg_")));

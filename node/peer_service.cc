@@ -364,6 +364,14 @@ class FetchRowsReactor final
         bytes += key.size() + 8;
         continue;
       }
+      // Changed in the backend since it was indexed (an application wrote
+      // the sidecar's table): not sent, and the fetcher counts it; this
+      // node's capture indexes the newer write.
+      if (absl::IsAborted(row.status()) || absl::IsUnavailable(row.status())) {
+        message->add_changed(key);
+        bytes += key.size() + 8;
+        continue;
+      }
       TALLY_RETURN_IF_ERROR(row.status());
       ToProto(*row, message->add_rows());
       bytes +=

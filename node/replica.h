@@ -21,6 +21,13 @@ namespace node {
 
 class NodeClient;
 
+struct FetchResult {
+  // Keys whose row changed in the replica's backend (a sidecar's table an
+  // application writes) since it was indexed: not given to the sink. The
+  // replica's capture indexes the newer write.
+  uint64_t changed = 0;
+};
+
 struct ApplyResult {
   uint64_t applied = 0;
   uint64_t ignored = 0;  // not newer than what the replica had
@@ -38,8 +45,11 @@ class Replica {
   virtual absl::StatusOr<std::unique_ptr<tree::TreeView>> NewView(
       const std::string& keyspace) = 0;
 
-  // Reads full rows (tombstones included) by key; absent keys are skipped.
-  virtual absl::Status FetchRows(
+  // Reads full rows (tombstones included) by key; absent keys are skipped,
+  // and so are rows an application changed in the backend since they were
+  // indexed (counted in the result: a sync under application writes goes
+  // on and leaves them to the capture).
+  virtual absl::StatusOr<FetchResult> FetchRows(
       const std::string& keyspace, const std::vector<std::string>& keys,
       const std::function<absl::Status(const storage::Row&)>& sink) = 0;
 

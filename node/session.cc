@@ -301,6 +301,7 @@ absl::Status Session::SyncKeyspace(const std::string& keyspace) {
   result_.bytes_repaired += stats.repair_bytes;
   result_.rows_erased += stats.erased_from_b;
   result_.conflicts += stats.conflicts;
+  result_.rows_changed_during_session += stats.rows_changed;
   CountRows(before, in, out);
   {
     absl::MutexLock lock(&mu_);
@@ -320,6 +321,7 @@ absl::Status Session::SyncKeyspace(const std::string& keyspace) {
            {"rows_received", in},
            {"erased", stats.erased_from_b},
            {"conflicts", stats.conflicts},
+           {"rows_changed_during_session", stats.rows_changed},
            {"duration_ms", absl::ToInt64Milliseconds(absl::Now() - start)}});
   return synced;
 }

@@ -148,6 +148,10 @@ struct SessionResult {
   uint64_t bytes_repaired = 0;
   uint64_t rows_erased = 0;
   uint64_t conflicts = 0;
+  // Rows not moved because an application changed them (in a sidecar's
+  // table, on either node) while the session read them: left to the
+  // capture, which indexes the newer write (SyncStats::rows_changed).
+  uint64_t rows_changed_during_session = 0;
   // Where in each keyspace's token space the differences were, and the
   // rows repaired there (node/repair_heat.h).
   SessionHeat heat;

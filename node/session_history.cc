@@ -29,6 +29,7 @@ void SessionRecordToProto(const SessionRecord& record, v1::SessionRecord* out) {
   out->set_rows_erased(record.rows_erased);
   out->set_conflicts(record.conflicts);
   out->set_bytes_repaired(record.bytes_repaired);
+  out->set_rows_changed_during_session(record.rows_changed_during_session);
 }
 
 SessionHistory::SessionHistory(size_t capacity)

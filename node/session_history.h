@@ -56,6 +56,9 @@ struct SessionRecord {
   uint64_t rows_erased = 0;
   uint64_t conflicts = 0;
   uint64_t bytes_repaired = 0;
+  // Rows an application changed while the session read them, left to the
+  // capture (SessionResult::rows_changed_during_session).
+  uint64_t rows_changed_during_session = 0;
 };
 
 // `record` as the StatusResponse carries it.

@@ -242,6 +242,7 @@ void SessionScheduler::RunSession(Peer* peer) {
     peer->bytes_repaired += result.bytes_repaired;
     peer->rows_erased += result.rows_erased;
     peer->conflicts += result.conflicts;
+    peer->rows_changed_during_session += result.rows_changed_during_session;
     peer->session_durations.Add(end - result.start);
     peer->heat.AddSession(result.heat);
     // A keyspace in trouble is retried within trouble_retry_: the session
@@ -260,6 +261,7 @@ void SessionScheduler::RunSession(Peer* peer) {
     record.rows_erased = result.rows_erased;
     record.conflicts = result.conflicts;
     record.bytes_repaired = result.bytes_repaired;
+    record.rows_changed_during_session = result.rows_changed_during_session;
     peer->history.Record(record);
     peer->request = nullptr;
   }
@@ -283,6 +285,7 @@ void SessionScheduler::RunSession(Peer* peer) {
        {"erased", record.rows_erased},
        {"conflicts", record.conflicts},
        {"bytes_repaired", record.bytes_repaired},
+       {"rows_changed_during_session", record.rows_changed_during_session},
        {"duration_ms", absl::ToInt64Milliseconds(record.duration)}});
 }
 
@@ -575,11 +578,13 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
   uint64_t sessions_failed = 0;
   uint64_t rows_erased = 0;
   uint64_t conflicts = 0;
+  uint64_t rows_changed_during_session = 0;
   for (const auto& peer : peers_) {
     sessions_ok += peer->sessions_ok;
     sessions_failed += peer->sessions_failed;
     rows_erased += peer->rows_erased;
     conflicts += peer->conflicts;
+    rows_changed_during_session += peer->rows_changed_during_session;
     v1::PeerStatus* p = response->add_peers();
     p->set_address(peer->config.address);
     p->set_role(peer->config.role == PeerRole::kSource ? "source" : "peer");
@@ -606,6 +611,7 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     p->set_bytes_repaired(peer->bytes_repaired);
     p->set_rows_erased(peer->rows_erased);
     p->set_conflicts(peer->conflicts);
+    p->set_rows_changed_during_session(peer->rows_changed_during_session);
     peer->session_durations.ToProto(p->mutable_session_seconds());
     p->set_clock_behind_seconds(peer->clock_behind_seconds);
     peer->heat.ToProto(p);
@@ -646,6 +652,7 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
   response->set_sessions_failed(sessions_failed);
   response->set_rows_erased(rows_erased);
   response->set_conflicts(conflicts);
+  response->set_rows_changed_during_session(rows_changed_during_session);
   double behind = 0;
   for (const auto& peer : peers_) {
     behind = std::max(behind, peer->clock_behind_seconds);

@@ -152,6 +152,8 @@ class SessionScheduler : public StatusSource, public PeerControl {
     // Keys with equal versions and different content: last writer wins
     // cannot order them, so they stay different until a write settles them.
     uint64_t conflicts = 0;
+    // Rows its sessions left to the capture (changed while read).
+    uint64_t rows_changed_during_session = 0;
     // How long its sessions took, every outcome.
     DurationHistogram session_durations{DurationHistogram::SessionBounds()};
     // How far this node's clock was behind the peer's at the last

@@ -187,12 +187,16 @@ class Repairer {
     std::vector<storage::Row> rows;
     if (keys.empty()) return rows;
     size_t bytes = 0;
-    TALLY_RETURN_IF_ERROR(
+    TALLY_ASSIGN_OR_RETURN(
+        FetchResult fetched,
         from.FetchRows(options_.keyspace, keys, [&](const storage::Row& row) {
           bytes += row.key.size() + row.value.size();
           rows.push_back(row);
           return absl::OkStatus();
         }));
+    // Changed by an application while this sync ran: the replica's capture
+    // indexes the newer write, which its feed or the next sync carries.
+    stats_.rows_changed += fetched.changed;
     stats_.repair_bytes += bytes;
     TALLY_RETURN_IF_ERROR(Throttle(bytes));
     return rows;

@@ -101,6 +101,11 @@ struct SyncStats {
   uint64_t ignored = 0;       // repaired rows the target already had newer
   uint64_t conflicts = 0;     // equal versions, different content (ties)
   uint64_t repair_bytes = 0;  // value and key bytes moved by the repair
+  // Rows not moved because an application changed them in a replica's
+  // backend (a sidecar's table) while the sync read them
+  // (Replica::FetchRows): the replica's capture indexes the newer write,
+  // and its feed or the next sync carries it.
+  uint64_t rows_changed = 0;
   absl::Duration duration;
 };
 

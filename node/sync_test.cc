@@ -201,7 +201,7 @@ class FailingAfter : public Replica {
       const std::string& keyspace) override {
     return inner_.NewView(keyspace);
   }
-  absl::Status FetchRows(
+  absl::StatusOr<FetchResult> FetchRows(
       const std::string& keyspace, const std::vector<std::string>& keys,
       const std::function<absl::Status(const storage::Row&)>& sink) override {
     return inner_.FetchRows(keyspace, keys, sink);
@@ -330,7 +330,7 @@ class CountingReplica : public Replica {
     return std::make_unique<CountingView>(*std::move(view), carry_values_,
                                           &scans, &scans_with_values);
   }
-  absl::Status FetchRows(
+  absl::StatusOr<FetchResult> FetchRows(
       const std::string& keyspace, const std::vector<std::string>& keys,
       const std::function<absl::Status(const storage::Row&)>& sink) override {
     keys_fetched += keys.size();

@@ -164,13 +164,30 @@ Capture::Capture(const CaptureOptions& options, storage::Store* store,
       keys.push_back(absl::StrFormat("tally_t.%s = $%d",
                                      reader_->QuoteIdentifier(c.name), i + 1));
     }
+    // The row (if any) and, from the same statement and so the same
+    // snapshot, whether the transaction being indexed is visible in it
+    // (see ReadBack). $k+1 is that transaction's 32-bit xid: the snapshot's
+    // xmax gives the epoch, the xid taken as the one nearest to xmax
+    // (before or after it: the signed 32-bit distance), so that a
+    // wraparound between the two picks the right epoch.
+    const std::string xid = absl::StrCat("$", t.key_columns() + 1, "::int8");
+    const std::string xmax =
+        "pg_catalog.pg_snapshot_xmax(tally_s.snap)::text::int8";
     ks->read_sql = absl::StrCat(
-        "SELECT ", absl::StrJoin(columns, ", "),
-        ", tally_o.timestamp, tally_o.roident FROM ", t.quoted_name(),
+        "SELECT tally_r.*, pg_catalog.pg_visible_in_snapshot((", xmax, " + (((",
+        xid, " - (", xmax,
+        " & 4294967295) + 2147483648) % 4294967296 + 4294967296) % "
+        "4294967296 - 2147483648))::text::xid8, tally_s.snap) "
+        "FROM (SELECT pg_catalog.pg_current_snapshot() AS snap) AS tally_s "
+        "LEFT JOIN LATERAL (SELECT ",
+        absl::StrJoin(columns, ", "),
+        ", tally_o.timestamp AS tally_ts, tally_o.roident AS tally_roident "
+        "FROM ",
+        t.quoted_name(),
         " AS tally_t LEFT JOIN LATERAL "
-        "pg_xact_commit_timestamp_origin(tally_t.xmin) AS tally_o ON true "
-        "WHERE ",
-        absl::StrJoin(keys, " AND "));
+        "pg_catalog.pg_xact_commit_timestamp_origin(tally_t.xmin) AS tally_o "
+        "ON true WHERE ",
+        absl::StrJoin(keys, " AND "), ") AS tally_r ON true");
     keyspaces_.push_back(std::move(ks));
   }
   counters_.confirmed_lsn = position_.resume_lsn;
@@ -616,7 +633,7 @@ absl::Status Capture::OnCommit(const CommitMessage& m) {
         if (!value.has_value()) {
           RowToken current;
           TALLY_RETURN_IF_ERROR(
-              ReadBack(*ks, row.key, txn.apply->token, &value, &current));
+              ReadBack(*ks, row.key, txn.begin.xid, &value, &current));
           // Changed since by an application: its capture follows.
           if (!value.has_value() || current != txn.apply->token) continue;
         }
@@ -635,10 +652,10 @@ absl::Status Capture::OnCommit(const CommitMessage& m) {
     for (const auto& [ks, key] : txn.read_back) {
       std::optional<std::string> value;
       RowToken token;
-      TALLY_RETURN_IF_ERROR(
-          ReadBack(*ks, key, RowToken{txn.begin.commit_time_us, txn.origin_id},
-                   &value, &token));
-      if (!value.has_value()) continue;  // deleted since: the delete follows
+      TALLY_RETURN_IF_ERROR(ReadBack(*ks, key, txn.begin.xid, &value, &token));
+      // Deleted (or its key changed) by a later transaction, whose change
+      // follows.
+      if (!value.has_value()) continue;
       storage::Mutation p =
           storage::Mutation::Put(ks->schema.name(), key, std::move(*value));
       p.version = txn.version;
@@ -660,9 +677,7 @@ absl::Status Capture::Flush(bool partial) {
     for (const auto& [ks, key] : txn->read_back) {
       std::optional<std::string> value;
       RowToken token;
-      TALLY_RETURN_IF_ERROR(ReadBack(
-          *ks, key, RowToken{txn->begin.commit_time_us, txn->origin_id}, &value,
-          &token));
+      TALLY_RETURN_IF_ERROR(ReadBack(*ks, key, txn->begin.xid, &value, &token));
       if (!value.has_value()) continue;
       storage::Mutation p =
           storage::Mutation::Put(ks->schema.name(), key, std::move(*value));
@@ -737,28 +752,39 @@ absl::StatusOr<OriginId> Capture::OriginIdOf(absl::string_view name) {
 }
 
 absl::Status Capture::ReadBack(const Keyspace& ks, absl::string_view key,
-                               const RowToken& expected,
-                               std::optional<std::string>* value,
+                               uint32_t xid, std::optional<std::string>* value,
                                RowToken* token) {
   // The server decodes a transaction once its commit record is flushed,
-  // which is before the commit is visible to other sessions: a read right
-  // away may still see the row version before it. Read until the row
-  // carries the transaction's token or a later one (or is gone), for up to
-  // two seconds.
-  for (int attempt = 0;; ++attempt) {
-    TALLY_RETURN_IF_ERROR(ReadBackOnce(ks, key, value, token));
-    if (!value->has_value() || *token == expected || attempt >= 200) break;
-    if (token->commit_time_us.has_value() &&
-        expected.commit_time_us.has_value() &&
-        *token->commit_time_us > *expected.commit_time_us) {
-      break;  // changed again since: a later change, captured later
+  // which is before the commit is visible to other sessions (under load,
+  // milliseconds before). A read in that window sees the database as
+  // before the transaction: the row version it replaced, or, for the new
+  // key of a key update or an insert, no row at all — which is not "gone
+  // since". So each read also says whether the transaction is visible in
+  // the read's own snapshot, and only such a read is taken: the row it
+  // finds is the transaction's or a later one, and a missing row was
+  // deleted (or moved) by a later transaction, whose change follows.
+  const absl::Time give_up = absl::Now() + kReadBackPatience;
+  absl::Duration pause = absl::Milliseconds(1);
+  while (true) {
+    bool visible = false;
+    TALLY_RETURN_IF_ERROR(ReadBackOnce(ks, key, xid, &visible, value, token));
+    if (visible) return absl::OkStatus();
+    if (absl::Now() + pause > give_up) {
+      // Never index a row as of before the transaction, nor drop it: the
+      // error ends Follow, which resumes from the stored position and
+      // decodes this transaction again.
+      return absl::UnavailableError(absl::StrFormat(
+          "capture: transaction %d of %s was decoded but is still not "
+          "visible after %s; resuming from the stored position",
+          xid, ks.schema.name(), absl::FormatDuration(kReadBackPatience)));
     }
-    absl::SleepFor(absl::Milliseconds(10));
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, absl::Milliseconds(20));
   }
-  return absl::OkStatus();
 }
 
 absl::Status Capture::ReadBackOnce(const Keyspace& ks, absl::string_view key,
+                                   uint32_t xid, bool* visible,
                                    std::optional<std::string>* value,
                                    RowToken* token) {
   std::vector<Field> key_fields;
@@ -773,23 +799,28 @@ absl::Status Capture::ReadBackOnce(const Keyspace& ks, absl::string_view key,
                                      ks.schema.columns()[i].type_oid));
     }
   }
+  params.push_back(Param::Text(absl::StrCat(xid)));
   TALLY_ASSIGN_OR_RETURN(Result r,
                          reader_->ExecParams(ks.read_sql, params,
                                              /*binary_results=*/true));
   value->reset();
-  if (r.rows() == 0) return absl::OkStatus();
   const size_t n = ks.codec.columns();
-  std::vector<Field> fields;
-  for (size_t i = 0; i < n; ++i) {
-    fields.push_back(r.IsNull(0, static_cast<int>(i))
-                         ? Field::Null()
-                         : Field::Of(r.Value(0, static_cast<int>(i))));
+  if (r.rows() != 1 || r.IsNull(0, static_cast<int>(n + 2))) {
+    return absl::InternalError(
+        absl::StrCat("capture: the read-back of a row of ", ks.schema.name(),
+                     " answered ", r.rows(), " rows"));
   }
+  // A bool in binary: one byte.
+  *visible = r.Value(0, static_cast<int>(n + 2)) == absl::string_view("\1", 1);
+  // The first key column is NULL only when no row has the key.
+  if (r.IsNull(0, 0)) return absl::OkStatus();
   auto field = [&](size_t i) {
     return r.IsNull(0, static_cast<int>(i))
                ? Field::Null()
                : Field::Of(r.Value(0, static_cast<int>(i)));
   };
+  std::vector<Field> fields;
+  for (size_t i = 0; i < n; ++i) fields.push_back(field(i));
   TALLY_ASSIGN_OR_RETURN(*token, RowToken::FromBinary(field(n), field(n + 1)));
   std::string k, v;
   TALLY_RETURN_IF_ERROR(ks.codec.Encode(fields, &k, &v));

@@ -26,8 +26,10 @@
 //    local transaction, the origin's id for one another replication tool
 //    applied). Insert and Update give the new row (an Update whose key
 //    changed also a tombstone of the old key); Delete a tombstone; an
-//    unchanged TOAST column ('u') is read back from the table after the
-//    transaction (the row gone: skipped, its delete follows); TRUNCATE
+//    unchanged TOAST column ('u') is read back from the table once the
+//    transaction is visible to the read (ReadBack: the server decodes a
+//    transaction before other sessions see it; the row gone then: a later
+//    transaction deleted it, and its delete follows); TRUNCATE
 //    gives a tombstone for every live key the index holds for the table
 //    whose row version (its token) committed before the TRUNCATE, raised
 //    past the stored version if need be.
@@ -176,13 +178,23 @@ class Capture {
   absl::Status Flush(bool partial);
   absl::Status Confirm(ReplicationStream& stream, bool reply_requested);
   absl::StatusOr<OriginId> OriginIdOf(absl::string_view name);
-  // Reads the row of `key` (an unchanged TOAST value) once it carries the
-  // `expected` token of the transaction being indexed, or a later one.
-  absl::Status ReadBack(const Keyspace& ks, absl::string_view key,
-                        const RowToken& expected,
+  // Reads the row of `key` (an unchanged TOAST value) as of a snapshot in
+  // which the transaction being indexed (`xid`, its Begin message's) is
+  // visible, reading again while it is not yet (decoded before visible):
+  // `*value` is the row then (the transaction's or a later one's, `*token`
+  // says which), nullopt when a later transaction deleted it or moved its
+  // key. Returns kUnavailable when the transaction is still not visible
+  // after kReadBackPatience (Follow then ends and resumes from the stored
+  // position: nothing is indexed from a read that predates the
+  // transaction), or the read's error.
+  absl::Status ReadBack(const Keyspace& ks, absl::string_view key, uint32_t xid,
                         std::optional<std::string>* value, RowToken* token);
   absl::Status ReadBackOnce(const Keyspace& ks, absl::string_view key,
+                            uint32_t xid, bool* visible,
                             std::optional<std::string>* value, RowToken* token);
+
+  // How long ReadBack waits for a decoded transaction to become visible.
+  static constexpr absl::Duration kReadBackPatience = absl::Seconds(30);
 
   // Constant after construction.
   const CaptureOptions options_;

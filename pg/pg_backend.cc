@@ -142,6 +142,44 @@ std::string BinaryArray(Oid element_type,
   return out;
 }
 
+// The answer for a row whose table version is not the one the index
+// describes (`want`): `found` is the token of the row the read saw, null
+// when it saw none. A row the read sees at an OLDER commit than the
+// index's is the index's own transaction not visible yet (the capture
+// indexes a transaction when the server decodes it, just before other
+// sessions see it): kUnavailable, read again shortly. A row at a newer
+// commit was changed since, and the capture indexes that change:
+// kAborted, superseded. A row the read does not see is either (deleted
+// since, or inserted by a transaction not visible yet): kUnavailable, as
+// the store's index soon holds the delete if it was one. Commit times of
+// successive versions of one row increase (the later writer waited for
+// the earlier commit); only a database clock behind tallyd's, for rows
+// tallyd applied, can make a newer version look older, which costs a
+// reader its bounded wait and nothing else.
+absl::Status NotTheIndexedRow(absl::string_view table, const RowToken& want,
+                              const RowToken* found) {
+  if (found == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "row of keyspace ", table,
+        " is not in the table as this read sees it: deleted since it was "
+        "indexed (the capture indexes the delete), or its commit is not "
+        "visible yet"));
+  }
+  const bool older = found->commit_time_us.has_value() &&
+                     want.commit_time_us.has_value() &&
+                     *found->commit_time_us < *want.commit_time_us;
+  if (older) {
+    return absl::UnavailableError(absl::StrCat(
+        "row of keyspace ", table,
+        " is still an older version than the index's in this read (its "
+        "commit is not visible yet); read it again"));
+  }
+  return absl::AbortedError(absl::StrCat(
+      "row of keyspace ", table,
+      " changed in the table since it was indexed; the capture indexes the "
+      "change"));
+}
+
 int64_t NowStamp() {
   return absl::ToUnixMicros(absl::Now()) - kPostgresEpochUnixMicros;
 }
@@ -854,11 +892,9 @@ absl::Status PgBackend::ReadTable(
     }
     auto it = found.find(rows[i].key);
     if (it == found.end() || it->second.token != *want) {
-      (*values)[i] = absl::AbortedError(absl::StrCat(
-          "row of keyspace ", schema.name(),
-          it == found.end() ? " is gone from the table"
-                            : " changed in the table",
-          " since it was indexed; the capture indexes the change"));
+      (*values)[i] =
+          NotTheIndexedRow(schema.name(), *want,
+                           it == found.end() ? nullptr : &it->second.token);
       continue;
     }
     (*values)[i] = it->second.value;

@@ -73,8 +73,13 @@
 // Reads. ReadValues sends one `SELECT <canonical columns> ... WHERE (key)
 // IN (unnest of key arrays)` per keyspace per call, in binary, on a reader
 // connection, and answers a row only while its token still equals the
-// payload the index holds (kAborted otherwise: the row changed since it was
-// indexed, and the capture will index the change).
+// payload the index holds. Otherwise it says which way the row differs
+// (storage/row_backend.h, ReadValues): kAborted when the table holds a
+// version committed after the indexed one (changed since: the capture
+// will index the change, and a reader skips the row as superseded);
+// kUnavailable when the read sees a version committed before it, or no
+// row (the indexed commit not visible to this read yet, or a delete the
+// capture has not indexed yet: read again shortly).
 //
 //   PgBackendOptions o;
 //   o.conninfo = "postgresql://tally@127.0.0.1/app";

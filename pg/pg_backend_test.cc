@@ -236,6 +236,17 @@ TEST_F(PgBackendTest, InsertsUpdatesAndDeletesWithTheCommitTimestampAsToken) {
   // An older token: the row changed since; never a value that fails its
   // digest, never kDataLoss (which would mark the row damaged).
   EXPECT_EQ((*values)[2].status().code(), absl::StatusCode::kAborted);
+  // A token newer than the row the read sees (its commit not visible to
+  // the read yet), or a row the read does not see (a delete not indexed
+  // yet, an insert not visible yet): read again shortly.
+  RowToken later = *RowToken::Decode(out2[0].payload);
+  *later.commit_time_us += 1000000;
+  const std::string later_payload = later.Encode();
+  auto pending = backend_->ReadValues({locs[0], locs[1]},
+                                      {later_payload, out2[0].payload});
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  EXPECT_EQ((*pending)[0].status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*pending)[1].status().code(), absl::StatusCode::kUnavailable);
   auto one = backend_->ReadValue(locs[0], out2[0].payload);
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(*one, Value(11, "uno"));

@@ -151,7 +151,15 @@ class RowBackend {
 
   // Returns the values of a batch of rows given the payloads ApplyRows
   // returned for them, one result per row in the order given: the value, or
-  // kDataLoss when that row's payload cannot be the backend's. One call is
+  // kDataLoss when that row's payload cannot be the backend's. A backend
+  // whose rows applications also write (a PostgreSQL table) answers, for a
+  // row whose current version is not the one the payload describes,
+  // kAborted when it changed since (a later write its capture indexes:
+  // the reader skips the row as superseded, and that write reaches the
+  // index and the feed in turn) and kUnavailable when the read cannot tell
+  // yet (it sees an older version, the write not visible to it yet, or no
+  // row: reading again shortly answers). Both are per-row, never fatal to
+  // the call. One call is
   // one read of the backend (one round trip for a database), whatever the
   // number of rows. The call itself fails (kUnavailable, say) only when the
   // backend cannot be read at all. The values are not checked against the

@@ -131,7 +131,10 @@ class Store {
   // (a key given twice is answered twice). Each result is what Get() would
   // answer at that snapshot: the row (tombstones included); kNotFound for a
   // key that is not in the keyspace; kDataLoss for a damaged row, marked and
-  // left out of its leaf as Get() does. The call itself returns kNotFound
+  // left out of its leaf as Get() does; the backend's kAborted or
+  // kUnavailable for a row whose value in the backend is not the indexed
+  // version any more (RowBackend::ReadValues: an application changed it,
+  // or its write is not visible yet). The call itself returns kNotFound
   // when the keyspace does not exist and kInvalidArgument for a bad
   // keyspace name or key (nothing is read then), and the backend's error
   // when it cannot be read at all. An empty `keys` answers an empty list.

@@ -94,6 +94,16 @@ StoreImpl::CheckedEntries(const Keyspace& keyspace,
   entries.reserve(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const StoredRow& row = rows[i];
+    if (absl::IsAborted(values[i].status()) ||
+        absl::IsUnavailable(values[i].status())) {
+      // The backend's row is not the version the index describes now (an
+      // application changed it; its capture indexes the change): listed as
+      // the index and the tree describe it, without a value, so that a diff
+      // under writes goes on; a repair that needs the value fetches it, and
+      // skips it then if it still differs (storage/store.h, MultiGet).
+      entries.push_back(ToEntry(row.token, row.key, row.header));
+      continue;
+    }
     absl::Status checked = values[i].status();
     if (checked.ok()) {
       checked =

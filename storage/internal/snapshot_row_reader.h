@@ -83,7 +83,10 @@ class SnapshotRowReader {
   // each once its value matches its digest: kDataLoss for a row whose value
   // does not (the row is damaged; the caller leaves it out and marks it) or
   // whose origin is unknown, another error for a row the backend cannot
-  // give now. The values are read with ONE backend read for the whole batch
+  // give now. A row whose backend value is not the indexed version any
+  // more (ReadValues' kAborted or kUnavailable: an application changed it)
+  // is the index's entry without a value, unchecked: it is what the tree
+  // holds, and a diff under application writes must not fail on it. The values are read with ONE backend read for the whole batch
   // (RowBackend::ReadValues): for a PostgreSQL backend a row read alone is a
   // round trip, and a diff lists whole leaves. With `values` kYes each
   // entry keeps the value it was checked with (RowEntry::value). The call

@@ -445,11 +445,17 @@ std::string StatusText(const v1::StatusResponse& status,
       {"client writes", ClientWrites(status)},
       {"last sequence", log},
       {"sessions",
-       absl::StrFormat("%d running, %d ok, %d failed (%d rows erased, %d "
-                       "conflicts)",
-                       status.sessions_running(), status.sessions_ok(),
-                       status.sessions_failed(), status.rows_erased(),
-                       status.conflicts())},
+       absl::StrCat(
+           absl::StrFormat("%d running, %d ok, %d failed (%d rows erased, %d "
+                           "conflicts",
+                           status.sessions_running(), status.sessions_ok(),
+                           status.sessions_failed(), status.rows_erased(),
+                           status.conflicts()),
+           status.rows_changed_during_session() == 0
+               ? std::string(")")
+               : absl::StrFormat(", %d rows changed by applications during "
+                                 "them, left to the capture)",
+                                 status.rows_changed_during_session()))},
       {"feed sent",
        absl::StrFormat("%d (skipped: %d own, %d superseded)", feed.sent(),
                        feed.skipped_own(), feed.skipped_superseded())},
@@ -636,6 +642,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   out["sessions_failed"] = status.sessions_failed();
   out["rows_erased"] = status.rows_erased();
   out["conflicts"] = status.conflicts();
+  out["rows_changed_during_session"] = status.rows_changed_during_session();
   out["ties_resolved"] = status.ties_resolved();
   const v1::FeedTotals& feed = status.feed();
   out["feed"] = {{"sent", feed.sent()},
@@ -676,23 +683,25 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   }
   out["peers"] = Json::array();
   for (const v1::PeerStatus& p : status.peers()) {
-    Json peer = {{"address", p.address()},
-                 {"role", p.role()},
-                 {"name", p.name()},
-                 {"last_session_unix_ms", p.last_session_unix_ms()},
-                 {"last_success_unix_ms", p.last_success_unix_ms()},
-                 {"last_outcome", p.last_outcome()},
-                 {"session_running", p.session_running()},
-                 {"sessions_ok", p.sessions_ok()},
-                 {"sessions_failed", p.sessions_failed()},
-                 {"rows_received", p.rows_received()},
-                 {"rows_sent", p.rows_sent()},
-                 {"rows_erased", p.rows_erased()},
-                 {"conflicts", p.conflicts()},
-                 {"bytes_repaired", p.bytes_repaired()},
-                 {"clock_behind_seconds", p.clock_behind_seconds()},
-                 {"paused", p.paused()},
-                 {"paused_since_unix_ms", p.paused_since_unix_ms()}};
+    Json peer = {
+        {"address", p.address()},
+        {"role", p.role()},
+        {"name", p.name()},
+        {"last_session_unix_ms", p.last_session_unix_ms()},
+        {"last_success_unix_ms", p.last_success_unix_ms()},
+        {"last_outcome", p.last_outcome()},
+        {"session_running", p.session_running()},
+        {"sessions_ok", p.sessions_ok()},
+        {"sessions_failed", p.sessions_failed()},
+        {"rows_received", p.rows_received()},
+        {"rows_sent", p.rows_sent()},
+        {"rows_erased", p.rows_erased()},
+        {"conflicts", p.conflicts()},
+        {"rows_changed_during_session", p.rows_changed_during_session()},
+        {"bytes_repaired", p.bytes_repaired()},
+        {"clock_behind_seconds", p.clock_behind_seconds()},
+        {"paused", p.paused()},
+        {"paused_since_unix_ms", p.paused_since_unix_ms()}};
     peer["feed"] = {{"connected", p.feed_connected()},
                     {"position", p.feed_position()},
                     {"lag_entries", p.feed_lag_entries()},
@@ -730,17 +739,19 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
     // Newest first.
     peer["history"] = Json::array();
     for (const v1::SessionRecord& r : p.history()) {
-      peer["history"].push_back({{"started_unix_ms", r.started_unix_ms()},
-                                 {"seconds", r.seconds()},
-                                 {"trigger", r.trigger()},
-                                 {"outcome", r.outcome()},
-                                 {"keyspaces", r.keyspaces()},
-                                 {"differences", r.differences()},
-                                 {"rows_received", r.rows_received()},
-                                 {"rows_sent", r.rows_sent()},
-                                 {"rows_erased", r.rows_erased()},
-                                 {"conflicts", r.conflicts()},
-                                 {"bytes_repaired", r.bytes_repaired()}});
+      peer["history"].push_back(
+          {{"started_unix_ms", r.started_unix_ms()},
+           {"seconds", r.seconds()},
+           {"trigger", r.trigger()},
+           {"outcome", r.outcome()},
+           {"keyspaces", r.keyspaces()},
+           {"differences", r.differences()},
+           {"rows_received", r.rows_received()},
+           {"rows_sent", r.rows_sent()},
+           {"rows_erased", r.rows_erased()},
+           {"conflicts", r.conflicts()},
+           {"bytes_repaired", r.bytes_repaired()},
+           {"rows_changed_during_session", r.rows_changed_during_session()}});
     }
     out["peers"].push_back(std::move(peer));
   }

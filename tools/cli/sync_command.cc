@@ -76,6 +76,7 @@ Json PeerJson(const v1::SyncPeerState& p) {
     out["rows_erased"] = r.rows_erased();
     out["conflicts"] = r.conflicts();
     out["bytes_repaired"] = r.bytes_repaired();
+    out["rows_changed_during_session"] = r.rows_changed_during_session();
     Json differing = Json::array();
     for (const std::string& ks : p.differing_after()) differing.push_back(ks);
     out["equal_after"] = r.outcome() == "ok" && p.differing_after_size() == 0;
@@ -105,12 +106,19 @@ std::string ResultText(const v1::SyncPeerState& p) {
           : absl::StrCat("still different in ",
                          absl::StrJoin(p.differing_after(), ", "),
                          " (writes during the session, or ties); sync again");
+  const std::string changed =
+      r.rows_changed_during_session() == 0
+          ? std::string()
+          : absl::StrFormat(
+                ", %d changed by applications meanwhile (left to "
+                "the capture)",
+                r.rows_changed_during_session());
   return absl::StrFormat(
       "sync with %s: ok in %.1f s; %d keyspace%s, %d differences, rows in/out "
-      "%d/%d, %d erased, %d conflicts, %s moved; %s\n",
+      "%d/%d, %d erased, %d conflicts%s, %s moved; %s\n",
       Who(p), r.seconds(), r.keyspaces(), r.keyspaces() == 1 ? "" : "s",
       r.differences(), r.rows_received(), r.rows_sent(), r.rows_erased(),
-      r.conflicts(), HumanBytes(r.bytes_repaired()), after);
+      r.conflicts(), changed, HumanBytes(r.bytes_repaired()), after);
 }
 
 }  // namespace
