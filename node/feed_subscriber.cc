@@ -5,6 +5,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
@@ -103,13 +104,12 @@ FeedCounters FeedSubscriber::counters() const {
   if (counters.head > counters.position) {
     counters.lag_entries = counters.head - counters.position;
   }
-  // Behind as of the last message, or cut off from the upstream: nothing
-  // says this node is caught up now, so the lag is the time since it last
-  // was. A down link must make the lag grow (or `lag_seconds > 30` would
-  // never fire when it matters most); while connected, heartbeats renew
-  // caught_up_at_.
+  // Behind as of the last message, or cut off from the upstream: the age
+  // of what is here. A down link must make the lag grow (or `lag_seconds
+  // > 30` would never fire when it matters most); while connected,
+  // heartbeats and applied changes renew fresh_as_of_.
   if (counters.head > counters.position || !counters.connected) {
-    counters.lag = absl::Now() - caught_up_at_;
+    counters.lag = std::max(absl::ZeroDuration(), absl::Now() - fresh_as_of_);
   }
   return counters;
 }
@@ -325,8 +325,16 @@ absl::Status FeedSubscriber::Commit(const std::string& upstream,
     // node is still caught up.
     if (batch.write.mutations.empty() && position_stored_ &&
         batch.position == counters_.position && batch.epoch == stored_epoch_) {
-      if (counters_.position >= counters_.head) caught_up_at_ = absl::Now();
+      if (counters_.position >= counters_.head) fresh_as_of_ = absl::Now();
       return absl::OkStatus();
+    }
+  }
+  // The write time of the newest change of the batch (applied or not newer:
+  // either way this node has it or something newer).
+  uint64_t newest_ms = 0;
+  for (const storage::Mutation& m : batch.write.mutations) {
+    if (m.version.has_value()) {
+      newest_ms = std::max(newest_ms, m.version->timestamp.physical_millis());
     }
   }
   batch.write.progress =
@@ -358,8 +366,39 @@ absl::Status FeedSubscriber::Commit(const std::string& upstream,
   storage::WriteRequest retry;
   retry.progress = batch.write.progress;
   retry.mode = batch.write.mode;
+  // A keyspace may refuse its rows for good (kNotFound: its PostgreSQL
+  // table is missing). A batch of one keyspace is then left out whole; a
+  // batch of several keeps a copy of its changes to write them keyspace by
+  // keyspace (CommitByKeyspace), so that the others go on.
+  const std::string first_keyspace =
+      batch.write.mutations.empty() ? "" : batch.write.mutations[0].keyspace;
+  const bool one_keyspace = std::all_of(
+      batch.write.mutations.begin(), batch.write.mutations.end(),
+      [&](const storage::Mutation& m) { return m.keyspace == first_keyspace; });
+  storage::WriteRequest by_keyspace;
+  by_keyspace.progress = batch.write.progress;
+  by_keyspace.mode = batch.write.mode;
+  if (!names_new_keyspace && !one_keyspace) {
+    by_keyspace.mutations = batch.write.mutations;
+  }
   absl::StatusOr<storage::WriteResult> result =
       store_->Write(std::move(batch.write));
+  uint64_t left_out = 0;
+  if (!names_new_keyspace && absl::IsNotFound(result.status())) {
+    if (one_keyspace) {
+      LogWarning("feed: left out changes of a keyspace that takes no rows",
+                 {{"upstream", upstream},
+                  {"keyspace", first_keyspace},
+                  {"changes", changes},
+                  {"error", result.status().message()}});
+      left_out = changes;
+      storage::WriteRequest progress;
+      progress.progress = by_keyspace.progress;
+      result = store_->Write(std::move(progress));
+    } else {
+      result = CommitByKeyspace(upstream, std::move(by_keyspace), &left_out);
+    }
+  }
   if (names_new_keyspace && absl::IsResourceExhausted(result.status())) {
     LogWarning("feed: left out changes of keyspaces this node cannot create",
                {{"upstream", upstream},
@@ -379,11 +418,56 @@ absl::Status FeedSubscriber::Commit(const std::string& upstream,
   counters_.refused_skew += batch.refused_skew;
   counters_.skipped_own += batch.skipped_own;
   counters_.skipped_superseded += batch.skipped_superseded;
+  counters_.left_out += left_out;
   counters_.position = batch.position;
-  if (counters_.position >= counters_.head) caught_up_at_ = absl::Now();
+  if (counters_.position >= counters_.head) {
+    fresh_as_of_ = absl::Now();
+  } else if (newest_ms > 0) {
+    fresh_as_of_ = std::max(
+        fresh_as_of_, absl::FromUnixMillis(static_cast<int64_t>(newest_ms)));
+  }
   stored_epoch_ = batch.epoch;
   position_stored_ = true;
   return absl::OkStatus();
+}
+
+absl::StatusOr<storage::WriteResult> FeedSubscriber::CommitByKeyspace(
+    const std::string& upstream, storage::WriteRequest request,
+    uint64_t* left_out) {
+  // Keyspaces in the order they first appear; a key's changes stay in
+  // order within its keyspace.
+  std::vector<std::string> order;
+  absl::flat_hash_map<std::string, std::vector<storage::Mutation>> parts;
+  for (storage::Mutation& m : request.mutations) {
+    auto [it, added] = parts.try_emplace(m.keyspace);
+    if (added) order.push_back(m.keyspace);
+    it->second.push_back(std::move(m));
+  }
+  storage::WriteResult total;
+  for (const std::string& keyspace : order) {
+    std::vector<storage::Mutation>& mutations = parts[keyspace];
+    const size_t n = mutations.size();
+    storage::WriteRequest part;
+    part.mode = request.mode;
+    part.mutations = std::move(mutations);
+    absl::StatusOr<storage::WriteResult> r = store_->Write(std::move(part));
+    if (absl::IsNotFound(r.status())) {
+      LogWarning("feed: left out changes of a keyspace that takes no rows",
+                 {{"upstream", upstream},
+                  {"keyspace", keyspace},
+                  {"changes", n},
+                  {"error", r.status().message()}});
+      *left_out += n;
+      continue;
+    }
+    if (!r.ok()) return r.status();
+    total.applied.insert(total.applied.end(), r->applied.begin(),
+                         r->applied.end());
+  }
+  storage::WriteRequest progress;
+  progress.progress = request.progress;
+  TALLY_RETURN_IF_ERROR(store_->Write(std::move(progress)).status());
+  return total;
 }
 
 }  // namespace node
