@@ -446,19 +446,34 @@ class Sidecar::Impl {
   absl::StatusOr<VerifyResult> Verify(absl::string_view keyspace) {
     storage::Store* store;
     const TableSchema* schema = nullptr;
+    bool missing = false;
     {
       absl::MutexLock lock(&mu_);
       store = store_;
       for (const TableSchema& t : tables_) {
         if (t.name() == keyspace) schema = &t;
       }
-      if (schema == nullptr) {
+      missing = missing_.contains(keyspace);
+      if (schema == nullptr && !missing) {
         return absl::NotFoundError(
             absl::StrCat(keyspace, " is not a table this node keeps"));
       }
     }
     if (store == nullptr) {
       return absl::FailedPreconditionError("the sidecar is not started");
+    }
+    if (missing) {
+      // The table was dropped: it holds no row, and the index must hold
+      // none live either (it forgot them).
+      VerifyResult result;
+      result.keyspace = std::string(keyspace);
+      TALLY_ASSIGN_OR_RETURN(auto index, ReadIndex(store, keyspace));
+      for (const auto& [key, e] : index) {
+        if (e.deleted) continue;
+        ++result.index_rows;
+        result.missing_from_table.push_back(key);
+      }
+      return result;
     }
     const TableSchema table = *schema;
     VerifyResult result;

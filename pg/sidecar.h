@@ -240,8 +240,9 @@ class Sidecar {
   // live index row's digest recomputed from the table's value with the
   // index's version, rows missing from either. Reads the table on its own
   // connection; run it once caught up (AwaitCaughtUp) for an exact answer:
-  // changes not yet captured show as differences. kNotFound for a keyspace
-  // that is not kept. REQUIRES: started.
+  // changes not yet captured show as differences. A missing (dropped)
+  // table has no row: its index must have none live. kNotFound for a
+  // keyspace that is not kept. REQUIRES: started.
   absl::StatusOr<VerifyResult> Verify(absl::string_view keyspace);
 
   // Stops the thread and joins it; idempotent.

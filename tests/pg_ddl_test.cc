@@ -184,9 +184,13 @@ TEST(PgDdl, ADroppedTableIsMissingUntilCreatedAgainThenRefilledByPeers) {
       << p.side_a->Log() << p.side_b->Log();
   absl::SleepFor(absl::Seconds(3));  // sessions every second
   EXPECT_EQ(Count(*p.pg_b, "t"), "500") << p.side_b->Log();
-  const CommandResult metrics =
+  const CommandResult status =
       RunTally({"status", "--node", p.addr_a}, absl::Seconds(10));
-  EXPECT_THAT(metrics.out, HasSubstr("missing"));
+  EXPECT_THAT(status.out, HasSubstr("missing"));
+  // The index holds no row of the dropped table: verify finds both empty.
+  const CommandResult verify =
+      RunTally({"verify", "--node", p.addr_a}, absl::Seconds(60));
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
 
   // Created again, empty: built afresh, the peer's rows come back.
   ASSERT_TRUE(
