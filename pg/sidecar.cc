@@ -966,6 +966,16 @@ class Sidecar::Impl {
           position->fingerprints[t.name()] = t.stored_fingerprint();
         }
       }
+      for (const TableSchema& t : tables) {
+        // Recorded before OIDs were (StoredSchemaChange found it the same
+        // table otherwise): the capture's next write records the OID, so
+        // that a table dropped and created again while tallyd is stopped
+        // is told from it at the next start.
+        std::string& stored = position->fingerprints[t.name()];
+        if (TableSchema::RelidOfStored(stored) == 0) {
+          stored = t.stored_fingerprint();
+        }
+      }
     }
     // The index is built and its position stored: from now on, a start
     // without it is a loss. (Also for an index built before the marker

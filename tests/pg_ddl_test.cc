@@ -211,5 +211,36 @@ TEST(PgDdl, ADroppedTableIsMissingUntilCreatedAgainThenRefilledByPeers) {
       << p.side_a->Log() << p.side_b->Log();
 }
 
+// The table dropped and created again while A's tallyd is stopped: the
+// index recorded the table's OID, so the next start builds the new table
+// afresh, and the peer's rows come back instead of being deleted there.
+TEST(PgDdl, ATableCreatedAgainWhileStoppedIsBuiltAfreshAtStart) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  TwoTables p;
+  ASSERT_NO_FATAL_FAILURE(p.Start());
+  ASSERT_TRUE(p.pg_a
+                  ->Execute("INSERT INTO t SELECT g, g, 'x' FROM "
+                            "generate_series(1, 300) g")
+                  .ok());
+  ASSERT_TRUE(WaitFor([&] { return p.Same("t"); }, absl::Seconds(20)))
+      << p.side_a->Log() << p.side_b->Log();
+  EXPECT_EQ(p.side_a->Stop(), 0) << p.side_a->Log();
+  ASSERT_TRUE(p.pg_a
+                  ->Execute("DROP TABLE t; CREATE TABLE t (id bigint PRIMARY "
+                            "KEY, a int, b text); INSERT INTO t VALUES (1000, "
+                            "1, 'new')")
+                  .ok());
+  p.side_a =
+      StartSidecar("side-a", p.dir_a.path(), *p.pg_a, p.addr_a, {p.addr_b},
+                   {"--table", "public.u", "--pg-schema-check-interval", "1s"});
+  ASSERT_NE(p.side_a, nullptr);
+  EXPECT_TRUE(WaitFor([&] { return p.Same("t"); }, absl::Seconds(25)))
+      << Count(*p.pg_a, "t") << " rows on A, " << Count(*p.pg_b, "t")
+      << " on B\n"
+      << p.side_a->Log() << p.side_b->Log();
+  EXPECT_EQ(Count(*p.pg_b, "t"), "301");
+  EXPECT_THAT(p.side_a->Log(), HasSubstr("dropped and created again"));
+}
+
 }  // namespace
 }  // namespace tally
