@@ -5,6 +5,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
@@ -131,13 +132,12 @@ FeedCounters FeedSubscriber::counters() const {
   if (counters.head > counters.position) {
     counters.lag_entries = counters.head - counters.position;
   }
-  // Behind as of the last message, or cut off from the upstream: nothing
-  // says this node is caught up now, so the lag is the time since it last
-  // was. A down link must make the lag grow (or `lag_seconds > 30` would
-  // never fire when it matters most); while connected, heartbeats renew
-  // caught_up_at_.
+  // Behind as of the last message, or cut off from the upstream: the age
+  // of what is here. A down link must make the lag grow (or `lag_seconds
+  // > 30` would never fire when it matters most); while connected,
+  // heartbeats and applied changes renew fresh_as_of_.
   if (counters.head > counters.position || !counters.connected) {
-    counters.lag = absl::Now() - caught_up_at_;
+    counters.lag = std::max(absl::ZeroDuration(), absl::Now() - fresh_as_of_);
   }
   return counters;
 }
@@ -354,8 +354,16 @@ absl::Status FeedSubscriber::Commit(const std::string& upstream,
     // node is still caught up.
     if (batch.write.mutations.empty() && position_stored_ &&
         batch.position == counters_.position && batch.epoch == stored_epoch_) {
-      if (counters_.position >= counters_.head) caught_up_at_ = absl::Now();
+      if (counters_.position >= counters_.head) fresh_as_of_ = absl::Now();
       return absl::OkStatus();
+    }
+  }
+  // The write time of the newest change of the batch (applied or not newer:
+  // either way this node has it or something newer).
+  uint64_t newest_ms = 0;
+  for (const storage::Mutation& m : batch.write.mutations) {
+    if (m.version.has_value()) {
+      newest_ms = std::max(newest_ms, m.version->timestamp.physical_millis());
     }
   }
   batch.write.progress =
@@ -397,7 +405,12 @@ absl::Status FeedSubscriber::Commit(const std::string& upstream,
   counters_.skipped_superseded += batch.skipped_superseded;
   counters_.rejected += rejected;
   counters_.position = batch.position;
-  if (counters_.position >= counters_.head) caught_up_at_ = absl::Now();
+  if (counters_.position >= counters_.head) {
+    fresh_as_of_ = absl::Now();
+  } else if (newest_ms > 0) {
+    fresh_as_of_ = std::max(
+        fresh_as_of_, absl::FromUnixMillis(static_cast<int64_t>(newest_ms)));
+  }
   stored_epoch_ = batch.epoch;
   position_stored_ = true;
   return absl::OkStatus();

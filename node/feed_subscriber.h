@@ -90,11 +90,16 @@ struct FeedCounters {
   uint64_t head = 0;      // the upstream's last sequence, as last heard
   // Entries of the upstream's log not applied yet (head - position).
   uint64_t lag_entries = 0;
-  // Time since this node was last caught up with the upstream: zero while
-  // connected and caught up as of the last message (heartbeats come every
-  // second); growing while behind, and while no stream is connected (the
-  // upstream is unreachable or refuses this node), from the last time it
-  // was caught up or, before that, from when following started.
+  // How old what this node has of the upstream is: zero while connected
+  // and caught up as of the last message (heartbeats come every second).
+  // While behind, now minus the write time (version timestamp) of the
+  // newest change applied from this feed — under steady load the age of
+  // what is applied, a second or two, where "time since last caught up"
+  // grew for as long as the load lasted — or, when that is older, minus
+  // the last time it was caught up. While no stream is connected (the
+  // upstream is unreachable or refuses this node) it keeps growing with
+  // the clock from there, so that `lag_seconds > 30` fires on a down link.
+  // Before anything was applied or caught up: from when following started.
   absl::Duration lag = absl::ZeroDuration();
   bool connected = false;  // a stream is open and has sent a message
 };
@@ -218,9 +223,11 @@ class FeedSubscriber {
   // What progress this subscriber last committed.
   bool position_stored_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t stored_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  // When a message last showed the position at the upstream's head (or,
-  // before that, when following started).
-  absl::Time caught_up_at_ ABSL_GUARDED_BY(mu_) = absl::Now();
+  // Everything the upstream wrote up to this time is here, as far as this
+  // node knows: when a message last showed the position at the upstream's
+  // head, or the write time of the newest change applied since, whichever
+  // is later (before either, when following started).
+  absl::Time fresh_as_of_ ABSL_GUARDED_BY(mu_) = absl::Now();
 };
 
 }  // namespace node

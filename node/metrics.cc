@@ -487,8 +487,9 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
     e.Sample({{"peer", p.address()}}, p.feed_lag_entries());
   }
   e.Family("tally_feed_lag_seconds", kGauge,
-           "Seconds since this node was last caught up with the peer's feed "
-           "(0 when caught up).");
+           "Age of what this node has applied from the peer's feed: now "
+           "minus the write time of the newest change applied, while "
+           "behind; 0 when caught up; growing while the feed is down.");
   for (const v1::PeerStatus& p : status.peers()) {
     e.Sample({{"peer", p.address()}}, p.feed_lag_seconds());
   }

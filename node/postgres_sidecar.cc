@@ -169,6 +169,7 @@ PostgresSidecarFactory DefaultPostgresSidecarFactory() {
     options.tables = config.tables;
     options.node_name = config.name;
     options.schema_check_interval = config.pg_schema_check_interval;
+    options.keyspace_depth = config.default_depth;
     if (!config.test_fault_point.empty()) {
       absl::StatusOr<std::shared_ptr<pg::FaultPoints>> faults =
           pg::FaultPoints::Parse(config.test_fault_point);

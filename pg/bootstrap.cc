@@ -227,9 +227,11 @@ absl::Status EnsurePublication(Connection& conn, absl::string_view name,
   if (exists.rows() == 0) {
     TALLY_ASSIGN_OR_RETURN(
         Result created,
-        conn.Exec(absl::StrCat("CREATE PUBLICATION ",
-                               conn.QuoteIdentifier(name), " FOR TABLE ", list,
-                               " WITH (publish_via_partition_root = true)")));
+        conn.Exec(absl::StrCat(
+            "CREATE PUBLICATION ", conn.QuoteIdentifier(name),
+            // Every kept table missing (dropped): a publication of none.
+            list.empty() ? "" : absl::StrCat(" FOR TABLE ", list),
+            " WITH (publish_via_partition_root = true)")));
     (void)created;
     return absl::OkStatus();
   }
@@ -259,6 +261,23 @@ absl::Status EnsurePublication(Connection& conn, absl::string_view name,
   }
   std::sort(have.begin(), have.end());
   if (have == wanted) return absl::OkStatus();
+  if (wanted.empty()) {
+    // SET TABLE needs one; every kept table is missing (dropped).
+    std::vector<std::string> listed_quoted;
+    for (const std::string& h : have) {
+      std::string schema, table;
+      TALLY_RETURN_IF_ERROR(SplitQualifiedName(h, &schema, &table));
+      listed_quoted.push_back(absl::StrCat(conn.QuoteIdentifier(schema), ".",
+                                           conn.QuoteIdentifier(table)));
+    }
+    TALLY_ASSIGN_OR_RETURN(
+        Result dropped,
+        conn.Exec(absl::StrCat("ALTER PUBLICATION ", conn.QuoteIdentifier(name),
+                               " DROP TABLE ",
+                               absl::StrJoin(listed_quoted, ", "))));
+    (void)dropped;
+    return absl::OkStatus();
+  }
   TALLY_ASSIGN_OR_RETURN(
       Result altered,
       conn.Exec(absl::StrCat("ALTER PUBLICATION ", conn.QuoteIdentifier(name),
@@ -360,8 +379,19 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
   // A leftover slot is an unfinished build's (a finished one would have
   // stored a position, and the caller builds only without one or after
   // deciding the slot is unusable).
-  absl::Status dropped = result.stream->DropSlot(options.names.slot);
-  if (!dropped.ok() && !absl::IsNotFound(dropped)) return dropped;
+  // Looked up first: dropping a slot that is not there fails on the
+  // server, which logs an ERROR at every first start — noise in the
+  // DBA's server log that looks like a fault.
+  TALLY_ASSIGN_OR_RETURN(
+      Result leftover,
+      reader->ExecParams("SELECT 1 FROM pg_catalog.pg_replication_slots "
+                         "WHERE slot_name = $1",
+                         {Param::Text(options.names.slot)}));
+  if (leftover.rows() > 0) {
+    absl::Status dropped = result.stream->DropSlot(options.names.slot);
+    // Gone meanwhile (dropped by hand) is what was wanted.
+    if (!dropped.ok() && !absl::IsNotFound(dropped)) return dropped;
+  }
   TALLY_ASSIGN_OR_RETURN(result.started_unix_us, ServerUnixMicros(*reader));
   TALLY_ASSIGN_OR_RETURN(CreatedSlot slot,
                          result.stream->CreateLogicalSlot(options.names.slot));
@@ -370,6 +400,9 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
   // sidecar's catalog check) sees a schema changed meanwhile.
   for (const TableSchema& t : options.tables) {
     result.position.fingerprints[t.name()] = t.stored_fingerprint();
+  }
+  for (const std::string& name : options.missing) {
+    result.position.fingerprints[name] = std::string(kMissingTable);
   }
 
   TALLY_ASSIGN_OR_RETURN(Result begun,
@@ -449,6 +482,23 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
   };
   BatchWriter writer(store, options.batch_rows);
   absl::Time next_report = absl::Now() + options.progress_interval;
+  // Erases every row the index holds for `keyspace` (captured erases: the
+  // backend is not asked, no tombstone is left, the feed sends nothing).
+  auto forget = [&](absl::string_view keyspace,
+                    const absl::flat_hash_map<std::string, IndexEntry>& index)
+      -> absl::Status {
+    for (const auto& [key, e] : index) {
+      storage::Mutation m =
+          storage::Mutation::Erase(std::string(keyspace), key);
+      m.version = fresh_version();
+      TALLY_RETURN_IF_ERROR(writer.Add(std::move(m)));
+    }
+    return absl::OkStatus();
+  };
+  for (const std::string& name : options.missing) {
+    TALLY_ASSIGN_OR_RETURN(auto index, ReadIndex(store, name));
+    TALLY_RETURN_IF_ERROR(forget(name, index));
+  }
 
   for (size_t table = 0; table < options.tables.size(); ++table) {
     const TableSchema& t = options.tables[table];
@@ -456,6 +506,15 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
     TableBuildCounts& counts = result.tables.emplace_back();
     counts.keyspace = t.name();
     TALLY_ASSIGN_OR_RETURN(auto index, ReadIndex(store, t.name()));
+    const bool afresh = std::find(options.afresh.begin(), options.afresh.end(),
+                                  t.name()) != options.afresh.end();
+    if (afresh) {
+      // Written before the table's rows: AddAbsent writes what Add
+      // gathered first, and one write at a time.
+      TALLY_RETURN_IF_ERROR(forget(t.name(), index));
+      index.clear();
+    }
+    const bool rebuild = options.rebuild && !afresh;
     // The index's last row in its own (token, key) order: the keys the
     // index does not hold that order after it can be loaded without the
     // store's read before each write (all of them at a first build).
@@ -489,7 +548,7 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
           const tree::Version* version = nullptr;
           auto it = index.find(row.key);
           if (it == index.end()) {
-            if (options.rebuild) {
+            if (rebuild) {
               version = rebuild_version(row.token, nullptr);
             } else if (written_here(row.token)) {
               version = &lost_version(*row.token.commit_time_us);

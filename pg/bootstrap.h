@@ -121,6 +121,10 @@
 namespace tally {
 namespace pg {
 
+// What the position records for a kept table that is missing from the
+// database (dropped): CapturePosition::fingerprints[table].
+inline constexpr absl::string_view kMissingTable = "missing";
+
 // Progress of a build, reported every few seconds and at the end.
 struct BuildProgress {
   std::string keyspace;         // the table being read
@@ -142,6 +146,18 @@ struct BuildOptions {
   // Index lost: rows committed before this time (µs since 1970, the
   // server's clock) keep the bootstrap version; nullopt: none do.
   std::optional<int64_t> lost_since_unix_us;
+  // Kept tables missing from the database (dropped), not in `tables`: the
+  // index forgets their rows (erases them: no tombstone, no change the
+  // feed sends, so the peers keep theirs; PostgreSQL's own replication
+  // does not replicate a DROP either), and the position records them as
+  // kMissingTable.
+  std::vector<std::string> missing;
+  // Tables of `tables` whose index describes another table of that name
+  // (dropped and created again, or missing until now): the index forgets
+  // their rows as above, then builds them as at a first start (the
+  // bootstrap version, whatever `rebuild` says), so that the peers' rows
+  // win over the reloaded ones and none of theirs is deleted.
+  std::vector<std::string> afresh;
   size_t batch_rows = 10000;
   absl::Duration progress_interval = absl::Seconds(5);
   std::function<void(const BuildProgress&)> on_progress;

@@ -41,26 +41,44 @@ constexpr absl::Duration kSlotPollInterval = absl::Seconds(2);
 
 // Keyspaces whose rows the index does not describe yet (building,
 // rebuilding): their fingerprint is unavailable, so peers' sessions refuse
-// them until they are ready.
+// them until they are ready. And keyspaces whose table is missing from the
+// database (dropped): they take no rows and show peers a fingerprint no
+// table has, so that sessions refuse that keyspace alone.
 class KeyspaceGate {
  public:
   void Close(const std::string& ks) {
     absl::MutexLock lock(&mu_);
     closed_.insert(ks);
   }
+  // Opens every keyspace but the missing ones.
   void OpenAll() {
     absl::MutexLock lock(&mu_);
     closed_.clear();
+  }
+  void SetMissing(absl::flat_hash_set<std::string> missing) {
+    absl::MutexLock lock(&mu_);
+    missing_ = std::move(missing);
   }
   bool closed(absl::string_view ks) const {
     absl::MutexLock lock(&mu_);
     return closed_.contains(ks);
   }
+  bool missing(absl::string_view ks) const {
+    absl::MutexLock lock(&mu_);
+    return missing_.contains(ks);
+  }
 
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_set<std::string> closed_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> missing_ ABSL_GUARDED_BY(mu_);
 };
+
+// The fingerprint a missing table's keyspace shows peers: no table has it
+// (it lacks kFingerprintPrefix), so their sessions refuse that keyspace
+// alone, naming it, and exchange no row of it either way.
+constexpr absl::string_view kMissingFingerprint =
+    "postgresql/missing (the table was dropped from this node's database)";
 
 // The backend the store gets: the PgBackend, counting what it applied and
 // refused, and answering kUnavailable for keyspaces being (re)built — and
@@ -110,6 +128,15 @@ class SidecarBackend final : public storage::RowBackend {
   // could see the delete). Refused per request, inside the store's commit:
   // the build's own writes, committed in the same groups, go on.
   absl::Status TakesRows(absl::string_view keyspace) const override {
+    if (gate_->missing(keyspace)) {
+      // kNotFound, not kUnavailable: waiting does not help, and a feed
+      // leaves this keyspace's changes out instead of stopping for all
+      // (node/feed_subscriber.h).
+      return absl::NotFoundError(absl::StrCat(
+          "keyspace ", keyspace,
+          " is missing: its table was dropped from the database; it takes "
+          "no rows until a table of that name exists again"));
+    }
     if (gate_->closed(keyspace)) {
       return absl::UnavailableError(
           absl::StrCat("keyspace ", keyspace,
@@ -120,6 +147,7 @@ class SidecarBackend final : public storage::RowBackend {
   }
   absl::StatusOr<std::string> SchemaFingerprint(
       absl::string_view keyspace) const override {
+    if (gate_->missing(keyspace)) return std::string(kMissingFingerprint);
     if (gate_->closed(keyspace)) {
       return absl::UnavailableError(
           absl::StrCat("keyspace ", keyspace,
@@ -130,6 +158,7 @@ class SidecarBackend final : public storage::RowBackend {
     return in->SchemaFingerprint(keyspace);
   }
   std::string SchemaDescription(absl::string_view keyspace) const override {
+    if (gate_->missing(keyspace)) return "";
     absl::StatusOr<std::shared_ptr<PgBackend>> in = inner();
     return in.ok() ? (*in)->SchemaDescription(keyspace) : "";
   }
@@ -200,7 +229,19 @@ std::string StoredSchemaChange(const CapturePosition& position,
       return absl::StrCat("table ", t.name(),
                           " is kept now but was not when the index was built");
     }
-    if (it->second != t.stored_fingerprint()) {
+    if (it->second == kMissingTable) {
+      return absl::StrCat("table ", t.name(),
+                          " was missing (dropped) when the index was last "
+                          "built and exists now: it is built afresh");
+    }
+    if (!t.MatchesStored(it->second)) {
+      const Oid recorded = TableSchema::RelidOfStored(it->second);
+      if (recorded != 0 && recorded != t.relid()) {
+        return absl::StrFormat(
+            "table %s was dropped and created again while tallyd was "
+            "stopped (OID %d, the index's %d): it is built afresh",
+            t.name(), t.relid(), recorded);
+      }
       if (TableSchema::FingerprintOfStored(it->second) == t.fingerprint()) {
         return absl::StrCat(
             "the partitions of ", t.name(),
@@ -213,6 +254,22 @@ std::string StoredSchemaChange(const CapturePosition& position,
           " in the catalog, the index was "
           "built with ",
           it->second, " (the table changed while tallyd was stopped)");
+    }
+  }
+  return "";
+}
+
+// Why the index, which records the tables of `missing` otherwise than as
+// missing, must be rebuilt (empty: it need not): their rows are to be
+// forgotten.
+std::string StoredMissingChange(
+    const CapturePosition& position,
+    const absl::flat_hash_set<std::string>& missing) {
+  for (const std::string& name : missing) {
+    auto it = position.fingerprints.find(name);
+    if (it != position.fingerprints.end() && it->second != kMissingTable) {
+      return absl::StrCat("table ", name,
+                          " is missing from the database (dropped)");
     }
   }
   return "";
@@ -389,19 +446,34 @@ class Sidecar::Impl {
   absl::StatusOr<VerifyResult> Verify(absl::string_view keyspace) {
     storage::Store* store;
     const TableSchema* schema = nullptr;
+    bool missing = false;
     {
       absl::MutexLock lock(&mu_);
       store = store_;
       for (const TableSchema& t : tables_) {
         if (t.name() == keyspace) schema = &t;
       }
-      if (schema == nullptr) {
+      missing = missing_.contains(keyspace);
+      if (schema == nullptr && !missing) {
         return absl::NotFoundError(
             absl::StrCat(keyspace, " is not a table this node keeps"));
       }
     }
     if (store == nullptr) {
       return absl::FailedPreconditionError("the sidecar is not started");
+    }
+    if (missing) {
+      // The table was dropped: it holds no row, and the index must hold
+      // none live either (it forgot them).
+      VerifyResult result;
+      result.keyspace = std::string(keyspace);
+      TALLY_ASSIGN_OR_RETURN(auto index, ReadIndex(store, keyspace));
+      for (const auto& [key, e] : index) {
+        if (e.deleted) continue;
+        ++result.index_rows;
+        result.missing_from_table.push_back(key);
+      }
+      return result;
     }
     const TableSchema table = *schema;
     VerifyResult result;
@@ -454,11 +526,23 @@ class Sidecar::Impl {
     status_.last_error = std::string(error);
   }
 
+  // Sets the state of every keyspace whose table exists; the others are
+  // "missing".
   void SetKeyspaceStates(absl::string_view state) {
     absl::MutexLock lock(&mu_);
     for (SidecarKeyspaceStatus& k : status_.keyspaces) {
-      k.state = std::string(state);
+      k.state = missing_.contains(k.name) ? "missing" : std::string(state);
     }
+  }
+
+  // The status entry of keyspace `name` (one per configured table).
+  SidecarKeyspaceStatus& KeyspaceStatus(absl::string_view name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (SidecarKeyspaceStatus& k : status_.keyspaces) {
+      if (k.name == name) return k;
+    }
+    return status_.keyspaces.emplace_back(
+        SidecarKeyspaceStatus{std::string(name), "", "building", 0});
   }
 
   // Sleeps up to `d`, waking at once on Stop.
@@ -482,8 +566,8 @@ class Sidecar::Impl {
         {
           absl::MutexLock lock(&mu_);
           tables_ = std::move(reached->tables);
-          for (size_t i = 0; i < tables_.size(); ++i) {
-            status_.keyspaces[i].fingerprint = tables_[i].fingerprint();
+          for (const TableSchema& t : tables_) {
+            KeyspaceStatus(t.name()).fingerprint = t.fingerprint();
           }
         }
         backend_->set_inner(reached->pg);
@@ -582,41 +666,79 @@ class Sidecar::Impl {
     return std::string();
   }
 
+  // Reads every kept table's schema again; a table that is not there
+  // (dropped) is missing from then on, until a table of its name is.
   absl::Status ReloadSchemas() {
     std::vector<TableSchema> fresh;
+    absl::flat_hash_set<std::string> missing;
     TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
                            Connection::Open(options_.conninfo, {}));
-    std::vector<std::string> names;
-    {
-      absl::MutexLock lock(&mu_);
-      for (const TableSchema& t : tables_) names.push_back(t.name());
-    }
-    for (const std::string& name : names) {
+    for (const std::string& name : options_.tables) {
+      absl::StatusOr<TableSchema> s = TableSchema::Read(*conn, name);
+      if (absl::IsNotFound(s.status())) {
+        missing.insert(name);
+        continue;
+      }
+      TALLY_RETURN_IF_ERROR(s.status());
       TALLY_RETURN_IF_ERROR(pg_->ReloadSchema(name));
-      TALLY_ASSIGN_OR_RETURN(TableSchema s, TableSchema::Read(*conn, name));
-      fresh.push_back(std::move(s));
+      fresh.push_back(*std::move(s));
     }
     absl::MutexLock lock(&mu_);
     tables_ = std::move(fresh);
-    for (size_t i = 0; i < tables_.size(); ++i) {
-      status_.keyspaces[i].fingerprint = tables_[i].fingerprint();
+    missing_ = std::move(missing);
+    for (const TableSchema& t : tables_) {
+      KeyspaceStatus(t.name()).fingerprint = t.fingerprint();
+    }
+    for (const std::string& name : missing_) {
+      SidecarKeyspaceStatus& k = KeyspaceStatus(name);
+      k.fingerprint.clear();
+      k.state = "missing";
     }
     return absl::OkStatus();
   }
 
   // The catalog check: reads each table's schema from the catalog and
   // names the first whose fingerprint differs from `tables`' (the schemas
-  // the index and the capture use). Empty when none differs, or when the
-  // catalog cannot be read (logged; the next check tries again, and a
-  // dropped table is the capture's to report).
+  // the index and the capture use), that is missing (dropped: logical
+  // decoding sends nothing for a DROP, and the publication forgets the
+  // table), that is another table under the same name (its OID differs:
+  // dropped and created again), or, of the `missing` ones, that exists
+  // again. Empty when nothing changed, or when the catalog cannot be read
+  // (logged; the next check tries again).
   std::string CatalogChange(Connection& admin,
-                            const std::vector<TableSchema>& tables) {
+                            const std::vector<TableSchema>& tables,
+                            const absl::flat_hash_set<std::string>& missing) {
+    for (const std::string& name : missing) {
+      absl::StatusOr<TableSchema> now = TableSchema::Read(admin, name);
+      if (now.ok()) {
+        return absl::StrCat("table ", name,
+                            " exists again (it was missing): building it "
+                            "afresh from the new table");
+      }
+      if (!absl::IsNotFound(now.status())) {
+        Log(absl::StrCat("catalog check of ", name,
+                         " failed: ", now.status().ToString()));
+      }
+    }
     for (const TableSchema& t : tables) {
       absl::StatusOr<TableSchema> now = TableSchema::Read(admin, t.name());
+      if (absl::IsNotFound(now.status())) {
+        return absl::StrCat(
+            "table ", t.name(),
+            " is missing: dropped from the database (its keyspace takes no "
+            "rows and its index forgets its rows, which peers keep; no delete "
+            "is replicated)");
+      }
       if (!now.ok()) {
         Log(absl::StrCat("catalog check of ", t.name(),
                          " failed: ", now.status().ToString()));
         return "";
+      }
+      if (now->relid() != t.relid()) {
+        return absl::StrFormat(
+            "table %s was dropped and created again (OID %d, the index's "
+            "%d): building it afresh from the new table",
+            t.name(), now->relid(), t.relid());
       }
       if (now->fingerprint() != t.fingerprint()) {
         return absl::StrCat(
@@ -641,19 +763,31 @@ class Sidecar::Impl {
   absl::Status RunOnce() {
     storage::Store* store;
     std::vector<TableSchema> tables;
+    absl::flat_hash_set<std::string> missing;
     {
       absl::MutexLock lock(&mu_);
       store = store_;
       tables = tables_;
+      missing = missing_;
     }
     if (schema_changed_) {
       // Closed before the backend reads rows with the new columns: until
       // the rebuild, the index's digests are of the old ones, and a
       // peer's row decided against them would be wrong.
-      for (const TableSchema& t : tables) gate_->Close(t.name());
+      for (const std::string& name : options_.tables) gate_->Close(name);
       TALLY_RETURN_IF_ERROR(ReloadSchemas());
       absl::MutexLock lock(&mu_);
       tables = tables_;
+      missing = missing_;
+    }
+    for (const std::string& name : options_.tables) {
+      // Created before any row of it, so that a table still empty is a
+      // keyspace all the same: peers and `tally diff` find it (equal, both
+      // empty) rather than "on neither node".
+      if (absl::IsNotFound(store->GetKeyspace(name).status())) {
+        TALLY_RETURN_IF_ERROR(
+            store->CreateKeyspace(name, options_.keyspace_depth));
+      }
     }
     TALLY_ASSIGN_OR_RETURN(std::optional<storage::BackendPosition> stored,
                            store->backend_position());
@@ -697,6 +831,7 @@ class Sidecar::Impl {
       TALLY_ASSIGN_OR_RETURN(reason,
                              RebuildReason(*position, system_id, *admin));
       if (reason.empty()) reason = StoredSchemaChange(*position, tables);
+      if (reason.empty()) reason = StoredMissingChange(*position, missing);
       if (reason.empty()) {
         TALLY_ASSIGN_OR_RETURN(
             reason, PublicationChange(*admin, names_.publication, tables));
@@ -707,6 +842,10 @@ class Sidecar::Impl {
       Log(absl::StrCat(
           rebuild ? "rebuilding the index: " : "building the index: ", reason));
       for (const TableSchema& t : tables) gate_->Close(t.name());
+      {
+        absl::MutexLock lock(&mu_);
+        missing_ = missing;
+      }
       SetKeyspaceStates(rebuild ? "rebuilding" : "building");
       SetPhase("building", "");
       stream.reset();  // the build opens its own
@@ -717,6 +856,35 @@ class Sidecar::Impl {
       o.node_name = options_.node_name;
       o.rebuild = rebuild;
       o.index_lost = index_lost;
+      o.missing.assign(missing.begin(), missing.end());
+      std::sort(o.missing.begin(), o.missing.end());
+      if (position.has_value()) {
+        // A table whose index describes another table of that name (it
+        // was dropped, maybe created again, since): that index is
+        // forgotten and the new table built as at a first start, so that
+        // anti-entropy brings the peers' rows in instead of sending them
+        // deletes.
+        for (const TableSchema& t : tables) {
+          auto it = position->fingerprints.find(t.name());
+          if (it == position->fingerprints.end()) continue;
+          const Oid recorded = TableSchema::RelidOfStored(it->second);
+          if (it->second == kMissingTable ||
+              (recorded != 0 && recorded != t.relid())) {
+            o.afresh.push_back(t.name());
+          }
+        }
+      }
+      for (const std::string& name : o.missing) {
+        Log(absl::StrCat("table ", name,
+                         " is missing (dropped): its keyspace takes no rows "
+                         "and its index forgets its rows (no delete is sent "
+                         "to peers) until a table of that name exists again"));
+      }
+      for (const std::string& name : o.afresh) {
+        Log(absl::StrCat("table ", name,
+                         " is another table than the index describes: its "
+                         "index is forgotten and the table built afresh"));
+      }
       if (index_lost) o.lost_since_unix_us = marker->first_build_unix_us;
       {
         absl::MutexLock lock(&mu_);
@@ -782,11 +950,13 @@ class Sidecar::Impl {
         marker = BuildMarker{built.position.system_id, built.started_unix_us};
       }
       schema_changed_ = false;
+      gate_->SetMissing(missing);
       gate_->OpenAll();
       SetKeyspaceStates("ready");
       position = built.position;
       stream = std::move(built.stream);
     } else {
+      gate_->SetMissing(missing);
       gate_->OpenAll();
       SetKeyspaceStates("ready");
       if (position->fingerprints.empty()) {
@@ -794,6 +964,16 @@ class Sidecar::Impl {
         // capture's next write records the schemas it follows with.
         for (const TableSchema& t : tables) {
           position->fingerprints[t.name()] = t.stored_fingerprint();
+        }
+      }
+      for (const TableSchema& t : tables) {
+        // Recorded before OIDs were (StoredSchemaChange found it the same
+        // table otherwise): the capture's next write records the OID, so
+        // that a table dropped and created again while tallyd is stopped
+        // is told from it at the next start.
+        std::string& stored = position->fingerprints[t.name()];
+        if (TableSchema::RelidOfStored(stored) == 0) {
+          stored = t.stored_fingerprint();
         }
       }
     }
@@ -837,7 +1017,7 @@ class Sidecar::Impl {
       Tick(*capture, *admin, &next_poll);
       if (stopping_.load()) return true;
       if (absl::Now() >= next_check) {
-        catalog_change = CatalogChange(*admin, tables);
+        catalog_change = CatalogChange(*admin, tables, missing);
         next_check = absl::Now() + options_.schema_check_interval;
         // Ends Follow (what it holds is stored); Run rebuilds.
         if (!catalog_change.empty()) return true;
@@ -925,6 +1105,8 @@ class Sidecar::Impl {
   std::optional<int> listener_ ABSL_GUARDED_BY(mu_);
   std::thread thread_ ABSL_GUARDED_BY(mu_);
   std::vector<TableSchema> tables_ ABSL_GUARDED_BY(mu_);
+  // Kept tables missing from the database (dropped); tables_ lacks them.
+  absl::flat_hash_set<std::string> missing_ ABSL_GUARDED_BY(mu_);
   Capture* capture_ ABSL_GUARDED_BY(mu_) = nullptr;
   SidecarStatus status_ ABSL_GUARDED_BY(mu_);
   // The current (or last) build's rows read over time.

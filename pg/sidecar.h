@@ -53,6 +53,21 @@
 // the others then see no difference and the same change is never rebuilt
 // twice.
 //
+//
+// A kept table dropped from the database (the catalog check reads no such
+// table: logical decoding sends nothing for a DROP, and the publication
+// forgets the table) makes its keyspace "missing", through the same
+// rebuild: its index rows are erased (no tombstone, nothing sent to peers:
+// a DROP is not replicated, as PostgreSQL does not replicate it), it takes
+// no rows (TakesRows: kNotFound) and shows peers kMissingFingerprint, so
+// that their sessions refuse that keyspace alone. The stored position
+// records it as missing (pg/bootstrap.h kMissingTable) and each table's
+// OID (TableSchema::stored_fingerprint): a table of that name that exists
+// again, or another table under the name (a new OID), is rebuilt afresh,
+// as at a first start (BuildOptions::afresh), so that anti-entropy brings
+// the peers' rows back in rather than sending deletes out. Every kept
+// table is a keyspace of the store from Start, even while it has no row.
+//
 // Thread-safety: every method may be called from any thread; status() is a
 // value copy taken under a lock.
 #ifndef TALLY_PG_SIDECAR_H_
@@ -73,6 +88,7 @@
 #include "pg/lsn.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
+#include "tree/token.h"
 
 namespace tally {
 namespace pg {
@@ -92,6 +108,9 @@ struct SidecarOptions {
   // How often the catalog is compared with the schemas the index was built
   // with (tallyd --pg-schema-check-interval). Must be positive.
   absl::Duration schema_check_interval = absl::Seconds(60);
+  // The depth of the keyspaces the sidecar creates for its tables (the
+  // store's default_depth: tallyd --default-depth).
+  int keyspace_depth = tree::kDefaultDepth;
   // Crash tests only (tallyd --test-fault-point): the points of
   // pg/fault_points.h, passed to the apply and the capture; the sidecar
   // itself reaches apply-after-store-commit. Null: none.
@@ -103,7 +122,9 @@ struct SidecarKeyspaceStatus {
   std::string name;         // "public.users"
   std::string fingerprint;  // the table's schema fingerprint
   // "building" (first build), "ready", "rebuilding" (a schema change or a
-  // lost slot: sessions for it are refused until it is rebuilt).
+  // lost slot: sessions for it are refused until it is rebuilt), "missing"
+  // (the table was dropped: the keyspace takes no rows, peers' sessions
+  // refuse it, its index holds none; fingerprint empty).
   std::string state;
   uint64_t rows = 0;  // rows in the index (tombstones included)
 };
@@ -219,8 +240,9 @@ class Sidecar {
   // live index row's digest recomputed from the table's value with the
   // index's version, rows missing from either. Reads the table on its own
   // connection; run it once caught up (AwaitCaughtUp) for an exact answer:
-  // changes not yet captured show as differences. kNotFound for a keyspace
-  // that is not kept. REQUIRES: started.
+  // changes not yet captured show as differences. A missing (dropped)
+  // table has no row: its index must have none live. kNotFound for a
+  // keyspace that is not kept. REQUIRES: started.
   absl::StatusOr<VerifyResult> Verify(absl::string_view keyspace);
 
   // Stops the thread and joins it; idempotent.

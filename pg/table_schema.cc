@@ -282,13 +282,43 @@ absl::Status TableSchema::Finish(const std::vector<std::string>& primary_key) {
   return absl::OkStatus();
 }
 
+namespace {
+constexpr absl::string_view kOidPrefix = " oid:";
+
+// `stored` without its OID part.
+absl::string_view WithoutRelid(absl::string_view stored) {
+  const size_t at = stored.find(kOidPrefix);
+  return at == absl::string_view::npos ? stored : stored.substr(0, at);
+}
+}  // namespace
+
 std::string TableSchema::stored_fingerprint() const {
-  if (!partitioned_) return fingerprint_;
-  return absl::StrCat(fingerprint_, " ", partition_layout_);
+  std::string out = fingerprint_;
+  if (partitioned_) absl::StrAppend(&out, " ", partition_layout_);
+  if (relid_ != 0) absl::StrAppend(&out, kOidPrefix, relid_);
+  return out;
 }
 
 absl::string_view TableSchema::FingerprintOfStored(absl::string_view stored) {
   return stored.substr(0, stored.find(' '));
+}
+
+Oid TableSchema::RelidOfStored(absl::string_view stored) {
+  const size_t at = stored.find(kOidPrefix);
+  Oid relid = 0;
+  if (at == absl::string_view::npos ||
+      !absl::SimpleAtoi(stored.substr(at + kOidPrefix.size()), &relid)) {
+    return 0;
+  }
+  return relid;
+}
+
+bool TableSchema::MatchesStored(absl::string_view stored) const {
+  std::string mine = fingerprint_;
+  if (partitioned_) absl::StrAppend(&mine, " ", partition_layout_);
+  if (WithoutRelid(stored) != mine) return false;
+  const Oid recorded = RelidOfStored(stored);
+  return recorded == 0 || relid_ == 0 || recorded == relid_;
 }
 
 size_t TableSchema::ColumnIndex(absl::string_view name) const {

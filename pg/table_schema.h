@@ -157,11 +157,22 @@ class TableSchema {
   // table. Local to this database: never compared with peers.
   const std::string& partition_layout() const { return partition_layout_; }
   // What the index records it was built from (pg/capture_position.h): the
-  // fingerprint, and for a partitioned table " " and its partition layout.
+  // fingerprint, for a partitioned table " " and its partition layout, and
+  // " oid:" and the table's OID when known. The OID tells a table dropped
+  // and created again under the same name (its rows are another table's)
+  // from the table the index describes; the fingerprint deliberately does
+  // not hold it (peers compare fingerprints).
   std::string stored_fingerprint() const;
   // The schema fingerprint part of a stored_fingerprint() (the whole of
-  // it for a plain table).
+  // it for a plain table recorded without its OID).
   static absl::string_view FingerprintOfStored(absl::string_view stored);
+  // The OID part of a stored_fingerprint(); 0 when it has none (recorded
+  // before OIDs were, or a schema built from parts).
+  static Oid RelidOfStored(absl::string_view stored);
+  // Whether `stored` describes this very table as it is: the same
+  // fingerprint and partition layout, and the same OID when `stored` has
+  // one.
+  bool MatchesStored(absl::string_view stored) const;
 
   // The canonical index of the column named `name`, or columns().size()
   // when the table has none of that name.

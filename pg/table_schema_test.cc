@@ -254,10 +254,22 @@ TEST_F(TableSchemaTest, APartitionedTableIsKeptWithItsParentsKey) {
   EXPECT_FALSE(plain->partitioned());
   EXPECT_EQ(ev->fingerprint(), plain->fingerprint());
   EXPECT_TRUE(plain->partition_layout().empty());
-  EXPECT_EQ(plain->stored_fingerprint(), plain->fingerprint());
+  EXPECT_EQ(plain->stored_fingerprint(),
+            absl::StrCat(plain->fingerprint(), " oid:", plain->relid()));
   EXPECT_TRUE(absl::StartsWith(ev->partition_layout(), kPartitionsPrefix));
   EXPECT_EQ(ev->stored_fingerprint(),
-            absl::StrCat(ev->fingerprint(), " ", ev->partition_layout()));
+            absl::StrCat(ev->fingerprint(), " ", ev->partition_layout(),
+                         " oid:", ev->relid()));
+  EXPECT_EQ(TableSchema::FingerprintOfStored(ev->stored_fingerprint()),
+            ev->fingerprint());
+  EXPECT_EQ(TableSchema::RelidOfStored(ev->stored_fingerprint()), ev->relid());
+  EXPECT_TRUE(ev->MatchesStored(ev->stored_fingerprint()));
+  // Recorded before OIDs were: matches on the fingerprints alone.
+  EXPECT_TRUE(plain->MatchesStored(plain->fingerprint()));
+  EXPECT_FALSE(ev->MatchesStored(ev->fingerprint()));  // the layout lacks
+  // The same name and columns, another table (dropped, created again).
+  EXPECT_FALSE(plain->MatchesStored(
+      absl::StrCat(plain->fingerprint(), " oid:", plain->relid() + 1)));
   EXPECT_NE(ev->partitions().find(" public.ev_1\n"), std::string::npos)
       << ev->partitions();
   // A leaf reads as a plain table with the parent's key.

@@ -701,24 +701,46 @@ TEST_F(BackendSeam, ACapturedRowAfterARefusedOneIsIndexedAgainstTheRealRow) {
   EXPECT_EQ(backend_->calls[2][0].expected_payload, "P:app");
 }
 
-TEST_F(BackendSeam, ACapturedWriteNeedsAVersionAndNoErase) {
+TEST_F(BackendSeam, ACapturedWriteNeedsAVersion) {
   WriteRequest unversioned;
   unversioned.mode = ApplyMode::kCaptured;
   unversioned.mutations.push_back(Mutation::Put("ks", "k", "v"));
   EXPECT_EQ(store_->Write(std::move(unversioned)).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  WriteRequest erase;
-  erase.mode = ApplyMode::kCaptured;
-  erase.mutations.push_back(Mutation::Erase("ks", "k"));
-  erase.mutations.back().version =
-      tree::Version{store_->clock().Now(), "node-a"};
-  EXPECT_EQ(store_->Write(std::move(erase)).status().code(),
             absl::StatusCode::kInvalidArgument);
   WriteRequest payload_outside;
   payload_outside.mutations.push_back(Mutation::Put("ks", "k", "v"));
   payload_outside.mutations.back().captured_payload = "P:v";
   EXPECT_EQ(store_->Write(std::move(payload_outside)).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A captured erase (the backend's table is gone): the index forgets the
+// rows, leaving no tombstone, without asking the backend; the change log
+// marks them erased, which the feed never sends.
+TEST_F(BackendSeam, ACapturedEraseForgetsTheRowWithoutATombstone) {
+  Mutation m = Mutation::Put("ks", "k", "v");
+  m.version = tree::Version{store_->clock().Now(), "node-a"};
+  m.captured_payload = "P:v";
+  Mutation gone = Mutation::Delete("ks", "gone");
+  gone.version = m.version;
+  Write({m, gone}, ApplyMode::kCaptured);
+  ASSERT_EQ(store_->GetKeyspace("ks")->row_count, 2u);
+
+  Mutation erase = Mutation::Erase("ks", "k");
+  erase.version = tree::Version{store_->clock().Now(), "node-a"};
+  Mutation erase_tombstone = Mutation::Erase("ks", "gone");
+  erase_tombstone.version = erase.version;
+  const WriteResult r = Write({erase, erase_tombstone}, ApplyMode::kCaptured);
+  EXPECT_EQ(r.applied, (std::vector<bool>{true, true}));
+  EXPECT_TRUE(backend_->calls.empty());
+  EXPECT_EQ(store_->Get("ks", "k").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetKeyspace("ks")->row_count, 0u);
+  auto changes = store_->ReadChanges(0, 100);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  ASSERT_FALSE(changes->empty());
+  EXPECT_TRUE(changes->back().erased);
+  ExpectVerified();
 }
 
 // Captured changes with the backend's position, the embedded backend real:

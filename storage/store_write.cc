@@ -79,8 +79,7 @@ absl::Status StoreImpl::ValidateRequest(const WriteRequest& request) const {
           "(key '%s')",
           absl::CHexEscape(m.key)));
     }
-    if (m.erase && (request.mode == ApplyMode::kLastWriterWins ||
-                    request.mode == ApplyMode::kCaptured)) {
+    if (m.erase && request.mode == ApplyMode::kLastWriterWins) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "erase of key '%s' outside a source override; use a delete",
           absl::CHexEscape(m.key)));

@@ -27,7 +27,10 @@ struct Mutation {
   std::optional<tree::Version> version;
   // Removes the row altogether, leaving no tombstone. Only with
   // ApplyMode::kSourceOverride: the source does not have the row, so the
-  // copy must not have it either.
+  // copy must not have it either; or with ApplyMode::kCaptured: the backend
+  // no longer holds the row and nobody is to learn of a delete (a
+  // PostgreSQL table dropped, whose rows must not be deleted on the peers:
+  // the index forgets them). The feed never sends an erase.
   bool erase = false;
   // ApplyMode::kCaptured only: the bytes the index record keeps for the row
   // (what RowBackend::ApplyRows would have returned for it: the backend's
