@@ -636,6 +636,9 @@ absl::Status PgBackend::ApplyTransaction(const StagedCall& call,
     const Table& table = *call.tables[t];
     bool stage_used = false;
     auto attempt = [&](absl::Span<const uint32_t> rows_tried) -> absl::Status {
+      // Called by IsolateRows below, on this thread, with the lock held
+      // (Clang's analysis does not follow a lambda).
+      apply_mu_.AssertHeld();
       attempt_applied.clear();
       attempt_busy.clear();
       TALLY_RETURN_IF_ERROR(apply_->Exec("SAVEPOINT tally_rows").status());
@@ -662,6 +665,7 @@ absl::Status PgBackend::ApplyTransaction(const StagedCall& call,
     IsolationOutcome isolated =
         IsolateRows(part, options_.max_isolation_attempts, attempt,
                     [&](const absl::Status& s) {
+                      apply_mu_.AssertHeld();
                       return ClassifyApplyError(s, apply_->healthy());
                     });
     if (!isolated.fatal.ok()) return isolated.fatal;
