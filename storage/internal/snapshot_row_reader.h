@@ -86,7 +86,8 @@ class SnapshotRowReader {
   // give now. A row whose backend value is not the indexed version any
   // more (ReadValues' kAborted or kUnavailable: an application changed it)
   // is the index's entry without a value, unchecked: it is what the tree
-  // holds, and a diff under application writes must not fail on it. The values are read with ONE backend read for the whole batch
+  // holds, and a diff under application writes must not fail on it. The values
+  // are read with ONE backend read for the whole batch
   // (RowBackend::ReadValues): for a PostgreSQL backend a row read alone is a
   // round trip, and a diff lists whole leaves. With `values` kYes each
   // entry keeps the value it was checked with (RowEntry::value). The call
