@@ -394,7 +394,14 @@ TEST_F(SidecarTest, NoRowIsAppliedBeforeTheBuild) {
   storage::WriteRequest request;
   request.mutations.push_back(m);
   absl::StatusOr<storage::WriteResult> r = store_->Write(std::move(request));
-  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  // The keyspace takes no rows yet: the row is rejected alone, as not
+  // taken, with the reason.
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->applied, std::vector<bool>{false});
+  ASSERT_EQ(r->rejected.size(), 1u);
+  EXPECT_TRUE(r->rejected[0].not_taken);
+  EXPECT_TRUE(absl::IsUnavailable(r->rejected[0].status))
+      << r->rejected[0].status;
   EXPECT_EQ(SqlInt("SELECT count(*) FROM t"), 0);
 
   ASSERT_TRUE(sidecar_->Start(store_.get()).ok());
