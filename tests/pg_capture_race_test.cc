@@ -27,6 +27,7 @@ namespace {
 using ::tally::pgtest::Following;
 using ::tally::pgtest::JsonNumber;
 using ::tally::pgtest::PgLoad;
+using ::tally::pgtest::StartQuietSidecar;
 using ::tally::pgtest::StartSidecar;
 using ::tally::pgtest::StartTableCluster;
 using ::tally::pgtest::StatusJson;
@@ -197,23 +198,6 @@ TEST(PgCaptureRace, KeyUpdatesOfToastedRowsUnderConcurrentWritesAreNotLost) {
   std::cout << "verify of B: " << verify_b.out.substr(0, 400) << std::endl;
   EXPECT_EQ(a->Stop(), 0);
   EXPECT_EQ(b->Stop(), 0);
-}
-
-// Starts a sidecar on `pg`'s t with sessions only when asked (`tally
-// sync`): the feed alone carries changes between them.
-std::unique_ptr<NodeProcess> StartQuietSidecar(
-    const std::string& name, const std::string& data_dir, PgCluster& pg,
-    const std::string& listen, const std::vector<std::string>& peers) {
-  std::vector<std::string> flags = {"--postgres", pg.Uri(),          "--table",
-                                    "public.t",   "--sync-interval", "1h"};
-  for (const std::string& peer : peers) {
-    flags.push_back("--peer");
-    flags.push_back(peer);
-  }
-  absl::StatusOr<std::unique_ptr<NodeProcess>> node =
-      NodeProcess::Start(name, data_dir, flags, listen);
-  EXPECT_TRUE(node.ok()) << node.status();
-  return node.ok() ? *std::move(node) : nullptr;
 }
 
 // Anti-entropy while the application writes: a session reads rows (to

@@ -30,6 +30,7 @@ namespace {
 
 using ::tally::pgtest::Following;
 using ::tally::pgtest::PgLoad;
+using ::tally::pgtest::StartQuietSidecar;
 using ::tally::pgtest::StartTableCluster;
 using ::tally::pgtest::TableMd5;
 using ::tally::pgtest::WaitFor;
@@ -40,22 +41,6 @@ using ::tally::testing::TempDir;
 
 constexpr int kHotRows = 10;
 constexpr long long kProbeFirst = 10'000'000;
-
-// The sidecar of `pg`'s t, peering `peers`, sessions only when asked.
-std::unique_ptr<NodeProcess> StartChainSidecar(
-    const std::string& name, const std::string& data_dir, PgCluster& pg,
-    const std::string& listen, const std::vector<std::string>& peers) {
-  std::vector<std::string> flags = {"--postgres", pg.Uri(),          "--table",
-                                    "public.t",   "--sync-interval", "1h"};
-  for (const std::string& peer : peers) {
-    flags.push_back("--peer");
-    flags.push_back(peer);
-  }
-  absl::StatusOr<std::unique_ptr<NodeProcess>> node =
-      NodeProcess::Start(name, data_dir, flags, listen);
-  EXPECT_TRUE(node.ok()) << node.status();
-  return node.ok() ? *std::move(node) : nullptr;
-}
 
 // The publisher re-read every row its backend answered as changed since
 // indexed, for up to a second per read-ahead window, hoping the index would
@@ -79,7 +64,7 @@ TEST(PgHotRows, AChainStaysCloseBehindWhileAFewRowsAreHammered) {
   const std::vector<std::vector<std::string>> peers = {
       {addr[1]}, {addr[0], addr[2]}, {addr[1]}};
   for (int i = 0; i < 3; ++i) {
-    side[i] = StartChainSidecar(absl::StrCat("hot-", std::string(1, 'a' + i)),
+    side[i] = StartQuietSidecar(absl::StrCat("hot-", std::string(1, 'a' + i)),
                                 dir[i].path(), *pg[i], addr[i], peers[i]);
     ASSERT_NE(side[i], nullptr);
   }

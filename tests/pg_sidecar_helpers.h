@@ -74,13 +74,15 @@ inline bool WaitFor(const std::function<bool()>& done, absl::Duration timeout) {
 }
 
 // A sidecar on `pg`'s table t, listening on `listen`, peering `peers`,
-// sessions every second, with `extra` flags.
-inline std::unique_ptr<NodeProcess> StartSidecar(
-    const std::string& name, const std::string& data_dir, PgCluster& pg,
-    const std::string& listen, const std::vector<std::string>& peers,
+// sessions every `sync_interval` ("1s", "1h"), with `extra` flags.
+inline std::unique_ptr<NodeProcess> StartSidecarEvery(
+    const std::string& sync_interval, const std::string& name,
+    const std::string& data_dir, PgCluster& pg, const std::string& listen,
+    const std::vector<std::string>& peers,
     const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> flags = {"--postgres", pg.Uri(),          "--table",
-                                    "public.t",   "--sync-interval", "1s"};
+  std::vector<std::string> flags = {"--postgres",      pg.Uri(),
+                                    "--table",         "public.t",
+                                    "--sync-interval", sync_interval};
   for (const std::string& peer : peers) {
     flags.push_back("--peer");
     flags.push_back(peer);
@@ -90,6 +92,22 @@ inline std::unique_ptr<NodeProcess> StartSidecar(
       NodeProcess::Start(name, data_dir, flags, listen);
   EXPECT_TRUE(node.ok()) << node.status();
   return node.ok() ? *std::move(node) : nullptr;
+}
+
+// A sidecar with sessions every second.
+inline std::unique_ptr<NodeProcess> StartSidecar(
+    const std::string& name, const std::string& data_dir, PgCluster& pg,
+    const std::string& listen, const std::vector<std::string>& peers,
+    const std::vector<std::string>& extra = {}) {
+  return StartSidecarEvery("1s", name, data_dir, pg, listen, peers, extra);
+}
+
+// A sidecar with sessions only when asked (`tally sync`): the feed alone
+// carries changes between sidecars.
+inline std::unique_ptr<NodeProcess> StartQuietSidecar(
+    const std::string& name, const std::string& data_dir, PgCluster& pg,
+    const std::string& listen, const std::vector<std::string>& peers) {
+  return StartSidecarEvery("1h", name, data_dir, pg, listen, peers);
 }
 
 // The node's `tally status --json`, or "" when the call fails.
