@@ -653,9 +653,7 @@ absl::Status Capture::OnCommit(const CommitMessage& m) {
       std::optional<std::string> value;
       RowToken token;
       TALLY_RETURN_IF_ERROR(ReadBack(*ks, key, txn.begin.xid, &value, &token));
-      // Deleted (or its key changed) by a later transaction, whose change
-      // follows.
-      if (!value.has_value()) continue;
+      if (!IsVersionOf(txn, value, token)) continue;
       storage::Mutation p =
           storage::Mutation::Put(ks->schema.name(), key, std::move(*value));
       p.version = txn.version;
@@ -678,7 +676,7 @@ absl::Status Capture::Flush(bool partial) {
       std::optional<std::string> value;
       RowToken token;
       TALLY_RETURN_IF_ERROR(ReadBack(*ks, key, txn->begin.xid, &value, &token));
-      if (!value.has_value()) continue;
+      if (!IsVersionOf(*txn, value, token)) continue;
       storage::Mutation p =
           storage::Mutation::Put(ks->schema.name(), key, std::move(*value));
       p.version = txn->version;
@@ -749,6 +747,23 @@ absl::StatusOr<OriginId> Capture::OriginIdOf(absl::string_view name) {
   }
   origin_ids_[std::string(name)] = id;
   return id;
+}
+
+bool Capture::IsVersionOf(const Transaction& txn,
+                          const std::optional<std::string>& value,
+                          const RowToken& token) {
+  // A row a later transaction deleted (or moved to another key) is gone; a
+  // row it changed carries that transaction's token. Either way the later
+  // transaction's own change follows in the stream, and the index keeps
+  // describing the version before this one until then. Indexing the later
+  // version's value and token under this transaction's version instead
+  // would hand the apply a token that already matches the table while the
+  // later change is still to be captured: the apply would then change or
+  // delete the row, and the later change, captured after that, would be
+  // raised past the applied row (Mutation::supersedes_stored) — a live row
+  // in the index that no table holds.
+  return value.has_value() &&
+         token == RowToken{txn.begin.commit_time_us, txn.origin_id};
 }
 
 absl::Status Capture::ReadBack(const Keyspace& ks, absl::string_view key,

@@ -28,8 +28,12 @@
 //    changed also a tombstone of the old key); Delete a tombstone; an
 //    unchanged TOAST column ('u') is read back from the table once the
 //    transaction is visible to the read (ReadBack: the server decodes a
-//    transaction before other sessions see it; the row gone then: a later
-//    transaction deleted it, and its delete follows); TRUNCATE
+//    transaction before other sessions see it) and indexed only when it is
+//    still the version this transaction wrote (its token): a row gone or
+//    changed by a later transaction is left to that one's capture, so that
+//    the index never holds a token ahead of the changes it has captured
+//    (the apply's compare-and-swap would then pass on a row whose later
+//    change is still to come); TRUNCATE
 //    gives a tombstone for every live key the index holds for the table
 //    whose row version (its token) committed before the TRUNCATE, raised
 //    past the stored version if need be.
@@ -187,6 +191,12 @@ class Capture {
   // after kReadBackPatience (Follow then ends and resumes from the stored
   // position: nothing is indexed from a read that predates the
   // transaction), or the read's error.
+  // Whether a read-back of a row of `txn` found the version `txn` wrote:
+  // present, with `txn`'s token. Otherwise a later transaction changed or
+  // deleted the row, and the row is left to that one's capture.
+  static bool IsVersionOf(const Transaction& txn,
+                          const std::optional<std::string>& value,
+                          const RowToken& token);
   absl::Status ReadBack(const Keyspace& ks, absl::string_view key, uint32_t xid,
                         std::optional<std::string>* value, RowToken* token);
   absl::Status ReadBackOnce(const Keyspace& ks, absl::string_view key,
