@@ -816,8 +816,8 @@ absl::Status Capture::ReadBackOnce(const Keyspace& ks, absl::string_view key,
   }
   params.push_back(Param::Text(absl::StrCat(xid)));
   TALLY_ASSIGN_OR_RETURN(Result r,
-                         reader_->ExecParams(ks.read_sql, params,
-                                             /*binary_results=*/true));
+                         reader_->ExecPrepared(ks.read_sql, params,
+                                               /*binary_results=*/true));
   value->reset();
   const size_t n = ks.codec.columns();
   if (r.rows() != 1 || r.IsNull(0, static_cast<int>(n + 2))) {

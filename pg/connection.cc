@@ -322,6 +322,62 @@ absl::StatusOr<Result> Connection::ExecParams(absl::string_view sql,
                                      sql.size() > 60 ? "...\"" : "\""));
 }
 
+absl::StatusOr<Result> Connection::ExecPrepared(absl::string_view sql,
+                                                absl::Span<const Param> params,
+                                                bool binary_results) {
+  std::vector<Oid> types;
+  std::vector<const char*> values;
+  std::vector<int> lengths;
+  std::vector<int> formats;
+  for (const Param& p : params) {
+    types.push_back(p.type_oid);
+    values.push_back(p.value ? p.value->data() : nullptr);
+    lengths.push_back(p.value ? static_cast<int>(p.value->size()) : 0);
+    formats.push_back(p.binary ? 1 : 0);
+  }
+  const std::string what = absl::StrCat("running \"", sql.substr(0, 60),
+                                        sql.size() > 60 ? "...\"" : "\"");
+  auto it = prepared_.find(sql);
+  if (it == prepared_.end()) {
+    if (prepared_.size() >= kMaxPrepared) {
+      // A protocol-level prepared statement outlives the transaction it was
+      // made in, so this may run inside one; only an aborted transaction
+      // refuses it, and then the statements are simply kept a while longer.
+      if (!Exec("DEALLOCATE ALL").ok()) {
+        return ExecParams(sql, params, binary_results);
+      }
+      prepared_.clear();
+    }
+    std::string name = absl::StrCat("tally_p", ++next_prepared_);
+    const std::string text(sql);
+    if (PQsendPrepare(conn_, name.c_str(), text.c_str(),
+                      static_cast<int>(params.size()), types.data()) == 0) {
+      return StatusFromResult(conn_, nullptr, "sending a query");
+    }
+    absl::StatusOr<Result> prepared =
+        CollectResults(absl::StrCat("preparing ", what));
+    if (!prepared.ok()) return prepared.status();
+    it = prepared_.emplace(std::string(sql), std::move(name)).first;
+  }
+  if (PQsendQueryPrepared(conn_, it->second.c_str(),
+                          static_cast<int>(params.size()), values.data(),
+                          lengths.data(), formats.data(),
+                          binary_results ? 1 : 0) == 0) {
+    return StatusFromResult(conn_, nullptr, "sending a query");
+  }
+  absl::StatusOr<Result> result = CollectResults(what);
+  if (!result.ok() &&
+      (result.status().code() == absl::StatusCode::kUnimplemented ||
+       absl::StrContains(result.status().message(), "prepared statement"))) {
+    // "cached plan must not change result type" (a DDL changed a column the
+    // statement returns) or a statement the session no longer has: the
+    // next call prepares it anew (the old one, if any, stays until the
+    // next DEALLOCATE ALL).
+    prepared_.erase(it);
+  }
+  return result;
+}
+
 absl::Status Connection::CopyOut(
     absl::string_view sql,
     absl::FunctionRef<absl::Status(absl::string_view chunk)> consume) {

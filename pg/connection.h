@@ -27,11 +27,13 @@
 
 #include <libpq-fe.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -156,6 +158,21 @@ class Connection {
                                     absl::Span<const Param> params,
                                     bool binary_results = false);
 
+  // As ExecParams, through a statement this connection prepares on its
+  // first use of `sql` (the same text later runs the prepared statement;
+  // `params` must then have the same types): the server parses and plans
+  // it once, not at every call — for the statements tally runs over and
+  // over (reads of rows by key, the apply's merge), planning cost more
+  // than running them. PostgreSQL re-plans a prepared statement by itself
+  // when a table it uses changes. A statement whose result shape a DDL
+  // changed ("cached plan must not change result type") fails once and is
+  // prepared anew at the next call. At most kMaxPrepared statements are
+  // kept; preparing one more first deallocates them all.
+  absl::StatusOr<Result> ExecPrepared(absl::string_view sql,
+                                      absl::Span<const Param> params,
+                                      bool binary_results = false);
+  static constexpr size_t kMaxPrepared = 128;
+
   // Runs `COPY ... TO STDOUT ...` and hands each chunk of the copy data
   // (one row per chunk for libpq) to `consume`, in order; an error from
   // `consume` stops the copy (the query is cancelled) and is returned.
@@ -205,6 +222,10 @@ class Connection {
 
   PGconn* conn_;
   const ConnectOptions options_;
+  // ExecPrepared's statements: SQL text -> the server-side name.
+  absl::flat_hash_map<std::string, std::string> prepared_;
+  // Names for the next prepared statements (tally_p1, tally_p2, ...).
+  uint64_t next_prepared_ = 0;
 };
 
 // The Status for a failed PGresult (or a null one: the connection's error),

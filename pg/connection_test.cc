@@ -9,8 +9,10 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/pg_cluster.h"
 #include "support/pg_test_macros.h"
@@ -65,6 +67,64 @@ TEST_F(ConnectionTest, RunsQueriesWithTextAndBinaryResults) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->Value(0, 0), "8");
   EXPECT_EQ(r->Value(0, 1), "t");
+}
+
+// The same text runs one prepared statement (the server lists it once);
+// a DDL that changes what it returns fails one call, and the next prepares
+// it anew; a statement prepared in a transaction that rolls back stays;
+// past kMaxPrepared texts they are deallocated, not piled up.
+TEST_F(ConnectionTest, PreparesAStatementOnceAndAgainAfterItsTableChanged) {
+  std::unique_ptr<Connection> c = Connect();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->Exec("CREATE TABLE p (k int PRIMARY KEY, v int)").ok());
+  ASSERT_TRUE(c->Exec("INSERT INTO p VALUES (1, 10), (2, 20)").ok());
+  const std::string select = "SELECT * FROM p WHERE k = $1";
+  auto prepared_count = [&]() {
+    absl::StatusOr<Result> r =
+        c->Exec("SELECT count(*) FROM pg_prepared_statements");
+    return r.ok() ? std::string(r->Value(0, 0)) : r.status().ToString();
+  };
+  for (int k : {1, 2, 1}) {
+    absl::StatusOr<Result> r = c->ExecPrepared(
+        select, {Param::Binary(std::string("\0\0\0", 3) + char(k), 23)});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->rows(), 1);
+    EXPECT_EQ(r->Value(0, 1), absl::StrCat(k * 10));
+  }
+  EXPECT_EQ(prepared_count(), "1");
+
+  // Another column in the result: one failure, then the new shape.
+  ASSERT_TRUE(c->Exec("ALTER TABLE p ADD COLUMN w text DEFAULT 'x'").ok());
+  const std::string one = std::string("\0\0\0\1", 4);
+  absl::StatusOr<Result> r = c->ExecPrepared(select, {Param::Binary(one, 23)});
+  if (!r.ok()) {
+    EXPECT_THAT(std::string(r.status().message()),
+                ::testing::HasSubstr("cached plan"));
+    r = c->ExecPrepared(select, {Param::Binary(one, 23)});
+  }
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->columns(), 3);
+  EXPECT_EQ(r->Value(0, 2), "x");
+
+  // Prepared inside a transaction that rolls back: still there.
+  ASSERT_TRUE(c->Exec("BEGIN").ok());
+  ASSERT_TRUE(c->ExecPrepared("SELECT count(*) FROM p", {}).ok());
+  ASSERT_TRUE(c->Exec("ROLLBACK").ok());
+  r = c->ExecPrepared("SELECT count(*) FROM p", {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->Value(0, 0), "2");
+
+  // Many texts: bounded.
+  for (size_t i = 0; i < Connection::kMaxPrepared + 10; ++i) {
+    ASSERT_TRUE(c->ExecPrepared(absl::StrCat("SELECT ", i), {}).ok());
+  }
+  absl::StatusOr<Result> n =
+      c->Exec("SELECT count(*) FROM pg_prepared_statements");
+  ASSERT_TRUE(n.ok());
+  int count = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(n->Value(0, 0), &count));
+  EXPECT_LE(count, static_cast<int>(Connection::kMaxPrepared));
+  EXPECT_GT(count, 0);
 }
 
 TEST_F(ConnectionTest, CopiesOutAndIn) {

@@ -701,7 +701,7 @@ absl::Status PgBackend::ApplyTransaction(const StagedCall& call,
   // so set last), and the message, in one round trip.
   TALLY_RETURN_IF_ERROR(
       apply_
-          ->ExecParams(
+          ->ExecPrepared(
               "SELECT pg_catalog.pg_replication_origin_xact_setup($1::pg_lsn, "
               "$2::timestamptz), "
               "pg_catalog.pg_logical_emit_message(true, $3, $4)",
@@ -758,7 +758,7 @@ absl::Status PgBackend::ApplyPart(const StagedCall& call, const Table& table,
         apply_->Exec(absl::StrCat("ANALYZE pg_temp.", table.temp_name))
             .status());
   }
-  absl::StatusOr<Result> merged = apply_->Exec(table.merge_sql);
+  absl::StatusOr<Result> merged = apply_->ExecPrepared(table.merge_sql, {});
   if (!merged.ok()) {
     return WithContext(merged.status(),
                        absl::StrCat("applying rows to ", table.schema.name()));
@@ -861,7 +861,7 @@ absl::Status PgBackend::ReadTable(
                       schema.columns()[c].array_type_oid));
   }
   absl::StatusOr<Result> r =
-      reader_->ExecParams(table.read_sql, params, /*binary_results=*/true);
+      reader_->ExecPrepared(table.read_sql, params, /*binary_results=*/true);
   if (!r.ok()) {
     return WithContext(r.status(),
                        absl::StrCat("reading rows of ", schema.name()));

@@ -505,6 +505,12 @@ absl::StatusOr<PhaseFigures> RunPhase(const std::vector<PgCluster*>& dbs,
                                       bool replicated, int* next_seq,
                                       const Settings& settings) {
   WaitForIdleCpu();
+  // On standard error, for lining a profile (perf record -a) up with the
+  // phases.
+  std::fprintf(stderr, "pg-pgbench-chain: phase (%s, %s) starts at %.3f\n",
+               replicated ? "replicated" : "plain",
+               load[1] ? "load on all" : "load on A only",
+               absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
   PhaseFigures f;
   std::vector<ProbeWriter> writers(kDatabases);
   std::vector<std::vector<Watch>> watches(kDatabases);
