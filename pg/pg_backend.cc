@@ -203,12 +203,12 @@ PgBackend::PgBackend(PgBackendOptions options, OriginId origin_id,
                      std::vector<TablePtr> tables,
                      std::unique_ptr<Connection> apply,
                      std::unique_ptr<Connection> reader, int64_t last_stamp)
-    : options_(std::move(options)),
+    : options_(options),
       origin_id_(origin_id),
-      table_index_([&tables] {
+      table_index_([&options] {
         absl::flat_hash_map<std::string, size_t> index;
-        for (size_t i = 0; i < tables.size(); ++i) {
-          index[tables[i]->schema.name()] = i;
+        for (size_t i = 0; i < options.tables.size(); ++i) {
+          index[options.tables[i]] = i;
         }
         return index;
       }()),
@@ -316,6 +316,10 @@ absl::StatusOr<std::unique_ptr<PgBackend>> PgBackend::Open(
 
   std::vector<TablePtr> tables;
   for (size_t i = 0; i < options.tables.size(); ++i) {
+    if (options.missing.contains(options.tables[i])) {
+      tables.push_back(nullptr);  // until ReloadSchema finds it
+      continue;
+    }
     TALLY_ASSIGN_OR_RETURN(TablePtr t,
                            ReadTableSchema(*reader, options.tables[i], i));
     tables.push_back(std::move(t));
@@ -337,6 +341,7 @@ std::shared_ptr<const TableSchema> PgBackend::schema(
   if (it == table_index_.end()) return nullptr;
   absl::MutexLock lock(&tables_mu_);
   const TablePtr& t = tables_[it->second];
+  if (t == nullptr) return nullptr;  // missing at Open, not found since
   return std::shared_ptr<const TableSchema>(t, &t->schema);
 }
 
@@ -442,6 +447,12 @@ absl::Status PgBackend::StageRows(absl::Span<const RowChange> rows,
                        " is not a table this node keeps (--table)"));
       continue;
     }
+    if (tables[it->second] == nullptr) {
+      (*outcomes)[i].rejected = absl::NotFoundError(
+          absl::StrCat("table ", rows[i].row.keyspace,
+                       " is missing from the database (dropped)"));
+      continue;
+    }
     by_table[it->second].push_back(static_cast<uint32_t>(i));
   }
   // Tables in the order of their names: every apply takes its locks in the
@@ -449,7 +460,7 @@ absl::Status PgBackend::StageRows(absl::Span<const RowChange> rows,
   std::vector<size_t> table_order(tables.size());
   for (size_t t = 0; t < tables.size(); ++t) table_order[t] = t;
   std::sort(table_order.begin(), table_order.end(), [&](size_t a, size_t b) {
-    return tables[a]->schema.name() < tables[b]->schema.name();
+    return options_.tables[a] < options_.tables[b];
   });
   {
     CopyBinaryWriter header;
@@ -465,6 +476,7 @@ absl::Status PgBackend::StageRows(absl::Span<const RowChange> rows,
     // by token, every probe missed it). It is also the order rows are
     // locked in.
     std::vector<uint32_t>& order = by_table[t];
+    if (order.empty()) continue;  // (a table missing at Open has no schema)
     std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
       return KeyLess(rows[a].row.key, rows[b].row.key);
     });
@@ -809,6 +821,14 @@ absl::StatusOr<std::vector<absl::StatusOr<std::string>>> PgBackend::ReadValues(
   absl::MutexLock lock(&read_mu_);
   for (size_t t = 0; t < tables.size(); ++t) {
     if (by_table[t].empty()) continue;
+    if (tables[t] == nullptr) {
+      for (size_t i : by_table[t]) {
+        values[i] = absl::NotFoundError(
+            absl::StrCat("table ", rows[i].keyspace,
+                         " is missing from the database (dropped)"));
+      }
+      continue;
+    }
     if (reader_ == nullptr || !reader_->healthy()) {
       ConnectOptions connect = options_.connect;
       connect.application_name = "tally reader";

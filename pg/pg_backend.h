@@ -100,6 +100,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -120,6 +121,10 @@ struct PgBackendOptions {
   std::string conninfo;
   // The tables kept, as qualified names; each is a keyspace.
   std::vector<std::string> tables;
+  // Of `tables`, those not in the database at Open (dropped while tallyd
+  // was stopped): no schema until ReloadSchema finds one; until then their
+  // rows are refused (kNotFound) and reads of them fail kNotFound.
+  absl::flat_hash_set<std::string> missing;
   // The node's replication origin ("tally_<slot>"); created if missing.
   std::string origin_name;
   ConnectOptions connect;

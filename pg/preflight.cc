@@ -59,7 +59,8 @@ class Problems {
 }  // namespace
 
 absl::StatusOr<std::vector<TableSchema>> Preflight(
-    Connection& conn, const PreflightOptions& options) {
+    Connection& conn, const PreflightOptions& options,
+    std::vector<std::string>* missing) {
   absl::StatusOr<Result> r = conn.ExecParams(
       kSettingsQuery,
       {Param::Text(options.slot_name), Param::Text(options.origin_name)});
@@ -184,6 +185,10 @@ absl::StatusOr<std::vector<TableSchema>> Preflight(
   std::vector<TableSchema> tables;
   for (const std::string& name : options.tables) {
     absl::StatusOr<TableSchema> t = TableSchema::Read(conn, name);
+    if (absl::IsNotFound(t.status()) && missing != nullptr && slot_exists) {
+      missing->push_back(name);
+      continue;
+    }
     if (!t.ok()) {
       problems.Add(t.status());
       continue;

@@ -64,8 +64,15 @@ struct PreflightOptions {
 // connection). Returns the tables' schemas, in the order of
 // `options.tables`, when all pass; otherwise an error naming every problem
 // and its fix.
+//
+// With `missing` given, a kept table that does not exist is no problem on
+// a later start (the node's replication slot exists): it was kept before
+// and has been dropped since, so its name is appended to `missing` (and
+// its schema left out) and the node starts with the other tables. On the
+// first start a missing table is refused (a misspelt --table, most likely).
 absl::StatusOr<std::vector<TableSchema>> Preflight(
-    Connection& conn, const PreflightOptions& options);
+    Connection& conn, const PreflightOptions& options,
+    std::vector<std::string>* missing = nullptr);
 
 }  // namespace pg
 }  // namespace tally

@@ -177,6 +177,39 @@ TEST(Preflight, TablesWithoutAKeyOrMissingAreAllNamed) {
   EXPECT_FALSE(Mentions(s, "public.ok")) << s;
 }
 
+// A table that is not there: refused at the first start (no slot of the
+// node yet: a misspelt --table); on a later start (the slot exists) it was
+// dropped since, and is reported missing while the others pass.
+TEST(Preflight, AMissingTableIsRefusedFirstAndReportedMissingLater) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  auto pg = StartCluster({});
+  ASSERT_NE(pg, nullptr);
+  ASSERT_TRUE(pg->Execute("CREATE TABLE public.ok (id int PRIMARY KEY)").ok());
+  auto c = Connect(*pg);
+  ASSERT_NE(c, nullptr);
+  PreflightOptions options;
+  options.tables = {"public.gone", "public.ok"};
+  options.slot_name = "tally_n";
+  options.origin_name = "tally_n";
+  std::vector<std::string> missing;
+  absl::Status s = Preflight(*c, options, &missing).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_TRUE(Mentions(s, "table public.gone does not exist")) << s;
+  EXPECT_TRUE(missing.empty());
+
+  ASSERT_TRUE(pg->Execute("SELECT pg_create_logical_replication_slot("
+                          "'tally_n', 'pgoutput')")
+                  .ok());
+  auto tables = Preflight(*c, options, &missing);
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  ASSERT_EQ(tables->size(), 1u);
+  EXPECT_EQ((*tables)[0].name(), "public.ok");
+  EXPECT_EQ(missing, std::vector<std::string>{"public.gone"});
+  // Without `missing`, still refused.
+  EXPECT_EQ(Preflight(*c, options).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST(Preflight, NoFreeSlotOriginOrWalSenderIsRefused) {
   TALLY_SKIP_UNLESS_POSTGRES();
   auto pg = StartCluster({"max_replication_slots=1", "max_wal_senders=1"});

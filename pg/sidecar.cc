@@ -192,6 +192,8 @@ class SidecarBackend final : public storage::RowBackend {
 // preflight checks) and the backend.
 struct Reached {
   std::vector<TableSchema> tables;
+  // Kept tables not in the database on a later start (dropped since).
+  absl::flat_hash_set<std::string> missing;
   std::shared_ptr<PgBackend> pg;
 };
 
@@ -206,10 +208,13 @@ absl::StatusOr<Reached> ReachDatabase(const SidecarOptions& options,
   pre.slot_name = names.slot;
   pre.origin_name = names.origin;
   Reached out;
-  TALLY_ASSIGN_OR_RETURN(out.tables, Preflight(*conn, pre));
+  std::vector<std::string> missing;
+  TALLY_ASSIGN_OR_RETURN(out.tables, Preflight(*conn, pre, &missing));
+  out.missing.insert(missing.begin(), missing.end());
   PgBackendOptions bo;
   bo.conninfo = options.conninfo;
   bo.tables = options.tables;
+  bo.missing = out.missing;
   bo.origin_name = names.origin;
   bo.fault_points = options.fault_points;
   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<PgBackend> pg, PgBackend::Open(bo));
@@ -310,14 +315,16 @@ bool Permanent(const absl::Status& s) {
 class Sidecar::Impl {
  public:
   Impl(SidecarOptions options, ReplicationNames names,
-       std::vector<TableSchema> tables, std::shared_ptr<PgBackend> pg,
+       std::vector<TableSchema> tables,
+       absl::flat_hash_set<std::string> missing, std::shared_ptr<PgBackend> pg,
        std::shared_ptr<KeyspaceGate> gate)
       : options_(std::move(options)),
         names_(std::move(names)),
         pg_(std::move(pg)),
         gate_(std::move(gate)),
         backend_(std::make_shared<SidecarBackend>(pg_, gate_)),
-        tables_(std::move(tables)) {
+        tables_(std::move(tables)),
+        missing_(std::move(missing)) {
     status_.phase = "preparing";
     status_.slot = names_.slot;
     status_.publication = names_.publication;
@@ -325,6 +332,10 @@ class Sidecar::Impl {
     for (const TableSchema& t : tables_) {
       status_.keyspaces.push_back(
           SidecarKeyspaceStatus{t.name(), t.fingerprint(), "building", 0});
+    }
+    for (const std::string& name : missing_) {
+      status_.keyspaces.push_back(
+          SidecarKeyspaceStatus{name, "", "missing", 0});
     }
     if (pg_ == nullptr) {
       // Not reached yet: the names are known, the schemas are not.
@@ -345,6 +356,13 @@ class Sidecar::Impl {
       return absl::FailedPreconditionError("the sidecar is started already");
     }
     store_ = store;
+    for (const std::string& name : missing_) {
+      Log(absl::StrCat(
+          "table ", name,
+          " is missing: not in the database at start (dropped since the "
+          "last start; if it never existed, check --table); its keyspace "
+          "takes no rows until a table of that name exists"));
+    }
     if (options_.fault_points != nullptr &&
         options_.fault_points->armed().has_value()) {
       const FaultPoint p = *options_.fault_points->armed();
@@ -566,8 +584,14 @@ class Sidecar::Impl {
         {
           absl::MutexLock lock(&mu_);
           tables_ = std::move(reached->tables);
+          missing_ = std::move(reached->missing);
           for (const TableSchema& t : tables_) {
             KeyspaceStatus(t.name()).fingerprint = t.fingerprint();
+          }
+          for (const std::string& name : missing_) {
+            SidecarKeyspaceStatus& k = KeyspaceStatus(name);
+            k.fingerprint.clear();
+            k.state = "missing";
           }
         }
         backend_->set_inner(reached->pg);
@@ -1160,7 +1184,7 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Prepare(
   }
   return std::unique_ptr<Sidecar>(new Sidecar(std::make_unique<Impl>(
       options, std::move(names), std::move(reached->tables),
-      std::move(reached->pg), std::move(gate))));
+      std::move(reached->missing), std::move(reached->pg), std::move(gate))));
 }
 
 Sidecar::Sidecar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

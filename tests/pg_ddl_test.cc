@@ -242,5 +242,46 @@ TEST(PgDdl, ATableCreatedAgainWhileStoppedIsBuiltAfreshAtStart) {
   EXPECT_THAT(p.side_a->Log(), HasSubstr("dropped and created again"));
 }
 
+// A kept table dropped while tallyd is stopped: tallyd starts all the same,
+// with that keyspace missing and the others flowing (one dropped table must
+// not keep a node down); created again, it is built and refilled.
+TEST(PgDdl, ATableDroppedWhileStoppedIsMissingAtStartAndTheRestFlows) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  TwoTables p;
+  ASSERT_NO_FATAL_FAILURE(p.Start());
+  ASSERT_TRUE(p.pg_a
+                  ->Execute("INSERT INTO t SELECT g, g, 'x' FROM "
+                            "generate_series(1, 200) g")
+                  .ok());
+  ASSERT_TRUE(WaitFor([&] { return p.Same("t"); }, absl::Seconds(20)))
+      << p.side_a->Log() << p.side_b->Log();
+  EXPECT_EQ(p.side_a->Stop(), 0) << p.side_a->Log();
+  ASSERT_TRUE(p.pg_a->Execute("DROP TABLE t").ok());
+  p.side_a =
+      StartSidecar("side-a", p.dir_a.path(), *p.pg_a, p.addr_a, {p.addr_b},
+                   {"--table", "public.u", "--pg-schema-check-interval", "1s"});
+  ASSERT_NE(p.side_a, nullptr);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(StatusJson(p.addr_a),
+                                 R"("state":"missing")") &&
+               Following(p.addr_a);
+      },
+      absl::Seconds(20)))
+      << StatusJson(p.addr_a) << p.side_a->Log();
+  ASSERT_TRUE(p.pg_b->Execute("INSERT INTO u VALUES (7, 'seven')").ok());
+  EXPECT_TRUE(WaitFor([&] { return p.Same("u"); }, absl::Seconds(15)))
+      << p.side_a->Log() << p.side_b->Log();
+  EXPECT_EQ(Count(*p.pg_b, "t"), "200");
+
+  ASSERT_TRUE(
+      p.pg_a->Execute("CREATE TABLE t (id bigint PRIMARY KEY, a int, b text)")
+          .ok());
+  EXPECT_TRUE(WaitFor([&] { return p.Same("t"); }, absl::Seconds(25)))
+      << Count(*p.pg_a, "t") << " rows on A\n"
+      << StatusJson(p.addr_a) << p.side_a->Log() << p.side_b->Log();
+  EXPECT_EQ(Count(*p.pg_a, "t"), "200");
+}
+
 }  // namespace
 }  // namespace tally
