@@ -38,6 +38,9 @@ namespace {
 constexpr absl::Duration kMinBackoff = absl::Seconds(1);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(30);
 constexpr absl::Duration kSlotPollInterval = absl::Seconds(2);
+// The least time between two catalog checks the backend asked for (a
+// dropped table's rows keep failing until the check finds it missing).
+constexpr absl::Duration kRequestedCheckSpacing = absl::Seconds(1);
 
 // Keyspaces whose rows the index does not describe yet (building,
 // rebuilding): their fingerprint is unavailable, so peers' sessions refuse
@@ -67,8 +70,16 @@ class KeyspaceGate {
     absl::MutexLock lock(&mu_);
     return missing_.contains(ks);
   }
+  // The backend met a table that does not exist (a peer's row refused, a
+  // read failed): the catalog check should run now rather than at its next
+  // interval, so that a dropped table becomes missing within seconds.
+  void RequestCatalogCheck() { catalog_check_requested_.store(true); }
+  bool TakeCatalogCheckRequest() {
+    return catalog_check_requested_.exchange(false);
+  }
 
  private:
+  std::atomic<bool> catalog_check_requested_{false};
   mutable absl::Mutex mu_;
   absl::flat_hash_set<std::string> closed_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> missing_ ABSL_GUARDED_BY(mu_);
@@ -99,11 +110,14 @@ class SidecarBackend final : public storage::RowBackend {
   absl::Status ApplyRows(absl::Span<const storage::RowChange> rows,
                          std::vector<storage::RowOutcome>* outcomes) override {
     TALLY_ASSIGN_OR_RETURN(std::shared_ptr<PgBackend> in, inner());
-    TALLY_RETURN_IF_ERROR(in->ApplyRows(rows, outcomes));
+    const absl::Status applied = in->ApplyRows(rows, outcomes);
+    if (absl::IsNotFound(applied)) gate_->RequestCatalogCheck();
+    TALLY_RETURN_IF_ERROR(applied);
     bool any = false;
     for (const storage::RowOutcome& o : *outcomes) {
       (o.applied ? applied_ : refused_).fetch_add(1);
       any = any || o.applied;
+      if (absl::IsNotFound(o.rejected)) gate_->RequestCatalogCheck();
     }
     // The store commits these rows next (its commit leader is serial).
     if (any) apply_awaits_store_.store(true);
@@ -119,7 +133,10 @@ class SidecarBackend final : public storage::RowBackend {
       absl::Span<const storage::RowLocation> rows,
       absl::Span<const absl::string_view> stored_payloads) const override {
     TALLY_ASSIGN_OR_RETURN(std::shared_ptr<PgBackend> in, inner());
-    return in->ReadValues(rows, stored_payloads);
+    absl::StatusOr<std::vector<absl::StatusOr<std::string>>> values =
+        in->ReadValues(rows, stored_payloads);
+    if (absl::IsNotFound(values.status())) gate_->RequestCatalogCheck();
+    return values;
   }
   // A keyspace being (re)built takes no rows from outside: its index does
   // not describe the table yet (after a lost index it is empty, so every
@@ -1036,13 +1053,17 @@ class Sidecar::Impl {
     made_progress_.store(true);
     absl::Time next_poll = absl::InfinitePast();
     absl::Time next_check = absl::Now() + options_.schema_check_interval;
+    absl::Time last_check = absl::Now();
     std::string catalog_change;
     const absl::Status followed = capture->Follow(*stream, [&] {
       Tick(*capture, *admin, &next_poll);
       if (stopping_.load()) return true;
-      if (absl::Now() >= next_check) {
+      const absl::Time now = absl::Now();
+      if (now >= next_check || (now >= last_check + kRequestedCheckSpacing &&
+                                gate_->TakeCatalogCheckRequest())) {
         catalog_change = CatalogChange(*admin, tables, missing);
-        next_check = absl::Now() + options_.schema_check_interval;
+        last_check = absl::Now();
+        next_check = last_check + options_.schema_check_interval;
         // Ends Follow (what it holds is stored); Run rebuilds.
         if (!catalog_change.empty()) return true;
       }

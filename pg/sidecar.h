@@ -36,7 +36,9 @@
 // phase "failed" with the reason, and it stops. A schema change reloads the
 // schemas and rebuilds at once (PG-DESIGN §2.8). Three things notice one: a
 // Relation message that differs from the table's schema (at the table's
-// next row change); the catalog check every `schema_check_interval`, which
+// next row change); the catalog check every `schema_check_interval` (and
+// within a second when the backend met a table that does not exist: a
+// peer's row refused, a read failed), which
 // reads each table's schema from the catalog and compares its fingerprint
 // with the one the index was built with (an `ADD COLUMN ... DEFAULT`
 // changes every row's bytes and decodes no row change); and, at start or

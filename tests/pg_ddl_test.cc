@@ -122,7 +122,7 @@ struct TwoTables {
   std::string addr_b = FreeLoopbackAddress();
   std::unique_ptr<NodeProcess> side_a, side_b;
 
-  void Start() {
+  void Start(const std::string& schema_check_interval = "1s") {
     for (auto* pg : {&pg_a, &pg_b}) {
       *pg = StartTableCluster();
       ASSERT_NE(*pg, nullptr);
@@ -132,7 +132,8 @@ struct TwoTables {
               .ok());
     }
     const std::vector<std::string> extra = {"--table", "public.u",
-                                            "--pg-schema-check-interval", "1s"};
+                                            "--pg-schema-check-interval",
+                                            schema_check_interval};
     side_a =
         StartSidecar("side-a", dir_a.path(), *pg_a, addr_a, {addr_b}, extra);
     side_b =
@@ -240,6 +241,29 @@ TEST(PgDdl, ATableCreatedAgainWhileStoppedIsBuiltAfreshAtStart) {
       << p.side_a->Log() << p.side_b->Log();
   EXPECT_EQ(Count(*p.pg_b, "t"), "301");
   EXPECT_THAT(p.side_a->Log(), HasSubstr("dropped and created again"));
+}
+
+// The catalog check runs every 10 minutes here, but a peer's row refused
+// because its table does not exist asks for one at once: A finds the table
+// missing within seconds of B's first write to it, not at the next check.
+TEST(PgDdl, ARowRefusedForADroppedTableBringsTheCatalogCheckForward) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  TwoTables p;
+  ASSERT_NO_FATAL_FAILURE(p.Start("10m"));
+  ASSERT_TRUE(p.pg_a->Execute("INSERT INTO t VALUES (1, 1, 'x')").ok());
+  ASSERT_TRUE(WaitFor([&] { return p.Same("t"); }, absl::Seconds(20)))
+      << p.side_a->Log() << p.side_b->Log();
+  ASSERT_TRUE(p.pg_a->Execute("DROP TABLE t").ok());
+  ASSERT_TRUE(p.pg_b->Execute("INSERT INTO t VALUES (2, 2, 'y')").ok());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(StatusJson(p.addr_a), R"("state":"missing")");
+      },
+      absl::Seconds(15)))
+      << StatusJson(p.addr_a) << p.side_a->Log();
+  ASSERT_TRUE(p.pg_b->Execute("INSERT INTO u VALUES (3, 'three')").ok());
+  EXPECT_TRUE(WaitFor([&] { return p.Same("u"); }, absl::Seconds(15)))
+      << p.side_a->Log() << p.side_b->Log();
 }
 
 // A kept table dropped while tallyd is stopped: tallyd starts all the same,
