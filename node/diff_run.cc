@@ -347,6 +347,7 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
   summary.set_ignored(stats.ignored);
   summary.set_conflicts(stats.conflicts);
   summary.set_repair_bytes(stats.repair_bytes);
+  summary.set_rows_changed(stats.rows_changed);
 
   // Step 4: roots, after a real repair.
   if (repair && !request.dry_run() && !sync.scope.IsWhole()) {

@@ -180,6 +180,7 @@ void AddRunDiffSummary(const v1::RunDiffSummary& part,
   total->set_ignored(total->ignored() + part.ignored());
   total->set_conflicts(total->conflicts() + part.conflicts());
   total->set_repair_bytes(total->repair_bytes() + part.repair_bytes());
+  total->set_rows_changed(total->rows_changed() + part.rows_changed());
   if (part.has_a_after()) AddRoot(part.a_after(), total->mutable_a_after());
   if (part.has_b_after()) AddRoot(part.b_after(), total->mutable_b_after());
 }

@@ -405,6 +405,7 @@ absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
   outcome.stats.ignored = summary->ignored();
   outcome.stats.conflicts = summary->conflicts();
   outcome.stats.repair_bytes = summary->repair_bytes();
+  outcome.stats.rows_changed = summary->rows_changed();
   outcome.stats.duration = absl::Seconds(summary->seconds());
   outcome.to_a = summary->rows_to_a();
   outcome.to_b = summary->rows_to_b();
@@ -448,6 +449,7 @@ CommandResult PrintRepair(const Context& ctx, const RepairPlan& plan,
     summary["ignored"] = stats.ignored;
     summary["conflicts"] = stats.conflicts;
     summary["repair_bytes"] = stats.repair_bytes;
+    summary["rows_changed_during_repair"] = stats.rows_changed;
     Json out = {{"summary", summary}};
     if (!dry_run) {
       auto root_json = [](const std::string& address, const Root& root) {
@@ -494,6 +496,14 @@ CommandResult PrintRepair(const Context& ctx, const RepairPlan& plan,
   rows.push_back({"conflicts", absl::StrFormat("%d (same version, different "
                                                "content: left alone)",
                                                stats.conflicts)});
+  if (stats.rows_changed > 0) {
+    rows.push_back(
+        {"changed meanwhile",
+         absl::StrFormat("%d (an application changed them in a table while "
+                         "the repair read them: not moved; the capture and "
+                         "the feed carry the newer write, or repair again)",
+                         stats.rows_changed)});
+  }
   if (!dry_run) {
     rows.push_back(
         {"moved", absl::StrFormat("%s of keys and values in %.3f s",
