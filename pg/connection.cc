@@ -299,23 +299,35 @@ absl::StatusOr<Result> Connection::Exec(absl::string_view sql) {
                                      sql.size() > 60 ? "...\"" : "\""));
 }
 
-absl::StatusOr<Result> Connection::ExecParams(absl::string_view sql,
-                                              absl::Span<const Param> params,
-                                              bool binary_results) {
-  const std::string text(sql);
+namespace {
+
+// The parallel arrays libpq takes parameters in (pointing into `params`,
+// which must outlive them).
+struct ParamArrays {
+  explicit ParamArrays(absl::Span<const Param> params) {
+    for (const Param& p : params) {
+      types.push_back(p.type_oid);
+      values.push_back(p.value ? p.value->data() : nullptr);
+      lengths.push_back(p.value ? static_cast<int>(p.value->size()) : 0);
+      formats.push_back(p.binary ? 1 : 0);
+    }
+  }
   std::vector<Oid> types;
   std::vector<const char*> values;
   std::vector<int> lengths;
   std::vector<int> formats;
-  for (const Param& p : params) {
-    types.push_back(p.type_oid);
-    values.push_back(p.value ? p.value->data() : nullptr);
-    lengths.push_back(p.value ? static_cast<int>(p.value->size()) : 0);
-    formats.push_back(p.binary ? 1 : 0);
-  }
+};
+
+}  // namespace
+
+absl::StatusOr<Result> Connection::ExecParams(absl::string_view sql,
+                                              absl::Span<const Param> params,
+                                              bool binary_results) {
+  const std::string text(sql);
+  const ParamArrays p(params);
   if (PQsendQueryParams(conn_, text.c_str(), static_cast<int>(params.size()),
-                        types.data(), values.data(), lengths.data(),
-                        formats.data(), binary_results ? 1 : 0) == 0) {
+                        p.types.data(), p.values.data(), p.lengths.data(),
+                        p.formats.data(), binary_results ? 1 : 0) == 0) {
     return StatusFromResult(conn_, nullptr, "sending a query");
   }
   return CollectResults(absl::StrCat("running \"", sql.substr(0, 60),
@@ -325,16 +337,7 @@ absl::StatusOr<Result> Connection::ExecParams(absl::string_view sql,
 absl::StatusOr<Result> Connection::ExecPrepared(absl::string_view sql,
                                                 absl::Span<const Param> params,
                                                 bool binary_results) {
-  std::vector<Oid> types;
-  std::vector<const char*> values;
-  std::vector<int> lengths;
-  std::vector<int> formats;
-  for (const Param& p : params) {
-    types.push_back(p.type_oid);
-    values.push_back(p.value ? p.value->data() : nullptr);
-    lengths.push_back(p.value ? static_cast<int>(p.value->size()) : 0);
-    formats.push_back(p.binary ? 1 : 0);
-  }
+  const ParamArrays p(params);
   const std::string what = absl::StrCat("running \"", sql.substr(0, 60),
                                         sql.size() > 60 ? "...\"" : "\"");
   auto it = prepared_.find(sql);
@@ -351,7 +354,7 @@ absl::StatusOr<Result> Connection::ExecPrepared(absl::string_view sql,
     std::string name = absl::StrCat("tally_p", ++next_prepared_);
     const std::string text(sql);
     if (PQsendPrepare(conn_, name.c_str(), text.c_str(),
-                      static_cast<int>(params.size()), types.data()) == 0) {
+                      static_cast<int>(params.size()), p.types.data()) == 0) {
       return StatusFromResult(conn_, nullptr, "sending a query");
     }
     absl::StatusOr<Result> prepared =
@@ -360,8 +363,8 @@ absl::StatusOr<Result> Connection::ExecPrepared(absl::string_view sql,
     it = prepared_.emplace(std::string(sql), std::move(name)).first;
   }
   if (PQsendQueryPrepared(conn_, it->second.c_str(),
-                          static_cast<int>(params.size()), values.data(),
-                          lengths.data(), formats.data(),
+                          static_cast<int>(params.size()), p.values.data(),
+                          p.lengths.data(), p.formats.data(),
                           binary_results ? 1 : 0) == 0) {
     return StatusFromResult(conn_, nullptr, "sending a query");
   }

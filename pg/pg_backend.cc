@@ -197,6 +197,13 @@ absl::Status WithContext(const absl::Status& s, absl::string_view what) {
   return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
 }
 
+// A row of a table missing from the database since Open (dropped while
+// tallyd was stopped), which ReloadSchema has not found again.
+absl::Status MissingTableError(absl::string_view keyspace) {
+  return absl::NotFoundError(absl::StrCat(
+      "table ", keyspace, " is missing from the database (dropped)"));
+}
+
 }  // namespace
 
 PgBackend::PgBackend(PgBackendOptions options, OriginId origin_id,
@@ -448,9 +455,7 @@ absl::Status PgBackend::StageRows(absl::Span<const RowChange> rows,
       continue;
     }
     if (tables[it->second] == nullptr) {
-      (*outcomes)[i].rejected = absl::NotFoundError(
-          absl::StrCat("table ", rows[i].row.keyspace,
-                       " is missing from the database (dropped)"));
+      (*outcomes)[i].rejected = MissingTableError(rows[i].row.keyspace);
       continue;
     }
     by_table[it->second].push_back(static_cast<uint32_t>(i));
@@ -824,9 +829,7 @@ absl::StatusOr<std::vector<absl::StatusOr<std::string>>> PgBackend::ReadValues(
     if (by_table[t].empty()) continue;
     if (tables[t] == nullptr) {
       for (size_t i : by_table[t]) {
-        values[i] = absl::NotFoundError(
-            absl::StrCat("table ", rows[i].keyspace,
-                         " is missing from the database (dropped)"));
+        values[i] = MissingTableError(rows[i].keyspace);
       }
       continue;
     }

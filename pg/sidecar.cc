@@ -600,16 +600,7 @@ class Sidecar::Impl {
         pg_ = reached->pg;
         {
           absl::MutexLock lock(&mu_);
-          tables_ = std::move(reached->tables);
-          missing_ = std::move(reached->missing);
-          for (const TableSchema& t : tables_) {
-            KeyspaceStatus(t.name()).fingerprint = t.fingerprint();
-          }
-          for (const std::string& name : missing_) {
-            SidecarKeyspaceStatus& k = KeyspaceStatus(name);
-            k.fingerprint.clear();
-            k.state = "missing";
-          }
+          AdoptSchemas(std::move(reached->tables), std::move(reached->missing));
         }
         backend_->set_inner(reached->pg);
         Log("reached the database");
@@ -725,7 +716,16 @@ class Sidecar::Impl {
       fresh.push_back(*std::move(s));
     }
     absl::MutexLock lock(&mu_);
-    tables_ = std::move(fresh);
+    AdoptSchemas(std::move(fresh), std::move(missing));
+    return absl::OkStatus();
+  }
+
+  // The tables' schemas as read now, and the kept tables missing from the
+  // database; their status entries follow (fingerprints, state missing).
+  void AdoptSchemas(std::vector<TableSchema> tables,
+                    absl::flat_hash_set<std::string> missing)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    tables_ = std::move(tables);
     missing_ = std::move(missing);
     for (const TableSchema& t : tables_) {
       KeyspaceStatus(t.name()).fingerprint = t.fingerprint();
@@ -735,7 +735,6 @@ class Sidecar::Impl {
       k.fingerprint.clear();
       k.state = "missing";
     }
-    return absl::OkStatus();
   }
 
   // The catalog check: reads each table's schema from the catalog and

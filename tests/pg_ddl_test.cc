@@ -131,9 +131,8 @@ struct TwoTables {
               ->Execute("CREATE TABLE u (id bigint PRIMARY KEY, v text)")
               .ok());
     }
-    const std::vector<std::string> extra = {"--table", "public.u",
-                                            "--pg-schema-check-interval",
-                                            schema_check_interval};
+    extra = {"--table", "public.u", "--pg-schema-check-interval",
+             schema_check_interval};
     side_a =
         StartSidecar("side-a", dir_a.path(), *pg_a, addr_a, {addr_b}, extra);
     side_b =
@@ -147,6 +146,26 @@ struct TwoTables {
   bool Same(const std::string& table) {
     return TableMd5(*pg_a, table) == TableMd5(*pg_b, table);
   }
+  // `rows` rows in A's t, on B too.
+  void FillT(int rows) {
+    ASSERT_TRUE(pg_a->Execute(absl::StrCat("INSERT INTO t SELECT g, g, 'x' "
+                                           "FROM generate_series(1, ",
+                                           rows, ") g"))
+                    .ok());
+    ASSERT_TRUE(WaitFor([&] { return Same("t"); }, absl::Seconds(20)))
+        << side_a->Log() << side_b->Log();
+  }
+  // A's tallyd started again with the same flags.
+  void RestartA() {
+    side_a =
+        StartSidecar("side-a", dir_a.path(), *pg_a, addr_a, {addr_b}, extra);
+  }
+  // A's status shows a keyspace missing.
+  bool AShowsMissing() {
+    return absl::StrContains(StatusJson(addr_a), R"("state":"missing")");
+  }
+
+  std::vector<std::string> extra;  // both sidecars' flags beyond the helper's
 };
 
 // DROP TABLE on A: A notices (catalog check), shows the keyspace missing,
@@ -169,13 +188,8 @@ TEST(PgDdl, ADroppedTableIsMissingUntilCreatedAgainThenRefilledByPeers) {
   const std::string md5_500 = TableMd5(*p.pg_b, "t");
 
   ASSERT_TRUE(p.pg_a->Execute("DROP TABLE t").ok());
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return absl::StrContains(StatusJson(p.addr_a),
-                                 R"("state":"missing")") &&
-               Following(p.addr_a);
-      },
-      absl::Seconds(15)))
+  ASSERT_TRUE(WaitFor([&] { return p.AShowsMissing() && Following(p.addr_a); },
+                      absl::Seconds(15)))
       << StatusJson(p.addr_a) << p.side_a->Log();
   EXPECT_THAT(p.side_a->Log(), HasSubstr("public.t is missing"));
   // B writes both tables: u reaches A; t stays on B alone.
@@ -219,21 +233,14 @@ TEST(PgDdl, ATableCreatedAgainWhileStoppedIsBuiltAfreshAtStart) {
   TALLY_SKIP_UNLESS_POSTGRES();
   TwoTables p;
   ASSERT_NO_FATAL_FAILURE(p.Start());
-  ASSERT_TRUE(p.pg_a
-                  ->Execute("INSERT INTO t SELECT g, g, 'x' FROM "
-                            "generate_series(1, 300) g")
-                  .ok());
-  ASSERT_TRUE(WaitFor([&] { return p.Same("t"); }, absl::Seconds(20)))
-      << p.side_a->Log() << p.side_b->Log();
+  ASSERT_NO_FATAL_FAILURE(p.FillT(300));
   EXPECT_EQ(p.side_a->Stop(), 0) << p.side_a->Log();
   ASSERT_TRUE(p.pg_a
                   ->Execute("DROP TABLE t; CREATE TABLE t (id bigint PRIMARY "
                             "KEY, a int, b text); INSERT INTO t VALUES (1000, "
                             "1, 'new')")
                   .ok());
-  p.side_a =
-      StartSidecar("side-a", p.dir_a.path(), *p.pg_a, p.addr_a, {p.addr_b},
-                   {"--table", "public.u", "--pg-schema-check-interval", "1s"});
+  p.RestartA();
   ASSERT_NE(p.side_a, nullptr);
   EXPECT_TRUE(WaitFor([&] { return p.Same("t"); }, absl::Seconds(25)))
       << Count(*p.pg_a, "t") << " rows on A, " << Count(*p.pg_b, "t")
@@ -255,11 +262,7 @@ TEST(PgDdl, ARowRefusedForADroppedTableBringsTheCatalogCheckForward) {
       << p.side_a->Log() << p.side_b->Log();
   ASSERT_TRUE(p.pg_a->Execute("DROP TABLE t").ok());
   ASSERT_TRUE(p.pg_b->Execute("INSERT INTO t VALUES (2, 2, 'y')").ok());
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        return absl::StrContains(StatusJson(p.addr_a), R"("state":"missing")");
-      },
-      absl::Seconds(15)))
+  EXPECT_TRUE(WaitFor([&] { return p.AShowsMissing(); }, absl::Seconds(15)))
       << StatusJson(p.addr_a) << p.side_a->Log();
   ASSERT_TRUE(p.pg_b->Execute("INSERT INTO u VALUES (3, 'three')").ok());
   EXPECT_TRUE(WaitFor([&] { return p.Same("u"); }, absl::Seconds(15)))
@@ -273,25 +276,13 @@ TEST(PgDdl, ATableDroppedWhileStoppedIsMissingAtStartAndTheRestFlows) {
   TALLY_SKIP_UNLESS_POSTGRES();
   TwoTables p;
   ASSERT_NO_FATAL_FAILURE(p.Start());
-  ASSERT_TRUE(p.pg_a
-                  ->Execute("INSERT INTO t SELECT g, g, 'x' FROM "
-                            "generate_series(1, 200) g")
-                  .ok());
-  ASSERT_TRUE(WaitFor([&] { return p.Same("t"); }, absl::Seconds(20)))
-      << p.side_a->Log() << p.side_b->Log();
+  ASSERT_NO_FATAL_FAILURE(p.FillT(200));
   EXPECT_EQ(p.side_a->Stop(), 0) << p.side_a->Log();
   ASSERT_TRUE(p.pg_a->Execute("DROP TABLE t").ok());
-  p.side_a =
-      StartSidecar("side-a", p.dir_a.path(), *p.pg_a, p.addr_a, {p.addr_b},
-                   {"--table", "public.u", "--pg-schema-check-interval", "1s"});
+  p.RestartA();
   ASSERT_NE(p.side_a, nullptr);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return absl::StrContains(StatusJson(p.addr_a),
-                                 R"("state":"missing")") &&
-               Following(p.addr_a);
-      },
-      absl::Seconds(20)))
+  ASSERT_TRUE(WaitFor([&] { return p.AShowsMissing() && Following(p.addr_a); },
+                      absl::Seconds(20)))
       << StatusJson(p.addr_a) << p.side_a->Log();
   ASSERT_TRUE(p.pg_b->Execute("INSERT INTO u VALUES (7, 'seven')").ok());
   EXPECT_TRUE(WaitFor([&] { return p.Same("u"); }, absl::Seconds(15)))
