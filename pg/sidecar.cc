@@ -20,6 +20,7 @@
 #include "pg/build_marker.h"
 #include "pg/capture.h"
 #include "pg/capture_position.h"
+#include "pg/index_decision.h"
 #include "pg/names.h"
 #include "pg/pg_backend.h"
 #include "pg/preflight.h"
@@ -239,86 +240,16 @@ absl::StatusOr<Reached> ReachDatabase(const SidecarOptions& options,
   return out;
 }
 
-// Why the index, built with the schemas `position` recorded, does not
-// describe `tables` (empty: it does). A position that recorded none (written
-// before they were) is taken as describing them.
-std::string StoredSchemaChange(const CapturePosition& position,
-                               const std::vector<TableSchema>& tables) {
-  if (position.fingerprints.empty()) return "";
-  for (const TableSchema& t : tables) {
-    auto it = position.fingerprints.find(t.name());
-    if (it == position.fingerprints.end()) {
-      return absl::StrCat("table ", t.name(),
-                          " is kept now but was not when the index was built");
-    }
-    if (it->second == kMissingTable) {
-      return absl::StrCat("table ", t.name(),
-                          " was missing (dropped) when the index was last "
-                          "built and exists now: it is built afresh");
-    }
-    if (!t.MatchesStored(it->second)) {
-      const Oid recorded = TableSchema::RelidOfStored(it->second);
-      if (recorded != 0 && recorded != t.relid()) {
-        return absl::StrFormat(
-            "table %s was dropped and created again while tallyd was "
-            "stopped (OID %d, the index's %d): it is built afresh",
-            t.name(), t.relid(), recorded);
-      }
-      if (TableSchema::FingerprintOfStored(it->second) == t.fingerprint()) {
-        return absl::StrCat(
-            "the partitions of ", t.name(),
-            " changed while tallyd was stopped (a partition attached, "
-            "detached, created, dropped, truncated or rewritten: changes "
-            "logical decoding does not send as rows)");
-      }
-      return absl::StrCat(
-          "schema change: ", t.name(), " has fingerprint ", t.fingerprint(),
-          " in the catalog, the index was "
-          "built with ",
-          it->second, " (the table changed while tallyd was stopped)");
-    }
-  }
-  return "";
-}
-
-// Why the index, which records the tables of `missing` otherwise than as
-// missing, must be rebuilt (empty: it need not): their rows are to be
-// forgotten.
-std::string StoredMissingChange(
-    const CapturePosition& position,
-    const absl::flat_hash_set<std::string>& missing) {
-  for (const std::string& name : missing) {
-    auto it = position.fingerprints.find(name);
-    if (it != position.fingerprints.end() && it->second != kMissingTable) {
-      return absl::StrCat("table ", name,
-                          " is missing from the database (dropped)");
-    }
-  }
-  return "";
-}
-
-// Why the node's publication cannot feed the capture of `tables` (empty:
-// it can): it must publish a partitioned table's changes via the root, or
-// they come under its leaves, which are no keyspace. A build sets it
-// (EnsurePublication) before creating its slot; a publication altered
-// since, or altered back by hand, needs a rebuild — changes already in WAL
-// decode with the setting of their time.
-absl::StatusOr<std::string> PublicationChange(
-    Connection& conn, absl::string_view publication,
-    const std::vector<TableSchema>& tables) {
-  const bool partitioned =
-      std::any_of(tables.begin(), tables.end(),
-                  [](const TableSchema& t) { return t.partitioned(); });
-  if (!partitioned) return std::string();
+// Whether the node's publication publishes a partitioned table's changes
+// via the root (false when it does not exist). A build sets it
+// (EnsurePublication) before creating its slot.
+absl::StatusOr<bool> PublishesViaRoot(Connection& conn,
+                                      absl::string_view publication) {
   TALLY_ASSIGN_OR_RETURN(
       Result r, conn.ExecParams("SELECT pubviaroot FROM pg_publication WHERE "
                                 "pubname = $1",
                                 {Param::Text(std::string(publication))}));
-  if (r.rows() == 1 && r.Value(0, 0) == "t") return std::string();
-  return absl::StrCat("publication ", publication,
-                      " does not publish via the partition root (or is "
-                      "missing): a partitioned table's changes would come "
-                      "under its partitions");
+  return r.rows() == 1 && r.Value(0, 0) == "t";
 }
 
 // Errors that retrying cannot mend: the sidecar stops ("failed").
@@ -667,35 +598,22 @@ class Sidecar::Impl {
     SetPhase("stopped", "");
   }
 
-  // Why the stored position cannot be resumed (empty: it can).
-  absl::StatusOr<std::string> RebuildReason(const CapturePosition& pos,
-                                            uint64_t system_id,
-                                            Connection& conn) {
-    if (pos.system_id != system_id) {
-      return absl::StrFormat(
-          "the database has system identifier %d, the index was built from "
-          "%d (a promoted standby or a restored backup)",
-          system_id, pos.system_id);
-    }
+  // The node's replication slot as pg_replication_slots shows it.
+  absl::StatusOr<SlotFacts> ReadSlot(Connection& conn) {
     TALLY_ASSIGN_OR_RETURN(
         Result r, conn.ExecParams("SELECT confirmed_flush_lsn::text, "
                                   "coalesce(wal_status, '') FROM "
                                   "pg_replication_slots WHERE slot_name = $1",
                                   {Param::Text(names_.slot)}));
-    if (r.rows() == 0) return std::string("the replication slot is missing");
-    if (r.Value(0, 1) == "lost") {
-      return std::string("the replication slot is lost (wal_status lost)");
-    }
+    SlotFacts slot;
+    if (r.rows() == 0) return slot;
+    slot.exists = true;
+    slot.lost = r.Value(0, 1) == "lost";
     if (!r.IsNull(0, 0)) {
       TALLY_ASSIGN_OR_RETURN(Lsn confirmed, ParseLsn(r.Value(0, 0)));
-      if (pos.resume_lsn < confirmed) {
-        return absl::StrFormat(
-            "the stored position %s is below the slot's confirmed %s (the "
-            "index is older than what the slot has passed on)",
-            FormatLsn(pos.resume_lsn), FormatLsn(confirmed));
-      }
+      slot.confirmed_flush = confirmed;
     }
-    return std::string();
+    return slot;
   }
 
   // Reads every kept table's schema again; a table that is not there
@@ -854,33 +772,29 @@ class Sidecar::Impl {
     TALLY_ASSIGN_OR_RETURN(std::optional<BuildMarker> marker,
                            ReadBuildMarker(*admin, names_.publication));
     if (marker.has_value() && marker->system_id != system_id) marker.reset();
-    std::string reason;
-    bool index_lost = false;
-    if (!position.has_value()) {
-      // No index: a first start, or an index lost (the database says one
-      // was built; pg/build_marker.h says why the slot cannot tell).
-      index_lost = marker.has_value();
-      reason = index_lost
-                   ? "index lost: the store holds no index, but the database "
-                     "says this node's index was built (publication "
-                     "comment); rows last written here get fresh versions"
-                   : "first start: no index yet";
-    } else if (schema_changed_) {
-      reason = absl::StrCat("schema change: ", schema_change_reason_);
-    } else {
-      TALLY_ASSIGN_OR_RETURN(reason,
-                             RebuildReason(*position, system_id, *admin));
-      if (reason.empty()) reason = StoredSchemaChange(*position, tables);
-      if (reason.empty()) reason = StoredMissingChange(*position, missing);
-      if (reason.empty()) {
-        TALLY_ASSIGN_OR_RETURN(
-            reason, PublicationChange(*admin, names_.publication, tables));
-      }
+    IndexFacts facts;
+    facts.position = position;
+    facts.database_says_built = marker.has_value();
+    facts.system_id = system_id;
+    if (schema_changed_) facts.schema_change = schema_change_reason_;
+    if (position.has_value() && !schema_changed_) {
+      TALLY_ASSIGN_OR_RETURN(facts.slot, ReadSlot(*admin));
     }
-    if (!reason.empty()) {
-      const bool rebuild = position.has_value();
+    facts.tables = tables;
+    facts.missing = missing;
+    facts.publication = names_.publication;
+    if (std::any_of(tables.begin(), tables.end(),
+                    [](const TableSchema& t) { return t.partitioned(); })) {
+      TALLY_ASSIGN_OR_RETURN(facts.publication_via_root,
+                             PublishesViaRoot(*admin, names_.publication));
+    }
+    const IndexDecision decision = DecideIndex(facts);
+    const bool index_lost = decision.index_lost;
+    if (decision.build) {
+      const bool rebuild = decision.rebuild;
       Log(absl::StrCat(
-          rebuild ? "rebuilding the index: " : "building the index: ", reason));
+          rebuild ? "rebuilding the index: " : "building the index: ",
+          decision.message));
       for (const TableSchema& t : tables) gate_->Close(t.name());
       {
         absl::MutexLock lock(&mu_);
@@ -898,22 +812,7 @@ class Sidecar::Impl {
       o.index_lost = index_lost;
       o.missing.assign(missing.begin(), missing.end());
       std::sort(o.missing.begin(), o.missing.end());
-      if (position.has_value()) {
-        // A table whose index describes another table of that name (it
-        // was dropped, maybe created again, since): that index is
-        // forgotten and the new table built as at a first start, so that
-        // anti-entropy brings the peers' rows in instead of sending them
-        // deletes.
-        for (const TableSchema& t : tables) {
-          auto it = position->fingerprints.find(t.name());
-          if (it == position->fingerprints.end()) continue;
-          const Oid recorded = TableSchema::RelidOfStored(it->second);
-          if (it->second == kMissingTable ||
-              (recorded != 0 && recorded != t.relid())) {
-            o.afresh.push_back(t.name());
-          }
-        }
-      }
+      o.afresh = decision.afresh;
       for (const std::string& name : o.missing) {
         Log(absl::StrCat("table ", name,
                          " is missing (dropped): its keyspace takes no rows "
@@ -1007,7 +906,7 @@ class Sidecar::Impl {
         }
       }
       for (const TableSchema& t : tables) {
-        // Recorded before OIDs were (StoredSchemaChange found it the same
+        // Recorded before OIDs were (DecideIndex found it the same
         // table otherwise): the capture's next write records the OID, so
         // that a table dropped and created again while tallyd is stopped
         // is told from it at the next start.
