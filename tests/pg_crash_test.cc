@@ -1,4 +1,4 @@
-// Crash tests of the PostgreSQL sidecar (issue 10 §5.4): real tallyd
+// Crash tests of the PostgreSQL sidecar: real tallyd
 // processes on real PostgreSQL servers, killed where the design says a
 // crash must lose nothing and do nothing twice.
 //
