@@ -2,15 +2,16 @@
 # Fails when a file of the repository points at something the repository
 # does not hold, so that every reference a reader meets can be followed:
 #
-#  - numbered issues ("issue 12", "issues #3"): the tracker is not part of a
-#    checkout, so a comment says the fact or the reason instead;
+#  - numbered issues (the word issue followed by a number, or by # and a
+#    number): the tracker is not part of a checkout, so a comment says the
+#    fact or the reason instead;
 #  - section signs, and the names of private design notes and reading
 #    material that were never part of the repository;
 #  - Markdown links [text](path) whose target file (its #fragment dropped)
 #    does not exist relative to the linking file; http(s) and mailto links
 #    are not followed;
-#  - docs/....md paths named anywhere (code comments, scripts, CMake) that
-#    do not exist from the repository's root.
+#  - paths under docs/ that end in .md, named anywhere (code comments,
+#    scripts, CMake), that do not exist from the repository's root.
 #
 #   bash scripts/check-references.sh [ROOT]
 #
@@ -128,8 +129,9 @@ while IFS= read -r -d '' f; do
   done
 done < "$list"
 
-# docs/....md named in any file, from the repository's root (not as part of
-# a longer path such as ../docs/x.md, which the link check resolves).
+# Paths under docs/ ending in .md named in any file, from the repository's
+# root (not as part of a longer path, such as one that starts with ../,
+# which the link check resolves).
 if [ -s "$list" ]; then
   xargs -0 grep -I -H -n -o -E -e '(^|[^A-Za-z0-9_./-])docs/[A-Za-z0-9_./-]*[.]md\b' -- \
     < "$list" 2>/dev/null |
