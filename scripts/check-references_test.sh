@@ -72,8 +72,9 @@ expect_hit() {  # expect_hit NAME DIR FILE:LINE
 good_tree "$tmp/good"
 expect_pass "clean tree" "$tmp/good"
 
-# Each bad line, planted alone in a copy of the clean tree, as line 2 of
-# src/b.cc.
+# Every bad line, planted in a copy of the clean tree between good ones
+# (src/b.cc, bad lines at the even line numbers): each is reported by its
+# own line number.
 section=$'\xc2\xa7'
 bad_lines=(
   "// Fixed for iss""ue 27."
@@ -90,13 +91,17 @@ bad_lines=(
   "// ../sha""red/notes.md"
   "// $D/design/missing.md has it"
 )
-i=0
+d=$tmp/bad
+good_tree "$d"
 for line in "${bad_lines[@]}"; do
-  i=$((i + 1))
-  d=$tmp/bad$i
-  good_tree "$d"
-  printf '// first line\n%s\n' "$line" > "$d/src/b.cc"
-  expect_hit "planted: $line" "$d" "src/b.cc:2"
+  printf '// a good line\n%s\n' "$line"
+done > "$d/src/b.cc"
+out=$(bash "$check" "$d" 2>&1) && fail "planted lines: the check passed: $out"
+n=0
+for line in "${bad_lines[@]}"; do
+  n=$((n + 2))
+  grep -q -F "src/b.cc:$n:" <<< "$out" || fail "planted line $n not reported: $line"
+  grep -q -F "src/b.cc:$((n - 1)):" <<< "$out" && fail "good line $((n - 1)) reported"
 done
 
 # Markdown links to files that do not exist, relative to the linking file.
