@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks the monitoring files shipped in packaging/monitoring/:
 #
-#   monitoring_test.sh SOURCE_DIR check-rules  # promtool check rules
+#   monitoring_test.sh SOURCE_DIR check-rules  # promtool check rules, of
+#                                              # the rules and of the
+#                                              # dashboard's queries
 #   monitoring_test.sh SOURCE_DIR test-rules   # promtool test rules (the
 #                                              # alerts' unit tests)
 #   monitoring_test.sh SOURCE_DIR names        # the dashboard is JSON, and
@@ -48,6 +50,31 @@ promtool() {
 case "$mode" in
   check-rules)
     promtool check rules "$rules"
+    # The dashboard's queries, as recording rules, so that promtool parses
+    # them too (Grafana's variables replaced by values they take).
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    python3 - "$dashboard" > "$tmp/dashboard-queries.yml" <<'EOF'
+import json, re, sys
+exprs = []
+def walk(node):
+    if isinstance(node, dict):
+        if isinstance(node.get("expr"), str):
+            exprs.append(node["expr"])
+        for v in node.values():
+            walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            walk(v)
+walk(json.load(open(sys.argv[1], encoding="utf-8")))
+rules = []
+for i, e in enumerate(exprs):
+    e = e.replace("$__rate_interval", "5m").replace("$instance", ".*")
+    rules.append({"record": "tally_dashboard:query_%d" % (i + 1), "expr": e})
+# JSON is YAML.
+print(json.dumps({"groups": [{"name": "tally-dashboard", "rules": rules}]}, indent=1))
+EOF
+    promtool check rules "$tmp/dashboard-queries.yml"
     ;;
   test-rules)
     # rule_files in the test file are relative to it.
