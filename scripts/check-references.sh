@@ -17,7 +17,7 @@
 #
 # ROOT defaults to the current directory. The files checked are the ones git
 # tracks there (git ls-files), or, outside a git checkout, every file under
-# ROOT but .git and build directories. TALLY_REFCHECK_SKIP holds paths or
+# ROOT but those in .git, .cache and the top-level build* directories. TALLY_REFCHECK_SKIP holds paths or
 # path prefixes (space-separated, relative to ROOT) to leave out, for a local
 # run while some files are still being rewritten:
 #
@@ -44,8 +44,8 @@ if top=$(git rev-parse --show-toplevel 2>/dev/null) &&
    [ "$(cd "$top" && pwd -P)" = "$(pwd -P)" ]; then
   git ls-files -z > "$list.all"
 else
-  find . \( -name .git -o -name 'build*' -o -name .cache \) -prune -o \
-       -type f -print0 | sed -z 's|^\./||' > "$list.all"
+  find . -type d \( -name .git -o -name .cache -o -path './build*' \) -prune \
+       -o -type f -print0 | sed -z 's|^\./||' > "$list.all"
 fi
 skip=${TALLY_REFCHECK_SKIP:-}
 while IFS= read -r -d '' f; do
