@@ -13,8 +13,8 @@
 #
 # promtool, as for the metrics check of tests/watching_test.cc: the one
 # TALLY_PROMTOOL names, which makes the check required (it fails when that
-# promtool cannot run; tools/fetch-promtool.sh provides one and
-# tools/test.sh sets it); without TALLY_PROMTOOL, /usr/bin/promtool when the
+# promtool cannot run; scripts/fetch-promtool.sh provides one and
+# scripts/test.sh sets it); without TALLY_PROMTOOL, /usr/bin/promtool when the
 # machine has Debian's `prometheus` package, else the check is skipped
 # (exit 77, which ctest reports as skipped).
 #
@@ -35,13 +35,13 @@ promtool() {
   if [ -n "${TALLY_PROMTOOL:-}" ]; then
     tool=$TALLY_PROMTOOL
     if ! [ -x "$tool" ] || ! "$tool" --version > /dev/null 2>&1; then
-      echo "monitoring_test: TALLY_PROMTOOL=$tool does not run: the promtool check cannot be skipped (tools/fetch-promtool.sh provides it)" >&2
+      echo "monitoring_test: TALLY_PROMTOOL=$tool does not run: the promtool check cannot be skipped (scripts/fetch-promtool.sh provides it)" >&2
       exit 1
     fi
   elif [ -x /usr/bin/promtool ]; then
     tool=/usr/bin/promtool
   else
-    echo "monitoring_test: SKIPPED: no promtool (set TALLY_PROMTOOL, e.g. to the output of tools/fetch-promtool.sh, or install Debian's prometheus package)"
+    echo "monitoring_test: SKIPPED: no promtool (set TALLY_PROMTOOL, e.g. to the output of scripts/fetch-promtool.sh, or install Debian's prometheus package)"
     exit 77
   fi
   "$tool" "$@"
