@@ -76,8 +76,7 @@ insecure = true
   EXPECT_TRUE(config.insecure);
 }
 
-// Issue 8, items 5 and 8: the keyspace limit and the bulk-stream limits
-// are settings.
+// The keyspace limit and the bulk-stream limits are settings.
 TEST(ConfigText, ReadsTheKeyspaceAndStreamLimits) {
   NodeConfig config;
   EXPECT_EQ(config.max_keyspaces, 256);
@@ -207,8 +206,8 @@ TEST(ValidateConfig, RefusesPeeringWithItself) {
   EXPECT_EQ(ValidateConfig(config).code(), absl::StatusCode::kInvalidArgument);
 }
 
-// Issue 8, item 10: the README's first example (`--peer X --peer
-// Y,role=source`) flapped forever: the source's sessions erased the rows X
+// The README's first example (`--peer X --peer
+// Y,role=source`) once flapped forever: the source's sessions erased the rows X
 // brought, and X brought them back, every interval.
 TEST(ValidateConfig, ReadmeFirstExampleFlapsForeverIsRefused) {
   NodeConfig config;
@@ -368,8 +367,8 @@ TEST(ConfigText, ReadsTheScrubAndTestClockSettings) {
 }  // namespace node
 }  // namespace tally
 
-// The defects of issue 8, items 15 and 16: what the config file and the
-// flags accept.
+// What the config file and the flags accept: dashes or underscores,
+// quoted values, a hash inside a value, a peer given twice, durations.
 namespace tally {
 namespace node {
 namespace {

@@ -4,10 +4,10 @@
 // A node with a `role=source` peer is that source's copy: whatever else
 // writes to it is undone by its next session with the source (the rows are
 // erased or overwritten), and a client that keeps writing to a copy is a
-// split brain waiting to happen (seed 001's advice: check regularly that
-// nobody writes to a replica). So on a copy every such write is counted,
-// by origin (the node's own name: the client's rows are born here), shown
-// in status with a warning and in /metrics (tally_copy_writes_total), and
+// split brain waiting to happen (a replica must be checked regularly for
+// writers nobody meant to point at it). So on a copy every such write is
+// counted, by origin (the node's own name: the client's rows are born here),
+// shown in status with a warning and in /metrics (tally_copy_writes_total), and
 // logged once. With --read-only they are refused instead
 // (kFailedPrecondition naming the source), on a copy or any node.
 //

@@ -475,7 +475,7 @@ TEST_F(FeedTest, BoundsTheNumberOfSubscriptions) {
   r2->Finish();
 }
 
-// Issue 8, item 8: any client could take every subscription slot by
+// Any client could once take every subscription slot by
 // subscribing again and again under one name; real peers were then refused.
 TEST_F(FeedTest, ANewerSubscriptionFromTheSameSubscriberReplacesTheOlder) {
   Put("a", "1");

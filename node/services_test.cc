@@ -442,7 +442,7 @@ std::string LoadMessage(const std::string& keyspace, const std::string& prefix,
   return request.SerializeAsString();
 }
 
-// Issue 8, item 7: gRPC reports a message it cannot parse like the end of
+// gRPC reports a message it cannot parse like the end of
 // the stream, so [good, truncated, good] used to answer OK with rows: 1.
 TEST_F(AdminServiceTest,
        ACorruptMessageInALoadFailsNamingItAndWhatWasCommitted) {
@@ -667,8 +667,8 @@ TEST_F(PeerServiceTest, HandshakeRefusesBadTopLevelsAndKeyspaceNames) {
   ExpectStillServing();
 }
 
-// Issue 8, item 6: a keyspace named 100,000 times at top_levels 8 made a
-// 234 MB answer.
+// A keyspace named 100,000 times at top_levels 8 once made a 234 MB
+// answer.
 TEST_F(PeerServiceTest, HandshakeRefusesDuplicatedKeyspaces) {
   WriteLocal("users", "u", 10);
   v1::HandshakeRequest request;
@@ -694,7 +694,7 @@ TEST_F(PeerServiceTest, HandshakeRefusesMoreKeyspacesThanTheLimit) {
   ExpectStillServing();
 }
 
-// Issue 8, item 6: every answer stays under the 4 MB every request is held
+// Every answer stays under the 4 MB every request is held
 // to. 20,000 rows with 250-byte keys listed in one exchange would be ~5.5 MB;
 // the node stops building it at 4 MiB instead of sending it (or holding
 // it).
@@ -1022,7 +1022,7 @@ absl::Duration Timed(const char* what, Call call) {
   return absl::Now() - start;
 }
 
-// Issue 8, item 5: four Scans that nobody read parked all four pool
+// Four Scans that nobody read once parked all four pool
 // threads, and every Put, Get and Status timed out until the client left.
 TEST_F(PeerServiceTest, StalledScansLeaveStatusPutAndGetAnsweringAtOnce) {
   TestNode node(/*threads=*/2, /*max_queued=*/64);
@@ -1078,7 +1078,7 @@ TEST_F(PeerServiceTest, StalledScansLeaveStatusPutAndGetAnsweringAtOnce) {
   }
 }
 
-// Issue 8, item 5: the bulk streams one client host may open are bounded.
+// The bulk streams one client host may open are bounded.
 TEST_F(PeerServiceTest, BulkStreamsBeyondThePerClientLimitAreRefused) {
   StreamLimits limits;
   limits.max_per_client = 2;
@@ -1145,7 +1145,7 @@ TEST_F(PeerServiceTest, BulkStreamsBeyondThePerClientLimitAreRefused) {
   r2->Finish();
 }
 
-// Issue 8, item 5: a stream whose reader stops reading is ended by the
+// A stream whose reader stops reading is ended by the
 // node after the idle timeout, instead of living as long as its client.
 TEST_F(PeerServiceTest, AScanWhoseReaderStopsIsCancelledAfterTheIdleTimeout) {
   StreamLimits limits;
@@ -1194,7 +1194,7 @@ TEST(StreamLimiter, NamesTheClientHostOfAPeer) {
   EXPECT_EQ(StreamLimiter::ClientHost("unix:/tmp/sock"), "unix:/tmp/sock");
 }
 
-// Issue 8, item 5: 16,384 copies of the whole keyspace in one small request
+// 16,384 copies of the whole keyspace in one small request
 // would make a node stream its data 16,384 times.
 TEST_F(PeerServiceTest, ScanRefusesOverlappingRanges) {
   WriteLocal("users", "u", 10);
@@ -1370,7 +1370,7 @@ TEST_F(PeerServiceTest, PushRowsUnderSourceOverrideReplacesAndErases) {
             grpc::StatusCode::NOT_FOUND);
 }
 
-// Issue 8, item 7, for PushRows.
+// A corrupt message in the middle of a stream, for PushRows.
 TEST_F(PeerServiceTest,
        ACorruptMessageInAPushRowsFailsNamingItAndWhatWasCommitted) {
   v1::PushRowsRequest first;
@@ -1396,7 +1396,7 @@ TEST_F(PeerServiceTest,
   ExpectStillServing();
 }
 
-// Issue 8, item 8: an ApplyMode this node does not know was applied as last
+// An ApplyMode this node does not know was once applied as last
 // writer wins.
 TEST_F(PeerServiceTest, PushRowsRefusesAnUnknownApplyMode) {
   v1::PushRowsRequest message;

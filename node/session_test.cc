@@ -164,7 +164,7 @@ TEST_F(SessionTest, ASuccessfulSessionGoesHandshakeDiffRepairDone) {
   EXPECT_GE(progress_.phase_since, progress_.started);
 }
 
-// Issue 13 §4: the rows a bootstrap will move are known from the row
+// The rows a bootstrap will move are known from the row
 // counts (node/rows_to_move.h) and kept in the progress after the session;
 // between two full sides they are not.
 TEST_F(SessionTest,

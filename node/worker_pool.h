@@ -2,9 +2,10 @@
 //
 // tallyd has one pool for all blocking work — store scans behind RPCs and
 // anti-entropy sessions — so concurrency stays bounded however many peers
-// and keyspaces there are (seed 000's lesson: one pool, not a thread per
-// table). The queue is bounded too: a full queue refuses work, and the
-// caller answers RESOURCE_EXHAUSTED instead of piling up.
+// and keyspaces there are (one pool, not a thread per table: a thread per
+// table stops scaling long before the tables do). The queue is bounded too: a
+// full queue refuses work, and the caller answers RESOURCE_EXHAUSTED instead of
+// piling up.
 //
 // Tasks come in two lanes. Control tasks (Status, Put, Get, Handshake,
 // ...: short, and what an operator or a peer waits for) run first. Bulk

@@ -37,7 +37,7 @@ TEST(WorkerPool, RefusesWorkWhenTheQueueIsFull) {
   release.Notify();
 }
 
-// Issue 8, item 5: bulk streams used every pool thread, and control calls
+// Bulk streams once used every pool thread, and control calls
 // (Status, Put, Get) waited behind them.
 TEST(WorkerPool, BulkTasksLeaveAThreadForControlTasks) {
   WorkerPool pool(3, 100);

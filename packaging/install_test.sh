@@ -23,7 +23,10 @@ for f in bin/tallyd bin/tally bin/tally-bench \
          share/man/man8/tallyd.8 share/man/man1/tally.1 share/man/man1/tally-bench.1 \
          share/bash-completion/completions/tally \
          etc/tally/tallyd.conf share/doc/tally/examples/tallyd.conf.example \
-         lib/systemd/system/tallyd.service; do
+         lib/systemd/system/tallyd.service \
+         share/tally/monitoring/tally-alerts.yml \
+         share/tally/monitoring/tally-alerts.test.yml \
+         share/tally/monitoring/tally-dashboard.json; do
   [ -e "$prefix/$f" ] || fail "missing $f after cmake --install"
 done
 "$prefix/bin/tallyd" --version | grep -q '^tallyd [0-9]' || fail "installed tallyd --version"

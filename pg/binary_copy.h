@@ -7,8 +7,9 @@
 // then one tuple per row (an int16 field count, then per field an int32
 // length, -1 for NULL, followed by that many bytes of the type's send()
 // form), then the trailer (an int16 -1). Integers are big-endian. This is
-// the format pgoutput's binary mode shares (PG-DESIGN §1.1), so a row read
-// here and the same row decoded from the WAL give the same bytes.
+// the format pgoutput's binary mode shares (both carry each value's send()
+// form), so a row read here and the same row decoded from the WAL give the same
+// bytes.
 //
 // The reader is fed the stream in whatever pieces libpq returns them
 // (PQgetCopyData: one CopyData message each, which need not align with

@@ -1,5 +1,6 @@
 // Bootstrap: building a node's index from its PostgreSQL tables, at the
-// first start and whenever the capture cannot resume (PG-DESIGN §2.7).
+// first start and whenever the capture cannot resume (no slot, a lost
+// slot, another system, or a stored position the slot is already past).
 //
 // A build creates (or aligns) the node's publication with the kept tables,
 // drops a leftover slot of an unfinished build and creates the node's slot
@@ -50,7 +51,7 @@
 // application changed here that the peers have not received yet (tallyd
 // was down, or the feed behind) must not get the bootstrap version: the
 // peers' older version of it would win the next session and overwrite the
-// local write everywhere (PG-DESIGN §2.6). So a key the index does not
+// local write everywhere. So a key the index does not
 // hold whose row was last written by a transaction that is not tally's
 // own apply — its token has a commit time and an origin other than the
 // node's replication origin: an application's (origin 0) or another
@@ -66,8 +67,8 @@
 // build (they were in its snapshot, and got the bootstrap version then).
 //
 // The rule is deliberately the safe side of "what the peers have not
-// seen", which only the lost index knew (PG-DESIGN §2.6 suggests "newer
-// than the last completed session", a time no longer known): every row
+// seen", which only the lost index knew ("newer than the last completed
+// session" would be tighter, but that time was lost with the index): every row
 // last written locally since the first build is treated as possibly
 // unseen. Its cost: such a row the peers do hold moves once (same value,
 // new version); and a row last written here that a peer changed while

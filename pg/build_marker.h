@@ -1,11 +1,11 @@
 // BuildMarker: what a node's database remembers of the node's index having
 // been built, so that a start whose store holds no index can tell an index
-// LOST (data directory deleted, disk replaced) from a FIRST start
-// (PG-DESIGN §2.6). The two must build differently: a first start gives
-// every row the bootstrap version, so identical tables build identical
-// trees; after a loss, rows the application wrote here may not have reached
-// the peers yet, and the bootstrap version would make the peers' older rows
-// win over them (pg/bootstrap.h, "Index lost").
+// LOST (data directory deleted, disk replaced) from a FIRST start. The two must
+// build differently: a first start gives every row the bootstrap version, so
+// identical tables build identical trees; after a loss, rows the application
+// wrote here may not have reached the peers yet, and the bootstrap version
+// would make the peers' older rows win over them (pg/bootstrap.h, "Index
+// lost").
 //
 // The marker is the comment of the node's publication (pg/names.h), set by
 // the sidecar once a build has stored its position, and by any start that

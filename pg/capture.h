@@ -1,6 +1,5 @@
 // Capture: following a node's logical replication slot and writing every
-// change applications make to the kept tables into the store's index
-// (PG-DESIGN §2.4).
+// change applications make to the kept tables into the store's index.
 //
 // The stream (pgoutput protocol 1, binary) delivers whole transactions at
 // their commit. For each one:

@@ -1,6 +1,6 @@
 // LocalDeletes: the rows an application deleted in a node's database while
 // the node's index was lost, found in the node's old slot before a loss
-// build replaces it (PG-DESIGN §2.6; pg/bootstrap.h, "Index lost").
+// build replaces it (pg/bootstrap.h, "Index lost").
 //
 // A lost index is rebuilt from a snapshot of the tables. A row the
 // application updated or inserted meanwhile is in that snapshot with its

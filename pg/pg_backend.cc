@@ -233,7 +233,8 @@ absl::StatusOr<std::unique_ptr<Connection>> PgBackend::OpenApply(
   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c,
                          Connection::Open(options.conninfo, connect));
   // One origin per node: another session may still hold it for a moment
-  // after the previous process's connection closed (PG-DESIGN §1.5).
+  // after the previous process's connection closed (PostgreSQL answers
+  // "already active for PID ..." until it lets go).
   const absl::Time deadline = absl::Now() + options.origin_busy_wait;
   while (true) {
     absl::Status s =

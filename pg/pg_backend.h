@@ -1,5 +1,5 @@
-// PgBackend: the RowBackend that keeps rows in PostgreSQL tables
-// (PG-DESIGN §2.5), one keyspace per table ("public.users").
+// PgBackend: the RowBackend that keeps rows in PostgreSQL tables, one
+// keyspace per table ("public.users").
 //
 // The store keeps the index (token, key -> version, digest) and, in place
 // of each row's value, the RowToken (pg/row_token.h) of the PostgreSQL row

@@ -1,5 +1,5 @@
 // Preflight: the checks tallyd makes of a database before it keeps its
-// tables (issue 10 §1), each refusal naming the fix.
+// tables, each refusal naming the fix.
 //
 // The first start needs: wal_level = logical (logical decoding) and
 // track_commit_timestamp = on (the apply's compare-and-swap token, and the

@@ -1,4 +1,4 @@
-// The canonical bytes of a PostgreSQL row as a tally row (PG-DESIGN §2.2).
+// The canonical bytes of a PostgreSQL row as a tally row.
 //
 // A table's row becomes a tally key and value, both in one framing: for
 // each column, a u32 big-endian length (0xFFFFFFFF for NULL) followed by

@@ -1,4 +1,4 @@
-// The compare-and-swap token of a PostgreSQL row version (PG-DESIGN §2.3).
+// The compare-and-swap token of a PostgreSQL row version.
 //
 // For a PostgreSQL row the index record keeps, instead of the value, which
 // row version it describes: the commit timestamp and the replication origin
@@ -7,7 +7,7 @@
 // row only while the row still has the token the index holds, so an
 // application write that tallyd has not captured yet is never overwritten.
 // (`xmin` itself cannot serve: a row written in a savepoint carries the
-// subtransaction's xid, PG-DESIGN §1.4.)
+// subtransaction's xid while decoding reports the top transaction's.)
 //
 // The commit timestamp is NULL for rows written before
 // track_commit_timestamp was on, or older than the commit-timestamp

@@ -1,5 +1,5 @@
 // Sidecar: tally next to one PostgreSQL database — the one entry point node/
-// uses to keep a set of tables (PG-DESIGN §2, the stage-2 design).
+// uses to keep a set of tables.
 //
 // A sidecar owns everything PostgreSQL-side of a node: the preflight checks,
 // the tables' schemas, the RowBackend the node's Store is opened with (rows
@@ -35,7 +35,8 @@
 // store write). An error that retrying cannot help (kDataLoss: a malformed
 // stream or stored position; kInvalidArgument, kOutOfRange) puts it in
 // phase "failed" with the reason, and it stops. A schema change reloads the
-// schemas and rebuilds at once (PG-DESIGN §2.8). Three things notice one: a
+// schemas and rebuilds at once (DDL is not decoded, and adding a column
+// with a default changes every row's digest). Three things notice one: a
 // Relation message that differs from the table's schema (at the table's
 // next row change); the catalog check every `schema_check_interval` (and
 // within a second when the backend met a table that does not exist: a

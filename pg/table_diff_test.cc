@@ -425,7 +425,7 @@ TEST(TableDiff, UserTypesWithOtherOidsDiffEqualAndRepair) {
   auto b = Connect(*pb);
   ASSERT_TRUE(a && b);
 
-  // PG-DESIGN §1.6, checked again: PostgreSQL 15.18 takes the other
+  // Checked again here: PostgreSQL 15.18 takes the other
   // database's OIDs in binary input (array_recv and record_recv compare
   // builtin OIDs only) and stores its own; the values are equal, and the
   // bytes it sends back carry b's OIDs. tally writes the local OIDs back

@@ -13,7 +13,7 @@
 // binary)` (a COPY of the table itself skips the executor's projection; a
 // table with inheritance children, whose rows it would leave out, is read
 // by `COPY (SELECT <the list> FROM t) ...`): binary values do not depend on the
-// session's TimeZone, DateStyle or float settings (PG-DESIGN §1.6), and the
+// session's TimeZone, DateStyle or float settings (text COPY does), and the
 // canonical column order (pg/row_codec.h) does not depend on the table's
 // physical order. Each row's digest is tree::RowDigest(keyspace, key,
 // BootstrapVersion(), false, value) over the canonical key and value bytes: the

@@ -10,7 +10,7 @@
 // the row tally keeps (each database computes its own), nor in the
 // fingerprint, and the apply never writes them.
 //
-// The fingerprint (PG-DESIGN §2.2) hashes, in canonical order, each
+// The fingerprint hashes, in canonical order, each
 // column's name, `format_type(atttypid, atttypmod)`, collation and whether
 // and where it is in the primary key; not the table's physical column
 // order, not its OID, not the database. Two tables with the same

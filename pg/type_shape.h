@@ -1,5 +1,5 @@
 // TypeShape: where a column type's binary send() form embeds type OIDs,
-// and the one function that rewrites them (PG-DESIGN §1.6, §2.2).
+// and the one function that rewrites them.
 //
 // array_send writes its element type's OID, and record_send each field's
 // type OID, into the value's bytes. The OID of a type created by CREATE
@@ -19,7 +19,7 @@
 // builtin fields do not change. Before canonical bytes reach a database,
 // OidMode::kLocal writes that database's OIDs back in the same places:
 // PostgreSQL 15.18's array_recv and record_recv compare builtin OIDs only
-// and take any other (PG-DESIGN §1.6, pg/table_diff_test.cc), but tally
+// and take any other (pg/table_diff_test.cc), but tally
 // sends what the database itself would send rather than rely on that.
 //
 // The rewrite is in place: an OID is 4 bytes either way, so a value keeps

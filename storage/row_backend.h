@@ -7,7 +7,7 @@
 //
 //  - EmbeddedBackend (the default) keeps it in the same LevelDB record, so a
 //    commit is one WriteBatch and needs nothing else.
-//  - A PostgreSQL backend (a later issue) keeps rows in a table. It keeps a
+//  - The PostgreSQL backend (pg::PgBackend) keeps rows in a table. It keeps a
 //    CAS token in the record instead of the value, applies a commit group's
 //    rows in one transaction under a compare-and-swap on that token, and
 //    reports the changes applications make as captured writes

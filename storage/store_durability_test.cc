@@ -72,7 +72,7 @@ void ExpectAllPresent(Store& store,
   EXPECT_TRUE(report->ok()) << report->problems.front();
 }
 
-// The episode, in process: the disk fills while writes go on, space
+// A disk-full episode, in process: the disk fills while writes go on, space
 // is freed, more writes come, the machine loses power (unsynced bytes are
 // dropped), the store is reopened. Before the fix LevelDB's log writer kept
 // appending after the failed append at offsets that no longer matched the
@@ -315,8 +315,8 @@ void ExpectSoundAndWritable(Store& store) {
   EXPECT_TRUE(PutOne(store, "after-recovery", "v").ok());
 }
 
-// The case: the 16-byte CURRENT file deleted. LevelDB made a new,
-// empty store in the directory and deleted the old tables.
+// A lost CURRENT: the 16-byte CURRENT file deleted. Before the fix LevelDB made
+// a new, empty store in the directory and deleted the old tables.
 TEST(StoreDirectory, AMissingCurrentFileIsRefusedAndNothingIsDeleted) {
   TempDir dir;
   StoreOptions options = DurableOptions(nullptr);

@@ -415,7 +415,7 @@ TEST(Store, LimitsAreEnforcedAndNothingIsWritten) {
   ExpectSound(*store);
 }
 
-// Issue 8, item 8: keyspaces had no limit, and each holds its whole tree in
+// Keyspaces once had no limit, and each holds its whole tree in
 // memory (~2.2 MiB at depth 16): ~9,000 puts to new names used 20 GiB.
 TEST(Store, AWriteThatWouldCreateAKeyspaceBeyondTheLimitIsRefused) {
   TempDir dir;

@@ -103,8 +103,7 @@ absl::StatusOr<tree::ViewResponse> StoreTreeView::Exchange(
                 "listing would return more than %d rows; list fewer ranges",
                 tree::kMaxEntriesPerExchange));
           }
-          // Issue 8, item 6: an answer is never built past what could be
-          // sent.
+          // An answer is never built past what could be sent.
           entry_bytes += tree::WireSize(entry);
           if (entry_bytes > tree::kMaxEntryBytesPerExchange) {
             return absl::ResourceExhaustedError(absl::StrFormat(

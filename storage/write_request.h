@@ -59,7 +59,8 @@ struct Mutation {
 };
 
 // Upstream replication progress, committed together with the rows it
-// applied (seed 002's crash-safe progress).
+// applied, so that after a crash replication resumes exactly where the
+// committed rows end.
 struct UpstreamProgress {
   std::string upstream;  // the upstream node's name
   Epoch epoch = 0;
@@ -97,7 +98,8 @@ enum class ApplyMode {
   // (CompareRows: a higher version, or an equal version whose digest wins
   // the tie rule); last writer wins.
   kLastWriterWins,
-  // The mutations come from an authoritative source (seed 000's master):
+  // The mutations come from an authoritative source (a master whose copy
+  // this is):
   // each replaces the stored row whenever the two differ, whatever their
   // versions, and `erase` mutations remove rows the source does not have.
   // Every mutation must carry a version (the source's).

@@ -25,7 +25,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The settings every test cluster starts with (PG-DESIGN §2.11).
+// The settings every test cluster starts with: logical decoding, commit
+// timestamps, room for the slots and origins a test makes, and no fsync.
 constexpr const char* kDefaultSettings[] = {
     "listen_addresses = '127.0.0.1'", "wal_level = logical",
     "track_commit_timestamp = on",    "max_replication_slots = 20",

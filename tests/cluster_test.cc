@@ -488,7 +488,7 @@ TEST(Cluster, NonLoopbackListenIsRefusedWithoutInsecure) {
   EXPECT_EQ((*insecure)->Stop(), 0);
 }
 
-// Issue 8, item 9: gRPC sets SO_REUSEPORT by default, so a second tallyd on
+// gRPC sets SO_REUSEPORT by default, so a second tallyd on
 // a held port used to start and take half of the new connections.
 TEST(Cluster, ASecondTallydOnAHeldPortExitsNonZeroNamingTheAddress) {
   TempDir first_dir;
@@ -514,7 +514,7 @@ TEST(Cluster, ASecondTallydOnAHeldPortExitsNonZeroNamingTheAddress) {
   EXPECT_EQ(first->Stop(), 0);
 }
 
-// Issue 8, item 5, on a real node: a client opened Scans and stopped
+// On a real node: a client once opened Scans and stopped
 // reading; all four worker threads parked and every Put, Get and Status
 // timed out until the client disconnected.
 TEST(Cluster, UnreadScansLeaveARunningNodeAnswering) {
@@ -873,7 +873,7 @@ std::string KeyState(NodeClient& client, const std::string& key) {
   return got->row().deleted() ? "tombstone" : "live";
 }
 
-// Issue 4, test 6: a tombstone is purged only once every peer has synced
+// A tombstone is purged only once every peer has synced
 // past it; a node that missed the delete and comes back receives it and
 // never brings the row back.
 TEST(Cluster, TombstonesOutliveADownPeerAndThenGo) {

@@ -1,5 +1,5 @@
 // Multi-process tests of what an operator sees of and steers in a node's
-// sessions (issue 13 §4): the rows a running session has moved so far in
+// sessions: the rows a running session has moved so far in
 // status and /metrics, the line a session stopped at shutdown logs, each
 // peer's last sessions, and pausing and resuming the sessions with a peer
 // (`tally peer pause|resume`). Real tallyd processes and the real tally.
@@ -103,7 +103,7 @@ struct SlowPush {
   }
 };
 
-// Issue 13 §4: the rows a running session has moved count in status and
+// The rows a running session has moved count in status and
 // /metrics as they are written (they stayed 0 until the session ended),
 // and a session stopped by a shutdown logs the rows it really copied.
 TEST(Control, RunningSessionsRowsCountAsTheyMoveAndAShutdownLogsThem) {
@@ -146,7 +146,7 @@ TEST(Control, RunningSessionsRowsCountAsTheyMoveAndAShutdownLogsThem) {
   EXPECT_EQ(mesh.b->Stop(), 0);
 }
 
-// Issue 13 §4: the last sessions with a peer, newest first, in Admin.Status,
+// The last sessions with a peer, newest first, in Admin.Status,
 // `tally status` and its --json.
 TEST(Control, StatusListsEachPeersLastSessionsNewestFirst) {
   TempDir dir_a, dir_b;
@@ -193,7 +193,7 @@ TEST(Control, StatusListsEachPeersLastSessionsNewestFirst) {
   EXPECT_EQ(b->Stop(), 0);
 }
 
-// Issue 13 §4: `tally peer pause` stops the sessions with a peer (status and
+// `tally peer pause` stops the sessions with a peer (status and
 // /metrics say so), also after a restart, until `tally peer resume`; the
 // peer is named by its node name or its address, and a name that is no peer
 // is refused with the list.
@@ -274,7 +274,7 @@ TEST(Control, PausedPeerGetsNoSessionsUntilResumed) {
   EXPECT_EQ(b->Stop(), 0);
 }
 
-// Issue 13 §4: a pause stops the running session with the peer at its next
+// A pause stops the running session with the peer at its next
 // step; what it copied stays copied, and its outcome says why it stopped.
 TEST(Control, PauseStopsTheRunningSession) {
   SlowPush mesh;
@@ -304,7 +304,7 @@ TEST(Control, PauseStopsTheRunningSession) {
   EXPECT_EQ(mesh.b->Stop(), 0);
 }
 
-// Issue 13 §4: `tally sync A --peer B` starts a session now (the next
+// `tally sync A --peer B` starts a session now (the next
 // scheduled one is an hour away) and follows it to its end: the rows it
 // moved, whether the nodes are equal after it, exit 0; its record says it
 // was requested. --json ends with one result line.
@@ -351,7 +351,7 @@ TEST(Control, SyncRunsASessionNowAndFollowsItToItsEnd) {
   EXPECT_EQ(b->Stop(), 0);
 }
 
-// Issue 13 §4: what sync refuses, each with a clear message: a keyspace
+// What sync refuses, each with a clear message: a keyspace
 // neither node has (the session fails, naming the keyspaces there are),
 // an unknown peer, a paused one, every peer paused, a bad keyspace name
 // (through the RPC, which the tool's own check would not let through).
@@ -413,7 +413,7 @@ TEST(Control, SyncRefusesUnknownPausedPeersAndAbsentKeyspacesClearly) {
   EXPECT_EQ(b->Stop(), 0);
 }
 
-// Issue 13 §4: a sync asked for while a session with the peer runs waits for
+// A sync asked for while a session with the peer runs waits for
 // it (its first progress says "waiting"), then runs its own.
 TEST(Control, SyncWaitsForTheRunningSessionThenRunsItsOwn) {
   SlowPush mesh;
@@ -440,7 +440,7 @@ TEST(Control, SyncWaitsForTheRunningSessionThenRunsItsOwn) {
   EXPECT_EQ(mesh.b->Stop(), 0);
 }
 
-// Issue 13 §4: a tool that goes away (Ctrl-C) stops the session it asked
+// A tool that goes away (Ctrl-C) stops the session it asked
 // for, between batches.
 TEST(Control, ASyncWhoseToolGoesAwayStopsItsSession) {
   TempDir dir_a, dir_b;
@@ -488,7 +488,7 @@ TEST(Control, ASyncWhoseToolGoesAwayStopsItsSession) {
   EXPECT_EQ(b->Stop(), 0);
 }
 
-// Issue 13 §4: `tally diff` and `tally repair` of a keyspace neither node
+// `tally diff` and `tally repair` of a keyspace neither node
 // has (the default `default`, say) name the keyspaces each node has.
 TEST(Control, DiffAndRepairOfAnAbsentKeyspaceListTheKeyspacesThere) {
   TempDir dir_a, dir_b;
@@ -517,7 +517,7 @@ TEST(Control, DiffAndRepairOfAnAbsentKeyspaceListTheKeyspacesThere) {
   EXPECT_EQ(b->Stop(), 0);
 }
 
-// Issue 13 §4: `--all-keyspaces` diffs and repairs every keyspace either
+// `--all-keyspaces` diffs and repairs every keyspace either
 // node has, a summary line each, with the worst exit code.
 TEST(Control, DiffAndRepairOfAllKeyspacesGoKeyspaceByKeyspace) {
   TempDir dir_a, dir_b;
@@ -566,7 +566,7 @@ void LoadBigRows(const std::string& address, const std::string& prefix,
   ASSERT_TRUE(loaded.ok()) << loaded.status();
 }
 
-// Issue 13 §4: one repair limit for the whole node. Two peers each bring
+// One repair limit for the whole node. Two peers each bring
 // 1 MB at once; at 0.5 MB/s for the node (not per session) that takes at
 // least 3 s (4 s of budget, less the 1 s an idle node may burst), where
 // two sessions limited 0.5 MB/s each would be done in 2 s.

@@ -1,7 +1,7 @@
-// What tallyd logs, read as an operator's log shipper reads it (issue 13
-// §2): JSON lines that all parse, gRPC's own lines in tally's format, a
-// level and format that SIGHUP reloads, and a peer that stays down logged
-// once, not at every session and reconnect.
+// What tallyd logs, read as an operator's log shipper reads it: JSON lines that
+// all parse, gRPC's own lines in tally's format, a level and format that SIGHUP
+// reloads, and a peer that stays down logged once, not at every session and
+// reconnect.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-// What an operator trips over (issue 8, items 11, 14 and 15): loading from a
+// What an operator trips over: loading from a
 // pipe, signals and --version, exit codes and bad flags — each run against
 // the real tallyd and tally binaries, as an operator's shell runs them.
 #include <grpcpp/generic/generic_stub.h>
@@ -93,7 +93,7 @@ void ExpectOneTroubleLine(const CommandResult& r) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
-// ------------------------------------------------------------ item 11: load
+// ---------------------------------------------------------------------- load
 
 // `cat rows.jsonl | tally load --file /dev/stdin` loaded 0 rows and exited
 // 0: the check pass had read the pipe empty. Now the input is read once.
@@ -186,7 +186,7 @@ TEST(Operator, LoadFromAStdinThatCannotBeReadIsTrouble) {
   EXPECT_EQ(node->Stop(), 0);
 }
 
-// ------------------------------------------------- health checks (issue 13)
+// ------------------------------------------------------------- health checks
 
 // Health answered only for the whole server (""): a probe that names the
 // service (Kubernetes' gRPC probe, an Envoy health check) got NOT_FOUND.
@@ -230,7 +230,7 @@ TEST(Operator, HealthTurnsNotServingWhenShutdownStarts) {
   }
 }
 
-// ------------------------------------------- systemd readiness (issue 13)
+// --------------------------------------------------------- systemd readiness
 
 // Listens where systemd would (NOTIFY_SOCKET, a datagram socket) and
 // collects what the node tells it.
@@ -291,7 +291,7 @@ TEST(Operator, TallydTellsSystemdWhenItIsReadyReloadingAndStopping) {
   EXPECT_THAT(notify.Next(absl::Seconds(10)), HasSubstr("STOPPING=1"));
 }
 
-// ------------------------------------------------- item 14: SIGHUP, version
+// ----------------------------------------------------------- SIGHUP, version
 
 // SIGHUP's default action ended tallyd (exit 129) without a log line; now
 // it reloads (tests/logging_test.cc has what it reloads).
@@ -313,7 +313,7 @@ TEST(Operator, SighupReloadsAndNeverStopsTheNode) {
   EXPECT_EQ(node->Stop(), 0);
 }
 
-// Issue 13 §4: SIGHUP sets the node's repair bandwidth (node-bandwidth)
+// SIGHUP sets the node's repair bandwidth (node-bandwidth)
 // without a restart. Status and /metrics read the rate from the limiter the
 // sessions share, not from the config, so they show the change took; and
 // the reload no longer names it among the settings that need a restart.
@@ -387,7 +387,7 @@ TEST(Operator, VersionPrintsTheProjectVersionAndBuild) {
                                Not(HasSubstr("NDEBUG"))));
 }
 
-// ------------------------------------------------ item 15: codes and flags
+// ----------------------------------------------------------- codes and flags
 
 // absl reported a missing --flagfile itself, with exit 1 ("absent").
 TEST(Operator, UnreadableFlagfileExitsTwo) {

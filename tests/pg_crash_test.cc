@@ -1,6 +1,6 @@
-// Crash tests of the PostgreSQL sidecar (issue 10 §5.4): real tallyd
-// processes on real PostgreSQL servers, killed where the design says a
-// crash must lose nothing and do nothing twice.
+// Crash tests of the PostgreSQL sidecar: real tallyd processes on real
+// PostgreSQL servers, killed where a crash must lose nothing and do nothing
+// twice.
 //
 //  - tallyd SIGKILLed by its own fault points (pg/fault_points.h, the
 //    hidden --test-fault-point setting): in the capture between the store's

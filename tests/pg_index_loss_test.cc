@@ -1,6 +1,6 @@
 // A sidecar whose index is lost (its data directory deleted) while the
-// application went on writing its database (issue 10; PG-DESIGN §2.6;
-// pg/bootstrap.h "Index lost", pg/build_marker.h): real tallyd processes
+// application went on writing its database (pg/bootstrap.h "Index lost",
+// pg/build_marker.h): real tallyd processes
 // on two real PostgreSQL servers, peered.
 //
 //  - A first start of two identical databases moves no row: every row gets

@@ -1,4 +1,4 @@
-// tallyd sidecars keeping a declaratively partitioned table (issue 10): two
+// tallyd sidecars keeping a declaratively partitioned table: two
 // real servers, each with `public.ev` partitioned by range on a date —
 // differently on each side (months on A; two months in one partition on B):
 // the fingerprint is the parent's, so the sidecars still exchange rows.

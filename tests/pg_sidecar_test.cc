@@ -1,6 +1,6 @@
-// tallyd as a sidecar to real PostgreSQL servers (issue 10 §5), started as
+// tallyd as a sidecar to real PostgreSQL servers, started as
 // an operator starts it. First the bad input that only the sidecar's
-// preparation sees (§5 test 7): each refusal exits 1 with one line naming
+// preparation sees: each refusal exits 1 with one line naming
 // the fix, before the node opens its store, and never shows the password.
 //
 // The fixture: a throwaway server per test (support/pg_cluster.h), tallyd
@@ -375,7 +375,7 @@ std::string MeshLogs(const std::vector<MeshSide>& sides) {
   return out;
 }
 
-// What issue 10 §5.2 asks of a mesh after WriteOnEverySide: every table
+// What a mesh must show after WriteOnEverySide: every table
 // equal (md5 aggregate) and staying so; every key holding its last
 // writer's value; a side's own rows local in its database and under tally's
 // origin everywhere else (none came back); each sidecar captured exactly
@@ -620,7 +620,7 @@ TEST_F(PgSidecarTest, RingOfThree) {
   ExpectMeshConverged(sides, kRows, absl::Seconds(30));
 }
 
-// Seed 000's case between databases: B's sidecar peers A's with
+// A master and its copy, between databases: B's sidecar peers A's with
 // role=source, so B's database becomes an exact copy of A's — rows only in
 // B deleted, rows B holds otherwise put back, rows B lacks copied — and
 // stays one: what an application changes on B is put back, what changes on
@@ -795,8 +795,8 @@ std::pair<long long, long long> LastBuild(const std::string& log, size_t from) {
 constexpr char kSlotMissing[] =
     "rebuilding the index: the replication slot is missing";
 
-// Issue 10 §5.6 and the dropped slot of §5.7: tallyd starts on a table an
-// application keeps writing (updates, inserts, deletes, one transaction
+// A build under concurrent writes, and a dropped slot: tallyd starts on a table
+// an application keeps writing (updates, inserts, deletes, one transaction
 // each, until told to stop a second after the build), builds from the snapshot
 // and follows; once it has confirmed the last write, the index is the table: a
 // rebuild from a fresh snapshot (the slot dropped while tallyd runs: detected,
@@ -943,7 +943,7 @@ std::string Cell(PgCluster& pg, const std::string& column, int id) {
   return v.ok() ? *v : "?";
 }
 
-// ALTER TABLE ... ADD COLUMN on one database (issue 10 §5.7): its sidecar
+// ALTER TABLE ... ADD COLUMN on one database: its sidecar
 // notices at the table's next row change, rebuilds the keyspace (logged;
 // status shows the new fingerprint), and its sessions with the peer are
 // refused naming the column while the peer's table lacks it — no row of
@@ -1046,8 +1046,8 @@ int Occurrences(const std::string& haystack, const std::string& needle) {
 }
 
 // ALTER TABLE ... ADD COLUMN ... DEFAULT changes every row's bytes and
-// decodes no row change (PG-DESIGN §2.8): with no later row write, the
-// catalog check (here every second) notices, the keyspace is rebuilt
+// decodes no row change (DDL is not in the stream): with no later row write,
+// the catalog check (here every second) notices, the keyspace is rebuilt
 // (logged; status shows the new fingerprint) and the peer without the
 // column refuses its sessions naming it. A later row change (its Relation
 // message now matches) rebuilds nothing more.
@@ -1157,7 +1157,7 @@ TEST_F(PgSidecarTest, AColumnAddedWhileStoppedIsNoticedAtStart) {
   EXPECT_THAT(verify.out, HasSubstr("sound: public.t: 2 rows in the table"));
 }
 
-// A database that is down when tallyd starts (issue 10 §5.7): the node
+// A database that is down when tallyd starts: the node
 // starts and serves, its status says the sidecar is reconnecting and why,
 // the retries back off (1 s, 2 s, ...); once the server is up the sidecar
 // builds and follows. The same when the server goes down (a crash) while
@@ -1275,7 +1275,7 @@ TEST_F(PgSidecarTest, AnApplicationLockOutlastsAnOlderPeerVersion) {
   }
 }
 
-// User-defined types (issue 10, PG-DESIGN §1.6): the send() bytes of an
+// User-defined types: the send() bytes of an
 // array of an enum, a composite, an array of composites and a domain over
 // an array embed type OIDs, which differ between the two databases here
 // (the types are created in another order). The sidecars build equal

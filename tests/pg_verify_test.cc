@@ -1,4 +1,4 @@
-// `tally verify` of a running sidecar (Admin.VerifyTables, issue 10 §5.1):
+// `tally verify` of a running sidecar (Admin.VerifyTables):
 // the index against its table, through the CLI and a real tallyd on a real
 // PostgreSQL server.
 #include <memory>

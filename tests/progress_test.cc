@@ -1,4 +1,4 @@
-// Multi-process tests of the progress of long work (issue 13 §4): a total
+// Multi-process tests of the progress of long work: a total
 // and a time left where the work has a true total — a bootstrap's rows, a
 // file's bytes, a repair into an empty node — and "unknown" where it has
 // none, in status, on the status page's data, and in the periodic
@@ -80,7 +80,7 @@ std::vector<std::string> LinesStarting(const std::string& out,
 
 const std::regex kEtaNumber("\"eta_seconds\":[0-9]");
 
-// Issue 13 §4: a node that copies a source from nothing (a bootstrap) knows
+// A node that copies a source from nothing (a bootstrap) knows
 // the rows it will receive — the source's — and shows them as its
 // session's total with a rate and a time left, in Admin.Status, `tally
 // status` and its --json.

@@ -68,7 +68,7 @@ void ExpectServes(const std::string& dir, int rows) {
   EXPECT_EQ((*node)->Stop(), 0);
 }
 
-// The case: CURRENT deleted, tallyd made a new empty store over the
+// CURRENT deleted: before the fix tallyd made a new empty store over the
 // old one (deleting its 60,000 rows' tables) and served it.
 TEST(Recover, TallydRefusesAStoreWithoutCurrentAndTallyRecoverBringsItBack) {
   TempDir dir;
@@ -142,7 +142,7 @@ TEST(Recover, RecoverRefusesADirectoryWithoutAStoreOrARunningNode) {
   EXPECT_EQ((*node)->Stop(), 0);
 }
 
-// The disk-full episode on a real (tmpfs) file system, as root:
+// A disk-full episode on a real (tmpfs) file system, as root:
 // writes fail, space is freed, more writes come; before the fix they were
 // acknowledged and gone after a restart. Now the node refuses them until it
 // is restarted, and every acknowledged write is there afterwards.

@@ -380,7 +380,7 @@ uint64_t SummaryBytes(const std::string& out) {
 }
 
 TEST(RunDiff, TheNodesLinkCarriesASessionsBytesNotAThirdPartys) {
-  // Issue 11 §3: run on A, the diff asks A's store first and B answers
+  // Run on A, the diff asks A's store first and B answers
   // which children differ (a bitmap) and only its differing rows, as in a
   // session. Asked like a third party (both views alike), A's run cost
   // about half the tool's bytes (only B's answers travel); as a session

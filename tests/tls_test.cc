@@ -244,7 +244,7 @@ TEST(TlsNode, ListensOnANonLoopbackAddressWithTls) {
   EXPECT_EQ((*node)->Stop(), 0);
 }
 
-// Issue 13 §1: a certificate renewed on disk is served without a restart
+// A certificate renewed on disk is served without a restart
 // or a signal (the files are watched, --tls-refresh-interval).
 TEST(TlsRotation, ARenewedCertificateIsServedWithoutARestart) {
   TempDir certs, data;

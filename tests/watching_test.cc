@@ -1,7 +1,6 @@
 // Multi-process tests of what a node tells its operator about its sessions:
 // the peer roles it refuses at start, and the rows erased, conflicts and
-// rows sent that `tally status` and /metrics report (issue 8, items 10 and
-// 17).
+// rows sent that `tally status` and /metrics report.
 #include <httplib.h>
 #include <unistd.h>
 
@@ -57,7 +56,7 @@ bool Has(const std::string& address, const std::string& key) {
   return Connect(address)->Get(kKeyspace, key).ok();
 }
 
-// Issue 8, item 10: the README's first example, `--peer X --peer
+// The README's first example, `--peer X --peer
 // Y,role=source`, flapped forever: every interval the source's session
 // erased the rows X brought and X's session brought them back. The
 // combination is refused at start, with the way out in the message. (On
@@ -199,10 +198,10 @@ TEST(Watching, ConflictsShowInStatusAndMetrics) {
   EXPECT_EQ(b->Stop(), 0);
 }
 
-// Issue 8, item 16 refuses a peer given twice, but only by its spelling: one
+// A peer given twice was once refused only by its spelling: one
 // node given as 127.0.0.1:PORT and localhost:PORT ran two feed subscriptions
 // under one subscriber name, and since a newer subscription replaces the
-// older (item 8) each kept ending the other: the feed reconnected forever
+// older each kept ending the other: the feed reconnected forever
 // and its lag flapped. The second address of a node is now refused, by
 // name, once its handshake names it.
 TEST(Watching, OneNodeGivenAsTwoPeersIsRefusedByNameAndDoesNotFlap) {
@@ -234,7 +233,7 @@ TEST(Watching, OneNodeGivenAsTwoPeersIsRefusedByNameAndDoesNotFlap) {
   EXPECT_EQ(b->Stop(), 0);
 }
 
-// Issue 8, item 17: a session that pushed rows and then failed (here: past
+// A session that pushed rows and then failed (here: past
 // its deadline, slowed by the repair bandwidth limit) reported rows_sent 0,
 // because the counters of a failed keyspace sync were dropped.
 TEST(Watching, FailedSessionThatPushedRowsReportsRowsSent) {
@@ -278,7 +277,7 @@ TEST(Watching, FailedSessionThatPushedRowsReportsRowsSent) {
   EXPECT_EQ(b->Stop(), 0);
 }
 
-// Issue 13 §2: when did the last session with a peer succeed? A peer that
+// When did the last session with a peer succeed? A peer that
 // goes down keeps failing; status and /metrics keep the last success, and
 // the last attempt moves on past it (alert on the success's age).
 TEST(Watching, TheLastSuccessfulSessionStaysWhileLaterOnesFail) {
@@ -322,7 +321,7 @@ TEST(Watching, TheLastSuccessfulSessionStaysWhileLaterOnesFail) {
   EXPECT_EQ(a->Stop(), 0);
 }
 
-// Issue 9 §4: an operator can see what a session is doing. Node a's peer b
+// An operator can see what a session is doing. Node a's peer b
 // is down at first: a's sessions fail in the handshake, and status says so.
 // Then b starts empty; a's session pushes a's rows to it under a repair
 // bandwidth limit that keeps it in the repair for a few seconds, and the
@@ -413,7 +412,7 @@ TEST(Watching, RunningSessionShowsItsPhaseInStatusAndMetrics) {
   EXPECT_EQ((*b)->Stop(), 0);
 }
 
-// Issue 13 §2: how long sessions take, and what the process uses, as a
+// How long sessions take, and what the process uses, as a
 // running node's metrics — valid for promtool when it is installed.
 TEST(Watching, SessionDurationsAndTheProcessAreInTheMetrics) {
   TempDir dir_a, dir_b;
@@ -475,7 +474,7 @@ TEST(Watching, SessionDurationsAndTheProcessAreInTheMetrics) {
   EXPECT_EQ(a->Stop(), 0);
 }
 
-// Issue 13 §2: a client writing to a copy of a source is a warning sign
+// A client writing to a copy of a source is a warning sign
 // (its next session undoes the write): counted per origin in status and
 // metrics, logged once; --read-only refuses it.
 TEST(Watching, WritesToACopyAreCountedAndReadOnlyRefusesThem) {
@@ -558,7 +557,7 @@ std::string KeyInSegment(int segment, int n) {
   }
 }
 
-// Issue 13 §2 and §3: `tally status` of a real node shows what Admin.Status
+// `tally status` of a real node shows what Admin.Status
 // carries of the process, the session durations and the heat map — the
 // token space drawn as a strip where the session found the differences.
 TEST(Watching, StatusShowsTheProcessSessionTimesAndAHeatStrip) {

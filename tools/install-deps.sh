@@ -21,6 +21,9 @@ packages=(
   libsystemd-dev help2man systemd man-db groff-base
   # The status page's test loads it in a real browser, headless.
   chromium
+  # The monitoring files' check reads the dashboard's JSON and the rules'
+  # expressions (packaging/monitoring_test.sh).
+  python3
   # Not `prometheus`: it would install and start the Prometheus server. The
   # tests' promtool comes out of its package unpacked, not installed
   # (tools/fetch-promtool.sh, run by tools/test.sh).

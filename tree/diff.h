@@ -1,9 +1,9 @@
 // The diff algorithm: the exact set of keys that differ between two views.
 //
 // Used by a node's anti-entropy sessions (local store against a remote peer)
-// and by `tally diff` (two remote nodes). It works top-down, as seed 000's
-// iterative method does, but batches and adapts so that its cost follows the
-// number of differences d, not the number of rows N:
+// and by `tally diff` (two remote nodes). It works top-down, as the classic
+// iterative hash-tree comparison does, but batches and adapts so that its cost
+// follows the number of differences d, not the number of rows N:
 //
 //  1. Handshake: the summaries, and in the same round the root expanded
 //     `handshake_levels` levels. Equal roots and counts end the diff in one

@@ -428,7 +428,7 @@ double SpreadAroundMean(const std::vector<double>& values, double* mean) {
 }
 
 TEST(DiffCostModel, SessionBytesPerDifferenceAreFlatInN) {
-  // Flat in N (issue 11 §1): at d = 1000 the round rule takes one round
+  // Flat in N: at d = 1000 the round rule takes one round
   // more per tenfold N (3, 4, 5 rounds at 100k, 1M, 10M rows), which holds
   // the fan-out per round near (N/d)^(1/(r-1)) = 10, so a session's bytes
   // per difference stay within ±25% of their mean. With a dearer round
@@ -448,7 +448,7 @@ TEST(DiffCostModel, SessionBytesPerDifferenceAreFlatInN) {
   }
   double mean;
   EXPECT_LE(SpreadAroundMean(per_difference, &mean), 0.25) << mean;
-  // The §4 goal: at most 256 bytes per difference at 1M in 4 rounds.
+  // The goal: at most 256 bytes per difference at 1M in 4 rounds.
   EXPECT_LE(per_difference[1], 256);
 }
 

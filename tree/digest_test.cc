@@ -125,7 +125,7 @@ TEST(Token, IsStableAndPlacesKeysInLeaves) {
   EXPECT_EQ((NodeRef{1, 0}).last_token(), (uint64_t{1} << 63) - 1);
 }
 
-// Found with issue 8, item 5 (a scan resumes inside a range through
+// Found with the bounded bulk streams (a scan resumes inside a range through
 // one-token ranges): a level-64 range ended at the last token of all.
 TEST(Token, ALevel64RangeHoldsExactlyOneToken) {
   const Token t = TokenOf("alice");

@@ -1,6 +1,6 @@
 // Scenario "pg-apply": rows/s that PgBackend::ApplyRows writes into
-// PostgreSQL in 10,000-row batches under the compare-and-swap (issue 10 §6,
-// goal >= 100,000 rows/s), in process, against two baselines in the same run.
+// PostgreSQL in 10,000-row batches under the compare-and-swap (goal
+// >= 100,000 rows/s), in process, against two baselines in the same run.
 //
 // One throwaway PostgreSQL 15 server (support/pg_cluster.h) holds three
 // tables of t(id bigint primary key, a int, b text, c timestamptz):

@@ -1,5 +1,5 @@
 // Scenario "pg-build": rows/s of the sidecar's index build from the
-// exported snapshot (pg::BuildIndex, issue 10 §6, goal >= 300,000 rows/s),
+// exported snapshot (pg::BuildIndex, goal >= 300,000 rows/s),
 // in process, against the scans it is made of, in the same run.
 //
 // One throwaway PostgreSQL 15 server (support/pg_cluster.h) with

@@ -1,5 +1,5 @@
 // Scenario "pg-capture": how fast a tallyd sidecar's index absorbs one big
-// transaction (issue 10 §6, capture), against pg_recvlogical decoding the
+// transaction, against pg_recvlogical decoding the
 // same WAL.
 //
 // One throwaway PostgreSQL 15 server, t(id bigint primary key, a int, b

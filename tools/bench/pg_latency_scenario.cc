@@ -1,6 +1,6 @@
 // Scenario "pg-latency": how long an application write on database A takes
-// to be visible in database B through two peered tallyd sidecars (issue 10
-// §6, end to end), against PostgreSQL's own logical replication A → B.
+// to be visible in database B through two peered tallyd sidecars (end to
+// end), against PostgreSQL's own logical replication A → B.
 //
 // Two throwaway PostgreSQL 15 servers with the same two tables of
 // --pg_latency_keys rows, t(id bigint primary key, a int, b text, c

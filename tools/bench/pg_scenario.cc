@@ -1,5 +1,5 @@
 // Scenarios "pg" and "pg-warm": `tally diff` of two PostgreSQL tables
-// against pg_comparator (issue 10 §6), cold and warm.
+// against pg_comparator, cold and warm.
 //
 // Both use two throwaway PostgreSQL 15 servers (support/pg_cluster.h), each
 // with t(id bigint primary key, a int, b text, c timestamptz) of --pg_rows

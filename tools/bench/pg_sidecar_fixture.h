@@ -12,7 +12,7 @@
 //
 // The table is t(id bigint primary key, a int, b text, c timestamptz),
 // filled by generate_series; the differences are 40 updates, 30 deletes and
-// 30 inserts spread over it (issue 10 §6).
+// 30 inserts spread over it.
 //
 // Thread-compatible: a Sidecar is used from one thread at a time.
 #ifndef TALLY_TOOLS_BENCH_PG_SIDECAR_FIXTURE_H_

@@ -85,7 +85,7 @@ TEST(DifferenceJson, AbsentSideIsNull) {
   EXPECT_EQ(j["a"]["time"], "2024-05-01T10:00:00.123Z");
 }
 
-// Issue 8, item 12: jq and JavaScript read every JSON number as a double,
+// jq and JavaScript read every JSON number as a double,
 // so an HLC (always above 2^53) lost its low bits: ...473 became ...470,
 // and the logical counter with them.
 TEST(VersionJson, HlcAbove2To53SurvivesJqAndJavaScript) {

@@ -126,7 +126,7 @@ TEST(StatusText, ShowsFeedCountersLagAndOrigins) {
 )");
 }
 
-// Issue 9 §4: what a running session is doing, per peer: its phase, the
+// What a running session is doing, per peer: its phase, the
 // keyspace, for how long, and its counts so far; a failed one names the
 // phase it failed in.
 TEST(StatusText, ShowsEachPeersSessionPhaseKeyspaceAndForHowLong) {
@@ -156,7 +156,7 @@ TEST(StatusText, ShowsEachPeersSessionPhaseKeyspaceAndForHowLong) {
 )"));
 }
 
-// Issue 13 §4: a running session's rows against its total, its rate and
+// A running session's rows against its total, its rate and
 // time left, on a line of its own — "ETA unknown" without a total.
 TEST(StatusText, ShowsARunningSessionsTotalRateAndTimeLeft) {
   v1::StatusResponse s = MeshStatus();
@@ -189,7 +189,7 @@ TEST(StatusText, ShowsARunningSessionsTotalRateAndTimeLeft) {
   EXPECT_TRUE(j[1]["session"]["eta_seconds"].is_null());
 }
 
-// Issue 13 §4: the last sessions with each peer, newest first, a small
+// The last sessions with each peer, newest first, a small
 // table per peer that had any; a paused peer says so in the peers table.
 TEST(StatusText, ShowsEachPeersLastSessionsAndAPause) {
   v1::StatusResponse s = MeshStatus();
@@ -349,7 +349,7 @@ TEST(StatusJson, HoldsFeedLagAndOrigins) {
   EXPECT_EQ(Json::parse(line), j);
 }
 
-// Issue 8, item 10: rows erased by a source and conflicts were only in a
+// Rows erased by a source and conflicts were only in a
 // log line; status shows them per peer and in total.
 TEST(StatusJson, CountsErasedRowsAndConflictsPerPeerAndInTotal) {
   const Json j = StatusJson(MeshStatus(), "x:1");
@@ -370,7 +370,7 @@ TEST(StatusJson, CountsDiffsRunningApartFromSessions) {
   EXPECT_EQ(j["diffs_running"], 2);
 }
 
-// Issue 8, item 12: a random epoch above 2^53 was a JSON number, which jq
+// A random epoch above 2^53 was a JSON number, which jq
 // and JavaScript round; it is now the same 16 hex digits as in the text
 // (and the metrics' tally_node_info label).
 TEST(StatusJson, EpochAbove2To53IsWrittenAsInTextAndMetrics) {
@@ -410,7 +410,7 @@ v1::StatusResponse SidecarStatus() {
   return s;
 }
 
-// Issue 13 §4: an index build's rows, rate and time left to the estimate.
+// An index build's rows, rate and time left to the estimate.
 TEST(StatusText, ShowsABuildsRateAndTimeLeft) {
   v1::StatusResponse s = SidecarStatus();
   v1::PostgresStatus* pg = s.mutable_postgres();
@@ -479,7 +479,7 @@ TEST(StatusJson, HoldsTheSidecarOrNullWithoutOne) {
   EXPECT_TRUE(StatusJson(MeshStatus(), "x").at("postgres").is_null());
 }
 
-// Issue 13 §2 and §3: what Admin.Status carries beyond the counters — the
+// What Admin.Status carries beyond the counters — the
 // process, how long sessions take, and where they found differences.
 v1::StatusResponse WatchedStatus(absl::Time now) {
   v1::StatusResponse s = MeshStatus();
