@@ -38,6 +38,7 @@
 #include "node/grpc_log.h"
 #include "node/log.h"
 #include "node/node_server.h"
+#include "node/status_fields.h"
 #include "node/tallyd_command_line.h"
 #include "node/version.h"
 #include "tree/status_macros.h"
@@ -253,6 +254,10 @@ int Main(int argc, char** argv) {
   }
   if (command->action == TallydCommandLine::Action::kHelp) {
     std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (command->action == TallydCommandLine::Action::kPrintReference) {
+    std::fputs(StatusFieldsMarkdown().c_str(), stdout);
     return 0;
   }
   if (command->action == TallydCommandLine::Action::kVersion) {

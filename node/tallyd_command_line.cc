@@ -29,6 +29,14 @@ absl::StatusOr<TallydCommandLine> ParseTallydCommandLine(
       command.action = TallydCommandLine::Action::kVersion;
       return command;
     }
+    if (absl::StartsWith(arg, "--print-reference=")) {
+      command.action = TallydCommandLine::Action::kPrintReference;
+      command.reference = arg.substr(std::string("--print-reference=").size());
+      if (command.reference != "metrics") {
+        return absl::InvalidArgumentError("--print-reference takes metrics");
+      }
+      return command;
+    }
     if (!absl::StartsWith(arg, "--")) {
       return absl::InvalidArgumentError(
           absl::StrFormat("unexpected argument '%s' (see --help)", arg));

@@ -31,8 +31,13 @@ struct TallydCommandLine {
     kCheckConfig,  // --check-config: check, print the settings, exit
     kHelp,         // --help, -h, help
     kVersion,      // --version
+    // --print-reference=metrics (hidden): print the Markdown reference
+    // docs/reference/metrics.md is generated from, and exit.
+    kPrintReference,
   };
   Action action = Action::kRun;
+  // kPrintReference: "metrics".
+  std::string reference;
   // --config FILE; empty: none.
   std::string config_file;
   // (name, value) of every other flag, in order, names with dashes.
