@@ -31,12 +31,12 @@ struct TallydCommandLine {
     kCheckConfig,  // --check-config: check, print the settings, exit
     kHelp,         // --help, -h, help
     kVersion,      // --version
-    // --print-reference=metrics (hidden): print the Markdown reference
-    // docs/reference/metrics.md is generated from, and exit.
+    // --print-reference=metrics|settings (hidden): print the Markdown
+    // reference docs/reference/NAME.md is generated from, and exit.
     kPrintReference,
   };
   Action action = Action::kRun;
-  // kPrintReference: "metrics".
+  // kPrintReference: "metrics" or "settings".
   std::string reference;
   // --config FILE; empty: none.
   std::string config_file;
