@@ -18,7 +18,8 @@ endif()
 if(NOT generated STREQUAL expected)
   message(FATAL_ERROR
     "docs/reference/${NAME}.md is not what the code generates (a status "
-    "field or setting changed). Regenerate it from the build directory:\n"
-    "  node/tallyd --print-reference=${NAME} > ../docs/reference/${NAME}.md\n"
+    "field or setting changed). Regenerate it:\n"
+    "  cmake --build BUILD_DIR --target tally_reference_docs\n"
+    "(or: tallyd --print-reference=${NAME} > docs/reference/${NAME}.md)\n"
     "and commit it.")
 endif()

@@ -15,7 +15,6 @@
 #include "node/postgres_settings.h"
 #include "node/settings_table.h"
 #include "node/tls.h"
-#include "pg/fault_points.h"
 #include "storage/store.h"
 #include "tree/status_macros.h"
 

@@ -468,6 +468,46 @@ std::string Cell(absl::string_view text) {
   return out;
 }
 
+// The help text on one line.
+std::string OneLine(absl::string_view help) {
+  std::string out(absl::StripAsciiWhitespace(help));
+  absl::StrReplaceAll({{"\n", " "}}, &out);
+  return out;
+}
+
+// What --check-config shows for a config that leaves the setting out,
+// each value in `quote`s; empty if nothing.
+std::string DefaultOf(const SettingInfo& setting, absl::string_view open,
+                      absl::string_view close) {
+  const NodeConfig defaults;
+  SettingLines lines;
+  setting.show(setting.name, defaults, &lines);
+  std::vector<std::string> values;
+  for (const auto& [name, value] : lines) {
+    if (!value.empty()) values.push_back(absl::StrCat(open, value, close));
+  }
+  return absl::StrJoin(values, ", ");
+}
+
+// Text for roff: a backslash escaped, and a line that would start with a
+// control character guarded.
+std::string Roff(absl::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\e";
+    } else if (c == '-') {
+      out += "\\-";
+    } else {
+      out += c;
+    }
+  }
+  if (!out.empty() && (out[0] == '.' || out[0] == '\'')) {
+    out.insert(0, "\\&");
+  }
+  return out;
+}
+
 }  // namespace
 
 const std::vector<SettingInfo>& SettingsTable() {
@@ -522,24 +562,70 @@ std::string SettingsMarkdown() {
       "\n"
       "| Setting | Value | Default | Section | Meaning |\n"
       "|---|---|---|---|---|\n";
-  const NodeConfig defaults;
   for (const SettingInfo& setting : SettingsTable()) {
     if (setting.for_tests) continue;
-    SettingLines lines;
-    setting.show(setting.name, defaults, &lines);
-    std::vector<std::string> values;
-    for (const auto& [name, value] : lines) {
-      if (!value.empty()) values.push_back(absl::StrCat("`", value, "`"));
-    }
-    std::string help(absl::StripAsciiWhitespace(setting.help));
-    absl::StrReplaceAll({{"\n", " "}}, &help);
-    absl::StrAppend(&out, "| `", setting.name, "` | ",
-                    setting.value_name.empty()
-                        ? std::string("(none: true)")
-                        : absl::StrCat("`", setting.value_name, "`"),
-                    " | ", Cell(absl::StrJoin(values, ", ")), " | ",
-                    setting.section, " | ", Cell(help), " |\n");
+    absl::StrAppend(
+        &out, "| `", setting.name, "` | ",
+        setting.value_name.empty() ? std::string("`BOOL` (a flag alone: true)")
+                                   : absl::StrCat("`", setting.value_name, "`"),
+        " | ", Cell(DefaultOf(setting, "`", "`")), " | ", setting.section,
+        " | ", Cell(OneLine(setting.help)), " |\n");
   }
+  return out;
+}
+
+std::string SettingsManPage(absl::string_view version) {
+  std::string out = absl::StrCat(
+      ".\\\" Generated from node/settings_table.cc by tallyd "
+      "--print-reference=man; do not edit.\n"
+      ".TH TALLYD.CONF 5 \"\" \"",
+      Roff(version),
+      "\" \"File Formats Manual\"\n"
+      ".SH NAME\n"
+      "tallyd.conf \\- settings of tallyd, the tally node\n"
+      ".SH SYNOPSIS\n"
+      "/etc/tally/tallyd.conf\n"
+      ".SH DESCRIPTION\n"
+      "tallyd reads the file named by \\fB\\-\\-config\\fR: one "
+      "\\fIname\\fR = \\fIvalue\\fR a line, the names of tallyd's flags "
+      "without the dashes (underscores work as dashes). A flag given on the "
+      "command line overrides the file's line. A line starting with # or ; "
+      "is a comment, and so is the end of a line from a # or ; after a "
+      "space; a value in double or single quotes keeps a # inside. Each "
+      "setting is given once, but \\fBpeer\\fR and \\fBtable\\fR, which "
+      "repeat (their flags replace the file's list). No sections, no "
+      "indented or empty settings. \\fBtallyd \\-\\-check\\-config\\fR "
+      "checks a file and prints the settings a node would run with.\n"
+      ".SH SETTINGS\n");
+  // By section, in the order the sections first appear.
+  std::vector<absl::string_view> sections;
+  for (const SettingInfo& setting : SettingsTable()) {
+    if (setting.for_tests) continue;
+    if (std::find(sections.begin(), sections.end(), setting.section) ==
+        sections.end()) {
+      sections.push_back(setting.section);
+    }
+  }
+  for (absl::string_view section : sections) {
+    absl::StrAppend(&out, ".SS ", Roff(section), "\n");
+    for (const SettingInfo& setting : SettingsTable()) {
+      if (setting.for_tests || setting.section != section) continue;
+      absl::StrAppend(&out, ".TP\n\\fB", Roff(setting.name), "\\fR = \\fI",
+                      setting.value_name.empty() ? std::string("true|false")
+                                                 : Roff(setting.value_name),
+                      "\\fR\n", Roff(OneLine(setting.help)), "\n");
+      const std::string default_value = DefaultOf(setting, "", "");
+      if (!default_value.empty()) {
+        absl::StrAppend(&out, ".br\nDefault: ", Roff(default_value), "\n");
+      }
+    }
+  }
+  absl::StrAppend(&out,
+                  ".SH FILES\n"
+                  "/etc/tally/tallyd.conf (the sample the package installs "
+                  "names every setting)\n"
+                  ".SH SEE ALSO\n"
+                  "\\fBtallyd\\fR(8), \\fBtally\\fR(1)\n");
   return out;
 }
 

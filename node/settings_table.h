@@ -7,8 +7,9 @@
 // the flags alike), the names ("did you mean"), the settings that repeat
 // and the flags that need no value, EffectiveSettings (`tallyd
 // --check-config`), the settings part of `tallyd --help` (and so of
-// tallyd's man page, which help2man makes from it) and the generated
-// docs/reference/settings.md (SettingsMarkdown()). A unit test checks that
+// tallyd's man page, which help2man makes from it), the generated
+// docs/reference/settings.md (SettingsMarkdown()) and the man page
+// tallyd.conf(5) (SettingsManPage()). A unit test checks that
 // the sample config (packaging/tallyd.conf) names every setting that is not
 // for tests. A new setting needs one row here and its field in NodeConfig.
 //
@@ -67,6 +68,10 @@ std::string SettingsUsage();
 
 // The settings reference (docs/reference/settings.md), from the table.
 std::string SettingsMarkdown();
+
+// The man page tallyd.conf(5), in roff, from the table; `version` goes in
+// its header ("tally 1.2.0").
+std::string SettingsManPage(absl::string_view version);
 
 }  // namespace node
 }  // namespace tally

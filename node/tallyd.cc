@@ -185,9 +185,15 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (command->action == TallydCommandLine::Action::kPrintReference) {
-    std::fputs(command->reference == "metrics" ? StatusFieldsMarkdown().c_str()
-                                               : SettingsMarkdown().c_str(),
-               stdout);
+    std::string reference;
+    if (command->reference == "metrics") {
+      reference = StatusFieldsMarkdown();
+    } else if (command->reference == "settings") {
+      reference = SettingsMarkdown();
+    } else {
+      reference = SettingsManPage(absl::StrCat("tally ", ProjectVersion()));
+    }
+    std::fputs(reference.c_str(), stdout);
     return 0;
   }
   if (command->action == TallydCommandLine::Action::kVersion) {

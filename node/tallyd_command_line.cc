@@ -35,9 +35,10 @@ absl::StatusOr<TallydCommandLine> ParseTallydCommandLine(
     if (absl::StartsWith(arg, "--print-reference=")) {
       command.action = TallydCommandLine::Action::kPrintReference;
       command.reference = arg.substr(std::string("--print-reference=").size());
-      if (command.reference != "metrics" && command.reference != "settings") {
+      if (command.reference != "metrics" && command.reference != "settings" &&
+          command.reference != "man") {
         return absl::InvalidArgumentError(
-            "--print-reference takes metrics or settings");
+            "--print-reference takes metrics, settings or man");
       }
       return command;
     }
