@@ -193,16 +193,14 @@ absl::Status ApplyCommandLineSettings(
   // Flags override the file: for a setting that repeats, the flags' list
   // replaces the file's rather than adding to it, as a single setting's flag
   // replaces its value.
-  bool peers_from_flags = false;
-  bool tables_from_flags = false;
+  std::vector<const SettingInfo*> replaced;
   for (const auto& [name, value] : settings) {
-    if ((name == "peer") && !peers_from_flags) {
-      config->peers.clear();
-      peers_from_flags = true;
-    }
-    if ((name == "table") && !tables_from_flags) {
-      config->tables.clear();
-      tables_from_flags = true;
+    const SettingInfo* setting = FindSetting(name);
+    if (setting != nullptr && setting->clear != nullptr &&
+        std::find(replaced.begin(), replaced.end(), setting) ==
+            replaced.end()) {
+      setting->clear(config);
+      replaced.push_back(setting);
     }
     absl::Status s = ApplySetting(name, value, config);
     if (!s.ok()) {

@@ -311,7 +311,8 @@ std::vector<SettingInfo>* MakeSettingsTable() {
        "role=source marks an authoritative source this\n"
        "node copies exactly (then it is the only peer).\n"
        "--peer flags replace the config file's peers",
-       true, false, &ApplyPeer, &ShowPeers},
+       true, false, &ApplyPeer, &ShowPeers,
+       [](NodeConfig* config) { config->peers.clear(); }},
       {"sync-interval", "Peers and sessions", "DURATION",
        "time between sessions with each peer, jittered\n"
        "by +-20% (default 30s)",
@@ -389,7 +390,8 @@ std::vector<SettingInfo>* MakeSettingsTable() {
        "name (needs --postgres; repeat for several, each\n"
        "once; every table needs a primary key).\n"
        "--table flags replace the config file's tables",
-       true, false, &ApplyTable, &ShowTables},
+       true, false, &ApplyTable, &ShowTables,
+       [](NodeConfig* config) { config->tables.clear(); }},
       {"pg-schema-check-interval", "PostgreSQL sidecar", "DURATION",
        "how often the sidecar compares each\n"
        "table's schema in the catalog with the one its\n"

@@ -55,6 +55,9 @@ struct SettingInfo {
   // it is unset and has no default worth showing, one per peer or table).
   void (*show)(absl::string_view name, const NodeConfig& config,
                SettingLines* out);
+  // For a setting that repeats: empties its list, which the flags then
+  // replace (ApplyCommandLineSettings).
+  void (*clear)(NodeConfig* config) = nullptr;
 };
 
 // Every setting, in the order of --help and --check-config.
