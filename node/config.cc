@@ -13,55 +13,14 @@
 #include "node/client.h"
 #include "node/log.h"
 #include "node/postgres_settings.h"
+#include "node/settings_table.h"
 #include "node/tls.h"
-#include "pg/fault_points.h"
 #include "storage/store.h"
 #include "tree/status_macros.h"
 
 namespace tally {
 namespace node {
 namespace {
-
-// Every setting's name, as in the file and the flags (ApplySetting reads
-// each); SettingNames.AreTheOnesApplySettingKnows (config_test.cc) keeps the
-// two in step.
-constexpr absl::string_view kSettingNames[] = {
-    "name",
-    "data-dir",
-    "listen",
-    "peer",
-    "sync-interval",
-    "max-sessions",
-    "repair-bandwidth",
-    "node-bandwidth",
-    "default-depth",
-    "session-timeout",
-    "rpc-threads",
-    "max-keyspaces",
-    "max-streams-per-client",
-    "stream-idle-timeout",
-    "sync-writes",
-    "insecure",
-    "tls-cert",
-    "tls-key",
-    "tls-ca",
-    "tls-refresh-interval",
-    "postgres",
-    "table",
-    "pg-schema-check-interval",
-    "metrics-listen",
-    "log-retention-entries",
-    "log-retention-age",
-    "tombstone-min-age",
-    "max-clock-skew",
-    "maintenance-interval",
-    "scrub-interval",
-    "log-level",
-    "log-format",
-    "read-only",
-    "test-clock-offset",
-    "test-fault-point",
-};
 
 // Levenshtein distance, for "did you mean": names are short, so the
 // quadratic table costs nothing.
@@ -87,7 +46,8 @@ size_t EditDistance(absl::string_view a, absl::string_view b) {
 std::string ClosestSettingName(absl::string_view unknown) {
   std::string best;
   size_t best_distance = unknown.size() <= 4 ? 1 : 2;
-  for (absl::string_view known : kSettingNames) {
+  for (const SettingInfo& setting : SettingsTable()) {
+    const absl::string_view known = setting.name;
     const size_t d = EditDistance(unknown, known);
     if (d <= best_distance && (best.empty() || d < best_distance)) {
       best = std::string(known);
@@ -95,24 +55,6 @@ std::string ClosestSettingName(absl::string_view unknown) {
     }
   }
   return best;
-}
-
-absl::StatusOr<bool> ParseBool(absl::string_view name,
-                               absl::string_view value) {
-  if (value == "true" || value == "1" || value == "yes") return true;
-  if (value == "false" || value == "0" || value == "no") return false;
-  return absl::InvalidArgumentError(
-      absl::StrFormat("%s must be true or false, not '%s'", name, value));
-}
-
-absl::StatusOr<int> ParseInt(absl::string_view name, absl::string_view value,
-                             int min, int max) {
-  int v = 0;
-  if (!absl::SimpleAtoi(value, &v) || v < min || v > max) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s must be an integer in %d..%d, not '%s'", name, min, max, value));
-  }
-  return v;
 }
 
 absl::string_view HostOf(absl::string_view address) {
@@ -149,15 +91,24 @@ absl::Status ValidateMetricsListen(absl::string_view address) {
 
 }  // namespace
 
-absl::Span<const absl::string_view> SettingNames() { return kSettingNames; }
+absl::Span<const absl::string_view> SettingNames() {
+  static const std::vector<absl::string_view>* const kNames = [] {
+    auto* names = new std::vector<absl::string_view>;
+    for (const SettingInfo& setting : SettingsTable()) {
+      names->push_back(setting.name);
+    }
+    return names;
+  }();
+  return *kNames;
+}
 
 bool IsSettingName(absl::string_view name) {
-  return std::find(std::begin(kSettingNames), std::end(kSettingNames), name) !=
-         std::end(kSettingNames);
+  return FindSetting(name) != nullptr;
 }
 
 bool SettingRepeats(absl::string_view name) {
-  return name == "peer" || name == "table";
+  const SettingInfo* setting = FindSetting(name);
+  return setting != nullptr && setting->repeats;
 }
 
 bool SamePeerAddress(absl::string_view a, absl::string_view b) {
@@ -227,144 +178,13 @@ absl::Status ApplySetting(absl::string_view name_as_given,
   // data-dir.
   std::string name(name_as_given);
   std::replace(name.begin(), name.end(), '_', '-');
-  if (name == "name") {
-    config->name = std::string(value);
-  } else if (name == "data-dir") {
-    config->data_dir = std::string(value);
-  } else if (name == "listen") {
-    config->listen = std::string(value);
-  } else if (name == "peer") {
-    TALLY_ASSIGN_OR_RETURN(PeerConfig peer, ParsePeer(value));
-    // Twice the same peer would run two sessions and two feed
-    // subscriptions with it and double its metric series; with two roles
-    // it would be ambiguous.
-    for (const PeerConfig& known : config->peers) {
-      if (SamePeerAddress(known.address, peer.address)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "peer %s is given twice; give each peer once", peer.address));
-      }
-    }
-    config->peers.push_back(std::move(peer));
-  } else if (name == "postgres") {
-    // Checked in ValidateConfig, so that a file's string and a flag's
-    // string are refused with the same message.
-    config->postgres = std::string(value);
-  } else if (name == "table") {
-    TALLY_RETURN_IF_ERROR(ParseQualifiedTable(value).status());
-    for (const std::string& known : config->tables) {
-      if (known == value) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "table %s is given twice; give each table once", value));
-      }
-    }
-    config->tables.emplace_back(value);
-  } else if (name == "sync-interval") {
-    TALLY_ASSIGN_OR_RETURN(config->sync_interval, ParseDuration(value));
-  } else if (name == "session-timeout") {
-    TALLY_ASSIGN_OR_RETURN(config->session_timeout, ParseDuration(value));
-  } else if (name == "max-sessions") {
-    TALLY_ASSIGN_OR_RETURN(config->max_sessions, ParseInt(name, value, 1, 256));
-  } else if (name == "rpc-threads") {
-    TALLY_ASSIGN_OR_RETURN(config->rpc_threads, ParseInt(name, value, 1, 256));
-  } else if (name == "max-keyspaces") {
-    TALLY_ASSIGN_OR_RETURN(config->max_keyspaces,
-                           ParseInt(name, value, 1, 10'000));
-  } else if (name == "max-streams-per-client") {
-    TALLY_ASSIGN_OR_RETURN(config->max_streams_per_client,
-                           ParseInt(name, value, 1, 10'000));
-  } else if (name == "stream-idle-timeout") {
-    TALLY_ASSIGN_OR_RETURN(config->stream_idle_timeout, ParseDuration(value));
-  } else if (name == "repair-bandwidth" || name == "node-bandwidth") {
-    double mb = 0;
-    if (!absl::SimpleAtod(value, &mb) || !std::isfinite(mb) || mb < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s must be a number of MB/s >= 0 (0: unlimited), not '%s'", name,
-          value));
-    }
-    (name == "repair-bandwidth" ? config->repair_bandwidth_mb
-                                : config->node_bandwidth_mb) = mb;
-  } else if (name == "default-depth") {
-    TALLY_ASSIGN_OR_RETURN(
-        config->default_depth,
-        ParseInt(name, value, tree::kMinDepth, tree::kMaxDepth));
-  } else if (name == "insecure") {
-    TALLY_ASSIGN_OR_RETURN(config->insecure, ParseBool(name, value));
-  } else if (name == "sync-writes") {
-    TALLY_ASSIGN_OR_RETURN(config->sync_writes, ParseBool(name, value));
-  } else if (name == "tls-cert") {
-    config->tls_cert = std::string(value);
-  } else if (name == "tls-key") {
-    config->tls_key = std::string(value);
-  } else if (name == "tls-refresh-interval") {
-    if (value == "0" || value == "off") {
-      config->tls_refresh_interval = absl::ZeroDuration();
-    } else {
-      TALLY_ASSIGN_OR_RETURN(config->tls_refresh_interval,
-                             ParseDuration(value));
-    }
-  } else if (name == "tls-ca") {
-    config->tls_ca = std::string(value);
-  } else if (name == "metrics-listen") {
-    config->metrics_listen = value == "off" ? "" : std::string(value);
-  } else if (name == "log-retention-entries") {
-    if (!absl::SimpleAtoi(value, &config->log_retention_entries)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "log-retention-entries must be a count >= 0 (0: no limit), not '%s'",
-          value));
-    }
-  } else if (name == "log-retention-age") {
-    if (value == "0" || value == "off") {
-      config->log_retention_age = absl::ZeroDuration();
-    } else {
-      TALLY_ASSIGN_OR_RETURN(config->log_retention_age, ParseDuration(value));
-    }
-  } else if (name == "tombstone-min-age") {
-    TALLY_ASSIGN_OR_RETURN(config->tombstone_min_age, ParseDuration(value));
-  } else if (name == "max-clock-skew") {
-    TALLY_ASSIGN_OR_RETURN(config->max_clock_skew,
-                           ParseDuration(value, kMaxClockSkewLimit));
-  } else if (name == "pg-schema-check-interval") {
-    TALLY_ASSIGN_OR_RETURN(config->pg_schema_check_interval,
-                           ParseDuration(value));
-  } else if (name == "maintenance-interval") {
-    TALLY_ASSIGN_OR_RETURN(config->maintenance_interval, ParseDuration(value));
-  } else if (name == "scrub-interval") {
-    if (value == "0" || value == "off") {
-      config->scrub_interval = absl::ZeroDuration();
-    } else {
-      TALLY_ASSIGN_OR_RETURN(config->scrub_interval, ParseDuration(value));
-    }
-  } else if (name == "log-level") {
-    TALLY_ASSIGN_OR_RETURN(config->log_level, ParseLogLevel(value));
-  } else if (name == "log-format") {
-    TALLY_ASSIGN_OR_RETURN(config->log_format, ParseLogFormat(value));
-  } else if (name == "read-only") {
-    TALLY_ASSIGN_OR_RETURN(config->read_only, ParseBool(name, value));
-  } else if (name == "test-fault-point") {
-    // Checked here, so that a misspelt point is refused at start rather
-    // than silently never reached.
-    TALLY_RETURN_IF_ERROR(pg::FaultPoints::Parse(value).status());
-    config->test_fault_point = std::string(value);
-  } else if (name == "test-clock-offset") {
-    // Signed: a clock behind is what the tests play. 0, the default (the
-    // system clock), must be writable too.
-    const bool behind = absl::StartsWith(value, "-");
-    const absl::string_view magnitude = behind ? value.substr(1) : value;
-    absl::Duration zero;
-    if (absl::ParseDuration(magnitude, &zero) && zero == absl::ZeroDuration()) {
-      config->test_clock_offset = absl::ZeroDuration();
-      return absl::OkStatus();
-    }
-    TALLY_ASSIGN_OR_RETURN(config->test_clock_offset, ParseDuration(magnitude));
-    if (behind) config->test_clock_offset = -config->test_clock_offset;
-  } else {
-    const std::string closest = ClosestSettingName(name);
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "unknown setting '%s'%s (tallyd --help lists them)", name,
-        closest.empty() ? ""
-                        : absl::StrFormat("; did you mean '%s'?", closest)));
+  if (const SettingInfo* setting = FindSetting(name); setting != nullptr) {
+    return setting->apply(name, value, config);
   }
-  return absl::OkStatus();
+  const std::string closest = ClosestSettingName(name);
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "unknown setting '%s'%s (tallyd --help lists them)", name,
+      closest.empty() ? "" : absl::StrFormat("; did you mean '%s'?", closest)));
 }
 
 absl::Status ApplyCommandLineSettings(
@@ -373,16 +193,14 @@ absl::Status ApplyCommandLineSettings(
   // Flags override the file: for a setting that repeats, the flags' list
   // replaces the file's rather than adding to it, as a single setting's flag
   // replaces its value.
-  bool peers_from_flags = false;
-  bool tables_from_flags = false;
+  std::vector<const SettingInfo*> replaced;
   for (const auto& [name, value] : settings) {
-    if ((name == "peer") && !peers_from_flags) {
-      config->peers.clear();
-      peers_from_flags = true;
-    }
-    if ((name == "table") && !tables_from_flags) {
-      config->tables.clear();
-      tables_from_flags = true;
+    const SettingInfo* setting = FindSetting(name);
+    if (setting != nullptr && setting->clear != nullptr &&
+        std::find(replaced.begin(), replaced.end(), setting) ==
+            replaced.end()) {
+      setting->clear(config);
+      replaced.push_back(setting);
     }
     absl::Status s = ApplySetting(name, value, config);
     if (!s.ok()) {

@@ -164,14 +164,16 @@ absl::StatusOr<absl::Duration> ParseDuration(
     absl::string_view text, absl::Duration max = kMaxSettingDuration);
 
 // Applies one setting (`name` as in the file and the flags, underscores
-// as dashes). An unknown name is refused with the nearest known one as a
-// hint ("did you mean 'sync-interval'?"); a `peer` whose address another
-// already has (SamePeerAddress), or a `table` given twice, is refused. The
-// config file is read by node/config_file.h.
+// as dashes), by its row of the settings table (node/settings_table.h). An
+// unknown name is refused with the nearest known one as a hint ("did you mean
+// 'sync-interval'?"); a `peer` whose address another already has
+// (SamePeerAddress), or a `table` given twice, is refused. The config file is
+// read by node/config_file.h.
 absl::Status ApplySetting(absl::string_view name, absl::string_view value,
                           NodeConfig* config);
 
-// The names ApplySetting knows, with dashes, in the order of --help.
+// The names ApplySetting knows (the settings table's), with dashes, in the
+// order of --help.
 absl::Span<const absl::string_view> SettingNames();
 // True if ApplySetting knows `name` (with dashes).
 bool IsSettingName(absl::string_view name);

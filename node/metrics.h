@@ -6,7 +6,9 @@
 // Prometheus, so the two never disagree. Every family has # HELP and
 // # TYPE lines; counters end in `_total` and count since the node started
 // (Prometheus handles the reset at a restart); gauges are current values.
-// A family without samples (no peers, no subscribers) is left out.
+// A family without samples (no peers, no subscribers) is left out. The
+// families, their help and their samples are the rows of the status table
+// (node/status_fields.h), which also writes docs/reference/metrics.md.
 //
 //   v1::StatusResponse status;
 //   TALLY_RETURN_IF_ERROR(CollectNodeStatus(store, status_sources, &status));

@@ -38,6 +38,8 @@
 #include "node/grpc_log.h"
 #include "node/log.h"
 #include "node/node_server.h"
+#include "node/settings_table.h"
+#include "node/status_fields.h"
 #include "node/tallyd_command_line.h"
 #include "node/version.h"
 #include "tree/status_macros.h"
@@ -69,85 +71,10 @@ but peer and table (once per peer and table); no [sections], no indented
 settings, no empty values. Errors name the file and line (FILE:LINE: ...).
 
 Settings (flags, or `name = value` lines in --config FILE):
-  --name NAME              this node's origin name, unique in the mesh (required)
-  --data-dir DIR           where the store lives (required)
-  --listen HOST:PORT       gRPC address (default 127.0.0.1:7400; port 0 picks one)
-  --peer HOST:PORT[,role=source]
-                           a peer; repeat for several, each peer once.
-                           role=source marks an authoritative source this
-                           node copies exactly (then it is the only peer).
-                           --peer flags replace the config file's peers
-  --sync-interval DURATION time between sessions with each peer, jittered
-                           by +-20% (default 30s)
-  --max-sessions N         sessions running at once, all peers (default 2)
-  --repair-bandwidth MB    repair traffic per session in MB/s (default 0 = unlimited)
-  --node-bandwidth MB      repair traffic of the whole node in MB/s, shared by
-                           all its sessions and the repairs tools ask it to
-                           run (default 0 = unlimited)
-  --default-depth D        tree depth of new keyspaces, 1..24 (default 16)
-  --session-timeout DURATION  abandon a session after this (default 10m)
-  --rpc-threads N          threads serving store reads and writes (default 4)
-  --max-keyspaces N        keyspaces the store may hold, 1..10000 (default 256;
-                           each keeps its tree in memory, ~2.2 MiB at depth 16)
-  --max-streams-per-client N  bulk streams (scan, fetch, push, load) one
-                           client host may have open at once (default 32)
-  --stream-idle-timeout DURATION  cancel a stream whose reader took no
-                           message for this long (default 60s)
-  --sync-writes BOOL       fsync every commit (default true)
-  --insecure               allow a non-loopback --listen without TLS
-  --tls-cert FILE          PEM certificate: serve and dial TLS only
-  --tls-key FILE           PEM private key of --tls-cert
-  --tls-ca FILE            PEM CA: require and check certificates it signed
-                           (mutual TLS) on every connection
-  --tls-refresh-interval DURATION  re-read the TLS files this often: a
-                           renewed certificate, key or CA written over them
-                           is used without a restart (default 60s; 0 = read
-                           once at start)
-  --postgres URL           be a sidecar to this PostgreSQL database: a libpq
-                           URL (postgresql://USER@HOST:PORT/DB) or keyword
-                           string ('host=... dbname=...'); the rows live in
-                           its tables, the store keeps only their index.
-                           Needs wal_level=logical, track_commit_timestamp=on,
-                           a free replication slot and a role with
-                           REPLICATION; the password is never shown
-  --table SCHEMA.TABLE     a table the sidecar keeps, as the keyspace of that
-                           name (needs --postgres; repeat for several, each
-                           once; every table needs a primary key).
-                           --table flags replace the config file's tables
-  --pg-schema-check-interval DURATION  how often the sidecar compares each
-                           table's schema in the catalog with the one its
-                           index was built with, rebuilding on a change
-                           (default 60s; also at start)
-  --metrics-listen HOST:PORT  Prometheus metrics over HTTP at /metrics and
-                           a status page at / (default off; port 0 picks
-                           one; a non-loopback address needs --insecure:
-                           plain HTTP, no TLS)
-  --log-retention-entries N   keep at most N change-log entries
-                           (default 10000000; 0 = no limit)
-  --log-retention-age DURATION  keep change-log entries this long
-                           (default 168h; 0 = no limit)
-  --tombstone-min-age DURATION  purge a tombstone once it arrived here this
-                           long ago (by this node's clock, not its
-                           timestamp) and every peer has synced past it
-                           (default 24h)
-  --max-clock-skew DURATION  refuse remote timestamps further ahead of this
-                           node's clock (default 60s)
-  --maintenance-interval DURATION  how often the log is trimmed and
-                           tombstones purged (default 10s)
-  --scrub-interval DURATION  how often every row is checked against its
-                           digest in the background (default 6h, jittered;
-                           0 = never)
-  --log-level LEVEL        debug, info, warning or error (default info)
-  --log-format FORMAT      text (key=value fields, quoted where needed) or
-                           json (one object per line) (default text)
-  --read-only              refuse Put, Delete and Load from clients: rows
-                           arrive only from peers (for a copy of a
-                           role=source peer, which otherwise counts such
-                           writes and warns)
-  --test-clock-offset [-]DURATION  FOR TESTS ONLY: run this node's clock
-                           this far ahead (or, with -, behind) of the system
-                           clock
+)";
 
+// After the settings (SettingsUsage(), from node/settings_table.h).
+constexpr char kUsageEnd[] = R"(
 On start it prints "tallyd NAME listening on HOST:PORT" to stderr, and with
 --metrics-listen "metrics on http://HOST:PORT/metrics" and "status page on
 http://HOST:PORT/". SIGTERM or SIGINT stop it cleanly; SIGHUP reads the
@@ -253,6 +180,20 @@ int Main(int argc, char** argv) {
   }
   if (command->action == TallydCommandLine::Action::kHelp) {
     std::fputs(kUsage, stdout);
+    std::fputs(SettingsUsage().c_str(), stdout);
+    std::fputs(kUsageEnd, stdout);
+    return 0;
+  }
+  if (command->action == TallydCommandLine::Action::kPrintReference) {
+    std::string reference;
+    if (command->reference == "metrics") {
+      reference = StatusFieldsMarkdown();
+    } else if (command->reference == "settings") {
+      reference = SettingsMarkdown();
+    } else {
+      reference = SettingsManPage(absl::StrCat("tally ", ProjectVersion()));
+    }
+    std::fputs(reference.c_str(), stdout);
     return 0;
   }
   if (command->action == TallydCommandLine::Action::kVersion) {

@@ -3,15 +3,18 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "node/config_file.h"
+#include "node/settings_table.h"
 #include "tree/status_macros.h"
 
 namespace tally {
 namespace node {
 namespace {
 
-// Flags that need no value: given alone they mean true.
+// Flags that need no value (no placeholder in --help): given alone they
+// mean true.
 bool IsBoolSetting(const std::string& name) {
-  return name == "insecure" || name == "read-only";
+  const SettingInfo* setting = FindSetting(name);
+  return setting != nullptr && setting->value_name.empty();
 }
 
 }  // namespace
@@ -27,6 +30,16 @@ absl::StatusOr<TallydCommandLine> ParseTallydCommandLine(
     }
     if (arg == "--version" || arg == "-version") {
       command.action = TallydCommandLine::Action::kVersion;
+      return command;
+    }
+    if (absl::StartsWith(arg, "--print-reference=")) {
+      command.action = TallydCommandLine::Action::kPrintReference;
+      command.reference = arg.substr(std::string("--print-reference=").size());
+      if (command.reference != "metrics" && command.reference != "settings" &&
+          command.reference != "man") {
+        return absl::InvalidArgumentError(
+            "--print-reference takes metrics, settings or man");
+      }
       return command;
     }
     if (!absl::StartsWith(arg, "--")) {

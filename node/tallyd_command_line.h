@@ -31,8 +31,14 @@ struct TallydCommandLine {
     kCheckConfig,  // --check-config: check, print the settings, exit
     kHelp,         // --help, -h, help
     kVersion,      // --version
+    // --print-reference=metrics|settings|man (hidden): print the Markdown
+    // reference docs/reference/NAME.md is generated from (man: the roff of
+    // tallyd.conf(5)), and exit.
+    kPrintReference,
   };
   Action action = Action::kRun;
+  // kPrintReference: "metrics", "settings" or "man".
+  std::string reference;
   // --config FILE; empty: none.
   std::string config_file;
   // (name, value) of every other flag, in order, names with dashes.

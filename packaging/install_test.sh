@@ -21,6 +21,7 @@ cmake --install "$build" --prefix "$prefix" > "$tmp/install.log"
 
 for f in bin/tallyd bin/tally bin/tally-bench \
          share/man/man8/tallyd.8 share/man/man1/tally.1 share/man/man1/tally-bench.1 \
+         share/man/man5/tallyd.conf.5 \
          share/bash-completion/completions/tally \
          etc/tally/tallyd.conf share/doc/tally/examples/tallyd.conf.example \
          lib/systemd/system/tallyd.service \
@@ -55,12 +56,14 @@ if grep -i "tallyd.service" "$tmp/verify.log"; then
 fi
 
 # Man pages: troff that renders and names the program and its flags.
-for page in share/man/man8/tallyd.8 share/man/man1/tally.1; do
+for page in share/man/man8/tallyd.8 share/man/man1/tally.1 share/man/man5/tallyd.conf.5; do
   head -c 400 "$prefix/$page" | grep -q '^\.TH ' || fail "$page is not a man page"
 done
 if command -v groff > /dev/null; then
   groff -man -Tascii -P-cbou "$prefix/share/man/man8/tallyd.8" 2>/dev/null | grep -q -- 'data-dir' \
     || fail "tallyd(8) does not render its flags"
+  groff -man -Tascii -P-cbou "$prefix/share/man/man5/tallyd.conf.5" 2>/dev/null | grep -q -- 'sync-interval' \
+    || fail "tallyd.conf(5) does not render its settings"
 fi
 grep -q 'repair' "$prefix/share/man/man1/tally.1" || fail "tally(1) lacks the commands"
 

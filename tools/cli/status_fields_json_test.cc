@@ -1,0 +1,130 @@
+// `tally status --json` against the status table (node/status_fields.h):
+// every number the table says the JSON holds is there, with the value
+// /metrics shows.
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "node/status_fields.h"
+#include "tools/cli/status.h"
+
+namespace tally {
+namespace cli {
+namespace {
+
+using ::google::protobuf::FieldDescriptor;
+using ::google::protobuf::Message;
+using ::google::protobuf::Reflection;
+
+// Sets every field of `m` to a value of its own (numbers 1, 2, 3, ...; a
+// repeated message gets one element), so that a JSON number found under
+// the wrong key shows.
+void FillDistinct(Message* m, int depth, int* next) {
+  const Reflection* r = m->GetReflection();
+  for (int i = 0; i < m->GetDescriptor()->field_count(); ++i) {
+    const FieldDescriptor* f = m->GetDescriptor()->field(i);
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (depth == 0) continue;
+      Message* child =
+          f->is_repeated() ? r->AddMessage(m, f) : r->MutableMessage(m, f);
+      FillDistinct(child, depth - 1, next);
+      continue;
+    }
+    const int v = (*next)++;
+    switch (f->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_UINT64:
+        f->is_repeated() ? r->AddUInt64(m, f, v) : r->SetUInt64(m, f, v);
+        break;
+      case FieldDescriptor::CPPTYPE_UINT32:
+        f->is_repeated() ? r->AddUInt32(m, f, v) : r->SetUInt32(m, f, v);
+        break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        f->is_repeated() ? r->AddInt64(m, f, v) : r->SetInt64(m, f, v);
+        break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        f->is_repeated() ? r->AddInt32(m, f, v) : r->SetInt32(m, f, v);
+        break;
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        f->is_repeated() ? r->AddDouble(m, f, v) : r->SetDouble(m, f, v);
+        break;
+      case FieldDescriptor::CPPTYPE_BOOL:
+        if (!f->is_repeated()) r->SetBool(m, f, true);
+        break;
+      case FieldDescriptor::CPPTYPE_STRING: {
+        const std::string s = "s" + std::to_string(v);
+        f->is_repeated() ? r->AddString(m, f, s) : r->SetString(m, f, s);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+// The JSON value at `path` ("peers[].feed.received": the first peer's),
+// for item 0 of the scope; `<origin>` is the item's label value.
+const Json* Find(const Json& root, absl::string_view path,
+                 absl::string_view item_label) {
+  const Json* at = &root;
+  for (absl::string_view key : absl::StrSplit(path, '.')) {
+    const bool array = absl::ConsumeSuffix(&key, "[]");
+    const std::string name =
+        absl::StartsWith(key, "<") ? std::string(item_label) : std::string(key);
+    if (!at->is_object() || !at->contains(name)) return nullptr;
+    at = &(*at)[name];
+    if (array) {
+      if (!at->is_array() || at->empty()) return nullptr;
+      at = &(*at)[0];
+    }
+  }
+  return at;
+}
+
+TEST(StatusFieldsJson, EveryJsonKeyOfTheTableHoldsTheTablesNumber) {
+  v1::StatusResponse status;
+  int next = 1;
+  FillDistinct(&status, 3, &next);
+  const Json json = StatusJson(status, "");
+  int checked = 0;
+  for (const node::StatusField& field : node::StatusFields()) {
+    for (const node::StatusSeries& series : field.series) {
+      if (series.json_key.empty()) continue;
+      SCOPED_TRACE(std::string(field.metric) + " " +
+                   std::string(series.json_key));
+      ASSERT_GT(node::StatusScopeSize(status, field.scope), 0);
+      const Json* value =
+          Find(json, series.json_key,
+               node::StatusScopeLabel(status, field.scope, 0).second);
+      ASSERT_NE(value, nullptr) << json.dump(1);
+      const node::StatusValue expected = series.value(status, 0);
+      switch (expected.kind()) {
+        case node::StatusValue::Kind::kCount:
+          if (value->is_boolean()) {
+            EXPECT_EQ(value->get<bool>() ? 1u : 0u, expected.count());
+          } else {
+            EXPECT_EQ(value->get<double>(),
+                      static_cast<double>(expected.count()));
+          }
+          break;
+        case node::StatusValue::Kind::kReal:
+          EXPECT_EQ(value->get<double>(), expected.real());
+          break;
+        case node::StatusValue::Kind::kUnixMs:
+          EXPECT_EQ(value->get<int64_t>(), expected.unix_ms());
+          break;
+        case node::StatusValue::Kind::kAbsent:
+          ADD_FAILURE() << "no value";
+          break;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 50);
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace tally
