@@ -3,8 +3,8 @@
 #   -DTALLY_SANITIZE=thread              (ThreadSanitizer)
 # The value goes to -fsanitize= as given (GCC or Clang). Any UBSan finding
 # stops the program (no recovery), so a test under it fails instead of
-# printing and passing. The presets in CMakePresets.json use it; the tests'
-# runtime options (halt_on_error, suppressions) are scripts/test.sh's.
+# printing and passing. The presets in CMakePresets.json use it, and their
+# test presets set the runtime options (halt_on_error).
 #
 # Included from the top-level CMakeLists.txt before any target: the options
 # apply to every target. For thread, every executable also gets
