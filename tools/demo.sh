@@ -9,9 +9,12 @@
 # TALLY_BUILD_DIR=DIR skips the install and the build and runs the binaries
 # in DIR (the test of this script, tests/demo_test.sh, does).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/.."
 if [ -z "${TALLY_BUILD_DIR:-}" ]; then
-  bash tools/build.sh
+  bash "$here/install-deps.sh"
+  # Only what this script runs (tally brings tally-pg): not the tests.
+  bash "$here/build.sh" tallyd tally
   TALLY_BUILD_DIR=./build
 fi
 
@@ -105,3 +108,12 @@ grep 'session peer' "$WORK/node-c.log" | tail -2
 
 step "stopping the nodes"
 stop_nodes
+
+step "next"
+cat <<EOF
+The binaries: $TALLY_BUILD_DIR/node/tallyd (the node) and $TALLY_BUILD_DIR/tools/tally
+(the CLI; tally --help). The docs: README.md, then docs/ (running nodes in
+docs/running.md, the tally command in docs/cli.md).
+Next to PostgreSQL, as a sidecar: bash scripts/pg-demo.sh
+Every test, as CI runs them (builds the test programs too): bash scripts/test.sh
+EOF

@@ -11,9 +11,12 @@
 # in DIR. As root the servers run as the `postgres` user (initdb and
 # postgres refuse root), as support/pg_cluster.h does.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/.."
 if [ -z "${TALLY_BUILD_DIR:-}" ]; then
-  bash tools/build.sh
+  bash "$here/install-deps.sh"
+  # Only what this script runs (tally brings tally-pg): not the tests.
+  bash "$here/build.sh" tallyd tally
   TALLY_BUILD_DIR=./build
 fi
 
@@ -139,3 +142,11 @@ echo "pg-b $MB"
 step "stopping the sidecars and the servers"
 stop_nodes
 stop_clusters
+
+step "next"
+cat <<EOF
+A sidecar of your own: tallyd --postgres URL --table SCHEMA.TABLE, next to
+each database (the server's settings are the ones above: wal_level=logical,
+track_commit_timestamp=on). The docs: README.md, then docs/postgres.md.
+Every test, as CI runs them (builds the test programs too): bash scripts/test.sh
+EOF
