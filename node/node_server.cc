@@ -9,23 +9,23 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "node/admin_service.h"
-#include "node/client.h"
-#include "node/diff_runner.h"
-#include "node/log.h"
-#include "node/maintenance.h"
-#include "node/metrics.h"
-#include "node/metrics_server.h"
-#include "node/peer_service.h"
-#include "node/postgres_settings.h"
-#include "node/scrubber.h"
-#include "node/session_scheduler.h"
-#include "node/status_page.h"
-#include "node/stream_limiter.h"
-#include "node/sync_runner.h"
-#include "node/table_rows.h"
-#include "node/tls.h"
-#include "node/wire.h"
+#include "node/client/client.h"
+#include "node/client/tls.h"
+#include "node/client/wire.h"
+#include "node/config/postgres_settings.h"
+#include "node/observe/log.h"
+#include "node/observe/metrics.h"
+#include "node/observe/metrics_server.h"
+#include "node/observe/status_page.h"
+#include "node/rpc/admin_service.h"
+#include "node/rpc/diff_runner.h"
+#include "node/rpc/peer_service.h"
+#include "node/rpc/stream_limiter.h"
+#include "node/rpc/sync_runner.h"
+#include "node/session/session_scheduler.h"
+#include "node/sidecar/table_rows.h"
+#include "node/upkeep/maintenance.h"
+#include "node/upkeep/scrubber.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 #include "tally/v1/tally.grpc.pb.h"
@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
     if (sidecar_factory == nullptr) {
       return absl::UnimplementedError(
           "--postgres: this tallyd was built without the PostgreSQL sidecar "
-          "(pg/sidecar.h); run it without --postgres and --table");
+          "(pg/sidecar/sidecar.h); run it without --postgres and --table");
     }
     LogInfo("PostgreSQL sidecar",
             {{"database", MaskConninfo(config.postgres)},
@@ -105,7 +105,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   client_options.node_name = config.name;
   client_options.epoch = node->store_->epoch();
   client_options.rpc_timeout = absl::Seconds(10);
-  // Peers are dialled with the node's own certificate (node/tls.h).
+  // Peers are dialled with the node's own certificate (node/client/tls.h).
   const TlsFiles tls{config.tls_cert, config.tls_key, config.tls_ca};
   TALLY_ASSIGN_OR_RETURN(
       client_options.credentials,
@@ -186,10 +186,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Answers are held to the limit requests are (gRPC's default receive
   // limit): the services refuse larger ones with a message of their own
-  // (node/wire.h CheckAnswerSize); this catches any other path.
+  // (node/client/wire.h CheckAnswerSize); this catches any other path.
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  // Accept the clients' keepalive pings (node/client.h) even on calls that
-  // send nothing for a while (a long Load, a quiet feed between
+  // Accept the clients' keepalive pings (node/client/client.h) even on calls
+  // that send nothing for a while (a long Load, a quiet feed between
   // heartbeats): by default gRPC answers pings more often than every 5
   // minutes without data with GOAWAY.
   builder.AddChannelArgument(

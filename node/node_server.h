@@ -27,10 +27,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "node/bandwidth_limiter.h"
-#include "node/config.h"
-#include "node/copy_write_guard.h"
-#include "node/postgres_sidecar.h"
+#include "node/config/config.h"
+#include "node/rpc/copy_write_guard.h"
+#include "node/sidecar/postgres_sidecar.h"
+#include "node/sync/bandwidth_limiter.h"
 
 namespace grpc {
 class Server;
@@ -61,8 +61,8 @@ class NodeServer {
  public:
   // Validates `config`, opens the store, starts serving and the sessions.
   // With `config.postgres` set, `sidecar_factory` prepares the sidecar
-  // first (node/postgres_sidecar.h: its backend opens the store, it starts
-  // once the store is open and stops before it closes); its error is
+  // first (node/sidecar/postgres_sidecar.h: its backend opens the store, it
+  // starts once the store is open and stops before it closes); its error is
   // returned as is. A null factory refuses `postgres` (kUnimplemented).
   static absl::StatusOr<std::unique_ptr<NodeServer>> Start(
       const NodeConfig& config,

@@ -10,9 +10,9 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "node/client.h"
+#include "node/client/client.h"
 #include "node/node_server.h"
-#include "node/postgres_sidecar.h"
+#include "node/sidecar/postgres_sidecar.h"
 #include "storage/store.h"
 #include "support/pg_cluster.h"
 #include "support/pg_test_macros.h"
@@ -195,8 +195,8 @@ TEST(NodeServerSidecar, ANodeWithoutPostgresReportsNoSidecar) {
 }
 
 // tally get/put/del on a PostgreSQL node: Admin calls for a configured
-// table go to the table by its key values (node/table_rows.h); others to
-// the store, one key each.
+// table go to the table by its key values (node/sidecar/table_rows.h); others
+// to the store, one key each.
 TEST(NodeServerSidecar, AdminCallsForATableReadAndWriteThePostgresTable) {
   TALLY_SKIP_UNLESS_POSTGRES();
   auto pg = ::tally::testing::PgCluster::Start();

@@ -5,9 +5,9 @@
 //          --peer 10.0.0.4:7400 --sync-interval 30s
 //   tallyd --config /etc/tally/tallyd.conf
 //
-// Every flag is a setting of the config file (node/config.h) and is parsed
-// by the same code: `--name value` or `--name=value`; `--peer` repeats.
-// Flags override the file (node/tallyd_command_line.h). `--check-config`
+// Every flag is a setting of the config file (node/config/config.h) and is
+// parsed by the same code: `--name value` or `--name=value`; `--peer` repeats.
+// Flags override the file (node/config/tallyd_command_line.h). `--check-config`
 // checks the file and flags as a start would and prints the settings. SIGTERM
 // or SIGINT stop the node cleanly: no new RPCs or sessions, running sessions
 // end, the store is closed, exit 0. SIGHUP, the usual "reload your config",
@@ -32,16 +32,16 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
-#include "node/config.h"
-#include "node/effective_settings.h"
+#include "node/config/config.h"
+#include "node/config/effective_settings.h"
+#include "node/config/settings_table.h"
+#include "node/config/tallyd_command_line.h"
 #include "node/exit.h"
-#include "node/grpc_log.h"
-#include "node/log.h"
 #include "node/node_server.h"
-#include "node/settings_table.h"
-#include "node/status_fields.h"
-#include "node/tallyd_command_line.h"
-#include "node/version.h"
+#include "node/observe/log.h"
+#include "node/observe/status_fields.h"
+#include "node/observe/version.h"
+#include "node/rpc/grpc_log.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -73,7 +73,7 @@ settings, no empty values. Errors name the file and line (FILE:LINE: ...).
 Settings (flags, or `name = value` lines in --config FILE):
 )";
 
-// After the settings (SettingsUsage(), from node/settings_table.h).
+// After the settings (SettingsUsage(), from node/config/settings_table.h).
 constexpr char kUsageEnd[] = R"(
 On start it prints "tallyd NAME listening on HOST:PORT" to stderr, and with
 --metrics-listen "metrics on http://HOST:PORT/metrics" and "status page on

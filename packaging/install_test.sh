@@ -43,7 +43,7 @@ grep -q '^ExecReload=/bin/kill -HUP' "$unit" || fail "the unit's reload sends no
 # A reload checks the config before it signals: a bad file fails it.
 grep -q "^ExecReload=$prefix/bin/tallyd --check-config --config " "$unit" \
   || fail "the unit's reload does not run tallyd --check-config first"
-command -v systemd-analyze > /dev/null || fail "systemd-analyze is not installed (tools/install-deps.sh installs systemd)"
+command -v systemd-analyze > /dev/null || fail "systemd-analyze is not installed (scripts/install-deps.sh installs systemd)"
 # Documentation= is checked with man(1): the pages just installed.
 if ! MANPATH="$prefix/share/man" SYSTEMD_LOG_LEVEL=warning systemd-analyze verify "$unit" > "$tmp/verify.log" 2>&1; then
   cat "$tmp/verify.log" >&2

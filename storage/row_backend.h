@@ -173,7 +173,7 @@ class RowBackend {
   // A fingerprint of the form the rows of `keyspace` take in this backend,
   // for any keyspace name, whether the store holds it yet or not. Two nodes
   // exchange the rows of a keyspace only when their fingerprints for it are
-  // equal (node/schema_check.h), so that no row is applied to a table of
+  // equal (node/sync/schema_check.h), so that no row is applied to a table of
   // another shape. The embedded backend keeps values as opaque bytes and
   // answers its format's name ("embedded/1") for every keyspace; a
   // PostgreSQL backend hashes the table's columns, types and key. Never
@@ -195,9 +195,9 @@ class RowBackend {
 
 // The embedded backend's fingerprint for every keyspace: values are opaque
 // bytes, so a node keeping them takes the rows of any shape, and its
-// fingerprint matches every other one (node/schema_check.h). An embedded
+// fingerprint matches every other one (node/sync/schema_check.h). An embedded
 // node peering with a PostgreSQL node keeps that table's canonical bytes
-// (pg/row_codec.h) and diffs equal with it.
+// (pg/schema/row_codec.h) and diffs equal with it.
 inline constexpr absl::string_view kEmbeddedFingerprint = "embedded/1";
 
 // Values kept in the store's own LevelDB, inside the row record.

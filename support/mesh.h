@@ -26,7 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "node/client.h"
+#include "node/client/client.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 

@@ -56,7 +56,7 @@ absl::Status GiveToServerUser(const std::string& path) {
   const passwd* pw = getpwnam("postgres");
   if (pw == nullptr) {
     return absl::NotFoundError(
-        "no postgres user (install postgresql-15: tools/install-deps.sh)");
+        "no postgres user (install postgresql-15: scripts/install-deps.sh)");
   }
   if (chown(path.c_str(), pw->pw_uid, pw->pw_gid) != 0) {
     return absl::InternalError(absl::StrCat("chown ", path, " failed"));
@@ -166,10 +166,11 @@ absl::Status PostgresInstalled() {
   for (const char* binary : {"initdb", "pg_ctl", "postgres", "psql"}) {
     const std::string path = PostgresBinDir() + "/" + binary;
     if (access(path.c_str(), X_OK) != 0) {
-      return absl::NotFoundError(absl::StrCat(
-          path,
-          " is missing: install PostgreSQL 15 (tools/install-deps.sh installs "
-          "postgresql-15)"));
+      return absl::NotFoundError(
+          absl::StrCat(path,
+                       " is missing: install PostgreSQL 15 "
+                       "(scripts/install-deps.sh installs "
+                       "postgresql-15)"));
     }
   }
   return absl::OkStatus();

@@ -48,7 +48,7 @@ std::string PostgresBinDir();
 absl::Status PostgresInstalled();
 
 // True when the environment says a missing PostgreSQL must fail the tests
-// rather than skip them (TALLY_REQUIRE_POSTGRES=1, set by tools/test.sh,
+// rather than skip them (TALLY_REQUIRE_POSTGRES=1, set by scripts/test.sh,
 // which CI runs): a missing install must never read green.
 bool PostgresRequired();
 
@@ -88,7 +88,7 @@ class PgCluster {
 
   // Runs SQL as the superuser in `database` and returns the first column of
   // the last command's rows, one per line (psql -At). For setting up and
-  // checking tests; tally's own code goes through pg/connection.h.
+  // checking tests; tally's own code goes through pg/wire/connection.h.
   absl::StatusOr<std::string> Execute(absl::string_view sql,
                                       absl::string_view database = "postgres");
   // CREATE DATABASE name.

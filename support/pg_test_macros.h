@@ -6,7 +6,7 @@
 //     auto pg = PgCluster::Start();
 //
 // Skips the test when PostgreSQL 15 is not installed, and FAILS it instead
-// when TALLY_REQUIRE_POSTGRES=1 (tools/test.sh, which CI runs, sets it), so
+// when TALLY_REQUIRE_POSTGRES=1 (scripts/test.sh, which CI runs, sets it), so
 // that a CI machine without PostgreSQL never reads green.
 #ifndef TALLY_SUPPORT_PG_TEST_MACROS_H_
 #define TALLY_SUPPORT_PG_TEST_MACROS_H_

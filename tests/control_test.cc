@@ -15,7 +15,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "node/client.h"
+#include "node/client/client.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/node_connect.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DemoStopsItsNodes: tools/demo.sh, run as the README's quick start runs it
+# DemoStopsItsNodes: scripts/demo.sh, run as the README's quick start runs it
 # (but on the binaries already built, TALLY_BUILD_DIR), must leave no tallyd
 # running and no data directory behind, and its nodes must have stopped
 # cleanly before their directories were removed.
@@ -32,9 +32,9 @@ trap finish EXIT
 
 out=$TMPDIR/demo.out
 code=0
-TALLY_BUILD_DIR=$BUILD_DIR bash "$SOURCE_DIR/tools/demo.sh" >"$out" 2>&1 || code=$?
+TALLY_BUILD_DIR=$BUILD_DIR bash "$SOURCE_DIR/scripts/demo.sh" >"$out" 2>&1 || code=$?
 if [ "$code" -ne 0 ]; then
-  echo "FAIL: tools/demo.sh exited $code:"; tail -40 "$out"; exit 1
+  echo "FAIL: scripts/demo.sh exited $code:"; tail -40 "$out"; exit 1
 fi
 
 failed=0

@@ -2,7 +2,7 @@
 // store, in this process) reached through a TcpProxy, so that the link can
 // be cut: the backlog arrives in order with its position, and Stop() is
 // prompt even when the link went silent.
-#include "node/feed_subscriber.h"
+#include "node/feed/feed_subscriber.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "node/keyspace_trouble.h"
-#include "node/peer_service.h"
+#include "node/feed/keyspace_trouble.h"
+#include "node/rpc/peer_service.h"
 #include "node/worker_pool.h"
 #include "support/tcp_proxy.h"
 #include "support/temp_dir.h"

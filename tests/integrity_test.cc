@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "node/client.h"
+#include "node/client/client.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/disk_damage.h"

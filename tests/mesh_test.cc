@@ -22,7 +22,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "node/client.h"
+#include "node/client/client.h"
 #include "support/tcp_proxy.h"
 
 namespace tally {

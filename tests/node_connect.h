@@ -8,7 +8,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "node/client.h"
+#include "node/client/client.h"
 
 namespace tally {
 namespace testing {

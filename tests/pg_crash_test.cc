@@ -2,7 +2,7 @@
 // PostgreSQL servers, killed where a crash must lose nothing and do nothing
 // twice.
 //
-//  - tallyd SIGKILLed by its own fault points (pg/fault_points.h, the
+//  - tallyd SIGKILLed by its own fault points (pg/sidecar/fault_points.h, the
 //    hidden --test-fault-point setting): in the capture between the store's
 //    commit and the slot's confirmation; in an apply before PostgreSQL's
 //    COMMIT, between PostgreSQL's COMMIT and the store's, and after the
@@ -16,7 +16,7 @@
 // came through tally's origin, none came back), the change logs hold each
 // change exactly once (their last sequence equals the rows written: a row
 // indexed twice would have two entries, under a second version), and the
-// index equals the table — Sidecar::Verify (pg/sidecar.h), run in this
+// index equals the table — Sidecar::Verify (pg/sidecar/sidecar.h), run in this
 // process on the stopped node's store once it has caught up.
 #include <sys/wait.h>
 
@@ -30,7 +30,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pg/sidecar.h"
+#include "pg/sidecar/sidecar.h"
 #include "storage/store.h"
 #include "support/pg_cluster.h"
 #include "support/pg_test_macros.h"

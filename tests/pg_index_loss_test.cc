@@ -1,7 +1,7 @@
 // A sidecar whose index is lost (its data directory deleted) while the
-// application went on writing its database (pg/bootstrap.h "Index lost",
-// pg/build_marker.h): real tallyd processes
-// on two real PostgreSQL servers, peered.
+// application went on writing its database (pg/sidecar/bootstrap.h "Index
+// lost", pg/sidecar/build_marker.h): real tallyd processes on two real
+// PostgreSQL servers, peered.
 //
 //  - A first start of two identical databases moves no row: every row gets
 //    the bootstrap version on both, and the marker that the index was built
@@ -11,8 +11,8 @@
 //    since the first build; inserts; deletes), its data directory deleted,
 //    A restarted: A's writes survive on BOTH databases, B's write made
 //    meanwhile to another row reaches A, and A's deletes — found in A's
-//    old slot before the rebuild replaced it (pg/lost_deletes.h) — delete
-//    B's rows too.
+//    old slot before the rebuild replaced it (pg/sidecar/lost_deletes.h) —
+//    delete B's rows too.
 #include <filesystem>
 #include <memory>
 #include <string>

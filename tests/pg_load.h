@@ -29,7 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
-#include "pg/connection.h"
+#include "pg/wire/connection.h"
 
 namespace tally {
 namespace pgtest {

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/node_server.h"
-#include "node/postgres_sidecar.h"
+#include "node/sidecar/postgres_sidecar.h"
 #include "storage/row_backend.h"
 #include "support/pg_cluster.h"
 #include "support/pg_test_macros.h"
@@ -85,7 +85,7 @@ TEST(TallydPostgres, HelpDocumentsPostgresAndTable) {
 }
 
 // A sidecar that only gives the node a backend: the rows `tally put/get/del`
-// reach are the table's (node/table_rows.h), whatever captures them.
+// reach are the table's (node/sidecar/table_rows.h), whatever captures them.
 class BackendOnlySidecar final : public node::PostgresSidecar {
  public:
   std::shared_ptr<storage::RowBackend> backend() override { return backend_; }

@@ -24,7 +24,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "node/client.h"
+#include "node/client/client.h"
 #include "support/pg_test_macros.h"
 #include "support/process.h"
 #include "support/temp_dir.h"

@@ -1,6 +1,6 @@
 // Admin.RunDiff with real tallyd processes: what `tally diff` and `tally
-// repair` rely on when node A runs them (node/diff_run.h,
-// node/diff_runner.h) — bad requests refused, the tool's fallback when A
+// repair` rely on when node A runs them (node/sync/diff_run.h,
+// node/rpc/diff_runner.h) — bad requests refused, the tool's fallback when A
 // cannot reach B, a tool that goes away stopping A's run, and the bound on
 // runs at once.
 #include <grpcpp/grpcpp.h>
@@ -19,10 +19,10 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "node/admin_service.h"
-#include "node/client.h"
-#include "node/peer_service.h"
-#include "node/tls.h"
+#include "node/client/client.h"
+#include "node/client/tls.h"
+#include "node/rpc/admin_service.h"
+#include "node/rpc/peer_service.h"
 #include "node/worker_pool.h"
 #include "storage/store.h"
 #include "support/process.h"

@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "node/client.h"
+#include "node/client/client.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/diff_paths.h"

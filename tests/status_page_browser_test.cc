@@ -1,11 +1,11 @@
-// The status page (node/status_page.h) in a real browser: two real tallyd
-// nodes with a mismatch in known token segments, one session between them,
-// and headless Chromium loading http://HOST:PORT/ from the first node's
+// The status page (node/observe/status_page.h) in a real browser: two real
+// tallyd nodes with a mismatch in known token segments, one session between
+// them, and headless Chromium loading http://HOST:PORT/ from the first node's
 // metrics port — the screenshot is a real image of the page, and the DOM
 // the browser built shows the peer, the keyspace and exactly the segments
 // where the mismatch was as hot, with their counts.
 //
-// Chromium (Debian package `chromium`, tools/install-deps.sh) is required:
+// Chromium (Debian package `chromium`, scripts/install-deps.sh) is required:
 // without it this test fails rather than skips. Set
 // TALLY_STATUS_PAGE_SCREENSHOT=/some/file.png to keep the screenshot.
 #include <filesystem>
@@ -18,8 +18,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "node/client.h"
-#include "node/repair_heat.h"
+#include "node/client/client.h"
+#include "node/sync/repair_heat.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/node_connect.h"
@@ -107,7 +107,7 @@ TEST(StatusPageInABrowser, TheHeatMapShowsWhereTheNodesDiffered) {
   ASSERT_TRUE(std::filesystem::exists(kChromium))
       << kChromium
       << " is missing: install the Debian package chromium "
-         "(tools/install-deps.sh lists it)";
+         "(scripts/install-deps.sh lists it)";
   TempDir dir_a, dir_b, browser;
   auto b = StartNode("node-b", dir_b.path());
   ASSERT_TRUE(b);

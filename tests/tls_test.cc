@@ -1,7 +1,7 @@
 // Multi-process tests of TLS: real tallyd nodes serving and dialling mutual
 // TLS with certificates made by openssl at test time, and the tally CLI
 // with good, missing and foreign certificates.
-#include "node/tls.h"
+#include "node/client/tls.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "node/client.h"
+#include "node/client/client.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/test_certs.h"

@@ -18,8 +18,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "node/client.h"
-#include "node/repair_heat.h"
+#include "node/client/client.h"
+#include "node/sync/repair_heat.h"
 #include "storage/write_request.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -449,7 +449,7 @@ TEST(Watching, SessionDurationsAndTheProcessAreInTheMetrics) {
   EXPECT_NEAR(std::stod(m[1]), absl::ToUnixSeconds(absl::Now()), 120);
 
   // Prometheus's own checker: the exposition parses and follows its lint.
-  // tools/test.sh provides promtool and names it in TALLY_PROMTOOL, which
+  // scripts/test.sh provides promtool and names it in TALLY_PROMTOOL, which
   // makes the check required; elsewhere it runs when the machine has
   // Debian's `prometheus` package.
   const char* required = std::getenv("TALLY_PROMTOOL");
@@ -468,7 +468,7 @@ TEST(Watching, SessionDurationsAndTheProcessAreInTheMetrics) {
   } else if (required != nullptr && *required != '\0') {
     ADD_FAILURE() << "TALLY_PROMTOOL=" << promtool
                   << " is not an executable: the promtool check cannot be "
-                     "skipped (tools/fetch-promtool.sh provides it)";
+                     "skipped (scripts/fetch-promtool.sh provides it)";
   }
   EXPECT_EQ(b->Stop(), 0);
   EXPECT_EQ(a->Stop(), 0);

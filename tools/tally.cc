@@ -13,9 +13,9 @@
 //   tally --node=127.0.0.1:7400 peer pause 127.0.0.1:7401
 //   tally sync 127.0.0.1:7400 --peer=127.0.0.1:7401
 //
-// A thin front end: the node's client library (node/client.h) does the
-// talking, tree/diff.h the diffing and node/sync.h the repairing (on node A,
-// through Admin.RunDiff, or here with --third-party); this file parses the
+// A thin front end: the node's client library (node/client/client.h) does the
+// talking, tree/diff.h the diffing and node/sync/sync.h the repairing (on node
+// A, through Admin.RunDiff, or here with --third-party); this file parses the
 // command line into a cli::Context and runs one command, each in a file of
 // its own (tools/cli/commands.h), which prints. Exit codes follow diff(1): 0
 // equal / success, 1 different (or `get` of an absent key, as grep's "no
@@ -48,9 +48,9 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "node/client/tls.h"
 #include "node/exit.h"
-#include "node/tls.h"
-#include "node/version.h"
+#include "node/observe/version.h"
 #include "tools/cli/args.h"
 #include "tools/cli/command.h"
 #include "tools/cli/commands.h"

@@ -18,7 +18,7 @@
 //   absl::Status s = DiffViews(part_a, part_b, options, sink, &stats);
 //
 // Memory: the listed rows (key, version, digest: ~80 bytes and the key),
-// bounded by the list the caller gives (node/diff_run.h caps a request).
+// bounded by the list the caller gives (node/sync/diff_run.h caps a request).
 //
 // Thread-compatible: one diff at a time.
 #ifndef TALLY_TREE_KEY_LIST_VIEW_H_

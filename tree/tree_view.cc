@@ -197,7 +197,7 @@ DescendantAccumulator::DescendantAccumulator(const DescendRequest& request,
 }
 
 // Nodes travel in groups: runs of one level and expansion with ascending
-// indexes, each index as the delta from the one before (node/wire.cc).
+// indexes, each index as the delta from the one before (node/client/wire.cc).
 class GroupSizer {
  public:
   void Add(const NodeRef& node, int levels_ahead) {

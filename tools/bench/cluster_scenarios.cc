@@ -26,11 +26,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "node/client.h"
+#include "node/client/client.h"
+#include "node/client/replica.h"
+#include "node/client/wire.h"
 #include "node/node_server.h"
-#include "node/replica.h"
-#include "node/sync.h"
-#include "node/wire.h"
+#include "node/sync/sync.h"
 #include "support/process.h"
 #include "support/tcp_proxy.h"
 #include "tools/bench/scenario.h"
@@ -159,7 +159,8 @@ absl::StatusOr<Measured> SessionDiff(storage::Store& a, const std::string& b) {
   if (!cb.ok()) return cb.status();
   auto va = a.NewTreeView(kKeyspace);
   if (!va.ok()) return va.status();
-  // As node/session.cc asks: the local store first, its fingerprints sent.
+  // As node/session/session.cc asks: the local store first, its fingerprints
+  // sent.
   tree::DiffOptions options;
   options.own_view = tree::DiffOptions::OwnView::kA;
   return MeasureDiff(**va, *(*cb)->NewTreeView(kKeyspace), options);

@@ -33,7 +33,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "node/client.h"
+#include "node/client/client.h"
 #include "support/mesh.h"
 #include "support/tcp_proxy.h"
 #include "tools/bench/scenario.h"

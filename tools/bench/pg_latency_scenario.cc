@@ -41,7 +41,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "pg/connection.h"
+#include "pg/wire/connection.h"
 #include "support/pg_cluster.h"
 #include "support/process.h"
 #include "tools/bench/pg_sidecar_fixture.h"

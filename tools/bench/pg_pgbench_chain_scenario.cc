@@ -81,7 +81,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "pg/connection.h"
+#include "pg/wire/connection.h"
 #include "support/pg_cluster.h"
 #include "support/process.h"
 #include "support/temp_dir.h"

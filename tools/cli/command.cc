@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "node/schema_check.h"
+#include "node/sync/schema_check.h"
 #include "storage/names.h"
 #include "tools/cli/pg_url.h"
 #include "tree/status_macros.h"
@@ -165,7 +165,7 @@ CommandResult ForEachKeyspace(const Context& ctx,
 }
 
 // FAILED_PRECONDITION when the backends of nodes `a` and `b` give
-// ctx.keyspace different schema fingerprints (node/schema_check.h): its
+// ctx.keyspace different schema fingerprints (node/sync/schema_check.h): its
 // rows are then neither compared nor copied. OK when either lacks it.
 absl::Status CheckSchemas(const Context& ctx, node::NodeClient& a,
                           node::NodeClient& b) {

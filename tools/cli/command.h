@@ -2,7 +2,7 @@
 //
 // tools/tally.cc parses the command line into a Context and calls one
 // command (tools/cli/commands.h); a command talks to nodes through
-// node/client.h and prints. A command returns its exit code (0, or 1 for
+// node/client/client.h and prints. A command returns its exit code (0, or 1 for
 // "different" / "absent"); an error status means exit 2 with its message
 // as the one line on stderr.
 //
@@ -27,8 +27,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "node/client.h"
-#include "node/tls.h"
+#include "node/client/client.h"
+#include "node/client/tls.h"
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
 #include "tree/diff_scope.h"
@@ -139,7 +139,7 @@ CommandResult ForEachKeyspace(const Context& ctx,
                               CommandResult (*command)(const Context&));
 
 // FAILED_PRECONDITION when the backends of nodes `a` and `b` give
-// ctx.keyspace different schema fingerprints (node/schema_check.h): its
+// ctx.keyspace different schema fingerprints (node/sync/schema_check.h): its
 // rows are then neither compared nor copied. OK when either lacks it.
 absl::Status CheckSchemas(const Context& ctx, node::NodeClient& a,
                           node::NodeClient& b);

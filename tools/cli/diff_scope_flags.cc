@@ -9,7 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
-#include "node/diff_run.h"
+#include "node/sync/diff_run.h"
 
 namespace tally {
 namespace cli {

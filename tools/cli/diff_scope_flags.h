@@ -39,7 +39,7 @@ absl::StatusOr<tree::KeyList> ReadKeyList(std::istream& in, bool escaped,
                                           const std::string& source);
 
 // `scope` cut into parts that each fit one RunDiffRequest
-// (node/diff_run.h's key limits): one part, `scope` itself, unless it is a
+// (node/sync/diff_run.h's key limits): one part, `scope` itself, unless it is a
 // longer key list.
 std::vector<tree::DiffScope> RequestScopes(const tree::DiffScope& scope);
 

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "node/diff_run.h"
+#include "node/sync/diff_run.h"
 
 namespace tally {
 namespace cli {

@@ -1,4 +1,4 @@
-// HeatStrip: a keyspace's heat map (PeerStatus.heat, node/repair_heat.h)
+// HeatStrip: a keyspace's heat map (PeerStatus.heat, node/sync/repair_heat.h)
 // drawn on a terminal — the token space as one line of kHeatStripWidth
 // characters, first token at the left, each character shaded by the
 // differences the sessions found in its part of the token space, from ' '

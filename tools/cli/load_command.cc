@@ -169,7 +169,7 @@ CommandResult Load(const Context& ctx) {
   }
   if (!r.ok()) {
     // A node that refused a message says itself what the earlier ones
-    // committed (node/internal/write_stream.h); only a call lost on the way
+    // committed (node/rpc/internal/write_stream.h); only a call lost on the way
     // (the node or the link died) leaves the client not knowing.
     const absl::StatusCode code = r.status().code();
     const bool lost = code == absl::StatusCode::kUnavailable ||

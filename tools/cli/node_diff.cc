@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "node/replica.h"
+#include "node/client/replica.h"
 #include "tools/cli/command.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/format.h"

@@ -21,7 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "node/client.h"
+#include "node/client/client.h"
 #include "tools/cli/command.h"
 #include "tree/diff.h"
 #include "tree/merkle_tree.h"

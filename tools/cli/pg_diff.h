@@ -1,6 +1,6 @@
 // `tally diff URL URL` and `tally repair URL URL --source=A|B [--dry-run]`:
 // the ad-hoc comparison of tables in two PostgreSQL databases, without a
-// tallyd (pg/table_diff.h does the work; this prints).
+// tallyd (pg/table_diff/table_diff.h does the work; this prints).
 //
 // Tables: the table= parameters of the URLs or --table. One URL with tables
 // (or --table) compares the same names on both sides; both URLs with tables

@@ -15,9 +15,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "node/replica.h"
-#include "node/rows_to_move.h"
-#include "node/sync.h"
+#include "node/client/replica.h"
+#include "node/sync/rows_to_move.h"
+#include "node/sync/sync.h"
 #include "tools/cli/command.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/diff_scope_flags.h"
@@ -115,7 +115,7 @@ void PrintPlanned(const Context& ctx, const tree::RowEntry* in_a,
 
 // Where a real repair is, wherever it runs, with A and B as the user named
 // them: the rows copied both ways against the rows to copy when the row
-// counts give a total (node/rows_to_move.h), else with the time left
+// counts give a total (node/sync/rows_to_move.h), else with the time left
 // unknown.
 struct RepairProgress {
   uint64_t differences = 0;

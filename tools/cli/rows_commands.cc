@@ -141,7 +141,7 @@ CommandResult Get(const Context& ctx) {
       client->Get(ctx.keyspace, key, key_values);
   if (absl::IsNotFound(r.status()) &&
       absl::StrContains(r.status().message(), ": no row with key (")) {
-    // A PostgreSQL table answers for itself (node/table_rows.h): the
+    // A PostgreSQL table answers for itself (node/sidecar/table_rows.h): the
     // table exists and the row does not.
     std::fprintf(stderr, "tally: %s\n",
                  std::string(r.status().message()).c_str());

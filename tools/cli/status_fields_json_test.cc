@@ -1,6 +1,6 @@
-// `tally status --json` against the status table (node/status_fields.h):
-// every number the table says the JSON holds is there, with the value
-// /metrics shows.
+// `tally status --json` against the status table
+// (node/observe/status_fields.h): every number the table says the JSON holds is
+// there, with the value /metrics shows.
 #include <string>
 #include <vector>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
-#include "node/status_fields.h"
+#include "node/observe/status_fields.h"
 #include "tools/cli/status.h"
 
 namespace tally {

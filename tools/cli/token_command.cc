@@ -5,7 +5,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
-#include "node/repair_heat.h"
+#include "node/sync/repair_heat.h"
 #include "tools/cli/command.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/format.h"

@@ -1,0 +1,204 @@
+#include "node/observe/log.h"
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
+
+namespace tally {
+namespace node {
+namespace {
+
+// The process's logging settings (log.h says why they are process-wide).
+// Relaxed: a line racing a SIGHUP may use either setting.
+std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+std::atomic<int> g_format{static_cast<int>(LogFormat::kText)};
+
+absl::string_view TextLevel(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return "DEBUG";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kWarning:
+      return "WARN";
+    case LogLevel::kError:
+      return "ERROR";
+  }
+  return "INFO";
+}
+
+// `text` with control characters escaped (\n, \r, \t, \xNN); with
+// `quoted`, `\` and `"` too.
+void AppendEscaped(absl::string_view text, bool quoted, std::string* out) {
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out->append("\\n");
+    } else if (c == '\r') {
+      out->append("\\r");
+    } else if (c == '\t') {
+      out->append("\\t");
+    } else if (u < 0x20 || u == 0x7f) {
+      absl::StrAppendFormat(out, "\\x%02x", u);
+    } else if (quoted && (c == '\\' || c == '"')) {
+      out->push_back('\\');
+      out->push_back(c);
+    } else {
+      out->push_back(c);
+    }
+  }
+}
+
+bool NeedsQuotes(absl::string_view value) {
+  if (value.empty()) return true;
+  for (char c : value) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f || c == '"' || c == '=') return true;
+  }
+  return false;
+}
+
+void Write(LogLevel level, absl::string_view message, LogFields fields) {
+  if (!LogEnabled(level)) return;
+  std::string line =
+      FormatLogLine(absl::Now(), level, CurrentLogFormat(), message, fields);
+  line.push_back('\n');
+  // One fwrite per line: stdio locks the stream, so lines stay whole.
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text) {
+  const std::string lower = absl::AsciiStrToLower(text);
+  if (lower == "debug") return LogLevel::kDebug;
+  if (lower == "info") return LogLevel::kInfo;
+  if (lower == "warning" || lower == "warn") return LogLevel::kWarning;
+  if (lower == "error") return LogLevel::kError;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "log level '", text, "' is not one of debug, info, warning, error"));
+}
+
+absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view text) {
+  const std::string lower = absl::AsciiStrToLower(text);
+  if (lower == "text") return LogFormat::kText;
+  if (lower == "json") return LogFormat::kJson;
+  return absl::InvalidArgumentError(
+      absl::StrCat("log format '", text, "' is not one of text, json"));
+}
+
+absl::string_view LogLevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
+  }
+  return "info";
+}
+
+absl::string_view LogFormatName(LogFormat format) {
+  return format == LogFormat::kJson ? "json" : "text";
+}
+
+LogField::LogField(absl::string_view name, const absl::Status& status)
+    : name_(name), value_(status.ToString()) {}
+
+LogField::LogField(absl::string_view name, absl::Duration duration)
+    : name_(name), value_(absl::FormatDuration(duration)) {}
+
+LogField::LogField(absl::string_view name, double value)
+    : name_(name), value_(absl::StrFormat("%.6g", value)), raw_(true) {
+  // NaN and infinities are not JSON numbers.
+  if (value != value || value - value != 0) raw_ = false;
+}
+
+std::string QuoteLogValue(absl::string_view value) {
+  std::string out;
+  if (!NeedsQuotes(value)) {
+    out.assign(value.data(), value.size());
+    return out;
+  }
+  out.push_back('"');
+  AppendEscaped(value, /*quoted=*/true, &out);
+  out.push_back('"');
+  return out;
+}
+
+std::string FormatLogLine(absl::Time time, LogLevel level, LogFormat format,
+                          absl::string_view message, LogFields fields) {
+  const std::string timestamp =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", time, absl::UTCTimeZone());
+  if (format == LogFormat::kJson) {
+    nlohmann::ordered_json line;
+    line["time"] = timestamp;
+    line["level"] = std::string(LogLevelName(level));
+    line["msg"] = std::string(message);
+    for (const LogField& field : fields) {
+      if (field.raw()) {
+        line[field.name()] = nlohmann::ordered_json::parse(field.value());
+      } else {
+        line[field.name()] = field.value();
+      }
+    }
+    return line.dump(-1, ' ', false,
+                     nlohmann::ordered_json::error_handler_t::replace);
+  }
+  std::string line = absl::StrCat(timestamp, " ", TextLevel(level), " ");
+  AppendEscaped(message, /*quoted=*/false, &line);
+  for (const LogField& field : fields) {
+    absl::StrAppend(&line, " ", field.name(), "=",
+                    QuoteLogValue(field.value()));
+  }
+  return line;
+}
+
+void SetLogLevel(LogLevel level) {
+  g_level.store(static_cast<int>(level), std::memory_order_relaxed);
+}
+
+void SetLogFormat(LogFormat format) {
+  g_format.store(static_cast<int>(format), std::memory_order_relaxed);
+}
+
+LogLevel CurrentLogLevel() {
+  return static_cast<LogLevel>(g_level.load(std::memory_order_relaxed));
+}
+
+LogFormat CurrentLogFormat() {
+  return static_cast<LogFormat>(g_format.load(std::memory_order_relaxed));
+}
+
+bool LogEnabled(LogLevel level) {
+  return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed);
+}
+
+void LogDebug(absl::string_view message, LogFields fields) {
+  Write(LogLevel::kDebug, message, fields);
+}
+void LogInfo(absl::string_view message, LogFields fields) {
+  Write(LogLevel::kInfo, message, fields);
+}
+void LogWarning(absl::string_view message, LogFields fields) {
+  Write(LogLevel::kWarning, message, fields);
+}
+void LogError(absl::string_view message, LogFields fields) {
+  Write(LogLevel::kError, message, fields);
+}
+void Log(LogLevel level, absl::string_view message, LogFields fields) {
+  Write(level, message, fields);
+}
+
+}  // namespace node
+}  // namespace tally

@@ -1,0 +1,165 @@
+// StatusFields: every number of a node's status that /metrics exports, in
+// one table — the Prometheus family's name, type, help text, labels and
+// unit, where the number lives in the StatusResponse (an accessor), and its
+// key in `tally status --json`.
+//
+// The table drives RenderPrometheus (node/observe/metrics.h) and the generated
+// metrics reference (docs/reference/metrics.md, from
+// StatusFieldsMarkdown()); a unit test checks that `tally status --json`
+// carries every JSON key the table names with the table's number. The proto
+// (tally/v1/tally.proto) stays the wire schema; this table is what the node
+// tells operators about it. A new status number needs one row here (and its
+// place in the text view's and the status page's layout, which are written
+// by hand).
+//
+//   for (const StatusField& f : StatusFields()) {
+//     ... f.metric, f.help, f.series[i].value(status, item) ...
+//   }
+//
+// Thread-safe: the table is immutable.
+#ifndef TALLY_NODE_OBSERVE_STATUS_FIELDS_H_
+#define TALLY_NODE_OBSERVE_STATUS_FIELDS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "tally/v1/tally.pb.h"
+
+namespace tally {
+namespace node {
+
+enum class MetricType { kCounter, kGauge, kHistogram };
+// "counter", "gauge", "histogram": the # TYPE word.
+absl::string_view MetricTypeName(MetricType type);
+
+// What a family's series are per: one per node, or one per item of a list
+// of the status (each series then carries the item's label, e.g. peer).
+enum class StatusScope {
+  kNode,
+  kKeyspace,         // status.keyspaces, label keyspace
+  kOrigin,           // status.origins, label origin
+  kPeer,             // status.peers, label peer
+  kKeyspaceTrouble,  // status.keyspace_trouble, label keyspace
+  kSubscriber,       // status.subscriptions, label subscriber
+  kCopyWrites,       // status.copy_writes, label origin
+  kProcess,          // status.process, when set
+  kPostgres,         // status.postgres, when set
+  kPostgresTable,    // status.postgres.tables, label keyspace
+};
+
+// How many items `scope` has in `status` (1 for kNode; 0 or 1 for the
+// optional messages).
+int StatusScopeSize(const ::tally::v1::StatusResponse& status,
+                    StatusScope scope);
+// The label that names item `item` of `scope` ({"peer", address}), or an
+// empty name for the scopes without one.
+std::pair<absl::string_view, absl::string_view> StatusScopeLabel(
+    const ::tally::v1::StatusResponse& status, StatusScope scope, int item);
+
+// One sample's value as the exposition writes it: a count (integer
+// digits), a real number, or a Unix time in milliseconds (written as
+// seconds, every digit kept); kAbsent leaves the sample out (a peer with no
+// session yet has no last-session time: a 0 would read as 1970).
+class StatusValue {
+ public:
+  enum class Kind { kCount, kReal, kUnixMs, kAbsent };
+
+  static StatusValue Count(uint64_t v) { return StatusValue(Kind::kCount, v); }
+  static StatusValue Flag(bool b) { return Count(b ? 1 : 0); }
+  static StatusValue Real(double v) {
+    StatusValue value(Kind::kReal, 0);
+    value.real_ = v;
+    return value;
+  }
+  static StatusValue Absent() { return StatusValue(Kind::kAbsent, 0); }
+  // Absent unless unix_ms > 0.
+  static StatusValue UnixMs(int64_t unix_ms) {
+    if (unix_ms <= 0) return Absent();
+    StatusValue value(Kind::kUnixMs, 0);
+    value.unix_ms_ = unix_ms;
+    return value;
+  }
+
+  Kind kind() const { return kind_; }
+  uint64_t count() const { return count_; }
+  double real() const { return real_; }
+  int64_t unix_ms() const { return unix_ms_; }
+
+  // The sample's text in the exposition format.
+  std::string Format() const;
+
+ private:
+  StatusValue(Kind kind, uint64_t count) : kind_(kind), count_(count) {}
+
+  Kind kind_;
+  uint64_t count_ = 0;
+  double real_ = 0;
+  int64_t unix_ms_ = 0;
+};
+
+// A double as the exposition writes it: NaN, +Inf, -Inf, or StrCat's digits.
+std::string FormatPrometheusValue(double v);
+
+using MetricLabels =
+    absl::Span<const std::pair<absl::string_view, absl::string_view>>;
+// Takes one sample of a family: the name's suffix ("" or, for a histogram,
+// "_bucket", "_sum", "_count"), its labels and its value.
+using MetricSink = absl::FunctionRef<void(
+    absl::string_view suffix, MetricLabels labels, const StatusValue& value)>;
+
+// One series of a family for each item of its scope.
+struct StatusSeries {
+  // A label with a fixed value that tells the family's series apart
+  // ({"outcome", "ok"}), or an empty name.
+  absl::string_view label;
+  absl::string_view label_value;
+  // The number's key in `tally status --json`, within the JSON object of
+  // the item ("feed.sent": out["feed"]["sent"]); empty if the JSON has no
+  // such number (it shows it otherwise, or not at all).
+  absl::string_view json_key;
+  StatusValue (*value)(const ::tally::v1::StatusResponse& status, int item);
+};
+
+// One metric family.
+struct StatusField {
+  absl::string_view metric;  // the family's name
+  MetricType type;
+  StatusScope scope;
+  // The labels `samples` writes, for the reference ("`peer`, `phase`");
+  // empty for the families with `series`, whose labels the reference
+  // derives from the scope and the series.
+  absl::string_view labels;
+  // The unit of the value, for the reference ("seconds", "bytes", "rows").
+  absl::string_view unit;
+  absl::string_view help;
+  // The family's series, in the order the exposition lists them (for each
+  // item of the scope, every series).
+  std::vector<StatusSeries> series;
+  // Instead of `series`, for the families whose samples are not one number
+  // per item (enums, info metrics, histograms, nested lists): writes every
+  // sample of the family, labels included.
+  void (*samples)(const ::tally::v1::StatusResponse& status,
+                  MetricSink sink) = nullptr;
+};
+
+// Every family, in the order of the exposition.
+const std::vector<StatusField>& StatusFields();
+
+// Writes every sample of `field` for `status` into `sink`, labels of the
+// scope first.
+void StatusFieldSamples(const StatusField& field,
+                        const ::tally::v1::StatusResponse& status,
+                        MetricSink sink);
+
+// The metrics reference (docs/reference/metrics.md), from the table.
+std::string StatusFieldsMarkdown();
+
+}  // namespace node
+}  // namespace tally
+
+#endif  // TALLY_NODE_OBSERVE_STATUS_FIELDS_H_
