@@ -1,6 +1,6 @@
 # Writes OUTPUT, a header defining TALLY_BUILD as `git describe` of SOURCE_DIR
 # ("unknown" outside a git checkout), and rewrites it only when that
-# changed: run at every build (node/CMakeLists.txt), so that --version and
+# changed: run at every build (node/observe/CMakeLists.txt), so that --version and
 # tally_build_info name the commit built, not the one configured, and
 # version.cc is recompiled only when the commit changes.
 set(build "unknown")

@@ -65,7 +65,6 @@
 #include "node/feed/feed_subscriber.h"
 #include "node/feed/keyspace_trouble.h"
 #include "node/observe/duration_histogram.h"
-#include "node/rpc/admin_service.h"
 #include "node/session/peer_control.h"
 #include "node/session/session.h"
 #include "node/session/session_history.h"

@@ -5,7 +5,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "pg/schema/schema_difference.h"
-#include "pg/schema/table_schema.h"
 #include "storage/row_backend.h"
 #include "tree/status_macros.h"
 

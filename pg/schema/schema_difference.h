@@ -21,6 +21,11 @@
 namespace tally {
 namespace pg {
 
+// The prefix of every PostgreSQL schema fingerprint (its format version):
+// here rather than beside TableSchema, so that a node's schema check tells
+// a PostgreSQL fingerprint from another backend's without libpq.
+inline constexpr absl::string_view kFingerprintPrefix = "postgresql/1:";
+
 // Names how two partitions() lists differ, in the words of the node that
 // holds `here` ("partitions new here: public.ev_3; partitions truncated or
 // rewritten here: public.ev_1"). Empty when they are equal.

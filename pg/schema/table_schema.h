@@ -55,14 +55,16 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "pg/schema/row_codec.h"
+#include "pg/schema/schema_difference.h"
 #include "pg/schema/type_shape.h"
 #include "pg/wire/connection.h"
 
 namespace tally {
 namespace pg {
 
-// The prefix of every PostgreSQL schema fingerprint (its format version).
-inline constexpr absl::string_view kFingerprintPrefix = "postgresql/1:";
+// kFingerprintPrefix (the format version of every PostgreSQL schema
+// fingerprint) is in pg/schema/schema_difference.h, which the `tally` CLI
+// links without libpq.
 // The prefix of a partitioned table's partition layout.
 inline constexpr absl::string_view kPartitionsPrefix = "partitions/1:";
 
