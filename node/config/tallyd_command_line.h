@@ -33,7 +33,7 @@ struct TallydCommandLine {
     kHelp,         // --help, -h, help
     kVersion,      // --version
     // --print-reference=metrics|settings|man (hidden): print the Markdown
-    // reference docs/reference/NAME.md is generated from (man: the roff of
+    // that docs/reference/metrics.md or settings.md holds (man: the roff of
     // tallyd.conf(5)), and exit.
     kPrintReference,
   };
