@@ -20,7 +20,9 @@
 #
 # The metrics tallyd exports are the names its exposition code writes: the
 # "tally_..." and "process_..." string literals of node/'s non-test
-# sources, a histogram's also with _bucket, _sum and _count. `up` is the
+# sources and the rows of docs/reference/metrics.md (generated from the
+# status table, which says which are histograms), a histogram's also with
+# _bucket, _sum and _count. `up` is the
 # one other series the rules read: Prometheus records it for every target.
 set -euo pipefail
 src=${1:?usage: monitoring_test.sh SOURCE_DIR check-rules|test-rules|names}
@@ -101,6 +103,14 @@ for root, _, files in os.walk(os.path.join(src, "node")):
             exported.add(m.group(1))
             if m.group(2):
                 histograms.add(m.group(1))
+# And the metrics reference, generated from the node's status table (a
+# histogram's type is there, not beside its name in the code).
+reference = os.path.join(src, "docs", "reference", "metrics.md")
+with open(reference, encoding="utf-8") as f:
+    for m in re.finditer(r'^\| `((?:tally|process)_[a-z0-9_]+)` \| (\w+) \|', f.read(), re.M):
+        exported.add(m.group(1))
+        if m.group(2) == "histogram":
+            histograms.add(m.group(1))
 for h in histograms:
     exported.update(h + s for s in ("_bucket", "_sum", "_count"))
 if len(exported) < 20:
