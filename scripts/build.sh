@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Builds into ./build (Release with debug info) with the default compiler
-# (GCC), with ccache when it is installed. Does not install anything: run
+# Builds into ./build with Clang, optimized (-O2) with line tables (-g1: a
+# crash's backtrace names files and lines), with ccache when it is
+# installed. Clang, because it checks the lock annotations (a field read
+# without the mutex its ABSL_GUARDED_BY names fails the build) and compiles
+# this tree in about half the time GCC takes with full debug info. CXX=g++
+# picks GCC for a new build directory. Does not install anything: run
 # scripts/install-deps.sh first on a fresh machine (the demos and the tests
 # do). Idempotent; safe to run again.
 #
@@ -10,11 +14,17 @@
 #                                e.g. `scripts/build.sh tallyd tally`
 set -euo pipefail
 cd "$(dirname "$0")/.."
-launcher=()
-if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+options=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+if [ ! -f build/CMakeCache.txt ]; then
+  # The first configure chooses the compiler and the flags; later runs keep
+  # what the cache holds.
+  options+=(-G Ninja "-DCMAKE_CXX_COMPILER=${CXX:-clang++}"
+            "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
+  if command -v ccache >/dev/null; then
+    options+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
 fi
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
+cmake -S . -B build "${options[@]}" >/dev/null
 targets=()
 for target in "$@"; do targets+=(--target "$target"); done
 cmake --build build -j "$(nproc)" "${targets[@]}"

@@ -2,20 +2,16 @@
 # Installs, builds and runs every test, then the ThreadSanitizer subset.
 # Exits non-zero on any failure.
 #
-# Two builds: GCC into ./build, whose tests all run, and Clang into
-# ./build-tsan (the `tsan` preset of CMakePresets.json), which compiles every
-# target with Clang's lock checking (-Wthread-safety, see CMakeLists.txt) as
-# errors, so that a field read without the mutex its ABSL_GUARDED_BY names
-# fails CI, and with ThreadSanitizer (TALLY_SANITIZE=thread). It stays
-# unoptimized (the lock analysis needs no code generation; at -O0 with line
-# tables ThreadSanitizer costs about 15% more compile time than the plain
-# check, at -O1 about 70%). Its test preset then runs, under ThreadSanitizer
-# with halt_on_error (any report fails CI), the unit tests whose threads meet
-# in tally's own code: the worker pool, the bandwidth and stream limiters,
-# the store's write queue and components, the backend seam, the TCP proxy.
-# Not those over gRPC: Debian's gRPC is not instrumented, and the objects
-# its completion queues hand from thread to thread read as hundreds of races
-# per test.
+# Two builds. Clang into ./build (scripts/build.sh: -O2 with line tables,
+# the lock annotations checked as errors, so that a field read without the
+# mutex its ABSL_GUARDED_BY names fails CI); all its tests run. And Clang
+# with ThreadSanitizer into ./build-tsan (the `tsan` preset of
+# CMakePresets.json), which builds only the thread tests: the unit tests
+# whose threads meet in tally's own code (the worker pool, the bandwidth
+# limiter, the store's write queue and components, the backend seam, the TCP
+# proxy), run with halt_on_error (any report fails CI). Not those over gRPC:
+# Debian's gRPC is not instrumented, and the objects its completion queues
+# hand from thread to thread read as hundreds of races per test.
 # Both builds use ccache when it is installed.
 #
 # The metrics test checks a live node's /metrics with Prometheus's promtool:

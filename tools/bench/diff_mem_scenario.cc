@@ -276,8 +276,10 @@ absl::Status RunDiffMem(std::ostream& out) {
   std::vector<RowEntry> base;
   base.reserve(n);
   for (uint64_t i = 0; i < n; ++i) {
-    base.push_back(
-        MakeRow(KeyOf(i), 1'000'000 + rng() % 1'000'000, kOriginA, false, rng));
+    // Drawn before the call: MakeRow draws from rng too, and the order of a
+    // call's arguments is the compiler's.
+    const uint64_t millis = 1'000'000 + rng() % 1'000'000;
+    base.push_back(MakeRow(KeyOf(i), millis, kOriginA, false, rng));
   }
   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<tree::MemoryTreeView> view_a,
                          tree::MemoryTreeView::Create(kDepth, base));
