@@ -17,10 +17,10 @@
 // talking, tree/diff.h the diffing and node/sync/sync.h the repairing (on node
 // A, through Admin.RunDiff, or here with --third-party); this file parses the
 // command line into a cli::Context and runs one command, each in a file of
-// its own (tools/cli/commands.h), which prints. Exit codes follow diff(1): 0
-// equal / success, 1 different (or `get` of an absent key, as grep's "no
-// match"; or a repair that leaves the nodes different), 2 trouble — always with
-// exactly one "tally: ..." line on stderr.
+// its own (tools/cli/commands/commands.h), which prints. Exit codes follow
+// diff(1): 0 equal / success, 1 different (or `get` of an absent key, as grep's
+// "no match"; or a repair that leaves the nodes different), 2 trouble — always
+// with exactly one "tally: ..." line on stderr.
 //
 // The flags live in this file because absl's --help lists the flags of the
 // file named after the program.
@@ -52,9 +52,9 @@
 #include "node/exit.h"
 #include "node/observe/version.h"
 #include "tools/cli/args.h"
-#include "tools/cli/command.h"
-#include "tools/cli/commands.h"
-#include "tools/cli/diff_scope_flags.h"
+#include "tools/cli/commands/command.h"
+#include "tools/cli/commands/commands.h"
+#include "tools/cli/commands/diff_scope_flags.h"
 
 ABSL_FLAG(std::string, node, "127.0.0.1:7400",
           "HOST:PORT of the node that put, get, del, load, status and peer "

@@ -1,5 +1,5 @@
-// The commands of `tally`, one entry point each (tools/cli/command.h says
-// what they get and return). Each is in a file of its own:
+// The commands of `tally`, one entry point each (tools/cli/commands/command.h
+// says what they get and return). Each is in a file of its own:
 //   put, get, del     rows_commands.cc
 //   load              load_command.cc
 //   status            status_command.cc
@@ -10,10 +10,10 @@
 //   peer              peer_command.cc
 //   sync              sync_command.cc
 //   token             token_command.cc
-#ifndef TALLY_TOOLS_CLI_COMMANDS_H_
-#define TALLY_TOOLS_CLI_COMMANDS_H_
+#ifndef TALLY_TOOLS_CLI_COMMANDS_COMMANDS_H_
+#define TALLY_TOOLS_CLI_COMMANDS_COMMANDS_H_
 
-#include "tools/cli/command.h"
+#include "tools/cli/commands/command.h"
 
 namespace tally {
 namespace cli {
@@ -34,4 +34,4 @@ CommandResult Token(const Context& ctx);
 }  // namespace cli
 }  // namespace tally
 
-#endif  // TALLY_TOOLS_CLI_COMMANDS_H_
+#endif  // TALLY_TOOLS_CLI_COMMANDS_COMMANDS_H_

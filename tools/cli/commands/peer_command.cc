@@ -7,8 +7,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "tools/cli/command.h"
-#include "tools/cli/commands.h"
+#include "tools/cli/commands/command.h"
+#include "tools/cli/commands/commands.h"
 #include "tools/cli/format.h"
 #include "tree/status_macros.h"
 

@@ -1,4 +1,4 @@
-#include "tools/cli/diff_scope_flags.h"
+#include "tools/cli/commands/diff_scope_flags.h"
 
 #include <sstream>
 

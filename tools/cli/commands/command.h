@@ -1,7 +1,7 @@
 // What every `tally` command gets, and the pieces most of them share.
 //
 // tools/tally.cc parses the command line into a Context and calls one
-// command (tools/cli/commands.h); a command talks to nodes through
+// command (tools/cli/commands/commands.h); a command talks to nodes through
 // node/client/client.h and prints. A command returns its exit code (0, or 1 for
 // "different" / "absent"); an error status means exit 2 with its message
 // as the one line on stderr.
@@ -11,8 +11,8 @@
 //   CommandResult r = Diff(ctx);
 //
 // Thread-compatible; a command runs on the main thread.
-#ifndef TALLY_TOOLS_CLI_COMMAND_H_
-#define TALLY_TOOLS_CLI_COMMAND_H_
+#ifndef TALLY_TOOLS_CLI_COMMANDS_COMMAND_H_
+#define TALLY_TOOLS_CLI_COMMANDS_COMMAND_H_
 
 #include <unistd.h>
 
@@ -59,7 +59,7 @@ struct Context {
   // repair --bandwidth: MB/s, 0 unlimited.
   double bandwidth_mb = 0;
   bool all_keyspaces = false;  // diff, repair --all-keyspaces
-  // diff, repair --range / --keys-from (tools/cli/diff_scope_flags.h).
+  // diff, repair --range / --keys-from (tools/cli/commands/diff_scope_flags.h).
   tree::DiffScope scope;
   bool third_party = false;
   std::vector<std::string> tables;  // --table
@@ -147,4 +147,4 @@ absl::Status CheckSchemas(const Context& ctx, node::NodeClient& a,
 }  // namespace cli
 }  // namespace tally
 
-#endif  // TALLY_TOOLS_CLI_COMMAND_H_
+#endif  // TALLY_TOOLS_CLI_COMMANDS_COMMAND_H_

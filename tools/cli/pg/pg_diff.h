@@ -22,8 +22,8 @@
 // Exit codes as diff(1): 0 equal (repair: equal afterwards), 1 different
 // (repair: still different afterwards; dry run: differences found), 2
 // trouble (a schema mismatch, a missing table, a connection refused).
-#ifndef TALLY_TOOLS_CLI_PG_DIFF_H_
-#define TALLY_TOOLS_CLI_PG_DIFF_H_
+#ifndef TALLY_TOOLS_CLI_PG_PG_DIFF_H_
+#define TALLY_TOOLS_CLI_PG_PG_DIFF_H_
 
 #include <string>
 #include <vector>
@@ -64,4 +64,4 @@ absl::StatusOr<int> RunPgDiff(const PgDiffOptions& options);
 }  // namespace cli
 }  // namespace tally
 
-#endif  // TALLY_TOOLS_CLI_PG_DIFF_H_
+#endif  // TALLY_TOOLS_CLI_PG_PG_DIFF_H_

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "tools/cli/pg_diff.h"
+#include "tools/cli/pg/pg_diff.h"
 
 namespace tally {
 namespace cli {

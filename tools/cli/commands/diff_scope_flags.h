@@ -10,8 +10,8 @@
 //   }
 //
 // Thread-compatible.
-#ifndef TALLY_TOOLS_CLI_DIFF_SCOPE_FLAGS_H_
-#define TALLY_TOOLS_CLI_DIFF_SCOPE_FLAGS_H_
+#ifndef TALLY_TOOLS_CLI_COMMANDS_DIFF_SCOPE_FLAGS_H_
+#define TALLY_TOOLS_CLI_COMMANDS_DIFF_SCOPE_FLAGS_H_
 
 #include <istream>
 #include <string>
@@ -49,4 +49,4 @@ void SetScope(const tree::DiffScope& scope, v1::RunDiffRequest* request);
 }  // namespace cli
 }  // namespace tally
 
-#endif  // TALLY_TOOLS_CLI_DIFF_SCOPE_FLAGS_H_
+#endif  // TALLY_TOOLS_CLI_COMMANDS_DIFF_SCOPE_FLAGS_H_

@@ -1,4 +1,4 @@
-#include "tools/cli/pg_diff.h"
+#include "tools/cli/pg/pg_diff.h"
 
 #include <algorithm>
 #include <iostream>

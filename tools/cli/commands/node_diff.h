@@ -11,9 +11,9 @@
 //    cannot reach B or that it has no RunDiff (an older tallyd). A diff that
 //    A has begun to stream is never run again from here.
 // Two PostgreSQL URLs instead of node addresses compare the databases
-// directly (tools/cli/pg_diff.h), no node involved.
-#ifndef TALLY_TOOLS_CLI_NODE_DIFF_H_
-#define TALLY_TOOLS_CLI_NODE_DIFF_H_
+// directly (tools/cli/pg/pg_diff.h), no node involved.
+#ifndef TALLY_TOOLS_CLI_COMMANDS_NODE_DIFF_H_
+#define TALLY_TOOLS_CLI_COMMANDS_NODE_DIFF_H_
 
 #include <memory>
 #include <optional>
@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "node/client/client.h"
-#include "tools/cli/command.h"
+#include "tools/cli/commands/command.h"
 #include "tree/diff.h"
 #include "tree/merkle_tree.h"
 
@@ -81,4 +81,4 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair);
 }  // namespace cli
 }  // namespace tally
 
-#endif  // TALLY_TOOLS_CLI_NODE_DIFF_H_
+#endif  // TALLY_TOOLS_CLI_COMMANDS_NODE_DIFF_H_

@@ -1,4 +1,4 @@
-#include "tools/cli/node_diff.h"
+#include "tools/cli/commands/node_diff.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -12,10 +12,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "node/client/replica.h"
-#include "tools/cli/command.h"
-#include "tools/cli/commands.h"
+#include "tools/cli/commands/command.h"
+#include "tools/cli/commands/commands.h"
 #include "tools/cli/format.h"
-#include "tools/cli/pg_diff.h"
+#include "tools/cli/pg/pg_diff.h"
 #include "tools/cli/pg_url.h"
 #include "tree/status_macros.h"
 
@@ -118,7 +118,7 @@ void ConnectBoth(const Context& ctx, node::NodeClient& a, node::NodeClient& b) {
 }
 
 // `tally diff URL URL` / `tally repair URL URL`: two PostgreSQL databases
-// compared directly (tools/cli/pg_diff.h), no node involved.
+// compared directly (tools/cli/pg/pg_diff.h), no node involved.
 std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
   const bool url_a = IsPostgresUrl(ctx.args[0]);
   const bool url_b = IsPostgresUrl(ctx.args[1]);

@@ -1,4 +1,4 @@
-#include "tools/cli/command.h"
+#include "tools/cli/commands/command.h"
 
 #include <algorithm>
 #include <cstdio>

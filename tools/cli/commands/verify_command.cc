@@ -14,8 +14,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "storage/store.h"
-#include "tools/cli/command.h"
-#include "tools/cli/commands.h"
+#include "tools/cli/commands/command.h"
+#include "tools/cli/commands/commands.h"
 #include "tools/cli/format.h"
 #include "tree/status_macros.h"
 
