@@ -301,10 +301,10 @@ TEST(Diff, SparseDifferencesCostFewRounds) {
 // Rounds and bytes are those of one pass. A pass whose short fingerprints
 // falsely match a differing node hides the difference below it; the
 // balance check catches it and a second pass under a new seed runs the
-// whole descent again (tree/diff.h, "Fingerprints": ~1% of seeded diffs by
-// design, 0.5% at n = 100,000, d = 1,000 over 1,000 fingerprint seeds).
-// These tests bounded the rounds and bytes of all passes together by one
-// pass's model and so failed whenever that happened: seed 2042767170 with
+// whole descent again (docs/design/diff.md, "Short fingerprints": ~1% of seeded
+// diffs by design, 0.5% at n = 100,000, d = 1,000 over 1,000 fingerprint
+// seeds). These tests bounded the rounds and bytes of all passes together by
+// one pass's model and so failed whenever that happened: seed 2042767170 with
 // fingerprint seed d3c6ad90765aceca (n = 100,000, d = 1,000) matched two
 // different level-13 nodes at 18 bits, found 999 keys in its first pass and
 // took 8 rounds and 625,612 bytes in two, 4 rounds and ~312,800 bytes
@@ -654,7 +654,8 @@ TEST(Diff, SessionsPayFarFewerBytesThanAThirdParty) {
 }
 
 // Counts the rows a view reads to answer: every row under a descent that
-// ends below its stored leaves, and every row listed (diff.h, "Reading").
+// ends below its stored leaves, and every row listed (docs/design/diff.md,
+// "Reading rows is a cost too").
 class ReadCountingView : public TreeView {
  public:
   ReadCountingView(std::unique_ptr<MemoryTreeView> view, int depth)

@@ -6,7 +6,7 @@
 // to a few bits. Two different nodes then look equal with probability 2^-bits
 // in one session, independently of every other session: a false match cannot
 // repeat, unlike with the fixed low 64 bits, and so may be made likely enough
-// to be worth the bytes it saves (diff.h, "Fingerprints").
+// to be worth the bytes it saves (docs/design/diff.md, "Short fingerprints").
 //
 //   const uint64_t f = NodeFingerprint(seed, digest, 16);  // 0..65535
 //   std::string packed = PackBits(values, 16);              // 2 bytes each
