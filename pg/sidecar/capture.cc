@@ -409,132 +409,180 @@ absl::Status Capture::OnRelation(const RelationMessage& m) {
   return absl::OkStatus();
 }
 
-absl::Status Capture::OnChange(const PgOutputMessage& m) {
+// The tuples of one row change.
+struct Capture::RowChange {
   uint32_t relid = 0;
-  const TupleData* new_tuple = nullptr;
+  const TupleData* new_tuple = nullptr;  // insert, update
+  // Update: the old key columns (or the whole row under REPLICA IDENTITY
+  // FULL) when the key changed; delete: always.
   const TupleData* old_tuple = nullptr;
   OldTuple old_kind = OldTuple::kNone;
+};
+
+// A row change in the index's encoding.
+struct Capture::EncodedChange {
+  // The old row's key, when the change carried one.
+  std::optional<std::string> old_key;
+  // The new row (when there is one): its key, and its value unless `toast`,
+  // an unchanged TOAST column that did not come with the change (the row is
+  // read back at commit).
+  bool has_new = false;
+  std::string key;
+  std::string value;
+  bool toast = false;
+
+  // Whether the old row is gone: deleted, or moved to another key.
+  bool OldRowGone() const {
+    return old_key.has_value() && (!has_new || *old_key != key);
+  }
+};
+
+absl::StatusOr<Capture::RowChange> Capture::RowChangeOf(
+    const PgOutputMessage& m) {
+  RowChange change;
   if (const auto* insert = std::get_if<InsertMessage>(&m)) {
-    relid = insert->relid;
-    new_tuple = &insert->new_tuple;
+    change.relid = insert->relid;
+    change.new_tuple = &insert->new_tuple;
   } else if (const auto* update = std::get_if<UpdateMessage>(&m)) {
-    relid = update->relid;
-    new_tuple = &update->new_tuple;
-    old_kind = update->old_kind;
-    if (old_kind != OldTuple::kNone) old_tuple = &update->old_tuple;
+    change.relid = update->relid;
+    change.new_tuple = &update->new_tuple;
+    change.old_kind = update->old_kind;
+    if (change.old_kind != OldTuple::kNone) {
+      change.old_tuple = &update->old_tuple;
+    }
   } else if (const auto* del = std::get_if<DeleteMessage>(&m)) {
-    relid = del->relid;
-    old_kind = del->old_kind;
-    old_tuple = &del->old_tuple;
+    change.relid = del->relid;
+    change.old_kind = del->old_kind;
+    change.old_tuple = &del->old_tuple;
   } else {
     return Malformed(absl::StrCat("unexpected ", PgOutputMessageName(m)));
   }
+  return change;
+}
+
+absl::Status Capture::TupleFields(const Relation& relation,
+                                  const TupleData& tuple,
+                                  const TupleData* fallback,
+                                  std::vector<Field>* fields, bool* toast) {
+  const Keyspace& ks = *relation.keyspace;
+  fields->assign(ks.codec.columns(), Field::Null());
+  *toast = false;
+  if (tuple.size() != relation.canonical.size()) {
+    return Malformed(absl::StrFormat(
+        "a tuple of %s has %d columns, its Relation %d", ks.schema.name(),
+        tuple.size(), relation.canonical.size()));
+  }
+  for (size_t i = 0; i < tuple.size(); ++i) {
+    const TupleColumn* c = &tuple[i];
+    if (c->kind == TupleColumnKind::kUnchangedToast && fallback != nullptr &&
+        i < fallback->size() &&
+        (*fallback)[i].kind == TupleColumnKind::kBinary) {
+      c = &(*fallback)[i];  // REPLICA IDENTITY FULL carries the value
+    }
+    switch (c->kind) {
+      case TupleColumnKind::kNull:
+        break;
+      case TupleColumnKind::kBinary:
+        (*fields)[relation.canonical[i]] = Field::Of(c->value);
+        break;
+      case TupleColumnKind::kUnchangedToast:
+        *toast = true;
+        break;
+      case TupleColumnKind::kText:
+        return Malformed(absl::StrCat("a text column in ", ks.schema.name(),
+                                      " (the stream is binary)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Capture::EncodeChange(const Relation& relation,
+                                   const RowChange& change,
+                                   EncodedChange* encoded) {
+  const RowCodec& codec = relation.keyspace->codec;
+  std::vector<Field> fields;
+  bool toast = false;
+  if (change.old_tuple != nullptr) {
+    TALLY_RETURN_IF_ERROR(
+        TupleFields(relation, *change.old_tuple, nullptr, &fields, &toast));
+    std::string old_key;
+    TALLY_RETURN_IF_ERROR(codec.EncodeKey(
+        absl::MakeConstSpan(fields).subspan(0, codec.key_columns()), &old_key));
+    encoded->old_key = std::move(old_key);
+  }
+  if (change.new_tuple == nullptr) return absl::OkStatus();
+  const bool full_old = change.old_kind == OldTuple::kFull;
+  TALLY_RETURN_IF_ERROR(TupleFields(relation, *change.new_tuple,
+                                    full_old ? change.old_tuple : nullptr,
+                                    &fields, &toast));
+  encoded->has_new = true;
+  encoded->toast = toast;
+  if (toast) {
+    return codec.EncodeKey(
+        absl::MakeConstSpan(fields).subspan(0, codec.key_columns()),
+        &encoded->key);
+  }
+  return codec.Encode(fields, &encoded->key, &encoded->value);
+}
+
+absl::Status Capture::OnChange(const PgOutputMessage& m) {
+  TALLY_ASSIGN_OR_RETURN(const RowChange change, RowChangeOf(m));
   Transaction& txn = *txn_;
-  const uint64_t change = ++txn.changes;
-  if (change <= txn.changes_done) return absl::OkStatus();  // stored before
-  auto rel = relations_.find(relid);
+  const uint64_t number = ++txn.changes;
+  if (number <= txn.changes_done) return absl::OkStatus();  // stored before
+  auto rel = relations_.find(change.relid);
   if (rel == relations_.end()) {
     return Malformed(
         absl::StrFormat("a change of relation %d before its "
                         "Relation message",
-                        relid));
+                        change.relid));
   }
   const Relation& relation = *rel->second;
   if (relation.keyspace == nullptr) return absl::OkStatus();
   Keyspace& ks = *relation.keyspace;
-  const size_t n = ks.codec.columns();
-
-  // Fields in canonical order; `toast` when some were not sent.
-  auto to_fields = [&](const TupleData& tuple, const TupleData* fallback,
-                       std::vector<Field>* fields, bool* toast) {
-    fields->assign(n, Field::Null());
-    *toast = false;
-    if (tuple.size() != relation.canonical.size()) {
-      return Malformed(absl::StrFormat(
-          "a tuple of %s has %d columns, its Relation %d", ks.schema.name(),
-          tuple.size(), relation.canonical.size()));
-    }
-    for (size_t i = 0; i < tuple.size(); ++i) {
-      const TupleColumn* c = &tuple[i];
-      if (c->kind == TupleColumnKind::kUnchangedToast && fallback != nullptr &&
-          i < fallback->size() &&
-          (*fallback)[i].kind == TupleColumnKind::kBinary) {
-        c = &(*fallback)[i];  // REPLICA IDENTITY FULL carries the value
-      }
-      switch (c->kind) {
-        case TupleColumnKind::kNull:
-          break;
-        case TupleColumnKind::kBinary:
-          (*fields)[relation.canonical[i]] = Field::Of(c->value);
-          break;
-        case TupleColumnKind::kUnchangedToast:
-          *toast = true;
-          break;
-        case TupleColumnKind::kText:
-          return Malformed(absl::StrCat("a text column in ", ks.schema.name(),
-                                        " (the stream is binary)"));
-      }
-    }
-    return absl::OkStatus();
-  };
-
-  std::vector<Field> fields;
-  bool toast = false;
-  std::string old_key, key, value;
-  bool has_old_key = false;
-  if (old_tuple != nullptr) {
-    TALLY_RETURN_IF_ERROR(to_fields(*old_tuple, nullptr, &fields, &toast));
-    TALLY_RETURN_IF_ERROR(ks.codec.EncodeKey(
-        absl::MakeConstSpan(fields).subspan(0, ks.codec.key_columns()),
-        &old_key));
-    has_old_key = true;
-  }
-  const bool full_old = old_kind == OldTuple::kFull;
-  if (new_tuple != nullptr) {
-    TALLY_RETURN_IF_ERROR(
-        to_fields(*new_tuple, full_old ? old_tuple : nullptr, &fields, &toast));
-    if (toast) {
-      TALLY_RETURN_IF_ERROR(ks.codec.EncodeKey(
-          absl::MakeConstSpan(fields).subspan(0, ks.codec.key_columns()),
-          &key));
-    } else {
-      TALLY_RETURN_IF_ERROR(ks.codec.Encode(fields, &key, &value));
-    }
-  }
-
+  EncodedChange encoded;
+  TALLY_RETURN_IF_ERROR(EncodeChange(relation, change, &encoded));
   if (txn.own) {
-    // Indexed at commit from the apply message; keep the rows' values.
-    if (has_old_key && (new_tuple == nullptr || old_key != key)) {
-      txn.own_rows[{&ks, old_key}] = std::nullopt;
-    }
-    if (new_tuple != nullptr) {
-      txn.own_rows[{&ks, key}] =
-          toast ? std::nullopt : std::optional<std::string>(value);
-    }
-    return absl::OkStatus();
+    KeepOwnChange(txn, ks, std::move(encoded));
+  } else {
+    AddLocalChange(txn, ks, std::move(encoded));
   }
+  return absl::OkStatus();
+}
 
+void Capture::KeepOwnChange(Transaction& txn, Keyspace& ks,
+                            EncodedChange change) {
+  // Indexed at commit from the apply message; keep the rows' values.
+  if (change.OldRowGone()) txn.own_rows[{&ks, *change.old_key}] = std::nullopt;
+  if (change.has_new) {
+    txn.own_rows[{&ks, change.key}] =
+        change.toast ? std::nullopt
+                     : std::optional<std::string>(std::move(change.value));
+  }
+}
+
+void Capture::AddLocalChange(Transaction& txn, Keyspace& ks,
+                             EncodedChange change) {
   StampVersion(txn);
-  if (has_old_key && (new_tuple == nullptr || old_key != key)) {
-    storage::Mutation d = storage::Mutation::Delete(ks.schema.name(), old_key);
+  if (change.OldRowGone()) {
+    storage::Mutation d =
+        storage::Mutation::Delete(ks.schema.name(), *change.old_key);
     d.version = txn.version;
     d.supersedes_stored = true;
     batch_->Add(std::move(d));
   }
-  if (new_tuple != nullptr) {
-    if (toast) {
-      txn.read_back.emplace_back(&ks, key);
-    } else {
-      storage::Mutation p =
-          storage::Mutation::Put(ks.schema.name(), key, std::move(value));
-      p.version = txn.version;
-      p.supersedes_stored = true;
-      p.captured_payload =
-          RowToken{txn.begin.commit_time_us, txn.origin_id}.Encode();
-      batch_->Add(std::move(p));
-    }
+  if (!change.has_new) return;
+  if (change.toast) {
+    txn.read_back.emplace_back(&ks, change.key);
+    return;
   }
-  return absl::OkStatus();
+  storage::Mutation p = storage::Mutation::Put(ks.schema.name(), change.key,
+                                               std::move(change.value));
+  p.version = txn.version;
+  p.supersedes_stored = true;
+  p.captured_payload =
+      RowToken{txn.begin.commit_time_us, txn.origin_id}.Encode();
+  batch_->Add(std::move(p));
 }
 
 absl::Status Capture::OnTruncate(const TruncateMessage& m) {

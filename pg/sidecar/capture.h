@@ -84,6 +84,7 @@
 #include "pg/sidecar/fault_points.h"
 #include "pg/sidecar/row_token.h"
 #include "pg/wire/connection.h"
+#include "pg/wire/field.h"
 #include "pg/wire/pgoutput.h"
 #include "pg/wire/replication_stream.h"
 #include "storage/store.h"
@@ -160,6 +161,8 @@ class Capture {
   struct Keyspace;
   struct Relation;
   struct Transaction;
+  struct RowChange;
+  struct EncodedChange;
   class Batch;
 
   Capture(const CaptureOptions& options, storage::Store* store,
@@ -167,7 +170,25 @@ class Capture {
 
   absl::Status Handle(ReplicationStream& stream, const PgOutputMessage& m);
   absl::Status OnRelation(const RelationMessage& m);
+  // An insert, update or delete: encoded, then kept for the commit (the
+  // node's own apply, indexed from its apply message) or added to the batch
+  // (an application's).
   absl::Status OnChange(const PgOutputMessage& m);
+  // The tuples of an insert, update or delete; kDataLoss for another
+  // message.
+  static absl::StatusOr<RowChange> RowChangeOf(const PgOutputMessage& m);
+  // `tuple`'s columns in the canonical order of `relation`'s keyspace;
+  // an unchanged TOAST column is taken from `fallback` (the old row under
+  // REPLICA IDENTITY FULL) when it has it, else `*toast` is set.
+  static absl::Status TupleFields(const Relation& relation,
+                                  const TupleData& tuple,
+                                  const TupleData* fallback,
+                                  std::vector<Field>* fields, bool* toast);
+  static absl::Status EncodeChange(const Relation& relation,
+                                   const RowChange& change,
+                                   EncodedChange* encoded);
+  void KeepOwnChange(Transaction& txn, Keyspace& ks, EncodedChange change);
+  void AddLocalChange(Transaction& txn, Keyspace& ks, EncodedChange change);
   absl::Status OnTruncate(const TruncateMessage& m);
   absl::Status OnCommit(const CommitMessage& m);
   // Gives the open local transaction its version for the current batch.
