@@ -16,8 +16,11 @@
 #include <regex>
 #include <sstream>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 
 namespace tally {
@@ -201,16 +204,32 @@ pid_t SpawnCommand(const std::vector<std::string>& argv,
 }
 
 std::string FreeLoopbackAddress() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+  // The ports this process handed out. The kernel may give a port that was
+  // bound and closed again to the next bind(port 0): two calls in a row
+  // could name one port for two nodes, before either has started (a test
+  // saw "peer ... is this node's own listen address"). Process-wide state,
+  // in a test fixture only: every caller in the process must see it.
+  struct HandedOut {
+    absl::Mutex mu;
+    absl::flat_hash_set<int> ports ABSL_GUARDED_BY(mu);
+  };
+  static HandedOut* const handed_out = new HandedOut;
+  absl::MutexLock lock(&handed_out->mu);
+  for (int attempt = 0;; ++attempt) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    socklen_t len = sizeof(addr);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    close(fd);
+    const int port = ntohs(addr.sin_port);
+    if (handed_out->ports.insert(port).second || attempt >= 100) {
+      return absl::StrCat("127.0.0.1:", port);
+    }
+  }
 }
 
 }  // namespace testing
