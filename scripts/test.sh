@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# Installs, builds and runs every test, then the ThreadSanitizer subset.
+# Installs, builds and runs every test, then the sanitizer subsets.
 # Exits non-zero on any failure.
 #
-# Two builds. Clang into ./build (scripts/build.sh: -O2 with line tables,
+# Three builds. Clang into ./build (scripts/build.sh: -O2 with line tables,
 # the lock annotations checked as errors, so that a field read without the
-# mutex its ABSL_GUARDED_BY names fails CI); all its tests run. And Clang
-# with ThreadSanitizer into ./build-tsan (the `tsan` preset of
-# CMakePresets.json), which builds only the thread tests: the unit tests
-# whose threads meet in tally's own code (the worker pool, the bandwidth
-# limiter, the store's write queue and components, the backend seam, the TCP
-# proxy), run with halt_on_error (any report fails CI). Not those over gRPC:
-# Debian's gRPC is not instrumented, and the objects its completion queues
-# hand from thread to thread read as hundreds of races per test.
-# Both builds use ccache when it is installed.
+# mutex its ABSL_GUARDED_BY names fails CI); all its tests run. Clang with
+# ThreadSanitizer into ./build-tsan (the `tsan` preset of CMakePresets.json),
+# which builds only the thread tests: the unit tests whose threads meet in
+# tally's own code (the worker pool, the bandwidth limiter, the store's write
+# queue and components, the backend seam, the TCP proxy), run with
+# halt_on_error (any report fails CI). Not those over gRPC: Debian's gRPC is
+# not instrumented, and the objects its completion queues hand from thread
+# to thread read as hundreds of races per test. And Clang with
+# AddressSanitizer and UndefinedBehaviorSanitizer into ./build-asan-ubsan
+# (the `asan-ubsan` preset), which builds only the tests of the code that
+# decodes bytes it did not write (PostgreSQL's messages, the row encoding,
+# digests, the tree) and the storage tests (the store's records on disk,
+# damage, recovery); any report fails CI.
+# Every build uses ccache when it is installed.
 #
 # The metrics test checks a live node's /metrics with Prometheus's promtool:
 # scripts/fetch-promtool.sh provides it without installing Prometheus (whose
@@ -38,9 +43,13 @@ if ! TALLY_PROMTOOL=$(bash "$here/fetch-promtool.sh" build/promtool); then
   exit 1
 fi
 export TALLY_PROMTOOL
-cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$(nproc)"
+for preset in tsan asan-ubsan; do
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset" -j "$(nproc)"
+done
 status=0
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600) || status=$?
-ctest --preset tsan -j "$(nproc)" || status=$?
+for preset in tsan asan-ubsan; do
+  ctest --preset "$preset" -j "$(nproc)" || status=$?
+done
 exit "$status"
