@@ -1,5 +1,6 @@
 # Writes `TALLYD --print-reference=NAME` into OUTPUT: a generated reference
-# (docs/reference/*.md) or the man page tallyd.conf(5).
+# (docs/reference/*.md), the man page tallyd.conf(5) or tallyd's bash
+# completion.
 #   cmake -DTALLYD=... -DNAME=man -DOUTPUT=... -P print_reference.cmake
 execute_process(
   COMMAND ${TALLYD} --print-reference=${NAME}

@@ -190,6 +190,8 @@ int Main(int argc, char** argv) {
       reference = StatusFieldsMarkdown();
     } else if (command->reference == "settings") {
       reference = SettingsMarkdown();
+    } else if (command->reference == "completion") {
+      reference = SettingsBashCompletion();
     } else {
       reference = SettingsManPage(absl::StrCat("tally ", ProjectVersion()));
     }

@@ -23,6 +23,7 @@ for f in bin/tallyd bin/tally bin/tally-bench \
          share/man/man8/tallyd.8 share/man/man1/tally.1 share/man/man1/tally-bench.1 \
          share/man/man5/tallyd.conf.5 \
          share/bash-completion/completions/tally \
+         share/bash-completion/completions/tallyd \
          etc/tally/tallyd.conf share/doc/tally/examples/tallyd.conf.example \
          lib/systemd/system/tallyd.service \
          share/tally/monitoring/tally-alerts.yml \
@@ -66,6 +67,19 @@ if command -v groff > /dev/null; then
     || fail "tallyd.conf(5) does not render its settings"
 fi
 grep -q 'repair' "$prefix/share/man/man1/tally.1" || fail "tally(1) lacks the commands"
+
+# tallyd's completion (from the settings table): flags, and directories
+# after --data-dir.
+mkdir -p "$tmp/dirs/store-here"
+out=$(cd "$tmp/dirs" && bash -c "
+  source '$prefix/share/bash-completion/completions/tallyd'
+  COMP_WORDS=(tallyd --sync-int); COMP_CWORD=1; _tallyd; echo \"\${COMPREPLY[*]}\"
+  COMP_WORDS=(tallyd --data-dir st); COMP_CWORD=2; _tallyd; echo \"\${COMPREPLY[*]}\"
+  COMP_WORDS=(tallyd --check); COMP_CWORD=1; _tallyd; echo \"\${COMPREPLY[*]}\"
+")
+echo "$out" | sed -n 1p | grep -qx -- '--sync-interval' || fail "tallyd completion of --sync-int gave: $out"
+echo "$out" | sed -n 2p | grep -qx 'store-here' || fail "tallyd completion after --data-dir gave: $out"
+echo "$out" | sed -n 3p | grep -qx -- '--check-config' || fail "tallyd completion of --check gave: $out"
 
 # Completion: loads, completes commands and flags.
 out=$(bash -c "

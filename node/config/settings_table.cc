@@ -631,5 +631,47 @@ std::string SettingsManPage(absl::string_view version) {
   return out;
 }
 
+std::string SettingsBashCompletion() {
+  std::string flags = "--config --check-config --help --version";
+  std::string dirs, files, bools;
+  for (const SettingInfo& setting : SettingsTable()) {
+    if (setting.for_tests) continue;
+    const std::string flag = absl::StrCat("--", setting.name);
+    absl::StrAppend(&flags, " ", flag);
+    if (setting.value_name == "DIR") absl::StrAppend(&dirs, "|", flag);
+    if (setting.value_name == "FILE") absl::StrAppend(&files, "|", flag);
+    if (setting.value_name == "BOOL") absl::StrAppend(&bools, "|", flag);
+  }
+  std::string out =
+      "# bash completion for tallyd, generated from its settings table by\n"
+      "# `tallyd --print-reference=completion`.\n"
+      "_tallyd() {\n"
+      "  local cur=${COMP_WORDS[COMP_CWORD]}\n"
+      "  local prev=${COMP_WORDS[COMP_CWORD-1]}\n"
+      "  case $prev in\n";
+  absl::StrAppend(&out, "    --config", files,
+                  ")\n"
+                  "      COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n");
+  if (!dirs.empty()) {
+    absl::StrAppend(&out, "    ", dirs.substr(1),
+                    ")\n"
+                    "      COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n");
+  }
+  if (!bools.empty()) {
+    absl::StrAppend(&out, "    ", bools.substr(1),
+                    ")\n"
+                    "      COMPREPLY=($(compgen -W 'true false' -- \"$cur\")); "
+                    "return ;;\n");
+  }
+  absl::StrAppend(&out,
+                  "  esac\n"
+                  "  COMPREPLY=($(compgen -W '",
+                  flags,
+                  "' -- \"$cur\"))\n"
+                  "}\n"
+                  "complete -F _tallyd tallyd\n");
+  return out;
+}
+
 }  // namespace node
 }  // namespace tally

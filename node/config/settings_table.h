@@ -8,8 +8,9 @@
 // and the flags that need no value, EffectiveSettings (`tallyd
 // --check-config`), the settings part of `tallyd --help` (and so of
 // tallyd's man page, which help2man makes from it), the generated
-// docs/reference/settings.md (SettingsMarkdown()) and the man page
-// tallyd.conf(5) (SettingsManPage()). A unit test checks that
+// docs/reference/settings.md (SettingsMarkdown()), the man page
+// tallyd.conf(5) (SettingsManPage()) and tallyd's bash completion
+// (SettingsBashCompletion()). A unit test checks that
 // the sample config (packaging/tallyd.conf) names every setting that is not
 // for tests. A new setting needs one row here and its field in NodeConfig.
 //
@@ -75,6 +76,12 @@ std::string SettingsMarkdown();
 // The man page tallyd.conf(5), in roff, from the table; `version` goes in
 // its header ("tally 1.2.0").
 std::string SettingsManPage(absl::string_view version);
+
+// Bash completion for tallyd (installed as completions/tallyd): every
+// setting's flag and tallyd's own flags (--config, --check-config, --help,
+// --version); after a flag, directories for a DIR, files for a FILE,
+// true/false for a BOOL.
+std::string SettingsBashCompletion();
 
 }  // namespace node
 }  // namespace tally

@@ -31,6 +31,20 @@ TEST(SettingsTable, EveryRowParsesAndShows) {
 // Every setting the table has for operators is in the sample config that
 // packaging installs, as a line of its own (`name = value`, commented out
 // or not), so that the file shows what can be set.
+TEST(SettingsTable, TheCompletionOffersEverySettingsFlag) {
+  const std::string completion = SettingsBashCompletion();
+  EXPECT_NE(completion.find("complete -F _tallyd tallyd"), std::string::npos);
+  for (const SettingInfo& setting : SettingsTable()) {
+    const std::string flag = absl::StrCat(" --", setting.name, " ");
+    const std::string last = absl::StrCat(" --", setting.name, "'");
+    const bool offered = completion.find(flag) != std::string::npos ||
+                         completion.find(last) != std::string::npos;
+    EXPECT_EQ(offered, !setting.for_tests) << setting.name;
+  }
+  // After --data-dir, directories.
+  EXPECT_NE(completion.find("--data-dir)"), std::string::npos) << completion;
+}
+
 TEST(SettingsTable, TheSampleConfigNamesEverySetting) {
   const std::string path =
       absl::StrCat(TALLY_SOURCE_DIR, "/packaging/tallyd.conf");

@@ -36,9 +36,9 @@ absl::StatusOr<TallydCommandLine> ParseTallydCommandLine(
       command.action = TallydCommandLine::Action::kPrintReference;
       command.reference = arg.substr(std::string("--print-reference=").size());
       if (command.reference != "metrics" && command.reference != "settings" &&
-          command.reference != "man") {
+          command.reference != "man" && command.reference != "completion") {
         return absl::InvalidArgumentError(
-            "--print-reference takes metrics, settings or man");
+            "--print-reference takes metrics, settings, man or completion");
       }
       return command;
     }

@@ -32,13 +32,14 @@ struct TallydCommandLine {
     kCheckConfig,  // --check-config: check, print the settings, exit
     kHelp,         // --help, -h, help
     kVersion,      // --version
-    // --print-reference=metrics|settings|man (hidden): print the Markdown
-    // that docs/reference/metrics.md or settings.md holds (man: the roff of
-    // tallyd.conf(5)), and exit.
+    // --print-reference=metrics|settings|man|completion (hidden): print the
+    // Markdown that docs/reference/metrics.md or settings.md holds (man: the
+    // roff of tallyd.conf(5); completion: tallyd's bash completion), and
+    // exit.
     kPrintReference,
   };
   Action action = Action::kRun;
-  // kPrintReference: "metrics", "settings" or "man".
+  // kPrintReference: "metrics", "settings", "man" or "completion".
   std::string reference;
   // --config FILE; empty: none.
   std::string config_file;
