@@ -1,7 +1,7 @@
 // NodeServer with a sidecar to PostgreSQL: the order of the sidecar's steps
 // around the store, a refusal ending the start, and the sidecar in Status.
 // A fake sidecar stands in for pg::Sidecar (the real one is tested against
-// real servers in tests/pg_*_test.cc).
+// real servers in tests/pg/pg_*_test.cc).
 #include <filesystem>
 #include <memory>
 #include <string>

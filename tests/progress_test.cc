@@ -30,7 +30,7 @@
 #include "support/temp_dir.h"
 #include "tests/node_connect.h"
 #include "tests/node_under_test.h"
-#include "tests/pg_sidecar_helpers.h"
+#include "tests/pg/pg_sidecar_helpers.h"
 #include "tests/wait_for.h"
 
 namespace tally {

@@ -6,7 +6,7 @@
 // and reaching a point then costs one comparison.
 //
 // The points, and what a test that kills tallyd there and restarts it
-// proves (tests/pg_crash_test.cc):
+// proves (tests/pg/pg_crash_test.cc):
 //
 //  capture-after-index-commit   in the capture, after a store write of
 //      captured changes (index records and the stream position, one

@@ -1,5 +1,5 @@
 // Helpers of the multi-process tests of the sidecar's apply path
-// (tests/pg_apply_locks_test.cc, pg_triggers_test.cc,
+// (tests/pg/pg_apply_locks_test.cc, pg_triggers_test.cc,
 // pg_refused_rows_test.cc): sidecars keeping several tables, tables
 // compared by PostgreSQL's own md5 in key order, and pgbench.
 //
@@ -9,8 +9,8 @@
 //
 // Every helper reports its own failures through gtest (EXPECT) and answers
 // something harmless ("", -1, null) then.
-#ifndef TALLY_TESTS_PG_APPLY_HELPERS_H_
-#define TALLY_TESTS_PG_APPLY_HELPERS_H_
+#ifndef TALLY_TESTS_PG_PG_APPLY_HELPERS_H_
+#define TALLY_TESTS_PG_PG_APPLY_HELPERS_H_
 
 #include <memory>
 #include <regex>
@@ -103,4 +103,4 @@ inline double PgbenchFigure(const std::string& out, const std::string& label) {
 }  // namespace pgtest
 }  // namespace tally
 
-#endif  // TALLY_TESTS_PG_APPLY_HELPERS_H_
+#endif  // TALLY_TESTS_PG_PG_APPLY_HELPERS_H_

@@ -22,8 +22,8 @@
 #include "support/pg_test_macros.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
-#include "tests/pg_load.h"
-#include "tests/pg_sidecar_helpers.h"
+#include "tests/pg/pg_load.h"
+#include "tests/pg/pg_sidecar_helpers.h"
 
 namespace tally {
 namespace {

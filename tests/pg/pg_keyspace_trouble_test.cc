@@ -22,7 +22,7 @@
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "tests/node_metrics.h"
-#include "tests/pg_sidecar_helpers.h"
+#include "tests/pg/pg_sidecar_helpers.h"
 
 namespace tally {
 namespace {

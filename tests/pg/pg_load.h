@@ -1,6 +1,6 @@
 // PgLoad: application writes for the sidecar's multi-process tests —
 // threads, each on its own connection to a test server, running a step
-// function over and over until Stop (tests/pg_capture_race_test.cc,
+// function over and over until Stop (tests/pg/pg_capture_race_test.cc,
 // pg_hot_rows_test.cc).
 //
 //   PgLoad load;
@@ -16,8 +16,8 @@
 // to open counts one error and ends its thread.
 //
 // Thread-safe: Add and Stop from the test's thread; the counters from any.
-#ifndef TALLY_TESTS_PG_LOAD_H_
-#define TALLY_TESTS_PG_LOAD_H_
+#ifndef TALLY_TESTS_PG_PG_LOAD_H_
+#define TALLY_TESTS_PG_PG_LOAD_H_
 
 #include <atomic>
 #include <cstdint>
@@ -90,4 +90,4 @@ class PgLoad {
 }  // namespace pgtest
 }  // namespace tally
 
-#endif  // TALLY_TESTS_PG_LOAD_H_
+#endif  // TALLY_TESTS_PG_PG_LOAD_H_

@@ -17,8 +17,8 @@
 #include "support/pg_test_macros.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
-#include "tests/pg_apply_helpers.h"
-#include "tests/pg_sidecar_helpers.h"
+#include "tests/pg/pg_apply_helpers.h"
+#include "tests/pg/pg_sidecar_helpers.h"
 
 namespace tally {
 namespace {

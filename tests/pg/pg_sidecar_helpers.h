@@ -1,5 +1,5 @@
 // Helpers of the multi-process tests of the PostgreSQL sidecar
-// (tests/pg_sidecar_test.cc, pg_crash_test.cc, pg_verify_test.cc): a
+// (tests/pg/pg_sidecar_test.cc, pg_crash_test.cc, pg_verify_test.cc): a
 // throwaway server with the table the tests use, tallyd sidecars on it, their
 // `tally status --json`, and SQL that compares tables across databases.
 //
@@ -12,8 +12,8 @@
 //
 // Every helper reports its own failures through gtest (EXPECT) and answers
 // something harmless ("", -1, null) then.
-#ifndef TALLY_TESTS_PG_SIDECAR_HELPERS_H_
-#define TALLY_TESTS_PG_SIDECAR_HELPERS_H_
+#ifndef TALLY_TESTS_PG_PG_SIDECAR_HELPERS_H_
+#define TALLY_TESTS_PG_PG_SIDECAR_HELPERS_H_
 
 #include <functional>
 #include <memory>
@@ -145,4 +145,4 @@ inline std::string CountByOrigin(PgCluster& pg, long long lo, long long hi,
 }  // namespace pgtest
 }  // namespace tally
 
-#endif  // TALLY_TESTS_PG_SIDECAR_HELPERS_H_
+#endif  // TALLY_TESTS_PG_PG_SIDECAR_HELPERS_H_
