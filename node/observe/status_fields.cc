@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "node/observe/session_phase.h"
 #include "node/observe/version.h"
-#include "node/session/session.h"
 
 namespace tally {
 namespace node {
@@ -1005,6 +1005,7 @@ std::string FormatPrometheusValue(double v) {
 std::string StatusValue::Format() const {
   switch (kind_) {
     case Kind::kCount:
+    case Kind::kFlag:
       return absl::StrCat(count_);
     case Kind::kReal:
       return FormatPrometheusValue(real_);

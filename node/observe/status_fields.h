@@ -3,14 +3,15 @@
 // unit, where the number lives in the StatusResponse (an accessor), and its
 // key in `tally status --json`.
 //
-// The table drives RenderPrometheus (node/observe/metrics.h) and the generated
+// The table drives RenderPrometheus (node/observe/metrics.h), the generated
 // metrics reference (docs/reference/metrics.md, from
-// StatusFieldsMarkdown()); a unit test checks that `tally status --json`
-// carries every JSON key the table names with the table's number. The proto
-// (tally/v1/tally.proto) stays the wire schema; this table is what the node
-// tells operators about it. A new status number needs one row here (and its
-// place in the text view's and the status page's layout, which are written
-// by hand).
+// StatusFieldsMarkdown()) and the numbers of `tally status --json` that
+// have a JSON key here: the JSON's layout (tools/cli/status.cc) names where
+// each goes and the table fills it. The proto (tally/v1/tally.proto) stays
+// the wire schema; this table is what the node tells operators about it. A
+// new status number needs one row here, its place in the JSON's layout, and
+// its place in the text view's and the status page's, which are written by
+// hand.
 //
 //   for (const StatusField& f : StatusFields()) {
 //     ... f.metric, f.help, f.series[i].value(status, item) ...
@@ -62,15 +63,19 @@ std::pair<absl::string_view, absl::string_view> StatusScopeLabel(
     const ::tally::v1::StatusResponse& status, StatusScope scope, int item);
 
 // One sample's value as the exposition writes it: a count (integer
-// digits), a real number, or a Unix time in milliseconds (written as
-// seconds, every digit kept); kAbsent leaves the sample out (a peer with no
-// session yet has no last-session time: a 0 would read as 1970).
+// digits), a flag (1 or 0; true or false in the JSON), a real number, or a
+// Unix time in milliseconds (written as seconds, every digit kept; as
+// milliseconds in the JSON); kAbsent leaves the sample out (a peer with no
+// session yet has no last-session time: a 0 would read as 1970), and the
+// JSON writes 0 for it.
 class StatusValue {
  public:
-  enum class Kind { kCount, kReal, kUnixMs, kAbsent };
+  enum class Kind { kCount, kFlag, kReal, kUnixMs, kAbsent };
 
   static StatusValue Count(uint64_t v) { return StatusValue(Kind::kCount, v); }
-  static StatusValue Flag(bool b) { return Count(b ? 1 : 0); }
+  static StatusValue Flag(bool b) {
+    return StatusValue(Kind::kFlag, b ? 1 : 0);
+  }
   static StatusValue Real(double v) {
     StatusValue value(Kind::kReal, 0);
     value.real_ = v;

@@ -14,24 +14,6 @@
 namespace tally {
 namespace node {
 
-absl::string_view SessionPhaseName(SessionPhase phase) {
-  switch (phase) {
-    case SessionPhase::kIdle:
-      return "idle";
-    case SessionPhase::kHandshake:
-      return "handshake";
-    case SessionPhase::kDiff:
-      return "diff";
-    case SessionPhase::kRepair:
-      return "repair";
-    case SessionPhase::kDone:
-      return "done";
-    case SessionPhase::kFailed:
-      return "failed";
-  }
-  return "unknown";
-}
-
 namespace {
 
 int64_t UnixMillisOrZero(absl::Time t) {

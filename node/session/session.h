@@ -68,6 +68,7 @@
 #include "node/client/replica.h"
 #include "node/feed/keyspace_trouble.h"
 #include "node/feed/peer_outage_log.h"
+#include "node/observe/session_phase.h"
 #include "node/sync/repair_heat.h"
 #include "node/sync/sync.h"
 #include "storage/store.h"
@@ -76,28 +77,6 @@
 
 namespace tally {
 namespace node {
-
-// Where a session is. kIdle is a peer's phase before its first session;
-// kDone and kFailed stay a peer's phase after a session ended, until the
-// next one starts.
-enum class SessionPhase {
-  kIdle,
-  kHandshake,
-  kDiff,
-  kRepair,
-  kDone,
-  kFailed,
-};
-
-// Every phase, in the order above: the series of the tally_session_phase
-// metric.
-inline constexpr std::array<SessionPhase, 6> kSessionPhases = {
-    SessionPhase::kIdle,   SessionPhase::kHandshake, SessionPhase::kDiff,
-    SessionPhase::kRepair, SessionPhase::kDone,      SessionPhase::kFailed};
-
-// "idle", "handshake", "diff", "repair", "done", "failed": the names status
-// and metrics use.
-absl::string_view SessionPhaseName(SessionPhase phase);
 
 // What a session has done so far, as status shows it.
 struct SessionProgress {

@@ -5,10 +5,14 @@
 #include <optional>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "node/observe/status_fields.h"
 #include "tools/cli/heat_strip.h"
 #include "tools/cli/histogram_quantile.h"
 #include "tools/cli/progress_report.h"
@@ -17,6 +21,13 @@
 namespace tally {
 namespace cli {
 namespace {
+
+// The JSON's layout names where each number of the status table
+// (node/observe/status_fields.h) goes, in the order `--json` prints it;
+// SetTableNumbers fills each such place through the accessor /metrics uses.
+// A place left unfilled is a layout key the table lacks (a unit test walks
+// the JSON for them).
+Json FromTable() { return Json(Json::value_t::discarded); }
 
 std::string SessionTime(int64_t unix_ms, absl::Time now) {
   if (unix_ms <= 0) return "never";
@@ -368,15 +379,15 @@ std::string HeatMapText(const v1::StatusResponse& status) {
 Json ProcessJson(const v1::StatusResponse& status) {
   if (!status.has_process()) return Json();
   const v1::ProcessStatus& p = status.process();
-  return {{"cpu_seconds", p.cpu_seconds()},
+  return {{"cpu_seconds", FromTable()},
           {"resident_anon_bytes", p.resident_anon_bytes()},
           {"resident_file_bytes", p.resident_file_bytes()},
           {"resident_shmem_bytes", p.resident_shmem_bytes()},
-          {"virtual_bytes", p.virtual_bytes()},
-          {"open_fds", p.open_fds()},
-          {"max_fds", p.max_fds()},
-          {"threads", p.threads()},
-          {"start_unix_ms", p.start_unix_ms()}};
+          {"virtual_bytes", FromTable()},
+          {"open_fds", FromTable()},
+          {"max_fds", FromTable()},
+          {"threads", FromTable()},
+          {"start_unix_ms", FromTable()}};
 }
 
 // A quantile's estimate in seconds, or null when the histogram has none.
@@ -604,6 +615,65 @@ std::string StatusText(const v1::StatusResponse& status,
   return text;
 }
 
+namespace {
+
+// The JSON value at `path` of the status table ("peers[].feed.received":
+// out["peers"][item]["feed"]["received"]; "copy_writes.<origin>": the key
+// is the item's label value). Its place in the layout when the layout has
+// one; made, at the end of its object, when not.
+Json* JsonAt(Json* root, absl::string_view path, int item,
+             absl::string_view item_label) {
+  Json* at = root;
+  for (absl::string_view key : absl::StrSplit(path, '.')) {
+    const bool array = absl::ConsumeSuffix(&key, "[]");
+    const std::string name =
+        absl::StartsWith(key, "<") ? std::string(item_label) : std::string(key);
+    at = &(*at)[name];
+    if (array) {
+      if (!at->is_array()) *at = Json::array();
+      while (at->size() <= static_cast<size_t>(item)) {
+        at->push_back(Json::object());
+      }
+      at = &(*at)[item];
+    }
+  }
+  return at;
+}
+
+}  // namespace
+
+void SetTableNumbers(const v1::StatusResponse& status, Json* out) {
+  for (const node::StatusField& field : node::StatusFields()) {
+    const int items = node::StatusScopeSize(status, field.scope);
+    for (const node::StatusSeries& series : field.series) {
+      if (series.json_key.empty()) continue;
+      for (int item = 0; item < items; ++item) {
+        Json* at =
+            JsonAt(out, series.json_key, item,
+                   node::StatusScopeLabel(status, field.scope, item).second);
+        const node::StatusValue value = series.value(status, item);
+        switch (value.kind()) {
+          case node::StatusValue::Kind::kCount:
+            *at = value.count();
+            break;
+          case node::StatusValue::Kind::kFlag:
+            *at = value.count() != 0;
+            break;
+          case node::StatusValue::Kind::kReal:
+            *at = value.real();
+            break;
+          case node::StatusValue::Kind::kUnixMs:
+            *at = value.unix_ms();
+            break;
+          case node::StatusValue::Kind::kAbsent:
+            *at = 0;
+            break;
+        }
+      }
+    }
+  }
+}
+
 Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   Json out = Json::object();
   out["name"] = status.node_name();
@@ -615,43 +685,41 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   out["store_write_error"] = status.store_write_error().empty()
                                  ? Json()
                                  : Json(status.store_write_error());
-  out["read_only"] = status.read_only();
-  out["writes_refused"] = status.writes_refused();
+  out["read_only"] = FromTable();
+  out["writes_refused"] = FromTable();
   Json copy_writes = Json::object();
   for (const v1::OriginRows& o : status.copy_writes()) {
-    copy_writes[o.origin()] = o.rows();
+    copy_writes[o.origin()] = FromTable();
   }
   out["copy_writes"] = copy_writes;
-  out["last_sequence"] = status.last_sequence();
-  out["first_sequence"] = status.first_sequence();
-  out["log_entries_trimmed"] = status.log_entries_trimmed();
-  out["tombstones_purged"] = status.tombstones_purged();
+  out["last_sequence"] = FromTable();
+  out["first_sequence"] = FromTable();
+  out["log_entries_trimmed"] = FromTable();
+  out["tombstones_purged"] = FromTable();
   out["clock_behind_seconds"] = status.clock_behind_seconds();
-  out["scrub"] =
-      Json{{"passes", status.scrub().passes()},
-           {"rows_checked", status.scrub().rows_checked()},
-           {"damaged_rows_found", status.scrub().damaged_rows_found()},
-           {"leaves_repaired", status.scrub().leaves_repaired()},
-           {"damaged_rows", status.scrub().damaged_rows()}};
+  out["scrub"] = Json{{"passes", FromTable()},
+                      {"rows_checked", FromTable()},
+                      {"damaged_rows_found", FromTable()},
+                      {"leaves_repaired", FromTable()},
+                      {"damaged_rows", FromTable()}};
   out["process"] = ProcessJson(status);
-  out["node_bandwidth_bytes_per_second"] =
-      status.node_bandwidth_bytes_per_second();
-  out["sessions_running"] = status.sessions_running();
-  out["diffs_running"] = status.diffs_running();
-  out["sessions_ok"] = status.sessions_ok();
-  out["sessions_failed"] = status.sessions_failed();
-  out["rows_erased"] = status.rows_erased();
-  out["conflicts"] = status.conflicts();
-  out["rows_changed_during_session"] = status.rows_changed_during_session();
-  out["ties_resolved"] = status.ties_resolved();
+  out["node_bandwidth_bytes_per_second"] = FromTable();
+  out["sessions_running"] = FromTable();
+  out["diffs_running"] = FromTable();
+  out["sessions_ok"] = FromTable();
+  out["sessions_failed"] = FromTable();
+  out["rows_erased"] = FromTable();
+  out["conflicts"] = FromTable();
+  out["rows_changed_during_session"] = FromTable();
+  out["ties_resolved"] = FromTable();
   const v1::FeedTotals& feed = status.feed();
-  out["feed"] = {{"sent", feed.sent()},
-                 {"skipped_own", feed.skipped_own()},
-                 {"skipped_superseded", feed.skipped_superseded()},
-                 {"received", feed.received()},
-                 {"applied", feed.applied()},
-                 {"not_newer", feed.not_newer()},
-                 {"refused_skew", feed.refused_skew()},
+  out["feed"] = {{"sent", FromTable()},
+                 {"skipped_own", FromTable()},
+                 {"skipped_superseded", FromTable()},
+                 {"received", FromTable()},
+                 {"applied", FromTable()},
+                 {"not_newer", FromTable()},
+                 {"refused_skew", FromTable()},
                  {"rejected", feed.rejected()}};
   out["keyspace_trouble"] = Json::array();
   for (const v1::KeyspaceTroubleStatus& t : status.keyspace_trouble()) {
@@ -659,7 +727,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
     for (const v1::ReasonCount& c : t.rejected())
       by_reason[c.reason()] = c.rows();
     out["keyspace_trouble"].push_back({{"keyspace", t.keyspace()},
-                                       {"in_trouble", t.in_trouble()},
+                                       {"in_trouble", FromTable()},
                                        {"reason", t.reason()},
                                        {"last_error", t.last_error()},
                                        {"last_key", t.last_key()},
@@ -672,54 +740,48 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   out["keyspaces"] = Json::array();
   for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
     out["keyspaces"].push_back({{"name", ks.name()},
-                                {"rows", ks.row_count()},
+                                {"rows", FromTable()},
                                 {"depth", ks.depth()},
                                 {"root", RootHex(ks.root())},
-                                {"root_changes", ks.root_changes()}});
+                                {"root_changes", FromTable()}});
   }
   out["origins"] = Json::array();
   for (const v1::OriginRows& o : status.origins()) {
-    out["origins"].push_back({{"origin", o.origin()}, {"rows", o.rows()}});
+    out["origins"].push_back({{"origin", o.origin()}, {"rows", FromTable()}});
   }
   out["peers"] = Json::array();
   for (const v1::PeerStatus& p : status.peers()) {
-    Json peer = {
-        {"address", p.address()},
-        {"role", p.role()},
-        {"name", p.name()},
-        {"last_session_unix_ms", p.last_session_unix_ms()},
-        {"last_success_unix_ms", p.last_success_unix_ms()},
-        {"last_outcome", p.last_outcome()},
-        {"session_running", p.session_running()},
-        {"sessions_ok", p.sessions_ok()},
-        {"sessions_failed", p.sessions_failed()},
-        {"rows_received", p.rows_received()},
-        {"rows_sent", p.rows_sent()},
-        {"rows_erased", p.rows_erased()},
-        {"conflicts", p.conflicts()},
-        {"rows_changed_during_session", p.rows_changed_during_session()},
-        {"bytes_repaired", p.bytes_repaired()},
-        {"clock_behind_seconds", p.clock_behind_seconds()},
-        {"paused", p.paused()},
-        {"paused_since_unix_ms", p.paused_since_unix_ms()}};
-    peer["feed"] = {{"connected", p.feed_connected()},
-                    {"position", p.feed_position()},
-                    {"lag_entries", p.feed_lag_entries()},
-                    {"lag_seconds", p.feed_lag_seconds()},
-                    {"received", p.feed_received()},
-                    {"applied", p.feed_applied()},
-                    {"not_newer", p.feed_not_newer()},
-                    {"skipped_own", p.feed_skipped_own()},
-                    {"skipped_superseded", p.feed_skipped_superseded()},
-                    {"refused_skew", p.feed_refused_skew()},
-                    {"rejected", p.feed_rejected()},
-                    {"reconnects", p.feed_reconnects()}};
+    Json peer = {{"address", p.address()},
+                 {"role", p.role()},
+                 {"name", p.name()},
+                 {"last_session_unix_ms", FromTable()},
+                 {"last_success_unix_ms", FromTable()},
+                 {"last_outcome", p.last_outcome()},
+                 {"session_running", p.session_running()},
+                 {"sessions_ok", FromTable()},
+                 {"sessions_failed", FromTable()},
+                 {"rows_received", FromTable()},
+                 {"rows_sent", FromTable()},
+                 {"rows_erased", FromTable()},
+                 {"conflicts", FromTable()},
+                 {"rows_changed_during_session", FromTable()},
+                 {"bytes_repaired", FromTable()},
+                 {"clock_behind_seconds", FromTable()},
+                 {"paused", FromTable()},
+                 {"paused_since_unix_ms", p.paused_since_unix_ms()}};
+    peer["feed"] = {
+        {"connected", FromTable()},          {"position", FromTable()},
+        {"lag_entries", FromTable()},        {"lag_seconds", FromTable()},
+        {"received", FromTable()},           {"applied", FromTable()},
+        {"not_newer", FromTable()},          {"skipped_own", FromTable()},
+        {"skipped_superseded", FromTable()}, {"refused_skew", FromTable()},
+        {"rejected", p.feed_rejected()},     {"reconnects", FromTable()}};
     const v1::SessionProgress& s = p.session();
     peer["session"] = {{"phase", s.phase().empty() ? "idle" : s.phase()},
                        {"failed_in", s.failed_in()},
                        {"keyspace", s.keyspace()},
                        {"phase_since_unix_ms", s.phase_since_unix_ms()},
-                       {"phase_seconds", s.phase_seconds()},
+                       {"phase_seconds", FromTable()},
                        {"started_unix_ms", s.started_unix_ms()},
                        {"keyspaces", s.keyspaces()},
                        {"keyspaces_done", s.keyspaces_done()},
@@ -759,8 +821,8 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   for (const v1::FeedSubscriptionStatus& s : status.subscriptions()) {
     out["subscriptions"].push_back(
         {{"subscriber", s.subscriber()},
-         {"position", s.position()},
-         {"sent", s.sent()},
+         {"position", FromTable()},
+         {"sent", FromTable()},
          {"skipped_own", s.skipped_own()},
          {"skipped_superseded", s.skipped_superseded()}});
   }
@@ -770,7 +832,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
     for (const v1::PostgresTable& t : pg.tables()) {
       tables.push_back({{"keyspace", t.keyspace()},
                         {"state", t.state()},
-                        {"rows", t.rows()},
+                        {"rows", FromTable()},
                         {"schema_fingerprint", t.schema_fingerprint()},
                         {"trouble", t.trouble()}});
     }
@@ -786,16 +848,16 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
         {"system_identifier", pg.system_identifier()},
         {"received_lsn", pg.received_lsn()},
         {"confirmed_lsn", pg.confirmed_lsn()},
-        {"slot_lag_bytes", pg.slot_lag_bytes()},
+        {"slot_lag_bytes", FromTable()},
         {"slot_wal_status", pg.slot_wal_status()},
-        {"capture_lag_seconds", pg.capture_lag_seconds()},
-        {"build_rows_done", pg.build_rows_done()},
-        {"build_rows_estimated", pg.build_rows_estimated()},
-        {"transactions_captured", pg.transactions_captured()},
-        {"rows_captured", pg.rows_captured()},
-        {"own_transactions_replayed", pg.own_transactions_replayed()},
-        {"rows_applied", pg.rows_applied()},
-        {"rows_refused", pg.rows_refused()},
+        {"capture_lag_seconds", FromTable()},
+        {"build_rows_done", FromTable()},
+        {"build_rows_estimated", FromTable()},
+        {"transactions_captured", FromTable()},
+        {"rows_captured", FromTable()},
+        {"own_transactions_replayed", FromTable()},
+        {"rows_applied", FromTable()},
+        {"rows_refused", FromTable()},
         {"index_lost", pg.index_lost()},
         {"index_loss_fresh_rows", pg.index_loss_fresh_rows()},
         {"tables", std::move(tables)}};
@@ -806,6 +868,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   } else {
     out["postgres"] = Json();  // null: the node keeps its own rows
   }
+  SetTableNumbers(status, &out);
   return out;
 }
 

@@ -36,8 +36,17 @@ namespace cli {
 std::string StatusText(const ::tally::v1::StatusResponse& status,
                        absl::string_view dialed, absl::Time now);
 
+// The JSON's numbers that /metrics exports come from the status table
+// (node/observe/status_fields.h): the layout here names their keys and
+// order, the table their values.
 Json StatusJson(const ::tally::v1::StatusResponse& status,
                 absl::string_view dialed);
+
+// Writes every number of the status table that has a JSON key into `out`,
+// at that key, for every item of its scope (StatusJson's last step): a flag
+// as true or false, a time as Unix milliseconds, a value /metrics leaves
+// out as 0.
+void SetTableNumbers(const ::tally::v1::StatusResponse& status, Json* out);
 
 }  // namespace cli
 }  // namespace tally

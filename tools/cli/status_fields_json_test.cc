@@ -1,10 +1,12 @@
 // `tally status --json` against the status table
-// (node/observe/status_fields.h): every number the table says the JSON holds is
-// there, with the value /metrics shows.
+// (node/observe/status_fields.h): every number the table says the JSON holds
+// is there, at its key, with the value /metrics shows; every place the
+// JSON's layout keeps for the table is filled.
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
@@ -102,12 +104,13 @@ TEST(StatusFieldsJson, EveryJsonKeyOfTheTableHoldsTheTablesNumber) {
       const node::StatusValue expected = series.value(status, 0);
       switch (expected.kind()) {
         case node::StatusValue::Kind::kCount:
-          if (value->is_boolean()) {
-            EXPECT_EQ(value->get<bool>() ? 1u : 0u, expected.count());
-          } else {
-            EXPECT_EQ(value->get<double>(),
-                      static_cast<double>(expected.count()));
-          }
+          EXPECT_TRUE(value->is_number_unsigned()) << *value;
+          EXPECT_EQ(value->get<double>(),
+                    static_cast<double>(expected.count()));
+          break;
+        case node::StatusValue::Kind::kFlag:
+          ASSERT_TRUE(value->is_boolean()) << *value;
+          EXPECT_EQ(value->get<bool>() ? 1u : 0u, expected.count());
           break;
         case node::StatusValue::Kind::kReal:
           EXPECT_EQ(value->get<double>(), expected.real());
@@ -123,6 +126,69 @@ TEST(StatusFieldsJson, EveryJsonKeyOfTheTableHoldsTheTablesNumber) {
     }
   }
   EXPECT_GT(checked, 50);
+}
+
+// Whether `json` holds a place the layout kept for the table and the table
+// did not fill (its path in `*where`).
+bool HasUnfilledPlace(const Json& json, const std::string& path,
+                      std::string* where) {
+  if (json.is_discarded()) {
+    *where = path;
+    return true;
+  }
+  if (json.is_object()) {
+    for (const auto& [key, value] : json.items()) {
+      if (HasUnfilledPlace(value, path + "." + key, where)) return true;
+    }
+  }
+  if (json.is_array()) {
+    for (size_t i = 0; i < json.size(); ++i) {
+      if (HasUnfilledPlace(json[i], absl::StrCat(path, "[", i, "]"), where)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+TEST(StatusFieldsJson, TheTableFillsEveryPlaceTheLayoutKeepsForIt) {
+  for (int depth : {0, 1, 3}) {
+    v1::StatusResponse status;
+    int next = 1;
+    FillDistinct(&status, depth, &next);
+    std::string where;
+    EXPECT_FALSE(HasUnfilledPlace(StatusJson(status, ""), "", &where))
+        << "depth " << depth << ": " << where;
+  }
+}
+
+TEST(StatusFieldsJson, EachItemsNumbersLandInItsOwnObjectInTheLayoutsOrder) {
+  v1::StatusResponse status;
+  for (int i = 0; i < 3; ++i) {
+    v1::PeerStatus* p = status.add_peers();
+    p->set_address(absl::StrCat("10.0.0.", i + 1, ":7100"));
+    p->set_sessions_ok(10 * (i + 1));
+    p->set_feed_connected(i == 1);
+  }
+  v1::OriginRows* o = status.add_copy_writes();
+  o->set_origin("site-b");
+  o->set_rows(7);
+  const Json json = StatusJson(status, "");
+  ASSERT_EQ(json["peers"].size(), 3u) << json.dump(1);
+  for (int i = 0; i < 3; ++i) {
+    const Json& peer = json["peers"][i];
+    EXPECT_EQ(peer["address"], absl::StrCat("10.0.0.", i + 1, ":7100"));
+    EXPECT_EQ(peer["sessions_ok"], 10u * (i + 1));
+    EXPECT_EQ(peer["feed"]["connected"], i == 1);
+    // No session yet: /metrics leaves the time out, the JSON says 0.
+    EXPECT_EQ(peer["last_session_unix_ms"], 0);
+  }
+  EXPECT_EQ(json["copy_writes"]["site-b"], 7u);
+  // The layout's order: the feed's counters start with what it sent.
+  EXPECT_EQ(json["feed"].begin().key(), "sent");
+  // A node that reports no process or PostgreSQL status: null.
+  EXPECT_TRUE(json["process"].is_null());
+  EXPECT_TRUE(json["postgres"].is_null());
 }
 
 }  // namespace
