@@ -200,6 +200,12 @@ TEST_P(ScopedRepair, BadScopesAreRefusedAndChangeNothing) {
   const std::string b = b_->address();
   const std::string empty = files_.path() + "/empty.txt";
   std::ofstream(empty) << "\n";
+  // Saved on Windows: CRLF line ends, a byte order mark. Read as they are,
+  // every key would be absent on both nodes and the diff would say equal.
+  const std::string crlf = files_.path() + "/crlf.txt";
+  std::ofstream(crlf) << "key-0\r\nkey-10\r\n";
+  const std::string bom = files_.path() + "/bom.txt";
+  std::ofstream(bom) << "\xEF\xBB\xBFkey-0\nkey-10\n";
   struct Case {
     std::vector<std::string> args;
     std::string says;
@@ -213,6 +219,14 @@ TEST_P(ScopedRepair, BadScopesAreRefusedAndChangeNothing) {
       {{"repair", a, b, "--keys-from", files_.path() + "/missing"},
        "cannot open"},
       {{"repair", a, b, "--keys-from", empty}, "holds no keys"},
+      // An unset shell variable: not the whole keyspace.
+      {{"repair", a, b, "--source", "A", "--range", ""}, "--range is empty"},
+      {{"repair", a, b, "--source", "A", "--range="}, "--range is empty"},
+      {{"repair", a, b, "--source", "A", "--keys-from", ""},
+       "--keys-from is empty"},
+      {{"diff", a, b, "--keys-from", crlf}, "carriage return"},
+      {{"repair", a, b, "--source", "A", "--keys-from", bom},
+       "byte order mark"},
       {{"diff", "postgresql://x/db", "postgresql://y/db", "--range", "1:2"},
        "for two nodes"},
   };

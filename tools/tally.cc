@@ -265,8 +265,15 @@ int Main(int argc, char** argv) {
   ctx.bandwidth_mb = absl::GetFlag(FLAGS_bandwidth);
   ctx.all_keyspaces = absl::GetFlag(FLAGS_all_keyspaces);
   ctx.third_party = absl::GetFlag(FLAGS_third_party);
+  // nullopt: not given (an empty value given is refused, not "all").
+  auto given_flag = [&](absl::string_view name, const std::string& value) {
+    return ctx.given.count(std::string(name)) > 0
+               ? std::optional<std::string>(value)
+               : std::nullopt;
+  };
   absl::StatusOr<tree::DiffScope> scope = ReadDiffScope(
-      absl::GetFlag(FLAGS_range), absl::GetFlag(FLAGS_keys_from), ctx.escaped);
+      given_flag("range", absl::GetFlag(FLAGS_range)),
+      given_flag("keys_from", absl::GetFlag(FLAGS_keys_from)), ctx.escaped);
   if (!scope.ok()) return Trouble(scope.status());
   ctx.scope = *std::move(scope);
   ctx.tables = absl::GetFlag(FLAGS_table);

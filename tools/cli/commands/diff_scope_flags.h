@@ -14,6 +14,7 @@
 #define TALLY_TOOLS_CLI_COMMANDS_DIFF_SCOPE_FLAGS_H_
 
 #include <istream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,17 +25,23 @@
 namespace tally {
 namespace cli {
 
-// The scope the flags name; the whole keyspace when both are empty.
-// kInvalidArgument for both at once, a bad range, a line that is not a
-// valid C-escaped key (with --escaped; naming its line), an empty or
-// over-long key, or a file without keys; kNotFound for a file that cannot
-// be opened.
-absl::StatusOr<tree::DiffScope> ReadDiffScope(const std::string& range,
-                                              const std::string& keys_from,
-                                              bool escaped);
+// The scope the flags name (nullopt: the flag was not given); the whole
+// keyspace when neither was. kInvalidArgument for both at once, a flag
+// given an empty value (`--range "$UNSET"` must not widen a repair to the
+// whole keyspace), a bad range, or a key list ReadKeyList refuses;
+// kNotFound for a file that cannot be opened.
+absl::StatusOr<tree::DiffScope> ReadDiffScope(
+    const std::optional<std::string>& range,
+    const std::optional<std::string>& keys_from, bool escaped);
 
 // The keys of `in`, as ReadDiffScope reads a --keys-from file (`source`
-// names it in errors). Duplicates are dropped, the first kept.
+// names it in errors). Duplicates are dropped, the first kept; empty lines
+// are skipped. kInvalidArgument, naming the line, for a line that is not a
+// valid C-escaped key (with --escaped), an empty or over-long key (a line
+// is not read past a few times the longest key), a line ending in a
+// carriage return or a file starting with a UTF-8 byte order mark (a file
+// saved with Windows conventions: read as they are, its keys would all be
+// absent and the diff would report them equal), or a file without keys.
 absl::StatusOr<tree::KeyList> ReadKeyList(std::istream& in, bool escaped,
                                           const std::string& source);
 

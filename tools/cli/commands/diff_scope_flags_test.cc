@@ -1,6 +1,8 @@
 #include "tools/cli/commands/diff_scope_flags.h"
 
+#include <optional>
 #include <sstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -42,18 +44,67 @@ TEST(ReadKeyList, RefusesAnEmptyListAndOverlongKeys) {
 }
 
 TEST(ReadDiffScope, RangeOrKeysNotBoth) {
-  absl::StatusOr<tree::DiffScope> whole = ReadDiffScope("", "", false);
+  absl::StatusOr<tree::DiffScope> whole =
+      ReadDiffScope(std::nullopt, std::nullopt, false);
   ASSERT_TRUE(whole.ok());
   EXPECT_TRUE(whole->IsWhole());
-  absl::StatusOr<tree::DiffScope> range = ReadDiffScope("10:ff", "", false);
+  absl::StatusOr<tree::DiffScope> range =
+      ReadDiffScope("10:ff", std::nullopt, false);
   ASSERT_TRUE(range.ok());
   EXPECT_EQ(range->range, (tree::TokenRange{0x10, 0xff}));
-  EXPECT_THAT(ReadDiffScope("ff:10", "", false).status().message(),
+  EXPECT_THAT(ReadDiffScope("ff:10", std::nullopt, false).status().message(),
               HasSubstr("--range"));
   EXPECT_THAT(ReadDiffScope("1:2", "keys.txt", false).status().message(),
               HasSubstr("exclude each other"));
-  EXPECT_EQ(ReadDiffScope("", "/nonexistent/keys", false).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      ReadDiffScope(std::nullopt, "/nonexistent/keys", false).status().code(),
+      absl::StatusCode::kNotFound);
+}
+
+// `--range "$UNSET"`: an empty value is refused, not read as the whole
+// keyspace (a repair would act on every row).
+TEST(ReadDiffScope, AnEmptyValueGivenIsRefusedNotTheWholeKeyspace) {
+  for (const char* empty : {"", " ", "\t"}) {
+    absl::StatusOr<tree::DiffScope> range =
+        ReadDiffScope(std::string(empty), std::nullopt, false);
+    EXPECT_EQ(range.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(range.status().message(), HasSubstr("--range is empty"));
+    absl::StatusOr<tree::DiffScope> keys =
+        ReadDiffScope(std::nullopt, std::string(empty), false);
+    EXPECT_EQ(keys.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(keys.status().message(), HasSubstr("--keys-from is empty"));
+  }
+}
+
+// A file saved with Windows line ends or a byte order mark would make every
+// key absent on both nodes: the diff would say equal for keys that differ.
+TEST(ReadKeyList, RefusesCarriageReturnsAndAByteOrderMark) {
+  std::istringstream crlf("user:1\r\nuser:2\r\n");
+  absl::StatusOr<tree::KeyList> r = ReadKeyList(crlf, false, "keys.txt");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("keys.txt:1"));
+  EXPECT_THAT(r.status().message(), HasSubstr("carriage return"));
+  std::istringstream last("user:1\nuser:2\r");
+  EXPECT_THAT(ReadKeyList(last, false, "f").status().message(),
+              HasSubstr("f:2"));
+  std::istringstream bom("\xEF\xBB\xBFuser:1\nuser:2\n");
+  EXPECT_THAT(ReadKeyList(bom, false, "keys.txt").status().message(),
+              HasSubstr("byte order mark"));
+  // --escaped says such bytes on purpose.
+  std::istringstream escaped("\\xef\\xbb\\xbfk\nk\\r\n");
+  absl::StatusOr<tree::KeyList> keys = ReadKeyList(escaped, true, "f");
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  EXPECT_EQ(*keys, (tree::KeyList{"\xEF\xBB\xBFk", "k\r"}));
+}
+
+// A file with no line end (a dump, a binary file) is not read whole.
+TEST(ReadKeyList, ALineIsNotReadPastAFewTimesTheLongestKey) {
+  std::istringstream huge(std::string(8 * node::kMaxRunDiffKeyBytes, 'k'));
+  absl::StatusOr<tree::KeyList> r = ReadKeyList(huge, true, "dump");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("dump:1: the line is longer"));
+  // The remaining bytes were not consumed.
+  EXPECT_FALSE(huge.eof());
 }
 
 // A long list goes in requests within the node's limits, every key once.
