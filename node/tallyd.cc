@@ -131,7 +131,7 @@ void Reload(const TallydCommandLine& command, NodeServer* node,
   const LogLevel old_level = running->log_level;
   const LogFormat old_format = running->log_format;
   const double old_bandwidth = running->node_bandwidth_mb;
-  // Validated by LoadNodeConfig: a finite number >= 0.
+  // Validated by LoadNodeConfig: 0 or 0.001 to 1000000 MB/s.
   if (const absl::Status set =
           node->SetNodeBandwidth(reloaded->node_bandwidth_mb);
       !set.ok()) {

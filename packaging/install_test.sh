@@ -91,9 +91,14 @@ echo "$out" | sed -n 1p | grep -q 'repair' || fail "completion of 're' gave: $ou
 echo "$out" | sed -n 1p | grep -q 'recover' || fail "completion of 're' gave: $out"
 echo "$out" | sed -n 2p | grep -q -- '--keyspace=' || fail "completion of '--key' gave: $out"
 
-# The installed sample config is valid as it is, and --check-config shows
-# what it sets.
-checked=$("$prefix/bin/tallyd" --check-config --config "$prefix/etc/tally/tallyd.conf" 2> "$tmp/check.log") \
+# The installed sample config as it is: refused for its placeholder name
+# (a store keeps its first name for good).
+if "$prefix/bin/tallyd" --check-config --config "$prefix/etc/tally/tallyd.conf" > /dev/null 2> "$tmp/check.log"; then
+  fail "tallyd --check-config took the sample config's placeholder name"
+fi
+grep -q "sample config's placeholder" "$tmp/check.log" || { cat "$tmp/check.log" >&2; fail "the placeholder's refusal does not say so"; }
+# With a name of its own it is valid, and --check-config shows what it sets.
+checked=$("$prefix/bin/tallyd" --check-config --config "$prefix/etc/tally/tallyd.conf" --name site-a/db-1 2> "$tmp/check.log") \
   || { cat "$tmp/check.log" >&2; fail "tallyd --check-config refused the sample config"; }
 echo "$checked" | grep -qx 'data-dir = /var/lib/tally' || fail "--check-config of the sample config printed: $checked"
 echo "$checked" | grep -qx 'metrics-listen = 127.0.0.1:9400' || fail "--check-config of the sample config printed: $checked"

@@ -289,6 +289,14 @@ absl::Status ValidateConfig(const NodeConfig& config) {
         "origins of versions tally makes itself; choose another name",
         config.name));
   }
+  // The sample config's placeholder: a store keeps its first name for good,
+  // so a node started with it would carry it for ever.
+  if (absl::StrContains(config.name, kSampleNamePlaceholder)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--name '%s' is the sample config's placeholder: give this node its "
+        "own name, unique in the mesh (the store keeps it for good)",
+        config.name));
+  }
   if (config.data_dir.empty()) {
     return absl::InvalidArgumentError(
         "--data-dir is required: where the node keeps its store");

@@ -192,7 +192,12 @@ absl::Status ApplyCommandLineSettings(
     const std::vector<std::pair<std::string, std::string>>& settings,
     NodeConfig* config);
 
-// Checks a complete config: a name, a data directory, a valid listen
+// What the sample config (packaging/tallyd.conf) gives `name`, refused by
+// ValidateConfig: "CHANGE-ME/db-1".
+inline constexpr absl::string_view kSampleNamePlaceholder = "CHANGE-ME";
+
+// Checks a complete config: a name (not the sample's placeholder), a data
+// directory, a valid listen
 // address that is loopback unless TLS is on (tls_cert and tls_key) or
 // `insecure`, TLS files that can be read and fit together (node/client/tls.h),
 // valid peers, sane numbers; `postgres` and `table` only together, a

@@ -1,8 +1,12 @@
 #include "node/config/config_file.h"
 
+#include <fcntl.h>
 #include <ini.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -272,27 +276,55 @@ absl::Status ApplyConfigText(absl::string_view text, NodeConfig* config,
 }
 
 absl::Status ApplyConfigFile(const std::string& path, NodeConfig* config) {
-  // An ifstream opens a directory and reads it as empty, which would leave
-  // every setting at its default and end in "--name is required".
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
+  // Opened without blocking (a FIFO would wait for a writer, and a SIGHUP
+  // reload with it), then refused unless it is a regular file of at most
+  // kMaxConfigFileBytes: /dev/zero or a FIFO read to their end would never
+  // end or never fit in memory.
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(absl::StrFormat("cannot read config file %s: %s",
+                                               path, std::strerror(errno)));
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot read config file %s: %s", path, std::strerror(errno)));
+  }
+  if (S_ISDIR(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "config file %s is a directory; --config takes a file of "
         "'name = value' lines",
         path));
   }
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrFormat("cannot read config file %s", path));
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "config file %s is not a regular file (a device, FIFO or socket); "
+        "--config takes a file of 'name = value' lines",
+        path));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return absl::UnavailableError(
-        absl::StrFormat("cannot read config file %s", path));
+  std::string text;
+  char buffer[8192];
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::UnavailableError(absl::StrFormat(
+          "cannot read config file %s: %s", path, std::strerror(errno)));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > kMaxConfigFileBytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "config file %s is larger than %d bytes; a config is a few lines "
+          "of 'name = value'",
+          path, kMaxConfigFileBytes));
+    }
   }
-  return ApplyConfigText(text.str(), config, path);
+  return ApplyConfigText(text, config, path);
 }
 
 }  // namespace node

@@ -32,6 +32,7 @@
 #ifndef TALLY_NODE_CONFIG_CONFIG_FILE_H_
 #define TALLY_NODE_CONFIG_CONFIG_FILE_H_
 
+#include <cstddef>
 #include <string>
 
 #include "absl/status/status.h"
@@ -47,8 +48,14 @@ namespace node {
 absl::Status ApplyConfigText(absl::string_view text, NodeConfig* config,
                              absl::string_view source = "config");
 
+// The largest config file read: a config is a few hundred bytes of
+// 'name = value' lines.
+inline constexpr size_t kMaxConfigFileBytes = 1 << 20;
+
 // Reads and applies a config file; errors name it as above. kNotFound if it
-// cannot be opened, kInvalidArgument for a directory.
+// cannot be opened; kInvalidArgument for a directory, anything else that is
+// not a regular file (/dev/zero, a FIFO: never read, never waited on) or a
+// file over kMaxConfigFileBytes (read no further).
 absl::Status ApplyConfigFile(const std::string& path, NodeConfig* config);
 
 }  // namespace node

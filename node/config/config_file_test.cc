@@ -1,6 +1,8 @@
 #include "node/config/config_file.h"
 
 #include <ini.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -265,6 +267,42 @@ TEST_F(ConfigFileTest, TheFirstErrorIsReported) {
 TEST_F(ConfigFileTest, AMissingFileIsNotFound) {
   EXPECT_EQ(ApplyConfigFile(dir_.path() + "/none.conf", &config_).code(),
             absl::StatusCode::kNotFound);
+}
+
+// /dev/zero would be read without end (tallyd --check-config died of
+// bad_alloc), a FIFO without a writer waited on for ever (a SIGHUP reload
+// with it): both are refused at once, as is a file over the limit.
+TEST_F(ConfigFileTest, OnlyARegularFileOfBoundedSizeIsRead) {
+  absl::Status zero = ApplyConfigFile("/dev/zero", &config_);
+  EXPECT_EQ(zero.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(zero.message(), HasSubstr("not a regular file"));
+
+  const std::string fifo = dir_.path() + "/fifo.conf";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  absl::Status from_fifo = ApplyConfigFile(fifo, &config_);
+  EXPECT_EQ(from_fifo.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(from_fifo.message(), HasSubstr("not a regular file"));
+
+  const std::string big = dir_.path() + "/big.conf";
+  {
+    std::ofstream out(big);
+    const std::string line = "# a comment line of a config file\n";
+    for (size_t written = 0; written <= kMaxConfigFileBytes;
+         written += line.size()) {
+      out << line;
+    }
+  }
+  absl::Status too_big = ApplyConfigFile(big, &config_);
+  EXPECT_EQ(too_big.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_big.message(), HasSubstr("larger than"));
+
+  // A symlink to a regular file is read as the file.
+  const std::string real = dir_.path() + "/real.conf";
+  std::ofstream(real) << "name = via-link\n";
+  const std::string link = dir_.path() + "/link.conf";
+  ASSERT_EQ(symlink(real.c_str(), link.c_str()), 0);
+  ASSERT_TRUE(ApplyConfigFile(link, &config_).ok());
+  EXPECT_EQ(config_.name, "via-link");
 }
 
 }  // namespace

@@ -76,6 +76,27 @@ insecure = true
   EXPECT_TRUE(config.insecure);
 }
 
+// A bandwidth is decimal MB/s, 0 or within 1 KB/s..1 TB/s: what a C parser
+// also reads (1e30, 4.9e-324, 0x10, inf, -0) is refused as the typo it is.
+TEST(ConfigText, BandwidthsAreDecimalAndWithinReason) {
+  for (const char* good : {"0", "12.5", "0.001", "1000000", "100"}) {
+    NodeConfig config;
+    EXPECT_TRUE(ApplySetting("node-bandwidth", good, &config).ok()) << good;
+    EXPECT_TRUE(ApplySetting("repair-bandwidth", good, &config).ok()) << good;
+  }
+  for (const char* bad :
+       {"1e30", "4.9e-324", "0x10", "inf", "nan", "-0", "-1", "", ".", "1.2.3",
+        "0.0001", "1000001", " 5", "5 MB"}) {
+    NodeConfig config;
+    absl::Status s = ApplySetting("node-bandwidth", bad, &config);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(config.node_bandwidth_mb, 0) << bad;
+    EXPECT_EQ(ApplySetting("repair-bandwidth", bad, &config).code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
 // The keyspace limit and the bulk-stream limits are settings.
 TEST(ConfigText, ReadsTheKeyspaceAndStreamLimits) {
   NodeConfig config;
@@ -130,6 +151,23 @@ TEST(ValidateConfig, RefusesTheReservedOriginPrefix) {
     EXPECT_THAT(std::string(refused.message()), HasSubstr("reserved"));
   }
   config.name = "tallyx.bootstrap";
+  EXPECT_TRUE(ValidateConfig(config).ok());
+}
+
+// The sample config's `name = CHANGE-ME/db-1` passed --check-config, and
+// a node started with it kept the name for good.
+TEST(ValidateConfig, RefusesTheSampleConfigsPlaceholderName) {
+  NodeConfig config;
+  config.data_dir = "/tmp/x";
+  for (const char* placeholder :
+       {"CHANGE-ME/db-1", "CHANGE-ME", "eu/CHANGE-ME"}) {
+    config.name = placeholder;
+    const absl::Status refused = ValidateConfig(config);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument)
+        << placeholder;
+    EXPECT_THAT(std::string(refused.message()), HasSubstr("placeholder"));
+  }
+  config.name = "eu-west/db-1";
   EXPECT_TRUE(ValidateConfig(config).ok());
 }
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -92,15 +94,28 @@ void ShowInt(absl::string_view name, const NodeConfig& config,
   out->emplace_back(name, absl::StrCat(config.*kField));
 }
 
-// MB/s >= 0; 0 is unlimited.
+// The bandwidths a node takes: 0 (unlimited) or 1 KB/s to 1 TB/s. Outside
+// it a value is a typo (1e30, 4.9e-324), not a limit anyone means.
+constexpr double kMinBandwidthMb = 0.001;
+constexpr double kMaxBandwidthMb = 1e6;
+
+// MB/s as decimal digits with at most one point ("12", "0.5"): no sign,
+// exponent, hex or "inf", which a C parser takes; 0 is unlimited.
 template <double NodeConfig::*kField>
 absl::Status ApplyBandwidth(absl::string_view name, absl::string_view value,
                             NodeConfig* config) {
+  const bool decimal =
+      !value.empty() && value.size() <= 32 &&
+      absl::c_all_of(
+          value, [](char c) { return absl::ascii_isdigit(c) || c == '.'; }) &&
+      absl::c_count(value, '.') <= 1 && value != ".";
   double mb = 0;
-  if (!absl::SimpleAtod(value, &mb) || !std::isfinite(mb) || mb < 0) {
+  if (!decimal || !absl::SimpleAtod(value, &mb) ||
+      (mb != 0 && (mb < kMinBandwidthMb || mb > kMaxBandwidthMb))) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s must be a number of MB/s >= 0 (0: unlimited), not '%s'", name,
-        value));
+        "%s must be MB/s in decimal digits, 0 (unlimited) or %g to %g, not "
+        "'%s'",
+        name, kMinBandwidthMb, kMaxBandwidthMb, absl::CHexEscape(value)));
   }
   config->*kField = mb;
   return absl::OkStatus();
@@ -322,13 +337,14 @@ std::vector<SettingInfo>* MakeSettingsTable() {
        "sessions running at once, all peers (default 2)", false, false,
        &ApplyInt<&C::max_sessions, 1, 256>, &ShowInt<&C::max_sessions>},
       {"repair-bandwidth", "Peers and sessions", "MB",
-       "repair traffic per session in MB/s (default 0 = unlimited)", false,
-       false, &ApplyBandwidth<&C::repair_bandwidth_mb>,
+       "repair traffic per session in MB/s, 0.001 to 1000000\n"
+       "(default 0 = unlimited)",
+       false, false, &ApplyBandwidth<&C::repair_bandwidth_mb>,
        &ShowDouble<&C::repair_bandwidth_mb>},
       {"node-bandwidth", "Peers and sessions", "MB",
        "repair traffic of the whole node in MB/s, shared by\n"
        "all its sessions and the repairs tools ask it to\n"
-       "run (default 0 = unlimited)",
+       "run, 0.001 to 1000000 (default 0 = unlimited)",
        false, false, &ApplyBandwidth<&C::node_bandwidth_mb>,
        &ShowDouble<&C::node_bandwidth_mb>},
       {"default-depth", "Store", "D",
