@@ -33,7 +33,7 @@ table{border-collapse:collapse}th,td{text-align:left;padding:.25em .7em;border-b
 th{background:#f5f7fa;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .ok{color:#0e7c3a}.bad{color:#c81e1e}.dim{color:#7b8794}
 .phase{display:inline-block;padding:0 .4em;border-radius:3px;background:#e4e7eb}
-.phase-diff,.phase-repair,.phase-handshake{background:#fff3c4}.phase-done{background:#d5f5e3}.phase-failed{background:#fde8e8}
+.phase-diff,.phase-repair,.phase-handshake{background:#fff3c4}.phase-done{background:#d5f5e3}.phase-failed{background:#fde8e8}.phase-paused{background:#e0e7ff;font-weight:600}
 .bar{display:inline-block;width:120px;height:8px;background:#e4e7eb;border-radius:4px;vertical-align:middle}
 .bar>span{display:block;height:8px;background:#3b82f6;border-radius:4px}
 .strip-row{display:flex;align-items:center;gap:.6em;margin:.15em 0}
@@ -237,9 +237,18 @@ void AppendTrouble(const v1::StatusResponse& status, absl::Time now,
   absl::StrAppend(out, "</table>\n");
 }
 
-// The running session, or the last one: phase, keyspace, progress.
+// The running session, or the last one: phase, keyspace, progress. A
+// paused peer says so first: its last session's "done" would read as a
+// peer in sync.
 void AppendSession(const v1::PeerStatus& peer, std::string* out) {
   const v1::SessionProgress& s = peer.session();
+  if (peer.paused()) {
+    absl::StrAppend(out, "<span class=\"phase phase-paused\">paused</span>");
+    if (peer.paused_since_unix_ms() > 0) {
+      absl::StrAppend(out, " since ", FormatUtc(peer.paused_since_unix_ms()));
+    }
+    absl::StrAppend(out, " (tally peer resume)<br>last session: ");
+  }
   const std::string phase = s.phase().empty() ? "idle" : s.phase();
   absl::StrAppend(out, "<span class=\"phase phase-", EscapeHtml(phase), "\">",
                   EscapeHtml(phase), "</span>");

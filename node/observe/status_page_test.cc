@@ -238,6 +238,31 @@ TEST(RenderStatusPage, PeersShowTheirSessionAndFeed) {
   EXPECT_THAT(html, HasSubstr("last success never"));
 }
 
+// A paused peer whose last session ended well read "done" in green, as a
+// peer in sync does, while `tally status` said paused.
+TEST(RenderStatusPage, APausedPeerSaysPausedBeforeItsLastSession) {
+  v1::StatusResponse status = StatusWithHeat();
+  v1::PeerStatus* peer = status.mutable_peers(0);
+  peer->set_last_outcome("ok");
+  peer->set_paused(true);
+  peer->set_paused_since_unix_ms(absl::ToUnixMillis(kNow - absl::Minutes(5)));
+  peer->mutable_session()->set_phase("done");
+  const std::string html = RenderStatusPage(status, kNow);
+  const size_t paused =
+      html.find("<span class=\"phase phase-paused\">paused</span>");
+  const size_t done = html.find("<span class=\"phase phase-done\">done</span>");
+  ASSERT_NE(paused, std::string::npos) << html;
+  ASSERT_NE(done, std::string::npos);
+  EXPECT_LT(paused, done);
+  EXPECT_THAT(html, HasSubstr("paused</span> since 2027-01-15 07:55:00 UTC"));
+  EXPECT_THAT(html, HasSubstr("last session: <span class=\"phase phase-done"));
+
+  // Not paused: no such line.
+  peer->set_paused(false);
+  EXPECT_THAT(RenderStatusPage(status, kNow),
+              Not(HasSubstr("phase-paused\">paused")));
+}
+
 TEST(RenderStatusPage, ASessionWithATotalShowsItsShareRateAndTimeLeft) {
   v1::StatusResponse status = StatusWithHeat();
   v1::SessionProgress* s = status.mutable_peers(0)->mutable_session();
