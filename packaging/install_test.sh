@@ -19,7 +19,7 @@ fail() { echo "install_test: $*" >&2; exit 1; }
 prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" > "$tmp/install.log"
 
-for f in bin/tallyd bin/tally bin/tally-bench \
+for f in bin/tallyd bin/tally bin/tally-pg bin/tally-bench \
          share/man/man8/tallyd.8 share/man/man1/tally.1 share/man/man1/tally-bench.1 \
          share/man/man5/tallyd.conf.5 \
          share/bash-completion/completions/tally \
@@ -32,13 +32,18 @@ for f in bin/tallyd bin/tally bin/tally-bench \
   [ -e "$prefix/$f" ] || fail "missing $f after cmake --install"
 done
 "$prefix/bin/tallyd" --version | grep -q '^tallyd [0-9]' || fail "installed tallyd --version"
+# The installed tally compares PostgreSQL tables through the installed
+# tally-pg: a server that is not there is a connection error, not a
+# missing program.
+pg_out=$("$prefix/bin/tally" diff postgresql://127.0.0.1:1/a postgresql://127.0.0.1:1/b --table t 2>&1) && fail "diff of two unreachable databases succeeded"
+echo "$pg_out" | grep -qi 'tally-pg' && fail "installed tally cannot run tally-pg: $pg_out"
+echo "$pg_out" | grep -qiE 'connect|connection' || fail "installed tally diff postgresql:// said: $pg_out"
 
-# The unit as installed names the configured prefix's tallyd; point it at
-# this prefix's so that systemd-analyze can check the executable too.
-unit=$tmp/tallyd.service
-sed -e "s|^ExecStart=[^ ]*|ExecStart=$prefix/bin/tallyd|" \
-    -e "s|^ExecReload=[^ ]*tallyd |ExecReload=$prefix/bin/tallyd |" \
-    "$prefix/lib/systemd/system/tallyd.service" > "$unit"
+# The unit names the tallyd and the config of the prefix it was installed
+# under (--prefix after configure), as they are.
+unit="$prefix/lib/systemd/system/tallyd.service"
+grep -qx "ExecStart=$prefix/bin/tallyd --config $prefix/etc/tally/tallyd.conf" "$unit" \
+  || fail "the unit does not run this prefix's tallyd with its config: $(grep ^ExecStart "$unit")"
 grep -q '^Type=notify$' "$unit" || fail "the unit is not Type=notify"
 grep -q '^ExecReload=/bin/kill -HUP' "$unit" || fail "the unit's reload sends no SIGHUP"
 # A reload checks the config before it signals: a bad file fails it.
