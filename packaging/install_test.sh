@@ -108,10 +108,14 @@ checked=$("$prefix/bin/tallyd" --check-config --config "$prefix/etc/tally/tallyd
 echo "$checked" | grep -qx 'data-dir = /var/lib/tally' || fail "--check-config of the sample config printed: $checked"
 echo "$checked" | grep -qx 'metrics-listen = 127.0.0.1:9400' || fail "--check-config of the sample config printed: $checked"
 
-# tallyd runs from the installed sample config.
-"$prefix/bin/tallyd" --config "$prefix/etc/tally/tallyd.conf" --name install/test \
+# tallyd runs from the installed sample config, its stderr standing in for
+# the journal's stream as systemd names it ($JOURNAL_STREAM, DEV:INO): each
+# line then starts with its syslog priority.
+: > "$tmp/tallyd.log"
+journal_stream=$(stat -c '%d:%i' "$tmp/tallyd.log")
+JOURNAL_STREAM=$journal_stream "$prefix/bin/tallyd" --config "$prefix/etc/tally/tallyd.conf" --name install/test \
   --data-dir "$tmp/data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
-  --sync-writes false 2> "$tmp/tallyd.log" &
+  --sync-writes false 2>> "$tmp/tallyd.log" &
 node_pid=$!
 for _ in $(seq 1 100); do
   grep -q 'listening on' "$tmp/tallyd.log" && break
@@ -119,6 +123,8 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 grep -q 'listening on' "$tmp/tallyd.log" || fail "tallyd did not start from the sample config"
+grep -q '^<6>.*listening on' "$tmp/tallyd.log" || fail "under the journal, an info line lacks its priority: $(head -3 "$tmp/tallyd.log")"
+grep -v '^<[0-7]>' "$tmp/tallyd.log" | grep -q . && fail "under the journal, a line lacks its priority: $(grep -v '^<[0-7]>' "$tmp/tallyd.log" | head -3)"
 kill "$node_pid"
 wait "$node_pid" || fail "tallyd did not stop cleanly"
 node_pid=""

@@ -1,12 +1,19 @@
 #include "node/observe/log.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 
@@ -64,9 +71,24 @@ bool NeedsQuotes(absl::string_view value) {
   return false;
 }
 
+// Whether this process's stderr is the journal's stream, read once: the
+// stream does not change while the process runs.
+bool StderrIsJournal() {
+  static const bool journal = [] {
+    struct stat st;
+    if (fstat(STDERR_FILENO, &st) != 0) return false;
+    return IsJournalStream(std::getenv("JOURNAL_STREAM"),
+                           static_cast<uint64_t>(st.st_dev),
+                           static_cast<uint64_t>(st.st_ino));
+  }();
+  return journal;
+}
+
 void Write(LogLevel level, absl::string_view message, LogFields fields) {
   if (!LogEnabled(level)) return;
-  std::string line =
+  std::string line;
+  if (StderrIsJournal()) line = std::string(JournalPriorityPrefix(level));
+  line +=
       FormatLogLine(absl::Now(), level, CurrentLogFormat(), message, fields);
   line.push_back('\n');
   // One fwrite per line: stdio locks the stream, so lines stay whole.
@@ -198,6 +220,31 @@ void LogError(absl::string_view message, LogFields fields) {
 }
 void Log(LogLevel level, absl::string_view message, LogFields fields) {
   Write(level, message, fields);
+}
+
+absl::string_view JournalPriorityPrefix(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return "<7>";
+    case LogLevel::kInfo:
+      return "<6>";
+    case LogLevel::kWarning:
+      return "<4>";
+    case LogLevel::kError:
+      return "<3>";
+  }
+  return "<6>";
+}
+
+bool IsJournalStream(const char* journal_stream, uint64_t dev, uint64_t ino) {
+  if (journal_stream == nullptr) return false;
+  const std::vector<absl::string_view> parts =
+      absl::StrSplit(journal_stream, ':');
+  uint64_t want_dev = 0;
+  uint64_t want_ino = 0;
+  return parts.size() == 2 && absl::SimpleAtoi(parts[0], &want_dev) &&
+         absl::SimpleAtoi(parts[1], &want_ino) && want_dev == dev &&
+         want_ino == ino;
 }
 
 }  // namespace node

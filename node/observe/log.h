@@ -111,6 +111,16 @@ std::string FormatLogLine(absl::Time time, LogLevel level, LogFormat format,
 // A value as the text format writes it: bare when it needs no quotes.
 std::string QuoteLogValue(absl::string_view value);
 
+// Under systemd, stderr is the journal's stream: each line then starts with
+// its syslog priority ("<3>" error, "<4>" warning, "<6>" info, "<7>" debug),
+// which journald takes off and keeps as the line's priority, so that
+// `journalctl -p warning` finds the warnings and errors.
+absl::string_view JournalPriorityPrefix(LogLevel level);
+// Whether a stream with device `dev` and inode `ino` is the one
+// $JOURNAL_STREAM ("DEV:INO", what systemd sets for a service whose output
+// goes to the journal) names; false when it is unset or malformed.
+bool IsJournalStream(const char* journal_stream, uint64_t dev, uint64_t ino);
+
 }  // namespace node
 }  // namespace tally
 

@@ -94,6 +94,22 @@ TEST(LogSettings, TheLevelDecidesWhatIsWritten) {
   EXPECT_FALSE(LogEnabled(LogLevel::kDebug));
 }
 
+// Under systemd each line carries its priority for journald, so that
+// `journalctl -p warning` finds the warnings (it found nothing: every line
+// was "info").
+TEST(Log, UnderTheJournalEachLineCarriesItsPriority) {
+  EXPECT_EQ(JournalPriorityPrefix(LogLevel::kError), "<3>");
+  EXPECT_EQ(JournalPriorityPrefix(LogLevel::kWarning), "<4>");
+  EXPECT_EQ(JournalPriorityPrefix(LogLevel::kInfo), "<6>");
+  EXPECT_EQ(JournalPriorityPrefix(LogLevel::kDebug), "<7>");
+  EXPECT_TRUE(IsJournalStream("8:12345", 8, 12345));
+  EXPECT_FALSE(IsJournalStream("8:12345", 8, 12346));  // another stream
+  EXPECT_FALSE(IsJournalStream(nullptr, 8, 12345));    // not under systemd
+  for (const char* bad : {"", "8", "8:", ":1", "x:1", "8:1:2"}) {
+    EXPECT_FALSE(IsJournalStream(bad, 8, 1)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace node
 }  // namespace tally
