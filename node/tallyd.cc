@@ -33,6 +33,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "node/config/config.h"
+#include "node/config/config_file.h"
 #include "node/config/effective_settings.h"
 #include "node/config/settings_table.h"
 #include "node/config/tallyd_command_line.h"
@@ -87,6 +88,43 @@ void ApplyLogSettings(const NodeConfig& config) {
   SetLogLevel(config.log_level);
   SetLogFormat(config.log_format);
   RouteGrpcLogs(config.log_level);
+}
+
+// The log format a refusal at start is written in: the one the flags ask
+// for, else the config file's when it reads, else text. A config that does
+// not load still has its --log-format flag honoured, so that a log shipper
+// reading JSON sees why tallyd did not start.
+LogFormat StartLogFormat(const TallydCommandLine& command) {
+  LogFormat format = LogFormat::kText;
+  NodeConfig from_file;
+  if (!command.config_file.empty() &&
+      ApplyConfigFile(command.config_file, &from_file).ok()) {
+    format = from_file.log_format;
+  }
+  for (const auto& [name, value] : command.settings) {
+    NodeConfig flag;
+    if ((name == "log-format" || name == "log_format") &&
+        ApplySetting("log-format", value, &flag).ok()) {
+      format = flag.log_format;
+    }
+  }
+  return format;
+}
+
+// Why tallyd does not start, on stderr: "tallyd: MESSAGE" as text, or an
+// error line of the JSON log (its message "tallyd did not start", the
+// reason in `error`); under systemd with its journal priority. One line
+// whatever the message holds (a PostgreSQL error brings its detail and hint
+// on lines of their own): the operator's log shows the refusal and its fix
+// together.
+void LogRefusal(LogFormat format, std::string message) {
+  absl::StrReplaceAll({{"\r\n", "; "}, {"\n", "; "}}, &message);
+  if (format == LogFormat::kJson) {
+    SetLogFormat(LogFormat::kJson);
+    LogError("tallyd did not start", {{"error", message}});
+    return;
+  }
+  std::fprintf(stderr, "tallyd: %s\n", message.c_str());
 }
 
 // node-bandwidth for the reload's log line: "50MB/s" or "unlimited".
@@ -206,8 +244,8 @@ int Main(int argc, char** argv) {
   // and for --check-config.
   absl::StatusOr<NodeConfig> loaded = LoadNodeConfig(*command);
   if (!loaded.ok()) {
-    std::fprintf(stderr, "tallyd: %s\n",
-                 std::string(loaded.status().message()).c_str());
+    LogRefusal(StartLogFormat(*command),
+               std::string(loaded.status().message()));
     return 2;
   }
   NodeConfig config = *std::move(loaded);
@@ -222,12 +260,7 @@ int Main(int argc, char** argv) {
 
   absl::StatusOr<std::unique_ptr<NodeServer>> node = NodeServer::Start(config);
   if (!node.ok()) {
-    // One line, whatever the message holds (a PostgreSQL error brings its
-    // detail and hint on lines of their own): the operator's log shows the
-    // refusal and its fix together.
-    std::string message = node.status().ToString();
-    absl::StrReplaceAll({{"\r\n", "; "}, {"\n", "; "}}, &message);
-    std::fprintf(stderr, "tallyd: %s\n", message.c_str());
+    LogRefusal(config.log_format, node.status().ToString());
     return 1;
   }
   LogInfo(absl::StrFormat("tallyd %s listening on %s", config.name,

@@ -96,6 +96,44 @@ TEST(Logging, JsonFormatWritesOneObjectPerLine) {
 // A client that speaks plaintext to a TLS port makes gRPC log the failed
 // handshake; that line comes out in tally's JSON, not as gRPC's own
 // "E1203 05:14:10.123 ..." line.
+// Why tallyd did not start is a JSON line under --log-format json (it was
+// "tallyd: ..." text, which a shipper reading JSON drops), whether the
+// config was refused or the store could not open; text stays text.
+TEST(Logging, ARefusalAtStartIsAJsonLineUnderJson) {
+  TempDir dir;
+  const std::string file = dir.path() + "/not-a-dir";
+  WriteFile(file, "x");
+  const std::vector<std::vector<std::string>> refused = {
+      // The config: no --name.
+      {::tally::testing::TallydPath(), "--data-dir", dir.path() + "/d",
+       "--log-format", "json"},
+      // The store: its directory is a file.
+      {::tally::testing::TallydPath(), "--name", "n", "--data-dir", file,
+       "--listen", FreeLoopbackAddress(), "--log-format", "json"},
+  };
+  for (const std::vector<std::string>& argv : refused) {
+    const CommandResult r = ::tally::testing::RunCommand(argv);
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    // Every line is JSON (a store that did not open logs its shutdown
+    // first); the last says why.
+    const std::vector<std::string> lines = Lines(r.err);
+    ASSERT_FALSE(lines.empty()) << r.err;
+    for (const std::string& line : lines) {
+      EXPECT_TRUE(nlohmann::json::parse(line, nullptr, false).is_object())
+          << line;
+    }
+    const nlohmann::json j =
+        nlohmann::json::parse(lines.back(), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << lines.back();
+    EXPECT_EQ(j["level"], "error") << lines.back();
+    EXPECT_EQ(j["msg"], "tallyd did not start") << lines.back();
+    EXPECT_FALSE(j["error"].get<std::string>().empty()) << lines.back();
+  }
+  const CommandResult text = ::tally::testing::RunCommand(
+      {::tally::testing::TallydPath(), "--data-dir", dir.path() + "/d"});
+  EXPECT_THAT(text.err, HasSubstr("tallyd: --name is required"));
+}
+
 TEST(Logging, GrpcsOwnLinesComeThroughTallysLogger) {
   TempDir dir;
   auto ca = testing::TestCa::Create(dir.path(), "ca");
