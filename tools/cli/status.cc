@@ -55,6 +55,36 @@ std::string Section(const std::vector<std::vector<std::string>>& rows,
   return Table(rows);
 }
 
+// A cell of a table is at most this wide: a longer value (a failed
+// session's whole gRPC error) is cut there and written whole below the
+// table, wrapped, so that no row runs to hundreds of columns.
+constexpr size_t kMaxCellWidth = 40;
+constexpr size_t kNoteWidth = 100;
+
+// `text` cut to kMaxCellWidth ("...": the whole is below the table).
+std::string CutCell(const std::string& text) {
+  if (text.size() <= kMaxCellWidth) return text;
+  return absl::StrCat(text.substr(0, kMaxCellWidth - 3), "...");
+}
+
+// "  LABEL: TEXT", wrapped at kNoteWidth columns at spaces, the lines after
+// the first indented by four.
+std::string WrappedNote(absl::string_view label, absl::string_view text) {
+  std::string out = absl::StrCat("  ", label, ":");
+  size_t column = out.size();
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (column + 1 + word.size() > kNoteWidth && column > 4) {
+      absl::StrAppend(&out, "\n    ", word);
+      column = 4 + word.size();
+    } else {
+      absl::StrAppend(&out, " ", word);
+      column += 1 + word.size();
+    }
+  }
+  out.push_back('\n');
+  return out;
+}
+
 // The keyspaces in trouble now (StatusResponse.keyspace_trouble).
 std::vector<std::string> KeyspacesInTrouble(const v1::StatusResponse& status) {
   std::vector<std::string> names;
@@ -531,10 +561,14 @@ std::string StatusText(const v1::StatusResponse& status,
   std::vector<std::vector<std::string>> peers = {
       {"PEER", "ROLE", "NAME", "LAST SESSION", "OUTCOME", "RUNNING",
        "OK/FAILED", "ROWS IN/OUT", "ERASED", "CONFLICTS", "REPAIRED"}};
+  std::string outcomes;  // the outcomes cut in the table, whole
   for (const v1::PeerStatus& p : status.peers()) {
+    if (p.last_outcome().size() > kMaxCellWidth) {
+      absl::StrAppend(&outcomes, WrappedNote(p.address(), p.last_outcome()));
+    }
     peers.push_back({p.address(), p.role(), p.name().empty() ? "-" : p.name(),
                      SessionTime(p.last_session_unix_ms(), now),
-                     p.last_outcome().empty() ? "-" : p.last_outcome(),
+                     p.last_outcome().empty() ? "-" : CutCell(p.last_outcome()),
                      Running(p),
                      absl::StrCat(p.sessions_ok(), "/", p.sessions_failed()),
                      absl::StrCat(p.rows_received(), "/", p.rows_sent()),
@@ -542,6 +576,9 @@ std::string StatusText(const v1::StatusResponse& status,
                      HumanBytes(p.bytes_repaired())});
   }
   absl::StrAppend(&text, "\n", Section(peers, "no peers"));
+  if (!outcomes.empty()) {
+    absl::StrAppend(&text, "  last outcomes in full:\n", outcomes);
+  }
 
   if (status.peers_size() > 0) {
     std::vector<std::vector<std::string>> sessions = {

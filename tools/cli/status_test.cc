@@ -1,5 +1,10 @@
 #include "tools/cli/status.h"
 
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -301,6 +306,39 @@ TEST(StatusJson, HoldsEachPeersSession) {
   // A peer that had no session yet.
   EXPECT_EQ(StatusJson(MeshStatus(), "x:1")["peers"][0]["session"]["phase"],
             "idle");
+}
+
+// A peer that is down failed its last session with gRPC's whole error: in
+// one cell, rows ran to ~370 columns. The cell is cut; the error follows the
+// table whole, wrapped.
+TEST(StatusText, ALongOutcomeIsCutInItsCellAndWrittenWholeBelow) {
+  v1::StatusResponse status;
+  v1::PeerStatus* p = status.add_peers();
+  p->set_address("10.0.0.2:7400");
+  const std::string error =
+      "failed: UNAVAILABLE: node 10.0.0.2:7400 is unavailable (Handshake): "
+      "failed to connect to all addresses; last error: UNKNOWN: "
+      "ipv4:10.0.0.2:7400: Failed to connect to remote host: Connection "
+      "refused; the peer may be down, or not listening on that address";
+  p->set_last_outcome(error);
+  const std::string text =
+      StatusText(status, "127.0.0.1:7400", absl::UnixEpoch());
+  size_t widest = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    widest = std::max(widest, line.size());
+  }
+  EXPECT_LE(widest, 200u) << text;
+  EXPECT_THAT(text, HasSubstr("failed: UNAVAILABLE: node 10.0.0.2:74..."));
+  EXPECT_THAT(text, HasSubstr("last outcomes in full:\n  10.0.0.2:7400: "
+                              "failed: UNAVAILABLE:"));
+  // Every word of the error is there, in order.
+  std::string joined;
+  const size_t below = text.find("last outcomes in full:");
+  for (absl::string_view word : absl::StrSplit(
+           text.substr(below), absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+    absl::StrAppend(&joined, word, " ");
+  }
+  EXPECT_THAT(joined, HasSubstr(error));
 }
 
 TEST(StatusText, EmptyNodeSaysSo) {
