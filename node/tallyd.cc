@@ -95,20 +95,16 @@ void ApplyLogSettings(const NodeConfig& config) {
 // not load still has its --log-format flag honoured, so that a log shipper
 // reading JSON sees why tallyd did not start.
 LogFormat StartLogFormat(const TallydCommandLine& command) {
-  LogFormat format = LogFormat::kText;
-  NodeConfig from_file;
-  if (!command.config_file.empty() &&
-      ApplyConfigFile(command.config_file, &from_file).ok()) {
-    format = from_file.log_format;
+  NodeConfig config;
+  if (!command.config_file.empty()) {
+    ApplyConfigFile(command.config_file, &config).IgnoreError();
   }
-  for (const auto& [name, value] : command.settings) {
-    NodeConfig flag;
-    if ((name == "log-format" || name == "log_format") &&
-        ApplySetting("log-format", value, &flag).ok()) {
-      format = flag.log_format;
-    }
+  std::vector<std::pair<std::string, std::string>> format_flags;
+  for (const auto& setting : command.settings) {
+    if (setting.first == "log-format") format_flags.push_back(setting);
   }
-  return format;
+  ApplyCommandLineSettings(format_flags, &config).IgnoreError();
+  return config.log_format;
 }
 
 // Why tallyd does not start, on stderr: "tallyd: MESSAGE" as text, or an

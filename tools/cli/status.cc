@@ -677,8 +677,10 @@ Json* JsonAt(Json* root, absl::string_view path, int item,
   return at;
 }
 
-}  // namespace
-
+// Writes every number of the status table that has a JSON key into `out`,
+// at that key, for every item of its scope (StatusJson's last step): a flag
+// as true or false, a time as Unix milliseconds, a value /metrics leaves
+// out as 0.
 void SetTableNumbers(const v1::StatusResponse& status, Json* out) {
   for (const node::StatusField& field : node::StatusFields()) {
     const int items = node::StatusScopeSize(status, field.scope);
@@ -710,6 +712,8 @@ void SetTableNumbers(const v1::StatusResponse& status, Json* out) {
     }
   }
 }
+
+}  // namespace
 
 Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   Json out = Json::object();

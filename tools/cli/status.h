@@ -42,12 +42,6 @@ std::string StatusText(const ::tally::v1::StatusResponse& status,
 Json StatusJson(const ::tally::v1::StatusResponse& status,
                 absl::string_view dialed);
 
-// Writes every number of the status table that has a JSON key into `out`,
-// at that key, for every item of its scope (StatusJson's last step): a flag
-// as true or false, a time as Unix milliseconds, a value /metrics leaves
-// out as 0.
-void SetTableNumbers(const ::tally::v1::StatusResponse& status, Json* out);
-
 }  // namespace cli
 }  // namespace tally
 

@@ -11,7 +11,6 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
 #include "node/sync/diff_run.h"
 
 namespace tally {
