@@ -282,20 +282,50 @@ class Store {
   Store() = default;
 };
 
+// What RepairStore did.
+struct RepairReport {
+  // Table files with unreadable blocks: each was replaced by a table of its
+  // readable entries (or, when its footer or index was damaged, dropped),
+  // and the original moved into `dir`/lost. One line each, naming the file
+  // and LevelDB's error.
+  std::vector<std::string> damaged_tables;
+  uint64_t rows_removed = 0;  // rows that did not match their own digest
+  // Keyspaces whose record was lost, named again from the names given
+  // (one line each).
+  std::vector<std::string> renamed_keyspaces;
+  // Rows of keyspaces whose record was lost and that no name given fits:
+  // kept in the store, outside every keyspace, and never served.
+  uint64_t rows_unattributed = 0;
+  std::vector<uint32_t> unattributed_keyspaces;  // their keyspace ids
+};
+
 // Salvages the store in `dir` when it no longer opens (a damaged or missing
-// log, a missing CURRENT or MANIFEST, a damaged table), with LevelDB's
-// RepairDB: every table and log is read, what is readable is kept, what is
-// not is dropped and the files it came from are moved to `dir`/lost. Run it
-// on a stopped node, then Open and Verify the store; the rows it lost come
-// back from peers through anti-entropy. Then every record derived from the
-// rows (leaves, rows per origin, tombstone index) is rewritten from them,
-// and rows that do not match their own digest are removed. Uses
-// options.env, options.backend and the tuning options only. Returns how
-// many rows it removed; kNotFound when `dir` holds no LevelDB files,
-// kUnavailable when it is locked by a running process, and LevelDB's error
-// otherwise.
-absl::StatusOr<uint64_t> RepairStore(const std::string& dir,
-                                     const StoreOptions& options);
+// log, a missing CURRENT or MANIFEST, a damaged table). Every table is read
+// first with its checksums verified, and a damaged one is rewritten with the
+// entries of its sound blocks; then LevelDB's RepairDB reads every table and
+// log, keeps what is readable and moves the files it replaced or could not
+// read to `dir`/lost. Nothing is deleted. Run it on a stopped node, then
+// Open and Verify the store; the rows it lost come back from peers through
+// anti-entropy. Then every record derived from the rows (leaves, rows per
+// origin, tombstone index) is rewritten from them, and rows that do not
+// match their own digest are removed. A keyspace whose record was lost is
+// named again when its rows digest under one of `keyspaces` (a row's digest
+// covers its keyspace's name); its rows are kept either way. The node's
+// name, when every record of it was lost, comes from options.node_name.
+// Uses options.env, options.backend, options.node_name,
+// options.default_depth and the tuning options only. Returns kNotFound when
+// `dir` holds no LevelDB files, kUnavailable when it is locked by a running
+// process, and LevelDB's error otherwise.
+absl::StatusOr<RepairReport> RepairStore(
+    const std::string& dir, const StoreOptions& options,
+    const std::vector<std::string>& keyspaces = {"default"});
+
+// Reads every LevelDB table in `dir` with its checksums verified, without
+// opening the store (which may abort on a damaged block: LevelDB reads
+// tables unchecked). Returns one line per damaged table, naming the file and
+// LevelDB's error; empty when all are sound.
+absl::StatusOr<std::vector<std::string>> CheckTableFiles(
+    const std::string& dir, const StoreOptions& options);
 
 }  // namespace storage
 }  // namespace tally

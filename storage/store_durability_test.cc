@@ -462,7 +462,7 @@ TEST(StoreRepair, RefusesALockedOrEmptyDirectory) {
   absl::StatusOr<std::unique_ptr<Store>> store =
       Store::Open(dir.path(), DurableOptions(nullptr));
   ASSERT_TRUE(store.ok()) << store.status();
-  const absl::StatusOr<uint64_t> locked =
+  const absl::StatusOr<RepairReport> locked =
       RepairStore(dir.path(), DurableOptions(nullptr));
   EXPECT_TRUE(absl::IsUnavailable(locked.status())) << locked.status();
 }
@@ -492,9 +492,10 @@ TEST(StoreRepair, RowsThatDoNotMatchTheirDigestAreRemoved) {
     record.back() ^= 0x20;  // one bit of the value
     ASSERT_TRUE(db->Put(leveldb::WriteOptions(), row_key, record).ok());
   }
-  absl::StatusOr<uint64_t> removed = RepairStore(dir.path(), options);
-  ASSERT_TRUE(removed.ok()) << removed.status();
-  EXPECT_EQ(*removed, 1u);
+  absl::StatusOr<RepairReport> repaired = RepairStore(dir.path(), options);
+  ASSERT_TRUE(repaired.ok()) << repaired.status();
+  EXPECT_EQ(repaired->rows_removed, 1u);
+  EXPECT_TRUE(repaired->damaged_tables.empty());
   absl::StatusOr<std::unique_ptr<Store>> store =
       Store::Open(dir.path(), options);
   ASSERT_TRUE(store.ok()) << store.status();

@@ -8,7 +8,6 @@
 
 #include <filesystem>
 #include <memory>
-#include <random>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -143,11 +142,7 @@ absl::Status CreateOrCheckFormat(leveldb::DB& db,
     return absl::OkStatus();
   }
   TALLY_RETURN_IF_ERROR(ValidateNodeName(node_name));
-  std::random_device random;
-  Epoch epoch;
-  do {
-    epoch = (uint64_t{random()} << 32) | random();
-  } while (epoch == 0);
+  const Epoch epoch = internal::NewEpoch();
   leveldb::WriteBatch batch;
   batch.Put(MetaKey(kMetaFormat), Fixed32String(kFormatVersion));
   batch.Put(MetaKey(kMetaNodeName), node_name);

@@ -9,12 +9,15 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/numeric/bits.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -27,7 +30,9 @@
 #include "storage/internal/repair.h"
 #include "storage/internal/slice.h"
 #include "storage/internal/store_impl.h"
+#include "storage/internal/table_salvage.h"
 #include "storage/leveldb_config.h"
+#include "storage/names.h"
 #include "storage/store.h"
 #include "tree/status_macros.h"
 
@@ -68,9 +73,34 @@ struct RepairTables {
   uint32_t next_origin_id = kLocalOriginId + 1;
 };
 
+// Every read of the repaired store verifies checksums: a block that fails
+// is an error, never garbage keys.
+leveldb::ReadOptions CheckedRead() {
+  leveldb::ReadOptions read;
+  read.verify_checksums = true;
+  return read;
+}
+
+// One line per damaged table, for the operator.
+std::vector<std::string> Describe(const internal::TableCheck& check) {
+  std::vector<std::string> lines;
+  for (const internal::DamagedTable& table : check.damaged) {
+    lines.push_back(
+        table.unreadable
+            ? absl::StrFormat("%s: unreadable (%s); none of its rows could "
+                              "be kept",
+                              table.file, table.reason)
+            : absl::StrFormat("%s: damaged blocks (%s); its %d readable "
+                              "entries were kept",
+                              table.file, table.reason,
+                              table.readable_entries));
+  }
+  return lines;
+}
+
 absl::StatusOr<RepairTables> ReadTables(leveldb::DB& db) {
   RepairTables tables;
-  const leveldb::ReadOptions read;
+  const leveldb::ReadOptions read = CheckedRead();
   TALLY_RETURN_IF_ERROR(ScanPrefix(
       db, read, TagPrefix(internal::kKeyspaceTag), "reading keyspaces",
       [&](absl::string_view key, absl::string_view value) -> absl::Status {
@@ -100,7 +130,7 @@ absl::StatusOr<RepairTables> ReadTables(leveldb::DB& db) {
 // The last sequence: the newest change entry may be newer than the
 // counter that survived.
 absl::StatusOr<Sequence> LastSequence(leveldb::DB& db) {
-  const leveldb::ReadOptions read;
+  const leveldb::ReadOptions read = CheckedRead();
   Sequence last_sequence = 0;
   std::string value;
   Sequence stored_last;
@@ -122,6 +152,64 @@ absl::StatusOr<Sequence> LastSequence(leveldb::DB& db) {
   return last_sequence;
 }
 
+// The records that say whose store this is, when a damaged block took
+// them: the node's name from its own origin record (the origin of its local
+// writes), a new epoch (peers then treat the node as new and resend what it
+// may have lost), the format, and each origin's name-to-id record from its
+// id-to-name record.
+// Returns whether the node's name came from `node_name`.
+absl::StatusOr<bool> RestoreIdentity(leveldb::DB& db, RepairTables& tables,
+                                     const std::string& node_name,
+                                     leveldb::WriteBatch* batch) {
+  const leveldb::ReadOptions read = CheckedRead();
+  auto missing = [&](absl::string_view name) -> absl::StatusOr<bool> {
+    std::string value;
+    const leveldb::Status s = db.Get(read, internal::MetaKey(name), &value);
+    if (s.IsNotFound()) return true;
+    TALLY_RETURN_IF_ERROR(FromLevelDb(s, "reading the metadata"));
+    return false;
+  };
+  TALLY_ASSIGN_OR_RETURN(const bool no_name, missing(internal::kMetaNodeName));
+  auto own = tables.origins.find(kLocalOriginId);
+  if (no_name && own == tables.origins.end() && node_name.empty()) {
+    return absl::DataLossError(
+        "the node's name was in the damaged blocks, and so was the record "
+        "of its own origin that names it too: run recover again with "
+        "--node-name NAME (the node's tallyd --name), or move the directory "
+        "aside and start tallyd on an empty one, to be refilled from its "
+        "peers");
+  }
+  if (!node_name.empty() && own != tables.origins.end() &&
+      own->second != node_name) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "this store is node '%s', not '%s'", own->second, node_name));
+  }
+  const bool named_here = no_name && own == tables.origins.end();
+  if (no_name) {
+    const std::string& name =
+        own != tables.origins.end() ? own->second : node_name;
+    batch->Put(internal::MetaKey(internal::kMetaNodeName), name);
+    if (own == tables.origins.end()) {
+      batch->Put(internal::OriginByIdKey(kLocalOriginId), name);
+      tables.origins[kLocalOriginId] = name;  // its rows are kept
+    }
+  }
+  TALLY_ASSIGN_OR_RETURN(const bool no_epoch, missing(internal::kMetaEpoch));
+  if (no_epoch) {
+    batch->Put(internal::MetaKey(internal::kMetaEpoch),
+               Fixed64String(internal::NewEpoch()));
+  }
+  TALLY_ASSIGN_OR_RETURN(const bool no_format, missing(internal::kMetaFormat));
+  if (no_format) {
+    batch->Put(internal::MetaKey(internal::kMetaFormat),
+               Fixed32String(internal::kFormatVersion));
+  }
+  for (const auto& [id, name] : tables.origins) {
+    batch->Put(internal::OriginByNameKey(name), Fixed32String(id));
+  }
+  return named_here;
+}
+
 // Rewrites, from the rows, every record derived from them: the leaves
 // (the checkpoint then needs no replay), the rows per origin, the tombstone
 // index, and the counters. After RepairDB these may be older than the rows
@@ -129,69 +217,207 @@ absl::StatusOr<Sequence> LastSequence(leveldb::DB& db) {
 // with its rows would answer anti-entropy with wrong digests. Rows that do
 // not match their own digest are removed (RepairDB reads logs without
 // checksums, so a damaged record can come back with a wrong value): a
-// peer's copy replaces them. One batch. Returns how many rows it removed.
-absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
-                                               RowBackend& backend) {
-  leveldb::ReadOptions read;
+// peer's copy replaces them. Rows of a keyspace whose record was lost are
+// named by `keyspaces` when they can be, and otherwise kept, unused. One
+// batch. Fills `report`.
+absl::Status RebuildDerivedRecords(leveldb::DB* db, RowBackend& backend,
+                                   const StoreOptions& options,
+                                   const std::vector<std::string>& keyspaces,
+                                   RepairReport* report) {
+  const leveldb::ReadOptions read = CheckedRead();
   leveldb::WriteBatch batch;
-  TALLY_ASSIGN_OR_RETURN(const RepairTables tables, ReadTables(*db));
+  TALLY_ASSIGN_OR_RETURN(RepairTables tables, ReadTables(*db));
+  TALLY_ASSIGN_OR_RETURN(
+      const bool named_here,
+      RestoreIdentity(*db, tables, options.node_name, &batch));
+  // The node's own rows under a name given here: none digesting means the
+  // name is wrong (and every one of them would be removed). Rows whose
+  // keyspace cannot be named cannot tell, and are set aside anyway.
+  uint64_t own_sound = 0;
+  uint64_t own_unsound = 0;
   // Damage marks go too: a row that is still damaged is removed below, and
-  // one that RepairDB found sound again needs no mark.
+  // one that RepairDB found sound again needs no mark. The highest leaf of
+  // each keyspace tells the depth of one whose record was lost.
+  absl::flat_hash_map<uint32_t, uint32_t> highest_leaf;
   for (const char tag : {internal::kLeafTag, internal::kOriginRowsTag,
                          internal::kTombstoneTag, internal::kDamagedTag}) {
     TALLY_RETURN_IF_ERROR(ScanPrefix(
         *db, read, TagPrefix(tag), "reading derived records",
         [&](absl::string_view key, absl::string_view) -> absl::Status {
+          internal::ParsedLeafKey leaf;
+          if (tag == internal::kLeafTag && internal::ParseLeafKey(key, &leaf)) {
+            uint32_t& highest = highest_leaf[leaf.keyspace_id];
+            highest = std::max(highest, leaf.leaf);
+          }
           batch.Delete(leveldb::Slice(key.data(), key.size()));
           return absl::OkStatus();
         }));
   }
   absl::flat_hash_map<uint64_t, tree::NodeState> leaves;
   absl::flat_hash_map<uint32_t, uint64_t> origin_rows;
-  uint64_t removed = 0;
   const HlcTimestamp repaired_at = HlcTimestamp::FromParts(
       static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())), 0);
+  // Whether a row of keyspace `name` digests as its header says.
+  auto digests = [&](absl::string_view name,
+                     const internal::ParsedRowKey& parsed,
+                     const RowHeader& header, absl::string_view payload) {
+    auto origin = tables.origins.find(header.origin_id);
+    if (origin == tables.origins.end()) return false;
+    absl::StatusOr<std::string> value = backend.ReadValue(
+        RowLocation{std::string(name), parsed.token, parsed.key}, payload);
+    return value.ok() && parsed.token == tree::TokenOf(parsed.key) &&
+           tree::RowDigest(name, parsed.key,
+                           Version{header.timestamp, origin->second},
+                           header.deleted, *value) == header.digest;
+  };
+  // A row of a keyspace whose record was lost, kept to name it by.
+  struct Sample {
+    internal::ParsedRowKey parsed;
+    std::string key;
+    RowHeader header;
+    std::string payload;
+  };
+  struct Unattributed {
+    uint64_t rows = 0;
+    std::vector<Sample> samples;
+  };
+  absl::btree_map<uint32_t, Unattributed> unattributed;
+  auto visit = [&](absl::string_view row_key,
+                   absl::string_view record) -> absl::Status {
+    internal::ParsedRowKey parsed;
+    RowHeader header;
+    absl::string_view payload;
+    bool sound = internal::ParseRowKey(row_key, &parsed) &&
+                 !parsed.key.empty() &&
+                 internal::DecodeRowRecord(record, &header, &payload);
+    auto ks = tables.keyspaces.find(sound ? parsed.keyspace_id : 0);
+    if (sound && ks == tables.keyspaces.end()) {
+      // Not removed: its keyspace may yet be named (below), and if not,
+      // the row stays in the store, unused, rather than lost.
+      Unattributed& lost = unattributed[parsed.keyspace_id];
+      if (++lost.rows <= 8) {
+        Sample& sample = lost.samples.emplace_back();
+        sample.key = std::string(parsed.key);
+        sample.parsed = parsed;  // its key is set from `key` when used
+        sample.header = header;
+        sample.payload = std::string(payload);
+      }
+      return absl::OkStatus();
+    }
+    sound = sound && digests(ks->second.name, parsed, header, payload);
+    if (header.origin_id == kLocalOriginId) ++(sound ? own_sound : own_unsound);
+    if (!sound) {
+      batch.Delete(leveldb::Slice(row_key.data(), row_key.size()));
+      ++report->rows_removed;
+      return absl::OkStatus();
+    }
+    const uint64_t leaf = tree::NodeIndexOf(parsed.token, ks->second.depth);
+    tree::NodeState& state =
+        leaves[(uint64_t{parsed.keyspace_id} << 32) | leaf];
+    state.digest ^= header.digest;
+    state.count += 1;
+    origin_rows[header.origin_id] += 1;
+    if (header.deleted) {
+      // Every tombstone counts as arriving now, as in the migration of an
+      // index keyed by timestamp: purged later than its age says, never
+      // earlier.
+      batch.Put(internal::TombstoneKey(repaired_at, row_key),
+                internal::EncodeTombstoneValue(header.timestamp));
+    }
+    return absl::OkStatus();
+  };
+  TALLY_RETURN_IF_ERROR(ScanPrefix(*db, read, TagPrefix(internal::kRowTag),
+                                   "reading rows", visit));
+  // Rows an earlier recover set aside. Of a keyspace named since (a peer's
+  // rows made it again): back among the rows, unless the key is there
+  // already (a peer's copy, newer). Else sampled with the rest.
+  const std::string set_aside_prefix(1, internal::kSetAsideRowTag);
+  auto restore = [&](absl::string_view key,
+                     absl::string_view record) -> absl::Status {
+    const absl::string_view row_key = key.substr(1);
+    batch.Delete(leveldb::Slice(key.data(), key.size()));
+    std::string present;
+    const leveldb::Status s =
+        db->Get(read, leveldb::Slice(row_key.data(), row_key.size()), &present);
+    if (s.ok()) return absl::OkStatus();
+    TALLY_RETURN_IF_ERROR(FromLevelDb(
+        s.IsNotFound() ? leveldb::Status::OK() : s, "reading a row"));
+    batch.Put(leveldb::Slice(row_key.data(), row_key.size()),
+              leveldb::Slice(record.data(), record.size()));
+    return visit(row_key, record);
+  };
   TALLY_RETURN_IF_ERROR(ScanPrefix(
-      *db, read, TagPrefix(internal::kRowTag), "reading rows",
-      [&](absl::string_view row_key, absl::string_view record) -> absl::Status {
+      *db, read, set_aside_prefix, "reading rows set aside",
+      [&](absl::string_view key, absl::string_view record) -> absl::Status {
         internal::ParsedRowKey parsed;
-        RowHeader header;
-        absl::string_view payload;
-        bool sound = internal::ParseRowKey(row_key, &parsed) &&
-                     !parsed.key.empty() &&
-                     internal::DecodeRowRecord(record, &header, &payload);
-        auto ks = tables.keyspaces.find(sound ? parsed.keyspace_id : 0);
-        auto origin = tables.origins.find(header.origin_id);
-        sound = sound && ks != tables.keyspaces.end() &&
-                origin != tables.origins.end();
-        if (sound) {
-          absl::StatusOr<std::string> value = backend.ReadValue(
-              RowLocation{ks->second.name, parsed.token, parsed.key}, payload);
-          sound = value.ok() && parsed.token == tree::TokenOf(parsed.key) &&
-                  tree::RowDigest(ks->second.name, parsed.key,
-                                  Version{header.timestamp, origin->second},
-                                  header.deleted, *value) == header.digest;
+        if (internal::ParseRowKey(key.substr(1), &parsed) &&
+            tables.keyspaces.contains(parsed.keyspace_id)) {
+          return restore(key, record);
         }
-        if (!sound) {
-          batch.Delete(leveldb::Slice(row_key.data(), row_key.size()));
-          ++removed;
-          return absl::OkStatus();
-        }
-        const uint64_t leaf = tree::NodeIndexOf(parsed.token, ks->second.depth);
-        tree::NodeState& state =
-            leaves[(uint64_t{parsed.keyspace_id} << 32) | leaf];
-        state.digest ^= header.digest;
-        state.count += 1;
-        origin_rows[header.origin_id] += 1;
-        if (header.deleted) {
-          // Every tombstone counts as arriving now, as in the migration of
-          // an index keyed by timestamp: purged later than its age says,
-          // never earlier.
-          batch.Put(internal::TombstoneKey(repaired_at, row_key),
-                    internal::EncodeTombstoneValue(header.timestamp));
-        }
-        return absl::OkStatus();
+        return visit(key.substr(1), record);
       }));
+  // A keyspace whose record was lost is named when every sampled row of it
+  // digests under one of the names given (a row's digest covers its
+  // keyspace's name); its depth comes from its highest leaf.
+  for (auto& [id, lost] : unattributed) {
+    tables.next_keyspace_id = std::max(tables.next_keyspace_id, id + 1);
+    const std::string row_prefix = internal::RowKeyPrefix(id);
+    const std::string set_aside = set_aside_prefix + row_prefix;
+    for (const std::string& name : keyspaces) {
+      bool taken = false;
+      for (const auto& [known_id, known] : tables.keyspaces) {
+        taken = taken || known.name == name;
+      }
+      if (taken || !std::all_of(lost.samples.begin(), lost.samples.end(),
+                                [&](const Sample& s) {
+                                  internal::ParsedRowKey parsed = s.parsed;
+                                  parsed.key = s.key;
+                                  return digests(name, parsed, s.header,
+                                                 s.payload);
+                                })) {
+        continue;
+      }
+      int depth = options.default_depth;
+      auto highest = highest_leaf.find(id);
+      if (highest != highest_leaf.end()) {
+        depth = std::clamp<int>(absl::bit_width(highest->second),
+                                tree::kMinDepth, tree::kMaxDepth);
+      }
+      tables.keyspaces[id] = {name, depth};
+      batch.Put(internal::KeyspaceKey(name),
+                internal::EncodeKeyspaceRecord({id, depth}));
+      report->renamed_keyspaces.push_back(absl::StrFormat(
+          "keyspace '%s' (id %d, depth %d): its record was lost; its rows "
+          "digest under this name",
+          name, id, depth));
+      TALLY_RETURN_IF_ERROR(
+          ScanPrefix(*db, read, row_prefix, "reading rows", visit));
+      TALLY_RETURN_IF_ERROR(
+          ScanPrefix(*db, read, set_aside, "reading rows set aside", restore));
+      lost.rows = 0;
+      break;
+    }
+    if (lost.rows == 0) continue;
+    // Out of the rows' key space, where every scan of the store would
+    // meet them, into one no scan reads; a later recover looks again.
+    report->rows_unattributed += lost.rows;
+    report->unattributed_keyspaces.push_back(id);
+    TALLY_RETURN_IF_ERROR(ScanPrefix(
+        *db, read, row_prefix, "setting rows aside",
+        [&](absl::string_view row_key, absl::string_view record) {
+          const std::string key = set_aside_prefix + std::string(row_key);
+          batch.Delete(leveldb::Slice(row_key.data(), row_key.size()));
+          batch.Put(key, leveldb::Slice(record.data(), record.size()));
+          return absl::OkStatus();
+        }));
+  }
+  if (named_here && own_unsound > 0 && own_sound == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "none of the %d rows this node wrote digests under the name '%s': it "
+        "is not this node's name (nothing was changed by this step; give "
+        "the node's tallyd --name)",
+        own_unsound, options.node_name));
+  }
   for (const auto& [where, state] : leaves) {
     batch.Put(internal::LeafKey(static_cast<uint32_t>(where >> 32),
                                 static_cast<uint32_t>(where)),
@@ -212,14 +438,22 @@ absl::StatusOr<uint64_t> RebuildDerivedRecords(leveldb::DB* db,
   batch.Put(internal::MetaKey(internal::kMetaOriginRows), Fixed32String(1));
   batch.Put(internal::MetaKey(internal::kMetaTombstoneIndex), "");
   batch.Put(internal::MetaKey(internal::kMetaTombstoneArrival), "");
-  TALLY_RETURN_IF_ERROR(WriteBatchTo(*db, &batch, /*sync=*/true,
-                                     "rewriting the derived records"));
-  return removed;
+  return WriteBatchTo(*db, &batch, /*sync=*/true,
+                      "rewriting the derived records");
 }
 
 }  // namespace
 
 namespace internal {
+
+Epoch NewEpoch() {
+  std::random_device random;
+  Epoch epoch;
+  do {
+    epoch = (uint64_t{random()} << 32) | random();
+  } while (epoch == 0);
+  return epoch;
+}
 
 std::string RecoveryAdvice(const std::string& dir) {
   return absl::StrFormat(
@@ -279,8 +513,20 @@ absl::StatusOr<DirectoryState> InspectDirectory(const std::string& dir) {
 
 }  // namespace internal
 
-absl::StatusOr<uint64_t> RepairStore(const std::string& dir,
-                                     const StoreOptions& options) {
+absl::StatusOr<std::vector<std::string>> CheckTableFiles(
+    const std::string& dir, const StoreOptions& options) {
+  std::unique_ptr<LevelDbConfig> config = MakeLevelDbConfig(options);
+  TALLY_ASSIGN_OR_RETURN(const internal::TableCheck check,
+                         internal::CheckTables(dir, config->options.env));
+  return Describe(check);
+}
+
+absl::StatusOr<RepairReport> RepairStore(
+    const std::string& dir, const StoreOptions& options,
+    const std::vector<std::string>& keyspaces) {
+  if (!options.node_name.empty()) {
+    TALLY_RETURN_IF_ERROR(ValidateNodeName(options.node_name));
+  }
   std::error_code ec;
   bool has_leveldb_files = false;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
@@ -313,6 +559,15 @@ absl::StatusOr<uint64_t> RepairStore(const std::string& dir,
         "%s is locked (%s), probably by a running tallyd; stop it first", dir,
         s.ToString()));
   }
+  // RepairDB moves what it replaces into the same directory.
+  absl::StatusOr<internal::TableCheck> salvaged = internal::SalvageTables(
+      dir, (std::filesystem::path(dir) / "lost").string(), config->options);
+  if (!salvaged.ok()) {
+    env->UnlockFile(lock);
+    return salvaged.status();
+  }
+  RepairReport report;
+  report.damaged_tables = Describe(*salvaged);
   s = leveldb::RepairDB(dir, config->options);
   env->UnlockFile(lock);
   if (!s.ok()) {
@@ -329,7 +584,9 @@ absl::StatusOr<uint64_t> RepairStore(const std::string& dir,
   std::unique_ptr<leveldb::DB> db(raw);
   const std::shared_ptr<RowBackend> backend =
       options.backend != nullptr ? options.backend : NewEmbeddedBackend();
-  return RebuildDerivedRecords(db.get(), *backend);
+  TALLY_RETURN_IF_ERROR(
+      RebuildDerivedRecords(db.get(), *backend, options, keyspaces, &report));
+  return report;
 }
 
 }  // namespace storage

@@ -121,6 +121,9 @@ ABSL_FLAG(std::vector<std::string>, table, {},
 ABSL_FLAG(std::string, data_dir, "",
           "verify, recover: data directory of a stopped node (verify without "
           "it asks a running PostgreSQL sidecar, --node).");
+ABSL_FLAG(std::string, node_name, "",
+          "recover: the node's name (its tallyd --name), needed only when "
+          "the damaged blocks held every record of it; recover says so.");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM client certificate to present to nodes (with --tls-key); "
           "needed by nodes that run mutual TLS (--tls-ca).");
@@ -278,6 +281,7 @@ int Main(int argc, char** argv) {
   ctx.scope = *std::move(scope);
   ctx.tables = absl::GetFlag(FLAGS_table);
   ctx.data_dir = absl::GetFlag(FLAGS_data_dir);
+  ctx.node_name = absl::GetFlag(FLAGS_node_name);
   ctx.client_options.rpc_timeout = absl::Seconds(timeout);
   ctx.client_options.stream_timeout =
       std::max(ctx.client_options.stream_timeout, absl::Seconds(timeout));

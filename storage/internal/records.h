@@ -101,6 +101,10 @@ inline constexpr char kProgressTag = 'P';
 inline constexpr char kOriginRowsTag = 'Q';
 inline constexpr char kTombstoneTag = 'T';
 inline constexpr char kDamagedTag = 'D';
+// A row set aside by a recover (RepairStore) because its keyspace's record
+// was lost: the tag, then the row's own key; the value is the row record.
+// No scan of the store reads them; the next recover tries to name them.
+inline constexpr char kSetAsideRowTag = 'S';
 
 // Metadata names.
 inline constexpr absl::string_view kMetaFormat = "format";

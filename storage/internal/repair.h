@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "storage/store_types.h"
 
 namespace tally {
 namespace storage {
@@ -14,6 +15,10 @@ namespace internal {
 
 // What a data directory holds, as far as Open is concerned.
 enum class DirectoryState { kEmpty, kStore };
+
+// A new random epoch, never 0: a new store's, or a recovered one's whose
+// epoch record was lost.
+Epoch NewEpoch();
 
 // How an operator recovers the store in `dir`: one sentence to end an error.
 std::string RecoveryAdvice(const std::string& dir);

@@ -98,12 +98,12 @@ const std::vector<CommandSpec>& Commands() {
       {"recover",
        0,
        0,
-       "recover --data-dir DIR",
+       "recover --data-dir DIR [--node-name NAME]",
        "offline: salvage a stopped node's store that no longer opens "
        "(damaged or missing log, missing CURRENT), then verify it (exit 1 "
        "if problems remain); peers refill what was lost",
        "tally recover --data-dir=/var/lib/tally",
-       {"data_dir"}},
+       {"data_dir", "node_name"}},
       {"peer",
        2,
        2,

@@ -64,6 +64,7 @@ struct Context {
   bool third_party = false;
   std::vector<std::string> tables;  // --table
   std::string data_dir;
+  std::string node_name;  // recover: when the store lost every record of it
   // argv as given (the URL commands run `tally-pg` with it: pg_diff.h).
   std::vector<std::string> command_line;
 };

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "storage/store.h"
@@ -33,13 +34,19 @@ CommandResult Recover(const Context& ctx) {
     return absl::NotFoundError(absl::StrFormat("%s is not a directory", dir));
   }
   const absl::Time start = absl::Now();
-  const absl::StatusOr<uint64_t> removed =
-      storage::RepairStore(dir, storage::StoreOptions{});
-  if (!removed.ok()) {
-    return absl::Status(removed.status().code(),
+  storage::StoreOptions options;
+  options.node_name = ctx.node_name;
+  // The names a keyspace that lost its record may have had.
+  std::vector<std::string> keyspaces = {ctx.keyspace};
+  if (ctx.keyspace != "default") keyspaces.push_back("default");
+  const absl::StatusOr<storage::RepairReport> repaired =
+      storage::RepairStore(dir, options, keyspaces);
+  if (!repaired.ok()) {
+    return absl::Status(repaired.status().code(),
                         absl::StrFormat("cannot recover the store in %s: %s",
-                                        dir, removed.status().message()));
+                                        dir, repaired.status().message()));
   }
+  const uint64_t removed = repaired->rows_removed;
   // An empty node name adopts the stored one.
   absl::StatusOr<std::unique_ptr<storage::Store>> store =
       storage::Store::Open(dir, storage::StoreOptions{});
@@ -65,10 +72,29 @@ CommandResult Recover(const Context& ctx) {
                {"rows", report->rows},
                {"problems", report->problems},
                {"ok", report->ok()},
-               {"rows_removed", *removed},
+               {"rows_removed", removed},
+               {"damaged_tables", repaired->damaged_tables},
+               {"renamed_keyspaces", repaired->renamed_keyspaces},
+               {"rows_unattributed", repaired->rows_unattributed},
+               {"unattributed_keyspace_ids", repaired->unattributed_keyspaces},
                {"lost_dir", lost},
                {"seconds", seconds}});
   } else {
+    for (const std::string& table : repaired->damaged_tables) {
+      std::cout << "damaged table: " << table << "\n";
+    }
+    for (const std::string& keyspace : repaired->renamed_keyspaces) {
+      std::cout << "named again: " << keyspace << "\n";
+    }
+    if (repaired->rows_unattributed > 0) {
+      std::cout << absl::StrFormat(
+          "unattributed: %d rows of keyspace id%s %s, whose record was lost, "
+          "are kept but not served; if you know the keyspace's name, run "
+          "recover again with --keyspace NAME\n",
+          repaired->rows_unattributed,
+          repaired->unattributed_keyspaces.size() == 1 ? "" : "s",
+          absl::StrJoin(repaired->unattributed_keyspaces, ", "));
+    }
     for (const std::string& problem : report->problems) {
       std::cout << "problem: " << problem << "\n";
     }
@@ -83,8 +109,8 @@ CommandResult Recover(const Context& ctx) {
         report->ok() ? "sound"
                      : absl::StrCat(report->problems.size(), " problem",
                                     report->problems.size() == 1 ? "" : "s"),
-        seconds, *removed, *removed == 1 ? "" : "s",
-        *removed == 1 ? "its" : "their", lost,
+        seconds, removed, removed == 1 ? "" : "s",
+        removed == 1 ? "its" : "their", lost,
         report->ok()
             ? "next: start tallyd; its anti-entropy sessions bring back from "
               "its peers the rows that were lost (or run `tally repair PEER "
