@@ -374,6 +374,10 @@ TEST(Control, SyncRefusesUnknownPausedPeersAndAbsentKeyspacesClearly) {
   r = RunTally({"sync", a->address(), "--peer", "127.0.0.1:1"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("'127.0.0.1:1' is not a peer of this node"));
+  // The log line's outcome is one quoted value, as every other line's is.
+  EXPECT_THAT(a->Log(), HasSubstr("peer=127.0.0.1:1 keyspace=* "
+                                  "outcome=\"NOT_FOUND: '127.0.0.1:1' is not "
+                                  "a peer of this node"));
 
   v1::SyncRequest request;
   request.set_keyspace("bad keyspace\n");

@@ -211,11 +211,11 @@ void SyncRunner::Run(std::shared_ptr<SyncCall> call) {
   const v1::SyncRequest& request = call->request();
   absl::StatusOr<std::vector<PeerControl::Asked>> asked =
       control_->RequestSessions(request.peer(), request.keyspace());
-  LogInfo(absl::StrFormat(
-      "sync requested tool=%s peer=%s keyspace=%s outcome=%s", call->tool(),
-      request.peer().empty() ? "*" : request.peer(),
-      request.keyspace().empty() ? "*" : request.keyspace(),
-      asked.ok() ? "started" : asked.status().ToString()));
+  LogInfo("sync requested",
+          {{"tool", call->tool()},
+           {"peer", request.peer().empty() ? "*" : request.peer()},
+           {"keyspace", request.keyspace().empty() ? "*" : request.keyspace()},
+           {"outcome", asked.ok() ? "started" : asked.status().ToString()}});
   if (asked.ok()) {
     bool cancel_sent = false;
     while (true) {
