@@ -32,6 +32,21 @@ for f in bin/tallyd bin/tally bin/tally-pg bin/tally-bench \
   [ -e "$prefix/$f" ] || fail "missing $f after cmake --install"
 done
 "$prefix/bin/tallyd" --version | grep -q '^tallyd [0-9]' || fail "installed tallyd --version"
+# Installed binaries carry no debug info; it is beside them under
+# lib/debug, linked by .gnu_debuglink, and has what gdb needs.
+for b in tallyd tally tally-pg tally-bench; do
+  readelf -S "$prefix/bin/$b" | grep -q '\.debug_info' && fail "bin/$b still has its debug info"
+  readelf -S "$prefix/bin/$b" | grep -q '\.gnu_debuglink' || fail "bin/$b has no .gnu_debuglink"
+  debug="$prefix/lib/debug$prefix/bin/$b.debug"
+  [ -s "$debug" ] || fail "missing $debug"
+  readelf -S "$debug" | grep -q '\.debug_info' || fail "$debug has no debug info"
+done
+size=$(stat -c %s "$prefix/bin/tallyd")
+[ "$size" -lt 12000000 ] || fail "installed tallyd is $size bytes: not stripped?"
+if command -v gdb > /dev/null; then
+  gdb -batch -iex "set debug-file-directory $prefix/lib/debug" -ex 'info line main' \
+    "$prefix/bin/tallyd" 2>&1 | grep -q 'tallyd.cc' || fail "gdb does not find tallyd's debug info"
+fi
 # The installed tally compares PostgreSQL tables through the installed
 # tally-pg: a server that is not there is a connection error, not a
 # missing program.
