@@ -1,5 +1,5 @@
-// Metrics: the Prometheus rendering of a status, the HTTP server, and a
-// node that serves its own metrics.
+// Metrics: the Prometheus rendering of a status, and a node that serves its
+// own metrics (the HTTP server itself: metrics_server_test.cc).
 #include "node/observe/metrics.h"
 
 #include <httplib.h>
@@ -16,7 +16,6 @@
 #include "node/config/config.h"
 #include "node/node_server.h"
 #include "node/observe/duration_histogram.h"
-#include "node/observe/metrics_server.h"
 #include "node/observe/version.h"
 #include "storage/store.h"
 #include "support/temp_dir.h"
@@ -476,81 +475,6 @@ TEST(RenderPrometheus, LabelValuesAreEscaped) {
   EXPECT_THAT(text, HasSubstr("tally_node_info{node=\"we\\\"ird\\\\node\\n\","
                               "epoch=\"0000000000000000\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("tally_origin_rows{origin=\"x\\\"y\"} 1\n"));
-}
-
-// ------------------------------------------------------------ the server
-
-TEST(MetricsServer, ServesMetricsOnAnyPortAnd404Elsewhere) {
-  int scrapes = 0;
-  auto server = MetricsServer::Start("127.0.0.1:0", [&scrapes] {
-    ++scrapes;
-    return absl::StatusOr<std::string>(absl::StrCat("x_total ", scrapes, "\n"));
-  });
-  ASSERT_TRUE(server.ok()) << server.status();
-  ASSERT_GT((*server)->port(), 0);
-  EXPECT_EQ((*server)->address(),
-            absl::StrCat("127.0.0.1:", (*server)->port()));
-
-  httplib::Client client("127.0.0.1", (*server)->port());
-  httplib::Result first = client.Get("/metrics");
-  ASSERT_TRUE(first) << httplib::to_string(first.error());
-  EXPECT_EQ(first->status, 200);
-  EXPECT_EQ(first->body, "x_total 1\n");
-  EXPECT_EQ(first->get_header_value("Content-Type"),
-            "text/plain; version=0.0.4; charset=utf-8");
-  httplib::Result second = client.Get("/metrics");
-  ASSERT_TRUE(second);
-  EXPECT_EQ(second->body, "x_total 2\n");
-
-  httplib::Result other = client.Get("/");
-  ASSERT_TRUE(other);
-  EXPECT_EQ(other->status, 404);
-  EXPECT_THAT(other->body, HasSubstr("/metrics"));
-  httplib::Result post = client.Post("/metrics", "", "text/plain");
-  ASSERT_TRUE(post);
-  EXPECT_EQ(post->status, 404);
-  EXPECT_THAT(post->body, HasSubstr("POST /metrics"));
-  EXPECT_EQ(scrapes, 2);
-  (*server)->Stop();
-  EXPECT_FALSE(client.Get("/metrics"));
-}
-
-TEST(MetricsServer, RenderErrorAnswers500) {
-  auto server = MetricsServer::Start("127.0.0.1:0", [] {
-    return absl::StatusOr<std::string>(absl::UnavailableError("store closed"));
-  });
-  ASSERT_TRUE(server.ok()) << server.status();
-  httplib::Client client("127.0.0.1", (*server)->port());
-  httplib::Result r = client.Get("/metrics");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 500);
-  EXPECT_THAT(r->body, HasSubstr("store closed"));
-}
-
-TEST(MetricsServer, BadAddressesAreRefused) {
-  auto render = [] { return absl::StatusOr<std::string>(""); };
-  for (const char* bad : {"9400", "127.0.0.1:x", ":9400", "127.0.0.1:70000"}) {
-    EXPECT_EQ(MetricsServer::Start(bad, render).status().code(),
-              absl::StatusCode::kInvalidArgument)
-        << bad;
-  }
-  auto first = MetricsServer::Start("127.0.0.1:0", render);
-  ASSERT_TRUE(first.ok());
-  // The port is taken.
-  auto second = MetricsServer::Start((*first)->address(), render);
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(second.status().message()),
-              HasSubstr((*first)->address()));
-}
-
-TEST(MetricsServer, StopRightAfterStartReturns) {
-  for (int i = 0; i < 20; ++i) {
-    auto server = MetricsServer::Start(
-        "127.0.0.1:0", [] { return absl::StatusOr<std::string>(""); });
-    ASSERT_TRUE(server.ok());
-    (*server)->Stop();
-    (*server)->Stop();  // idempotent
-  }
 }
 
 // ------------------------------------------------------- a running node
