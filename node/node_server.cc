@@ -19,6 +19,7 @@
 #include "node/observe/status_page.h"
 #include "node/rpc/admin_service.h"
 #include "node/rpc/diff_runner.h"
+#include "node/rpc/listener_watch.h"
 #include "node/rpc/peer_service.h"
 #include "node/rpc/stream_limiter.h"
 #include "node/rpc/sync_runner.h"
@@ -33,6 +34,13 @@
 
 namespace tally {
 namespace node {
+namespace {
+
+// Checks in a row that find connections waiting in the accept queue before
+// the listener counts as stuck: one that accepts empties it at once.
+constexpr int kListenerChecks = 6;
+
+}  // namespace
 
 // What the store's write-failure callback needs. It may run before the
 // server is built and while it shuts down (the store's last checkpoint at
@@ -196,6 +204,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
       static_cast<int>(absl::ToInt64Milliseconds(kKeepaliveTime) / 2));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  // A connection that has not finished its handshake (TLS, HTTP/2 preface)
+  // in 20 s is closed (gRPC's default: 120 s): idle connections opened to
+  // use up the node's file descriptors do not stay long.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 20'000);
   builder.RegisterService(node->peer_service_.get());
   builder.RegisterService(node->admin_service_.get());
   node->server_ = builder.BuildAndStart();
@@ -226,6 +238,26 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   node->scheduler_->SetListenAddress(node->listen_address_);
   node->diff_runner_->SetListenAddress(node->listen_address_);
   LogInfo(DescribeServerTls(tls));
+  if (config.listener_check_interval > absl::ZeroDuration()) {
+    NodeServer* self = node.get();
+    const std::string address = node->listen_address_;
+    node->listener_watch_ = ListenerWatch::Start(
+        port, config.listener_check_interval, kListenerChecks, [self, address] {
+          LogError(
+              "the gRPC listener stopped accepting connections: they wait "
+              "and time out (gRPC gives up accepting after an error such as "
+              "running out of file descriptors; see the 'Failed accept4' "
+              "line). The node serves no new client or peer until it is "
+              "restarted",
+              {{"listen", address}});
+          std::function<void()> handler;
+          {
+            absl::MutexLock lock(&self->listener_stuck_mu_);
+            handler = self->listener_stuck_;
+          }
+          if (handler) handler();
+        });
+  }
   TALLY_RETURN_IF_ERROR(node->scheduler_->Start());
   node->maintenance_->Start();
   node->scrubber_->Start();
@@ -264,6 +296,11 @@ absl::Status NodeServer::SetNodeBandwidth(double mb_per_second) {
   return bandwidth_->SetBytesPerSecond(mb_per_second * 1e6);
 }
 
+void NodeServer::SetListenerStuckHandler(std::function<void()> handler) {
+  absl::MutexLock lock(&listener_stuck_mu_);
+  listener_stuck_ = std::move(handler);
+}
+
 NodeServer::~NodeServer() { Shutdown(); }
 
 void NodeServer::Shutdown() {
@@ -278,6 +315,7 @@ void NodeServer::Shutdown() {
     if (store_health_->health != nullptr) store_health_->health->Shutdown();
   }
   LogInfo("shutdown: health checks answer NOT_SERVING");
+  listener_watch_.reset();
   // First: a scrape reads the store and every status source.
   if (metrics_ != nullptr) metrics_->Stop();
   // Capture writes into the store: it stops before anything the store's

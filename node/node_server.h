@@ -23,10 +23,13 @@
 #ifndef TALLY_NODE_NODE_SERVER_H_
 #define TALLY_NODE_NODE_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "node/config/config.h"
 #include "node/rpc/copy_write_guard.h"
 #include "node/sidecar/postgres_sidecar.h"
@@ -52,6 +55,7 @@ class Maintenance;
 class Scrubber;
 class PeerService;
 class SessionScheduler;
+class ListenerWatch;
 class StreamLimiter;
 class TableRows;
 class WorkerPool;
@@ -81,6 +85,12 @@ class NodeServer {
   // the sessions and repairs running too; 0 lifts it. For SIGHUP. Rejects
   // a negative or non-finite value with kInvalidArgument.
   absl::Status SetNodeBandwidth(double mb_per_second);
+
+  // Called (from another thread) when the gRPC listener stopped accepting
+  // connections for good (listener-check-interval): the node can serve no
+  // new client or peer until it is restarted. Without a handler the node
+  // only logs it.
+  void SetListenerStuckHandler(std::function<void()> handler);
 
   // Idempotent.
   void Shutdown();
@@ -112,6 +122,9 @@ class NodeServer {
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<ListenerWatch> listener_watch_;
+  absl::Mutex listener_stuck_mu_;
+  std::function<void()> listener_stuck_ ABSL_GUARDED_BY(listener_stuck_mu_);
   // Shared with the store's write-failure callback (node_server.cc).
   std::shared_ptr<StoreHealth> store_health_;
   bool shut_down_ = false;

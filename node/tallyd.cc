@@ -16,9 +16,11 @@
 // settings that changed and take a restart; it never stops the node.
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -190,6 +192,24 @@ void Reload(const TallydCommandLine& command, NodeServer* node,
        {"need_restart", ChangedSettings(*running, *reloaded)}});
 }
 
+// The soft limit on open files up to the hard one (often 1024 of 524288):
+// every connection, table file and log takes one, and running out makes
+// gRPC stop accepting for good.
+void RaiseFileDescriptorLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 ||
+      limit.rlim_cur >= limit.rlim_max) {
+    return;
+  }
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    LogInfo("open files limit raised to the hard limit",
+            {{"from", static_cast<uint64_t>(before)},
+             {"to", static_cast<uint64_t>(limit.rlim_max)}});
+  }
+}
+
 int Main(int argc, char** argv) {
   // Debian's Abseil checks every Mutex acquisition for lock-order cycles
   // (a debug aid costing ~1-2% of a busy node); tallyd's tests run with it,
@@ -253,6 +273,7 @@ int Main(int argc, char** argv) {
     return 0;
   }
   ApplyLogSettings(config);
+  RaiseFileDescriptorLimit();
 
   absl::StatusOr<std::unique_ptr<NodeServer>> node = NodeServer::Start(config);
   if (!node.ok()) {
@@ -264,6 +285,13 @@ int Main(int argc, char** argv) {
           {{"data", config.data_dir},
            {"peers", config.peers.size()},
            {"version", VersionText("tallyd")}});
+  // A gRPC listener that stopped accepting cannot be revived in place: the
+  // node stops (exit 1) for its service manager to start it again.
+  static std::atomic<bool> listener_stuck{false};
+  (*node)->SetListenerStuckHandler([] {
+    listener_stuck.store(true);
+    kill(getpid(), SIGTERM);
+  });
   // Under systemd (Type=notify, NOTIFY_SOCKET set) the unit is started only
   // now: the store is open and the node listens. Elsewhere a no-op.
   sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu",
@@ -285,6 +313,11 @@ int Main(int argc, char** argv) {
   sd_notify(0, "STOPPING=1\nSTATUS=shutting down");
   (*node)->Shutdown();
   node->reset();
+  if (listener_stuck.load()) {
+    LogError("stopped: the gRPC listener no longer accepted connections",
+             {{"name", config.name}, {"exit", 1}});
+    return 1;
+  }
   LogInfo("stopped", {{"name", config.name}});
   return 0;
 }

@@ -3,9 +3,11 @@
 // the real tallyd and tally binaries, as an operator's shell runs them.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -530,6 +532,59 @@ TEST(Operator, TallydRefusesNonFiniteDurationsAndADirectoryAsConfig) {
   EXPECT_EQ(config.exit_code, 2) << config.err;
   EXPECT_THAT(config.err, HasSubstr("is a directory"));
   EXPECT_THAT(config.err, Not(HasSubstr("--name is required")));
+}
+
+// File descriptors used up by idle connections to the gRPC port: gRPC
+// (1.51) then stops accepting for good ("Failed accept4: Too many open
+// files") while the node looks healthy. Before the fix the node stayed up
+// and no client or peer ever reached it again; now it finds its listener
+// stuck and stops with exit 1 (its service manager restarts it), and a
+// restart serves again.
+TEST(Operator, AListenerThatStopsAcceptingStopsTheNodeForARestart) {
+  TempDir dir;
+  const std::string limited = dir.path() + "/tallyd-with-64-files";
+  {
+    std::ofstream script(limited);
+    script << "#!/bin/sh\nulimit -n 64\nexec '" << TallydPath() << "' \"$@\"\n";
+  }
+  ASSERT_EQ(chmod(limited.c_str(), 0755), 0);
+  const std::vector<std::string> flags = {"--sync-writes", "false",
+                                          "--listener-check-interval", "500ms"};
+  auto node = NodeProcess::Start("a", dir.path() + "/data", flags,
+                                 "127.0.0.1:0", limited);
+  ASSERT_TRUE(node.ok()) << node.status();
+  const std::string port =
+      (*node)->address().substr((*node)->address().rfind(':') + 1);
+  std::vector<int> idle;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    idle.push_back(fd);
+  }
+  absl::SleepFor(absl::Seconds(1));
+  for (int fd : idle) close(fd);
+  // Stopped by itself within the checks (6 x 500 ms) and the stop.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while ((*node)->Log().find("stopped: the gRPC") == std::string::npos &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_THAT((*node)->Log(), HasSubstr("Failed accept4"));
+  EXPECT_THAT((*node)->Log(),
+              HasSubstr("the gRPC listener stopped accepting connections"));
+  EXPECT_EQ((*node)->Stop(), 1) << (*node)->Log();
+
+  auto again = NodeProcess::Start("a", dir.path() + "/data", flags,
+                                  "127.0.0.1:0", limited);
+  ASSERT_TRUE(again.ok()) << again.status();
+  const CommandResult status =
+      RunTally({"--node", (*again)->address(), "status"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ((*again)->Stop(), 0);
 }
 
 }  // namespace

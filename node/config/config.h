@@ -82,6 +82,10 @@ struct NodeConfig {
   // the stream is cancelled (node/rpc/stream_limiter.h).
   int max_streams_per_client = 32;
   absl::Duration stream_idle_timeout = absl::Seconds(60);
+  // How often the gRPC port's accept queue is checked (node/rpc/
+  // listener_watch.h); a listener that stops accepting stops the node.
+  // Zero: never checked.
+  absl::Duration listener_check_interval = absl::Seconds(5);
 
   // TLS (PEM files). With a certificate and key the node serves and dials
   // TLS only; with a CA as well, peers and clients must present a

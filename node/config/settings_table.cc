@@ -372,6 +372,15 @@ std::vector<SettingInfo>* MakeSettingsTable() {
        "message for this long (default 60s)",
        false, false, &ApplyDuration<&C::stream_idle_timeout>,
        &ShowDuration<&C::stream_idle_timeout>},
+      {"listener-check-interval", "Serving", "DURATION",
+       "how often the gRPC port is checked for\n"
+       "connections that wait and are never accepted (gRPC\n"
+       "stops accepting for good after running out of file\n"
+       "descriptors); found 6 times in a row, the node\n"
+       "stops with exit 1 for its service manager to\n"
+       "restart it (default 5s; 0 = never)",
+       false, false, &ApplyDurationOrOff<&C::listener_check_interval>,
+       &ShowDurationOrOff<&C::listener_check_interval>},
       {"sync-writes", "Store", "BOOL", "fsync every commit (default true)",
        false, false, &ApplyBool<&C::sync_writes>, &ShowBool<&C::sync_writes>},
       {"insecure", "TLS", "", "allow a non-loopback --listen without TLS",
