@@ -22,6 +22,11 @@ struct Column {
   // 1.. in the primary key; 0 for other columns (indkey is an int2vector,
   // whose subscripts start at 0).
   int key_position;
+  // An array, a composite, json or jsonb: read as JSON itself (an array, an
+  // object, the document), which put's json_populate_record turns back
+  // into the same value; as text, `{a,"b c"}` or a document would come
+  // back as a string.
+  bool structured = false;
 };
 
 // What a statement needs to know of one table.
@@ -49,15 +54,20 @@ absl::StatusOr<Table> ReadTable(pg::Connection& c, absl::string_view keyspace) {
       c.ExecParams(
           "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), "
           "coalesce(array_position(i.indkey::int2[], a.attnum) + 1 - "
-          "array_lower(i.indkey::int2[], 1), 0) "
-          "FROM pg_attribute a LEFT JOIN pg_index i "
+          "array_lower(i.indkey::int2[], 1), 0), "
+          "(ty.typcategory IN ('A', 'C') OR "
+          "ty.oid IN ('json'::regtype, 'jsonb'::regtype))::text "
+          "FROM pg_attribute a JOIN pg_type ty ON ty.oid = coalesce(nullif("
+          "(SELECT typbasetype FROM pg_type WHERE oid = a.atttypid), 0), "
+          "a.atttypid) "
+          "LEFT JOIN pg_index i "
           "ON i.indrelid = a.attrelid AND i.indisprimary "
           "WHERE a.attrelid = $1::regclass AND a.attnum > 0 "
           "AND NOT a.attisdropped ORDER BY a.attnum",
           {pg::Param::Text(table.sql_name)}));
   for (int row = 0; row < r.rows(); ++row) {
-    Column column{std::string(r.Value(row, 0)), std::string(r.Value(row, 1)),
-                  0};
+    Column column{std::string(r.Value(row, 0)), std::string(r.Value(row, 1)), 0,
+                  r.Value(row, 3) == "true"};
     if (!absl::SimpleAtoi(r.Value(row, 2), &column.key_position)) {
       return absl::InternalError(absl::StrFormat(
           "the catalog gave key position '%s' for column %s of %s",
@@ -127,15 +137,26 @@ absl::StatusOr<std::string> TableRows::Get(
   TALLY_RETURN_IF_ERROR(CheckKey(table, keyspace, key));
   std::vector<pg::Param> params;
   for (const std::string& value : key) params.push_back(pg::Param::Text(value));
-  // json_each_text gives every value as text (the JSON an operator can
-  // feed back to put), in table order.
+  // Every value as its text, as PostgreSQL prints it, but arrays,
+  // composites and JSON as JSON (Column::structured): the JSON an operator
+  // can feed back to put. In table order; one aggregate, since
+  // json_build_object takes at most 50 columns.
+  std::vector<std::string> values;
+  for (size_t i = 0; i < table.columns.size(); ++i) {
+    const Column& column = table.columns[i];
+    const std::string ref = absl::StrCat("t.", c->QuoteIdentifier(column.name));
+    values.push_back(absl::StrFormat("(%d, %s, to_json(%s%s))", i,
+                                     c->QuoteLiteral(column.name), ref,
+                                     column.structured ? "" : "::text"));
+  }
   TALLY_ASSIGN_OR_RETURN(
       pg::Result r,
       c->ExecParams(
-          absl::StrFormat("SELECT (SELECT json_object_agg(j.key, j.value) "
-                          "FROM json_each_text(row_to_json(t)) j)::text "
-                          "FROM %s t WHERE %s",
-                          table.sql_name, KeyCondition(*c, table, 1)),
+          absl::StrFormat("SELECT (SELECT json_object_agg(v.name, v.value "
+                          "ORDER BY v.n) FROM (VALUES %s) v(n, name, value))"
+                          "::text FROM %s t WHERE %s",
+                          absl::StrJoin(values, ", "), table.sql_name,
+                          KeyCondition(*c, table, 1)),
           params));
   if (r.rows() == 0) {
     return absl::NotFoundError(absl::StrFormat("no row with key %s in %s",

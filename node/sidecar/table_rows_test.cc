@@ -91,6 +91,35 @@ TEST_F(TableRowsTest, GetAnswersTheRowAsJsonOfTextValues) {
               HasSubstr("no row with key (6) in public.users"));
 }
 
+// Before: arrays, JSON and composites came out of get as JSON strings of
+// their JSON ("[\"a\",\"b c\"]"), which put then refused ("malformed
+// array literal") or stored as a JSON string. Now they come out as JSON and
+// go back in as the same values.
+TEST_F(TableRowsTest, ArraysJsonAndCompositesGoBackInAsTheyCameOut) {
+  ASSERT_TRUE(pg_->Execute("DROP TABLE IF EXISTS docs; DROP TYPE IF EXISTS "
+                           "pair; CREATE TYPE pair AS (a int, b text);"
+                           "CREATE TABLE docs (id int PRIMARY KEY, tags "
+                           "text[], grid int[][], doc jsonb, raw json, "
+                           "p pair, num jsonb)")
+                  .ok());
+  Sql("INSERT INTO docs VALUES (1, ARRAY['a', 'b c', NULL, '{x}'], "
+      "'{{1,2},{3,4}}', '{\"k\": [1, \"two\"]}', '[true, null]', "
+      "ROW(7, 'seven'), '5')");
+  TableRows rows(pg_->Uri(), {"public.docs"});
+  absl::StatusOr<std::string> row = rows.Get("public.docs", {"1"});
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_THAT(*row, HasSubstr(R"("tags" : ["a","b c",null,"{x}"])"));
+  const std::string before =
+      Sql("SELECT md5(d::text) FROM docs d WHERE id = 1");
+  Sql("DELETE FROM docs");
+  ASSERT_TRUE(rows.Put("public.docs", {"1"}, *row).ok()) << *row;
+  EXPECT_EQ(Sql("SELECT md5(d::text) FROM docs d WHERE id = 1"), before)
+      << *row;
+  EXPECT_EQ(Sql("SELECT jsonb_typeof(num) || ',' || (doc->'k'->>1) FROM "
+                "docs"),
+            "number,two");
+}
+
 TEST_F(TableRowsTest, CompositeKeysTakeOneValuePerColumnInKeyOrder) {
   // The key is (line, order_id): key order, not table order.
   ASSERT_TRUE(rows_->Put("public.items", {"2", "100"}, R"({"sku":"x"})").ok());
