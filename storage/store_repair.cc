@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -442,6 +444,40 @@ absl::Status RebuildDerivedRecords(leveldb::DB* db, RowBackend& backend,
                       "rewriting the derived records");
 }
 
+// Whether `dir` holds any record only tally writes: its metadata, or a row
+// filed under the token of its key. Reads only. Checked before a recover
+// changes anything, so that another program's LevelDB database is never
+// rewritten into a tally store.
+absl::StatusOr<bool> HoldsTallyRecords(const std::string& dir,
+                                       leveldb::Env* env) {
+  const std::string format = internal::MetaKey(internal::kMetaFormat);
+  const std::string node = internal::MetaKey(internal::kMetaNodeName);
+  TALLY_ASSIGN_OR_RETURN(
+      const bool in_tables,
+      internal::AnyTableKey(dir, env, [&](absl::string_view key) {
+        internal::ParsedRowKey row;
+        return key == format || key == node ||
+               (internal::ParseRowKey(key, &row) && !row.key.empty() &&
+                row.token == tree::TokenOf(row.key));
+      }));
+  if (in_tables) return true;
+  // A store that was never compacted has its records in its log only; a
+  // log's records hold their keys as they are.
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (!IsLevelDbLog(it->path().filename().string())) continue;
+    std::ifstream in(it->path(), std::ios::binary);
+    const std::string log((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
+    if (log.find(format) != std::string::npos ||
+        log.find(node) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 namespace internal {
@@ -558,6 +594,19 @@ absl::StatusOr<RepairReport> RepairStore(
     return absl::UnavailableError(absl::StrFormat(
         "%s is locked (%s), probably by a running tallyd; stop it first", dir,
         s.ToString()));
+  }
+  absl::StatusOr<bool> holds_tally = HoldsTallyRecords(dir, env);
+  if (!holds_tally.ok() || !*holds_tally) {
+    env->UnlockFile(lock);
+    if (!holds_tally.ok()) return holds_tally.status();
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s holds LevelDB files but not one record of a tally store (no "
+        "store metadata, no row in its tables or logs): it is another "
+        "program's database, or a store whose every record was lost. "
+        "Nothing was changed. For a node whose store this was: move the "
+        "directory aside and start tallyd on an empty one, to be refilled "
+        "from its peers",
+        dir));
   }
   // RepairDB moves what it replaces into the same directory.
   absl::StatusOr<internal::TableCheck> salvaged = internal::SalvageTables(

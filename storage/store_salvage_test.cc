@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -263,6 +264,55 @@ TEST(StoreSalvage, CheckTableFilesNamesDamageAndSkipsLeftovers) {
   ASSERT_TRUE(damaged.ok()) << damaged.status();
   ASSERT_FALSE(damaged->empty());
   EXPECT_THAT(damaged->front(), HasSubstr("checksum"));
+}
+
+// Another program's LevelDB database: before, recover rewrote it into a
+// tally store (RepairDB, then tally's metadata). Now it is refused and not
+// one file changes; a tally store whose records are only in its log (never
+// compacted) is still recovered.
+TEST(StoreSalvage, AnotherProgramsDatabaseIsRefusedUnchanged) {
+  TempDir dir;
+  {
+    leveldb::DB* raw = nullptr;
+    leveldb::Options options;
+    options.create_if_missing = true;
+    options.write_buffer_size = 64 * 1024;
+    ASSERT_TRUE(leveldb::DB::Open(options, dir.path(), &raw).ok());
+    std::unique_ptr<leveldb::DB> db(raw);
+    for (int i = 0; i < 5000; ++i) {
+      ASSERT_TRUE(db->Put(leveldb::WriteOptions(), absl::StrCat("user:", i),
+                          std::string(100, 'u'))
+                      .ok());
+    }
+  }
+  auto contents = [&dir] {
+    std::map<std::string, std::string> files;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+      if (entry.path().filename() == "LOCK") continue;
+      std::ifstream in(entry.path(), std::ios::binary);
+      files[entry.path().filename().string()] =
+          std::string(std::istreambuf_iterator<char>(in), {});
+    }
+    return files;
+  };
+  const auto before = contents();
+  ASSERT_GE(TablesIn(dir.path()).size(), 1u);
+  absl::StatusOr<RepairReport> refused = RepairStore(dir.path(), Options());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("not one record"));
+  EXPECT_TRUE(contents() == before) << "recover changed the directory";
+
+  TempDir fresh;
+  {
+    absl::StatusOr<std::unique_ptr<Store>> store =
+        Store::Open(fresh.path(), Options());
+    ASSERT_TRUE(store.ok()) << store.status();
+    WriteRequest request;
+    request.mutations.push_back(Mutation::Put(kKeyspace, "k", "v"));
+    ASSERT_TRUE((*store)->Write(std::move(request)).ok());
+  }
+  EXPECT_TRUE(RepairStore(fresh.path(), Options()).ok());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -77,6 +78,9 @@ bool IsTableFile(const std::string& name) {
   }
   return false;
 }
+
+using EntryVisitor =
+    std::function<bool(const leveldb::Slice& key, const leveldb::Slice& value)>;
 
 // An entry LevelDB could have written: a trailer, a known type (0 deletion,
 // 1 value), and after the one before it.
@@ -296,10 +300,11 @@ std::vector<BlockHandle> DataBlocksNamed(const leveldb::Comparator& order,
   return blocks;
 }
 
-// Every entry of `table`'s sound blocks, in order, to `add` (if set);
-// counts them into `damaged` and returns whether every block was sound.
+// Every entry of `table`'s sound blocks, in order, to `visit` (if set;
+// false from it ends the reading); counts them into `damaged` and returns
+// whether every block read was sound.
 bool ReadEntries(leveldb::Table& table, DamagedTable* damaged,
-                 leveldb::TableBuilder* add) {
+                 const EntryVisitor* visit) {
   const InternalKeyOrder order;
   leveldb::ReadOptions read;
   read.verify_checksums = true;
@@ -315,7 +320,7 @@ bool ReadEntries(leveldb::Table& table, DamagedTable* damaged,
     }
     last.assign(it->key().data(), it->key().size());
     ++damaged->readable_entries;
-    if (add != nullptr) add->Add(it->key(), it->value());
+    if (visit != nullptr && !(*visit)(it->key(), it->value())) break;
   }
   if (!it->status().ok()) {
     // The first unreadable block's error; later blocks were still read.
@@ -327,11 +332,11 @@ bool ReadEntries(leveldb::Table& table, DamagedTable* damaged,
 
 // One table: opened with its footer and index checked, then read through
 // with every block's checksum verified; when its index fails, through the
-// entries of the index that can still be read. `add` (if set) gets each
-// entry of a sound block, in order. Fills `table` (whose file name the
-// caller set) and returns whether the table is sound.
+// entries of the index that can still be read. `visit` (if set) gets each
+// entry of a sound block, in order, as ReadEntries says. Fills `table`
+// (whose file name the caller set) and returns whether the table is sound.
 bool ReadTable(leveldb::Env* env, const std::string& path, DamagedTable* table,
-               leveldb::TableBuilder* add) {
+               const EntryVisitor* visit) {
   uint64_t size = 0;
   leveldb::Status s = env->GetFileSize(path, &size);
   leveldb::RandomAccessFile* raw_file = nullptr;
@@ -350,7 +355,7 @@ bool ReadTable(leveldb::Env* env, const std::string& path, DamagedTable* table,
   leveldb::Table* raw_table = nullptr;
   s = leveldb::Table::Open(options, file.get(), size, &raw_table);
   std::unique_ptr<leveldb::Table> opened(raw_table);
-  if (s.ok()) return ReadEntries(*opened, table, add);
+  if (s.ok()) return ReadEntries(*opened, table, visit);
   table->reason = s.ToString();
   const std::vector<BlockHandle> blocks =
       DataBlocksNamed(order, file.get(), size);
@@ -364,7 +369,7 @@ bool ReadTable(leveldb::Env* env, const std::string& path, DamagedTable* table,
     return false;
   }
   const std::string reason = table->reason;
-  ReadEntries(*opened, table, add);
+  ReadEntries(*opened, table, visit);
   table->reason = absl::StrCat(reason, ", read through its index's ",
                                blocks.size(), " readable entries");
   return false;
@@ -446,7 +451,12 @@ absl::StatusOr<std::string> Rewrite(leveldb::Env* env,
   options.block_size = base.block_size;
   options.compression = base.compression;
   leveldb::TableBuilder builder(options, file.get());
-  *sound = ReadTable(env, path, table, &builder);
+  const EntryVisitor add = [&builder](const leveldb::Slice& key,
+                                      const leveldb::Slice& value) {
+    builder.Add(key, value);
+    return true;
+  };
+  *sound = ReadTable(env, path, table, &add);
   if (table->unreadable) {
     builder.Abandon();
     file.reset();
@@ -631,6 +641,26 @@ absl::StatusOr<TableCheck> CheckTables(const std::string& dir,
     }
   }
   return check;
+}
+
+absl::StatusOr<bool> AnyTableKey(
+    const std::string& dir, leveldb::Env* env,
+    const std::function<bool(absl::string_view user_key)>& wanted) {
+  TALLY_ASSIGN_OR_RETURN(const std::vector<std::string> names,
+                         TableFilesIn(dir));
+  bool found = false;
+  const EntryVisitor visit = [&](const leveldb::Slice& key,
+                                 const leveldb::Slice&) {
+    found = wanted(absl::string_view(key.data(), key.size() - 8));
+    return !found;
+  };
+  for (const std::string& name : names) {
+    DamagedTable table;
+    ReadTable(env, (std::filesystem::path(dir) / name).string(), &table,
+              &visit);
+    if (found) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<TableCheck> SalvageTables(const std::string& dir,

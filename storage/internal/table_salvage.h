@@ -17,10 +17,12 @@
 #include <leveldb/options.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace tally {
 namespace storage {
@@ -48,6 +50,12 @@ struct TableCheck {
 // filter policy). Errors only when the directory cannot be listed.
 absl::StatusOr<TableCheck> CheckTables(const std::string& dir,
                                        leveldb::Env* env);
+
+// Whether any table in `dir` holds an entry whose user key `wanted` takes,
+// reading (checksums verified) until the first one. Reads only.
+absl::StatusOr<bool> AnyTableKey(
+    const std::string& dir, leveldb::Env* env,
+    const std::function<bool(absl::string_view user_key)>& wanted);
 
 // Rewrites every table in `dir` from what CheckTables can read of it, with
 // a new index and filter (`options` gives the filter policy, block size and
