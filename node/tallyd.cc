@@ -122,7 +122,7 @@ void LogRefusal(LogFormat format, std::string message) {
     LogError("tallyd did not start", {{"error", message}});
     return;
   }
-  std::fprintf(stderr, "tallyd: %s\n", message.c_str());
+  std::fprintf(stderr, "tallyd: %s\n", EscapeForLog(message).c_str());
 }
 
 // node-bandwidth for the reload's log line: "50MB/s" or "unlimited".

@@ -148,5 +148,21 @@ TEST(CheckConfig, RefusesWhatAStartWouldRefuse) {
   EXPECT_THAT(r.err, HasSubstr("takes no value"));
 }
 
+// A config value with a terminal's escape sequence and bytes that are not
+// UTF-8: before, the error line echoed them raw (the operator's terminal
+// turned red); now they are C-escaped.
+TEST(CheckConfig, RawBytesInAnErrorAreEscaped) {
+  TempDir dir;
+  const std::string conf = dir.path() + "/tallyd.conf";
+  Write(conf,
+        "name = a\ndata-dir = /tmp/x\nsync-interval = 5\x01\xff\x1b[31mred\n");
+  const CommandResult r = RunCommand(
+      {TallydPath(), "--check-config", "--config", conf}, absl::Seconds(10));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("'5\\x01\\xff\\x1b[31mred' is not a duration"));
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\xff'), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace tally

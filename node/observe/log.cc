@@ -42,10 +42,48 @@ absl::string_view TextLevel(LogLevel level) {
 
 // `text` with control characters escaped (\n, \r, \t, \xNN); with
 // `quoted`, `\` and `"` too.
+// The length of the valid UTF-8 sequence at the start of `text` (which
+// starts with a byte >= 0x80), or 0 when it is not one.
+size_t Utf8SequenceLength(absl::string_view text) {
+  const unsigned char lead = static_cast<unsigned char>(text[0]);
+  size_t length;
+  unsigned char low = 0x80, high = 0xbf;  // the second byte's range
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    if (lead == 0xe0) low = 0xa0;   // no overlong forms
+    if (lead == 0xed) high = 0x9f;  // no surrogates
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    if (lead == 0xf0) low = 0x90;
+    if (lead == 0xf4) high = 0x8f;  // nothing above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (text.size() < length) return 0;
+  for (size_t i = 1; i < length; ++i) {
+    const unsigned char u = static_cast<unsigned char>(text[i]);
+    if (u < (i == 1 ? low : 0x80) || u > (i == 1 ? high : 0xbf)) return 0;
+  }
+  return length;
+}
+
 void AppendEscaped(absl::string_view text, bool quoted, std::string* out) {
-  for (char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     const unsigned char u = static_cast<unsigned char>(c);
-    if (c == '\n') {
+    if (u >= 0x80) {
+      // Valid UTF-8 as it is; any other byte escaped, so that no byte
+      // from a file or a client reaches a terminal as a control.
+      const size_t length = Utf8SequenceLength(text.substr(i));
+      if (length == 0) {
+        absl::StrAppendFormat(out, "\\x%02x", u);
+      } else {
+        out->append(text.data() + i, length);
+        i += length - 1;
+      }
+    } else if (c == '\n') {
       out->append("\\n");
     } else if (c == '\r') {
       out->append("\\r");
@@ -64,9 +102,15 @@ void AppendEscaped(absl::string_view text, bool quoted, std::string* out) {
 
 bool NeedsQuotes(absl::string_view value) {
   if (value.empty()) return true;
-  for (char c : value) {
+  for (size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
     const unsigned char u = static_cast<unsigned char>(c);
     if (u <= 0x20 || u == 0x7f || c == '"' || c == '=') return true;
+    if (u >= 0x80) {
+      const size_t length = Utf8SequenceLength(value.substr(i));
+      if (length == 0) return true;  // escaped, inside quotes
+      i += length - 1;
+    }
   }
   return false;
 }
@@ -144,6 +188,12 @@ LogField::LogField(absl::string_view name, double value)
     : name_(name), value_(absl::StrFormat("%.6g", value)), raw_(true) {
   // NaN and infinities are not JSON numbers.
   if (value != value || value - value != 0) raw_ = false;
+}
+
+std::string EscapeForLog(absl::string_view text) {
+  std::string out;
+  AppendEscaped(text, /*quoted=*/false, &out);
+  return out;
 }
 
 std::string QuoteLogValue(absl::string_view value) {

@@ -108,6 +108,12 @@ bool LogEnabled(LogLevel level);
 std::string FormatLogLine(absl::Time time, LogLevel level, LogFormat format,
                           absl::string_view message, LogFields fields);
 
+// Text as the text format writes a message: newlines, tabs and other
+// control bytes, and bytes that are not valid UTF-8, C-escaped ("\x1b"),
+// so that nothing read from a file or a client reaches a terminal as a
+// control sequence.
+std::string EscapeForLog(absl::string_view text);
+
 // A value as the text format writes it: bare when it needs no quotes.
 std::string QuoteLogValue(absl::string_view value);
 

@@ -110,6 +110,20 @@ TEST(Log, UnderTheJournalEachLineCarriesItsPriority) {
   }
 }
 
+// Bytes from a config file or a client (a terminal's escape sequences,
+// bytes that are not UTF-8) never reach the terminal raw: before, a config
+// value with "\x1b[31m" turned the operator's terminal red.
+TEST(Log, ControlBytesAndInvalidUtf8AreEscaped) {
+  EXPECT_EQ(EscapeForLog("5\x01\xff\x1b[31mred caf\xc3\xa9 \xed\xa0\x80"),
+            "5\\x01\\xff\\x1b[31mred caf\xc3\xa9 \\xed\\xa0\\x80");
+  EXPECT_EQ(QuoteLogValue("caf\xc3\xa9"), "caf\xc3\xa9");
+  EXPECT_EQ(QuoteLogValue("a\xff" "b"), "\"a\\xffb\"");
+  EXPECT_EQ(FormatLogLine(kWhen, LogLevel::kError, LogFormat::kText,
+                          "bad \x9b" "2J", {{"v", "\x1b]0;x\x07"}}),
+            "2026-12-03T05:14:10.123Z ERROR bad \\x9b2J "
+            "v=\"\\x1b]0;x\\x07\"");
+}
+
 }  // namespace
 }  // namespace node
 }  // namespace tally
