@@ -724,10 +724,11 @@ TEST(Cluster, PeersConvergeOnTheirOwn) {
   TempDir dir_a, dir_b;
   const std::string addr_a = FreeLoopbackAddress();
   const std::string addr_b = FreeLoopbackAddress();
-  auto a = StartNode(
-      "node-a", dir_a.path(),
-      {"--sync-writes", "false", "--sync-interval", "300ms", "--peer", addr_b},
-      addr_a);
+  // At debug: a session that finds the nodes equal logs its line there.
+  auto a = StartNode("node-a", dir_a.path(),
+                     {"--sync-writes", "false", "--sync-interval", "300ms",
+                      "--peer", addr_b, "--log-level", "debug"},
+                     addr_a);
   auto b = StartNode(
       "node-b", dir_b.path(),
       {"--sync-writes", "false", "--sync-interval", "300ms", "--peer", addr_a},

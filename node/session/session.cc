@@ -289,22 +289,34 @@ absl::Status Session::SyncKeyspace(const std::string& keyspace) {
     absl::MutexLock lock(&mu_);
     ++progress_.keyspaces_done;
   }
-  LogInfo("session",
-          {{"peer", client_->address()},
-           {"name", peer_name_},
-           {"keyspace", keyspace},
-           {"mode", from_source ? "from-source" : "two-way"},
-           {"outcome", synced.ok() ? std::string("ok") : synced.ToString()},
-           {"rounds", stats.diff.rounds},
-           {"bytes_sent", traffic_after.bytes_sent - traffic_before.bytes_sent},
-           {"bytes_received",
-            traffic_after.bytes_received - traffic_before.bytes_received},
-           {"rows_sent", out},
-           {"rows_received", in},
-           {"erased", stats.erased_from_b},
-           {"conflicts", stats.conflicts},
-           {"rows_changed_during_session", stats.rows_changed},
-           {"duration_ms", absl::ToInt64Milliseconds(absl::Now() - start)}});
+  const bool quiet = synced.ok() && in == 0 && out == 0 &&
+                     stats.erased_from_b == 0 && stats.conflicts == 0 &&
+                     stats.rows_changed == 0;
+  if (options_.quiet_log != nullptr) {
+    if (quiet) {
+      options_.quiet_log->Quiet(absl::Now(), peer_name_, keyspace);
+    } else {
+      options_.quiet_log->Eventful(absl::Now(), peer_name_);
+    }
+  }
+  const bool summed_up = quiet && options_.quiet_log != nullptr;
+  (summed_up ? LogDebug : LogInfo)(
+      "session",
+      {{"peer", client_->address()},
+       {"name", peer_name_},
+       {"keyspace", keyspace},
+       {"mode", from_source ? "from-source" : "two-way"},
+       {"outcome", synced.ok() ? std::string("ok") : synced.ToString()},
+       {"rounds", stats.diff.rounds},
+       {"bytes_sent", traffic_after.bytes_sent - traffic_before.bytes_sent},
+       {"bytes_received",
+        traffic_after.bytes_received - traffic_before.bytes_received},
+       {"rows_sent", out},
+       {"rows_received", in},
+       {"erased", stats.erased_from_b},
+       {"conflicts", stats.conflicts},
+       {"rows_changed_during_session", stats.rows_changed},
+       {"duration_ms", absl::ToInt64Milliseconds(absl::Now() - start)}});
   return synced;
 }
 

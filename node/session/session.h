@@ -68,6 +68,7 @@
 #include "node/client/replica.h"
 #include "node/feed/keyspace_trouble.h"
 #include "node/feed/peer_outage_log.h"
+#include "node/session/quiet_session_log.h"
 #include "node/observe/session_phase.h"
 #include "node/sync/repair_heat.h"
 #include "node/sync/sync.h"
@@ -172,6 +173,11 @@ struct SessionOptions {
   // handshake) is a failure, any other outcome a success. Null: a refused
   // session logs a warning each time. Must outlive the session.
   PeerOutageLog* outage_log = nullptr;
+  // The peer's log of quiet syncs (kept per peer by the scheduler): a
+  // keyspace sync that changed nothing is summed up there instead of
+  // logged at INFO. Null: every sync logs its line at INFO. Must outlive
+  // the session.
+  QuietSessionLog* quiet_log = nullptr;
   // Where a keyspace refused for its schema is reported, and a keyspace
   // synced is said to flow again (node/feed/keyspace_trouble.h). Null: none.
   // Must outlive the session.
