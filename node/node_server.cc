@@ -131,7 +131,11 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   stream_limits.idle_timeout = config.stream_idle_timeout;
   node->streams_ = std::make_unique<StreamLimiter>(stream_limits);
   node->peer_service_ = std::make_unique<PeerService>(
-      node->store_.get(), node->pool_.get(), /*observer=*/nullptr,
+      node->store_.get(), node->pool_.get(),
+      // Every node's handshake: the scheduler tells a one-sided link.
+      [scheduler = node->scheduler_.get()](
+          const std::string& address, const std::string& name,
+          uint64_t /*epoch*/) { scheduler->ObserveCaller(address, name); },
       FeedOptions{}, node->streams_.get());
   MaintenanceOptions maintenance;
   maintenance.log_retention_entries = config.log_retention_entries;

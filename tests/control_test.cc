@@ -5,6 +5,7 @@
 // (`tally peer pause|resume`). Real tallyd processes and the real tally.
 #include <httplib.h>
 
+#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@ using ::tally::testing::Status;
 using ::tally::testing::TempDir;
 using ::tally::testing::WaitFor;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kKeyspace[] = "default";
 
@@ -270,6 +272,33 @@ TEST(Control, PausedPeerGetsNoSessionsUntilResumed) {
   EXPECT_TRUE(WaitFor([&] { return OnlyPeer(a->address()).sessions_ok() > 0; }))
       << a->Log();
   EXPECT_THAT(Scrape(port), HasSubstr(paused_metric + "0\n"));
+  EXPECT_EQ(a->Stop(), 0);
+  EXPECT_EQ(b->Stop(), 0);
+}
+
+// A pause the node cannot save (its paused-peers file's place taken by a
+// directory here; a full or read-only disk in life): before, the tool said
+// "a restart keeps the pause" all the same, and a restart ended it. Now it
+// says the pause was not saved and what a restart does.
+TEST(Control, APauseThatCannotBeSavedSaysSo) {
+  TempDir dir_a, dir_b;
+  auto b = StartNode("node-b", dir_b.path());
+  ASSERT_TRUE(b);
+  auto a = StartNode("node-a", dir_a.path(),
+                     {"--peer", b->address(), "--sync-interval", "1h"});
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(
+      std::filesystem::create_directories(dir_a.path() + "/paused-peers/x"));
+  CommandResult r =
+      RunTally({"peer", "pause", b->address(), "--node", a->address()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("WARNING: the node could not save the change"));
+  EXPECT_THAT(r.out, HasSubstr("a restart ends the pause"));
+  EXPECT_THAT(r.out, Not(HasSubstr("a restart keeps the pause")));
+  r = RunTally(
+      {"peer", "resume", b->address(), "--node", a->address(), "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"saved\":false"));
   EXPECT_EQ(a->Stop(), 0);
   EXPECT_EQ(b->Stop(), 0);
 }

@@ -49,6 +49,7 @@ using ::tally::testing::TallydPath;
 using ::tally::testing::TempDir;
 using ::tally::testing::WaitFor;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kKeyspace[] = "default";
 
@@ -196,6 +197,58 @@ TEST(Watching, ConflictsShowInStatusAndMetrics) {
   EXPECT_THAT(text.out, HasSubstr("ties resolved      1")) << text.out;
   EXPECT_EQ(a->Stop(), 0);
   EXPECT_EQ(b->Stop(), 0);
+}
+
+// A one-sided link: b lists a as its peer, a does not list b. b's writes
+// then reach a only with b's sessions (a never follows b's feed), which
+// made a new node's writes take ~21 s instead of milliseconds, silently.
+// Now a shows b in status, in /metrics and once in its log; a node that
+// only asks a for a diff (tally diff) is no such caller.
+TEST(Watching, AOneSidedLinkIsShownOnTheNodeThatDoesNotListThePeer) {
+  TempDir dir_a, dir_b, dir_c;
+  auto a =
+      StartNode("node-a", dir_a.path(),
+                {"--sync-interval", "1h", "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(a);
+  auto b = StartNode("node-b", dir_b.path(),
+                     {"--sync-interval", "200ms", "--peer", a->address()});
+  ASSERT_TRUE(b);
+  auto c = StartNode("node-c", dir_c.path(), {"--sync-interval", "1h"});
+  ASSERT_TRUE(c);
+  for (const NodeProcess* node : {a.get(), c.get()}) {
+    ASSERT_EQ(RunTally({"--node", node->address(), "put", "k", "v"}).exit_code,
+              0);
+  }
+  const CommandResult diff = RunTally({"diff", c->address(), a->address()});
+  EXPECT_EQ(diff.exit_code, 1) << diff.err;  // the two puts' versions
+  ASSERT_TRUE(WaitFor([&] {
+    return Status(a->address()).unlisted_callers_size() == 1;
+  })) << a->Log();
+  const v1::StatusResponse status = Status(a->address());
+  EXPECT_EQ(status.unlisted_callers(0).name(), "node-b");
+  const CommandResult text = RunTally({"status", "--node", a->address()});
+  EXPECT_THAT(text.out,
+              HasSubstr("WARNING: node 'node-b' (from ipv4:127.0.0.1:"));
+  EXPECT_THAT(text.out, HasSubstr("is not among its peers"));
+  EXPECT_THAT(text.out, Not(HasSubstr("node-c")));
+  const CommandResult json =
+      RunTally({"status", "--node", a->address(), "--json"});
+  EXPECT_THAT(json.out, HasSubstr(R"("unlisted_callers":[{"name":"node-b")"));
+  EXPECT_THAT(Scrape(MetricsPort(*a)),
+              HasSubstr("\ntally_unlisted_callers 1\n"));
+  absl::SleepFor(absl::Seconds(1));  // more sessions: still one log line
+  const std::string log = a->Log();
+  size_t lines = 0;
+  for (size_t at = log.find("one-sided"); at != std::string::npos;
+       at = log.find("one-sided", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 1u) << log;
+  // b's own status names nobody: it lists a, and a does not call it.
+  EXPECT_EQ(Status(b->address()).unlisted_callers_size(), 0);
+  EXPECT_EQ(a->Stop(), 0);
+  EXPECT_EQ(b->Stop(), 0);
+  EXPECT_EQ(c->Stop(), 0);
 }
 
 // A peer given twice was once refused only by its spelling: one

@@ -317,6 +317,7 @@ absl::StatusOr<v1::HandshakeResponse> NodeClient::Handshake(
   request.set_protocol_version(kProtocolVersion);
   request.set_node_name(options_.node_name);
   request.set_epoch(options_.epoch);
+  request.set_scheduled(options_.scheduled_sessions);
   for (const std::string& ks : keyspaces) request.add_keyspaces(ks);
   request.set_top_levels(static_cast<uint32_t>(top_levels));
   CountSent(request.ByteSizeLong());

@@ -87,6 +87,10 @@ struct ClientOptions {
   // This node's name and epoch, sent in handshakes; empty for a tool.
   std::string node_name;
   uint64_t epoch = 0;
+  // Set by a node's session scheduler on its peers' clients: handshakes
+  // then say they open scheduled sessions (HandshakeRequest.scheduled),
+  // which tells the peer the link exists (a diff or repair run does not).
+  bool scheduled_sessions = false;
   // How to secure the channel (node/client/tls.h MakeChannelCredentials); null
   // is plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;

@@ -108,6 +108,9 @@ tally_rows_changed_during_session_total 0
 # HELP tally_ties_resolved_total Rows this node's store replaced under the tie rule: the same version as the stored row, other content, a higher row digest.
 # TYPE tally_ties_resolved_total counter
 tally_ties_resolved_total 3
+# HELP tally_unlisted_callers Nodes that run sessions with this node but are not among its peers (a one-sided link: their writes arrive only with their sessions); `tally status` names them.
+# TYPE tally_unlisted_callers gauge
+tally_unlisted_callers 0
 # HELP tally_row_filter_rows_read_total Writes whose row the store read first (last writer wins).
 # TYPE tally_row_filter_rows_read_total counter
 tally_row_filter_rows_read_total 11
@@ -348,11 +351,11 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
     }
     EXPECT_TRUE(named) << line << " under " << family;
   }
-  // Every family, with a peer and a subscriber: 57 of the node (the session
+  // Every family, with a peer and a subscriber: 58 of the node (the session
   // duration histogram, the copy's writes, the paused gauge, the node's
-  // bandwidth limit and the rows sessions left to the capture among them)
-  // and 8 of the process.
-  EXPECT_EQ(seen.size(), 65u);
+  // bandwidth limit, the rows sessions left to the capture and the
+  // unlisted callers among them) and 8 of the process.
+  EXPECT_EQ(seen.size(), 66u);
   // A peer with no session yet has no time series (a 0 would read as 1970).
   EXPECT_THAT(text, Not(HasSubstr("_timestamp_seconds")));
 }
@@ -455,9 +458,9 @@ TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
       EXPECT_TRUE(families.insert(words[2]).second) << "twice: " << words[2];
     }
   }
-  // The 55 of every node (without a process, a session or a copy's writes)
+  // The 56 of every node (without a process, a session or a copy's writes)
   // and the sidecar's 14.
-  EXPECT_EQ(families.size(), 55u + 14u);
+  EXPECT_EQ(families.size(), 56u + 14u);
   // Without a sidecar none of them.
   EXPECT_THAT(RenderPrometheus(SmallStatus()),
               ::testing::Not(HasSubstr("tally_pg_")));

@@ -354,6 +354,16 @@ std::vector<StatusField>* MakeStatusFields() {
        "version as the stored row, other content, a higher row digest.",
        {{"", "", "ties_resolved",
          [](S s, int) { return Count(s.ties_resolved()); }}}},
+      {"tally_unlisted_callers",
+       kGauge,
+       kNode,
+       "",
+       "nodes",
+       "Nodes that run sessions with this node but are not among its "
+       "peers (a one-sided link: their writes arrive only with their "
+       "sessions); `tally status` names them.",
+       {{"", "", "",
+         [](S s, int) { return Count(s.unlisted_callers_size()); }}}},
       {"tally_row_filter_rows_read_total",
        kCounter,
        kNode,

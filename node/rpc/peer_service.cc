@@ -90,7 +90,8 @@ absl::Status HandshakeOnPool(storage::Store& store,
     TALLY_RETURN_IF_ERROR(CheckAnswerSize(
         bytes, "handshake", "ask for fewer keyspaces or fewer top levels"));
   }
-  if (observer != nullptr && !request.node_name().empty()) {
+  if (observer != nullptr && !request.node_name().empty() &&
+      request.scheduled()) {
     observer(peer_address, request.node_name(), request.epoch());
   }
   return absl::OkStatus();

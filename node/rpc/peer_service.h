@@ -30,8 +30,9 @@
 namespace tally {
 namespace node {
 
-// Called after a peer's handshake: its address, its name and epoch. Lets
-// the node show peer names in status. Optional.
+// Called after the handshake of a node's scheduled session
+// (HandshakeRequest.scheduled): its address, its name and epoch. Lets the
+// node tell a caller it does not list as a peer. Optional.
 using HandshakeObserver =
     std::function<void(const std::string& peer_address,
                        const std::string& node_name, uint64_t epoch)>;

@@ -44,12 +44,15 @@ absl::Status SessionScheduler::Start() {
   for (const PeerConfig& peer_config : config_.peers) {
     auto peer = std::make_unique<Peer>();
     peer->config = peer_config;
+    ClientOptions options = client_options_;
+    options.scheduled_sessions = true;
     absl::StatusOr<std::unique_ptr<NodeClient>> client =
-        NodeClient::Connect(peer_config.address, client_options_);
+        NodeClient::Connect(peer_config.address, options);
     if (!client.ok()) return client.status();
     peer->client = std::move(*client);
     peer->outage_log =
         std::make_unique<PeerOutageLog>(peer_config.address, "sessions");
+    peer->quiet_log = std::make_unique<QuietSessionLog>(peer_config.address);
     // First sessions soon, but spread out.
     {
       absl::MutexLock lock(&mu_);
@@ -185,6 +188,7 @@ void SessionScheduler::RunSession(Peer* peer) {
   options.bandwidth_bytes_per_second = config_.repair_bandwidth_mb * 1e6;
   options.node_bandwidth = node_bandwidth_;
   options.outage_log = peer->outage_log.get();
+  options.quiet_log = peer->quiet_log.get();
   options.trouble = trouble_;
   options.on_handshake = [this, peer](const v1::HandshakeResponse& answer,
                                       uint64_t sent, uint64_t received) {
@@ -414,8 +418,10 @@ void SessionScheduler::RestorePaused() {
   }
 }
 
-void SessionScheduler::PersistPaused() {
-  if (config_.data_dir.empty()) return;
+absl::Status SessionScheduler::PersistPaused() {
+  if (config_.data_dir.empty()) {
+    return absl::FailedPreconditionError("the node has no data directory");
+  }
   // One writer at a time, each writing the latest state: a pause and a
   // resume racing cannot leave the older one in the file.
   absl::MutexLock persist(&persist_mu_);
@@ -429,8 +435,9 @@ void SessionScheduler::PersistPaused() {
   const absl::Status written = WritePausedPeers(config_.data_dir, paused);
   if (!written.ok()) {
     LogWarning(absl::StrCat(written.message(),
-                            "; the pause holds until the node restarts"));
+                            "; the change holds until the node restarts"));
   }
+  return written;
 }
 
 std::string SessionScheduler::PeerName(Peer* peer) {
@@ -503,7 +510,13 @@ absl::StatusOr<v1::PeerControlResponse> SessionScheduler::SetPaused(
       }
     }
   }
-  if (response.changed()) PersistPaused();
+  if (response.changed()) {
+    const absl::Status saved = PersistPaused();
+    response.set_saved(saved.ok());
+    if (!saved.ok()) response.set_save_error(std::string(saved.message()));
+  } else {
+    response.set_saved(true);  // as it was, and as saved before
+  }
   if (response.changed()) {
     LogInfo(paused ? "peer paused" : "peer resumed",
             {{"peer", response.address()},
@@ -569,11 +582,60 @@ void SessionScheduler::SetListenAddress(const std::string& address) {
   listen_address_ = address;
 }
 
+void SessionScheduler::ObserveCaller(const std::string& address,
+                                     const std::string& name) {
+  // Enough for any mesh; more names than this are not a mesh but a flood,
+  // and are not remembered.
+  constexpr size_t kMaxCallers = 1024;
+  bool warn = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = callers_.find(name);
+    if (it == callers_.end()) {
+      if (callers_.size() >= kMaxCallers) return;
+      it = callers_.emplace(name, Caller{}).first;
+    }
+    Caller& caller = it->second;
+    caller.address = address;
+    ++caller.handshakes;
+    caller.last = absl::Now();
+    if (!caller.warned && !IsPeerNameLocked(name)) {
+      caller.warned = true;
+      warn = true;
+    }
+  }
+  if (warn) {
+    LogWarning(
+        "a node that is not among this node's peers runs sessions with it: "
+        "the link is one-sided, so this node does not follow its change "
+        "feed and its writes arrive only with its sessions. Name it as a "
+        "peer here too (or it is a listed peer this node has not reached "
+        "yet)",
+        {{"caller", name}, {"from", address}});
+  }
+}
+
+bool SessionScheduler::IsPeerNameLocked(const std::string& name) const {
+  for (const auto& peer : peers_) {
+    if (peer->name == name) return true;
+  }
+  return false;
+}
+
 void SessionScheduler::FillStatus(v1::StatusResponse* response) {
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   response->set_listen(listen_address_);
   response->set_sessions_running(static_cast<uint32_t>(sessions_running_));
+  for (const auto& [name, caller] : callers_) {
+    if (IsPeerNameLocked(name)) continue;
+    v1::UnlistedCaller* unlisted = response->add_unlisted_callers();
+    unlisted->set_name(name);
+    unlisted->set_address(caller.address);
+    unlisted->set_handshakes(caller.handshakes);
+    unlisted->set_last_unix_ms(
+        static_cast<uint64_t>(absl::ToUnixMillis(caller.last)));
+  }
   uint64_t sessions_ok = 0;
   uint64_t sessions_failed = 0;
   uint64_t rows_erased = 0;

@@ -52,6 +52,7 @@
 
 #include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -100,6 +101,13 @@ class SessionScheduler : public StatusSource, public PeerControl {
   // The address the node listens on, for status.
   void SetListenAddress(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A node's handshake with this one (`name`, from `address`): one that is
+  // not among this node's peers (no peer has told that name) is shown in
+  // status (unlisted_callers) and logged once as a warning: the link is
+  // one-sided, so this node never follows that node's change feed.
+  void ObserveCaller(const std::string& address, const std::string& name)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // The start of the oldest of the peers' last successful sessions: every
   // peer has completed a session (every keyspace synced) that started at or
   // after it. InfinitePast while some peer has not completed one since this
@@ -132,6 +140,8 @@ class SessionScheduler : public StatusSource, public PeerControl {
     std::unique_ptr<FeedSubscriber> feed;
     // Sessions refused by an unreachable peer, logged once per outage.
     std::unique_ptr<PeerOutageLog> outage_log;
+    // Syncs that changed nothing, summed up (not a line each).
+    std::unique_ptr<QuietSessionLog> quiet_log;
     // Protected by SessionScheduler::mu_.
     std::string name;
     bool running = false;
@@ -198,9 +208,9 @@ class SessionScheduler : public StatusSource, public PeerControl {
   // Pauses the peers the data directory's paused-peers file names
   // (node/session/paused_peers.h); an unreadable file is logged and ignored.
   void RestorePaused() ABSL_LOCKS_EXCLUDED(mu_);
-  // Writes the paused peers to that file; a failure is logged (the pause
-  // then holds until a restart).
-  void PersistPaused() ABSL_LOCKS_EXCLUDED(mu_, persist_mu_);
+  // Writes the paused peers to that file and returns whether it could; a
+  // failure is logged too (the change then holds until a restart).
+  absl::Status PersistPaused() ABSL_LOCKS_EXCLUDED(mu_, persist_mu_);
 
   // Finishes `request` as never run, with `outcome`.
   static void FinishUnrun(const std::shared_ptr<SessionRequest>& request,
@@ -224,6 +234,9 @@ class SessionScheduler : public StatusSource, public PeerControl {
   // clock is far behind.
   void ObserveClock(Peer* peer, uint64_t peer_clock_ms, uint64_t sent,
                     uint64_t received) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether a peer has told `name` as its node name.
+  bool IsPeerNameLocked(const std::string& name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `d` scaled by a random factor in [0.8, 1.2).
   absl::Duration JitteredLocked(absl::Duration d)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -249,6 +262,15 @@ class SessionScheduler : public StatusSource, public PeerControl {
                                               // Start(); fields under mu_
   int sessions_running_ ABSL_GUARDED_BY(mu_) = 0;
   std::string listen_address_ ABSL_GUARDED_BY(mu_);
+  // Nodes that handshook with this one, by name (bounded: see
+  // ObserveCaller).
+  struct Caller {
+    std::string address;
+    uint64_t handshakes = 0;
+    absl::Time last;
+    bool warned = false;
+  };
+  std::map<std::string, Caller> callers_ ABSL_GUARDED_BY(mu_);
   uint64_t jitter_state_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -542,6 +542,18 @@ std::string StatusText(const v1::StatusResponse& status,
   if (const std::string trouble = TroubleText(status, now); !trouble.empty()) {
     absl::StrAppend(&text, "\n", trouble);
   }
+  for (const v1::UnlistedCaller& caller : status.unlisted_callers()) {
+    absl::StrAppend(
+        &text,
+        absl::StrFormat(
+            "\nWARNING: node '%s' (from %s, %d sessions, last %s) runs "
+            "sessions with this node but is not among its peers: the link is "
+            "one-sided, this node does not follow its change feed, and its "
+            "writes arrive only with its sessions. Name it as a peer here "
+            "too.\n",
+            caller.name(), caller.address(), caller.handshakes(),
+            SessionTime(caller.last_unix_ms(), now)));
+  }
 
   std::vector<std::vector<std::string>> keyspaces = {
       {"KEYSPACE", "ROWS", "DEPTH", "ROOT", "ROOT CHANGES"}};
@@ -777,6 +789,14 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                                        {"since_unix_ms", t.since_unix_ms()},
                                        {"rows_rejected", t.rows_rejected()},
                                        {"rejected", std::move(by_reason)}});
+  }
+  out["unlisted_callers"] = Json::array();
+  for (const v1::UnlistedCaller& caller : status.unlisted_callers()) {
+    out["unlisted_callers"].push_back(
+        {{"name", caller.name()},
+         {"address", caller.address()},
+         {"handshakes", caller.handshakes()},
+         {"last_unix_ms", caller.last_unix_ms()}});
   }
   out["keyspaces"] = Json::array();
   for (const v1::KeyspaceSummary& ks : status.keyspaces()) {

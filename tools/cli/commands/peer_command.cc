@@ -40,9 +40,19 @@ CommandResult Peer(const Context& ctx) {
                {"name", r->name()},
                {"paused", r->paused()},
                {"changed", r->changed()},
-               {"session_stopped", r->session_stopped()}});
+               {"session_stopped", r->session_stopped()},
+               {"saved", r->saved()},
+               {"save_error", r->save_error()}});
     return 0;
   }
+  // A change the node could not write down lasts until its restart only.
+  const std::string kept =
+      r->saved() ? (pause ? " (a restart keeps the pause)" : "")
+                 : absl::StrFormat(
+                       " WARNING: the node could not save the change (%s): "
+                       "a restart %s.",
+                       r->save_error(),
+                       pause ? "ends the pause" : "pauses the peer again");
   const std::string who =
       absl::StrCat(r->address(),
                    r->name().empty() ? "" : absl::StrCat(" (", r->name(), ")"));
@@ -54,17 +64,18 @@ CommandResult Peer(const Context& ctx) {
   } else if (pause) {
     line = absl::StrFormat(
         "paused sessions with peer %s on node %s%s; the change feed goes on. "
-        "Until 'tally peer resume' (a restart keeps the pause).",
+        "Until 'tally peer resume'%s",
         who, client->address(),
         r->session_stopped()
             ? "; its running session stops at its next step (rows it "
               "repaired stay repaired)"
-            : "");
+            : "",
+        r->saved() ? absl::StrCat(kept, ".") : absl::StrCat(".", kept));
   } else {
     line = absl::StrFormat(
         "resumed sessions with peer %s on node %s; the next starts within a "
-        "second",
-        who, client->address());
+        "second%s",
+        who, client->address(), kept);
   }
   std::cout << line << "\n";
   return 0;
