@@ -111,7 +111,7 @@ TEST(Operator, LoadFromAPipeLoadsEveryRow) {
     const CommandResult r = RunCommand(
         {"/bin/bash", "-c",
          absl::StrFormat("cat '%s' | '%s' --node %s --keyspace %s load "
-                         "--file %s --json",
+                         "--file %s --json --create-keyspace",
                          rows, TallyPath(), node->address(), keyspace, file)});
     EXPECT_EQ(r.exit_code, 0) << file << ": " << r.out << r.err;
     EXPECT_THAT(r.out, HasSubstr("\"rows\":2500")) << file;
@@ -162,8 +162,9 @@ TEST(Operator, LoadRefusedByTheNodeSaysOnlyWhatTheNodeCommitted) {
   ASSERT_TRUE(node.ok()) << node.status();
   const std::string address = (*node)->address();
   ASSERT_EQ(RunTally({"--node", address, "put", "k", "v"}).exit_code, 0);
-  const CommandResult r = RunTally(
-      {"--node", address, "--keyspace", "second", "load", "--count", "10"});
+  const CommandResult r =
+      RunTally({"--node", address, "--keyspace", "second", "load", "--count",
+                "10", "--create-keyspace"});
   ExpectOneTroubleLine(r);
   EXPECT_THAT(r.err, HasSubstr("nothing was committed"));
   EXPECT_THAT(r.err, Not(HasSubstr("may have been written")));
@@ -416,7 +417,10 @@ TEST(Operator, FlagfileFlagsApply) {
   WriteFile(flags, absl::StrFormat("# the node\n--node=%s\n\n  --keyspace=users"
                                    "\n",
                                    node->address()));
-  ASSERT_EQ(RunTally({"--flagfile=" + flags, "put", "k", "v"}).exit_code, 0);
+  ASSERT_EQ(
+      RunTally({"--flagfile=" + flags, "put", "k", "v", "--create-keyspace"})
+          .exit_code,
+      0);
   const CommandResult got = RunTally({"--flagfile=" + flags, "get", "k"});
   EXPECT_EQ(got.exit_code, 0) << got.err;
   EXPECT_EQ(got.out, "v\n");
@@ -490,8 +494,9 @@ TEST_P(OperatorRepair, RepairThatLeavesTheNodesDifferentExitsOne) {
 
   // Equal after the repair: 0, as before.
   ASSERT_EQ(RunTally({"--node", a->address(), "put", "k", "v"}).exit_code, 0);
-  const CommandResult other = RunTally(
-      {"--keyspace", "other", "--node", a->address(), "put", "k", "v"});
+  const CommandResult other =
+      RunTally({"--keyspace", "other", "--node", a->address(), "put", "k", "v",
+                "--create-keyspace"});
   ASSERT_EQ(other.exit_code, 0) << other.err;
   const CommandResult equal = RunDiffCommand(
       GetParam(),
@@ -532,6 +537,42 @@ TEST(Operator, TallydRefusesNonFiniteDurationsAndADirectoryAsConfig) {
   EXPECT_EQ(config.exit_code, 2) << config.err;
   EXPECT_THAT(config.err, HasSubstr("is a directory"));
   EXPECT_THAT(config.err, Not(HasSubstr("--name is required")));
+}
+
+// A typo in --keyspace (`usres` for `users`) made a keyspace on the node,
+// and sessions carried it to every node of the mesh, for good, with no way
+// to list it. Now a write to a keyspace the node lacks is refused naming
+// its keyspaces, unless --create-keyspace; `tally keyspaces` lists them.
+TEST(Operator, AWriteToAnAbsentKeyspaceIsRefusedUnlessCreatedOnPurpose) {
+  TempDir dir;
+  auto node = NodeProcess::Start("a", dir.path(), {"--sync-writes", "false"});
+  ASSERT_TRUE(node.ok()) << node.status();
+  const std::string at = (*node)->address();
+  ASSERT_EQ(RunTally({"--node", at, "put", "k", "v"}).exit_code, 0);
+  ASSERT_EQ(RunTally({"--node", at, "--keyspace", "users", "put", "k", "v",
+                      "--create-keyspace"})
+                .exit_code,
+            0);
+  for (const std::vector<std::string>& write :
+       {std::vector<std::string>{"put", "k", "v"},
+        std::vector<std::string>{"del", "k"},
+        std::vector<std::string>{"load", "--count", "3"}}) {
+    std::vector<std::string> args = {"--node", at, "--keyspace", "usres"};
+    args.insert(args.end(), write.begin(), write.end());
+    const CommandResult refused = RunTally(args);
+    EXPECT_EQ(refused.exit_code, 2) << write[0];
+    EXPECT_THAT(refused.err, HasSubstr("keyspace 'usres' is not on node " + at +
+                                       " (its keyspaces: default, users)"));
+    EXPECT_THAT(refused.err, HasSubstr("--create-keyspace"));
+  }
+  const CommandResult listed = RunTally({"--node", at, "keyspaces"});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_THAT(listed.out, HasSubstr("KEYSPACE"));
+  EXPECT_THAT(listed.out, HasSubstr("users"));
+  EXPECT_THAT(listed.out, Not(HasSubstr("usres")));
+  const CommandResult json = RunTally({"--node", at, "keyspaces", "--json"});
+  EXPECT_THAT(json.out, HasSubstr(R"("keyspace":"users","rows":1,"depth":)"));
+  EXPECT_EQ((*node)->Stop(), 0);
 }
 
 // File descriptors used up by idle connections to the gRPC port: gRPC

@@ -121,6 +121,11 @@ ABSL_FLAG(std::vector<std::string>, table, {},
 ABSL_FLAG(std::string, data_dir, "",
           "verify, recover: data directory of a stopped node (verify without "
           "it asks a running PostgreSQL sidecar, --node).");
+ABSL_FLAG(bool, create_keyspace, false,
+          "put, del, load: create --keyspace on the node when it lacks it "
+          "(without it such a write is refused: a keyspace made by a typo "
+          "would spread to every node of the mesh, for good). The keyspace "
+          "'default' needs no flag.");
 ABSL_FLAG(std::string, node_name, "",
           "recover: the node's name (its tallyd --name), needed only when "
           "the damaged blocks held every record of it; recover says so.");
@@ -155,6 +160,7 @@ CommandResult Run(const std::string& command, const Context& ctx) {
   if (command == "peer") return Peer(ctx);
   if (command == "token") return Token(ctx);
   if (command == "sync") return Sync(ctx);
+  if (command == "keyspaces") return Keyspaces(ctx);
   return Help(ctx);
 }
 
@@ -268,6 +274,7 @@ int Main(int argc, char** argv) {
   ctx.bandwidth_mb = absl::GetFlag(FLAGS_bandwidth);
   ctx.all_keyspaces = absl::GetFlag(FLAGS_all_keyspaces);
   ctx.third_party = absl::GetFlag(FLAGS_third_party);
+  ctx.create_keyspace = absl::GetFlag(FLAGS_create_keyspace);
   // nullopt: not given (an empty value given is refused, not "all").
   auto given_flag = [&](absl::string_view name, const std::string& value) {
     return ctx.given.count(std::string(name)) > 0

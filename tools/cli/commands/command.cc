@@ -93,6 +93,26 @@ absl::StatusOr<std::optional<v1::KeyspaceSummary>> FindKeyspace(
   return std::nullopt;
 }
 
+absl::Status RequireKeyspace(const Context& ctx, node::NodeClient& client) {
+  if (ctx.create_keyspace || ctx.keyspace == "default") {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<v1::HandshakeResponse> r = client.Handshake({}, 0);
+  if (!r.ok()) return CallFailed(ctx, r.status());
+  std::vector<std::string> names;
+  for (const v1::KeyspaceSummary& ks : r->keyspaces()) {
+    if (ks.name() == ctx.keyspace) return absl::OkStatus();
+    names.push_back(ks.name());
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "keyspace '%s' is not on node %s (its keyspaces: %s); a write would "
+      "create it there, and sessions would carry it to every node of the "
+      "mesh, for good. Check the name, or give --create-keyspace to create "
+      "it",
+      ctx.keyspace, client.address(),
+      names.empty() ? "none" : absl::StrJoin(names, ", ")));
+}
+
 absl::Status ListKeyspacesInError(const Context& ctx,
                                   const absl::Status& absent) {
   if (!absl::IsNotFound(absent) || ctx.args.size() < 2) return absent;

@@ -58,7 +58,8 @@ struct Context {
   bool dry_run = false;
   // repair --bandwidth: MB/s, 0 unlimited.
   double bandwidth_mb = 0;
-  bool all_keyspaces = false;  // diff, repair --all-keyspaces
+  bool all_keyspaces = false;    // diff, repair --all-keyspaces
+  bool create_keyspace = false;  // put, del, load --create-keyspace
   // diff, repair --range / --keys-from (tools/cli/commands/diff_scope_flags.h).
   tree::DiffScope scope;
   bool third_party = false;
@@ -118,6 +119,12 @@ absl::StatusOr<std::unique_ptr<node::NodeClient>> Connect(
 absl::Status CallFailed(const Context& ctx, const absl::Status& s);
 
 tree::Version VersionOf(const v1::Version& proto);
+
+// OK when the node (`client`) has ctx.keyspace, when it is "default", or
+// with --create-keyspace; else kFailedPrecondition naming the node's
+// keyspaces and the flag: a write would create the keyspace, and sessions
+// would carry it to every node of the mesh.
+absl::Status RequireKeyspace(const Context& ctx, node::NodeClient& client);
 
 // The summary of `keyspace` on a node, or nullopt when the node lacks it.
 absl::StatusOr<std::optional<v1::KeyspaceSummary>> FindKeyspace(

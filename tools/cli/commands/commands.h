@@ -10,6 +10,7 @@
 //   peer              peer_command.cc
 //   sync              sync_command.cc
 //   token             token_command.cc
+//   keyspaces         keyspaces_command.cc
 #ifndef TALLY_TOOLS_CLI_COMMANDS_COMMANDS_H_
 #define TALLY_TOOLS_CLI_COMMANDS_COMMANDS_H_
 
@@ -30,6 +31,7 @@ CommandResult Recover(const Context& ctx);
 CommandResult Peer(const Context& ctx);
 CommandResult Sync(const Context& ctx);
 CommandResult Token(const Context& ctx);
+CommandResult Keyspaces(const Context& ctx);
 
 }  // namespace cli
 }  // namespace tally

@@ -105,6 +105,7 @@ CommandResult Load(const Context& ctx) {
   }
 
   TALLY_ASSIGN_OR_RETURN(auto client, Connect(ctx, ctx.node));
+  TALLY_RETURN_IF_ERROR(RequireKeyspace(ctx, *client));
   // Load's row source cannot fail: a bad line ends the stream early (what
   // was sent is committed), and the error is reported afterwards.
   absl::Status read_error;

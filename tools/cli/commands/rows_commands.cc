@@ -61,6 +61,7 @@ CommandResult Put(const Context& ctx) {
   TALLY_ASSIGN_OR_RETURN(const std::string value,
                          ArgBytes(ctx, value_arg, "VALUE"));
   TALLY_ASSIGN_OR_RETURN(auto client, Connect(ctx, ctx.node));
+  TALLY_RETURN_IF_ERROR(RequireKeyspace(ctx, *client));
   absl::StatusOr<v1::PutResponse> r =
       client->Put(ctx.keyspace, key, value, key_values);
   if (!r.ok()) return CallFailed(ctx, r.status());
@@ -98,6 +99,7 @@ CommandResult Delete(const Context& ctx) {
   TALLY_ASSIGN_OR_RETURN(const std::vector<std::string> key_values,
                          KeyValues(ctx, 0, ctx.args.size()));
   TALLY_ASSIGN_OR_RETURN(auto client, Connect(ctx, ctx.node));
+  TALLY_RETURN_IF_ERROR(RequireKeyspace(ctx, *client));
   absl::StatusOr<v1::DeleteResponse> r =
       client->Delete(ctx.keyspace, key, key_values);
   if (!r.ok()) return CallFailed(ctx, r.status());
