@@ -44,6 +44,7 @@ using ::tally::testing::RunTally;
 using ::tally::testing::TempDir;
 using ::tally::testing::TestCa;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kKeyspace[] = "default";
 
@@ -333,6 +334,44 @@ TEST(RunDiff, ANodeDiffedWithItselfIsEqual) {
     EXPECT_EQ(diff.exit_code, 0) << diff.out << diff.err;
     EXPECT_THAT(diff.err, ::testing::HasSubstr("same node")) << diff.err;
   }
+}
+
+// Before: a diff showed only versions, so a reviewer had to `tally get`
+// each key on each node. --values shows both rows' values under each
+// difference (on A's diff and on the tool's), as text and as JSON.
+TEST(RunDiff, ValuesShowsBothSidesValues) {
+  TempDir dir_a, dir_b;
+  auto a = StartNode("node-a", dir_a.path());
+  auto b = StartNode("node-b", dir_b.path());
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(Connect(a->address())->Put(kKeyspace, "same", "s").ok());
+  ASSERT_TRUE(Connect(b->address())->Put(kKeyspace, "same", "s").ok());
+  ASSERT_TRUE(Connect(a->address())->Put(kKeyspace, "k", "on a").ok());
+  ASSERT_TRUE(Connect(b->address())->Put(kKeyspace, "k", "on\tb").ok());
+  ASSERT_TRUE(Connect(a->address())->Put(kKeyspace, "only-a", "x").ok());
+  ASSERT_TRUE(Connect(b->address())->Delete(kKeyspace, "same").ok());
+  for (const bool third_party : {false, true}) {
+    std::vector<std::string> args = {"--keyspace", kKeyspace,    "diff",
+                                     a->address(), b->address(), "--values"};
+    if (third_party) args.push_back("--third-party");
+    const CommandResult text = RunTally(args);
+    EXPECT_EQ(text.exit_code, 1) << text.err;
+    EXPECT_THAT(text.out, HasSubstr("    A now: 'on a'\n    B now: 'on\\tb'\n"))
+        << text.out;
+    EXPECT_THAT(text.out, HasSubstr("    A now: 'x'\n    B now: (missing)\n"));
+    EXPECT_THAT(text.out, HasSubstr("    A now: 's'\n    B now: (deleted)\n"));
+    args.push_back("--json");
+    const CommandResult json = RunTally(args);
+    EXPECT_THAT(
+        json.out,
+        HasSubstr(R"("a_now":{"value":"on a"},"b_now":{"value":"on\tb"})"))
+        << json.out;
+    EXPECT_THAT(json.out, HasSubstr(R"("b_now":{"none":"missing"})"));
+  }
+  // Without --values, no values.
+  const CommandResult plain =
+      RunTally({"--keyspace", kKeyspace, "diff", a->address(), b->address()});
+  EXPECT_THAT(plain.out, Not(HasSubstr("A now")));
 }
 
 TEST(RunDiff, RepairOnTheNodePrintsWhatTheToolPrints) {

@@ -121,6 +121,11 @@ ABSL_FLAG(std::vector<std::string>, table, {},
 ABSL_FLAG(std::string, data_dir, "",
           "verify, recover: data directory of a stopped node (verify without "
           "it asks a running PostgreSQL sidecar, --node).");
+ABSL_FLAG(bool, values, false,
+          "diff of two nodes: under each difference, the row's value on A "
+          "and on B as each node holds it now (read by key after the "
+          "difference was found; C-escaped, cut after 200 characters; in "
+          "JSON whole, as a_now and b_now).");
 ABSL_FLAG(bool, create_keyspace, false,
           "put, del, load: create --keyspace on the node when it lacks it "
           "(without it such a write is refused: a keyspace made by a typo "
@@ -275,6 +280,7 @@ int Main(int argc, char** argv) {
   ctx.all_keyspaces = absl::GetFlag(FLAGS_all_keyspaces);
   ctx.third_party = absl::GetFlag(FLAGS_third_party);
   ctx.create_keyspace = absl::GetFlag(FLAGS_create_keyspace);
+  ctx.values = absl::GetFlag(FLAGS_values);
   // nullopt: not given (an empty value given is refused, not "all").
   auto given_flag = [&](absl::string_view name, const std::string& value) {
     return ctx.given.count(std::string(name)) > 0

@@ -78,13 +78,13 @@ const std::vector<CommandSpec>& Commands() {
        2,
        2,
        "diff A B [--range=FROM:TO | --keys-from=FILE] [--third-party] "
-       "[--all-keyspaces]",
+       "[--all-keyspaces] [--values]",
        "list the keys that differ between nodes A and B, or between the "
        "tables of two PostgreSQL URLs (exit 1 if any); A diffs against B "
        "itself, or this tool does with --third-party",
        "tally --keyspace=users diff 127.0.0.1:7400 127.0.0.1:7401",
        {"third_party", "table", "all_keyspaces", "range", "keys_from",
-        "escaped"}},
+        "escaped", "values"}},
       {"repair",
        2,
        2,

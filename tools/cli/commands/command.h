@@ -60,6 +60,7 @@ struct Context {
   double bandwidth_mb = 0;
   bool all_keyspaces = false;    // diff, repair --all-keyspaces
   bool create_keyspace = false;  // put, del, load --create-keyspace
+  bool values = false;           // diff of two nodes --values
   // diff, repair --range / --keys-from (tools/cli/commands/diff_scope_flags.h).
   tree::DiffScope scope;
   bool third_party = false;

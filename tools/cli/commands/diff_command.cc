@@ -3,9 +3,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -31,12 +33,75 @@ struct DiffOutcome {
   bool b_absent = false;
 };
 
-void PrintDifference(const Context& ctx, const tree::RowEntry* in_a,
-                     const tree::RowEntry* in_b) {
+// --values: the nodes whose rows a difference names, read again by key.
+struct ValueSources {
+  node::NodeClient* a = nullptr;
+  node::NodeClient* b = nullptr;
+};
+
+// A row's value as the node holds it now: the value, or why there is none
+// ("missing", "deleted", or the error reading it).
+struct ReadValue {
+  std::optional<std::string> value;
+  std::string none;
+};
+
+ReadValue ReadRowValue(const Context& ctx, node::NodeClient& node,
+                       const std::string& key) {
+  absl::StatusOr<v1::GetResponse> r = node.Get(ctx.keyspace, key);
+  if (absl::IsNotFound(r.status())) return {std::nullopt, "missing"};
+  if (!r.ok()) return {std::nullopt, std::string(r.status().message())};
+  if (!r->has_row()) {
+    return {std::nullopt,
+            "a PostgreSQL table's row: read it with tally get and its primary "
+            "key"};
+  }
+  if (r->row().deleted()) return {std::nullopt, "deleted"};
+  return {r->row().value(), ""};
+}
+
+// A value on one line: C-escaped, cut after 200 characters.
+std::string ValueText(const ReadValue& read) {
+  if (!read.value.has_value()) return absl::StrCat("(", read.none, ")");
+  constexpr size_t kShown = 200;
+  std::string text = absl::CHexEscape(*read.value);
+  if (text.size() > kShown) {
+    text = absl::StrCat(text.substr(0, kShown), "... (", read.value->size(),
+                        " bytes)");
+  }
+  return absl::StrCat("'", text, "'");
+}
+
+void PrintDifference(const Context& ctx, const ValueSources& sources,
+                     const tree::RowEntry* in_a, const tree::RowEntry* in_b) {
+  std::optional<ReadValue> value_a, value_b;
+  if (ctx.values && sources.a != nullptr && sources.b != nullptr) {
+    const std::string& key = DifferenceKey(in_a, in_b);
+    value_a = ReadRowValue(ctx, *sources.a, key);
+    value_b = ReadRowValue(ctx, *sources.b, key);
+  }
   if (ctx.json) {
-    PrintJson(DifferenceJson(in_a, in_b));
+    Json out = DifferenceJson(in_a, in_b);
+    if (value_a.has_value()) {
+      for (const auto& [side, read] :
+           {std::pair<const char*, const ReadValue*>{"a_now", &*value_a},
+            {"b_now", &*value_b}}) {
+        Json now = Json::object();
+        if (read->value.has_value()) {
+          SetBytesField(now, "value", *read->value);
+        } else {
+          now["none"] = read->none;
+        }
+        out[side] = std::move(now);
+      }
+    }
+    PrintJson(out);
   } else {
     std::cout << DifferenceText(in_a, in_b) << "\n";
+    if (value_a.has_value()) {
+      std::cout << "    A now: " << ValueText(*value_a) << "\n"
+                << "    B now: " << ValueText(*value_b) << "\n";
+    }
   }
 }
 
@@ -52,12 +117,13 @@ absl::StatusOr<DiffOutcome> DiffFromHere(const Context& ctx) {
   std::unique_ptr<tree::TreeView> part_a = tree::NarrowView(view_a, ctx.scope);
   std::unique_ptr<tree::TreeView> part_b = tree::NarrowView(view_b, ctx.scope);
   DiffOutcome outcome;
+  const ValueSources sources{a.get(), b.get()};
   const absl::Time start = absl::Now();
   absl::Status status = tree::DiffViews(
       part_a != nullptr ? *part_a : view_a,
       part_b != nullptr ? *part_b : view_b, tree::DiffOptions{},
       [&](const tree::RowEntry* in_a, const tree::RowEntry* in_b) {
-        PrintDifference(ctx, in_a, in_b);
+        PrintDifference(ctx, sources, in_a, in_b);
         return absl::OkStatus();
       },
       &outcome.stats);
@@ -74,6 +140,12 @@ absl::StatusOr<DiffOutcome> DiffFromHere(const Context& ctx) {
 absl::StatusOr<std::optional<DiffOutcome>> DiffOnA(
     const Context& ctx, std::optional<std::string>* fallback) {
   TALLY_ASSIGN_OR_RETURN(auto a, ConnectToA(ctx));
+  // --values reads each differing row on both nodes from here.
+  std::unique_ptr<node::NodeClient> b;
+  if (ctx.values) {
+    TALLY_ASSIGN_OR_RETURN(b, Connect(ctx, ctx.args[1]));
+  }
+  const ValueSources sources{a.get(), b.get()};
   v1::RunDiffRequest request;
   request.set_peer(ctx.args[1]);
   request.set_keyspace(ctx.keyspace);
@@ -89,7 +161,7 @@ absl::StatusOr<std::optional<DiffOutcome>> DiffOnA(
       for (const v1::DiffDifference& d : e.differences()) {
         const tree::RowEntry in_a = EntryOf(d.key(), d.a());
         const tree::RowEntry in_b = EntryOf(d.key(), d.b());
-        PrintDifference(ctx, d.has_a() ? &in_a : nullptr,
+        PrintDifference(ctx, sources, d.has_a() ? &in_a : nullptr,
                         d.has_b() ? &in_b : nullptr);
       }
       if (e.has_summary()) part_summary = e.summary();

@@ -132,6 +132,11 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
         "--range and --keys-from are for two nodes; between PostgreSQL "
         "databases --table chooses what is compared"));
   }
+  if (ctx.values) {
+    return CommandResult(absl::InvalidArgumentError(
+        "--values is for two nodes; between PostgreSQL databases, read a "
+        "row with psql by its primary key"));
+  }
   PgDiffOptions options;
   options.url_a = ctx.args[0];
   options.url_b = ctx.args[1];
