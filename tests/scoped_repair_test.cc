@@ -242,5 +242,103 @@ INSTANTIATE_TEST_SUITE_P(BothPaths, ScopedRepair,
                          ::tally::testing::kBothDiffPaths,
                          ::tally::testing::DiffPathName);
 
+// Repair modes, as pt-table-sync and ACE have them: --insert-only copies
+// only rows a side lacks, --upsert-only deletes nothing, --max-rows stops
+// before changing more; a dry run names a delete a delete. Before, a
+// repair always did everything it found.
+class RepairModes : public ::testing::TestWithParam<DiffPath> {
+ protected:
+  void SetUp() override {
+    for (auto [name, dir, node] : {std::tuple{"node-a", &dir_a_, &a_},
+                                   std::tuple{"node-b", &dir_b_, &b_}}) {
+      auto started =
+          NodeProcess::Start(name, dir->path(), {"--sync-writes", "false"});
+      ASSERT_TRUE(started.ok()) << started.status();
+      *node = std::move(*started);
+    }
+    auto ca = Connect(a_->address());
+    auto cb = Connect(b_->address());
+    // Older first: A's later writes win.
+    ASSERT_TRUE(cb->Put(kKeyspace, "overwrite", "old on b").ok());
+    ASSERT_TRUE(cb->Put(kKeyspace, "delete", "live on b").ok());
+    ASSERT_TRUE(cb->Put(kKeyspace, "only-b", "b").ok());
+    ASSERT_TRUE(ca->Put(kKeyspace, "only-a", "a").ok());
+    ASSERT_TRUE(ca->Put(kKeyspace, "overwrite", "new on a").ok());
+    ASSERT_TRUE(ca->Put(kKeyspace, "delete", "x").ok());
+    ASSERT_TRUE(ca->Delete(kKeyspace, "delete").ok());
+  }
+
+  // The value on `node`, "(missing)" or "(deleted)".
+  std::string ValueOn(NodeProcess& node, const std::string& key) {
+    auto r = Connect(node.address())->Get(kKeyspace, key);
+    if (absl::IsNotFound(r.status())) return "(missing)";
+    if (!r.ok()) return r.status().ToString();
+    return r->row().deleted() ? "(deleted)" : r->row().value();
+  }
+
+  CommandResult Repair(std::vector<std::string> extra) {
+    std::vector<std::string> args = {"repair", a_->address(), b_->address()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunDiffCommand(GetParam(), args);
+  }
+
+  TempDir dir_a_, dir_b_;
+  std::unique_ptr<NodeProcess> a_, b_;
+};
+
+TEST_P(RepairModes, ADryRunNamesADeleteADelete) {
+  const CommandResult dry = Repair({"--dry-run"});
+  EXPECT_EQ(dry.exit_code, 1) << dry.err;
+  EXPECT_THAT(dry.out, HasSubstr("would delete on B      delete "));
+  EXPECT_THAT(dry.out, HasSubstr("would copy to B        overwrite "));
+  const CommandResult json = Repair({"--dry-run", "--json"});
+  EXPECT_THAT(json.out, HasSubstr(R"("action":"delete_on_b")"));
+}
+
+TEST_P(RepairModes, InsertOnlyCopiesOnlyWhatASideLacks) {
+  const CommandResult r = Repair({"--insert-only"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // the skipped still differ
+  EXPECT_THAT(r.out, HasSubstr("skipped"));
+  EXPECT_THAT(r.out, HasSubstr("2 (--insert-only"));
+  EXPECT_EQ(ValueOn(*b_, "only-a"), "a");
+  EXPECT_EQ(ValueOn(*a_, "only-b"), "b");
+  EXPECT_EQ(ValueOn(*b_, "overwrite"), "old on b");
+  EXPECT_EQ(ValueOn(*b_, "delete"), "live on b");
+}
+
+TEST_P(RepairModes, UpsertOnlyDeletesAndErasesNothing) {
+  CommandResult r = Repair({"--upsert-only"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(ValueOn(*b_, "overwrite"), "new on a");
+  EXPECT_EQ(ValueOn(*b_, "only-a"), "a");
+  EXPECT_EQ(ValueOn(*b_, "delete"), "live on b");
+  // One-way: B's extra row is not erased either (the two-way run copied
+  // only-b to A; this one is B's alone).
+  ASSERT_TRUE(Connect(b_->address())->Put(kKeyspace, "only-b-2", "b").ok());
+  r = Repair({"--source", "A", "--upsert-only", "--json"});
+  EXPECT_THAT(r.out, HasSubstr(R"("skipped":2)")) << r.out;
+  EXPECT_EQ(ValueOn(*b_, "only-b-2"), "b");
+  EXPECT_EQ(ValueOn(*b_, "delete"), "live on b");
+}
+
+TEST_P(RepairModes, MaxRowsStopsBeforeChangingMore) {
+  const CommandResult r = Repair({"--source", "A", "--max-rows", "2"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("stopped before changing more than 2 rows"));
+  int changed = 0;
+  changed += ValueOn(*b_, "only-a") == "a";
+  changed += ValueOn(*b_, "overwrite") == "new on a";
+  changed += ValueOn(*b_, "delete") == "(deleted)";
+  changed += ValueOn(*b_, "only-b") == "(missing)";
+  EXPECT_EQ(changed, 2);
+  // Enough room: all four.
+  EXPECT_EQ(Repair({"--source", "A", "--max-rows", "4"}).exit_code, 0);
+  EXPECT_EQ(ValueOn(*b_, "only-b"), "(missing)");
+}
+
+INSTANTIATE_TEST_SUITE_P(BothPaths, RepairModes,
+                         ::tally::testing::kBothDiffPaths,
+                         ::tally::testing::DiffPathName);
+
 }  // namespace
 }  // namespace tally

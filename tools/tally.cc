@@ -121,6 +121,15 @@ ABSL_FLAG(std::vector<std::string>, table, {},
 ABSL_FLAG(std::string, data_dir, "",
           "verify, recover: data directory of a stopped node (verify without "
           "it asks a running PostgreSQL sidecar, --node).");
+ABSL_FLAG(bool, insert_only, false,
+          "repair: copy only rows the other node lacks; overwrite, delete "
+          "and erase nothing (those keys are listed as skipped).");
+ABSL_FLAG(bool, upsert_only, false,
+          "repair: copy and overwrite rows, but delete and erase nothing (no "
+          "tombstone is copied; those keys are listed as skipped).");
+ABSL_FLAG(uint64_t, max_rows, 0,
+          "repair: stop before changing more than this many rows (the rows "
+          "before the limit are changed; exit 2 saying so). 0: no limit.");
 ABSL_FLAG(bool, values, false,
           "diff of two nodes: under each difference, the row's value on A "
           "and on B as each node holds it now (read by key after the "
@@ -281,6 +290,13 @@ int Main(int argc, char** argv) {
   ctx.third_party = absl::GetFlag(FLAGS_third_party);
   ctx.create_keyspace = absl::GetFlag(FLAGS_create_keyspace);
   ctx.values = absl::GetFlag(FLAGS_values);
+  ctx.insert_only = absl::GetFlag(FLAGS_insert_only);
+  ctx.upsert_only = absl::GetFlag(FLAGS_upsert_only);
+  ctx.max_rows = absl::GetFlag(FLAGS_max_rows);
+  if (ctx.insert_only && ctx.upsert_only) {
+    return Trouble(absl::InvalidArgumentError(
+        "--insert-only and --upsert-only exclude each other"));
+  }
   // nullopt: not given (an empty value given is refused, not "all").
   auto given_flag = [&](absl::string_view name, const std::string& value) {
     return ctx.given.count(std::string(name)) > 0

@@ -84,6 +84,8 @@ v1::DiffAction ActionOf(KeyDifference::Action action, bool swapped) {
                      : v1::DIFF_ACTION_ERASE_FROM_B;
     case KeyDifference::Action::kConflict:
       return v1::DIFF_ACTION_CONFLICT;
+    case KeyDifference::Action::kSkip:
+      return v1::DIFF_ACTION_SKIPPED;
   }
   return v1::DIFF_ACTION_NONE;
 }
@@ -171,6 +173,17 @@ absl::Status ValidateRunDiffRequest(const v1::RunDiffRequest& request,
   if (request.dry_run() && !IsRepair(request.mode())) {
     return absl::InvalidArgumentError(
         "run diff: dry_run applies to repairs; a diff changes nothing");
+  }
+  if ((request.insert_only() || request.upsert_only() ||
+       request.max_rows() > 0) &&
+      !IsRepair(request.mode())) {
+    return absl::InvalidArgumentError(
+        "run diff: insert_only, upsert_only and max_rows apply to repairs; a "
+        "diff changes nothing");
+  }
+  if (request.insert_only() && request.upsert_only()) {
+    return absl::InvalidArgumentError(
+        "run diff: insert_only and upsert_only exclude each other");
   }
   // NaN fails both comparisons.
   if (!(request.bandwidth_mb() >= 0 && request.bandwidth_mb() <= 1e6)) {
@@ -260,6 +273,10 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
   sync.a_is_source = request.mode() == v1::RUN_DIFF_MODE_REPAIR_FROM_NODE ||
                      request.mode() == v1::RUN_DIFF_MODE_REPAIR_FROM_PEER;
   sync.dry_run = !repair || request.dry_run();
+  sync.changes = request.insert_only()   ? RepairChanges::kInsertOnly
+                 : request.upsert_only() ? RepairChanges::kUpsertOnly
+                                         : RepairChanges::kAll;
+  sync.max_rows = request.max_rows();
   sync.bandwidth_bytes_per_second = request.bandwidth_mb() * 1e6;
   sync.node_bandwidth = options.node_bandwidth;
   sync.deadline = options.deadline;
@@ -348,6 +365,7 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
   summary.set_conflicts(stats.conflicts);
   summary.set_repair_bytes(stats.repair_bytes);
   summary.set_rows_changed(stats.rows_changed);
+  summary.set_skipped(stats.skipped);
 
   // Step 4: roots, after a real repair.
   if (repair && !request.dry_run() && !sync.scope.IsWhole()) {

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "tree/absent_as_empty_view.h"
 #include "tree/status_macros.h"
@@ -45,6 +46,22 @@ class Repairer {
                  : c < 0 ? KeyDifference::Action::kCopyToA
                          : KeyDifference::Action::kConflict;
     }
+    if (Skipped(d)) {
+      d.action = KeyDifference::Action::kSkip;
+      ++stats_.skipped;
+    }
+    const bool changes = d.action != KeyDifference::Action::kConflict &&
+                         d.action != KeyDifference::Action::kSkip;
+    if (changes && options_.max_rows > 0 && changing_ >= options_.max_rows) {
+      // What came before is written; this row and the rest are not.
+      TALLY_RETURN_IF_ERROR(Flush());
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "the repair stopped before changing more than %d rows "
+          "(--max-rows): the %d before the limit %s; more differ",
+          options_.max_rows, changing_,
+          options_.dry_run ? "were listed" : "were changed"));
+    }
+    if (changes) ++changing_;
     ++progress_.differences;
     if (options_.on_difference) options_.on_difference(d);
     TALLY_RETURN_IF_ERROR(CheckStop());
@@ -69,6 +86,7 @@ class Repairer {
       case KeyDifference::Action::kConflict:
         // Same version and digest: counted above (the diff never lists
         // such a key; nothing to move).
+      case KeyDifference::Action::kSkip:
         break;
     }
     if (to_a_.size() + to_b_.size() + erase_from_b_.size() +
@@ -79,6 +97,22 @@ class Repairer {
       Step(SyncStep::kDiff);  // the diff resumes
     }
     return absl::OkStatus();
+  }
+
+  // Whether the sync's mode leaves `d` alone.
+  bool Skipped(const KeyDifference& d) const {
+    using Action = KeyDifference::Action;
+    if (options_.changes == RepairChanges::kAll) return false;
+    if (d.action == Action::kEraseFromB) return true;
+    if (d.action != Action::kCopyToA && d.action != Action::kCopyToB) {
+      return false;
+    }
+    const bool to_b = d.action == Action::kCopyToB;
+    const tree::RowEntry* moved = to_b ? d.in_a : d.in_b;
+    const tree::RowEntry* replaced = to_b ? d.in_b : d.in_a;
+    if (moved->deleted) return true;  // a delete, in either mode
+    return options_.changes == RepairChanges::kInsertOnly &&
+           replaced != nullptr && !replaced->deleted;
   }
 
   absl::Status CheckStop() const {
@@ -232,6 +266,7 @@ class Repairer {
   std::vector<storage::Row> ready_to_a_;
   std::vector<storage::Row> ready_to_b_;
   size_t ready_bytes_ = 0;
+  uint64_t changing_ = 0;  // rows copied or erased so far (max_rows)
   const absl::Time start_ = absl::Now();
   uint64_t throttled_bytes_ = 0;
   std::optional<SyncStep> step_;

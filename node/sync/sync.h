@@ -43,9 +43,23 @@ struct KeyDifference {
   std::string key;
   const tree::RowEntry* in_a = nullptr;  // nullptr: absent on a
   const tree::RowEntry* in_b = nullptr;
-  // What the repair does with it.
-  enum class Action { kCopyToB, kCopyToA, kEraseFromB, kConflict } action;
+  // What the repair does with it. kSkip: it would copy or erase, but the
+  // sync's mode leaves the key alone (SyncOptions::changes).
+  enum class Action {
+    kCopyToB,
+    kCopyToA,
+    kEraseFromB,
+    kConflict,
+    kSkip
+  } action;
 };
+
+// Which changes a repair makes: all of them (last writer wins, or an exact
+// copy from the source), only rows a side lacks (kInsertOnly: no row that
+// exists is overwritten, nothing is deleted or erased), or no deletes
+// (kUpsertOnly: rows are copied and overwritten, but no tombstone is
+// copied and nothing is erased).
+enum class RepairChanges { kAll, kInsertOnly, kUpsertOnly };
 
 struct SyncProgress {
   uint64_t differences = 0;
@@ -70,6 +84,13 @@ struct SyncOptions {
   bool a_is_source = false;
   // Find and report, but change nothing.
   bool dry_run = false;
+  // Which changes to make; the others' keys are reported as kSkip.
+  RepairChanges changes = RepairChanges::kAll;
+  // At most this many rows changed (copied or erased; 0: no limit). The
+  // difference that would change one more stops the sync with
+  // kResourceExhausted, after the rows before it were written. A dry run
+  // stops there too.
+  uint64_t max_rows = 0;
   // Repair traffic limit in bytes per second; 0 is unlimited.
   double bandwidth_bytes_per_second = 0;
   // The node's limit over all its repairs (node-bandwidth), taken as well;
@@ -100,6 +121,7 @@ struct SyncStats {
   uint64_t erased_from_b = 0;
   uint64_t ignored = 0;       // repaired rows the target already had newer
   uint64_t conflicts = 0;     // equal versions, different content (ties)
+  uint64_t skipped = 0;       // left alone by SyncOptions::changes
   uint64_t repair_bytes = 0;  // value and key bytes moved by the repair
   // Rows not moved because an application changed them in a replica's
   // backend (a sidecar's table) while the sync read them

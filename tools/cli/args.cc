@@ -89,13 +89,15 @@ const std::vector<CommandSpec>& Commands() {
        2,
        2,
        "repair A B [--source=A|B] [--dry-run] [--bandwidth=MB/s] "
+       "[--insert-only | --upsert-only] [--max-rows=N] "
        "[--range=FROM:TO | --keys-from=FILE] [--third-party] "
        "[--all-keyspaces]",
        "make A and B equal: two-way last writer wins, or one-way from "
        "--source; run by A, or by this tool with --third-party",
        "tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401",
        {"source", "dry_run", "bandwidth", "third_party", "table",
-        "all_keyspaces", "range", "keys_from", "escaped"}},
+        "all_keyspaces", "range", "keys_from", "escaped", "insert_only",
+        "upsert_only", "max_rows"}},
       {"verify",
        0,
        0,

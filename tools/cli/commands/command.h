@@ -61,6 +61,9 @@ struct Context {
   bool all_keyspaces = false;    // diff, repair --all-keyspaces
   bool create_keyspace = false;  // put, del, load --create-keyspace
   bool values = false;           // diff of two nodes --values
+  bool insert_only = false;      // repair --insert-only
+  bool upsert_only = false;      // repair --upsert-only
+  uint64_t max_rows = 0;         // repair --max-rows (0: no limit)
   // diff, repair --range / --keys-from (tools/cli/commands/diff_scope_flags.h).
   tree::DiffScope scope;
   bool third_party = false;

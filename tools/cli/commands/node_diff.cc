@@ -132,6 +132,10 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
         "--range and --keys-from are for two nodes; between PostgreSQL "
         "databases --table chooses what is compared"));
   }
+  if (ctx.insert_only || ctx.upsert_only || ctx.max_rows > 0) {
+    return CommandResult(absl::InvalidArgumentError(
+        "--insert-only, --upsert-only and --max-rows are for two nodes"));
+  }
   if (ctx.values) {
     return CommandResult(absl::InvalidArgumentError(
         "--values is for two nodes; between PostgreSQL databases, read a "
@@ -186,6 +190,7 @@ void AddRunDiffSummary(const v1::RunDiffSummary& part,
   total->set_conflicts(total->conflicts() + part.conflicts());
   total->set_repair_bytes(total->repair_bytes() + part.repair_bytes());
   total->set_rows_changed(total->rows_changed() + part.rows_changed());
+  total->set_skipped(total->skipped() + part.skipped());
   if (part.has_a_after()) AddRoot(part.a_after(), total->mutable_a_after());
   if (part.has_b_after()) AddRoot(part.b_after(), total->mutable_b_after());
 }

@@ -77,16 +77,24 @@ void PrintPlanned(const Context& ctx, const tree::RowEntry* in_a,
                   RepairOutcome* outcome) {
   std::string name;  // JSON
   std::string what;  // text
+  // A tombstone copied over a row deletes it: said as a delete.
   switch (action) {
     case v1::DIFF_ACTION_COPY_TO_A:
-      name = "copy_to_a";
-      what = "would copy to A";
+      name = in_b != nullptr && in_b->deleted ? "delete_on_a" : "copy_to_a";
+      what = in_b != nullptr && in_b->deleted ? "would delete on A"
+                                              : "would copy to A";
       ++outcome->would_copy_to_a;
       break;
     case v1::DIFF_ACTION_COPY_TO_B:
-      name = "copy_to_b";
-      what = "would copy to B";
+      name = in_a != nullptr && in_a->deleted ? "delete_on_b" : "copy_to_b";
+      what = in_a != nullptr && in_a->deleted ? "would delete on B"
+                                              : "would copy to B";
       ++outcome->would_copy_to_b;
+      break;
+    case v1::DIFF_ACTION_SKIPPED:
+      name = "skipped";
+      what =
+          ctx.insert_only ? "skipped (insert-only)" : "skipped (upsert-only)";
       break;
     case v1::DIFF_ACTION_ERASE_FROM_A:
       name = "erase_from_a";
@@ -213,6 +221,10 @@ absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
   options.scope = ctx.scope;
   options.a_is_source = plan.one_way;
   options.dry_run = plan.dry_run;
+  options.changes = ctx.insert_only   ? node::RepairChanges::kInsertOnly
+                    : ctx.upsert_only ? node::RepairChanges::kUpsertOnly
+                                      : node::RepairChanges::kAll;
+  options.max_rows = ctx.max_rows;
   options.bandwidth_bytes_per_second = ctx.bandwidth_mb * 1e6;
   options.cancelled = &interrupted;
   if (plan.dry_run) {
@@ -236,6 +248,9 @@ absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
                              : v1::DIFF_ACTION_ERASE_FROM_B;
           break;
         case Action::kConflict:
+          break;
+        case Action::kSkip:
+          action = v1::DIFF_ACTION_SKIPPED;
           break;
       }
       progress.Clear();
@@ -319,6 +334,9 @@ absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
                                       : v1::RUN_DIFF_MODE_REPAIR_FROM_NODE);
   request.set_dry_run(plan.dry_run);
   request.set_bandwidth_mb(ctx.bandwidth_mb);
+  request.set_insert_only(ctx.insert_only);
+  request.set_upsert_only(ctx.upsert_only);
+  request.set_max_rows(ctx.max_rows);
 
   RepairOutcome outcome;
   ProgressLine progress;
@@ -403,6 +421,7 @@ absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
   outcome.stats.diff = DiffStatsOf(*summary);
   outcome.stats.erased_from_b = summary->erased();
   outcome.stats.ignored = summary->ignored();
+  outcome.stats.skipped = summary->skipped();
   outcome.stats.conflicts = summary->conflicts();
   outcome.stats.repair_bytes = summary->repair_bytes();
   outcome.stats.rows_changed = summary->rows_changed();
@@ -447,6 +466,7 @@ CommandResult PrintRepair(const Context& ctx, const RepairPlan& plan,
     summary["rows_to_b"] = to_b;
     summary["erased"] = erased;
     summary["ignored"] = stats.ignored;
+    summary["skipped"] = stats.skipped;
     summary["conflicts"] = stats.conflicts;
     summary["repair_bytes"] = stats.repair_bytes;
     summary["rows_changed_during_repair"] = stats.rows_changed;
@@ -496,6 +516,15 @@ CommandResult PrintRepair(const Context& ctx, const RepairPlan& plan,
   rows.push_back({"conflicts", absl::StrFormat("%d (same version, different "
                                                "content: left alone)",
                                                stats.conflicts)});
+  if (ctx.insert_only || ctx.upsert_only) {
+    rows.push_back(
+        {"skipped",
+         absl::StrFormat("%d (%s: %s)", stats.skipped,
+                         ctx.insert_only ? "--insert-only" : "--upsert-only",
+                         ctx.insert_only
+                             ? "rows both sides have, deletes and erasures"
+                             : "deletes and erasures")});
+  }
   if (stats.rows_changed > 0) {
     rows.push_back(
         {"changed meanwhile",
