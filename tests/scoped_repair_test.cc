@@ -282,7 +282,7 @@ class RepairModes : public ::testing::TestWithParam<DiffPath> {
     return RunDiffCommand(GetParam(), args);
   }
 
-  TempDir dir_a_, dir_b_;
+  TempDir dir_a_, dir_b_, files_;
   std::unique_ptr<NodeProcess> a_, b_;
 };
 
@@ -334,6 +334,41 @@ TEST_P(RepairModes, MaxRowsStopsBeforeChangingMore) {
   // Enough room: all four.
   EXPECT_EQ(Repair({"--source", "A", "--max-rows", "4"}).exit_code, 0);
   EXPECT_EQ(ValueOn(*b_, "only-b"), "(missing)");
+}
+
+// A repair's report lists every key and what was done with it, and
+// `tally recheck` diffs those keys again: here the two --insert-only
+// skipped still differ, the two it copied do not.
+TEST_P(RepairModes, AReportListsEveryKeyAndRecheckFindsWhatStillDiffers) {
+  const std::string report = files_.path() + "/report.jsonl";
+  const CommandResult r = Repair({"--insert-only", "--report", report});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("copy_to_b")));  // keys go to the file
+  std::ifstream in(report);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 6u) << r.out;
+  EXPECT_THAT(lines[0], HasSubstr(R"("report":"tally repair")"));
+  EXPECT_THAT(lines[0], HasSubstr(R"("keyspace":"default")"));
+  std::string keys;
+  for (size_t i = 1; i < 5; ++i) keys += lines[i] + "\n";
+  EXPECT_THAT(keys, HasSubstr(R"("key":"only-a")"));
+  EXPECT_THAT(keys, HasSubstr(R"("action":"copy_to_b")"));
+  EXPECT_THAT(keys, HasSubstr(R"("action":"copy_to_a")"));
+  EXPECT_THAT(keys, HasSubstr(R"("action":"skipped")"));
+  EXPECT_THAT(lines[5], HasSubstr(R"("summary":{)"));
+  EXPECT_THAT(lines[5], HasSubstr(R"("skipped":2)"));
+
+  const CommandResult again = RunTally({"recheck", report});
+  EXPECT_EQ(again.exit_code, 1) << again.out << again.err;
+  EXPECT_THAT(again.out, HasSubstr("4 keys"));
+  EXPECT_THAT(again.out, HasSubstr("overwrite"));
+  EXPECT_THAT(again.out, HasSubstr("2 keys differ"));
+  EXPECT_THAT(again.out, Not(HasSubstr("only-a ")));
+  // After a full repair, nothing differs.
+  ASSERT_EQ(Repair({}).exit_code, 0);
+  EXPECT_EQ(RunTally({"recheck", report}).exit_code, 0);
+  EXPECT_EQ(RunTally({"recheck", "/nonexistent/report"}).exit_code, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(BothPaths, RepairModes,

@@ -121,6 +121,10 @@ ABSL_FLAG(std::vector<std::string>, table, {},
 ABSL_FLAG(std::string, data_dir, "",
           "verify, recover: data directory of a stopped node (verify without "
           "it asks a running PostgreSQL sidecar, --node).");
+ABSL_FLAG(std::string, report, "",
+          "repair: write every differing key, its versions on A and B and "
+          "what the repair did with it (a dry run: would do) to this file, "
+          "as JSON lines, for review and for `tally recheck FILE`.");
 ABSL_FLAG(bool, insert_only, false,
           "repair: copy only rows the other node lacks; overwrite, delete "
           "and erase nothing (those keys are listed as skipped).");
@@ -175,6 +179,7 @@ CommandResult Run(const std::string& command, const Context& ctx) {
   if (command == "token") return Token(ctx);
   if (command == "sync") return Sync(ctx);
   if (command == "keyspaces") return Keyspaces(ctx);
+  if (command == "recheck") return Recheck(ctx);
   return Help(ctx);
 }
 
@@ -293,6 +298,11 @@ int Main(int argc, char** argv) {
   ctx.insert_only = absl::GetFlag(FLAGS_insert_only);
   ctx.upsert_only = absl::GetFlag(FLAGS_upsert_only);
   ctx.max_rows = absl::GetFlag(FLAGS_max_rows);
+  ctx.report = absl::GetFlag(FLAGS_report);
+  if (ctx.given.count("report") > 0 && ctx.report.empty()) {
+    return Trouble(absl::InvalidArgumentError(
+        "--report is empty; give the file to write the report to"));
+  }
   if (ctx.insert_only && ctx.upsert_only) {
     return Trouble(absl::InvalidArgumentError(
         "--insert-only and --upsert-only exclude each other"));

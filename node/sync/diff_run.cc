@@ -294,7 +294,8 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
   };
   // The tool prints every key of a diff and of a dry run; a real repair
   // prints only its counts.
-  const bool stream_keys = !repair || request.dry_run();
+  const bool stream_keys =
+      !repair || request.dry_run() || request.stream_keys();
   sync.on_difference = [&](const KeyDifference& d) {
     check_cancelled();
     if (!stream_keys || !event_error.ok()) return;

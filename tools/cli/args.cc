@@ -89,7 +89,7 @@ const std::vector<CommandSpec>& Commands() {
        2,
        2,
        "repair A B [--source=A|B] [--dry-run] [--bandwidth=MB/s] "
-       "[--insert-only | --upsert-only] [--max-rows=N] "
+       "[--insert-only | --upsert-only] [--max-rows=N] [--report=FILE] "
        "[--range=FROM:TO | --keys-from=FILE] [--third-party] "
        "[--all-keyspaces]",
        "make A and B equal: two-way last writer wins, or one-way from "
@@ -97,7 +97,15 @@ const std::vector<CommandSpec>& Commands() {
        "tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401",
        {"source", "dry_run", "bandwidth", "third_party", "table",
         "all_keyspaces", "range", "keys_from", "escaped", "insert_only",
-        "upsert_only", "max_rows"}},
+        "upsert_only", "max_rows", "report"}},
+      {"recheck",
+       1,
+       1,
+       "recheck REPORT",
+       "diff again the keys of a repair report (tally repair --report) "
+       "between its two nodes: which still differ (exit 1 if any)",
+       "tally recheck repair-users.jsonl",
+       {}},
       {"verify",
        0,
        0,

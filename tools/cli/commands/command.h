@@ -64,6 +64,7 @@ struct Context {
   bool insert_only = false;      // repair --insert-only
   bool upsert_only = false;      // repair --upsert-only
   uint64_t max_rows = 0;         // repair --max-rows (0: no limit)
+  std::string report;            // repair --report FILE
   // diff, repair --range / --keys-from (tools/cli/commands/diff_scope_flags.h).
   tree::DiffScope scope;
   bool third_party = false;

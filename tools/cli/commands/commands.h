@@ -11,6 +11,7 @@
 //   sync              sync_command.cc
 //   token             token_command.cc
 //   keyspaces         keyspaces_command.cc
+//   recheck           recheck_command.cc (with repair_report.h)
 #ifndef TALLY_TOOLS_CLI_COMMANDS_COMMANDS_H_
 #define TALLY_TOOLS_CLI_COMMANDS_COMMANDS_H_
 
@@ -32,6 +33,7 @@ CommandResult Peer(const Context& ctx);
 CommandResult Sync(const Context& ctx);
 CommandResult Token(const Context& ctx);
 CommandResult Keyspaces(const Context& ctx);
+CommandResult Recheck(const Context& ctx);
 
 }  // namespace cli
 }  // namespace tally

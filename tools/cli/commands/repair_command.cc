@@ -22,6 +22,7 @@
 #include "tools/cli/commands/commands.h"
 #include "tools/cli/commands/diff_scope_flags.h"
 #include "tools/cli/commands/node_diff.h"
+#include "tools/cli/commands/repair_report.h"
 #include "tools/cli/format.h"
 #include "tools/cli/progress_report.h"
 #include "tree/absent_as_empty_view.h"
@@ -54,6 +55,8 @@ struct RepairPlan {
   bool one_way = false;
   bool dry_run = false;
   bool source_is_b = false;  // with one_way: B is the source, A the copy
+  // --report: where every differing key goes, with its action (null: none).
+  RepairReportWriter* report = nullptr;
   std::string source_label() const { return source_is_b ? "B" : "A"; }
   std::string copy_label() const { return source_is_b ? "A" : "B"; }
 };
@@ -69,12 +72,14 @@ struct RepairOutcome {
   uint64_t would_erase = 0;
   Root root_a;
   Root root_b;
+  absl::Status report_status;  // the first failed write to --report
 };
 
-// Prints one key a dry run would change, and counts it.
-void PrintPlanned(const Context& ctx, const tree::RowEntry* in_a,
-                  const tree::RowEntry* in_b, v1::DiffAction action,
-                  RepairOutcome* outcome) {
+// One key a repair changes (a dry run: would change): printed in a dry run,
+// written to the report when there is one, and counted.
+void PrintPlanned(const Context& ctx, const RepairPlan& plan,
+                  const tree::RowEntry* in_a, const tree::RowEntry* in_b,
+                  v1::DiffAction action, RepairOutcome* outcome) {
   std::string name;  // JSON
   std::string what;  // text
   // A tombstone copied over a row deletes it: said as a delete.
@@ -111,6 +116,13 @@ void PrintPlanned(const Context& ctx, const tree::RowEntry* in_a,
       what = "conflict (left alone)";
       break;
   }
+  if (plan.report != nullptr) {
+    Json line = DifferenceJson(in_a, in_b);
+    line["action"] = name;
+    // A failed write ends in the summary's check (Finish).
+    outcome->report_status.Update(plan.report->Write(line));
+  }
+  if (!plan.dry_run) return;  // a real repair streams keys for the report
   if (ctx.json) {
     Json line = DifferenceJson(in_a, in_b);
     line["action"] = name;
@@ -227,7 +239,7 @@ absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
   options.max_rows = ctx.max_rows;
   options.bandwidth_bytes_per_second = ctx.bandwidth_mb * 1e6;
   options.cancelled = &interrupted;
-  if (plan.dry_run) {
+  if (plan.dry_run || plan.report != nullptr) {
     options.on_difference = [&](const node::KeyDifference& d) {
       using Action = node::KeyDifference::Action;
       const tree::RowEntry* in_user_a = swapped ? d.in_b : d.in_a;
@@ -254,7 +266,7 @@ absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
           break;
       }
       progress.Clear();
-      PrintPlanned(ctx, in_user_a, in_user_b, action, &outcome);
+      PrintPlanned(ctx, plan, in_user_a, in_user_b, action, &outcome);
     };
   }
   if (progress.enabled() || ctx.json) {
@@ -337,6 +349,7 @@ absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
   request.set_insert_only(ctx.insert_only);
   request.set_upsert_only(ctx.upsert_only);
   request.set_max_rows(ctx.max_rows);
+  request.set_stream_keys(plan.report != nullptr);
 
   RepairOutcome outcome;
   ProgressLine progress;
@@ -369,7 +382,7 @@ absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
             const tree::RowEntry in_a = EntryOf(d.key(), d.a());
             const tree::RowEntry in_b = EntryOf(d.key(), d.b());
             progress.Clear();
-            PrintPlanned(ctx, d.has_a() ? &in_a : nullptr,
+            PrintPlanned(ctx, plan, d.has_a() ? &in_a : nullptr,
                          d.has_b() ? &in_b : nullptr, d.action(), &outcome);
           }
           if (e.has_progress()) {
@@ -556,6 +569,25 @@ CommandResult PrintRepair(const Context& ctx, const RepairPlan& plan,
 
 }  // namespace
 
+// The report's last line, the counts; a report that could not be written
+// whole fails the command (after the repair, which is not undone).
+CommandResult FinishReport(const RepairPlan& plan, const RepairOutcome& outcome,
+                           CommandResult result) {
+  if (plan.report == nullptr) return result;
+  absl::Status status = outcome.report_status;
+  status.Update(plan.report->Write(
+      {{"summary",
+        {{"differences", outcome.stats.diff.differences},
+         {"rows_to_a", plan.dry_run ? outcome.would_copy_to_a : outcome.to_a},
+         {"rows_to_b", plan.dry_run ? outcome.would_copy_to_b : outcome.to_b},
+         {"erased",
+          plan.dry_run ? outcome.would_erase : outcome.stats.erased_from_b},
+         {"skipped", outcome.stats.skipped},
+         {"conflicts", outcome.stats.conflicts}}}}));
+  if (!status.ok()) return status;
+  return result;
+}
+
 CommandResult Repair(const Context& ctx) {
   if (ctx.all_keyspaces) return ForEachKeyspace(ctx, &Repair);
   if (auto pg = MaybePostgres(ctx, /*repair=*/true)) return *std::move(pg);
@@ -578,15 +610,36 @@ CommandResult Repair(const Context& ctx) {
   for (const std::string& address : ctx.args) {
     TALLY_RETURN_IF_ERROR(Connect(ctx, address).status());
   }
+  std::unique_ptr<RepairReportWriter> report;
+  if (!ctx.report.empty()) {
+    TALLY_ASSIGN_OR_RETURN(
+        report,
+        RepairReportWriter::Create(
+            ctx.report,
+            {{"report", "tally repair"},
+             {"a", ctx.args[0]},
+             {"b", ctx.args[1]},
+             {"keyspace", ctx.keyspace},
+             {"mode", plan.one_way
+                          ? absl::StrCat("one-way from ", plan.source_label())
+                          : std::string("two-way")},
+             {"dry_run", plan.dry_run},
+             {"started", absl::FormatTime(absl::RFC3339_full, absl::Now(),
+                                          absl::UTCTimeZone())},
+             {"command", ctx.command_line}}));
+    plan.report = report.get();
+  }
   std::optional<std::string> fallback;
   if (!ctx.third_party) {
     TALLY_ASSIGN_OR_RETURN(std::optional<RepairOutcome> on_a,
                            RepairOnA(ctx, plan, &fallback));
-    if (on_a.has_value()) return PrintRepair(ctx, plan, *on_a);
+    if (on_a.has_value())
+      return FinishReport(plan, *on_a, PrintRepair(ctx, plan, *on_a));
   }
   absl::StatusOr<RepairOutcome> here = RepairFromHere(ctx, plan);
   if (!here.ok()) return WithFallbackNote(fallback, here.status());
-  return WithFallbackNote(fallback, PrintRepair(ctx, plan, *here));
+  return WithFallbackNote(
+      fallback, FinishReport(plan, *here, PrintRepair(ctx, plan, *here)));
 }
 
 }  // namespace cli
