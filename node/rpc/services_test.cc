@@ -593,7 +593,13 @@ TEST_F(PeerServiceTest, HandshakeSummarisesEveryKeyspaceWithTopLevels) {
   request.set_epoch(42);
   request.set_top_levels(3);
   v1::HandshakeResponse response;
+  // A diff's or repair's handshake (not a scheduled session's) is not
+  // observed: it says nothing of the link.
   grpc::Status status = Handshake(request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(node_.handshakes().empty());
+  request.set_scheduled(true);
+  status = Handshake(request, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.protocol_version(), kProtocolVersion);
   EXPECT_EQ(response.node_name(), kNodeName);

@@ -97,12 +97,17 @@ absl::Status RequireKeyspace(const Context& ctx, node::NodeClient& client) {
   if (ctx.create_keyspace || ctx.keyspace == "default") {
     return absl::OkStatus();
   }
-  absl::StatusOr<v1::HandshakeResponse> r = client.Handshake({}, 0);
+  // Status, not a handshake: a sidecar's table is a keyspace to write to
+  // before its first row is indexed.
+  absl::StatusOr<v1::StatusResponse> r = client.Status();
   if (!r.ok()) return CallFailed(ctx, r.status());
   std::vector<std::string> names;
   for (const v1::KeyspaceSummary& ks : r->keyspaces()) {
     if (ks.name() == ctx.keyspace) return absl::OkStatus();
     names.push_back(ks.name());
+  }
+  for (const v1::PostgresTable& table : r->postgres().tables()) {
+    if (table.keyspace() == ctx.keyspace) return absl::OkStatus();
   }
   return absl::FailedPreconditionError(absl::StrFormat(
       "keyspace '%s' is not on node %s (its keyspaces: %s); a write would "
