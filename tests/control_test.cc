@@ -249,7 +249,11 @@ TEST(Control, PausedPeerGetsNoSessionsUntilResumed) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("'stop' is not an action"));
 
-  // A restart keeps the pause (the data directory's paused-peers file).
+  // A restart keeps the pause (the data directory's paused-peers file) and
+  // the session history (its session-history file; before, a restarted
+  // node showed none).
+  const int kept = OnlyPeer(a->address()).history_size();
+  EXPECT_GT(kept, 0);
   EXPECT_EQ(a->Stop(), 0);
   a = StartNode("node-a", dir_a.path(),
                 {"--peer", b->address(), "--sync-interval", "1s",
@@ -258,8 +262,9 @@ TEST(Control, PausedPeerGetsNoSessionsUntilResumed) {
   EXPECT_THAT(a->Log(),
               HasSubstr(absl::StrCat("peer ", b->address(), " stays paused")));
   EXPECT_TRUE(OnlyPeer(a->address()).paused());
+  EXPECT_EQ(OnlyPeer(a->address()).history_size(), kept);
   absl::SleepFor(absl::Seconds(2));
-  EXPECT_EQ(OnlyPeer(a->address()).history_size(), 0);
+  EXPECT_EQ(OnlyPeer(a->address()).history_size(), kept);  // still paused
   port = MetricsPort(*a);
   EXPECT_THAT(Scrape(port), HasSubstr(paused_metric + "1\n"));
 

@@ -4,8 +4,9 @@
 // copy whose erased count rises every time.
 //
 // A fixed-size ring: recording a session past the capacity forgets the
-// oldest one. It lives in memory; a restarted node starts with an empty
-// history.
+// oldest one. It lives in memory; the scheduler saves it in the data
+// directory after every session (node/session/saved_history.h), so that a
+// restarted node shows it again.
 //
 //   SessionHistory history(/*capacity=*/16);
 //   history.Record(record);                  // when a session ends

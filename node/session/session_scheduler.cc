@@ -1,6 +1,7 @@
 #include "node/session/session_scheduler.h"
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "node/observe/log.h"
 #include "node/session/paused_peers.h"
+#include "node/session/saved_history.h"
 #include "storage/names.h"
 
 namespace tally {
@@ -61,6 +63,7 @@ absl::Status SessionScheduler::Start() {
     peers_.push_back(std::move(peer));
   }
   RestorePaused();
+  RestoreHistory();
   pool_ = std::make_unique<WorkerPool>(config_.max_sessions,
                                        std::max<size_t>(peers_.size(), 1));
   for (const auto& peer_ptr : peers_) {
@@ -269,6 +272,7 @@ void SessionScheduler::RunSession(Peer* peer) {
     peer->history.Record(record);
     peer->request = nullptr;
   }
+  PersistHistory();
   if (request != nullptr) {
     request->Finish(record, std::move(result.differing_after));
   }
@@ -415,6 +419,44 @@ void SessionScheduler::RestorePaused() {
         "peer %s stays paused (%s in the data directory); tally peer resume "
         "%s ends it",
         address, kPausedPeersFile, address));
+  }
+}
+
+void SessionScheduler::RestoreHistory() {
+  if (config_.data_dir.empty()) return;
+  absl::StatusOr<std::map<std::string, std::vector<SessionRecord>>> saved =
+      ReadSavedHistory(config_.data_dir);
+  if (!saved.ok()) {
+    LogWarning(absl::StrCat(saved.status().message(),
+                            "; the peers' session history starts empty"));
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  for (const auto& peer : peers_) {
+    auto found = saved->find(peer->config.address);
+    if (found == saved->end()) continue;
+    // Oldest first, so that the newest ends newest.
+    for (auto it = found->second.rbegin(); it != found->second.rend(); ++it) {
+      peer->history.Record(*it);
+    }
+  }
+}
+
+void SessionScheduler::PersistHistory() {
+  if (config_.data_dir.empty()) return;
+  absl::MutexLock persist(&persist_mu_);
+  std::map<std::string, std::vector<SessionRecord>> by_peer;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& peer : peers_) {
+      by_peer[peer->config.address] = peer->history.Newest();
+    }
+  }
+  const absl::Status written = WriteSavedHistory(config_.data_dir, by_peer);
+  if (!written.ok() && !history_write_warned_.exchange(true)) {
+    LogWarning(absl::StrCat(written.message(),
+                            "; the session history will not outlive a "
+                            "restart (said once)"));
   }
 }
 

@@ -208,6 +208,12 @@ class SessionScheduler : public StatusSource, public PeerControl {
   // Pauses the peers the data directory's paused-peers file names
   // (node/session/paused_peers.h); an unreadable file is logged and ignored.
   void RestorePaused() ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads the peers' last sessions from the data directory's
+  // session-history file (node/session/saved_history.h); an unreadable file
+  // is logged and ignored.
+  void RestoreHistory() ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes every peer's history to that file; a failure is logged once.
+  void PersistHistory() ABSL_LOCKS_EXCLUDED(mu_, persist_mu_);
   // Writes the paused peers to that file and returns whether it could; a
   // failure is logged too (the change then holds until a restart).
   absl::Status PersistPaused() ABSL_LOCKS_EXCLUDED(mu_, persist_mu_);
@@ -254,7 +260,9 @@ class SessionScheduler : public StatusSource, public PeerControl {
   std::thread timer_;
   std::atomic<bool> stopping_{false};
 
-  // Serialises PersistPaused's writes; taken before mu_.
+  std::atomic<bool> history_write_warned_{false};
+  // Serialises PersistPaused's and PersistHistory's writes; taken before
+  // mu_.
   absl::Mutex persist_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 
   mutable absl::Mutex mu_;
