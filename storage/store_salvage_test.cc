@@ -19,6 +19,7 @@
 #include "storage/internal/records.h"
 #include "storage/store.h"
 #include "support/temp_dir.h"
+#include "tests/disk_damage.h"
 
 namespace tally {
 namespace storage {
@@ -75,23 +76,6 @@ std::vector<std::string> TablesIn(const std::string& dir) {
   return tables;
 }
 
-// Flips every bit of one byte every `stride` bytes from `offset` on, in
-// every table file: the damage a bad disk or a bad copy leaves.
-void FlipBytes(const std::string& dir, size_t offset, size_t stride) {
-  for (const std::string& table : TablesIn(dir)) {
-    std::fstream f(table, std::ios::in | std::ios::out | std::ios::binary);
-    const size_t size = std::filesystem::file_size(table);
-    for (size_t at = offset; at < size; at += stride) {
-      char byte;
-      f.seekg(static_cast<std::streamoff>(at));
-      f.read(&byte, 1);
-      byte = static_cast<char>(~byte);
-      f.seekp(static_cast<std::streamoff>(at));
-      f.write(&byte, 1);
-    }
-  }
-}
-
 void CopyDir(const std::string& from, const std::string& to) {
   std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
 }
@@ -144,7 +128,7 @@ TEST(StoreSalvage, RecoversFromEveryDamagePattern) {
       SCOPED_TRACE(absl::StrCat("offset ", offset, " stride ", stride));
       const std::string dir = absl::StrCat(base.path(), "/copy-", n++);
       CopyDir(base.path() + "/store", dir);
-      FlipBytes(dir, offset, stride);
+      ::tally::testing::FlipBytesEvery(dir, offset, stride);
       const absl::StatusOr<std::vector<std::string>> damaged =
           CheckTableFiles(dir, Options());
       ASSERT_TRUE(damaged.ok()) << damaged.status();
@@ -259,7 +243,7 @@ TEST(StoreSalvage, CheckTableFilesNamesDamageAndSkipsLeftovers) {
   ASSERT_TRUE(damaged.ok()) << damaged.status();
   EXPECT_TRUE(damaged->empty()) << damaged->front();
 
-  FlipBytes(dir.path(), 1000, 1 << 30);
+  ::tally::testing::FlipBytesEvery(dir.path(), 1000, 1 << 30);
   damaged = CheckTableFiles(dir.path(), Options());
   ASSERT_TRUE(damaged.ok()) << damaged.status();
   ASSERT_FALSE(damaged->empty());

@@ -29,6 +29,25 @@ std::string IncompressibleValue(uint64_t seed, size_t size,
   return v;
 }
 
+int FlipBytesEvery(const std::string& dir, size_t offset, size_t stride) {
+  int flipped = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".ldb") continue;
+    std::fstream f(entry.path(),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    const uintmax_t size = std::filesystem::file_size(entry.path());
+    for (uintmax_t at = offset; at < size; at += stride, ++flipped) {
+      char byte;
+      f.seekg(static_cast<std::streamoff>(at));
+      f.read(&byte, 1);
+      byte = static_cast<char>(~byte);
+      f.seekp(static_cast<std::streamoff>(at));
+      f.write(&byte, 1);
+    }
+  }
+  return flipped;
+}
+
 bool FlipByteInTable(const std::string& dir, const std::string& value,
                      size_t offset) {
   // Only the random tail: snappy may encode a common prefix as a copy.

@@ -38,6 +38,11 @@ std::string IncompressibleValue(uint64_t seed, size_t size,
 bool FlipByteInTable(const std::string& dir, const std::string& value,
                      size_t offset = 21);
 
+// Inverts one byte every `stride` bytes from `offset` on, in every `.ldb`
+// file of `dir`: the damage a bad disk or a bad copy leaves spread over the
+// tables. Returns how many bytes it inverted. The store must be closed.
+int FlipBytesEvery(const std::string& dir, size_t offset, size_t stride);
+
 // A tmpfs of `bytes` mounted at `path` (created if missing) while the object
 // lives; lazily unmounted when it goes. Mount() fails with
 // kFailedPrecondition when not root and kUnavailable when the kernel

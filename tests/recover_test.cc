@@ -138,21 +138,8 @@ TEST(Recover, DamagedTablesAreReportedByVerifyAndSalvagedByRecover) {
   constexpr int kRows = 60000;
   MakeStore(dir.path(), kRows);
   ExpectServes(dir.path(), kRows);  // its open turns the log into a table
-  int flipped = 0;
-  for (const std::string& name : FilesIn(dir.path())) {
-    if (!absl::EndsWith(name, ".ldb")) continue;
-    const std::string table = dir.path() + "/" + name;
-    std::fstream f(table, std::ios::in | std::ios::out | std::ios::binary);
-    const uintmax_t size = std::filesystem::file_size(table);
-    for (uintmax_t at = 1017; at < size; at += 100'003, ++flipped) {
-      char byte;
-      f.seekg(static_cast<std::streamoff>(at));
-      f.read(&byte, 1);
-      byte = static_cast<char>(~byte);
-      f.seekp(static_cast<std::streamoff>(at));
-      f.write(&byte, 1);
-    }
-  }
+  const int flipped =
+      ::tally::testing::FlipBytesEvery(dir.path(), 1017, 100'003);
   ASSERT_GT(flipped, 10);
 
   const CommandResult verify = RunTally({"verify", "--data-dir", dir.path()});

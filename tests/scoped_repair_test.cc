@@ -49,16 +49,24 @@ std::set<std::string> DiffKeys(const std::string& out) {
   return keys;
 }
 
+// node-a and node-b on their directories, unpeered.
+void StartPair(const TempDir& dir_a, const TempDir& dir_b,
+               std::unique_ptr<NodeProcess>* a,
+               std::unique_ptr<NodeProcess>* b) {
+  for (auto [name, dir, node] :
+       {std::tuple{"node-a", &dir_a, a}, std::tuple{"node-b", &dir_b, b}}) {
+    auto started =
+        NodeProcess::Start(name, dir->path(), {"--sync-writes", "false"});
+    ASSERT_TRUE(started.ok()) << started.status();
+    *node = std::move(*started);
+  }
+}
+
 class ScopedRepair : public ::testing::TestWithParam<DiffPath> {
  protected:
   void SetUp() override {
-    for (auto [name, dir, node] : {std::tuple{"node-a", &dir_a_, &a_},
-                                   std::tuple{"node-b", &dir_b_, &b_}}) {
-      auto started =
-          NodeProcess::Start(name, dir->path(), {"--sync-writes", "false"});
-      ASSERT_TRUE(started.ok()) << started.status();
-      *node = std::move(*started);
-    }
+    StartPair(dir_a_, dir_b_, &a_, &b_);
+    if (HasFatalFailure()) return;
     auto ca = Connect(a_->address());
     int i = 0;
     auto loaded = ca->Load(kKeyspace, [&](std::string* k, std::string* v) {
@@ -249,13 +257,8 @@ INSTANTIATE_TEST_SUITE_P(BothPaths, ScopedRepair,
 class RepairModes : public ::testing::TestWithParam<DiffPath> {
  protected:
   void SetUp() override {
-    for (auto [name, dir, node] : {std::tuple{"node-a", &dir_a_, &a_},
-                                   std::tuple{"node-b", &dir_b_, &b_}}) {
-      auto started =
-          NodeProcess::Start(name, dir->path(), {"--sync-writes", "false"});
-      ASSERT_TRUE(started.ok()) << started.status();
-      *node = std::move(*started);
-    }
+    StartPair(dir_a_, dir_b_, &a_, &b_);
+    if (HasFatalFailure()) return;
     auto ca = Connect(a_->address());
     auto cb = Connect(b_->address());
     // Older first: A's later writes win.

@@ -117,9 +117,13 @@ TEST(Log, ControlBytesAndInvalidUtf8AreEscaped) {
   EXPECT_EQ(EscapeForLog("5\x01\xff\x1b[31mred caf\xc3\xa9 \xed\xa0\x80"),
             "5\\x01\\xff\\x1b[31mred caf\xc3\xa9 \\xed\\xa0\\x80");
   EXPECT_EQ(QuoteLogValue("caf\xc3\xa9"), "caf\xc3\xa9");
-  EXPECT_EQ(QuoteLogValue("a\xff" "b"), "\"a\\xffb\"");
+  EXPECT_EQ(QuoteLogValue("a\xff"
+                          "b"),
+            "\"a\\xffb\"");
   EXPECT_EQ(FormatLogLine(kWhen, LogLevel::kError, LogFormat::kText,
-                          "bad \x9b" "2J", {{"v", "\x1b]0;x\x07"}}),
+                          "bad \x9b"
+                          "2J",
+                          {{"v", "\x1b]0;x\x07"}}),
             "2026-12-03T05:14:10.123Z ERROR bad \\x9b2J "
             "v=\"\\x1b]0;x\\x07\"");
 }

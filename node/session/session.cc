@@ -300,8 +300,7 @@ absl::Status Session::SyncKeyspace(const std::string& keyspace) {
     }
   }
   const bool summed_up = quiet && options_.quiet_log != nullptr;
-  (summed_up ? LogDebug : LogInfo)(
-      "session",
+  Log(summed_up ? LogLevel::kDebug : LogLevel::kInfo, "session",
       {{"peer", client_->address()},
        {"name", peer_name_},
        {"keyspace", keyspace},

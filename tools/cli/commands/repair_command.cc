@@ -116,16 +116,14 @@ void PrintPlanned(const Context& ctx, const RepairPlan& plan,
       what = "conflict (left alone)";
       break;
   }
+  Json line = DifferenceJson(in_a, in_b);
+  line["action"] = name;
   if (plan.report != nullptr) {
-    Json line = DifferenceJson(in_a, in_b);
-    line["action"] = name;
-    // A failed write ends in the summary's check (Finish).
+    // A failed write ends in the summary's check (FinishReport).
     outcome->report_status.Update(plan.report->Write(line));
   }
   if (!plan.dry_run) return;  // a real repair streams keys for the report
   if (ctx.json) {
-    Json line = DifferenceJson(in_a, in_b);
-    line["action"] = name;
     PrintJson(line);
   } else {
     std::cout << absl::StrFormat("%-22s %s\n", what,
