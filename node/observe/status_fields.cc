@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -1105,6 +1106,96 @@ void StatusFieldSamples(const StatusField& field,
       sink("", MetricLabels(labels, n), value);
     }
   }
+}
+
+namespace {
+
+struct KeyedSeries {
+  const StatusField* field;
+  const StatusSeries* series;
+};
+
+// The table's series by JSON key, built once.
+const absl::flat_hash_map<absl::string_view, KeyedSeries>& SeriesByJsonKey() {
+  static const auto* const kIndex = [] {
+    auto* index = new absl::flat_hash_map<absl::string_view, KeyedSeries>;
+    for (const StatusField& field : StatusFields()) {
+      for (const StatusSeries& series : field.series) {
+        if (!series.json_key.empty()) {
+          index->emplace(series.json_key, KeyedSeries{&field, &series});
+        }
+      }
+    }
+    return index;
+  }();
+  return *kIndex;
+}
+
+std::string UnknownKeyText(absl::string_view json_key) {
+  return absl::StrCat("<no status number ", json_key, ">");
+}
+
+}  // namespace
+
+absl::StatusOr<StatusValue> StatusNumber(const v1::StatusResponse& status,
+                                         absl::string_view json_key, int item) {
+  const auto& index = SeriesByJsonKey();
+  const auto it = index.find(json_key);
+  if (it == index.end()) {
+    return absl::NotFoundError(UnknownKeyText(json_key));
+  }
+  if (item < 0 || item >= StatusScopeSize(status, it->second.field->scope)) {
+    return absl::NotFoundError(
+        absl::StrFormat("status number %s has no item %d", json_key, item));
+  }
+  return it->second.series->value(status, item);
+}
+
+uint64_t StatusCount(const v1::StatusResponse& status,
+                     absl::string_view json_key, int item) {
+  const absl::StatusOr<StatusValue> value =
+      StatusNumber(status, json_key, item);
+  if (!value.ok()) return 0;
+  switch (value->kind()) {
+    case StatusValue::Kind::kCount:
+    case StatusValue::Kind::kFlag:
+      return value->count();
+    case StatusValue::Kind::kReal:
+      return value->real() > 0 ? static_cast<uint64_t>(value->real()) : 0;
+    case StatusValue::Kind::kUnixMs:
+      return static_cast<uint64_t>(value->unix_ms());
+    case StatusValue::Kind::kAbsent:
+      return 0;
+  }
+  return 0;
+}
+
+double StatusReal(const v1::StatusResponse& status, absl::string_view json_key,
+                  int item) {
+  const absl::StatusOr<StatusValue> value =
+      StatusNumber(status, json_key, item);
+  if (!value.ok()) return std::nan("");
+  if (value->kind() == StatusValue::Kind::kReal) return value->real();
+  return static_cast<double>(StatusCount(status, json_key, item));
+}
+
+std::string StatusNumberText(const v1::StatusResponse& status,
+                             absl::string_view json_key, int item) {
+  const absl::StatusOr<StatusValue> value =
+      StatusNumber(status, json_key, item);
+  if (!value.ok()) return UnknownKeyText(json_key);
+  switch (value->kind()) {
+    case StatusValue::Kind::kFlag:
+      return value->count() != 0 ? "true" : "false";
+    case StatusValue::Kind::kReal:
+      return FormatPrometheusValue(value->real());
+    case StatusValue::Kind::kUnixMs:
+      return absl::StrCat(value->unix_ms());
+    case StatusValue::Kind::kCount:
+    case StatusValue::Kind::kAbsent:
+      return absl::StrCat(value->count());
+  }
+  return "";
 }
 
 std::string StatusFieldsMarkdown() {

@@ -7,11 +7,12 @@
 // metrics reference (docs/reference/metrics.md, from
 // StatusFieldsMarkdown()) and the numbers of `tally status --json` that
 // have a JSON key here: the JSON's layout (tools/cli/status.cc) names where
-// each goes and the table fills it. The proto (tally/v1/tally.proto) stays
-// the wire schema; this table is what the node tells operators about it. A
-// new status number needs one row here, its place in the JSON's layout, and
-// its place in the text view's and the status page's, which are written by
-// hand.
+// each goes and the table fills it. The text view (`tally status`) and the
+// status page read those numbers by their JSON key (StatusNumber), so that
+// what each number is lives here once; their layouts are written by hand.
+// The proto (tally/v1/tally.proto) stays the wire schema; this table is what
+// the node tells operators about it. A new status number needs one row here
+// and its places in the layouts.
 //
 //   for (const StatusField& f : StatusFields()) {
 //     ... f.metric, f.help, f.series[i].value(status, item) ...
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "tally/v1/tally.pb.h"
@@ -163,6 +165,26 @@ void StatusFieldSamples(const StatusField& field,
 
 // The metrics reference (docs/reference/metrics.md), from the table.
 std::string StatusFieldsMarkdown();
+
+// The number whose JSON key is `json_key` ("feed.sent",
+// "peers[].rows_sent") for item `item` of its scope, read through the
+// table's accessor: how the text view and the status page read the numbers
+// the table holds, so that each number has one definition. kNotFound for a
+// key the table does not hold, and for an item past the scope's end.
+absl::StatusOr<StatusValue> StatusNumber(
+    const ::tally::v1::StatusResponse& status, absl::string_view json_key,
+    int item = 0);
+
+// StatusNumber for the views: the count (a flag as 1 or 0; a real number
+// truncated), or `text` of the value as `--json` writes it. A key the
+// table lacks reads as the text "<no status number KEY>", which the views'
+// tests look for, and as 0 from StatusCount.
+uint64_t StatusCount(const ::tally::v1::StatusResponse& status,
+                     absl::string_view json_key, int item = 0);
+double StatusReal(const ::tally::v1::StatusResponse& status,
+                  absl::string_view json_key, int item = 0);
+std::string StatusNumberText(const ::tally::v1::StatusResponse& status,
+                             absl::string_view json_key, int item = 0);
 
 }  // namespace node
 }  // namespace tally

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "node/observe/status_fields.h"
 #include "tree/progress_meter.h"
 
 namespace tally {
@@ -158,14 +159,18 @@ void AppendHeader(const v1::StatusResponse& status, absl::Time now,
   absl::StrAppendFormat(
       out,
       "<p class=\"meta\">listening on %s &middot; epoch %016x &middot; change "
-      "log %d..%d &middot; sessions running %d, ok %d, failed %d &middot; "
-      "rows erased %d, conflicts %d &middot; as of %s, reloads every %d "
+      "log %s..%s &middot; sessions running %s, ok %s, failed %s &middot; "
+      "rows erased %s, conflicts %s &middot; as of %s, reloads every %d "
       "s</p>\n",
       EscapeHtml(status.listen().empty() ? "?" : status.listen()),
-      status.epoch(), status.first_sequence(), status.last_sequence(),
-      status.sessions_running(), status.sessions_ok(), status.sessions_failed(),
-      status.rows_erased(), status.conflicts(),
-      FormatUtc(absl::ToUnixMillis(now)), kStatusPageRefreshSeconds);
+      status.epoch(), StatusNumberText(status, "first_sequence"),
+      StatusNumberText(status, "last_sequence"),
+      StatusNumberText(status, "sessions_running"),
+      StatusNumberText(status, "sessions_ok"),
+      StatusNumberText(status, "sessions_failed"),
+      StatusNumberText(status, "rows_erased"),
+      StatusNumberText(status, "conflicts"), FormatUtc(absl::ToUnixMillis(now)),
+      kStatusPageRefreshSeconds);
   if (!status.store_write_error().empty()) {
     absl::StrAppend(out,
                     "<p class=\"warn\">The store refuses writes until the node "
@@ -189,12 +194,15 @@ void AppendKeyspaces(const v1::StatusResponse& status, std::string* out) {
   absl::StrAppend(out,
                   "<table id=\"keyspaces\"><tr><th>Keyspace</th><th>Rows</th>"
                   "<th>Tree depth</th><th>Root changes</th></tr>\n");
-  for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
+  for (int i = 0; i < status.keyspaces_size(); ++i) {
+    const v1::KeyspaceSummary& ks = status.keyspaces(i);
     absl::StrAppend(out, "<tr data-keyspace=\"", EscapeHtml(ks.name()),
                     "\"><td>", EscapeHtml(ks.name()), "</td><td class=\"n\">",
-                    FormatCount(ks.row_count()), "</td><td class=\"n\">",
-                    ks.depth(), "</td><td class=\"n\">",
-                    FormatCount(ks.root_changes()), "</td></tr>\n");
+                    StatusNumberText(status, "keyspaces[].rows", i),
+                    "</td><td class=\"n\">", ks.depth(),
+                    "</td><td class=\"n\">",
+                    StatusNumberText(status, "keyspaces[].root_changes", i),
+                    "</td></tr>\n");
   }
   absl::StrAppend(out, "</table>\n");
 }
@@ -308,7 +316,11 @@ void AppendPeers(const v1::StatusResponse& status, absl::Time now,
       "<table id=\"peers\"><tr><th>Peer</th><th>Session (running or "
       "last)</th><th>Last session</th><th>Sessions ok / failed</th><th>Rows "
       "in / out (all sessions)</th><th>Feed</th></tr>\n");
-  for (const v1::PeerStatus& peer : status.peers()) {
+  for (int i = 0; i < status.peers_size(); ++i) {
+    const v1::PeerStatus& peer = status.peers(i);
+    auto n = [&status, i](absl::string_view key) {
+      return StatusNumberText(status, key, i);
+    };
     absl::StrAppend(
         out, "<tr class=\"peer\" data-peer=\"", EscapeHtml(peer.address()),
         "\"><td>", EscapeHtml(peer.address()), "<br><span class=\"dim\">",
@@ -316,26 +328,31 @@ void AppendPeers(const v1::StatusResponse& status, absl::Time now,
         " &middot; ", EscapeHtml(peer.role()), "</span></td><td>");
     AppendSession(peer, out);
     absl::StrAppend(out, "</td><td>started ",
-                    When(peer.last_session_unix_ms(), now));
+                    When(static_cast<int64_t>(StatusCount(
+                             status, "peers[].last_session_unix_ms", i)),
+                         now));
     if (!peer.last_outcome().empty()) {
       const bool ok = peer.last_outcome() == "ok";
       absl::StrAppend(out, "<br><span class=\"", ok ? "ok" : "bad", "\">",
                       EscapeHtml(peer.last_outcome()), "</span>");
     }
     absl::StrAppend(out, "<br><span class=\"dim\">last success ",
-                    When(peer.last_success_unix_ms(), now), "</span></td>");
-    absl::StrAppend(out, "<td class=\"n\">", peer.sessions_ok(), " / ",
-                    peer.sessions_failed(), "</td><td class=\"n\">",
-                    peer.rows_received(), " / ", peer.rows_sent(), "</td><td>");
-    absl::StrAppend(out, peer.feed_connected()
+                    When(static_cast<int64_t>(StatusCount(
+                             status, "peers[].last_success_unix_ms", i)),
+                         now),
+                    "</span></td>");
+    absl::StrAppend(out, "<td class=\"n\">", n("peers[].sessions_ok"), " / ",
+                    n("peers[].sessions_failed"), "</td><td class=\"n\">",
+                    n("peers[].rows_received"), " / ", n("peers[].rows_sent"),
+                    "</td><td>");
+    absl::StrAppend(out, StatusCount(status, "peers[].feed.connected", i) != 0
                              ? "<span class=\"ok\">connected</span>"
                              : "<span class=\"bad\">not connected</span>");
-    absl::StrAppendFormat(
-        out,
-        "<br>lag %d entries, %s<br><span class=\"dim\">%d applied of %d "
-        "received</span></td></tr>\n",
-        peer.feed_lag_entries(), FormatSeconds(peer.feed_lag_seconds()),
-        peer.feed_applied(), peer.feed_received());
+    absl::StrAppend(
+        out, "<br>lag ", n("peers[].feed.lag_entries"), " entries, ",
+        FormatSeconds(StatusReal(status, "peers[].feed.lag_seconds", i)),
+        "<br><span class=\"dim\">", n("peers[].feed.applied"), " applied of ",
+        n("peers[].feed.received"), " received</span></td></tr>\n");
   }
   absl::StrAppend(out, "</table>\n");
 }

@@ -238,6 +238,19 @@ TEST(RenderStatusPage, PeersShowTheirSessionAndFeed) {
   EXPECT_THAT(html, HasSubstr("last success never"));
 }
 
+// The page reads the status table's numbers by their JSON keys; a key the
+// table lacks would show as "<no status number KEY>", a real one as nan.
+TEST(RenderStatusPage, ReadsOnlyNumbersTheStatusTableHolds) {
+  v1::StatusResponse status = StatusWithHeat();
+  status.set_last_sequence(91);
+  status.add_keyspaces()->set_name("users");
+  status.mutable_peers(0)->set_feed_lag_seconds(0.5);
+  const std::string html = RenderStatusPage(status, kNow);
+  EXPECT_THAT(html, Not(HasSubstr("no status number")));
+  EXPECT_THAT(html, Not(HasSubstr("nan")));
+  EXPECT_THAT(html, HasSubstr("change log 0..91"));
+}
+
 // A paused peer whose last session ended well read "done" in green, as a
 // peer in sync does, while `tally status` said paused.
 TEST(RenderStatusPage, APausedPeerSaysPausedBeforeItsLastSession) {

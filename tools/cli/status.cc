@@ -469,11 +469,16 @@ Json HeatJson(const v1::PeerStatus& p) {
 
 std::string StatusText(const v1::StatusResponse& status,
                        absl::string_view dialed, absl::Time now) {
-  const v1::FeedTotals& feed = status.feed();
-  std::string log = absl::StrCat(status.last_sequence());
-  if (status.first_sequence() > 0 || status.log_entries_trimmed() > 0) {
-    absl::StrAppend(&log, " (oldest kept ", status.first_sequence(), ", ",
-                    status.log_entries_trimmed(), " trimmed)");
+  // The numbers the status table holds, by their JSON key
+  // (node::StatusNumber): the node's, and item i's of a list.
+  auto n = [&status](absl::string_view key, int item = 0) {
+    return node::StatusNumberText(status, key, item);
+  };
+  std::string log = n("last_sequence");
+  if (node::StatusCount(status, "first_sequence") > 0 ||
+      node::StatusCount(status, "log_entries_trimmed") > 0) {
+    absl::StrAppend(&log, " (oldest kept ", n("first_sequence"), ", ",
+                    n("log_entries_trimmed"), " trimmed)");
   }
   std::string text = Table({
       {"node", status.node_name()},
@@ -487,31 +492,28 @@ std::string StatusText(const v1::StatusResponse& status,
       {"last sequence", log},
       {"sessions",
        absl::StrCat(
-           absl::StrFormat("%d running, %d ok, %d failed (%d rows erased, %d "
-                           "conflicts",
-                           status.sessions_running(), status.sessions_ok(),
-                           status.sessions_failed(), status.rows_erased(),
-                           status.conflicts()),
-           status.rows_changed_during_session() == 0
+           n("sessions_running"), " running, ", n("sessions_ok"), " ok, ",
+           n("sessions_failed"), " failed (", n("rows_erased"),
+           " rows erased, ", n("conflicts"), " conflicts",
+           node::StatusCount(status, "rows_changed_during_session") == 0
                ? std::string(")")
-               : absl::StrFormat(", %d rows changed by applications during "
-                                 "them, left to the capture)",
-                                 status.rows_changed_during_session()))},
+               : absl::StrCat(", ", n("rows_changed_during_session"),
+                              " rows changed by applications during "
+                              "them, left to the capture)"))},
       {"feed sent",
-       absl::StrFormat("%d (skipped: %d own, %d superseded)", feed.sent(),
-                       feed.skipped_own(), feed.skipped_superseded())},
+       absl::StrCat(n("feed.sent"), " (skipped: ", n("feed.skipped_own"),
+                    " own, ", n("feed.skipped_superseded"), " superseded)")},
       {"feed received",
-       absl::StrCat(
-           absl::StrFormat("%d (applied %d, not newer %d, refused timestamps "
-                           "%d",
-                           feed.received(), feed.applied(), feed.not_newer(),
-                           feed.refused_skew()),
-           feed.rejected() == 0
-               ? std::string(")")
-               : absl::StrFormat(", left out %d: keyspaces in trouble)",
-                                 feed.rejected()))},
-      {"tombstones purged", absl::StrCat(status.tombstones_purged())},
-      {"ties resolved", absl::StrCat(status.ties_resolved())},
+       absl::StrCat(n("feed.received"), " (applied ", n("feed.applied"),
+                    ", not newer ", n("feed.not_newer"),
+                    ", refused timestamps ", n("feed.refused_skew"),
+                    status.feed().rejected() == 0
+                        ? std::string(")")
+                        : absl::StrFormat(", left out %d: keyspaces in "
+                                          "trouble)",
+                                          status.feed().rejected()))},
+      {"tombstones purged", n("tombstones_purged")},
+      {"ties resolved", n("ties_resolved")},
       {"row filter",
        absl::StrFormat(
            "%d of %d keyspaces built, %.2f MB; writes: %d read their row, "
@@ -526,12 +528,11 @@ std::string StatusText(const v1::StatusResponse& status,
                            ? " (far behind: fix its time source)"
                            : "")},
       {"scrub",
-       absl::StrFormat("%d passes, %d rows checked, %d damaged found, %d "
-                       "leaves repaired; damaged now: %d",
-                       status.scrub().passes(), status.scrub().rows_checked(),
-                       status.scrub().damaged_rows_found(),
-                       status.scrub().leaves_repaired(),
-                       status.scrub().damaged_rows())},
+       absl::StrCat(
+           n("scrub.passes"), " passes, ", n("scrub.rows_checked"),
+           " rows checked, ", n("scrub.damaged_rows_found"), " damaged found, ",
+           n("scrub.leaves_repaired"),
+           " leaves repaired; damaged now: ", n("scrub.damaged_rows"))},
   });
   absl::StrAppend(&text, "\n", ResourcesText(status, now));
   if (status.has_postgres()) {
@@ -557,16 +558,17 @@ std::string StatusText(const v1::StatusResponse& status,
 
   std::vector<std::vector<std::string>> keyspaces = {
       {"KEYSPACE", "ROWS", "DEPTH", "ROOT", "ROOT CHANGES"}};
-  for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
-    keyspaces.push_back({ks.name(), absl::StrCat(ks.row_count()),
+  for (int i = 0; i < status.keyspaces_size(); ++i) {
+    const v1::KeyspaceSummary& ks = status.keyspaces(i);
+    keyspaces.push_back({ks.name(), n("keyspaces[].rows", i),
                          absl::StrCat(ks.depth()), RootHex(ks.root()),
-                         absl::StrCat(ks.root_changes())});
+                         n("keyspaces[].root_changes", i)});
   }
   absl::StrAppend(&text, "\n", Section(keyspaces, "no keyspaces"));
 
   std::vector<std::vector<std::string>> origins = {{"ORIGIN", "ROWS"}};
-  for (const v1::OriginRows& o : status.origins()) {
-    origins.push_back({o.origin(), absl::StrCat(o.rows())});
+  for (int i = 0; i < status.origins_size(); ++i) {
+    origins.push_back({status.origins(i).origin(), n("origins[].rows", i)});
   }
   absl::StrAppend(&text, "\n", Section(origins, "no rows from any origin"));
 
@@ -574,18 +576,23 @@ std::string StatusText(const v1::StatusResponse& status,
       {"PEER", "ROLE", "NAME", "LAST SESSION", "OUTCOME", "RUNNING",
        "OK/FAILED", "ROWS IN/OUT", "ERASED", "CONFLICTS", "REPAIRED"}};
   std::string outcomes;  // the outcomes cut in the table, whole
-  for (const v1::PeerStatus& p : status.peers()) {
+  for (int i = 0; i < status.peers_size(); ++i) {
+    const v1::PeerStatus& p = status.peers(i);
     if (p.last_outcome().size() > kMaxCellWidth) {
       absl::StrAppend(&outcomes, WrappedNote(p.address(), p.last_outcome()));
     }
-    peers.push_back({p.address(), p.role(), p.name().empty() ? "-" : p.name(),
-                     SessionTime(p.last_session_unix_ms(), now),
-                     p.last_outcome().empty() ? "-" : CutCell(p.last_outcome()),
-                     Running(p),
-                     absl::StrCat(p.sessions_ok(), "/", p.sessions_failed()),
-                     absl::StrCat(p.rows_received(), "/", p.rows_sent()),
-                     absl::StrCat(p.rows_erased()), absl::StrCat(p.conflicts()),
-                     HumanBytes(p.bytes_repaired())});
+    peers.push_back(
+        {p.address(), p.role(), p.name().empty() ? "-" : p.name(),
+         SessionTime(static_cast<int64_t>(node::StatusCount(
+                         status, "peers[].last_session_unix_ms", i)),
+                     now),
+         p.last_outcome().empty() ? "-" : CutCell(p.last_outcome()), Running(p),
+         absl::StrCat(n("peers[].sessions_ok", i), "/",
+                      n("peers[].sessions_failed", i)),
+         absl::StrCat(n("peers[].rows_received", i), "/",
+                      n("peers[].rows_sent", i)),
+         n("peers[].rows_erased", i), n("peers[].conflicts", i),
+         HumanBytes(node::StatusCount(status, "peers[].bytes_repaired", i))});
   }
   absl::StrAppend(&text, "\n", Section(peers, "no peers"));
   if (!outcomes.empty()) {
@@ -638,26 +645,31 @@ std::string StatusText(const v1::StatusResponse& status,
     std::vector<std::vector<std::string>> feeds = {
         {"FEED FROM", "CONNECTED", "POSITION", "LAG", "RECEIVED", "APPLIED",
          "NOT NEWER", "SKIPPED OWN/SUPERSEDED", "REFUSED", "RECONNECTS"}};
-    for (const v1::PeerStatus& p : status.peers()) {
+    for (int i = 0; i < status.peers_size(); ++i) {
       feeds.push_back(
-          {p.address(), p.feed_connected() ? "yes" : "no",
-           absl::StrCat(p.feed_position()),
-           absl::StrFormat("%d entries, %.1f s", p.feed_lag_entries(),
-                           p.feed_lag_seconds()),
-           absl::StrCat(p.feed_received()), absl::StrCat(p.feed_applied()),
-           absl::StrCat(p.feed_not_newer()),
-           absl::StrCat(p.feed_skipped_own(), "/", p.feed_skipped_superseded()),
-           absl::StrCat(p.feed_refused_skew()),
-           absl::StrCat(p.feed_reconnects())});
+          {status.peers(i).address(),
+           node::StatusCount(status, "peers[].feed.connected", i) != 0 ? "yes"
+                                                                       : "no",
+           n("peers[].feed.position", i),
+           absl::StrFormat(
+               "%s entries, %.1f s", n("peers[].feed.lag_entries", i),
+               node::StatusReal(status, "peers[].feed.lag_seconds", i)),
+           n("peers[].feed.received", i), n("peers[].feed.applied", i),
+           n("peers[].feed.not_newer", i),
+           absl::StrCat(n("peers[].feed.skipped_own", i), "/",
+                        n("peers[].feed.skipped_superseded", i)),
+           n("peers[].feed.refused_skew", i), n("peers[].feed.reconnects", i)});
     }
     absl::StrAppend(&text, "\n", Table(feeds));
   }
 
   std::vector<std::vector<std::string>> subscribers = {
       {"SUBSCRIBER", "POSITION", "SENT", "SKIPPED OWN/SUPERSEDED"}};
-  for (const v1::FeedSubscriptionStatus& s : status.subscriptions()) {
+  for (int i = 0; i < status.subscriptions_size(); ++i) {
+    const v1::FeedSubscriptionStatus& s = status.subscriptions(i);
     subscribers.push_back(
-        {s.subscriber(), absl::StrCat(s.position()), absl::StrCat(s.sent()),
+        {s.subscriber(), n("subscriptions[].position", i),
+         n("subscriptions[].sent", i),
          absl::StrCat(s.skipped_own(), "/", s.skipped_superseded())});
   }
   absl::StrAppend(&text, "\n", Section(subscribers, "no subscribers"));

@@ -85,6 +85,47 @@ const Json* Find(const Json& root, absl::string_view path,
   return at;
 }
 
+// The text view reads the table's numbers by their JSON keys
+// (node::StatusNumber); a key the table lacks would show as
+// "<no status number KEY>" and a real number read through it as nan.
+TEST(StatusFieldsText, TheTextViewReadsOnlyKeysTheTableHolds) {
+  v1::StatusResponse status;
+  int next = 1;
+  FillDistinct(&status, 3, &next);
+  const std::string text =
+      StatusText(status, "", absl::FromUnixSeconds(2000000000));
+  EXPECT_FALSE(absl::StrContains(text, "<no status number")) << text;
+  EXPECT_FALSE(absl::StrContains(text, "nan")) << text;
+  // And a number shows as the table reads it: the first peer's feed
+  // position, through the same accessor /metrics uses.
+  EXPECT_TRUE(absl::StrContains(
+      text, node::StatusNumberText(status, "peers[].feed.position", 0)));
+}
+
+TEST(StatusNumber, ReadsEverySeriesWithAJsonKeyAndRefusesOthers) {
+  v1::StatusResponse status;
+  int next = 1;
+  FillDistinct(&status, 3, &next);
+  for (const node::StatusField& field : node::StatusFields()) {
+    for (const node::StatusSeries& series : field.series) {
+      if (series.json_key.empty()) continue;
+      if (node::StatusScopeSize(status, field.scope) == 0) continue;
+      absl::StatusOr<node::StatusValue> value =
+          node::StatusNumber(status, series.json_key, 0);
+      ASSERT_TRUE(value.ok()) << series.json_key << ": " << value.status();
+      EXPECT_EQ(value->Format(), series.value(status, 0).Format())
+          << series.json_key;
+    }
+  }
+  EXPECT_EQ(node::StatusNumber(status, "feed.no_such_number").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(node::StatusNumber(status, "peers[].rows_sent", 99).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(node::StatusNumberText(status, "feed.no_such_number"),
+            "<no status number feed.no_such_number>");
+  EXPECT_EQ(node::StatusCount(status, "feed.no_such_number"), 0u);
+}
+
 TEST(StatusFieldsJson, EveryJsonKeyOfTheTableHoldsTheTablesNumber) {
   v1::StatusResponse status;
   int next = 1;
