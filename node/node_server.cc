@@ -49,7 +49,62 @@ struct StoreHealth {
   absl::Mutex mu;
   grpc::HealthCheckServiceInterface* health ABSL_GUARDED_BY(mu) = nullptr;
   bool failed ABSL_GUARDED_BY(mu) = false;
+  // Set when the store found a table block it cannot decode.
+  bool tables_damaged ABSL_GUARDED_BY(mu) = false;
+  std::function<void()> on_tables_damaged ABSL_GUARDED_BY(mu);
 };
+
+namespace {
+
+// A store that reported damaged tables (storage::TablesReportedDamaged) is
+// salvaged before it opens, as `tally recover` would: LevelDB cannot read
+// past, nor compact past, a block it cannot decode, so until then the rows
+// around it fail every read and write. The salvage keeps every sound block
+// (the originals go to DIR/lost) and the rows of the damaged ones come
+// back from the peers. A PostgreSQL sidecar's store is not salvaged here:
+// its rows' values live in the database, which the salvage cannot read
+// before the sidecar starts; the operator runs `tally recover`.
+absl::Status SalvageReportedDamage(const NodeConfig& config,
+                                   const storage::StoreOptions& options) {
+  if (!storage::TablesReportedDamaged(config.data_dir)) {
+    return absl::OkStatus();
+  }
+  if (!config.postgres.empty()) {
+    LogError(
+        "store: its tables were found damaged (a block LevelDB cannot "
+        "decode); a sidecar's store is not salvaged automatically. Stop the "
+        "node and run `tally recover --data-dir` on it",
+        {{"data", config.data_dir}});
+    return absl::OkStatus();
+  }
+  LogWarning(
+      "store: salvaging the tables it found damaged before opening it (as "
+      "`tally recover` does); the originals go to the lost directory",
+      {{"data", config.data_dir}});
+  const absl::Time start = absl::Now();
+  absl::StatusOr<storage::RepairReport> repaired =
+      storage::RepairStore(config.data_dir, options, {"default"});
+  if (!repaired.ok()) {
+    return absl::Status(
+        repaired.status().code(),
+        absl::StrFormat("salvaging the damaged tables of the store in %s "
+                        "failed: %s; stop the node and run `tally recover "
+                        "--data-dir %s`",
+                        config.data_dir, repaired.status().message(),
+                        config.data_dir));
+  }
+  LogWarning(
+      "store: salvaged; the rows of the damaged blocks come back from the "
+      "peers through anti-entropy",
+      {{"data", config.data_dir},
+       {"damaged_tables", absl::StrJoin(repaired->damaged_tables, "; ")},
+       {"rows_removed", repaired->rows_removed},
+       {"rows_set_aside", repaired->rows_unattributed},
+       {"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
     const NodeConfig& config, PostgresSidecarFactory sidecar_factory) {
@@ -97,11 +152,38 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
       return static_cast<uint64_t>(absl::ToUnixMillis(absl::Now() + offset));
     };
   }
+  store_options.on_table_damage =
+      [health = node->store_health_,
+       sidecar = !config.postgres.empty()](const absl::Status& status) {
+        LogError(sidecar ? "store: a table block cannot be decoded; the rows "
+                           "around it cannot be read or written. Stop the node "
+                           "and run `tally recover --data-dir` on its store"
+                         : "store: a table block cannot be decoded; the rows "
+                           "around it cannot be read or written, so the node "
+                           "restarts itself and salvages the table first",
+                 {{"error", status}});
+        std::function<void()> handler;
+        {
+          absl::MutexLock lock(&health->mu);
+          health->tables_damaged = true;
+          if (!sidecar) handler = health->on_tables_damaged;
+        }
+        if (handler) handler();
+      };
   if (node->sidecar_ != nullptr) {
     store_options.backend = node->sidecar_->backend();
   }
-  TALLY_ASSIGN_OR_RETURN(node->store_,
-                         storage::Store::Open(config.data_dir, store_options));
+  TALLY_RETURN_IF_ERROR(SalvageReportedDamage(config, store_options));
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::Store::Open(config.data_dir, store_options);
+  if (!store.ok() && absl::IsDataLoss(store.status()) &&
+      config.postgres.empty() &&
+      storage::TablesReportedDamaged(config.data_dir)) {
+    // The open itself read the damaged block (its own records).
+    TALLY_RETURN_IF_ERROR(SalvageReportedDamage(config, store_options));
+    store = storage::Store::Open(config.data_dir, store_options);
+  }
+  TALLY_ASSIGN_OR_RETURN(node->store_, std::move(store));
   if (node->sidecar_ != nullptr) {
     // Builds or resumes in its own thread: the node serves (status shows
     // the build's progress) while it runs.
@@ -303,6 +385,17 @@ absl::Status NodeServer::SetNodeBandwidth(double mb_per_second) {
 void NodeServer::SetListenerStuckHandler(std::function<void()> handler) {
   absl::MutexLock lock(&listener_stuck_mu_);
   listener_stuck_ = std::move(handler);
+}
+
+void NodeServer::SetTablesDamagedHandler(std::function<void()> handler) {
+  bool damaged = false;
+  {
+    absl::MutexLock lock(&store_health_->mu);
+    store_health_->on_tables_damaged = handler;
+    damaged = store_health_->tables_damaged && sidecar_ == nullptr;
+  }
+  // Found before the handler was set (while the node started).
+  if (damaged && handler) handler();
 }
 
 NodeServer::~NodeServer() { Shutdown(); }

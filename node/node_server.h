@@ -17,7 +17,10 @@
 // A failed store write (a full disk) does not stop the node: it logs an
 // error, the gRPC health service answers NOT_SERVING, every write is refused
 // with UNAVAILABLE and reads go on, until the node is restarted (which
-// reopens the store and recovers every acknowledged write).
+// reopens the store and recovers every acknowledged write). A table block
+// the store cannot decode is different: Start salvages such a store before
+// it opens it (storage::TablesReportedDamaged), and the handler set with
+// SetTablesDamagedHandler is told when the running store finds one.
 //
 // Thread-safe.
 #ifndef TALLY_NODE_NODE_SERVER_H_
@@ -91,6 +94,15 @@ class NodeServer {
   // new client or peer until it is restarted. Without a handler the node
   // only logs it.
   void SetListenerStuckHandler(std::function<void()> handler);
+
+  // Called (from another thread, or at once when it already happened) when
+  // the store found a table block it cannot decode
+  // (StoreOptions::on_table_damage): the rows around it fail every read
+  // and write until the table is salvaged, which Start does before it
+  // opens such a store (not a PostgreSQL sidecar's: the error names `tally
+  // recover`, and the handler is not called). Without a handler the node
+  // only logs it.
+  void SetTablesDamagedHandler(std::function<void()> handler);
 
   // Idempotent.
   void Shutdown();

@@ -223,6 +223,8 @@ int Main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
+  // Sent to itself: a restart to salvage damaged tables.
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   absl::StatusOr<TallydCommandLine> command =
@@ -275,44 +277,70 @@ int Main(int argc, char** argv) {
   ApplyLogSettings(config);
   RaiseFileDescriptorLimit();
 
-  absl::StatusOr<std::unique_ptr<NodeServer>> node = NodeServer::Start(config);
-  if (!node.ok()) {
-    LogRefusal(config.log_format, node.status().ToString());
-    return 1;
-  }
-  LogInfo(absl::StrFormat("tallyd %s listening on %s", config.name,
-                          (*node)->listen_address()),
-          {{"data", config.data_dir},
-           {"peers", config.peers.size()},
-           {"version", VersionText("tallyd")}});
-  // A gRPC listener that stopped accepting cannot be revived in place: the
-  // node stops (exit 1) for its service manager to start it again.
+  // A store that finds a table block it cannot decode is salvaged by a
+  // restart of the node in this process (NodeServer::Start salvages before
+  // it opens); a few times at most, in case the salvage does not hold.
+  constexpr int kMaxSalvageRestarts = 3;
   static std::atomic<bool> listener_stuck{false};
-  (*node)->SetListenerStuckHandler([] {
-    listener_stuck.store(true);
-    kill(getpid(), SIGTERM);
-  });
-  // Under systemd (Type=notify, NOTIFY_SOCKET set) the unit is started only
-  // now: the store is open and the node listens. Elsewhere a no-op.
-  sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu",
-             (*node)->listen_address().c_str(),
-             static_cast<unsigned long>(getpid()));
+  static std::atomic<bool> tables_damaged{false};
+  for (int salvage_restarts = 0;; ++salvage_restarts) {
+    absl::StatusOr<std::unique_ptr<NodeServer>> node =
+        NodeServer::Start(config);
+    if (!node.ok()) {
+      LogRefusal(config.log_format, node.status().ToString());
+      return 1;
+    }
+    LogInfo(absl::StrFormat("tallyd %s listening on %s", config.name,
+                            (*node)->listen_address()),
+            {{"data", config.data_dir},
+             {"peers", config.peers.size()},
+             {"version", VersionText("tallyd")}});
+    // A gRPC listener that stopped accepting cannot be revived in place:
+    // the node stops (exit 1) for its service manager to start it again.
+    (*node)->SetListenerStuckHandler([] {
+      listener_stuck.store(true);
+      kill(getpid(), SIGTERM);
+    });
+    if (salvage_restarts < kMaxSalvageRestarts) {
+      (*node)->SetTablesDamagedHandler([] {
+        if (!tables_damaged.exchange(true)) kill(getpid(), SIGUSR1);
+      });
+    }
+    // Under systemd (Type=notify, NOTIFY_SOCKET set) the unit is started
+    // only now: the store is open and the node listens. Elsewhere a no-op.
+    sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu",
+               (*node)->listen_address().c_str(),
+               static_cast<unsigned long>(getpid()));
 
-  int signal_number = 0;
-  for (;;) {
-    sigwait(&signals, &signal_number);
-    if (signal_number != SIGHUP) break;
-    sd_notify(0, "RELOADING=1");
-    // The default action of SIGHUP ends the process; an operator (or a
-    // log rotator, or a closed terminal) sending it expects a reload.
-    Reload(*command, node->get(), &config);
-    sd_notify(0, "READY=1");
+    int signal_number = 0;
+    for (;;) {
+      sigwait(&signals, &signal_number);
+      if (signal_number == SIGUSR1 && !tables_damaged.load()) continue;
+      if (signal_number != SIGHUP) break;
+      sd_notify(0, "RELOADING=1");
+      // The default action of SIGHUP ends the process; an operator (or a
+      // log rotator, or a closed terminal) sending it expects a reload.
+      Reload(*command, node->get(), &config);
+      sd_notify(0, "READY=1");
+    }
+    if (signal_number == SIGUSR1) {
+      LogWarning("restarting the node to salvage the store's damaged tables",
+                 {{"name", config.name},
+                  {"restart", salvage_restarts + 1},
+                  {"of", kMaxSalvageRestarts}});
+      sd_notify(0, "RELOADING=1\nSTATUS=salvaging damaged tables");
+      (*node)->Shutdown();
+      node->reset();
+      tables_damaged.store(false);
+      continue;
+    }
+    LogInfo("shutting down",
+            {{"name", config.name}, {"signal", strsignal(signal_number)}});
+    sd_notify(0, "STOPPING=1\nSTATUS=shutting down");
+    (*node)->Shutdown();
+    node->reset();
+    break;
   }
-  LogInfo("shutting down",
-          {{"name", config.name}, {"signal", strsignal(signal_number)}});
-  sd_notify(0, "STOPPING=1\nSTATUS=shutting down");
-  (*node)->Shutdown();
-  node->reset();
   if (listener_stuck.load()) {
     LogError("stopped: the gRPC listener no longer accepted connections",
              {{"name", config.name}, {"exit", 1}});

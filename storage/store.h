@@ -320,6 +320,14 @@ absl::StatusOr<RepairReport> RepairStore(
     const std::string& dir, const StoreOptions& options,
     const std::vector<std::string>& keyspaces = {"default"});
 
+// Whether the store in `dir` found a table block it could not decode since
+// it was last salvaged: a running store writes the file
+// kTablesDamagedFile into its directory when it does
+// (StoreOptions::on_table_damage), and RepairStore removes it. A node
+// salvages such a store before it opens it again.
+inline constexpr char kTablesDamagedFile[] = "TABLES-DAMAGED";
+bool TablesReportedDamaged(const std::string& dir);
+
 // Reads every LevelDB table in `dir` with its checksums verified, without
 // opening the store (which may abort on a damaged block: LevelDB reads
 // tables unchecked). Returns one line per damaged table, naming the file and

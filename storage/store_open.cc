@@ -328,8 +328,11 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir,
   const leveldb::Status s = leveldb::DB::Open(config->options, dir, &raw);
   if (!s.ok()) return open_failed(s);
   auto store = std::make_unique<internal::StoreImpl>(
-      std::move(options), std::unique_ptr<leveldb::DB>(raw), std::move(config));
-  TALLY_RETURN_IF_ERROR(store->Load());
+      dir, std::move(options), std::unique_ptr<leveldb::DB>(raw),
+      std::move(config));
+  // The log was checked by the paranoid open: what Load cannot read is in
+  // the tables, for a salvage to mend.
+  TALLY_RETURN_IF_ERROR(store->NoteTableDamage(store->Load()));
   store->StartRowPresenceBuild();
   return std::unique_ptr<Store>(std::move(store));
 }

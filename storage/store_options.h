@@ -78,6 +78,16 @@ struct StoreOptions {
   // that error. Must be quick and must not write to the store.
   std::function<void(const absl::Status&)> on_write_failure;
 
+  // Called once, from the thread that found it, when LevelDB reports a
+  // table block it cannot decode at all (a read, a scan, the scrubber, or
+  // a compaction, whose failure then stops writes: see write_status()),
+  // after the store has written its damaged-tables file
+  // (TablesReportedDamaged() in storage/store.h). The rows of such a block
+  // cannot be read, replaced or compacted past until the table is salvaged
+  // (RepairStore) with the store closed. Must be quick and must not use
+  // the store.
+  std::function<void(const absl::Status&)> on_table_damage;
+
   // The file system LevelDB goes through; default (null): the real one.
   // Tests inject disk faults here (storage/internal/fault_injection_env.h).
   // Not owned; must outlive the store.

@@ -169,7 +169,7 @@ absl::StatusOr<std::vector<absl::StatusOr<Row>>> StoreImpl::MultiGet(
                           absl::CHexEscape(l.key), keyspace));
       continue;
     }
-    l.status = FromLevelDb(s, "reading a row");
+    l.status = NoteTableDamage(FromLevelDb(s, "reading a row"));
     if (l.status.ok() &&
         !internal::DecodeRowRecord(l.record, &l.header, &l.payload)) {
       l.status = Corrupt("row", l.row_key);

@@ -635,7 +635,15 @@ absl::StatusOr<RepairReport> RepairStore(
       options.backend != nullptr ? options.backend : NewEmbeddedBackend();
   TALLY_RETURN_IF_ERROR(
       RebuildDerivedRecords(db.get(), *backend, options, keyspaces, &report));
+  // The damage a running store reported is what the salvage mended.
+  std::filesystem::remove(std::filesystem::path(dir) / kTablesDamagedFile, ec);
   return report;
+}
+
+bool TablesReportedDamaged(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(
+      std::filesystem::path(dir) / kTablesDamagedFile, ec);
 }
 
 }  // namespace storage

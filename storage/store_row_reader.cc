@@ -3,6 +3,7 @@
 // entries; damage marking; the in-memory trees. The reads (Get) and the
 // tree views (store_tree_view.cc) both go through here.
 #include <leveldb/db.h>
+#include <leveldb/env.h>
 
 #include <string>
 #include <vector>
@@ -48,7 +49,9 @@ absl::Status StoreImpl::ScanRows(const leveldb::Snapshot* snapshot,
   read.snapshot = snapshot;
   read.fill_cache = fill == CacheFill::kYes;
   const Token last = range.last_token();
-  return ScanPrefix(
+  // The visitor's own errors are not the tables'.
+  bool visitor_failed = false;
+  const absl::Status scanned = ScanPrefix(
       *db_, read, RowKeyPrefix(keyspace_id),
       RowKey(keyspace_id, range.first_token(), ""), "scanning rows",
       [&](absl::string_view k, absl::string_view v) -> absl::StatusOr<bool> {
@@ -66,8 +69,11 @@ absl::Status StoreImpl::ScanRows(const leveldb::Snapshot* snapshot,
         if (!DecodeRowRecord(v, &row.header, &row.payload)) {
           return Corrupt("row", k);
         }
-        return visit(row);
+        absl::StatusOr<bool> visited = visit(row);
+        visitor_failed = !visited.ok();
+        return visited;
       });
+  return visitor_failed ? scanned : NoteTableDamage(scanned);
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<tree::RowEntry>>>
@@ -185,6 +191,30 @@ absl::Status StoreImpl::CheckValue(absl::string_view keyspace, Token token,
         absl::CHexEscape(key), keyspace));
   }
   return absl::OkStatus();
+}
+
+absl::Status StoreImpl::NoteTableDamage(absl::Status status) {
+  if (!absl::IsDataLoss(status) || table_damage_noted_.exchange(true)) {
+    return status;
+  }
+  // Beside the tables, for the next open to find: the store cannot mend a
+  // block LevelDB cannot decode while it runs (LevelDB reads, but never
+  // rewrites, a table), and every compaction that reads the block fails.
+  leveldb::Env* env = config_->options.env;
+  const leveldb::Status written = leveldb::WriteStringToFile(
+      env,
+      absl::StrCat("a table block could not be decoded: ", status.message(),
+                   "\n"),
+      absl::StrCat(dir_, "/", kTablesDamagedFile));
+  if (options_.on_table_damage) {
+    options_.on_table_damage(
+        written.ok()
+            ? status
+            : absl::DataLossError(absl::StrCat(
+                  status.message(), " (and writing ", kTablesDamagedFile,
+                  " failed: ", written.ToString(), ")")));
+  }
+  return status;
 }
 
 absl::Status StoreImpl::MarkDamaged(const Keyspace& ks, Token token) {

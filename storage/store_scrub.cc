@@ -125,7 +125,9 @@ absl::Status StoreImpl::ScrubRead(const Keyspace& ks, uint64_t first_leaf,
       // A block LevelDB cannot decode at all: which rows it holds is
       // unknown, so the leaf is left as it is (a repair could not replace
       // rows the commit path cannot read either). Reads of them keep
-      // answering DATA_LOSS; LevelDB's repair is the way out.
+      // answering DATA_LOSS until the table is salvaged, which the
+      // damaged-tables file asks of the next open.
+      (void)NoteTableDamage(scanned);
       ++report->leaves;
       ++report->unreadable;
       // Marked only with their leaf fixed.

@@ -129,7 +129,7 @@ absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(StagedCommit& g,
   } else if (current.damaged && s.IsCorruption()) {
     // Same: the mark says what the read cannot.
   } else if (!s.IsNotFound()) {
-    return FromLevelDb(s, "reading a row before writing it");
+    return NoteTableDamage(FromLevelDb(s, "reading a row before writing it"));
   }
   return &g.staged.emplace(row_key, std::move(current)).first->second;
 }

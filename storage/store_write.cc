@@ -382,7 +382,10 @@ absl::Status StoreImpl::WriteToLevelDb(leveldb::WriteBatch* batch, bool sync,
   if (!first.ok() && options_.on_write_failure) {
     options_.on_write_failure(first);
   }
-  return status;
+  // LevelDB fails a write with Corruption only after a compaction failed
+  // on a block it could not decode: no write succeeds until the table is
+  // salvaged.
+  return NoteTableDamage(status);
 }
 
 absl::StatusOr<std::optional<BackendPosition>> StoreImpl::backend_position() {

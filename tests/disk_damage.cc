@@ -3,12 +3,14 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -46,6 +48,33 @@ int FlipBytesEvery(const std::string& dir, size_t offset, size_t stride) {
     }
   }
   return flipped;
+}
+
+int InvertByteRun(const std::string& dir, size_t offset, size_t count,
+                  bool oldest_only) {
+  std::vector<std::filesystem::path> tables;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".ldb" &&
+        std::filesystem::file_size(entry.path()) > offset + count) {
+      tables.push_back(entry.path());
+    }
+  }
+  // LevelDB numbers its files in order, zero-padded: the least name is
+  // the oldest.
+  std::sort(tables.begin(), tables.end());
+  if (oldest_only && tables.size() > 1) tables.resize(1);
+  int damaged = 0;
+  for (const std::filesystem::path& table : tables) {
+    std::fstream f(table, std::ios::in | std::ios::out | std::ios::binary);
+    std::string run(count, '\0');
+    f.seekg(static_cast<std::streamoff>(offset));
+    f.read(run.data(), static_cast<std::streamsize>(count));
+    for (char& byte : run) byte = static_cast<char>(~byte);
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.write(run.data(), static_cast<std::streamsize>(count));
+    ++damaged;
+  }
+  return damaged;
 }
 
 bool FlipByteInTable(const std::string& dir, const std::string& value,

@@ -43,6 +43,14 @@ bool FlipByteInTable(const std::string& dir, const std::string& value,
 // tables. Returns how many bytes it inverted. The store must be closed.
 int FlipBytesEvery(const std::string& dir, size_t offset, size_t stride);
 
+// Inverts the `count` bytes from `offset` on in every `.ldb` file of `dir`
+// that is longer than `offset + count` (only in the oldest one, the first
+// flush, when `oldest_only`): a run a bad sector leaves, which inside a
+// snappy-compressed block makes the whole block undecodable. Returns how
+// many files it damaged. The store must be closed.
+int InvertByteRun(const std::string& dir, size_t offset, size_t count,
+                  bool oldest_only = false);
+
 // A tmpfs of `bytes` mounted at `path` (created if missing) while the object
 // lives; lazily unmounted when it goes. Mount() fails with
 // kFailedPrecondition when not root and kUnavailable when the kernel

@@ -135,9 +135,11 @@ struct ScrubFindings;
 // The SnapshotRowReader it implements is what its tree views use.
 class StoreImpl : public Store, private SnapshotRowReader {
  public:
-  StoreImpl(StoreOptions options, std::unique_ptr<leveldb::DB> db,
+  StoreImpl(std::string dir, StoreOptions options,
+            std::unique_ptr<leveldb::DB> db,
             std::unique_ptr<LevelDbConfig> config)
-      : options_(std::move(options)),
+      : dir_(std::move(dir)),
+        options_(std::move(options)),
         config_(std::move(config)),
         db_(std::move(db)),
         backend_(options_.backend),
@@ -220,6 +222,11 @@ class StoreImpl : public Store, private SnapshotRowReader {
   uint64_t ties_resolved() const override { return ties_resolved_.load(); }
   RowFilterStats row_filter_stats() const override;
   absl::StatusOr<std::optional<BackendPosition>> backend_position() override;
+
+  // When `status` is LevelDB's report of a table block it cannot decode
+  // (kDataLoss from LevelDB), writes the damaged-tables file and calls
+  // options_.on_table_damage, both once; returns `status`.
+  absl::Status NoteTableDamage(absl::Status status);
 
  private:
   // True if `row_key` is marked damaged. Cheap while nothing is.
@@ -461,6 +468,7 @@ class StoreImpl : public Store, private SnapshotRowReader {
                                          const RowHeader& header) const;
 
   // Constant after construction.
+  const std::string dir_;
   const StoreOptions options_;
   // The database's cache and filter; outlives db_.
   const std::unique_ptr<LevelDbConfig> config_;
@@ -504,6 +512,8 @@ class StoreImpl : public Store, private SnapshotRowReader {
   mutable absl::Mutex damaged_mu_;
   absl::flat_hash_set<std::string> damaged_ ABSL_GUARDED_BY(damaged_mu_);
   std::atomic<uint64_t> damaged_count_{0};
+  // Set by the first NoteTableDamage that reported.
+  std::atomic<bool> table_damage_noted_{false};
   // Rows the tie rule replaced since the store opened (published after
   // their commit).
   std::atomic<uint64_t> ties_resolved_{0};
