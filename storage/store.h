@@ -226,6 +226,15 @@ class Store {
   virtual absl::StatusOr<uint64_t> PurgeTombstones(tree::HlcTimestamp before,
                                                    size_t limit) = 0;
 
+  // Corrects the rows per origin after a commit replaced a damaged row
+  // whose record did not even decode: its origin was unknown, so that
+  // origin kept counting it. Reads every row at one snapshot, without
+  // holding up commits, then moves each count by what it was off at the
+  // snapshot. Returns how many origins' counts changed; 0 at once when no
+  // such commit happened since the last recount (the maintenance loop
+  // calls it every pass). Such a commit also makes the next open recount.
+  virtual absl::StatusOr<uint64_t> RecountOriginRows() = 0;
+
   // Recomputes `count` leaves of a keyspace from `first_leaf` (clamped to
   // the keyspace's leaves) from their rows, checking every row against its
   // digest: damaged rows are marked and left out, and a leaf that

@@ -123,11 +123,15 @@ absl::StatusOr<StagedRow*> StoreImpl::CurrentRow(StagedCommit& g,
       current.stored_record = std::move(record);
     } else if (!current.damaged) {
       return Corrupt("row", row_key);
+    } else {
+      // A damaged record that cannot even be decoded: the write treats the
+      // row as absent, and its origin, unknown, keeps counting it until
+      // RecountOriginRows.
+      g.origin_unknown = true;
     }
-    // A damaged record that cannot even be decoded: nothing of it is
-    // counted anywhere, so the write treats the row as absent.
   } else if (current.damaged && s.IsCorruption()) {
     // Same: the mark says what the read cannot.
+    g.origin_unknown = true;
   } else if (!s.IsNotFound()) {
     return NoteTableDamage(FromLevelDb(s, "reading a row before writing it"));
   }
@@ -622,6 +626,10 @@ absl::Status StoreImpl::FinishGroup(StagedCommit& g) {
     g.batch.Put(
         internal::TaggedKey(internal::kMetaTag, internal::kMetaLastSequence),
         Fixed64String(g.sequence));
+  }
+  // An open recounts when the mark is gone (BuildOriginRows).
+  if (g.origin_unknown) {
+    g.batch.Delete(internal::MetaKey(internal::kMetaOriginRows));
   }
   // The leader holds commit_mu_: nobody else changes the counts meanwhile.
   if (!g.origin_row_deltas.empty()) {

@@ -58,6 +58,44 @@ absl::Status StoreImpl::VerifyOriginRows(
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> StoreImpl::RecountOriginRows() {
+  if (!origin_recount_needed_.exchange(false)) return 0;
+  const leveldb::Snapshot* snapshot;
+  {
+    // At a commit boundary: the stored counts and the rows agree but for
+    // the error being corrected.
+    absl::MutexLock commit_lock(&commit_mu_);
+    snapshot = db_->GetSnapshot();
+  }
+  absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>> from_rows =
+      CountOriginRows(snapshot);
+  absl::StatusOr<absl::flat_hash_map<uint32_t, uint64_t>> stored =
+      ReadOriginRows(snapshot);
+  db_->ReleaseSnapshot(snapshot);
+  if (!from_rows.ok() || !stored.ok()) {
+    origin_recount_needed_.store(true);  // the next pass tries again
+    return !from_rows.ok() ? from_rows.status() : stored.status();
+  }
+  // What each count was off at the snapshot; commits since moved the
+  // counts by their own rows, rightly, so the error is the same now.
+  absl::flat_hash_map<uint32_t, int64_t> off;
+  for (const auto& [id, rows] : *from_rows)
+    off[id] += static_cast<int64_t>(rows);
+  for (const auto& [id, rows] : *stored) off[id] -= static_cast<int64_t>(rows);
+  absl::MutexLock commit_lock(&commit_mu_);
+  StagedCommit g = StartGroup();
+  for (const auto& [id, delta] : off) {
+    if (delta != 0) g.origin_row_deltas.emplace_back(OriginId(id), delta);
+  }
+  if (g.origin_row_deltas.empty()) return 0;
+  TALLY_RETURN_IF_ERROR(FinishGroup(g));
+  g.batch.Put(MetaKey(kMetaOriginRows), Fixed32String(1));
+  TALLY_RETURN_IF_ERROR(
+      WriteToLevelDb(&g.batch, options_.sync, "correcting rows per origin"));
+  Install(g);
+  return g.origin_row_deltas.size();
+}
+
 namespace {
 
 // Reports the leaves whose rows give another digest or count than the

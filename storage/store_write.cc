@@ -411,6 +411,7 @@ void StoreImpl::Install(const StagedCommit& g) {
     damaged_count_.store(damaged_.size());
   }
   ties_resolved_.fetch_add(g.ties_resolved, std::memory_order_relaxed);
+  if (g.origin_unknown) origin_recount_needed_.store(true);
   std::vector<LeafRef> changed;
   changed.reserve(g.edit.leaf_deltas.size());
   for (const CatalogueEdit::LeafDelta& d : g.edit.leaf_deltas) {

@@ -1,5 +1,6 @@
 // Maintenance: the node's background upkeep of its store — change-log
-// retention and tombstone purge — on a timer.
+// retention, tombstone purge and, after a damaged row of unknown origin
+// was replaced, the recount of rows per origin — on a timer.
 //
 // Retention keeps at most `log_retention_entries` entries and drops entries
 // older than `log_retention_age`. Entries carry no write time, so the age is
@@ -77,7 +78,8 @@ class Maintenance : public StatusSource {
   // Stops the thread (a pass in progress finishes its current batch).
   void Shutdown();
 
-  // One pass at time `now`: trim, then purge. Returns the first error.
+  // One pass at time `now`: trim, purge, then recount the rows per origin
+  // if the store asks for it. Returns the first error.
   absl::Status RunOnce(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The timestamp before which tombstones may be purged at `now`.

@@ -204,6 +204,8 @@ class StoreImpl : public Store, private SnapshotRowReader {
   }
   absl::StatusOr<uint64_t> TrimChangeLog(Sequence through) override
       ABSL_LOCKS_EXCLUDED(commit_mu_);
+  absl::StatusOr<uint64_t> RecountOriginRows() override
+      ABSL_LOCKS_EXCLUDED(commit_mu_);
   absl::StatusOr<uint64_t> PurgeTombstones(tree::HlcTimestamp before,
                                            size_t limit) override;
   int AddChangeListener(ChangeListener listener) override;
@@ -365,6 +367,9 @@ class StoreImpl : public Store, private SnapshotRowReader {
     // The batch is a leaf checkpoint through `sequence` (a LoadAbsent of
     // unlogged rows): no leaf differs from its persisted state after it.
     bool leaves_checkpointed = false;
+    // A damaged row whose record did not decode was staged: its origin's
+    // count cannot be moved (RecountOriginRows corrects it).
+    bool origin_unknown = false;
   };
   StagedCommit StartGroup() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // kResourceExhausted when `names` (a write's keyspaces) would take the
@@ -512,6 +517,9 @@ class StoreImpl : public Store, private SnapshotRowReader {
   mutable absl::Mutex damaged_mu_;
   absl::flat_hash_set<std::string> damaged_ ABSL_GUARDED_BY(damaged_mu_);
   std::atomic<uint64_t> damaged_count_{0};
+  // A commit staged a row of unknown origin (StagedCommit::origin_unknown)
+  // since the last RecountOriginRows.
+  std::atomic<bool> origin_recount_needed_{false};
   // Set by the first NoteTableDamage that reported.
   std::atomic<bool> table_damage_noted_{false};
   // Rows the tie rule replaced since the store opened (published after
