@@ -4,6 +4,8 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -205,6 +207,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   node->bandwidth_ =
       std::make_unique<BandwidthLimiter>(config.node_bandwidth_mb * 1e6);
   node->trouble_ = std::make_unique<KeyspaceTrouble>();
+  node->peers_ = config.peers;
   node->scheduler_ = std::make_unique<SessionScheduler>(
       node->store_.get(), config, client_options, node->bandwidth_.get(),
       node->trouble_.get());
@@ -380,6 +383,42 @@ int NodeServer::metrics_port() const {
 
 absl::Status NodeServer::SetNodeBandwidth(double mb_per_second) {
   return bandwidth_->SetBytesPerSecond(mb_per_second * 1e6);
+}
+
+absl::StatusOr<SessionScheduler::PeerChanges> NodeServer::SetPeers(
+    const std::vector<PeerConfig>& peers) {
+  auto roles = [](const std::vector<PeerConfig>& list) {
+    std::map<std::string, PeerRole> by_address;
+    for (const PeerConfig& peer : list) by_address[peer.address] = peer.role;
+    return by_address;
+  };
+  const std::map<std::string, PeerRole> before = roles(peers_);
+  const std::map<std::string, PeerRole> after = roles(peers);
+  std::vector<std::string> refused;
+  for (const auto& [address, role] : after) {
+    auto it = before.find(address);
+    const bool was_source =
+        it != before.end() && it->second == PeerRole::kSource;
+    if ((it != before.end() && it->second != role) ||
+        (role == PeerRole::kSource && !was_source)) {
+      refused.push_back(address);
+    }
+  }
+  for (const auto& [address, role] : before) {
+    if (role == PeerRole::kSource && after.find(address) == after.end()) {
+      refused.push_back(address);
+    }
+  }
+  if (!refused.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the peers were not changed: the role of %s would change (or a "
+        "source would be added or removed), which takes a restart",
+        absl::StrJoin(refused, ", ")));
+  }
+  TALLY_ASSIGN_OR_RETURN(SessionScheduler::PeerChanges changes,
+                         scheduler_->SetPeers(peers));
+  peers_ = peers;
+  return changes;
 }
 
 void NodeServer::SetListenerStuckHandler(std::function<void()> handler) {

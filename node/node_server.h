@@ -35,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "node/config/config.h"
 #include "node/rpc/copy_write_guard.h"
+#include "node/session/session_scheduler.h"
 #include "node/sidecar/postgres_sidecar.h"
 #include "node/sync/bandwidth_limiter.h"
 
@@ -89,6 +90,14 @@ class NodeServer {
   // a negative or non-finite value with kInvalidArgument.
   absl::Status SetNodeBandwidth(double mb_per_second);
 
+  // Makes `peers` the node's peers from now on, for SIGHUP: added ones are
+  // followed and synced with at once, removed ones dropped
+  // (SessionScheduler::SetPeers). Their roles must not change, nor which
+  // peer is the node's source (kFailedPrecondition, nothing changed): a
+  // source makes this node its copy, which takes a restart.
+  absl::StatusOr<SessionScheduler::PeerChanges> SetPeers(
+      const std::vector<PeerConfig>& peers);
+
   // Called (from another thread) when the gRPC listener stopped accepting
   // connections for good (listener-check-interval): the node can serve no
   // new client or peer until it is restarted. Without a handler the node
@@ -130,6 +139,9 @@ class NodeServer {
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<DiffRunner> diff_runner_;
   std::unique_ptr<CopyWriteGuard> write_guard_;
+  // The peers as last set (Start, SetPeers); SetPeers runs from one thread
+  // (tallyd's signal loop).
+  std::vector<PeerConfig> peers_;
   std::unique_ptr<SyncRunner> sync_runner_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;

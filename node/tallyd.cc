@@ -20,6 +20,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -153,7 +154,8 @@ std::string ChangedSettings(const NodeConfig& a, const NodeConfig& b) {
 
 // SIGHUP: reads the config again (file, then flags, then the checks, as at
 // start) and applies what a running node can change: the log level and
-// format, and the node's repair bandwidth (for the repairs running too).
+// format, the node's repair bandwidth (for the repairs running too) and the
+// peers (added and removed; a role or a source changes with a restart).
 // Other settings that changed are named; they take a restart. A config
 // that no longer validates changes nothing.
 void Reload(const TallydCommandLine& command, NodeServer* node,
@@ -176,12 +178,34 @@ void Reload(const TallydCommandLine& command, NodeServer* node,
     return;
   }
   running->node_bandwidth_mb = reloaded->node_bandwidth_mb;
+  // The peers: added ones are followed and synced with now, removed ones
+  // dropped (roles and sources change with a restart only).
+  std::string peers = "unchanged";
+  auto same = [](const PeerConfig& a, const PeerConfig& b) {
+    return a.address == b.address && a.role == b.role;
+  };
+  if (!std::equal(running->peers.begin(), running->peers.end(),
+                  reloaded->peers.begin(), reloaded->peers.end(), same)) {
+    absl::StatusOr<SessionScheduler::PeerChanges> changes =
+        node->SetPeers(reloaded->peers);
+    if (changes.ok()) {
+      running->peers = reloaded->peers;
+      peers = absl::StrCat("added [", absl::StrJoin(changes->added, ","),
+                           "] removed [", absl::StrJoin(changes->removed, ","),
+                           "]");
+    } else {
+      LogError("SIGHUP: the peers were not changed",
+               {{"config", command.config_file}, {"error", changes.status()}});
+      peers = "not changed (see the error)";
+    }
+  }
   running->log_level = reloaded->log_level;
   running->log_format = reloaded->log_format;
   ApplyLogSettings(*running);
   LogInfo(
       "SIGHUP: config reloaded",
       {{"config", command.config_file.empty() ? "(none)" : command.config_file},
+       {"peers", peers},
        {"log_level", absl::StrCat(LogLevelName(old_level), "->",
                                   LogLevelName(running->log_level))},
        {"log_format", absl::StrCat(LogFormatName(old_format), "->",

@@ -316,6 +316,86 @@ TEST(Operator, SighupReloadsAndNeverStopsTheNode) {
   EXPECT_EQ(node->Stop(), 0);
 }
 
+// Adding a node to a mesh used to take a restart of every node that was
+// to list it. Now the peers of a running node change with SIGHUP: an added
+// peer is followed and synced with at once, a removed one is dropped, and
+// the node never stops serving (same process, no second start-up line). A
+// reload that would change a role or add a source changes nothing.
+TEST(Operator, SighupAddsAndRemovesPeersWithoutARestart) {
+  TempDir dir;
+  // B and C list nobody: rows reach A only through A's own sessions.
+  auto b = StartNode("b", dir.path() + "/b");
+  auto c = StartNode("c", dir.path() + "/c");
+  ASSERT_TRUE(b != nullptr && c != nullptr);
+  const std::string config = dir.path() + "/tallyd.conf";
+  WriteFile(config, absl::StrCat("peer = ", b->address(), "\n"));
+  auto a = NodeProcess::Start(
+      "a", dir.path() + "/a",
+      {"--config", config, "--sync-writes", "false", "--sync-interval", "1s"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto a_client = Connect((*a)->address());
+  auto has = [&](const std::string& key) {
+    return a_client->Get("default", key).ok();
+  };
+  auto eventually = [](const std::function<bool()>& condition) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (!condition()) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return true;
+  };
+  auto put = [](NodeProcess& node, const std::string& key) {
+    return RunTally({"--node", node.address(), "put", key, "v"}).exit_code;
+  };
+  ASSERT_EQ(put(*b, "from-b-1"), 0);
+  ASSERT_EQ(put(*c, "from-c-1"), 0);
+  ASSERT_TRUE(eventually([&] { return has("from-b-1"); })) << (*a)->Log();
+  EXPECT_FALSE(has("from-c-1"));
+
+  // C joins A's peers, B leaves them.
+  WriteFile(config, absl::StrCat("peer = ", c->address(), "\n"));
+  ASSERT_EQ(kill((*a)->pid(), SIGHUP), 0);
+  ASSERT_TRUE(eventually([&] { return has("from-c-1"); })) << (*a)->Log();
+  EXPECT_THAT((*a)->Log(),
+              HasSubstr(absl::StrCat("peers=\"added [", c->address(),
+                                     "] removed [", b->address(), "]\"")));
+  absl::StatusOr<v1::StatusResponse> status = a_client->Status();
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->peers_size(), 1);
+  EXPECT_EQ(status->peers(0).address(), c->address());
+  EXPECT_GE(status->sessions_ok(), 1u);  // B's sessions still counted
+  // The change feed from C is followed too: a write on C arrives within a
+  // second, well before a second session would be due... and B's no more.
+  ASSERT_EQ(put(*c, "from-c-2"), 0);
+  ASSERT_EQ(put(*b, "from-b-2"), 0);
+  ASSERT_TRUE(eventually([&] { return has("from-c-2"); })) << (*a)->Log();
+  absl::SleepFor(absl::Seconds(3));
+  EXPECT_FALSE(has("from-b-2"));
+
+  // A source cannot be added by a reload: nothing changes.
+  WriteFile(config, absl::StrCat("peer = ", b->address(), ",role=source\n"));
+  ASSERT_EQ(kill((*a)->pid(), SIGHUP), 0);
+  ASSERT_TRUE(eventually([&] {
+    return absl::StrContains((*a)->Log(), "SIGHUP: the peers were not changed");
+  })) << (*a)->Log();
+  status = a_client->Status();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->peers_size(), 1);
+
+  // One process and one start all along.
+  const std::string log = (*a)->Log();
+  size_t starts = 0;
+  for (size_t at = log.find("listening on"); at != std::string::npos;
+       at = log.find("listening on", at + 1)) {
+    ++starts;
+  }
+  EXPECT_EQ(starts, 1u) << log;
+  EXPECT_EQ((*a)->Stop(), 0);
+  EXPECT_EQ(b->Stop(), 0);
+  EXPECT_EQ(c->Stop(), 0);
+}
+
 // SIGHUP sets the node's repair bandwidth (node-bandwidth)
 // without a restart. Status and /metrics read the rate from the limiter the
 // sessions share, not from the config, so they show the change took; and

@@ -8,10 +8,12 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "node/observe/log.h"
 #include "node/session/paused_peers.h"
 #include "node/session/saved_history.h"
 #include "storage/names.h"
+#include "tree/status_macros.h"
 
 namespace tally {
 namespace node {
@@ -42,51 +44,150 @@ SessionScheduler::SessionScheduler(storage::Store* store,
 
 SessionScheduler::~SessionScheduler() { Shutdown(); }
 
+absl::StatusOr<std::shared_ptr<SessionScheduler::Peer>>
+SessionScheduler::MakePeer(const PeerConfig& peer_config) {
+  auto peer = std::make_shared<Peer>();
+  peer->config = peer_config;
+  ClientOptions options = client_options_;
+  options.scheduled_sessions = true;
+  absl::StatusOr<std::unique_ptr<NodeClient>> client =
+      NodeClient::Connect(peer_config.address, options);
+  if (!client.ok()) return client.status();
+  peer->client = std::move(*client);
+  peer->outage_log =
+      std::make_unique<PeerOutageLog>(peer_config.address, "sessions");
+  peer->quiet_log = std::make_unique<QuietSessionLog>(peer_config.address);
+  // First sessions soon, but spread out.
+  absl::MutexLock lock(&mu_);
+  peer->next_due = absl::Now() + JitteredLocked(absl::Milliseconds(500));
+  return peer;
+}
+
+void SessionScheduler::StartFeed(Peer* peer) {
+  // The feed is stopped before its Peer goes (Shutdown, SetPeers), so its
+  // callbacks may hold the raw pointer.
+  peer->feed = std::make_unique<FeedSubscriber>(
+      store_, peer->client.get(),
+      [this, peer] {
+        absl::MutexLock lock(&mu_);
+        peer->next_due = absl::Now();
+      },
+      [this, peer](const std::string& name) { return ClaimName(peer, name); },
+      trouble_,
+      [this, peer] {
+        // Soon, not at once: the cause may well last, and the feed
+        // reports at every batch.
+        absl::MutexLock lock(&mu_);
+        peer->next_due = std::min(peer->next_due,
+                                  absl::Now() + JitteredLocked(trouble_retry_));
+      });
+  peer->feed->Start();
+}
+
+std::vector<std::shared_ptr<SessionScheduler::Peer>>
+SessionScheduler::PeersNow() const {
+  absl::MutexLock lock(&mu_);
+  return peers_;
+}
+
 absl::Status SessionScheduler::Start() {
   for (const PeerConfig& peer_config : config_.peers) {
-    auto peer = std::make_unique<Peer>();
-    peer->config = peer_config;
-    ClientOptions options = client_options_;
-    options.scheduled_sessions = true;
-    absl::StatusOr<std::unique_ptr<NodeClient>> client =
-        NodeClient::Connect(peer_config.address, options);
-    if (!client.ok()) return client.status();
-    peer->client = std::move(*client);
-    peer->outage_log =
-        std::make_unique<PeerOutageLog>(peer_config.address, "sessions");
-    peer->quiet_log = std::make_unique<QuietSessionLog>(peer_config.address);
-    // First sessions soon, but spread out.
-    {
-      absl::MutexLock lock(&mu_);
-      peer->next_due = absl::Now() + JitteredLocked(absl::Milliseconds(500));
-    }
+    TALLY_ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer, MakePeer(peer_config));
+    absl::MutexLock lock(&mu_);
     peers_.push_back(std::move(peer));
   }
   RestorePaused();
   RestoreHistory();
-  pool_ = std::make_unique<WorkerPool>(config_.max_sessions,
-                                       std::max<size_t>(peers_.size(), 1));
-  for (const auto& peer_ptr : peers_) {
-    Peer* peer = peer_ptr.get();
-    peer->feed = std::make_unique<FeedSubscriber>(
-        store_, peer->client.get(),
-        [this, peer] {
-          absl::MutexLock lock(&mu_);
-          peer->next_due = absl::Now();
-        },
-        [this, peer](const std::string& name) { return ClaimName(peer, name); },
-        trouble_,
-        [this, peer] {
-          // Soon, not at once: the cause may well last, and the feed
-          // reports at every batch.
-          absl::MutexLock lock(&mu_);
-          peer->next_due = std::min(
-              peer->next_due, absl::Now() + JitteredLocked(trouble_retry_));
-        });
-    peer->feed->Start();
-  }
+  // Room for every peer's session in the queue, and for peers added later.
+  pool_ = std::make_unique<WorkerPool>(
+      config_.max_sessions, std::max<size_t>(config_.peers.size(), 256));
+  for (const std::shared_ptr<Peer>& peer : PeersNow()) StartFeed(peer.get());
   timer_ = std::thread([this] { TimerLoop(); });
   return absl::OkStatus();
+}
+
+absl::StatusOr<SessionScheduler::PeerChanges> SessionScheduler::SetPeers(
+    const std::vector<PeerConfig>& peers) {
+  PeerChanges changes;
+  std::vector<std::string> role_changed;
+  std::vector<std::shared_ptr<Peer>> added;
+  for (const PeerConfig& wanted : peers) {
+    bool known = false;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const std::shared_ptr<Peer>& peer : peers_) {
+        if (peer->config.address != wanted.address) continue;
+        known = true;
+        if (peer->config.role != wanted.role) {
+          role_changed.push_back(wanted.address);
+        }
+      }
+    }
+    if (known) continue;
+    TALLY_ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer, MakePeer(wanted));
+    added.push_back(std::move(peer));
+  }
+  std::vector<std::shared_ptr<Peer>> removed;
+  std::vector<std::shared_ptr<SessionRequest>> unrun;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_.load()) {
+      return absl::UnavailableError("the node is shutting down");
+    }
+    for (auto it = peers_.begin(); it != peers_.end();) {
+      const bool listed =
+          std::any_of(peers.begin(), peers.end(), [&](const PeerConfig& p) {
+            return p.address == (*it)->config.address;
+          });
+      if (listed) {
+        ++it;
+        continue;
+      }
+      Peer& peer = **it;
+      if (peer.running) {
+        peer.stop_reason = "the peer was removed from the node's peers";
+      }
+      peer.stop_session.store(true);
+      for (auto& request : peer.requests) unrun.push_back(std::move(request));
+      peer.requests.clear();
+      removed_.sessions_ok += peer.sessions_ok;
+      removed_.sessions_failed += peer.sessions_failed;
+      removed_.rows_erased += peer.rows_erased;
+      removed_.conflicts += peer.conflicts;
+      removed_.rows_changed_during_session += peer.rows_changed_during_session;
+      changes.removed.push_back(peer.config.address);
+      removed.push_back(std::move(*it));
+      it = peers_.erase(it);
+    }
+    for (const std::shared_ptr<Peer>& peer : added) {
+      changes.added.push_back(peer->config.address);
+      peers_.push_back(peer);
+    }
+  }
+  for (const auto& request : unrun) {
+    FinishUnrun(request, absl::UnavailableError(
+                             "the peer was removed from the node's peers"));
+  }
+  for (const std::shared_ptr<Peer>& peer : removed) {
+    if (peer->feed != nullptr) peer->feed->RequestStop();
+  }
+  for (const std::shared_ptr<Peer>& peer : removed) {
+    if (peer->feed != nullptr) peer->feed->Stop();
+  }
+  for (const std::shared_ptr<Peer>& peer : added) StartFeed(peer.get());
+  if (!removed.empty() || !added.empty()) {
+    (void)PersistPaused();  // a removed peer's pause goes with it
+    PersistHistory();
+  }
+  if (!role_changed.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the role of peer%s %s changed; a role (peer or source) changes with "
+        "a restart only, so %s kept as %s",
+        role_changed.size() == 1 ? "" : "s", absl::StrJoin(role_changed, ", "),
+        role_changed.size() == 1 ? "it is" : "they are",
+        role_changed.size() == 1 ? "it was" : "they were"));
+  }
+  return changes;
 }
 
 void SessionScheduler::Shutdown() {
@@ -106,10 +207,11 @@ void SessionScheduler::Shutdown() {
     }
   }
   // All feeds at once: each notices within a heartbeat.
-  for (const auto& peer : peers_) {
+  const std::vector<std::shared_ptr<Peer>> peers = PeersNow();
+  for (const auto& peer : peers) {
     if (peer->feed != nullptr) peer->feed->RequestStop();
   }
-  for (const auto& peer : peers_) {
+  for (const auto& peer : peers) {
     if (peer->feed != nullptr) peer->feed->Stop();
   }
   if (timer_.joinable()) timer_.join();
@@ -130,8 +232,8 @@ absl::Duration SessionScheduler::JitteredLocked(absl::Duration d) {
 void SessionScheduler::TimerLoop() {
   while (!stopping_.load()) {
     const absl::Time now = absl::Now();
-    for (const auto& peer_ptr : peers_) {
-      Peer* peer = peer_ptr.get();
+    for (const std::shared_ptr<Peer>& peer_ref : PeersNow()) {
+      Peer* peer = peer_ref.get();
       {
         absl::MutexLock lock(&mu_);
         if (stopping_.load() || peer->running || peer->paused ||
@@ -151,7 +253,8 @@ void SessionScheduler::TimerLoop() {
         peer->stop_session.store(false);
         ++sessions_running_;
       }
-      if (!pool_->Schedule([this, peer] { RunSession(peer); })) {
+      // The session keeps its Peer alive should SetPeers remove it.
+      if (!pool_->Schedule([this, peer_ref] { RunSession(peer_ref.get()); })) {
         absl::MutexLock lock(&mu_);
         peer->running = false;
         --sessions_running_;
@@ -678,11 +781,11 @@ void SessionScheduler::FillStatus(v1::StatusResponse* response) {
     unlisted->set_last_unix_ms(
         static_cast<uint64_t>(absl::ToUnixMillis(caller.last)));
   }
-  uint64_t sessions_ok = 0;
-  uint64_t sessions_failed = 0;
-  uint64_t rows_erased = 0;
-  uint64_t conflicts = 0;
-  uint64_t rows_changed_during_session = 0;
+  uint64_t sessions_ok = removed_.sessions_ok;
+  uint64_t sessions_failed = removed_.sessions_failed;
+  uint64_t rows_erased = removed_.rows_erased;
+  uint64_t conflicts = removed_.conflicts;
+  uint64_t rows_changed_during_session = removed_.rows_changed_during_session;
   for (const auto& peer : peers_) {
     sessions_ok += peer->sessions_ok;
     sessions_failed += peer->sessions_failed;

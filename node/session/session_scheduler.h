@@ -34,6 +34,12 @@
 // session ends with one log line of what it did, also when it failed or was
 // stopped half way.
 //
+// The peers may change while the node runs (SetPeers, from a SIGHUP's
+// config): a peer added gets a feed and its first session within a
+// second; a peer removed has its feed stopped and its running session told
+// to stop at its next step, and leaves status (its totals stay in the
+// node's).
+//
 // An operator may pause the sessions with a peer (SetPaused, `tally peer
 // pause`): a paused peer gets no session until it is resumed, and a session
 // running with it is told to stop at its next step (the rows it applied
@@ -114,6 +120,19 @@ class SessionScheduler : public StatusSource, public PeerControl {
   // node started; InfiniteFuture when there are no peers. Tombstones older
   // than this have reached every peer (section "Tombstone purge").
   absl::Time PeersSyncedSince() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Makes `peers` the node's peers, by address: the ones not listed before
+  // are added and started, the ones no longer listed are removed (their
+  // feed stopped, their running session stopped at its next step). A
+  // listed address whose role changed is kept as it was and named in the
+  // error (kFailedPrecondition: a source is a restart's business), after
+  // the rest was applied. Returns what it did, for the log.
+  struct PeerChanges {
+    std::vector<std::string> added;
+    std::vector<std::string> removed;
+  };
+  absl::StatusOr<PeerChanges> SetPeers(const std::vector<PeerConfig>& peers)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // PeerControl. A session running with a peer being paused is told to
   // stop at its next step.
@@ -247,6 +266,16 @@ class SessionScheduler : public StatusSource, public PeerControl {
   absl::Duration JitteredLocked(absl::Duration d)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // A new peer, its client connected (lazily: no I/O), its feed not
+  // started; kInvalidArgument for an address gRPC cannot use.
+  absl::StatusOr<std::shared_ptr<Peer>> MakePeer(const PeerConfig& config)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Creates and starts `peer`'s feed subscriber.
+  void StartFeed(Peer* peer) ABSL_LOCKS_EXCLUDED(mu_);
+  // The peers now (the list may change once the lock is released; each
+  // Peer lives while a reference does).
+  std::vector<std::shared_ptr<Peer>> PeersNow() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Constant after construction.
   storage::Store* const store_;
   const NodeConfig config_;
@@ -266,8 +295,19 @@ class SessionScheduler : public StatusSource, public PeerControl {
   absl::Mutex persist_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 
   mutable absl::Mutex mu_;
-  std::vector<std::unique_ptr<Peer>> peers_;  // the vector is constant after
-                                              // Start(); fields under mu_
+  // The peers, in the order listed (added ones last). Their fields are
+  // under mu_ too; a session or feed holds its Peer alive.
+  std::vector<std::shared_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
+  // What removed peers had counted, so that the node's totals never go
+  // down.
+  struct Totals {
+    uint64_t sessions_ok = 0;
+    uint64_t sessions_failed = 0;
+    uint64_t rows_erased = 0;
+    uint64_t conflicts = 0;
+    uint64_t rows_changed_during_session = 0;
+  };
+  Totals removed_ ABSL_GUARDED_BY(mu_);
   int sessions_running_ ABSL_GUARDED_BY(mu_) = 0;
   std::string listen_address_ ABSL_GUARDED_BY(mu_);
   // Nodes that handshook with this one, by name (bounded: see
