@@ -118,6 +118,18 @@ ABSL_FLAG(std::vector<std::string>, table, {},
           "of a sidecar: the tables to verify; "
           "SCHEMA.TABLE, comma separated or repeated (or table= in the "
           "URLs; default: every table with a primary key).");
+ABSL_FLAG(std::vector<std::string>, columns, {},
+          "diff, repair of two PostgreSQL URLs: compare only these columns "
+          "(and the primary key, always); comma separated. A repair writes "
+          "only them: a row it inserts takes the others' defaults.");
+ABSL_FLAG(std::vector<std::string>, exclude_columns, {},
+          "diff, repair of two PostgreSQL URLs: leave these columns out of "
+          "the comparison (a `updated_at DEFAULT now()` column); comma "
+          "separated; not a primary-key column.");
+ABSL_FLAG(std::string, where, "",
+          "diff, repair of two PostgreSQL URLs: compare only the rows for "
+          "which this SQL condition holds, on each side (what follows "
+          "WHERE, e.g. \"region = 'eu'\").");
 ABSL_FLAG(std::string, data_dir, "",
           "verify, recover: data directory of a stopped node (verify without "
           "it asks a running PostgreSQL sidecar, --node).");
@@ -319,6 +331,20 @@ int Main(int argc, char** argv) {
   if (!scope.ok()) return Trouble(scope.status());
   ctx.scope = *std::move(scope);
   ctx.tables = absl::GetFlag(FLAGS_table);
+  ctx.columns = absl::GetFlag(FLAGS_columns);
+  ctx.exclude_columns = absl::GetFlag(FLAGS_exclude_columns);
+  ctx.where = absl::GetFlag(FLAGS_where);
+  // An unset shell variable must not widen a comparison to everything.
+  for (const auto& [flag, empty] :
+       {std::pair<const char*, bool>{"columns", ctx.columns.empty()},
+        {"exclude-columns", ctx.exclude_columns.empty()},
+        {"where", ctx.where.empty()}}) {
+    if (ctx.given.count(absl::StrReplaceAll(flag, {{"-", "_"}})) > 0 && empty) {
+      return Trouble(absl::InvalidArgumentError(absl::StrCat(
+          "--", flag,
+          " is empty; leave the flag out to compare every column and row")));
+    }
+  }
   ctx.data_dir = absl::GetFlag(FLAGS_data_dir);
   ctx.node_name = absl::GetFlag(FLAGS_node_name);
   ctx.client_options.rpc_timeout = absl::Seconds(timeout);

@@ -228,6 +228,50 @@ absl::StatusOr<TableSchema> TableSchema::FromColumns(
   return t;
 }
 
+absl::StatusOr<TableSchema> TableSchema::WithColumns(
+    absl::Span<const std::string> only,
+    absl::Span<const std::string> except) const {
+  auto column_named = [&](const std::string& name) {
+    return std::find_if(columns_.begin(), columns_.end(),
+                        [&](const TableColumn& c) { return c.name == name; });
+  };
+  auto unknown = [&](const std::string& name) {
+    std::vector<std::string> names;
+    for (const TableColumn& c : columns_) names.push_back(c.name);
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s has no column \"%s\" (its columns: %s)", name_,
+                        name, absl::StrJoin(names, ", ")));
+  };
+  for (const std::string& name : only) {
+    if (column_named(name) == columns_.end()) return unknown(name);
+  }
+  for (const std::string& name : except) {
+    auto it = column_named(name);
+    if (it == columns_.end()) return unknown(name);
+    if (static_cast<size_t>(it - columns_.begin()) < key_columns_) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "column \"%s\" is part of %s's primary key, which is always "
+          "compared; it cannot be left out",
+          name, name_));
+    }
+  }
+  std::vector<std::string> primary_key;
+  TableSchema t = *this;
+  t.columns_.clear();
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    const TableColumn& c = columns_[i];
+    const bool key = i < key_columns_;
+    if (key) primary_key.push_back(c.name);
+    const bool listed = only.empty() || std::find(only.begin(), only.end(),
+                                                  c.name) != only.end();
+    const bool excepted =
+        std::find(except.begin(), except.end(), c.name) != except.end();
+    if (key || (listed && !excepted)) t.columns_.push_back(c);
+  }
+  TALLY_RETURN_IF_ERROR(t.Finish(primary_key));
+  return t;
+}
+
 absl::Status TableSchema::Finish(const std::vector<std::string>& primary_key) {
   std::string schema, table;
   TALLY_RETURN_IF_ERROR(SplitQualifiedName(name_, &schema, &table));

@@ -112,6 +112,17 @@ class TableSchema {
       std::string qualified_name, std::vector<TableColumn> columns,
       const std::vector<std::string>& primary_key);
 
+  // The schema of the same table seen through some of its columns: the key
+  // columns always, and of the others those named in `only` (all when
+  // empty) that `except` does not name. Its select list, row codec and
+  // fingerprint cover those columns only, so two tables that differ only
+  // in the columns left out have the same fingerprint. Returns
+  // kInvalidArgument naming a column the table lacks (listing its
+  // columns), or a key column in `except`.
+  absl::StatusOr<TableSchema> WithColumns(
+      absl::Span<const std::string> only,
+      absl::Span<const std::string> except) const;
+
   // "public.t".
   const std::string& name() const { return name_; }
   // The table's name as SQL: "\"public\".\"t\"".

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pg/schema/schema_difference.h"
 #include "pg/wire/binary_copy.h"
@@ -387,6 +388,46 @@ TEST_F(TableSchemaTest, BinaryCopyDigestIgnoresSessionSettings) {
   ASSERT_TRUE(
       other->Exec("UPDATE public.t SET f = f + 1e-9 WHERE id = 500").ok());
   EXPECT_NE(DigestOfTable(*other, *t_other), baseline);
+}
+
+TEST(TableSchemaWithColumns, KeepsTheKeyAndTheChosenColumnsOnly) {
+  auto a =
+      TableSchema::FromColumns("public.t",
+                               {{"id", 20, "bigint", "", 1},
+                                {"b", 25, "text", "default", 2},
+                                {"updated_at", 1184, "timestamptz", "", 3}},
+                               {"id"});
+  // The same table where updated_at is another type: only that differs.
+  auto b = TableSchema::FromColumns("public.t",
+                                    {{"id", 20, "bigint", "", 1},
+                                     {"b", 25, "text", "default", 2},
+                                     {"updated_at", 1114, "timestamp", "", 3}},
+                                    {"id"});
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_NE(a->fingerprint(), b->fingerprint());
+  auto a_b = a->WithColumns({}, {"updated_at"});
+  auto b_b = b->WithColumns({"b"}, {});
+  ASSERT_TRUE(a_b.ok()) << a_b.status();
+  ASSERT_TRUE(b_b.ok()) << b_b.status();
+  EXPECT_EQ(a_b->fingerprint(), b_b->fingerprint());
+  ASSERT_EQ(a_b->columns().size(), 2u);
+  EXPECT_EQ(a_b->key_columns(), 1u);
+  EXPECT_EQ(a_b->columns()[0].name, "id");
+  EXPECT_EQ(a_b->columns()[1].name, "b");
+  EXPECT_EQ(a_b->codec().columns(), 2u);
+  // Only the key: a repair then inserts keys and updates nothing.
+  auto key_only = a->WithColumns({"id"}, {});
+  ASSERT_TRUE(key_only.ok());
+  EXPECT_EQ(key_only->columns().size(), 1u);
+  // Mistakes name the column.
+  auto unknown = a->WithColumns({"nope"}, {});
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unknown.status().message()),
+              ::testing::HasSubstr("no column \"nope\""));
+  auto key = a->WithColumns({}, {"id"});
+  EXPECT_EQ(key.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(key.status().message()),
+              ::testing::HasSubstr("primary key"));
 }
 
 TEST(DescribeSchemaDifference, NamesEachDifference) {

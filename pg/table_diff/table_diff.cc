@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -37,10 +38,13 @@ struct Side {
   std::optional<TableScan> scan;
   absl::Status status;
 
-  void ReadSchema() {
+  void ReadSchema(const RowScope& scope) {
     status = conn->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ").status();
     if (!status.ok()) return;
     absl::StatusOr<TableSchema> s = TableSchema::Read(*conn, table);
+    if (s.ok() && (!scope.columns.empty() || !scope.exclude_columns.empty())) {
+      s = s->WithColumns(scope.columns, scope.exclude_columns);
+    }
     if (!s.ok()) {
       status = s.status();
       return;
@@ -48,8 +52,9 @@ struct Side {
     schema.emplace(*std::move(s));
   }
 
-  void Scan(absl::string_view keyspace) {
-    absl::StatusOr<TableScan> s = TableScan::Run(*conn, *schema, keyspace);
+  void Scan(absl::string_view keyspace, absl::string_view where) {
+    absl::StatusOr<TableScan> s =
+        TableScan::Run(*conn, *schema, keyspace, where);
     if (!s.ok()) {
       status = s.status();
       return;
@@ -110,13 +115,19 @@ std::vector<RowDifference> CompareScans(const TableScan& a,
 
 absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
                                      absl::string_view table_a,
-                                     absl::string_view table_b) {
+                                     absl::string_view table_b,
+                                     const RowScope& scope) {
+  if (absl::StrContains(scope.where, ';')) {
+    return absl::InvalidArgumentError(
+        "--where is one SQL condition (what follows WHERE); it may not hold "
+        "';'");
+  }
   Side side_a{&a,           std::string(table_a), "a",
               std::nullopt, std::nullopt,         absl::OkStatus()};
   Side side_b{&b,           std::string(table_b), "b",
               std::nullopt, std::nullopt,         absl::OkStatus()};
   TALLY_RETURN_IF_ERROR(
-      OnBoth(side_a, side_b, [](Side& s) { s.ReadSchema(); }));
+      OnBoth(side_a, side_b, [&](Side& s) { s.ReadSchema(scope); }));
   if (side_a.schema->fingerprint() != side_b.schema->fingerprint()) {
     Abandon(a);
     Abandon(b);
@@ -132,7 +143,7 @@ absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
   }
   const std::string keyspace = side_a.schema->name();
   TALLY_RETURN_IF_ERROR(
-      OnBoth(side_a, side_b, [&](Side& s) { s.Scan(keyspace); }));
+      OnBoth(side_a, side_b, [&](Side& s) { s.Scan(keyspace, scope.where); }));
   TableDiff diff{keyspace, *side_a.schema, *side_b.schema, 0, 0, {}, {}, {}};
   diff.rows_a = side_a.scan->rows();
   diff.rows_b = side_b.scan->rows();

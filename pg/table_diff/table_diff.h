@@ -65,6 +65,17 @@ struct RowDifference {
 // key): the keys whose row is in one scan only or whose digests differ.
 std::vector<RowDifference> CompareScans(const TableScan& a, const TableScan& b);
 
+// What of two tables a diff compares: some columns (the key columns
+// always; `columns` empty: all), not `exclude_columns`, and only the rows
+// for which the SQL condition `where` holds on each side (empty: all). A
+// repair of such a diff writes only the compared columns: a row it inserts
+// takes the others' defaults, a row it updates keeps its own.
+struct RowScope {
+  std::vector<std::string> columns;
+  std::vector<std::string> exclude_columns;
+  std::string where;
+};
+
 struct TableDiff {
   // The keyspace the rows were digested under: table A's qualified name.
   std::string keyspace;
@@ -78,17 +89,22 @@ struct TableDiff {
   std::vector<RowDifference> differences;
 };
 
-// Compares table `table_a` of `a`'s database with `table_b` of `b`'s.
+// Compares table `table_a` of `a`'s database with `table_b` of `b`'s,
+// within `scope` (its columns and condition apply to both; the schemas'
+// fingerprints cover the compared columns only).
 // Returns kFailedPrecondition naming the difference when the two schemas'
 // fingerprints differ ("schemas of public.t differ: column a: integer in
 // a, bigint in b"); the TableSchema::Read errors (kNotFound for a missing
-// table, kFailedPrecondition for one without a primary key) prefixed with
-// the side; a connection's error.
+// table, kFailedPrecondition for one without a primary key) and
+// TableSchema::WithColumns's (kInvalidArgument) prefixed with the side;
+// kInvalidArgument for a `where` holding ';' (one statement per scan); a
+// connection's error (a `where` PostgreSQL refuses among them).
 // REQUIRES: no transaction open on either connection; `a` and `b` are
 // different connections.
 absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
                                      absl::string_view table_a,
-                                     absl::string_view table_b);
+                                     absl::string_view table_b,
+                                     const RowScope& scope = {});
 
 struct RepairCounts {
   uint64_t upserted = 0;  // rows inserted or updated on the target

@@ -158,7 +158,8 @@ TableFacts ReadTableFacts(Connection& conn, const TableSchema& schema) {
 
 absl::StatusOr<TableScan> TableScan::Run(Connection& conn,
                                          const TableSchema& schema,
-                                         absl::string_view keyspace) {
+                                         absl::string_view keyspace,
+                                         absl::string_view where) {
   TableScan scan;
   scan.keyspace_ = std::string(keyspace);
   const RowCodec codec = schema.codec();
@@ -184,9 +185,12 @@ absl::StatusOr<TableScan> TableScan::Run(Connection& conn,
   // PostgreSQL refuses it for a partitioned table, even one without
   // partitions.
   const std::string sql =
-      facts.has_children || schema.partitioned()
-          ? absl::StrCat("COPY (SELECT ", schema.select_list(), " FROM ",
-                         schema.quoted_name(), ") TO STDOUT (FORMAT binary)")
+      facts.has_children || schema.partitioned() || !where.empty()
+          ? absl::StrCat(
+                "COPY (SELECT ", schema.select_list(), " FROM ",
+                schema.quoted_name(),
+                where.empty() ? "" : absl::StrCat(" WHERE (", where, ")"),
+                ") TO STDOUT (FORMAT binary)")
           : absl::StrCat("COPY ", schema.quoted_name(), " (",
                          schema.select_list(), ") TO STDOUT (FORMAT binary)");
   TALLY_RETURN_IF_ERROR(conn.CopyOut(

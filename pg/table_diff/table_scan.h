@@ -109,15 +109,18 @@ class TableScan {
   static constexpr int kLeafBits = 12;
   static constexpr size_t kLeaves = size_t{1} << kLeafBits;
 
-  // Reads every row of `schema`'s table through `conn`, in the
+  // Reads every row of `schema`'s table through `conn` (those for which
+  // the SQL condition `where` holds, when it is not empty), in the
   // connection's current transaction if one is open (the caller's
   // snapshot), and digests it under `keyspace`. Returns the connection's
-  // error (a missing table, a lost connection, kDeadlineExceeded past the
-  // connection's query timeout), or kDataLoss for a malformed COPY stream.
+  // error (a missing table, a bad `where`, a lost connection,
+  // kDeadlineExceeded past the connection's query timeout), or kDataLoss
+  // for a malformed COPY stream.
   // REQUIRES: `schema` was read from this connection's database.
   static absl::StatusOr<TableScan> Run(Connection& conn,
                                        const TableSchema& schema,
-                                       absl::string_view keyspace);
+                                       absl::string_view keyspace,
+                                       absl::string_view where = "");
 
   TableScan(TableScan&&) = default;
   TableScan& operator=(TableScan&&) = default;

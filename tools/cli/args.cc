@@ -78,26 +78,29 @@ const std::vector<CommandSpec>& Commands() {
        2,
        2,
        "diff A B [--range=FROM:TO | --keys-from=FILE] [--third-party] "
-       "[--all-keyspaces] [--values]",
+       "[--all-keyspaces] [--values] [--columns=C,... | "
+       "--exclude-columns=C,...] [--where=COND]",
        "list the keys that differ between nodes A and B, or between the "
        "tables of two PostgreSQL URLs (exit 1 if any); A diffs against B "
        "itself, or this tool does with --third-party",
        "tally --keyspace=users diff 127.0.0.1:7400 127.0.0.1:7401",
        {"third_party", "table", "all_keyspaces", "range", "keys_from",
-        "escaped", "values"}},
+        "escaped", "values", "columns", "exclude_columns", "where"}},
       {"repair",
        2,
        2,
        "repair A B [--source=A|B] [--dry-run] [--bandwidth=MB/s] "
        "[--insert-only | --upsert-only] [--max-rows=N] [--report=FILE] "
        "[--range=FROM:TO | --keys-from=FILE] [--third-party] "
-       "[--all-keyspaces]",
+       "[--all-keyspaces] [--columns=C,... | --exclude-columns=C,...] "
+       "[--where=COND]",
        "make A and B equal: two-way last writer wins, or one-way from "
        "--source; run by A, or by this tool with --third-party",
        "tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401",
        {"source", "dry_run", "bandwidth", "third_party", "table",
         "all_keyspaces", "range", "keys_from", "escaped", "insert_only",
-        "upsert_only", "max_rows", "report"}},
+        "upsert_only", "max_rows", "report", "columns", "exclude_columns",
+        "where"}},
       {"recheck",
        1,
        1,

@@ -69,6 +69,11 @@ struct Context {
   tree::DiffScope scope;
   bool third_party = false;
   std::vector<std::string> tables;  // --table
+  // diff, repair of two PostgreSQL URLs: --columns, --exclude-columns,
+  // --where.
+  std::vector<std::string> columns;
+  std::vector<std::string> exclude_columns;
+  std::string where;
   std::string data_dir;
   std::string node_name;  // recover: when the store lost every record of it
   // argv as given (the URL commands run `tally-pg` with it: pg_diff.h).

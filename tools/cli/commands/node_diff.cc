@@ -122,7 +122,15 @@ void ConnectBoth(const Context& ctx, node::NodeClient& a, node::NodeClient& b) {
 std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
   const bool url_a = IsPostgresUrl(ctx.args[0]);
   const bool url_b = IsPostgresUrl(ctx.args[1]);
-  if (!url_a && !url_b) return std::nullopt;
+  if (!url_a && !url_b) {
+    if (!ctx.columns.empty() || !ctx.exclude_columns.empty() ||
+        !ctx.where.empty()) {
+      return CommandResult(absl::InvalidArgumentError(
+          "--columns, --exclude-columns and --where are for two PostgreSQL "
+          "URLs; between nodes, --range and --keys-from choose the rows"));
+    }
+    return std::nullopt;
+  }
   if (url_a != url_b) {
     return CommandResult(absl::InvalidArgumentError(
         "give two PostgreSQL URLs or two node addresses, not one of each"));
@@ -145,6 +153,9 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
   options.url_a = ctx.args[0];
   options.url_b = ctx.args[1];
   options.tables = ctx.tables;
+  options.columns = ctx.columns;
+  options.exclude_columns = ctx.exclude_columns;
+  options.where = ctx.where;
   options.json = ctx.json;
   options.timeout = ctx.client_options.rpc_timeout;
   options.repair = repair;

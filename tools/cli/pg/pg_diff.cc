@@ -140,8 +140,9 @@ const char* KindText(const pg::RowDifference& d) {
 absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
                                  Database& b, const TablePair& tables) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<pg::TableDiff> diff =
-      pg::DiffTables(*a.conn, *b.conn, tables.first, tables.second);
+  absl::StatusOr<pg::TableDiff> diff = pg::DiffTables(
+      *a.conn, *b.conn, tables.first, tables.second,
+      pg::RowScope{options.columns, options.exclude_columns, options.where});
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!diff.ok()) {
     // DiffTables names the side ("a: ..."); add which database it is.

@@ -38,6 +38,10 @@ struct PgDiffOptions {
   std::string url_a;
   std::string url_b;
   std::vector<std::string> tables;  // --table
+  // --columns, --exclude-columns, --where (pg/table_diff/table_diff.h).
+  std::vector<std::string> columns;
+  std::vector<std::string> exclude_columns;
+  std::string where;
   bool json = false;
   // Bounds connecting and every wait on a server.
   absl::Duration timeout = absl::Seconds(30);
