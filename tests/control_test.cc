@@ -203,6 +203,10 @@ TEST(Control, PausedPeerGetsNoSessionsUntilResumed) {
   TempDir dir_a, dir_b;
   auto b = StartNode("node-b", dir_b.path());
   ASSERT_TRUE(b);
+  // Rows for A's first session to find: the heat map then has a strip.
+  for (const char* key : {"k1", "k2", "k3"}) {
+    ASSERT_EQ(RunTally({"--node", b->address(), "put", key, "v"}).exit_code, 0);
+  }
   auto a = StartNode("node-a", dir_a.path(),
                      {"--peer", b->address(), "--sync-interval", "1s",
                       "--metrics-listen", "127.0.0.1:0"});
@@ -254,6 +258,10 @@ TEST(Control, PausedPeerGetsNoSessionsUntilResumed) {
   // node showed none).
   const int kept = OnlyPeer(a->address()).history_size();
   EXPECT_GT(kept, 0);
+  // And the heat map (saved with the history; before, it started empty).
+  const v1::PeerStatus heat_before = OnlyPeer(a->address());
+  ASSERT_EQ(heat_before.heat_size(), 1);
+  EXPECT_EQ(heat_before.heat(0).keyspace(), "default");
   EXPECT_EQ(a->Stop(), 0);
   a = StartNode("node-a", dir_a.path(),
                 {"--peer", b->address(), "--sync-interval", "1s",
@@ -263,6 +271,11 @@ TEST(Control, PausedPeerGetsNoSessionsUntilResumed) {
               HasSubstr(absl::StrCat("peer ", b->address(), " stays paused")));
   EXPECT_TRUE(OnlyPeer(a->address()).paused());
   EXPECT_EQ(OnlyPeer(a->address()).history_size(), kept);
+  const v1::PeerStatus heat_after = OnlyPeer(a->address());
+  EXPECT_EQ(heat_after.heat_sessions(), heat_before.heat_sessions());
+  ASSERT_EQ(heat_after.heat_size(), 1);
+  EXPECT_EQ(heat_after.heat(0).SerializeAsString(),
+            heat_before.heat(0).SerializeAsString());
   absl::SleepFor(absl::Seconds(2));
   EXPECT_EQ(OnlyPeer(a->address()).history_size(), kept);  // still paused
   port = MetricsPort(*a);

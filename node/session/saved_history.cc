@@ -45,12 +45,46 @@ SessionRecord FromProto(const v1::SessionRecord& proto) {
   return record;
 }
 
+std::map<std::string, SegmentCounts> HeatFromProto(
+    const google::protobuf::RepeatedPtrField<v1::KeyspaceHeat>& heat) {
+  std::map<std::string, SegmentCounts> by_keyspace;
+  for (const v1::KeyspaceHeat& keyspace : heat) {
+    if (keyspace.keyspace().empty()) continue;  // a session that found none
+    SegmentCounts& counts = by_keyspace[keyspace.keyspace()];
+    for (const v1::HeatSegment& s : keyspace.last()) {
+      if (s.segment() >= static_cast<uint32_t>(kHeatSegments)) continue;
+      counts.differences[s.segment()] += s.differences();
+      counts.rows_repaired[s.segment()] += s.rows_repaired();
+    }
+  }
+  return by_keyspace;
+}
+
+void HeatToProto(const std::map<std::string, SegmentCounts>& by_keyspace,
+                 v1::SessionRecord* record) {
+  // A session that found no difference is still one the map adds up: an
+  // entry without a keyspace says so.
+  if (by_keyspace.empty()) record->add_heat();
+  for (const auto& [name, counts] : by_keyspace) {
+    v1::KeyspaceHeat* keyspace = record->add_heat();
+    keyspace->set_keyspace(name);
+    keyspace->set_segments(kHeatSegments);
+    for (int i = 0; i < kHeatSegments; ++i) {
+      if (counts.differences[i] == 0 && counts.rows_repaired[i] == 0) continue;
+      v1::HeatSegment* segment = keyspace->add_last();
+      segment->set_segment(static_cast<uint32_t>(i));
+      segment->set_differences(counts.differences[i]);
+      segment->set_rows_repaired(counts.rows_repaired[i]);
+    }
+  }
+}
+
 }  // namespace
 
-absl::StatusOr<std::map<std::string, std::vector<SessionRecord>>>
-ReadSavedHistory(const std::string& data_dir) {
+absl::StatusOr<std::map<std::string, SavedPeer>> ReadSavedHistory(
+    const std::string& data_dir) {
   const std::string path = PathIn(data_dir);
-  std::map<std::string, std::vector<SessionRecord>> by_peer;
+  std::map<std::string, SavedPeer> by_peer;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (errno == ENOENT) return by_peer;
@@ -65,9 +99,13 @@ ReadSavedHistory(const std::string& data_dir) {
         absl::StrCat(path, " is not a saved session history"));
   }
   for (const v1::PeerStatus& peer : saved.peers()) {
-    std::vector<SessionRecord>& records = by_peer[peer.address()];
+    SavedPeer& saved_peer = by_peer[peer.address()];
+    // Heat is saved with the newest records only, and without gaps.
+    bool heat_ended = false;
     for (const v1::SessionRecord& r : peer.history()) {
-      records.push_back(FromProto(r));
+      saved_peer.records.push_back(FromProto(r));
+      heat_ended = heat_ended || r.heat_size() == 0;
+      if (!heat_ended) saved_peer.heat.push_back(HeatFromProto(r.heat()));
     }
   }
   return by_peer;
@@ -75,15 +113,17 @@ ReadSavedHistory(const std::string& data_dir) {
 
 absl::Status WriteSavedHistory(
     const std::string& data_dir,
-    const std::map<std::string, std::vector<SessionRecord>>& by_peer) {
+    const std::map<std::string, SavedPeer>& by_peer) {
   const std::string path = PathIn(data_dir);
   v1::StatusResponse saved;
-  for (const auto& [address, records] : by_peer) {
-    if (records.empty()) continue;
+  for (const auto& [address, saved_peer] : by_peer) {
+    if (saved_peer.records.empty()) continue;
     v1::PeerStatus* peer = saved.add_peers();
     peer->set_address(address);
-    for (const SessionRecord& record : records) {
-      SessionRecordToProto(record, peer->add_history());
+    for (size_t i = 0; i < saved_peer.records.size(); ++i) {
+      v1::SessionRecord* record = peer->add_history();
+      SessionRecordToProto(saved_peer.records[i], record);
+      if (i < saved_peer.heat.size()) HeatToProto(saved_peer.heat[i], record);
     }
   }
   const std::string temp = absl::StrCat(path, ".tmp");

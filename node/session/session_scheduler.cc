@@ -527,7 +527,7 @@ void SessionScheduler::RestorePaused() {
 
 void SessionScheduler::RestoreHistory() {
   if (config_.data_dir.empty()) return;
-  absl::StatusOr<std::map<std::string, std::vector<SessionRecord>>> saved =
+  absl::StatusOr<std::map<std::string, SavedPeer>> saved =
       ReadSavedHistory(config_.data_dir);
   if (!saved.ok()) {
     LogWarning(absl::StrCat(saved.status().message(),
@@ -539,8 +539,14 @@ void SessionScheduler::RestoreHistory() {
     auto found = saved->find(peer->config.address);
     if (found == saved->end()) continue;
     // Oldest first, so that the newest ends newest.
-    for (auto it = found->second.rbegin(); it != found->second.rend(); ++it) {
+    const SavedPeer& saved_peer = found->second;
+    for (auto it = saved_peer.records.rbegin(); it != saved_peer.records.rend();
+         ++it) {
       peer->history.Record(*it);
+    }
+    for (auto it = saved_peer.heat.rbegin(); it != saved_peer.heat.rend();
+         ++it) {
+      peer->heat.AddSessionCounts(*it);
     }
   }
 }
@@ -548,11 +554,18 @@ void SessionScheduler::RestoreHistory() {
 void SessionScheduler::PersistHistory() {
   if (config_.data_dir.empty()) return;
   absl::MutexLock persist(&persist_mu_);
-  std::map<std::string, std::vector<SessionRecord>> by_peer;
+  std::map<std::string, SavedPeer> by_peer;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& peer : peers_) {
-      by_peer[peer->config.address] = peer->history.Newest();
+      SavedPeer& saved = by_peer[peer->config.address];
+      saved.records = peer->history.Newest();
+      saved.heat = peer->heat.NewestFirst();
+      // Never more counts than records (a history smaller than the heat
+      // window): the counts belong to the newest sessions.
+      if (saved.heat.size() > saved.records.size()) {
+        saved.heat.resize(saved.records.size());
+      }
     }
   }
   const absl::Status written = WriteSavedHistory(config_.data_dir, by_peer);

@@ -68,12 +68,22 @@ RepairHeatHistory::RepairHeatHistory(size_t window)
     : window_(std::max<size_t>(window, 1)) {}
 
 void RepairHeatHistory::AddSession(const SessionHeat& session) {
-  std::map<std::string, SegmentCounts> kept;
-  for (const auto& [keyspace, counts] : session.keyspaces()) {
-    if (!counts.empty()) kept.emplace(keyspace, counts);
+  AddSessionCounts(session.keyspaces());
+}
+
+void RepairHeatHistory::AddSessionCounts(
+    std::map<std::string, SegmentCounts> session) {
+  for (auto it = session.begin(); it != session.end();) {
+    it = it->second.empty() ? session.erase(it) : std::next(it);
   }
-  sessions_.push_back(std::move(kept));
+  sessions_.push_back(std::move(session));
   while (sessions_.size() > window_) sessions_.pop_front();
+}
+
+std::vector<std::map<std::string, SegmentCounts>>
+RepairHeatHistory::NewestFirst() const {
+  return std::vector<std::map<std::string, SegmentCounts>>(sessions_.rbegin(),
+                                                           sessions_.rend());
 }
 
 void RepairHeatHistory::ToProto(v1::PeerStatus* peer,

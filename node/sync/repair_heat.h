@@ -39,6 +39,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tally/v1/tally.pb.h"
 #include "tree/token.h"
@@ -102,8 +103,13 @@ class RepairHeatHistory {
   // window is forgotten.
   void AddSession(const SessionHeat& session);
 
+  // Adds a session as its counts by keyspace (a saved one, at start).
+  void AddSessionCounts(std::map<std::string, SegmentCounts> session);
+
   // Sessions kept (at most the window).
   size_t sessions() const { return sessions_.size(); }
+  // Their counts by keyspace, newest first (to save them).
+  std::vector<std::map<std::string, SegmentCounts>> NewestFirst() const;
 
   // Sets peer->heat (keyspaces with a count in any kept session, by name;
   // the `max_keyspaces` with the most differences if there are more),
