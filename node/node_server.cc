@@ -58,6 +58,15 @@ struct StoreHealth {
 
 namespace {
 
+// The feed's options: half its slots kept for the listed peers.
+FeedOptions PeerFeedOptions(const SessionScheduler* scheduler) {
+  FeedOptions options;
+  options.is_peer = [scheduler](const std::string& subscriber) {
+    return scheduler->IsListedPeer(subscriber);
+  };
+  return options;
+}
+
 // A store that reported damaged tables (storage::TablesReportedDamaged) is
 // salvaged before it opens, as `tally recover` would: LevelDB cannot read
 // past, nor compact past, a block it cannot decode, so until then the rows
@@ -221,7 +230,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
       [scheduler = node->scheduler_.get()](
           const std::string& address, const std::string& name,
           uint64_t /*epoch*/) { scheduler->ObserveCaller(address, name); },
-      FeedOptions{}, node->streams_.get());
+      PeerFeedOptions(node->scheduler_.get()), node->streams_.get());
   MaintenanceOptions maintenance;
   maintenance.log_retention_entries = config.log_retention_entries;
   maintenance.log_retention_age = config.log_retention_age;

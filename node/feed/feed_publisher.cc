@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "node/client/grpc_status.h"
@@ -422,6 +423,8 @@ int FeedPublisher::SubscriptionStarted(const std::string& subscriber,
                                        uint64_t position,
                                        std::function<void()> wake,
                                        std::function<void()> replace) {
+  // Asked before the lock: the answer takes the scheduler's.
+  const bool listed = !options_.is_peer || options_.is_peer(subscriber);
   absl::MutexLock lock(&mu_);
   // Replaced subscriptions take up to a second to end (one stuck writing);
   // a client replacing its own in a tight loop must not pile up threads.
@@ -431,6 +434,11 @@ int FeedPublisher::SubscriptionStarted(const std::string& subscriber,
     if (current_.size() >=
         static_cast<size_t>(std::max(0, options_.max_subscriptions))) {
       return 0;
+    }
+    if (!listed &&
+        unlisted_.size() >=
+            static_cast<size_t>(std::max(0, options_.max_subscriptions / 2))) {
+      return -1;
     }
   } else {
     // The older one ends on its own thread; its slot is this one's now.
@@ -443,6 +451,11 @@ int FeedPublisher::SubscriptionStarted(const std::string& subscriber,
   ++subscriptions_;
   const int id = next_id_++;
   current_[subscriber] = id;
+  if (listed) {
+    unlisted_.erase(subscriber);
+  } else {
+    unlisted_.insert(subscriber);
+  }
   wakers_[id] = std::move(wake);
   replacers_[id] = std::move(replace);
   SubscriptionStats& stats = stats_[id];
@@ -459,6 +472,7 @@ void FeedPublisher::SubscriptionEnded(int id) {
   stats_.erase(id);
   for (auto it = current_.begin(); it != current_.end(); ++it) {
     if (it->second == id) {
+      unlisted_.erase(it->first);
       current_.erase(it);
       break;
     }
@@ -540,11 +554,18 @@ grpc::ServerWriteReactor<v1::FeedBatch>* FeedPublisher::Subscribe(
   const int id = SubscriptionStarted(
       request->subscriber(), start, [reactor] { reactor->Wake(); },
       [reactor] { reactor->Replace(); });
-  if (id == 0) {
+  if (id <= 0) {
     delete reactor;
     return new RefusedReactor(absl::ResourceExhaustedError(
-        absl::StrFormat("this node serves at most %d feed subscriptions",
-                        options_.max_subscriptions)));
+        id == 0
+            ? absl::StrFormat("this node serves at most %d feed subscriptions",
+                              options_.max_subscriptions)
+            : absl::StrFormat(
+                  "this node serves at most %d feed subscriptions to "
+                  "nodes it does not list as peers (the rest are kept "
+                  "for its peers); list '%s' as a peer there",
+                  options_.max_subscriptions / 2,
+                  absl::CHexEscape(request->subscriber()))));
   }
   reactor->StartThread(id);
   return reactor;

@@ -42,6 +42,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -57,6 +58,11 @@ namespace node {
 struct FeedOptions {
   absl::Duration heartbeat = absl::Seconds(1);
   int max_subscriptions = 64;
+  // Whether `subscriber` (the node name it subscribes under) is one of this
+  // node's listed peers. Subscribers that are not hold at most half of
+  // max_subscriptions between them, so that any client able to connect
+  // cannot take the slots the node's own peers need. Null: no reservation.
+  std::function<bool(const std::string& subscriber)> is_peer;
 };
 
 class FeedPublisher : public StatusSource {
@@ -81,7 +87,9 @@ class FeedPublisher : public StatusSource {
 
   // For subscriptions: one more (with a function that wakes it, and one
   // that ends it when a newer subscription of the same subscriber replaces
-  // it; returns 0 when the limit is reached) or one fewer running.
+  // it; returns 0 when the limit is reached, -1 when the limit of
+  // subscribers that are not listed peers is, FeedOptions::is_peer) or one
+  // fewer running.
   int SubscriptionStarted(const std::string& subscriber, uint64_t position,
                           std::function<void()> wake,
                           std::function<void()> replace)
@@ -113,6 +121,8 @@ class FeedPublisher : public StatusSource {
   int subscriptions_ ABSL_GUARDED_BY(mu_) = 0;
   // The current subscription of each subscriber: what the limit counts.
   std::map<std::string, int> current_ ABSL_GUARDED_BY(mu_);
+  // The subscribers of current_ that are not listed peers.
+  std::set<std::string> unlisted_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::function<void()>> replacers_ ABSL_GUARDED_BY(mu_);
   int next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int, std::function<void()>> wakers_ ABSL_GUARDED_BY(mu_);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -33,9 +34,7 @@ class FeedTest : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     pool_ = std::make_unique<WorkerPool>(2, 64);
-    FeedOptions feed;
-    feed.heartbeat = absl::Milliseconds(100);
-    feed.max_subscriptions = 2;
+    FeedOptions feed = MakeFeedOptions();
     service_ =
         std::make_unique<PeerService>(store_.get(), pool_.get(), nullptr, feed);
     grpc::ServerBuilder builder;
@@ -51,6 +50,12 @@ class FeedTest : public ::testing::Test {
 
   // The store's backend; null: the embedded one.
   virtual std::shared_ptr<storage::RowBackend> MakeBackend() { return nullptr; }
+  virtual FeedOptions MakeFeedOptions() {
+    FeedOptions feed;
+    feed.heartbeat = absl::Milliseconds(100);
+    feed.max_subscriptions = 2;
+    return feed;
+  }
 
   void TearDown() override {
     service_->StopFeeds();
@@ -473,6 +478,47 @@ TEST_F(FeedTest, BoundsTheNumberOfSubscriptions) {
   }
   r1->Finish();
   r2->Finish();
+}
+
+// Any client able to connect could take all 64 subscription slots under
+// made-up names, and the node's own peers were then refused. Now the
+// subscribers that are not listed peers share half of them.
+class PeerSlotsFeedTest : public FeedTest {
+ protected:
+  FeedOptions MakeFeedOptions() override {
+    FeedOptions feed = FeedTest::MakeFeedOptions();
+    feed.max_subscriptions = 4;
+    feed.is_peer = [](const std::string& subscriber) {
+      return absl::StartsWith(subscriber, "peer-");
+    };
+    return feed;
+  }
+};
+
+TEST_F(PeerSlotsFeedTest, StrangersTakeHalfTheSlotsAndPeersTheRest) {
+  grpc::ClientContext c1, c2, c3, c4;
+  auto r1 = stub_->Subscribe(&c1, Request(0, "stranger-1"));
+  auto r2 = stub_->Subscribe(&c2, Request(0, "stranger-2"));
+  v1::FeedBatch batch;
+  ASSERT_TRUE(r1->Read(&batch));
+  ASSERT_TRUE(r2->Read(&batch));
+  grpc::Status status;
+  Read(
+      Request(0, "stranger-3"), [](const auto&) { return true; }, &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              ::testing::HasSubstr("does not list as peers"));
+  // The peers still get theirs.
+  auto r3 = stub_->Subscribe(&c3, Request(0, "peer-1"));
+  auto r4 = stub_->Subscribe(&c4, Request(0, "peer-2"));
+  ASSERT_TRUE(r3->Read(&batch));
+  ASSERT_TRUE(r4->Read(&batch));
+  for (grpc::ClientContext* c : {&c1, &c2, &c3, &c4}) c->TryCancel();
+  for (auto* r : {r1.get(), r2.get(), r3.get(), r4.get()}) {
+    while (r->Read(&batch)) {
+    }
+    r->Finish().IgnoreError();
+  }
 }
 
 // Any client could once take every subscription slot by

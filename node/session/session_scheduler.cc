@@ -773,6 +773,11 @@ void SessionScheduler::ObserveCaller(const std::string& address,
   }
 }
 
+bool SessionScheduler::IsListedPeer(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  return IsPeerNameLocked(name);
+}
+
 bool SessionScheduler::IsPeerNameLocked(const std::string& name) const {
   for (const auto& peer : peers_) {
     if (peer->name == name) return true;

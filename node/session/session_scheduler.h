@@ -121,6 +121,10 @@ class SessionScheduler : public StatusSource, public PeerControl {
   // than this have reached every peer (section "Tombstone purge").
   absl::Time PeersSyncedSince() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether `name` is the node name of one of the listed peers (as told by
+  // its handshake or feed; a peer not reached yet has none).
+  bool IsListedPeer(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Makes `peers` the node's peers, by address: the ones not listed before
   // are added and started, the ones no longer listed are removed (their
   // feed stopped, their running session stopped at its next step). A
