@@ -3,6 +3,7 @@
 // (node A runs it, or the tool from here): exactly the scope's differing
 // keys are found and moved, the rest is left as it was, and the proof after
 // the repair is the scope's root.
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <string>
@@ -361,6 +362,17 @@ TEST_P(RepairModes, AReportListsEveryKeyAndRecheckFindsWhatStillDiffers) {
   EXPECT_THAT(keys, HasSubstr(R"("action":"skipped")"));
   EXPECT_THAT(lines[5], HasSubstr(R"("summary":{)"));
   EXPECT_THAT(lines[5], HasSubstr(R"("skipped":2)"));
+
+  // Rendered for review: CSV, a header and a row per key; one HTML page.
+  const CommandResult csv = RunTally({"report", report, "--format=csv"});
+  EXPECT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 5) << csv.out;
+  EXPECT_THAT(csv.out, HasSubstr("\"only-a\",\"copy_to_b\",\"yes\""));
+  const CommandResult html = RunTally({"report", report});
+  EXPECT_EQ(html.exit_code, 0) << html.err;
+  EXPECT_THAT(html.out, HasSubstr("<code>only-a</code>"));
+  EXPECT_THAT(html.out, HasSubstr("skipped <b>2</b>"));
+  EXPECT_EQ(RunTally({"report", report, "--format=pdf"}).exit_code, 2);
 
   const CommandResult again = RunTally({"recheck", report});
   EXPECT_EQ(again.exit_code, 1) << again.out << again.err;

@@ -130,6 +130,8 @@ ABSL_FLAG(std::string, where, "",
           "diff, repair of two PostgreSQL URLs: compare only the rows for "
           "which this SQL condition holds, on each side (what follows "
           "WHERE, e.g. \"region = 'eu'\").");
+ABSL_FLAG(std::string, format, "html",
+          "report: html (one self-contained page) or csv (a row per key).");
 ABSL_FLAG(std::string, data_dir, "",
           "verify, recover: data directory of a stopped node (verify without "
           "it asks a running PostgreSQL sidecar, --node).");
@@ -192,6 +194,7 @@ CommandResult Run(const std::string& command, const Context& ctx) {
   if (command == "sync") return Sync(ctx);
   if (command == "keyspaces") return Keyspaces(ctx);
   if (command == "recheck") return Recheck(ctx);
+  if (command == "report") return Report(ctx);
   return Help(ctx);
 }
 
@@ -334,6 +337,7 @@ int Main(int argc, char** argv) {
   ctx.columns = absl::GetFlag(FLAGS_columns);
   ctx.exclude_columns = absl::GetFlag(FLAGS_exclude_columns);
   ctx.where = absl::GetFlag(FLAGS_where);
+  ctx.format = absl::GetFlag(FLAGS_format);
   // An unset shell variable must not widen a comparison to everything.
   for (const auto& [flag, empty] :
        {std::pair<const char*, bool>{"columns", ctx.columns.empty()},

@@ -34,6 +34,8 @@ CommandResult Sync(const Context& ctx);
 CommandResult Token(const Context& ctx);
 CommandResult Keyspaces(const Context& ctx);
 CommandResult Recheck(const Context& ctx);
+// tools/cli/commands/report_command.cc
+CommandResult Report(const Context& ctx);
 
 }  // namespace cli
 }  // namespace tally
