@@ -184,6 +184,36 @@ TEST_F(TableDiffCli, ColumnsAndWhereChooseWhatIsComparedAndRepaired) {
             0);
 }
 
+// `diff --values` between two databases names the columns that differ,
+// with both values (pgEdge ACE's table-diff shows as much), and prints a
+// row present on one side only; floats exactly, times in UTC whatever the
+// servers' own TimeZone.
+TEST_F(TableDiffCli, ValuesNameTheColumnsThatDifferWithBothValues) {
+  Sql(*a_, "ALTER DATABASE postgres SET TimeZone = 'Asia/Tokyo'");
+  Sql(*b_,
+      "UPDATE t SET a = 0, c = '2026-01-01 00:00:00.5Z' WHERE id = 42; "
+      "UPDATE t SET b = NULL WHERE id = 43; DELETE FROM t WHERE id = 7");
+  const CommandResult r = RunTally({"diff", "--values", UrlA(), UrlB()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("42  differs\n"
+                               "    a: '42' on a, '0' on b\n"
+                               "    c: '2026-01-01 00:00:00+00' on a, "
+                               "'2026-01-01 00:00:00.5+00' on b\n"));
+  EXPECT_THAT(r.out, HasSubstr("43  differs\n    b: '"));
+  EXPECT_THAT(r.out, HasSubstr("' on a, NULL on b\n"));
+  EXPECT_THAT(r.out, HasSubstr("7  only in a\n    on a: id='7', a='7', b='"));
+  EXPECT_THAT(r.out, HasSubstr("3 keys differ"));
+
+  const CommandResult j =
+      RunTally({"diff", "--values", "--json", UrlA(), UrlB()});
+  EXPECT_EQ(j.exit_code, 1) << j.err;
+  EXPECT_THAT(j.out, HasSubstr(R"("columns_differ":["a","c"])"));
+  EXPECT_THAT(j.out, HasSubstr(R"("a":{"a":"42","b":"0"})"));
+  EXPECT_THAT(j.out, HasSubstr(R"("b":{"a":)"));
+  EXPECT_THAT(j.out, HasSubstr(R"(,"b":null})"));
+  EXPECT_THAT(j.out, HasSubstr(R"("row_a":{)"));
+}
+
 TEST_F(TableDiffCli, RepairFromBChangesA) {
   Sql(*b_, "DELETE FROM t WHERE id = 1");
   const CommandResult repair =

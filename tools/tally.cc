@@ -149,10 +149,12 @@ ABSL_FLAG(uint64_t, max_rows, 0,
           "repair: stop before changing more than this many rows (the rows "
           "before the limit are changed; exit 2 saying so). 0: no limit.");
 ABSL_FLAG(bool, values, false,
-          "diff of two nodes: under each difference, the row's value on A "
-          "and on B as each node holds it now (read by key after the "
-          "difference was found; C-escaped, cut after 200 characters; in "
-          "JSON whole, as a_now and b_now).");
+          "diff: under each difference, the row's value on A and on B as "
+          "each holds it now (read by key after the difference was found; "
+          "C-escaped, cut after 200 characters; in JSON whole, as a_now and "
+          "b_now). Between two PostgreSQL URLs: the columns that differ, "
+          "with both values (columns_differ and values in JSON), and a row "
+          "on one side only whole.");
 ABSL_FLAG(bool, create_keyspace, false,
           "put, del, load: create --keyspace on the node when it lacks it "
           "(without it such a write is refused: a keyspace made by a typo "

@@ -322,5 +322,52 @@ absl::StatusOr<std::vector<std::string>> KeyTexts(
   return texts;
 }
 
+absl::StatusOr<absl::flat_hash_map<std::string, RowText>> RowTextsByKey(
+    Connection& conn, const TableSchema& schema,
+    absl::Span<const std::string> keys) {
+  absl::flat_hash_map<std::string, RowText> rows;
+  if (keys.empty()) return rows;
+  const RowCodec codec = schema.codec();
+  std::vector<std::string> texts;
+  for (const TableColumn& c : schema.columns()) {
+    texts.push_back(
+        absl::StrCat(conn.QuoteIdentifier(c.name), "::pg_catalog.text"));
+  }
+  TALLY_RETURN_IF_ERROR(WithKeysTable(conn, schema, keys, [&] {
+    for (const char* setting :
+         {"SET LOCAL TimeZone = 'UTC'", "SET LOCAL DateStyle = 'ISO, YMD'",
+          "SET LOCAL IntervalStyle = 'iso_8601'",
+          "SET LOCAL extra_float_digits = 3",
+          "SET LOCAL bytea_output = 'hex'"}) {
+      TALLY_RETURN_IF_ERROR(conn.Exec(setting).status());
+    }
+    std::string key;
+    CopyBinaryReader reader(
+        [&](absl::Span<const Field> fields) -> absl::Status {
+          TALLY_RETURN_IF_ERROR(
+              codec.EncodeKey(fields.first(codec.key_columns()), &key));
+          RowText& row = rows[key];
+          row.clear();
+          for (const Field& f : fields.subspan(codec.key_columns())) {
+            row.push_back(f.is_null() ? std::nullopt
+                                      : std::optional<std::string>(
+                                            std::string(f.bytes())));
+          }
+          return absl::OkStatus();
+        },
+        static_cast<int>(codec.key_columns() + texts.size()));
+    return [&]() -> absl::Status {
+      TALLY_RETURN_IF_ERROR(conn.CopyOut(
+          absl::StrCat("COPY (SELECT ", schema.key_list(), ", ",
+                       absl::StrJoin(texts, ", "), " FROM ",
+                       schema.quoted_name(), " JOIN tally_keys USING (",
+                       schema.key_list(), ")) TO STDOUT (FORMAT binary)"),
+          [&](absl::string_view chunk) { return reader.Feed(chunk); }));
+      return reader.Finish();
+    }();
+  }));
+  return rows;
+}
+
 }  // namespace pg
 }  // namespace tally

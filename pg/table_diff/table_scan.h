@@ -37,9 +37,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -188,6 +190,19 @@ absl::StatusOr<std::vector<CanonicalRow>> ReadRowsByKey(
 // The server converts, so every type prints as psql would show it.
 // REQUIRES and errors as ReadRowsByKey.
 absl::StatusOr<std::vector<std::string>> KeyTexts(
+    Connection& conn, const TableSchema& schema,
+    absl::Span<const std::string> keys);
+
+// A row as PostgreSQL prints each of its columns (`column::text`), in the
+// schema's canonical order; nullopt for NULL.
+using RowText = std::vector<std::optional<std::string>>;
+
+// The rows at `keys` (canonical key bytes) as text, by canonical key, for
+// the keys found. Read with TimeZone UTC, DateStyle ISO, IntervalStyle
+// iso_8601, extra_float_digits 3 and bytea_output hex, so that two
+// databases print one value alike (and a float exactly), whatever their
+// own settings. REQUIRES and errors as ReadRowsByKey.
+absl::StatusOr<absl::flat_hash_map<std::string, RowText>> RowTextsByKey(
     Connection& conn, const TableSchema& schema,
     absl::Span<const std::string> keys);
 

@@ -144,11 +144,6 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
     return CommandResult(absl::InvalidArgumentError(
         "--insert-only, --upsert-only and --max-rows are for two nodes"));
   }
-  if (ctx.values) {
-    return CommandResult(absl::InvalidArgumentError(
-        "--values is for two nodes; between PostgreSQL databases, read a "
-        "row with psql by its primary key"));
-  }
   PgDiffOptions options;
   options.url_a = ctx.args[0];
   options.url_b = ctx.args[1];
@@ -156,6 +151,7 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
   options.columns = ctx.columns;
   options.exclude_columns = ctx.exclude_columns;
   options.where = ctx.where;
+  options.values = ctx.values && !repair;
   options.json = ctx.json;
   options.timeout = ctx.client_options.rpc_timeout;
   options.repair = repair;

@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "absl/types/span.h"
 #include "pg/table_diff/table_diff.h"
 #include "pg/wire/connection.h"
 #include "tools/cli/args.h"
@@ -131,6 +134,87 @@ absl::StatusOr<std::vector<TablePair>> ChooseTables(
   return pairs;
 }
 
+// A value as --values prints it: C-escaped, cut after 200 characters, NULL
+// as NULL (and a text 'NULL' quoted, so the two never read alike).
+std::string ValueText(const std::optional<std::string>& value) {
+  if (!value.has_value()) return "NULL";
+  constexpr size_t kMaxShown = 200;
+  std::string shown = absl::CHexEscape(value->substr(0, kMaxShown));
+  return absl::StrCat("'", shown, "'",
+                      value->size() > kMaxShown
+                          ? absl::StrFormat("... (%d bytes)", value->size())
+                          : "");
+}
+
+// The rows of `keys` on one side as text, in batches (one keys table
+// each).
+absl::StatusOr<absl::flat_hash_map<std::string, pg::RowText>> RowTexts(
+    Database& db, const pg::TableSchema& schema,
+    const std::vector<std::string>& keys) {
+  constexpr size_t kBatch = 1000;
+  absl::flat_hash_map<std::string, pg::RowText> all;
+  for (size_t at = 0; at < keys.size(); at += kBatch) {
+    absl::Span<const std::string> batch = absl::MakeConstSpan(keys).subspan(
+        at, std::min(kBatch, keys.size() - at));
+    absl::StatusOr<absl::flat_hash_map<std::string, pg::RowText>> rows =
+        pg::RowTextsByKey(*db.conn, schema, batch);
+    if (!rows.ok()) return WithSide(rows.status(), db);
+    for (auto& [key, row] : *rows) all.emplace(key, std::move(row));
+  }
+  return all;
+}
+
+// What --values adds under a difference: for a row on both sides the
+// columns whose text differs with both values; for a row on one side its
+// columns (the key's included).
+void PrintValues(const pg::TableSchema& schema, const pg::RowText* in_a,
+                 const pg::RowText* in_b, bool json, Json* line) {
+  const auto columns = schema.columns();
+  if (in_a != nullptr && in_b != nullptr) {
+    std::vector<std::string> differ;
+    Json values = Json::object();
+    for (size_t i = 0;
+         i < columns.size() && i < in_a->size() && i < in_b->size(); ++i) {
+      if ((*in_a)[i] == (*in_b)[i]) continue;
+      differ.push_back(columns[i].name);
+      if (json) {
+        values[columns[i].name] = {
+            {"a", (*in_a)[i].has_value() ? Json((*in_a)[i].value()) : Json()},
+            {"b", (*in_b)[i].has_value() ? Json((*in_b)[i].value()) : Json()}};
+      } else {
+        std::cout << "    " << columns[i].name << ": " << ValueText((*in_a)[i])
+                  << " on a, " << ValueText((*in_b)[i]) << " on b\n";
+      }
+    }
+    if (json) {
+      (*line)["columns_differ"] = differ;
+      (*line)["values"] = values;
+    } else if (differ.empty()) {
+      std::cout << "    (no column differs in its text: their binary forms "
+                   "do)\n";
+    }
+    return;
+  }
+  const pg::RowText* row = in_a != nullptr ? in_a : in_b;
+  if (row == nullptr) {  // changed since the diff, on both sides
+    if (!json) std::cout << "    (the row is gone on both sides now)\n";
+    return;
+  }
+  Json values = Json::object();
+  std::vector<std::string> cells;
+  for (size_t i = 0; i < columns.size() && i < row->size(); ++i) {
+    values[columns[i].name] =
+        (*row)[i].has_value() ? Json((*row)[i].value()) : Json();
+    cells.push_back(absl::StrCat(columns[i].name, "=", ValueText((*row)[i])));
+  }
+  if (json) {
+    (*line)[in_a != nullptr ? "row_a" : "row_b"] = values;
+  } else {
+    std::cout << "    on " << (in_a != nullptr ? "a" : "b") << ": "
+              << absl::StrJoin(cells, ", ") << "\n";
+  }
+}
+
 const char* KindText(const pg::RowDifference& d) {
   if (d.in_a && d.in_b) return "differs";
   return d.in_a ? "only in a" : "only in b";
@@ -164,6 +248,19 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
   absl::StatusOr<std::vector<std::string>> texts =
       pg::KeyTexts(*a.conn, diff->schema, keys);
   if (!texts.ok()) return WithSide(texts.status(), a);
+  // --values: both sides' rows now (read by key after the diff: a row
+  // written since shows its newer value).
+  absl::flat_hash_map<std::string, pg::RowText> values_a;
+  absl::flat_hash_map<std::string, pg::RowText> values_b;
+  if (options.values) {
+    TALLY_ASSIGN_OR_RETURN(values_a, RowTexts(a, diff->schema, keys));
+    TALLY_ASSIGN_OR_RETURN(values_b, RowTexts(b, diff->schema_b, keys));
+  }
+  auto find = [](const absl::flat_hash_map<std::string, pg::RowText>& rows,
+                 const std::string& key) -> const pg::RowText* {
+    auto it = rows.find(key);
+    return it == rows.end() ? nullptr : &it->second;
+  };
   for (size_t i = 0; i < keys.size(); ++i) {
     const pg::RowDifference& d = diff->differences[i];
     if (options.json) {
@@ -172,9 +269,17 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
       SetBytesField(line, "key", (*texts)[i]);
       line["a"] = d.in_a;
       line["b"] = d.in_b;
+      if (options.values) {
+        PrintValues(diff->schema, find(values_a, keys[i]),
+                    find(values_b, keys[i]), /*json=*/true, &line);
+      }
       std::cout << DumpJson(line) << "\n";
     } else {
       std::cout << absl::CHexEscape((*texts)[i]) << "  " << KindText(d) << "\n";
+      if (options.values) {
+        PrintValues(diff->schema, find(values_a, keys[i]),
+                    find(values_b, keys[i]), /*json=*/false, nullptr);
+      }
     }
   }
   const size_t n = diff->differences.size();

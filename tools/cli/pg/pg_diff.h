@@ -42,6 +42,9 @@ struct PgDiffOptions {
   std::vector<std::string> columns;
   std::vector<std::string> exclude_columns;
   std::string where;
+  // diff --values: under each differing key, the columns that differ with
+  // their values on both sides (a row on one side only: its columns).
+  bool values = false;
   bool json = false;
   // Bounds connecting and every wait on a server.
   absl::Duration timeout = absl::Seconds(30);
