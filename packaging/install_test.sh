@@ -96,10 +96,17 @@ out=$(cd "$tmp/dirs" && bash -c "
   COMP_WORDS=(tallyd --sync-int); COMP_CWORD=1; _tallyd; echo \"\${COMPREPLY[*]}\"
   COMP_WORDS=(tallyd --data-dir st); COMP_CWORD=2; _tallyd; echo \"\${COMPREPLY[*]}\"
   COMP_WORDS=(tallyd --check); COMP_CWORD=1; _tallyd; echo \"\${COMPREPLY[*]}\"
+  COMP_WORDS=(tallyd --data-dir = st); COMP_CWORD=3; _tallyd; echo \"\${COMPREPLY[*]}\"
+  COMP_WORDS=(tallyd --data-dir=st); COMP_CWORD=1; _tallyd; echo \"\${COMPREPLY[*]}\"
+  COMP_WORDS=(tallyd --sync-writes = f); COMP_CWORD=3; _tallyd; echo \"\${COMPREPLY[*]}\"
 ")
 echo "$out" | sed -n 1p | grep -qx -- '--sync-interval' || fail "tallyd completion of --sync-int gave: $out"
 echo "$out" | sed -n 2p | grep -qx 'store-here' || fail "tallyd completion after --data-dir gave: $out"
 echo "$out" | sed -n 3p | grep -qx -- '--check-config' || fail "tallyd completion of --check gave: $out"
+# --flag=value: as bash splits it at '=' by default, and as one word.
+echo "$out" | sed -n 4p | grep -qx 'store-here' || fail "tallyd completion after --data-dir= gave: $out"
+echo "$out" | sed -n 5p | grep -qx -- '--data-dir=store-here' || fail "tallyd completion of --data-dir=st gave: $out"
+echo "$out" | sed -n 6p | grep -qx 'false' || fail "tallyd completion after --sync-writes= gave: $out"
 
 # Completion: loads, completes commands and flags.
 out=$(bash -c "

@@ -673,20 +673,33 @@ std::string SettingsBashCompletion() {
       "_tallyd() {\n"
       "  local cur=${COMP_WORDS[COMP_CWORD]}\n"
       "  local prev=${COMP_WORDS[COMP_CWORD-1]}\n"
-      "  case $prev in\n";
-  absl::StrAppend(&out, "    --config", files,
-                  ")\n"
-                  "      COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n");
+      // The flag whose value is being completed, and that value: `--flag
+      // VALUE`, or `--flag=VALUE` (one word, or three when '=' breaks
+      // words, as it does by default).
+      "  local flag=$prev value=$cur prefix=\n"
+      "  if [[ $cur == = ]]; then value=\n"
+      "  elif [[ $prev == = ]]; then flag=${COMP_WORDS[COMP_CWORD-2]}\n"
+      "  elif [[ $cur == --*=* ]]; then\n"
+      "    flag=${cur%%=*}; value=${cur#*=}; prefix=$flag=\n"
+      "  fi\n"
+      "  case $flag in\n";
+  absl::StrAppend(
+      &out, "    --config", files,
+      ")\n"
+      "      COMPREPLY=($(compgen -f -P \"$prefix\" -- \"$value\")); "
+      "return ;;\n");
   if (!dirs.empty()) {
-    absl::StrAppend(&out, "    ", dirs.substr(1),
-                    ")\n"
-                    "      COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n");
+    absl::StrAppend(
+        &out, "    ", dirs.substr(1),
+        ")\n"
+        "      COMPREPLY=($(compgen -d -P \"$prefix\" -- \"$value\")); "
+        "return ;;\n");
   }
   if (!bools.empty()) {
     absl::StrAppend(&out, "    ", bools.substr(1),
                     ")\n"
-                    "      COMPREPLY=($(compgen -W 'true false' -- \"$cur\")); "
-                    "return ;;\n");
+                    "      COMPREPLY=($(compgen -W 'true false' -P "
+                    "\"$prefix\" -- \"$value\")); return ;;\n");
   }
   absl::StrAppend(&out,
                   "  esac\n"
