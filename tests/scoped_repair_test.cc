@@ -5,6 +5,7 @@
 // the repair is the scope's root.
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -384,6 +385,48 @@ TEST_P(RepairModes, AReportListsEveryKeyAndRecheckFindsWhatStillDiffers) {
   ASSERT_EQ(Repair({}).exit_code, 0);
   EXPECT_EQ(RunTally({"recheck", report}).exit_code, 0);
   EXPECT_EQ(RunTally({"recheck", "/nonexistent/report"}).exit_code, 2);
+}
+
+// `repair --report FILE --values`: each key's value on A and on B before
+// the repair and after it, so that a reviewer sees what was overwritten.
+TEST_P(RepairModes, AReportWithValuesHoldsThemBeforeAndAfter) {
+  const std::string report = files_.path() + "/values.jsonl";
+  const CommandResult r = Repair({"--report", report, "--values"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ifstream in(report);
+  std::string overwrite;
+  int keys = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(R"("action")") != std::string::npos) ++keys;
+    if (line.find(R"("key":"overwrite")") != std::string::npos) {
+      overwrite = line;
+    }
+  }
+  EXPECT_EQ(keys, 4);
+  EXPECT_THAT(overwrite, HasSubstr(R"("a_before":{"value":"new on a"})"));
+  EXPECT_THAT(overwrite, HasSubstr(R"("b_before":{"value":"old on b"})"));
+  EXPECT_THAT(overwrite, HasSubstr(R"("a_after":{"value":"new on a"})"));
+  EXPECT_THAT(overwrite, HasSubstr(R"("b_after":{"value":"new on a"})"));
+  EXPECT_EQ(ValueOn(*b_, "overwrite"), "new on a");
+  // Rendered, the values show.
+  const CommandResult csv = RunTally({"report", report, "--format=csv"});
+  EXPECT_THAT(csv.out, HasSubstr("\"old on b\""));
+  // Without a report there is nowhere to put them.
+  EXPECT_EQ(Repair({"--values"}).exit_code, 2);
+}
+
+// A dry run's report holds the values now (nothing changes).
+TEST_P(RepairModes, ADryRunReportWithValuesHoldsTheValuesNow) {
+  const std::string report = files_.path() + "/dry.jsonl";
+  const CommandResult r = Repair({"--dry-run", "--report", report, "--values"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  std::ifstream in(report);
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr(R"("b_before":{"value":"old on b"})"));
+  EXPECT_THAT(text, HasSubstr(R"("b_before":{"none":"missing"})"));
+  EXPECT_THAT(text, Not(HasSubstr("_after")));
+  EXPECT_EQ(ValueOn(*b_, "overwrite"), "old on b");
 }
 
 INSTANTIATE_TEST_SUITE_P(BothPaths, RepairModes,

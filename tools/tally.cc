@@ -154,7 +154,8 @@ ABSL_FLAG(bool, values, false,
           "C-escaped, cut after 200 characters; in JSON whole, as a_now and "
           "b_now). Between two PostgreSQL URLs: the columns that differ, "
           "with both values (columns_differ and values in JSON), and a row "
-          "on one side only whole.");
+          "on one side only whole. repair --report FILE --values: the "
+          "report holds each key's values before and after the repair.");
 ABSL_FLAG(bool, create_keyspace, false,
           "put, del, load: create --keyspace on the node when it lacks it "
           "(without it such a write is refused: a keyspace made by a typo "

@@ -90,7 +90,8 @@ const std::vector<CommandSpec>& Commands() {
        2,
        2,
        "repair A B [--source=A|B] [--dry-run] [--bandwidth=MB/s] "
-       "[--insert-only | --upsert-only] [--max-rows=N] [--report=FILE] "
+       "[--insert-only | --upsert-only] [--max-rows=N] [--report=FILE "
+       "[--values]] "
        "[--range=FROM:TO | --keys-from=FILE] [--third-party] "
        "[--all-keyspaces] [--columns=C,... | --exclude-columns=C,...] "
        "[--where=COND]",
@@ -100,7 +101,7 @@ const std::vector<CommandSpec>& Commands() {
        {"source", "dry_run", "bandwidth", "third_party", "table",
         "all_keyspaces", "range", "keys_from", "escaped", "insert_only",
         "upsert_only", "max_rows", "report", "columns", "exclude_columns",
-        "where"}},
+        "where", "values"}},
       {"recheck",
        1,
        1,

@@ -16,6 +16,7 @@
 #include "tools/cli/commands/commands.h"
 #include "tools/cli/commands/diff_scope_flags.h"
 #include "tools/cli/commands/node_diff.h"
+#include "tools/cli/commands/row_value.h"
 #include "tools/cli/format.h"
 #include "tree/absent_as_empty_view.h"
 #include "tree/diff.h"
@@ -39,39 +40,6 @@ struct ValueSources {
   node::NodeClient* b = nullptr;
 };
 
-// A row's value as the node holds it now: the value, or why there is none
-// ("missing", "deleted", or the error reading it).
-struct ReadValue {
-  std::optional<std::string> value;
-  std::string none;
-};
-
-ReadValue ReadRowValue(const Context& ctx, node::NodeClient& node,
-                       const std::string& key) {
-  absl::StatusOr<v1::GetResponse> r = node.Get(ctx.keyspace, key);
-  if (absl::IsNotFound(r.status())) return {std::nullopt, "missing"};
-  if (!r.ok()) return {std::nullopt, std::string(r.status().message())};
-  if (!r->has_row()) {
-    return {std::nullopt,
-            "a PostgreSQL table's row: read it with tally get and its primary "
-            "key"};
-  }
-  if (r->row().deleted()) return {std::nullopt, "deleted"};
-  return {r->row().value(), ""};
-}
-
-// A value on one line: C-escaped, cut after 200 characters.
-std::string ValueText(const ReadValue& read) {
-  if (!read.value.has_value()) return absl::StrCat("(", read.none, ")");
-  constexpr size_t kShown = 200;
-  std::string text = absl::CHexEscape(*read.value);
-  if (text.size() > kShown) {
-    text = absl::StrCat(text.substr(0, kShown), "... (", read.value->size(),
-                        " bytes)");
-  }
-  return absl::StrCat("'", text, "'");
-}
-
 void PrintDifference(const Context& ctx, const ValueSources& sources,
                      const tree::RowEntry* in_a, const tree::RowEntry* in_b) {
   std::optional<ReadValue> value_a, value_b;
@@ -83,17 +51,8 @@ void PrintDifference(const Context& ctx, const ValueSources& sources,
   if (ctx.json) {
     Json out = DifferenceJson(in_a, in_b);
     if (value_a.has_value()) {
-      for (const auto& [side, read] :
-           {std::pair<const char*, const ReadValue*>{"a_now", &*value_a},
-            {"b_now", &*value_b}}) {
-        Json now = Json::object();
-        if (read->value.has_value()) {
-          SetBytesField(now, "value", *read->value);
-        } else {
-          now["none"] = read->none;
-        }
-        out[side] = std::move(now);
-      }
+      out["a_now"] = ValueJson(*value_a);
+      out["b_now"] = ValueJson(*value_b);
     }
     PrintJson(out);
   } else {

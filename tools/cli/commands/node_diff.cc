@@ -144,6 +144,11 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
     return CommandResult(absl::InvalidArgumentError(
         "--insert-only, --upsert-only and --max-rows are for two nodes"));
   }
+  if (repair && ctx.values) {
+    return CommandResult(absl::InvalidArgumentError(
+        "repair --values is for two nodes; between PostgreSQL databases, run "
+        "diff --values first"));
+  }
   PgDiffOptions options;
   options.url_a = ctx.args[0];
   options.url_b = ctx.args[1];

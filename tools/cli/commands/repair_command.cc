@@ -9,8 +9,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -23,6 +25,7 @@
 #include "tools/cli/commands/diff_scope_flags.h"
 #include "tools/cli/commands/node_diff.h"
 #include "tools/cli/commands/repair_report.h"
+#include "tools/cli/commands/row_value.h"
 #include "tools/cli/format.h"
 #include "tools/cli/progress_report.h"
 #include "tree/absent_as_empty_view.h"
@@ -57,6 +60,21 @@ struct RepairPlan {
   bool source_is_b = false;  // with one_way: B is the source, A the copy
   // --report: where every differing key goes, with its action (null: none).
   RepairReportWriter* report = nullptr;
+  // --report with --values: the nodes, to read each key's values from.
+  node::NodeClient* values_a = nullptr;
+  node::NodeClient* values_b = nullptr;
+  // A real repair's first pass, a dry run: collects the differing keys
+  // here (nothing printed or written) to read their values before.
+  std::vector<std::string>* collect_keys = nullptr;
+  // The values read before a real repair, by key.
+  const absl::flat_hash_map<std::string, std::pair<ReadValue, ReadValue>>*
+      before = nullptr;
+  // A real repair's report lines, held until the repair ends and their
+  // values after it are read (FinishReport).
+  std::vector<Json>* held_lines = nullptr;
+  bool wants_keys() const {
+    return report != nullptr || collect_keys != nullptr;
+  }
   std::string source_label() const { return source_is_b ? "B" : "A"; }
   std::string copy_label() const { return source_is_b ? "A" : "B"; }
 };
@@ -80,6 +98,10 @@ struct RepairOutcome {
 void PrintPlanned(const Context& ctx, const RepairPlan& plan,
                   const tree::RowEntry* in_a, const tree::RowEntry* in_b,
                   v1::DiffAction action, RepairOutcome* outcome) {
+  if (plan.collect_keys != nullptr) {
+    plan.collect_keys->push_back(DifferenceKey(in_a, in_b));
+    return;
+  }
   std::string name;  // JSON
   std::string what;  // text
   // A tombstone copied over a row deletes it: said as a delete.
@@ -118,7 +140,23 @@ void PrintPlanned(const Context& ctx, const RepairPlan& plan,
   }
   Json line = DifferenceJson(in_a, in_b);
   line["action"] = name;
-  if (plan.report != nullptr) {
+  if (plan.values_a != nullptr && plan.report != nullptr) {
+    const std::string& key = DifferenceKey(in_a, in_b);
+    if (plan.before != nullptr) {
+      auto it = plan.before->find(key);
+      if (it != plan.before->end()) {
+        line["a_before"] = ValueJson(it->second.first);
+        line["b_before"] = ValueJson(it->second.second);
+      }
+    } else if (plan.dry_run) {
+      // Nothing changes: the values now are the values before.
+      line["a_before"] = ValueJson(ReadRowValue(ctx, *plan.values_a, key));
+      line["b_before"] = ValueJson(ReadRowValue(ctx, *plan.values_b, key));
+    }
+  }
+  if (plan.held_lines != nullptr) {
+    plan.held_lines->push_back(line);
+  } else if (plan.report != nullptr) {
     // A failed write ends in the summary's check (FinishReport).
     outcome->report_status.Update(plan.report->Write(line));
   }
@@ -237,7 +275,7 @@ absl::StatusOr<RepairOutcome> RepairFromHere(const Context& ctx,
   options.max_rows = ctx.max_rows;
   options.bandwidth_bytes_per_second = ctx.bandwidth_mb * 1e6;
   options.cancelled = &interrupted;
-  if (plan.dry_run || plan.report != nullptr) {
+  if (plan.dry_run || plan.wants_keys()) {
     options.on_difference = [&](const node::KeyDifference& d) {
       using Action = node::KeyDifference::Action;
       const tree::RowEntry* in_user_a = swapped ? d.in_b : d.in_a;
@@ -347,7 +385,7 @@ absl::StatusOr<std::optional<RepairOutcome>> RepairOnA(
   request.set_insert_only(ctx.insert_only);
   request.set_upsert_only(ctx.upsert_only);
   request.set_max_rows(ctx.max_rows);
-  request.set_stream_keys(plan.report != nullptr);
+  request.set_stream_keys(plan.wants_keys());
 
   RepairOutcome outcome;
   ProgressLine progress;
@@ -569,10 +607,22 @@ CommandResult PrintRepair(const Context& ctx, const RepairPlan& plan,
 
 // The report's last line, the counts; a report that could not be written
 // whole fails the command (after the repair, which is not undone).
-CommandResult FinishReport(const RepairPlan& plan, const RepairOutcome& outcome,
-                           CommandResult result) {
+CommandResult FinishReport(const Context& ctx, const RepairPlan& plan,
+                           const RepairOutcome& outcome, CommandResult result) {
   if (plan.report == nullptr) return result;
   absl::Status status = outcome.report_status;
+  if (plan.held_lines != nullptr) {
+    for (Json& line : *plan.held_lines) {
+      // The key as DifferenceJson wrote it (base64 for bytes not UTF-8).
+      std::string key = line.value("key", "");
+      if (line.contains("key_base64")) {
+        (void)absl::Base64Unescape(line["key_base64"].get<std::string>(), &key);
+      }
+      line["a_after"] = ValueJson(ReadRowValue(ctx, *plan.values_a, key));
+      line["b_after"] = ValueJson(ReadRowValue(ctx, *plan.values_b, key));
+      status.Update(plan.report->Write(line));
+    }
+  }
   status.Update(plan.report->Write(
       {{"summary",
         {{"differences", outcome.stats.diff.differences},
@@ -595,6 +645,11 @@ CommandResult Repair(const Context& ctx) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--bandwidth=%g is not a number of MB/s in 0..1000000 (0: no limit)",
         ctx.bandwidth_mb));
+  }
+  if (ctx.values && ctx.report.empty()) {
+    return absl::InvalidArgumentError(
+        "repair --values goes with --report FILE: the report then holds each "
+        "key's values on A and B before and after the repair");
   }
   RepairPlan plan;
   plan.one_way = ctx.given.count("source") > 0;
@@ -627,17 +682,50 @@ CommandResult Repair(const Context& ctx) {
              {"command", ctx.command_line}}));
     plan.report = report.get();
   }
+  // --values with --report: each key's values on A and B before the repair
+  // (read after a first, dry pass found the keys) and after it.
+  std::unique_ptr<node::NodeClient> values_a;
+  std::unique_ptr<node::NodeClient> values_b;
+  std::vector<std::string> keys;
+  absl::flat_hash_map<std::string, std::pair<ReadValue, ReadValue>> before;
+  std::vector<Json> held_lines;
+  if (plan.report != nullptr && ctx.values) {
+    TALLY_ASSIGN_OR_RETURN(values_a, Connect(ctx, ctx.args[0]));
+    TALLY_ASSIGN_OR_RETURN(values_b, Connect(ctx, ctx.args[1]));
+    plan.values_a = values_a.get();
+    plan.values_b = values_b.get();
+    if (!plan.dry_run) {
+      RepairPlan first = plan;
+      first.dry_run = true;
+      first.report = nullptr;
+      first.collect_keys = &keys;
+      std::optional<std::string> unused;
+      absl::StatusOr<std::optional<RepairOutcome>> on_a =
+          ctx.third_party ? std::optional<RepairOutcome>()
+                          : RepairOnA(ctx, first, &unused);
+      if (!on_a.ok()) return on_a.status();
+      if (!on_a->has_value()) {
+        TALLY_RETURN_IF_ERROR(RepairFromHere(ctx, first).status());
+      }
+      for (const std::string& key : keys) {
+        before.emplace(key, std::make_pair(ReadRowValue(ctx, *values_a, key),
+                                           ReadRowValue(ctx, *values_b, key)));
+      }
+      plan.before = &before;
+      plan.held_lines = &held_lines;
+    }
+  }
   std::optional<std::string> fallback;
   if (!ctx.third_party) {
     TALLY_ASSIGN_OR_RETURN(std::optional<RepairOutcome> on_a,
                            RepairOnA(ctx, plan, &fallback));
     if (on_a.has_value())
-      return FinishReport(plan, *on_a, PrintRepair(ctx, plan, *on_a));
+      return FinishReport(ctx, plan, *on_a, PrintRepair(ctx, plan, *on_a));
   }
   absl::StatusOr<RepairOutcome> here = RepairFromHere(ctx, plan);
   if (!here.ok()) return WithFallbackNote(fallback, here.status());
   return WithFallbackNote(
-      fallback, FinishReport(plan, *here, PrintRepair(ctx, plan, *here)));
+      fallback, FinishReport(ctx, plan, *here, PrintRepair(ctx, plan, *here)));
 }
 
 }  // namespace cli

@@ -78,6 +78,20 @@ std::vector<std::string> SideCells(const Json& side) {
           Text(side, "time"), Text(side, "hlc"), Text(side, "origin")};
 }
 
+// A value the report holds (repair --values): its text, "(reason)" when
+// there was none, "" when the report has no such value.
+std::string ValueCell(const Json& line, const char* name) {
+  if (!line.contains(name) || !line[name].is_object()) return "";
+  const Json& value = line[name];
+  if (value.contains("value") && value["value"].is_string()) {
+    return value["value"].get<std::string>();
+  }
+  return absl::StrCat("(", Text(value, "none"), ")");
+}
+
+constexpr const char* kValueColumns[] = {"a_before", "b_before", "a_after",
+                                         "b_after"};
+
 std::string CsvField(const std::string& text) {
   return absl::StrCat("\"", absl::StrReplaceAll(text, {{"\"", "\"\""}}), "\"");
 }
@@ -85,7 +99,7 @@ std::string CsvField(const std::string& text) {
 std::string RenderCsv(const ReportLines& report) {
   std::string out =
       "key,action,a_present,a_deleted,a_time,a_hlc,a_origin,b_present,"
-      "b_deleted,b_time,b_hlc,b_origin\r\n";
+      "b_deleted,b_time,b_hlc,b_origin,a_before,b_before,a_after,b_after\r\n";
   for (const Json& line : report.keys) {
     std::vector<std::string> cells = {Text(line, "key"), Text(line, "action")};
     for (const char* side : {"a", "b"}) {
@@ -93,6 +107,9 @@ std::string RenderCsv(const ReportLines& report) {
            SideCells(line.contains(side) ? line[side] : Json())) {
         cells.push_back(std::move(cell));
       }
+    }
+    for (const char* name : kValueColumns) {
+      cells.push_back(ValueCell(line, name));
     }
     for (size_t i = 0; i < cells.size(); ++i) {
       absl::StrAppend(&out, i == 0 ? "" : ",", CsvField(cells[i]));
@@ -153,14 +170,28 @@ std::string RenderHtml(const ReportLines& report) {
                     "(it failed or was interrupted); the keys below are what "
                     "it had done.</p>\n");
   }
+  bool values = false;
+  for (const Json& line : report.keys) {
+    values = values || line.contains("a_before");
+  }
   absl::StrAppend(&out, "<table id=\"keys\"><tr><th>Key</th><th>Action</th>",
-                  "<th>A</th><th>B</th></tr>\n");
+                  "<th>A</th><th>B</th>",
+                  values ? "<th>A before</th><th>B before</th><th>A "
+                           "after</th><th>B after</th>"
+                         : "",
+                  "</tr>\n");
   for (const Json& line : report.keys) {
     absl::StrAppend(&out, "<tr><td><code>", Html(Text(line, "key")),
                     "</code></td><td>", Html(Text(line, "action")), "</td>",
                     SideHtml(line.contains("a") ? line["a"] : Json()),
-                    SideHtml(line.contains("b") ? line["b"] : Json()),
-                    "</tr>\n");
+                    SideHtml(line.contains("b") ? line["b"] : Json()));
+    if (values) {
+      for (const char* name : kValueColumns) {
+        absl::StrAppend(&out, "<td><code>", Html(ValueCell(line, name)),
+                        "</code></td>");
+      }
+    }
+    absl::StrAppend(&out, "</tr>\n");
   }
   absl::StrAppend(&out, "</table>\n<p class=\"dim\">", report.keys.size(),
                   " key", report.keys.size() == 1 ? "" : "s",

@@ -9,8 +9,10 @@
 //
 // CSV columns: key, action, then for A and for B whether the row is there
 // (present: yes/no), deleted (yes/no), its version's wall time (UTC,
-// milliseconds), HLC and origin. Fields are quoted as RFC 4180 says
-// (every field, doubled quotes inside); keys that are not UTF-8 are
+// milliseconds), HLC and origin; then the values of a report written with
+// `repair --values` (a_before, b_before, a_after, b_after: the value, or
+// "(reason)" when there was none; empty without them). Fields are quoted as RFC
+// 4180 says (every field, doubled quotes inside); keys that are not UTF-8 are
 // written C-escaped, as the report's "key" holds them.
 //
 // Thread-safe: a pure function of the file.

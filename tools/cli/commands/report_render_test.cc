@@ -48,11 +48,12 @@ TEST(RenderRepairReport, CsvHasARowPerKeyQuotedAsRfc4180Says) {
   ASSERT_EQ(rows.size(), 3u) << *csv;
   EXPECT_EQ(rows[0],
             "key,action,a_present,a_deleted,a_time,a_hlc,a_origin,b_present,"
-            "b_deleted,b_time,b_hlc,b_origin");
+            "b_deleted,b_time,b_hlc,b_origin,a_before,b_before,a_after,"
+            "b_after");
   EXPECT_EQ(rows[1],
             "\"user:1\",\"copy_to_b\",\"yes\",\"no\","
             "\"2026-12-04T09:00:00.000Z\",\"7\",\"eu/db-1\",\"no\",\"\",\"\","
-            "\"\",\"\"");
+            "\"\",\"\",\"\",\"\",\"\",\"\"");
   EXPECT_THAT(rows[2], HasSubstr("\"say \"\"hi\"\", <b>\",\"copy_to_a\""));
   EXPECT_THAT(rows[2], HasSubstr("\"yes\",\"yes\",\"2026-12-04T09:30"));
 }
