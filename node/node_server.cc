@@ -73,8 +73,9 @@ FeedOptions PeerFeedOptions(const SessionScheduler* scheduler) {
 // around it fail every read and write. The salvage keeps every sound block
 // (the originals go to DIR/lost) and the rows of the damaged ones come
 // back from the peers. A PostgreSQL sidecar's store is not salvaged here:
-// its rows' values live in the database, which the salvage cannot read
-// before the sidecar starts; the operator runs `tally recover`.
+// its rows' values live in the database, which the salvage cannot check
+// the rows against; its index is rebuilt from its tables instead, by
+// starting on an empty data directory (a lost index).
 absl::Status SalvageReportedDamage(const NodeConfig& config,
                                    const storage::StoreOptions& options) {
   if (!storage::TablesReportedDamaged(config.data_dir)) {
@@ -83,8 +84,10 @@ absl::Status SalvageReportedDamage(const NodeConfig& config,
   if (!config.postgres.empty()) {
     LogError(
         "store: its tables were found damaged (a block LevelDB cannot "
-        "decode); a sidecar's store is not salvaged automatically. Stop the "
-        "node and run `tally recover --data-dir` on it",
+        "decode); a sidecar's index is not salvaged but rebuilt: stop the "
+        "node, move its data directory aside leaving an empty one, and "
+        "start it: the sidecar finds its index lost and builds it again "
+        "from its tables",
         {{"data", config.data_dir}});
     return absl::OkStatus();
   }
@@ -167,8 +170,10 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
       [health = node->store_health_,
        sidecar = !config.postgres.empty()](const absl::Status& status) {
         LogError(sidecar ? "store: a table block cannot be decoded; the rows "
-                           "around it cannot be read or written. Stop the node "
-                           "and run `tally recover --data-dir` on its store"
+                           "around it cannot be read or written. Stop the "
+                           "node, move its data directory aside leaving an "
+                           "empty one, and start it: the sidecar finds its "
+                           "index lost and builds it again from its tables"
                          : "store: a table block cannot be decoded; the rows "
                            "around it cannot be read or written, so the node "
                            "restarts itself and salvages the table first",

@@ -212,6 +212,27 @@ absl::StatusOr<bool> RestoreIdentity(leveldb::DB& db, RepairTables& tables,
   return named_here;
 }
 
+// Why a PostgreSQL sidecar's store is not recovered here, and what to do.
+// `after_salvage`: LevelDB's repair already rewrote the files (not the
+// rows).
+absl::Status SidecarStoreRefused(const std::string& dir, bool after_salvage) {
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s %s: its rows' values live in the database, not in this store, so "
+      "recover cannot check them against their digests (it would remove "
+      "every row). %s To rebuild it: stop the node, move this directory "
+      "aside and leave an empty one in its place, and start the node: its "
+      "sidecar finds its index lost and builds it again from its tables",
+      dir,
+      after_salvage ? "holds no live row whose value matches its digest, as "
+                      "a PostgreSQL sidecar's index does"
+                    : "is a PostgreSQL sidecar's index",
+      after_salvage ? "Its rows were left as they are (LevelDB's repair "
+                      "rewrote its files; the originals are in its lost "
+                      "directory); if it is no sidecar's, its rows are all "
+                      "damaged: start the node on an empty directory."
+                    : "Nothing was changed."));
+}
+
 // Rewrites, from the rows, every record derived from them: the leaves
 // (the checkpoint then needs no replay), the rows per origin, the tombstone
 // index, and the counters. After RepairDB these may be older than the rows
@@ -222,7 +243,8 @@ absl::StatusOr<bool> RestoreIdentity(leveldb::DB& db, RepairTables& tables,
 // peer's copy replaces them. Rows of a keyspace whose record was lost are
 // named by `keyspaces` when they can be, and otherwise kept, unused. One
 // batch. Fills `report`.
-absl::Status RebuildDerivedRecords(leveldb::DB* db, RowBackend& backend,
+absl::Status RebuildDerivedRecords(const std::string& dir, leveldb::DB* db,
+                                   RowBackend& backend,
                                    const StoreOptions& options,
                                    const std::vector<std::string>& keyspaces,
                                    RepairReport* report) {
@@ -237,6 +259,8 @@ absl::Status RebuildDerivedRecords(leveldb::DB* db, RowBackend& backend,
   // keyspace cannot be named cannot tell, and are set aside anyway.
   uint64_t own_sound = 0;
   uint64_t own_unsound = 0;
+  uint64_t live_sound = 0;
+  uint64_t live_unsound = 0;
   // Damage marks go too: a row that is still damaged is removed below, and
   // one that RepairDB found sound again needs no mark. The highest leaf of
   // each keyspace tells the depth of one whose record was lost.
@@ -308,6 +332,7 @@ absl::Status RebuildDerivedRecords(leveldb::DB* db, RowBackend& backend,
     }
     sound = sound && digests(ks->second.name, parsed, header, payload);
     if (header.origin_id == kLocalOriginId) ++(sound ? own_sound : own_unsound);
+    if (!header.deleted) ++(sound ? live_sound : live_unsound);
     if (!sound) {
       batch.Delete(leveldb::Slice(row_key.data(), row_key.size()));
       ++report->rows_removed;
@@ -419,6 +444,12 @@ absl::Status RebuildDerivedRecords(leveldb::DB* db, RowBackend& backend,
         "is not this node's name (nothing was changed by this step; give "
         "the node's tallyd --name)",
         own_unsound, options.node_name));
+  }
+  // Not one live row digests as its value: not damage, but a store whose
+  // values live elsewhere (a sidecar's, whose position record was in its
+  // log only).
+  if (options.backend == nullptr && live_unsound > 0 && live_sound == 0) {
+    return SidecarStoreRefused(dir, /*after_salvage=*/true);
   }
   for (const auto& [where, state] : leaves) {
     batch.Put(internal::LeafKey(static_cast<uint32_t>(where >> 32),
@@ -608,6 +639,20 @@ absl::StatusOr<RepairReport> RepairStore(
         "from its peers",
         dir));
   }
+  // A sidecar's store holds its capture position (a 'B' record): its rows'
+  // values are not here, and the embedded backend would call them all
+  // damaged.
+  if (options.backend == nullptr) {
+    absl::StatusOr<bool> sidecar =
+        internal::AnyTableKey(dir, env, [](absl::string_view key) {
+          return key == internal::BackendPositionKey();
+        });
+    if (!sidecar.ok() || *sidecar) {
+      env->UnlockFile(lock);
+      if (!sidecar.ok()) return sidecar.status();
+      return SidecarStoreRefused(dir, /*after_salvage=*/false);
+    }
+  }
   // RepairDB moves what it replaces into the same directory.
   absl::StatusOr<internal::TableCheck> salvaged = internal::SalvageTables(
       dir, (std::filesystem::path(dir) / "lost").string(), config->options);
@@ -633,8 +678,8 @@ absl::StatusOr<RepairReport> RepairStore(
   std::unique_ptr<leveldb::DB> db(raw);
   const std::shared_ptr<RowBackend> backend =
       options.backend != nullptr ? options.backend : NewEmbeddedBackend();
-  TALLY_RETURN_IF_ERROR(
-      RebuildDerivedRecords(db.get(), *backend, options, keyspaces, &report));
+  TALLY_RETURN_IF_ERROR(RebuildDerivedRecords(dir, db.get(), *backend, options,
+                                              keyspaces, &report));
   // The damage a running store reported is what the salvage mended.
   std::filesystem::remove(std::filesystem::path(dir) / kTablesDamagedFile, ec);
   return report;

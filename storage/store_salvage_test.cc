@@ -254,6 +254,87 @@ TEST(StoreSalvage, CheckTableFilesNamesDamageAndSkipsLeftovers) {
 // tally store (RepairDB, then tally's metadata). Now it is refused and not
 // one file changes; a tally store whose records are only in its log (never
 // compacted) is still recovered.
+// Keeps each value elsewhere, as a PostgreSQL sidecar's backend does (its
+// payload stands in for the value: here "P:" + value).
+class ElsewhereBackend : public RowBackend {
+ public:
+  absl::string_view name() const override { return "elsewhere"; }
+  absl::Status ApplyRows(absl::Span<const RowChange> rows,
+                         std::vector<RowOutcome>* outcomes) override {
+    outcomes->resize(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      (*outcomes)[i].applied = true;
+      (*outcomes)[i].payload = absl::StrCat("P:", rows[i].value);
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> ReadValue(
+      const RowLocation&, absl::string_view payload) const override {
+    return std::string(payload.substr(std::min<size_t>(2, payload.size())));
+  }
+  absl::StatusOr<std::vector<absl::StatusOr<std::string>>> ReadValues(
+      absl::Span<const RowLocation> rows,
+      absl::Span<const absl::string_view> payloads) const override {
+    std::vector<absl::StatusOr<std::string>> values;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      values.push_back(ReadValue(rows[i], payloads[i]));
+    }
+    return values;
+  }
+  absl::StatusOr<std::string> SchemaFingerprint(
+      absl::string_view) const override {
+    return std::string("elsewhere/1");
+  }
+};
+
+// `tally recover` on a PostgreSQL sidecar's store judged its rows with the
+// embedded backend, found no value matching its digest and removed every
+// live row, leaving an index the sidecar then resumed from as if whole.
+// Now such a store is refused, saying how to rebuild it: before anything
+// is changed when its capture position is in a table, and before its rows
+// are touched when the position is in its log only.
+TEST(StoreSalvage, ASidecarsStoreIsRefusedWithTheWayToRebuildIt) {
+  for (const bool with_position : {true, false}) {
+    SCOPED_TRACE(with_position ? "position in a table" : "log only");
+    TempDir dir;
+    {
+      StoreOptions options = Options();
+      options.backend = std::make_shared<ElsewhereBackend>();
+      absl::StatusOr<std::unique_ptr<Store>> store =
+          Store::Open(dir.path(), options);
+      ASSERT_TRUE(store.ok()) << store.status();
+      for (int i = 0; i < 2000; i += 100) {
+        WriteRequest request;
+        for (int j = i; j < i + 100; ++j) {
+          request.mutations.push_back(Mutation::Put(
+              kKeyspace, absl::StrCat("key-", j), std::string(200, 'v')));
+        }
+        if (with_position) {
+          request.backend_position = BackendPosition{absl::StrCat("lsn-", i)};
+        }
+        ASSERT_TRUE((*store)->Write(std::move(request)).ok());
+      }
+    }
+    absl::StatusOr<RepairReport> refused = RepairStore(dir.path(), Options());
+    ASSERT_FALSE(refused.ok());
+    EXPECT_TRUE(absl::IsFailedPrecondition(refused.status()))
+        << refused.status();
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("PostgreSQL sidecar's index"));
+    EXPECT_THAT(refused.status().message(), HasSubstr("index lost"));
+    // Every row is still there, as its backend reads it.
+    StoreOptions options = Options();
+    options.backend = std::make_shared<ElsewhereBackend>();
+    absl::StatusOr<std::unique_ptr<Store>> store =
+        Store::Open(dir.path(), options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_TRUE((*store)->Get(kKeyspace, "key-1999").ok());
+    absl::StatusOr<VerifyReport> verified = (*store)->Verify();
+    ASSERT_TRUE(verified.ok()) << verified.status();
+    EXPECT_EQ(verified->rows, 2000u);
+  }
+}
+
 TEST(StoreSalvage, AnotherProgramsDatabaseIsRefusedUnchanged) {
   TempDir dir;
   {
