@@ -678,6 +678,7 @@ absl::StatusOr<TableCheck> SalvageTables(const std::string& dir,
   }
   const std::filesystem::path from(dir);
   const std::filesystem::path lost(lost_dir);
+  const std::optional<std::set<uint64_t>> live = LiveTables(dir);
   TableCheck check;
   for (const std::string& name : names) {
     ++check.tables;
@@ -687,6 +688,21 @@ absl::StatusOr<TableCheck> SalvageTables(const std::string& dir,
     TALLY_ASSIGN_OR_RETURN(const std::string rewritten,
                            Rewrite(env, options, from, &table, &sound));
     const std::filesystem::path original = from / name;
+    if (!sound && live.has_value() && live->count(TableNumber(name)) == 0) {
+      // Not a table of the store: the output of a compaction that a close
+      // interrupted, cut short, which LevelDB deletes at its next open.
+      // Set aside whole, and not reported as damage.
+      if (!rewritten.empty()) std::filesystem::remove(rewritten, ec);
+      ec.clear();
+      std::filesystem::rename(original, lost / FreeName(lost, name), ec);
+      if (ec) {
+        return absl::UnavailableError(
+            absl::StrFormat("moving the leftover table %s to %s: %s",
+                            original.string(), lost_dir, ec.message()));
+      }
+      ++check.leftovers;
+      continue;
+    }
     if (table.unreadable) {
       std::filesystem::rename(original, lost / FreeName(lost, name), ec);
     } else if (!sound) {

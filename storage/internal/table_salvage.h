@@ -40,6 +40,9 @@ struct DamagedTable {
 struct TableCheck {
   int tables = 0;  // table files checked
   std::vector<DamagedTable> damaged;
+  // SalvageTables: incomplete tables the MANIFEST does not name (a
+  // compaction's output a close cut short), moved aside unreported.
+  int leftovers = 0;
 };
 
 // Reads every table file in `dir` with checksums verified and reports the
@@ -65,8 +68,10 @@ absl::StatusOr<bool> AnyTableKey(
 // replaced (all its entries kept: its filter block, which the store reads
 // without a checksum, may be what was damaged). Each new table is complete
 // and synced before it takes the name, so an interrupted salvage leaves a
-// complete table under every name. Returns the damaged tables as
-// CheckTables does.
+// complete table under every name. A damaged table the MANIFEST does not
+// name (when it can be read) is a compaction's output a close cut short:
+// it is moved into `lost_dir` whole and counted in `leftovers`, not in
+// `damaged`. Returns the damaged tables as CheckTables does.
 absl::StatusOr<TableCheck> SalvageTables(const std::string& dir,
                                          const std::string& lost_dir,
                                          const leveldb::Options& options);

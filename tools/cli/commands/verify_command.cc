@@ -2,6 +2,7 @@
 // against its tables.
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -180,6 +181,17 @@ CommandResult Verify(const Context& ctx) {
     return absl::Status(store.status().code(),
                         absl::StrFormat("cannot open the store in %s: %s", dir,
                                         store.status().message()));
+  }
+  // A sidecar's store keeps row tokens, not values: checked against the
+  // values here, every row would look damaged.
+  absl::StatusOr<std::optional<storage::BackendPosition>> position =
+      (*store)->backend_position();
+  if (position.ok() && position->has_value()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s is a PostgreSQL sidecar's index: its rows' values live in the "
+        "database, so it is verified against its tables by the running "
+        "node: start it and run `tally verify --node ADDRESS`",
+        dir));
   }
   absl::StatusOr<storage::VerifyReport> report = (*store)->Verify();
   if (!report.ok()) {
