@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -260,6 +261,20 @@ TEST(StoreCorruption, APeersCopyOfTheSameVersionReplacesADamagedRow) {
   EXPECT_EQ(store->damaged_rows(), 0u);
 }
 
+// 50 rows of "ks" in table files, "k7"'s record then overwritten with one
+// that does not decode (its origin, in its header, is lost with it).
+void StoreWithAnUndecodableK7(const std::string& dir) {
+  WriteRowsToTables(dir, 50);
+  leveldb::DB* db = nullptr;
+  ASSERT_TRUE(leveldb::DB::Open(leveldb::Options(), dir, &db).ok());
+  std::unique_ptr<leveldb::DB> owned(db);
+  // Keyspace "ks" is the store's first: id 1.
+  ASSERT_TRUE(owned
+                  ->Put(leveldb::WriteOptions(),
+                        internal::RowKey(1, tree::TokenOf("k7"), "k7"), "x")
+                  .ok());
+}
+
 // A damaged row whose record does not even decode has an unknown origin:
 // the peer's copy that replaces it cannot take it off its origin's count.
 // Before, that origin kept one row too many for good and `tally verify`
@@ -267,16 +282,7 @@ TEST(StoreCorruption, APeersCopyOfTheSameVersionReplacesADamagedRow) {
 // loop's, or the next open's).
 TEST(StoreCorruption, ReplacingARowOfUnknownOriginCorrectsTheOriginCounts) {
   TempDir dir;
-  WriteRowsToTables(dir.path(), 50);
-  {
-    leveldb::DB* db = nullptr;
-    ASSERT_TRUE(leveldb::DB::Open(leveldb::Options(), dir.path(), &db).ok());
-    // Keyspace "ks" is the store's first: id 1.
-    ASSERT_TRUE(db->Put(leveldb::WriteOptions(),
-                        internal::RowKey(1, tree::TokenOf("k7"), "k7"), "x")
-                    .ok());
-    delete db;
-  }
+  ASSERT_NO_FATAL_FAILURE(StoreWithAnUndecodableK7(dir.path()));
   auto store = OpenOrDie(dir.path());
   ASSERT_EQ(store->Get("ks", "k7").status().code(),
             absl::StatusCode::kDataLoss);
@@ -317,15 +323,7 @@ TEST(StoreCorruption, ReplacingARowOfUnknownOriginCorrectsTheOriginCounts) {
 // The same when the store restarts before the recount: the open recounts.
 TEST(StoreCorruption, AnOpenRecountsTheOriginsAfterARowOfUnknownOrigin) {
   TempDir dir;
-  WriteRowsToTables(dir.path(), 50);
-  {
-    leveldb::DB* db = nullptr;
-    ASSERT_TRUE(leveldb::DB::Open(leveldb::Options(), dir.path(), &db).ok());
-    ASSERT_TRUE(db->Put(leveldb::WriteOptions(),
-                        internal::RowKey(1, tree::TokenOf("k7"), "k7"), "x")
-                    .ok());
-    delete db;
-  }
+  ASSERT_NO_FATAL_FAILURE(StoreWithAnUndecodableK7(dir.path()));
   {
     auto store = OpenOrDie(dir.path());
     ASSERT_EQ(store->Get("ks", "k7").status().code(),
