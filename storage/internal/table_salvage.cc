@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -246,9 +247,88 @@ std::unique_ptr<leveldb::Table> OpenUnchecked(const leveldb::Comparator& order,
   return std::unique_ptr<leveldb::Table>(table);
 }
 
+// --- Finding data blocks without an index --------------------------------
+//
+// The index block of a damaged table may not be readable at all (one
+// damaged byte in a snappy-compressed index makes it undecodable), or only
+// up to its damage; so the data blocks are also found by their trailers:
+// each block's contents are followed by a type
+// byte (0: raw, 1: snappy) and the masked CRC-32C of the contents and that
+// byte. From the start of the file, the first length whose trailer checks
+// out ends a block, and the next block starts after its trailer; past a
+// damaged block the walk resumes at the next start the index names. A
+// false match (one in 2^32 per try) is a block of garbage, which the
+// reading then refuses entry by entry.
+
+// CRC-32C (Castagnoli), as LevelDB's util/crc32c computes it, a byte at a
+// time: the state before the final inversion.
+uint32_t Crc32cStep(uint32_t state, unsigned char byte) {
+  static const auto* const kTable = [] {
+    auto* table = new std::array<uint32_t, 256>;
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t crc = i;
+      for (int k = 0; k < 8; ++k) {
+        crc = (crc & 1) != 0 ? (crc >> 1) ^ 0x82f63b78u : crc >> 1;
+      }
+      (*table)[i] = crc;
+    }
+    return table;
+  }();
+  return (*kTable)[(state ^ byte) & 0xff] ^ (state >> 8);
+}
+
+// LevelDB stores a block's checksum masked (util/crc32c.h Mask).
+uint32_t MaskedCrc(uint32_t crc) {
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+uint32_t Fixed32At(const std::string& data, size_t at) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) {
+    v = (v << 8) | static_cast<unsigned char>(data[at + i]);
+  }
+  return v;
+}
+
+// The blocks of `data` (a table file's data region) whose trailers check
+// out, in order, walking from its start. Past a block that does not check
+// out, the walk goes on from the next of `known_starts` (the offsets an
+// index read unchecked names), or ends: trying every byte as a start would
+// take time quadratic in the damage.
+std::vector<BlockHandle> DataBlocksByTrailer(
+    const std::string& data, const std::vector<uint64_t>& known_starts) {
+  // A block is about 4 KiB before compression, more for a large entry.
+  constexpr size_t kLongestBlock = size_t{4} << 20;
+  std::vector<BlockHandle> blocks;
+  size_t start = 0;
+  while (start + kBlockTrailerSize <= data.size()) {
+    const size_t last_end =
+        std::min(data.size() - kBlockTrailerSize, start + kLongestBlock);
+    uint32_t state = ~0u;
+    bool found = false;
+    for (size_t end = start; end <= last_end; ++end) {
+      const unsigned char type = static_cast<unsigned char>(data[end]);
+      if (type <= 1 &&
+          MaskedCrc(~Crc32cStep(state, type)) == Fixed32At(data, end + 1)) {
+        blocks.push_back(BlockHandle{start, end - start});
+        start = end + kBlockTrailerSize;
+        found = true;
+        break;
+      }
+      state = Crc32cStep(state, type);
+    }
+    if (found) continue;
+    auto next = std::upper_bound(known_starts.begin(), known_starts.end(),
+                                 static_cast<uint64_t>(start));
+    if (next == known_starts.end()) break;
+    start = static_cast<size_t>(*next);
+  }
+  return blocks;
+}
+
 // The data blocks the index of `file` names, as far as it can be read and
-// as far as they lie inside the file's data; empty when the footer is
-// damaged.
+// as far as they lie inside the file's data, and those found by their
+// trailers; empty when the footer is damaged.
 std::vector<BlockHandle> DataBlocksNamed(const leveldb::Comparator& order,
                                          const leveldb::RandomAccessFile* file,
                                          uint64_t size) {
@@ -281,18 +361,39 @@ std::vector<BlockHandle> DataBlocksNamed(const leveldb::Comparator& order,
   if (meta.offset < data_end) data_end = meta.offset;
   std::unique_ptr<ExtendedFile> indexed = WithIndex(file, size, {index});
   std::unique_ptr<leveldb::Table> table = OpenUnchecked(order, *indexed);
-  if (table == nullptr) return {};
   leveldb::ReadOptions read;
   read.fill_cache = false;
-  std::unique_ptr<leveldb::Iterator> it(table->NewIterator(read));
+  std::unique_ptr<leveldb::Iterator> it(
+      table != nullptr ? table->NewIterator(read) : nullptr);
   std::vector<BlockHandle> blocks;
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+  if (it != nullptr) it->SeekToFirst();
+  for (; it != nullptr && it->Valid(); it->Next()) {
     const char* v = it->value().data();
     BlockHandle block;
     if (DecodeHandle(&v, v + it->value().size(), &block) &&
         block.offset <= data_end && block.size <= data_end - block.offset &&
         data_end - block.offset - block.size >= kBlockTrailerSize) {
       blocks.push_back(block);
+    }
+  }
+  // And the blocks found by their trailers: an index read unchecked may
+  // name garbage, or stop at its damage, while the data blocks lie one
+  // after the other from the file's start. (A name from either that is not
+  // a sound block fails its checksum when read.)
+  if (data_end > 0 && data_end <= (uint64_t{256} << 20)) {
+    std::string data(data_end, '\0');
+    leveldb::Slice read_back;
+    if (file->Read(0, data_end, &read_back, data.data()).ok() &&
+        read_back.size() == data_end) {
+      if (read_back.data() != data.data()) {
+        data.assign(read_back.data(), read_back.size());
+      }
+      std::vector<uint64_t> starts;
+      for (const BlockHandle& block : blocks) starts.push_back(block.offset);
+      std::sort(starts.begin(), starts.end());
+      for (const BlockHandle& block : DataBlocksByTrailer(data, starts)) {
+        blocks.push_back(block);
+      }
     }
   }
   std::sort(blocks.begin(), blocks.end());
