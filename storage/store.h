@@ -79,6 +79,23 @@ class Store {
   // bad name or depth.
   virtual absl::Status CreateKeyspace(absl::string_view name, int depth) = 0;
 
+  // Drops keyspace `name`: removes its rows (tombstones, damaged rows and
+  // their marks included), its leaves and its record, and records the name
+  // as dropped, so that writes to it are refused from then on, by this
+  // store's own writers and a peer's alike (WriteResult::rejected, with
+  // RejectedMutation::dropped), and CreateKeyspace refuses it, until
+  // UndropKeyspace. The rows are erased in batches, each committed, before
+  // the name is recorded as dropped: if the drop fails or the process dies
+  // half way, the keyspace stays, with fewer rows; run it again. Returns
+  // the rows removed. kNotFound when the store has no such keyspace (and
+  // never dropped one of that name); kAlreadyExists when it was dropped.
+  virtual absl::StatusOr<uint64_t> DropKeyspace(absl::string_view name) = 0;
+  // Forgets that `name` was dropped: it may be written (and so created)
+  // again. kNotFound when it was not dropped.
+  virtual absl::Status UndropKeyspace(absl::string_view name) = 0;
+  // The dropped keyspaces, by name.
+  virtual std::vector<DroppedKeyspaceInfo> ListDroppedKeyspaces() const = 0;
+
   // Applies mutations atomically (all or none) under last writer wins.
   // Unknown keyspaces are created with default_depth. Mutations the backend
   // does not take (RowBackend::TakesRows for their keyspace, or a row its

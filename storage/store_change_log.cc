@@ -51,11 +51,18 @@ absl::StatusOr<std::vector<ChangeEntry>> StoreImpl::ReadChanges(Sequence after,
         entry.deleted = change.deleted;
         entry.erased = change.erased;
         entry.key = std::string(change.key);
-        const Keyspace* ks = catalogue_.Find(KeyspaceId(ks_id));
-        if (ks == nullptr) {
-          return Corrupt("change (unknown keyspace)", ChangeKey(sequence));
+        if (const Keyspace* ks = catalogue_.Find(KeyspaceId(ks_id));
+            ks != nullptr) {
+          entry.keyspace = ks->name;
+        } else {
+          // A keyspace dropped since: its rows were erased, and so is
+          // every change to them.
+          entry.keyspace = catalogue_.DroppedName(KeyspaceId(ks_id));
+          if (entry.keyspace.empty()) {
+            return Corrupt("change (unknown keyspace)", ChangeKey(sequence));
+          }
+          entry.erased = true;
         }
-        entry.keyspace = ks->name;
         if (entry.version.origin.empty()) {
           return Corrupt("change (unknown origin)", ChangeKey(sequence));
         }

@@ -192,6 +192,44 @@ absl::StatusOr<std::vector<Keyspace>> ReadKeyspaces(leveldb::DB& db) {
   return keyspaces;
 }
 
+// The dropped keyspaces, with the id each had.
+absl::StatusOr<std::vector<std::pair<std::string, DroppedKeyspaceRecord>>>
+ReadDroppedKeyspaces(leveldb::DB& db) {
+  std::vector<std::pair<std::string, DroppedKeyspaceRecord>> dropped;
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      db, leveldb::ReadOptions(), TagPrefix(kDroppedKeyspaceTag),
+      "reading dropped keyspaces",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        absl::string_view name;
+        ParseTaggedKey(kDroppedKeyspaceTag, key, &name);  // the tag: sought
+        DroppedKeyspaceRecord record;
+        if (!ParseDroppedKeyspaceRecord(value, &record)) {
+          return Corrupt("dropped keyspace", key);
+        }
+        dropped.emplace_back(std::string(name), record);
+        return absl::OkStatus();
+      }));
+  return dropped;
+}
+
+// The ids dropped keyspaces had, with their names.
+absl::StatusOr<std::vector<std::pair<uint32_t, std::string>>>
+ReadRetiredKeyspaceIds(leveldb::DB& db) {
+  std::vector<std::pair<uint32_t, std::string>> retired;
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      db, leveldb::ReadOptions(), TagPrefix(kRetiredKeyspaceIdTag),
+      "reading dropped keyspaces' ids",
+      [&](absl::string_view key, absl::string_view value) -> absl::Status {
+        uint32_t id;
+        if (!ParseRetiredKeyspaceIdKey(key, &id)) {
+          return Corrupt("dropped keyspace's id", key);
+        }
+        retired.emplace_back(id, std::string(value));
+        return absl::OkStatus();
+      }));
+  return retired;
+}
+
 absl::StatusOr<absl::flat_hash_set<std::string>> ReadDamageMarks(
     leveldb::DB& db) {
   absl::flat_hash_set<std::string> damaged;
@@ -226,6 +264,8 @@ absl::Status StoreImpl::Load() {
   TALLY_ASSIGN_OR_RETURN(auto origins, ReadOrigins(*db_));
   TALLY_ASSIGN_OR_RETURN(std::vector<Keyspace> keyspaces, ReadKeyspaces(*db_));
   TALLY_ASSIGN_OR_RETURN(auto damaged, ReadDamageMarks(*db_));
+  TALLY_ASSIGN_OR_RETURN(auto dropped, ReadDroppedKeyspaces(*db_));
+  TALLY_ASSIGN_OR_RETURN(auto retired, ReadRetiredKeyspaceIds(*db_));
 
   node_name_ = std::move(metadata.node_name);
   epoch_ = metadata.epoch;
@@ -259,6 +299,13 @@ absl::Status StoreImpl::Load() {
     // Every token may exist until the builder has read the rows.
     row_presence_.AddExisting(ks.id, tree.root().count);
     catalogue_.RecoverKeyspace(std::move(ks), std::move(tree));
+  }
+  for (auto& [id, name] : retired) {
+    catalogue_.RecoverRetiredId(KeyspaceId(id), std::move(name));
+  }
+  for (auto& [name, record] : dropped) {
+    catalogue_.RecoverDropped(std::move(name), KeyspaceId(record.id),
+                              static_cast<int64_t>(record.dropped_unix_ms));
   }
   {
     absl::MutexLock lock(&damaged_mu_);

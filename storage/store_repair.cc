@@ -117,6 +117,17 @@ absl::StatusOr<RepairTables> ReadTables(leveldb::DB& db) {
             std::max(tables.next_keyspace_id, record.id + 1);
         return absl::OkStatus();
       }));
+  // A dropped keyspace's id is never given out again.
+  TALLY_RETURN_IF_ERROR(ScanPrefix(
+      db, read, TagPrefix(internal::kRetiredKeyspaceIdTag),
+      "reading dropped keyspaces' ids",
+      [&](absl::string_view key, absl::string_view) -> absl::Status {
+        uint32_t id;
+        if (internal::ParseRetiredKeyspaceIdKey(key, &id)) {
+          tables.next_keyspace_id = std::max(tables.next_keyspace_id, id + 1);
+        }
+        return absl::OkStatus();
+      }));
   TALLY_RETURN_IF_ERROR(ScanPrefix(
       db, read, TagPrefix(internal::kOriginByIdTag), "reading origins",
       [&](absl::string_view key, absl::string_view value) -> absl::Status {

@@ -54,6 +54,13 @@ struct KeyspaceInfo {
   uint64_t root_changes = 0;
 };
 
+// A keyspace dropped from this store (Store::DropKeyspace): writes to its
+// name are refused, and sessions leave it out, until the drop is undone.
+struct DroppedKeyspaceInfo {
+  std::string name;
+  int64_t dropped_unix_ms = 0;
+};
+
 // Rows (tombstones included, over all keyspaces) whose current version was
 // born at one origin.
 struct OriginRowCount {

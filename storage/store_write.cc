@@ -240,6 +240,12 @@ absl::Status StoreImpl::CreateKeyspace(absl::string_view name, int depth) {
         absl::StrFormat("keyspace depth %d is out of range; it must be %d..%d",
                         depth, tree::kMinDepth, tree::kMaxDepth));
   }
+  if (catalogue_.IsDropped(name)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "keyspace '%s' was dropped on node %s; it is not created again "
+        "(undo the drop with `tally keyspaces undrop`)",
+        name, node_name_));
+  }
   if (const Keyspace* ks = FindKeyspace(name); ks != nullptr) {
     if (ks->depth == depth) return absl::OkStatus();
     return absl::AlreadyExistsError(absl::StrFormat(
@@ -266,15 +272,53 @@ absl::StatusOr<WriteResult> StoreImpl::Enqueue(PendingWrite* writer) {
   return std::move(writer->result);
 }
 
+absl::Status StoreImpl::DroppedRefusal(absl::string_view keyspace) const {
+  commit_mu_.AssertHeld();
+  if (dropping_.contains(keyspace)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "keyspace '%s' is being dropped on node %s; its rows are not taken",
+        keyspace, node_name_));
+  }
+  if (catalogue_.IsDropped(keyspace)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "keyspace '%s' was dropped on node %s; its rows are not taken, and "
+        "it is not created again (undo the drop with `tally keyspaces "
+        "undrop`)",
+        keyspace, node_name_));
+  }
+  return absl::OkStatus();
+}
+
+bool StoreImpl::NoneTaken(
+    const WriteRequest& request,
+    const absl::flat_hash_map<absl::string_view, absl::Status>& not_taken)
+    const {
+  commit_mu_.AssertHeld();
+  if (not_taken.empty()) return false;
+  for (const Mutation& m : request.mutations) {
+    // A dropped keyspace is this node's lasting choice, not the backend's
+    // passing trouble: refusing a request for it would hold a feed back
+    // for good.
+    if (!not_taken.contains(m.keyspace) || !DroppedRefusal(m.keyspace).ok()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 absl::flat_hash_map<absl::string_view, absl::Status> StoreImpl::NotTaken(
-    const WriteRequest& request) const {
+    const WriteRequest& request, bool drop_erase) const {
+  commit_mu_.AssertHeld();
   absl::flat_hash_map<absl::string_view, absl::Status> not_taken;
-  // Captured rows are the backend's own.
-  if (request.mode == ApplyMode::kCaptured) return not_taken;
   absl::flat_hash_set<absl::string_view> asked;
   for (const Mutation& m : request.mutations) {
     if (!asked.insert(m.keyspace).second) continue;
-    absl::Status takes = backend_->TakesRows(m.keyspace);
+    absl::Status takes =
+        drop_erase ? absl::OkStatus() : DroppedRefusal(m.keyspace);
+    // Captured rows are the backend's own.
+    if (takes.ok() && request.mode != ApplyMode::kCaptured) {
+      takes = backend_->TakesRows(m.keyspace);
+    }
     if (!takes.ok()) not_taken.emplace(m.keyspace, std::move(takes));
   }
   return not_taken;
@@ -291,12 +335,16 @@ absl::Status StoreImpl::CommitGroup(
     // Every writer of this queue is a PendingWrite (Enqueue).
     PendingWrite* w = static_cast<PendingWrite*>(group[i]);
     if (w->create_keyspace.has_value()) {
-      ResolveKeyspace(g, w->create_keyspace->first, w->create_keyspace->second);
+      w->refusal = DroppedRefusal(w->create_keyspace->first);
+      if (w->refusal.ok()) {
+        ResolveKeyspace(g, w->create_keyspace->first,
+                        w->create_keyspace->second);
+      }
       continue;
     }
     WriteRequest& request = *w->request;
     const absl::flat_hash_map<absl::string_view, absl::Status> not_taken =
-        NotTaken(request);
+        NotTaken(request, w->drop_erase);
     if (w->load_absent) {
       // One keyspace, captured rows: refused whole, which TakesRows never
       // does to captured rows today.
@@ -305,11 +353,8 @@ absl::Status StoreImpl::CommitGroup(
         continue;
       }
       TALLY_RETURN_IF_ERROR(StageAbsent(g, request, &results[i]));
-    } else if (request.refuse_when_none_taken && !not_taken.empty() &&
-               std::all_of(request.mutations.begin(), request.mutations.end(),
-                           [&not_taken](const Mutation& m) {
-                             return not_taken.contains(m.keyspace);
-                           })) {
+    } else if (request.refuse_when_none_taken &&
+               NoneTaken(request, not_taken)) {
       w->refusal = not_taken.find(request.mutations.front().keyspace)->second;
       continue;
     } else {
@@ -318,9 +363,10 @@ absl::Status StoreImpl::CommitGroup(
         if (auto it = not_taken.find(m.keyspace); it != not_taken.end()) {
           // Only this keyspace's rows wait: the rest of the request, and
           // its progress, commit (a feed batch carries every keyspace).
-          result.rejected.push_back(
-              RejectedMutation{result.applied.size(), m.keyspace, m.key,
-                               it->second, /*not_taken=*/true});
+          result.rejected.push_back(RejectedMutation{
+              result.applied.size(), m.keyspace, m.key, it->second,
+              /*not_taken=*/true,
+              /*dropped=*/!DroppedRefusal(m.keyspace).ok()});
           result.applied.push_back(false);
           result.versions.push_back(m.version.value_or(tree::Version{}));
           continue;

@@ -154,6 +154,9 @@ struct RejectedMutation {
   // True for a keyspace the backend takes no rows of now (TakesRows),
   // false for a row its database refused (RowOutcome::rejected).
   bool not_taken = false;
+  // True for a keyspace dropped on this node (Store::DropKeyspace); then
+  // not_taken is true too.
+  bool dropped = false;
 };
 
 struct WriteResult {

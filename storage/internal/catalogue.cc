@@ -65,12 +65,69 @@ void Catalogue::AddEntry(Keyspace keyspace, tree::MerkleTree tree) {
 
 Catalogue::Entry& Catalogue::EntryOf(KeyspaceId id) {
   mu_.AssertHeld();
-  return *keyspaces_by_id_.at(id);
+  if (auto it = keyspaces_by_id_.find(id); it != keyspaces_by_id_.end()) {
+    return *it->second;
+  }
+  return *retired_by_id_.at(id);
 }
 
 const tree::MerkleTree& Catalogue::TreeOf(KeyspaceId id) const {
   mu_.AssertHeld();
-  return keyspaces_by_id_.at(id)->tree;
+  if (auto it = keyspaces_by_id_.find(id); it != keyspaces_by_id_.end()) {
+    return it->second->tree;
+  }
+  return retired_by_id_.at(id)->tree;
+}
+
+void Catalogue::RecoverDropped(std::string name, KeyspaceId former_id,
+                               int64_t dropped_unix_ms) {
+  absl::MutexLock lock(&mu_);
+  dropped_[std::move(name)] = Dropped{former_id, dropped_unix_ms};
+}
+
+void Catalogue::RecoverRetiredId(KeyspaceId id, std::string name) {
+  absl::MutexLock lock(&mu_);
+  retired_names_[id] = std::move(name);
+}
+
+void Catalogue::Drop(absl::string_view name, int64_t dropped_unix_ms) {
+  absl::MutexLock lock(&mu_);
+  auto it = keyspaces_.find(name);
+  std::unique_ptr<Entry> entry = std::move(it->second);
+  keyspaces_.erase(it);
+  keyspaces_by_id_.erase(entry->keyspace.id);
+  // Its rows are gone: a view still holding it reads an empty tree.
+  entry->tree = tree::MerkleTree::Create(entry->keyspace.depth).value();
+  dropped_[entry->keyspace.name] = Dropped{entry->keyspace.id, dropped_unix_ms};
+  retired_names_[entry->keyspace.id] = entry->keyspace.name;
+  retired_by_id_[entry->keyspace.id] = entry.get();
+  retired_.push_back(std::move(entry));
+}
+
+void Catalogue::Undrop(absl::string_view name) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = dropped_.find(name); it != dropped_.end()) dropped_.erase(it);
+}
+
+bool Catalogue::IsDropped(absl::string_view name) const {
+  absl::MutexLock lock(&mu_);
+  return dropped_.find(name) != dropped_.end();
+}
+
+std::vector<DroppedKeyspaceInfo> Catalogue::ListDropped() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<DroppedKeyspaceInfo> out;
+  out.reserve(dropped_.size());
+  for (const auto& [name, d] : dropped_) {
+    out.push_back(DroppedKeyspaceInfo{name, d.dropped_unix_ms});
+  }
+  return out;
+}
+
+std::string Catalogue::DroppedName(KeyspaceId id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = retired_names_.find(id);
+  return it == retired_names_.end() ? std::string() : it->second;
 }
 
 CatalogueEdit Catalogue::StartEdit() const {

@@ -14,10 +14,15 @@
 //   ... write the batch, durably ...
 //   catalogue.Install(edit);
 //
-// Keyspaces are never deleted, and a Keyspace (name, id, depth) never
-// changes once installed: a `const Keyspace*` from Find() stays valid for
-// the life of the catalogue, without the lock. Trees are not in Keyspace:
-// they are reached only under the catalogue's lock, through ReadTree().
+// A Keyspace (name, id, depth) never changes once installed, and is never
+// freed: a `const Keyspace*` from Find() stays valid for the life of the
+// catalogue, without the lock. A dropped keyspace (Drop) leaves the name
+// and id maps, so that Find() no longer gives it, but its entry is kept
+// (retired), so that a tree view or session still holding it reads an
+// empty tree rather than freed memory. Its name is then listed as dropped
+// until Undrop(); its id is never given out again. Trees are not in
+// Keyspace: they are reached only under the catalogue's lock, through
+// ReadTree().
 //
 // Thread-safe. Install() and the Recover*() methods must not run
 // concurrently with each other (the store calls them under its commit lock,
@@ -119,6 +124,23 @@ class Catalogue {
       ABSL_LOCKS_EXCLUDED(mu_);
   void RecoverOriginRows(absl::flat_hash_map<OriginId, uint64_t> rows)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A keyspace dropped before the store was opened. REQUIRES: no keyspace
+  // of that name or id is installed.
+  void RecoverDropped(std::string name, KeyspaceId former_id,
+                      int64_t dropped_unix_ms) ABSL_LOCKS_EXCLUDED(mu_);
+  // The name a dropped keyspace's id had (kept after an undone drop).
+  void RecoverRetiredId(KeyspaceId id, std::string name)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ------------------------------------------------ dropping
+  // Retires the installed keyspace `name` (its drop record is durable):
+  // Find() no longer gives it, writers are refused it (IsDropped). Its
+  // tree is emptied. REQUIRES: `name` is installed.
+  void Drop(absl::string_view name, int64_t dropped_unix_ms)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets that `name` was dropped (its drop record is removed): it may
+  // be created again, under a new id.
+  void Undrop(absl::string_view name) ABSL_LOCKS_EXCLUDED(mu_);
 
   // ------------------------------------------------ commits
   // An empty edit that gives out ids after the ones in use.
@@ -146,6 +168,13 @@ class Catalogue {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Every keyspace, by name.
   std::vector<KeyspaceInfo> ListKeyspaces() const ABSL_LOCKS_EXCLUDED(mu_);
+  // True when `name` was dropped (and not undone).
+  bool IsDropped(absl::string_view name) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The dropped keyspaces, by name.
+  std::vector<DroppedKeyspaceInfo> ListDropped() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The name a dropped keyspace's id had (dropped then, whatever became of
+  // the name since); empty when `id` is not one.
+  std::string DroppedName(KeyspaceId id) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Calls `fn(tree)` with the tree of `keyspace` under the lock and
   // returns what it returns. `fn` must be quick and must not call the
@@ -200,6 +229,19 @@ class Catalogue {
   std::map<std::string, std::unique_ptr<Entry>, std::less<>> keyspaces_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<KeyspaceId, Entry*> keyspaces_by_id_ ABSL_GUARDED_BY(mu_);
+  // Entries of keyspaces dropped while the store was open, kept for the
+  // pointers still held to them (never freed); by id for TreeOf().
+  std::vector<std::unique_ptr<Entry>> retired_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<KeyspaceId, Entry*> retired_by_id_ ABSL_GUARDED_BY(mu_);
+  // Dropped names, with the id each had and when it was dropped.
+  struct Dropped {
+    KeyspaceId id;
+    int64_t dropped_unix_ms = 0;
+  };
+  std::map<std::string, Dropped, std::less<>> dropped_ ABSL_GUARDED_BY(mu_);
+  // Every id a dropped keyspace had, with its name.
+  absl::flat_hash_map<KeyspaceId, std::string> retired_names_
+      ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, OriginId> origin_ids_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<OriginId, std::string> origin_names_ ABSL_GUARDED_BY(mu_);
   // Rows per origin, as the 'Q' records hold them (zero counts absent).

@@ -39,6 +39,9 @@
 //   'B'                            -> backend position (opaque, non-empty):
 //                                     where the backend's captured changes
 //                                     stand, committed with their rows
+//   'X' keyspace-name              -> dropped keyspace: its former id (4)
+//                                     | when dropped, Unix ms (8)
+//   'Y' ks-id (4)                  -> the name a dropped keyspace's id had
 //
 // A tombstone's purge age is judged by its arrival, not by its own
 // timestamp: a tombstone written by a node whose clock runs behind looks old
@@ -105,6 +108,14 @@ inline constexpr char kDamagedTag = 'D';
 // was lost: the tag, then the row's own key; the value is the row record.
 // No scan of the store reads them; the next recover tries to name them.
 inline constexpr char kSetAsideRowTag = 'S';
+// A dropped keyspace (Store::DropKeyspace): its name, the id it had and
+// when it was dropped. Its rows, leaves and 'K' record are gone; the name
+// is refused to writers until the drop is undone.
+inline constexpr char kDroppedKeyspaceTag = 'X';
+// The id a dropped keyspace had, with its name: the change log's entries
+// of the keyspace (until retention trims them) name it by that id. Kept
+// when the drop is undone, as the name then gets a new id.
+inline constexpr char kRetiredKeyspaceIdTag = 'Y';
 
 // Metadata names.
 inline constexpr absl::string_view kMetaFormat = "format";
@@ -189,6 +200,43 @@ inline bool ParseFixed32Value(absl::string_view v, uint32_t* out) {
 }
 inline bool ParseFixed64Value(absl::string_view v, uint64_t* out) {
   return v.size() == 8 && GetFixed64(&v, out);
+}
+
+// ---------------------------------------------------------- 'X' dropped
+
+inline std::string DroppedKeyspaceKey(absl::string_view name) {
+  return TaggedKey(kDroppedKeyspaceTag, name);
+}
+
+struct DroppedKeyspaceRecord {
+  uint32_t id = 0;  // the id the keyspace had; never given out again
+  uint64_t dropped_unix_ms = 0;
+};
+
+inline constexpr size_t kDroppedKeyspaceValueSize = kKeyspaceIdSize + 8;
+
+inline std::string EncodeDroppedKeyspaceRecord(const DroppedKeyspaceRecord& r) {
+  std::string v;
+  PutFixed32(&v, r.id);
+  PutFixed64(&v, r.dropped_unix_ms);
+  return v;
+}
+
+inline bool ParseDroppedKeyspaceRecord(absl::string_view v,
+                                       DroppedKeyspaceRecord* r) {
+  return v.size() == kDroppedKeyspaceValueSize && GetFixed32(&v, &r->id) &&
+         GetFixed64(&v, &r->dropped_unix_ms);
+}
+
+inline std::string RetiredKeyspaceIdKey(uint32_t id) {
+  std::string k(1, kRetiredKeyspaceIdTag);
+  PutFixed32(&k, id);
+  return k;
+}
+
+inline bool ParseRetiredKeyspaceIdKey(absl::string_view k, uint32_t* id) {
+  return records_internal::ConsumeTag(kRetiredKeyspaceIdTag, &k) &&
+         k.size() == kKeyspaceIdSize && GetFixed32(&k, id);
 }
 
 // ---------------------------------------------------------- 'M' metadata

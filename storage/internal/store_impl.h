@@ -98,6 +98,8 @@ struct PendingWrite : WriteQueue::Writer {
   bool load_absent = false;
   // Set instead of `request` for CreateKeyspace.
   std::optional<std::pair<std::string, int>> create_keyspace;
+  // DropKeyspace's erases: taken although their keyspace is being dropped.
+  bool drop_erase = false;
   // Set by the leader once the group is committed.
   WriteResult result;
   // Set by the leader instead when it refused this bulk load alone
@@ -168,6 +170,11 @@ class StoreImpl : public Store, private SnapshotRowReader {
   tree::HybridClock& clock() override { return clock_; }
 
   absl::Status CreateKeyspace(absl::string_view name, int depth) override;
+  absl::StatusOr<uint64_t> DropKeyspace(absl::string_view name) override;
+  absl::Status UndropKeyspace(absl::string_view name) override;
+  std::vector<DroppedKeyspaceInfo> ListDroppedKeyspaces() const override {
+    return catalogue_.ListDropped();
+  }
   absl::StatusOr<WriteResult> Write(WriteRequest request) override;
   absl::StatusOr<WriteResult> LoadAbsent(WriteRequest request) override;
   absl::StatusOr<Row> Get(absl::string_view keyspace,
@@ -303,8 +310,27 @@ class StoreImpl : public Store, private SnapshotRowReader {
   // (RowBackend::TakesRows), with its refusal; empty when it takes them
   // all. Captured requests are always taken. The map's keys view
   // `request`'s mutations.
+  // A keyspace being dropped or dropped is not taken either, except by a
+  // drop's own erases (`drop_erase`).
   absl::flat_hash_map<absl::string_view, absl::Status> NotTaken(
-      const WriteRequest& request) const;
+      const WriteRequest& request, bool drop_erase) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // True when the backend takes none of `request`'s keyspaces now (from
+  // NotTaken; a dropped keyspace does not count as the backend's refusal).
+  bool NoneTaken(const WriteRequest& request,
+                 const absl::flat_hash_map<absl::string_view, absl::Status>&
+                     not_taken) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // DropKeyspace's steps (storage/store_drop.cc): erases every row of
+  // `ks` in committed batches, adding to `*erased` the rows erased; then
+  // removes its leaves and record and writes its drop record.
+  absl::Status EraseKeyspaceRows(const Keyspace& ks, uint64_t* erased)
+      ABSL_LOCKS_EXCLUDED(commit_mu_);
+  absl::Status RecordDrop(const Keyspace& ks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // The refusal of a write to a keyspace dropped or being dropped; OK for
+  // any other.
+  absl::Status DroppedRefusal(absl::string_view keyspace) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
 
   // The leader-only helpers of a commit: each REQUIRES commit_mu_.
 
@@ -499,6 +525,9 @@ class StoreImpl : public Store, private SnapshotRowReader {
 
   // Keyspaces, trees, origins, per-origin counts, next ids.
   Catalogue catalogue_;
+  // Keyspaces whose drop is under way (DropKeyspace): their rows are being
+  // erased, and no other writer may add one.
+  absl::flat_hash_set<std::string> dropping_ ABSL_GUARDED_BY(commit_mu_);
   // The first failed LevelDB write, kept as the kUnavailable error every
   // later write returns. Once LevelDB's log writer has failed an append,
   // the file may end in part of a record while the writer's block offset
