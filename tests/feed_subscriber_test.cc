@@ -403,7 +403,10 @@ TEST(MergedWriteTest, OneWriteEqualsWritesOneByOne) {
         r.rows.push_back(*row);
       } else {
         EXPECT_TRUE(absl::IsNotFound(row.status())) << row.status();
-        r.rows.push_back(storage::Row{key, "<none>"});
+        storage::Row none;
+        none.key = key;
+        none.value = "<none>";
+        r.rows.push_back(std::move(none));
       }
     }
     absl::StatusOr<storage::UpstreamProgress> progress =

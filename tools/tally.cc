@@ -161,6 +161,12 @@ ABSL_FLAG(bool, create_keyspace, false,
           "(without it such a write is refused: a keyspace made by a typo "
           "would spread to every node of the mesh, for good). The keyspace "
           "'default' needs no flag.");
+ABSL_FLAG(bool, yes, false,
+          "keyspaces drop: confirm the drop (every row of the keyspace on "
+          "the node goes; without it nothing is dropped).");
+ABSL_FLAG(bool, everywhere, false,
+          "keyspaces drop|undrop: also on every peer of --node (as its "
+          "status lists them), so that the mesh drops the keyspace at once.");
 ABSL_FLAG(std::string, node_name, "",
           "recover: the node's name (its tallyd --name), needed only when "
           "the damaged blocks held every record of it; recover says so.");
@@ -312,6 +318,8 @@ int Main(int argc, char** argv) {
   ctx.all_keyspaces = absl::GetFlag(FLAGS_all_keyspaces);
   ctx.third_party = absl::GetFlag(FLAGS_third_party);
   ctx.create_keyspace = absl::GetFlag(FLAGS_create_keyspace);
+  ctx.yes = absl::GetFlag(FLAGS_yes);
+  ctx.everywhere = absl::GetFlag(FLAGS_everywhere);
   ctx.values = absl::GetFlag(FLAGS_values);
   ctx.insert_only = absl::GetFlag(FLAGS_insert_only);
   ctx.upsert_only = absl::GetFlag(FLAGS_upsert_only);

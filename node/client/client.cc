@@ -557,6 +557,32 @@ absl::StatusOr<v1::PeerControlResponse> NodeClient::SetPeerPaused(
       });
 }
 
+absl::StatusOr<uint64_t> NodeClient::DropKeyspace(const std::string& keyspace,
+                                                  bool drop) {
+  if (!drop) {
+    v1::UndropKeyspaceRequest request;
+    request.set_keyspace(keyspace);
+    absl::StatusOr<v1::UndropKeyspaceResponse> r =
+        CallUnary<v1::UndropKeyspaceResponse>(
+            options_.rpc_timeout, address_, "UndropKeyspace",
+            [&](grpc::ClientContext* c, v1::UndropKeyspaceResponse* out) {
+              return stubs_->admin->UndropKeyspace(c, request, out);
+            });
+    if (!r.ok()) return r.status();
+    return 0;
+  }
+  v1::DropKeyspaceRequest request;
+  request.set_keyspace(keyspace);
+  absl::StatusOr<v1::DropKeyspaceResponse> r =
+      CallUnary<v1::DropKeyspaceResponse>(
+          options_.stream_timeout, address_, "DropKeyspace",
+          [&](grpc::ClientContext* c, v1::DropKeyspaceResponse* out) {
+            return stubs_->admin->DropKeyspace(c, request, out);
+          });
+  if (!r.ok()) return r.status();
+  return r->rows_removed();
+}
+
 absl::StatusOr<v1::VerifyTablesResponse> NodeClient::VerifyTables(
     const v1::VerifyTablesRequest& request) {
   return CallUnary<v1::VerifyTablesResponse>(

@@ -196,6 +196,10 @@ class NodeClient {
   // Admin.PausePeer (`paused`) or Admin.ResumePeer of the node's `peer`.
   absl::StatusOr<v1::PeerControlResponse> SetPeerPaused(const std::string& peer,
                                                         bool paused);
+  // Admin.DropKeyspace (`drop`) or Admin.UndropKeyspace of `keyspace`; a
+  // drop erases every row, so the call has the stream deadline. Returns the
+  // rows removed (0 for an undrop).
+  absl::StatusOr<uint64_t> DropKeyspace(const std::string& keyspace, bool drop);
   // Admin.VerifyTables: a sidecar's index against its tables. Scans whole
   // tables, so the call has the stream deadline.
   absl::StatusOr<v1::VerifyTablesResponse> VerifyTables(

@@ -433,8 +433,10 @@ absl::Status FeedSubscriber::WriteIsolated(storage::WriteRequest write,
     for (size_t i = 0; i < r.applied.size(); ++i) {
       if (next < r.rejected.size() && r.rejected[next].index == i) {
         const storage::RejectedMutation& x = r.rejected[next++];
-        (*outcomes)[x.keyspace].LeaveOut(
-            x.not_taken ? kTroubleNotTaken : kTroubleRejected, x.key, x.status);
+        (*outcomes)[x.keyspace].LeaveOut(x.dropped     ? kTroubleDropped
+                                         : x.not_taken ? kTroubleNotTaken
+                                                       : kTroubleRejected,
+                                         x.key, x.status);
         continue;
       }
       if (r.applied[i]) {

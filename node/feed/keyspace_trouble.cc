@@ -86,6 +86,20 @@ void KeyspaceTrouble::Flowed(absl::string_view keyspace) {
           {{"keyspace", keyspace}, {"trouble_lasted", lasted}});
 }
 
+void KeyspaceTrouble::Resolved(absl::string_view keyspace,
+                               absl::string_view reason,
+                               absl::string_view peer) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = keyspaces_.find(keyspace);
+    if (it == keyspaces_.end() || !it->second.in_trouble ||
+        it->second.reason != reason || it->second.peer != peer) {
+      return;
+    }
+  }
+  Flowed(keyspace);
+}
+
 bool KeyspaceTrouble::InTrouble(absl::string_view keyspace) const {
   absl::MutexLock lock(&mu_);
   auto it = keyspaces_.find(keyspace);

@@ -53,6 +53,9 @@ inline constexpr absl::string_view kTroubleRejected = "rejected";
 inline constexpr absl::string_view kTroubleNotTaken = "not-taken";
 // Its schema fingerprint differs from the peer's.
 inline constexpr absl::string_view kTroubleSchema = "schema";
+// Dropped on one side (storage::Store::DropKeyspace) and still held by the
+// other: its rows do not move between them.
+inline constexpr absl::string_view kTroubleDropped = "dropped";
 
 // One report of rows left out.
 struct TroubleReport {
@@ -78,6 +81,13 @@ class KeyspaceTrouble : public StatusSource {
   // The keyspace's rows flow again (a change of it applied with none left
   // out, or a session synced it): its trouble, if any, ends (logged).
   void Flowed(absl::string_view keyspace) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The cause `reason` last reported for `peer` is gone (the peer no
+  // longer holds a keyspace dropped here, say): the keyspace's trouble
+  // ends, as Flowed, if that is the trouble it is in; another reason, or
+  // the same one from another peer, stays.
+  void Resolved(absl::string_view keyspace, absl::string_view reason,
+                absl::string_view peer) ABSL_LOCKS_EXCLUDED(mu_);
 
   bool InTrouble(absl::string_view keyspace) const ABSL_LOCKS_EXCLUDED(mu_);
   // The keyspaces in trouble now, in name order.

@@ -477,13 +477,16 @@ std::vector<StatusField>* MakeStatusFields() {
       {"tally_keyspace_rows_rejected_total",
        kCounter,
        StatusScope::kKeyspaceTrouble,
-       "`keyspace`, `reason` = `rejected` / `not-taken` / `schema`",
+       "`keyspace`, `reason` = `rejected` / `not-taken` / `schema` / "
+       "`dropped`",
        "rows",
        "Rows of the keyspace from peers that this node could not take "
        "and left out, by reason: rejected (its backend's database "
        "refused the row), not-taken (the keyspace took no rows, being "
        "rebuilt), schema (its schema fingerprint differs from the "
-       "peer's). Sessions repair them once the cause is gone.",
+       "peer's), dropped (the keyspace was dropped here, and the peer "
+       "still holds it). Sessions repair them once the cause is gone "
+       "(a dropped keyspace's never come).",
        {},
        &KeyspaceRowsRejected},
       {"tally_keyspace_in_trouble",

@@ -10,9 +10,11 @@
 #include "absl/strings/str_format.h"
 #include "node/client/grpc_status.h"
 #include "node/client/wire.h"
+#include "node/observe/log.h"
 #include "node/observe/process_stats.h"
 #include "node/rpc/internal/unary.h"
 #include "node/rpc/internal/write_stream.h"
+#include "storage/names.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -325,6 +327,44 @@ grpc::ServerUnaryReactor* AdminService::SetPaused(
   return FinishNow(context, done.status());
 }
 
+grpc::ServerUnaryReactor* AdminService::DropKeyspace(
+    grpc::CallbackServerContext* context,
+    const v1::DropKeyspaceRequest* request,
+    v1::DropKeyspaceResponse* response) {
+  absl::Status status = storage::ValidateKeyspaceName(request->keyspace());
+  if (status.ok() && table_rows_ != nullptr) {
+    status = absl::FailedPreconditionError(absl::StrFormat(
+        "node %s is a sidecar to PostgreSQL: its keyspaces are the tables "
+        "its configuration names; to stop keeping '%s', remove its table "
+        "from `tables` and restart the node",
+        store_->node_name(), request->keyspace()));
+  }
+  if (status.ok() && write_guard_ != nullptr) status = write_guard_->Admit(1);
+  if (!status.ok()) return FinishNow(context, status);
+  return FinishOnPool(context, pool_, [this, request, response] {
+    absl::StatusOr<uint64_t> removed =
+        store_->DropKeyspace(request->keyspace());
+    if (!removed.ok()) return removed.status();
+    response->set_rows_removed(*removed);
+    LogInfo("keyspace dropped",
+            {{"keyspace", request->keyspace()}, {"rows_removed", *removed}});
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* AdminService::UndropKeyspace(
+    grpc::CallbackServerContext* context,
+    const v1::UndropKeyspaceRequest* request, v1::UndropKeyspaceResponse*) {
+  absl::Status status = storage::ValidateKeyspaceName(request->keyspace());
+  if (status.ok() && write_guard_ != nullptr) status = write_guard_->Admit(1);
+  if (!status.ok()) return FinishNow(context, status);
+  return FinishOnPool(context, pool_, [this, request] {
+    TALLY_RETURN_IF_ERROR(store_->UndropKeyspace(request->keyspace()));
+    LogInfo("keyspace drop undone", {{"keyspace", request->keyspace()}});
+    return absl::OkStatus();
+  });
+}
+
 grpc::ServerWriteReactor<v1::SyncEvent>* AdminService::Sync(
     grpc::CallbackServerContext* context, const v1::SyncRequest* request) {
   if (sync_runner_ == nullptr) {
@@ -357,12 +397,22 @@ absl::Status CollectNodeStatus(storage::Store* store,
     response->set_store_write_error(std::string(writable.message()));
   }
   for (const storage::KeyspaceInfo& info : store->ListKeyspaces()) {
+    absl::StatusOr<std::unique_ptr<tree::TreeView>> listed =
+        store->NewTreeView(info.name);
+    // Dropped since it was listed.
+    if (absl::IsNotFound(listed.status())) continue;
     TALLY_ASSIGN_OR_RETURN(std::unique_ptr<tree::TreeView> view,
-                           store->NewTreeView(info.name));
+                           std::move(listed));
     v1::KeyspaceSummary* summary = response->add_keyspaces();
     TALLY_RETURN_IF_ERROR(
         SummaryToProto(*view, info.name, /*top_levels=*/0, summary));
     summary->set_root_changes(info.root_changes);
+  }
+  for (const storage::DroppedKeyspaceInfo& dropped :
+       store->ListDroppedKeyspaces()) {
+    v1::DroppedKeyspace* out = response->add_dropped_keyspaces();
+    out->set_name(dropped.name);
+    out->set_dropped_unix_ms(static_cast<uint64_t>(dropped.dropped_unix_ms));
   }
   for (const storage::OriginRowCount& origin : store->OriginRowCounts()) {
     v1::OriginRows* row = response->add_origins();

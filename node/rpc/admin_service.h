@@ -1,6 +1,6 @@
 // AdminService: the tally.v1.Admin gRPC service — Put, Get, Delete, Load,
-// Status, RunDiff, VerifyTables, PausePeer, ResumePeer and Sync for tools
-// and applications.
+// Status, RunDiff, VerifyTables, PausePeer, ResumePeer, Sync, DropKeyspace
+// and UndropKeyspace for tools and applications.
 //
 // Callback API; store work runs on the node's WorkerPool. Every request is
 // validated and bad input answered with a clear status. Status combines the
@@ -100,6 +100,16 @@ class AdminService final
   grpc::ServerWriteReactor<::tally::v1::SyncEvent>* Sync(
       grpc::CallbackServerContext* context,
       const ::tally::v1::SyncRequest* request) override;
+  // Refused on a sidecar to PostgreSQL (`table_rows` set) and, as a write,
+  // by `write_guard`.
+  grpc::ServerUnaryReactor* DropKeyspace(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::DropKeyspaceRequest* request,
+      ::tally::v1::DropKeyspaceResponse* response) override;
+  grpc::ServerUnaryReactor* UndropKeyspace(
+      grpc::CallbackServerContext* context,
+      const ::tally::v1::UndropKeyspaceRequest* request,
+      ::tally::v1::UndropKeyspaceResponse* response) override;
 
  private:
   // PausePeer and ResumePeer.

@@ -70,6 +70,10 @@ absl::Status HandshakeOnPool(storage::Store& store,
   response->set_epoch(store.epoch());
   response->set_clock_unix_ms(store.clock().PhysicalMillis());
   response->set_seeded_exchange(true);
+  for (const storage::DroppedKeyspaceInfo& dropped :
+       store.ListDroppedKeyspaces()) {
+    response->add_dropped_keyspaces(dropped.name);
+  }
   size_t bytes = response->ByteSizeLong();
   for (const std::string& name : names) {
     absl::StatusOr<std::unique_ptr<tree::TreeView>> view =

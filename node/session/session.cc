@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -201,11 +202,55 @@ absl::Status Session::Handshake() {
     keyspaces_.insert(ks.name());
     peer_rows_[ks.name()] = ks.row_count();
   }
+  LeaveOutDropped(*answer);
   peer_schemas_ = SchemaFingerprints(*answer);
   peer_schema_texts_ = SchemaDescriptions(*answer);
   absl::MutexLock lock(&mu_);
   progress_.keyspaces = static_cast<uint32_t>(keyspaces_.size());
   return status;
+}
+
+void Session::LeaveOutDropped(const v1::HandshakeResponse& answer) {
+  absl::flat_hash_set<std::string> peer_holds;
+  for (const v1::KeyspaceSummary& ks : answer.keyspaces()) {
+    peer_holds.insert(ks.name());
+  }
+  // `held`: the other side holds it; `why`: what is reported if it does.
+  auto leave_out = [&](const std::string& name, bool held,
+                       const std::string& why) {
+    keyspaces_.erase(name);
+    if (options_.trouble == nullptr) return;
+    if (!held) {
+      options_.trouble->Resolved(name, kTroubleDropped, peer_name_);
+      return;
+    }
+    const absl::Status status = absl::FailedPreconditionError(why);
+    LogInfo("session", {{"peer", client_->address()},
+                        {"name", peer_name_},
+                        {"keyspace", name},
+                        {"outcome", status}});
+    options_.trouble->Rejected(
+        {name, kTroubleDropped, "", status, peer_name_, /*rows=*/0});
+  };
+  for (const storage::DroppedKeyspaceInfo& dropped :
+       store_->ListDroppedKeyspaces()) {
+    leave_out(dropped.name, peer_holds.contains(dropped.name),
+              absl::StrFormat(
+                  "keyspace '%s' was dropped on this node; peer %s still "
+                  "holds it, and its rows are left out: drop it there too "
+                  "(tally keyspaces drop), or undo the drop here (tally "
+                  "keyspaces undrop)",
+                  dropped.name, peer_name_));
+  }
+  for (const std::string& name : answer.dropped_keyspaces()) {
+    leave_out(name, local_rows_.contains(name),
+              absl::StrFormat(
+                  "keyspace '%s' was dropped on peer %s, which takes none of "
+                  "its rows; this node still holds it: drop it here too "
+                  "(tally keyspaces drop), or undo the drop there (tally "
+                  "keyspaces undrop)",
+                  name, peer_name_));
+  }
 }
 
 void Session::ExpectRows() {

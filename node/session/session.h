@@ -8,7 +8,11 @@
 //   1. Handshake: the peer's name, clock and keyspaces. The owner checks
 //      the name and records the clock (SessionOptions::on_handshake); a
 //      peer that has this node's own name is refused.
-//   Then for every keyspace either side has, in name order:
+//   Then for every keyspace either side has, in name order, but one
+//   dropped on either side (storage::Store::DropKeyspace, the peer's
+//   HandshakeResponse.dropped_keyspaces): its rows move neither way, and
+//   a side that still holds it is reported as the keyspace's trouble
+//   (kTroubleDropped) until it is dropped there too:
 //   2. Diff: compare the two Merkle trees for the differing keys
 //      (node/sync/sync.h, tree/diff.h);
 //   3. Repair: fetch and write a batch of them.
@@ -204,6 +208,11 @@ class Session {
   // owner's refusal (on_handshake), or kFailedPrecondition when the peer
   // has this node's own name.
   absl::Status Handshake() ABSL_LOCKS_EXCLUDED(mu_);
+  // Part of step 1: leaves out of keyspaces_ the keyspaces dropped here or
+  // on the peer, reporting one that the other side still holds (and ending
+  // that report once it no longer does).
+  void LeaveOutDropped(const v1::HandshakeResponse& answer)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Part of step 1 for a session limited to options_.only_keyspace: keeps
   // it alone in keyspaces_, or kNotFound when neither side has it.

@@ -118,7 +118,11 @@ class SessionTest : public ::testing::Test {
     client_options.rpc_timeout = absl::Seconds(10);
     auto client = NodeClient::Connect(address, client_options);
     EXPECT_TRUE(client.ok()) << client.status();
-    if (!client.ok()) return SessionResult{client.status()};
+    if (!client.ok()) {
+      SessionResult failed;
+      failed.status = client.status();
+      return failed;
+    }
     std::function<void(const SessionProgress&)> then = options.on_phase;
     options.on_phase = [this, then](const SessionProgress& p) {
       phases_.emplace_back(SessionPhaseName(p.phase), p.keyspace);

@@ -61,12 +61,14 @@ const std::vector<CommandSpec>& Commands() {
        {"file", "count", "seed", "value_size", "create_keyspace"}},
       {"keyspaces",
        0,
-       0,
-       "keyspaces",
+       2,
+       "keyspaces [drop NAME --yes | undrop NAME] [--everywhere]",
        "list the node's keyspaces: rows, depth, root (a PostgreSQL "
-       "sidecar's tables among them)",
-       "tally --node=10.0.0.5:7400 keyspaces",
-       {}},
+       "sidecar's tables among them) and the dropped ones; drop one (its "
+       "rows go, and the node refuses the name to every writer and session "
+       "until undrop), on every peer too with --everywhere",
+       "tally --node=10.0.0.5:7400 keyspaces drop usres --yes --everywhere",
+       {"yes", "everywhere"}},
       {"status",
        0,
        0,

@@ -60,6 +60,8 @@ struct Context {
   double bandwidth_mb = 0;
   bool all_keyspaces = false;    // diff, repair --all-keyspaces
   bool create_keyspace = false;  // put, del, load --create-keyspace
+  bool yes = false;              // keyspaces drop --yes
+  bool everywhere = false;       // keyspaces drop|undrop --everywhere
   bool values = false;           // diff of two nodes --values
   bool insert_only = false;      // repair --insert-only
   bool upsert_only = false;      // repair --upsert-only
