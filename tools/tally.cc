@@ -130,6 +130,13 @@ ABSL_FLAG(std::string, where, "",
           "diff, repair of two PostgreSQL URLs: compare only the rows for "
           "which this SQL condition holds, on each side (what follows "
           "WHERE, e.g. \"region = 'eu'\").");
+ABSL_FLAG(std::string, transfer, "",
+          "diff, repair of two PostgreSQL URLs: how rows are compared. "
+          "rows (the default): every row of both tables is read here, the "
+          "fastest over a fast link; hashes: each database sums its rows "
+          "into 16,384 key buckets, and only the rows of the buckets that "
+          "differ are read, for databases behind a slow or far link "
+          "(PostgreSQL 14 or later).");
 ABSL_FLAG(std::string, format, "html",
           "report: html (one self-contained page) or csv (a row per key).");
 ABSL_FLAG(std::string, data_dir, "",
@@ -348,6 +355,7 @@ int Main(int argc, char** argv) {
   ctx.columns = absl::GetFlag(FLAGS_columns);
   ctx.exclude_columns = absl::GetFlag(FLAGS_exclude_columns);
   ctx.where = absl::GetFlag(FLAGS_where);
+  ctx.transfer = absl::GetFlag(FLAGS_transfer);
   ctx.format = absl::GetFlag(FLAGS_format);
   // An unset shell variable must not widen a comparison to everything.
   for (const auto& [flag, empty] :

@@ -379,6 +379,10 @@ std::string TableSchema::select_list() const {
                        });
 }
 
+std::string TableSchema::quoted_column(size_t i) const {
+  return QuoteName(columns_[i].name);
+}
+
 std::string TableSchema::key_list() const {
   return absl::StrJoin(columns_.begin(), columns_.begin() + key_columns_, ", ",
                        [](std::string* out, const TableColumn& c) {

@@ -147,6 +147,8 @@ class TableSchema {
   std::string select_list() const;
   // The key's column names alone, the same way ("\"id\"").
   std::string key_list() const;
+  // Column `i`'s name, quoted the same way. REQUIRES: i < columns().size().
+  std::string quoted_column(size_t i) const;
 
   // One line per column in canonical order:
   //   key 1 "id" bigint

@@ -12,6 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "pg/schema/row_codec.h"
 #include "pg/schema/schema_difference.h"
+#include "pg/table_diff/block_hashes.h"
 #include "pg/wire/binary_copy.h"
 #include "tree/status_macros.h"
 
@@ -31,12 +32,26 @@ void Abandon(Connection& conn) {
 
 // One side of a diff: its snapshot's schema, then its scan.
 struct Side {
+  Side(Connection* conn, std::string table, std::string name)
+      : conn(conn), table(std::move(table)), name(std::move(name)) {}
+
   Connection* conn;
   std::string table;
   std::string name;  // "a" or "b", for messages
   std::optional<TableSchema> schema;
+  std::optional<BlockHashes> hashes;
   std::optional<TableScan> scan;
   absl::Status status;
+
+  void Hash(absl::string_view where, int bits) {
+    absl::StatusOr<BlockHashes> h =
+        ReadBlockHashes(*conn, *schema, where, bits);
+    if (!h.ok()) {
+      status = h.status();
+      return;
+    }
+    hashes.emplace(*std::move(h));
+  }
 
   void ReadSchema(const RowScope& scope) {
     status = conn->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ").status();
@@ -116,16 +131,14 @@ std::vector<RowDifference> CompareScans(const TableScan& a,
 absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
                                      absl::string_view table_a,
                                      absl::string_view table_b,
-                                     const RowScope& scope) {
+                                     const RowScope& scope, Transfer transfer) {
   if (absl::StrContains(scope.where, ';')) {
     return absl::InvalidArgumentError(
         "--where is one SQL condition (what follows WHERE); it may not hold "
         "';'");
   }
-  Side side_a{&a,           std::string(table_a), "a",
-              std::nullopt, std::nullopt,         absl::OkStatus()};
-  Side side_b{&b,           std::string(table_b), "b",
-              std::nullopt, std::nullopt,         absl::OkStatus()};
+  Side side_a{&a, std::string(table_a), "a"};
+  Side side_b{&b, std::string(table_b), "b"};
   TALLY_RETURN_IF_ERROR(
       OnBoth(side_a, side_b, [&](Side& s) { s.ReadSchema(scope); }));
   if (side_a.schema->fingerprint() != side_b.schema->fingerprint()) {
@@ -142,13 +155,49 @@ absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
                      "; their rows cannot be compared"));
   }
   const std::string keyspace = side_a.schema->name();
-  TALLY_RETURN_IF_ERROR(
-      OnBoth(side_a, side_b, [&](Side& s) { s.Scan(keyspace, scope.where); }));
   TableDiff diff{keyspace, *side_a.schema, *side_b.schema, 0, 0, {}, {}, {}};
-  diff.rows_a = side_a.scan->rows();
-  diff.rows_b = side_b.scan->rows();
-  diff.root_a = side_a.scan->root();
-  diff.root_b = side_b.scan->root();
+  diff.transfer = transfer;
+  if (transfer == Transfer::kRows) {
+    TALLY_RETURN_IF_ERROR(OnBoth(
+        side_a, side_b, [&](Side& s) { s.Scan(keyspace, scope.where); }));
+    diff.rows_a = diff.rows_read_a = side_a.scan->rows();
+    diff.rows_b = diff.rows_read_b = side_b.scan->rows();
+    diff.bytes_read_a = side_a.scan->bytes();
+    diff.bytes_read_b = side_b.scan->bytes();
+    diff.root_a = side_a.scan->root();
+    diff.root_b = side_b.scan->root();
+    diff.differences = CompareScans(*side_a.scan, *side_b.scan);
+    return diff;
+  }
+  // Block hashes, then the rows of the differing buckets, in the same
+  // snapshot on each side.
+  const int bits = kDefaultBucketBits;
+  TALLY_RETURN_IF_ERROR(
+      OnBoth(side_a, side_b, [&](Side& s) { s.Hash(scope.where, bits); }));
+  diff.rows_a = side_a.hashes->rows;
+  diff.rows_b = side_b.hashes->rows;
+  diff.bytes_read_a = side_a.hashes->bytes_received;
+  diff.bytes_read_b = side_b.hashes->bytes_received;
+  diff.buckets = side_a.hashes->counts.size();
+  const std::vector<uint32_t> differing =
+      DifferingBuckets(*side_a.hashes, *side_b.hashes);
+  diff.buckets_differing = differing.size();
+  if (differing.empty()) {
+    TALLY_RETURN_IF_ERROR(OnBoth(side_a, side_b, [](Side& s) {
+      s.status = s.conn->Exec("COMMIT").status();
+    }));
+    return diff;
+  }
+  std::string where = BucketCondition(*side_a.schema, bits, differing);
+  if (!scope.where.empty()) {
+    where = absl::StrCat("(", scope.where, ") AND ", where);
+  }
+  TALLY_RETURN_IF_ERROR(
+      OnBoth(side_a, side_b, [&](Side& s) { s.Scan(keyspace, where); }));
+  diff.rows_read_a = side_a.scan->rows();
+  diff.rows_read_b = side_b.scan->rows();
+  diff.bytes_read_a += side_a.scan->bytes();
+  diff.bytes_read_b += side_b.scan->bytes();
   diff.differences = CompareScans(*side_a.scan, *side_b.scan);
   return diff;
 }

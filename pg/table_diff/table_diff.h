@@ -76,6 +76,18 @@ struct RowScope {
   std::string where;
 };
 
+// How a diff learns which rows differ.
+enum class Transfer {
+  // Every row of both tables is read here (binary COPY) and digested: the
+  // fastest where the databases are near (a LAN).
+  kRows,
+  // Block hashes computed in each database first
+  // (pg/table_diff/block_hashes.h), then only the rows of the buckets that
+  // differ are read: for databases far away, whose rows would cross a slow
+  // link.
+  kBlockHashes,
+};
+
 struct TableDiff {
   // The keyspace the rows were digested under: table A's qualified name.
   std::string keyspace;
@@ -84,9 +96,21 @@ struct TableDiff {
   TableSchema schema_b;
   uint64_t rows_a = 0;
   uint64_t rows_b = 0;
+  // The roots of the whole tables (kRows only: a block-hash diff reads
+  // only some rows, and leaves them zero).
   tree::Digest128 root_a;
   tree::Digest128 root_b;
   std::vector<RowDifference> differences;
+  Transfer transfer = Transfer::kRows;
+  // kBlockHashes: the buckets, and how many differed.
+  uint64_t buckets = 0;
+  uint64_t buckets_differing = 0;
+  // What was read from each database: rows, and bytes of the answers
+  // (block hashes and COPY streams).
+  uint64_t rows_read_a = 0;
+  uint64_t rows_read_b = 0;
+  uint64_t bytes_read_a = 0;
+  uint64_t bytes_read_b = 0;
 };
 
 // Compares table `table_a` of `a`'s database with `table_b` of `b`'s,
@@ -101,10 +125,13 @@ struct TableDiff {
 // connection's error (a `where` PostgreSQL refuses among them).
 // REQUIRES: no transaction open on either connection; `a` and `b` are
 // different connections.
+// With Transfer::kBlockHashes, also kFailedPrecondition for a server
+// older than PostgreSQL 14.
 absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
                                      absl::string_view table_a,
                                      absl::string_view table_b,
-                                     const RowScope& scope = {});
+                                     const RowScope& scope = {},
+                                     Transfer transfer = Transfer::kRows);
 
 struct RepairCounts {
   uint64_t upserted = 0;  // rows inserted or updated on the target

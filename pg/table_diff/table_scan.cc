@@ -193,8 +193,10 @@ absl::StatusOr<TableScan> TableScan::Run(Connection& conn,
                 ") TO STDOUT (FORMAT binary)")
           : absl::StrCat("COPY ", schema.quoted_name(), " (",
                          schema.select_list(), ") TO STDOUT (FORMAT binary)");
-  TALLY_RETURN_IF_ERROR(conn.CopyOut(
-      sql, [&](absl::string_view chunk) { return reader.Feed(chunk); }));
+  TALLY_RETURN_IF_ERROR(conn.CopyOut(sql, [&](absl::string_view chunk) {
+    scan.bytes_ += chunk.size();
+    return reader.Feed(chunk);
+  }));
   absl::Status finished = reader.Finish();
   if (!finished.ok()) {
     return absl::Status(finished.code(),

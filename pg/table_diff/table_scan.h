@@ -129,6 +129,8 @@ class TableScan {
 
   const std::string& keyspace() const { return keyspace_; }
   uint64_t rows() const { return rows_; }
+  // The bytes of the COPY stream read from the database.
+  uint64_t bytes() const { return bytes_; }
   // The XOR of every row's digest: the root of a tree over these rows.
   const tree::Digest128& root() const { return root_; }
   absl::Span<const tree::Digest128> leaf_digests() const { return leaves_; }
@@ -161,6 +163,7 @@ class TableScan {
   // in a virtual machine the dearest part of a scan's client side.
   RowArray<char> records_;
   uint64_t rows_ = 0;
+  uint64_t bytes_ = 0;
   std::vector<tree::Digest128> leaves_;
   std::vector<uint32_t> leaf_counts_;
   tree::Digest128 root_;

@@ -81,13 +81,14 @@ const std::vector<CommandSpec>& Commands() {
        2,
        "diff A B [--range=FROM:TO | --keys-from=FILE] [--third-party] "
        "[--all-keyspaces] [--values] [--columns=C,... | "
-       "--exclude-columns=C,...] [--where=COND]",
+       "--exclude-columns=C,...] [--where=COND] [--transfer=rows|hashes]",
        "list the keys that differ between nodes A and B, or between the "
        "tables of two PostgreSQL URLs (exit 1 if any); A diffs against B "
        "itself, or this tool does with --third-party",
        "tally --keyspace=users diff 127.0.0.1:7400 127.0.0.1:7401",
        {"third_party", "table", "all_keyspaces", "range", "keys_from",
-        "escaped", "values", "columns", "exclude_columns", "where"}},
+        "escaped", "values", "columns", "exclude_columns", "where",
+        "transfer"}},
       {"repair",
        2,
        2,
@@ -96,14 +97,14 @@ const std::vector<CommandSpec>& Commands() {
        "[--values]] "
        "[--range=FROM:TO | --keys-from=FILE] [--third-party] "
        "[--all-keyspaces] [--columns=C,... | --exclude-columns=C,...] "
-       "[--where=COND]",
+       "[--where=COND] [--transfer=rows|hashes]",
        "make A and B equal: two-way last writer wins, or one-way from "
        "--source; run by A, or by this tool with --third-party",
        "tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401",
        {"source", "dry_run", "bandwidth", "third_party", "table",
         "all_keyspaces", "range", "keys_from", "escaped", "insert_only",
         "upsert_only", "max_rows", "report", "columns", "exclude_columns",
-        "where", "values"}},
+        "where", "values", "transfer"}},
       {"recheck",
        1,
        1,

@@ -76,7 +76,8 @@ struct Context {
   std::vector<std::string> columns;
   std::vector<std::string> exclude_columns;
   std::string where;
-  std::string format;  // report --format
+  std::string transfer;  // diff, repair of URLs: --transfer=rows|hashes
+  std::string format;    // report --format
   std::string data_dir;
   std::string node_name;  // recover: when the store lost every record of it
   // argv as given (the URL commands run `tally-pg` with it: pg_diff.h).

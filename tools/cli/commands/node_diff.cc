@@ -124,10 +124,11 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
   const bool url_b = IsPostgresUrl(ctx.args[1]);
   if (!url_a && !url_b) {
     if (!ctx.columns.empty() || !ctx.exclude_columns.empty() ||
-        !ctx.where.empty()) {
+        !ctx.where.empty() || !ctx.transfer.empty()) {
       return CommandResult(absl::InvalidArgumentError(
-          "--columns, --exclude-columns and --where are for two PostgreSQL "
-          "URLs; between nodes, --range and --keys-from choose the rows"));
+          "--columns, --exclude-columns, --where and --transfer are for two "
+          "PostgreSQL URLs; between nodes, --range and --keys-from choose "
+          "the rows"));
     }
     return std::nullopt;
   }
@@ -156,6 +157,7 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
   options.columns = ctx.columns;
   options.exclude_columns = ctx.exclude_columns;
   options.where = ctx.where;
+  options.transfer = ctx.transfer;
   options.values = ctx.values && !repair;
   options.json = ctx.json;
   options.timeout = ctx.client_options.rpc_timeout;

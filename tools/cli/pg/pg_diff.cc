@@ -215,6 +215,22 @@ void PrintValues(const pg::TableSchema& schema, const pg::RowText* in_a,
   }
 }
 
+absl::StatusOr<pg::Transfer> ParseTransfer(absl::string_view transfer) {
+  if (transfer.empty() || transfer == "rows") return pg::Transfer::kRows;
+  if (transfer == "hashes") return pg::Transfer::kBlockHashes;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--transfer=%s: use rows (read every row here) or hashes (block "
+      "hashes in each database, then only the rows that may differ)",
+      absl::CHexEscape(transfer)));
+}
+
+// "1.2 MB", "830 B".
+std::string Bytes(uint64_t n) {
+  if (n < 10 * 1024) return absl::StrCat(n, " B");
+  if (n < 10 * 1024 * 1024) return absl::StrFormat("%.1f kB", n / 1024.0);
+  return absl::StrFormat("%.1f MB", n / (1024.0 * 1024.0));
+}
+
 const char* KindText(const pg::RowDifference& d) {
   if (d.in_a && d.in_b) return "differs";
   return d.in_a ? "only in a" : "only in b";
@@ -224,9 +240,12 @@ const char* KindText(const pg::RowDifference& d) {
 absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
                                  Database& b, const TablePair& tables) {
   const absl::Time start = absl::Now();
+  TALLY_ASSIGN_OR_RETURN(const pg::Transfer transfer,
+                         ParseTransfer(options.transfer));
   absl::StatusOr<pg::TableDiff> diff = pg::DiffTables(
       *a.conn, *b.conn, tables.first, tables.second,
-      pg::RowScope{options.columns, options.exclude_columns, options.where});
+      pg::RowScope{options.columns, options.exclude_columns, options.where},
+      transfer);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!diff.ok()) {
     // DiffTables names the side ("a: ..."); add which database it is.
@@ -283,6 +302,7 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
     }
   }
   const size_t n = diff->differences.size();
+  const bool hashes = diff->transfer == pg::Transfer::kBlockHashes;
   if (options.json) {
     Json summary = {{"table", diff->keyspace},
                     {"table_b", tables.second},
@@ -290,22 +310,42 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
                     {"b", b.target.display},
                     {"rows_a", diff->rows_a},
                     {"rows_b", diff->rows_b},
-                    {"root_a", diff->root_a.ToHex()},
-                    {"root_b", diff->root_b.ToHex()},
                     {"differences", n},
-                    {"seconds", seconds}};
+                    {"seconds", seconds},
+                    {"transfer", hashes ? "hashes" : "rows"},
+                    {"rows_read_a", diff->rows_read_a},
+                    {"rows_read_b", diff->rows_read_b},
+                    {"bytes_read_a", diff->bytes_read_a},
+                    {"bytes_read_b", diff->bytes_read_b}};
+    if (hashes) {
+      summary["buckets"] = diff->buckets;
+      summary["buckets_differing"] = diff->buckets_differing;
+    } else {
+      summary["root_a"] = diff->root_a.ToHex();
+      summary["root_b"] = diff->root_b.ToHex();
+    }
     std::cout << DumpJson({{"summary", summary}}) << "\n";
   } else {
+    auto side = [&](const Database& db, uint64_t rows,
+                    const tree::Digest128& root) {
+      return hashes ? absl::StrFormat("%s (%d rows)", db.target.display, rows)
+                    : absl::StrFormat("%s (%d rows, root %s)",
+                                      db.target.display, rows, root.ToHex());
+    };
     std::cout << absl::StrFormat(
-        "%s: table %s, a=%s (%d rows, root %s), b=%s (%d rows, root %s), "
-        "%.3f s\n",
+        "%s: table %s, a=%s, b=%s, %.3f s; read %s (%d rows) from a, %s (%d "
+        "rows) from b%s\n",
         n == 0 ? std::string("equal")
                : absl::StrCat(n, n == 1 ? " key differs" : " keys differ"),
         tables.first == tables.second
             ? tables.first
             : absl::StrCat(tables.first, " vs ", tables.second),
-        a.target.display, diff->rows_a, diff->root_a.ToHex(), b.target.display,
-        diff->rows_b, diff->root_b.ToHex(), seconds);
+        side(a, diff->rows_a, diff->root_a),
+        side(b, diff->rows_b, diff->root_b), seconds, Bytes(diff->bytes_read_a),
+        diff->rows_read_a, Bytes(diff->bytes_read_b), diff->rows_read_b,
+        hashes ? absl::StrFormat(" (block hashes: %d of %d buckets differ)",
+                                 diff->buckets_differing, diff->buckets)
+               : "");
   }
   std::cout.flush();
   if (!options.repair) return n == 0 ? 0 : 1;
@@ -414,6 +454,7 @@ absl::StatusOr<int> RunPgDiff(const PgDiffOptions& options) {
   if (!tb.ok()) return tb.status();
   a.target = *std::move(ta);
   b.target = *std::move(tb);
+  TALLY_RETURN_IF_ERROR(ParseTransfer(options.transfer).status());
   if (options.repair) {
     // Checked before any work, so a typo costs no scan. Two tables hold no
     // versions, so there is no last writer to decide a two-way repair.

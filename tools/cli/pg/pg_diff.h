@@ -42,6 +42,10 @@ struct PgDiffOptions {
   std::vector<std::string> columns;
   std::vector<std::string> exclude_columns;
   std::string where;
+  // --transfer: "rows" (read every row of both tables here; the default),
+  // or "hashes" (block hashes computed in each database, then only the
+  // rows of the buckets that differ: pg/table_diff/block_hashes.h).
+  std::string transfer;
   // diff --values: under each differing key, the columns that differ with
   // their values on both sides (a row on one side only: its columns).
   bool values = false;
