@@ -40,7 +40,11 @@ bool SendAll(int fd, const char* data, size_t size) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpProxy>> TcpProxy::Start(
-    const std::string& target, absl::Duration one_way_delay) {
+    const std::string& target, absl::Duration one_way_delay,
+    double bytes_per_second) {
+  if (!(bytes_per_second >= 0)) {
+    return absl::InvalidArgumentError("proxy bandwidth is negative");
+  }
   if (one_way_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "proxy delay ", absl::FormatDuration(one_way_delay), " is negative"));
@@ -57,6 +61,7 @@ absl::StatusOr<std::unique_ptr<TcpProxy>> TcpProxy::Start(
   proxy->target_host_ = target.substr(0, colon);
   proxy->target_port_ = port;
   proxy->one_way_delay_ = one_way_delay;
+  proxy->bytes_per_second_ = bytes_per_second;
   in_addr probe{};
   if (inet_pton(AF_INET, proxy->target_host_.c_str(), &probe) != 1) {
     return absl::InvalidArgumentError(absl::StrCat("proxy target host '",
@@ -173,10 +178,11 @@ void TcpProxy::AcceptLoop() {
 }
 
 void TcpProxy::Pump(Connection* c, int from, int to) {
-  if (one_way_delay_ > absl::ZeroDuration()) {
+  if (one_way_delay_ > absl::ZeroDuration() || bytes_per_second_ > 0) {
     DelayedPump(c, from, to);
     return;
   }
+  const int way = from == c->client_fd ? 0 : 1;
   char buffer[64 * 1024];
   while (!stopping_.load() && !c->silenced.load()) {
     pollfd pfd{from, POLLIN, 0};
@@ -186,6 +192,7 @@ void TcpProxy::Pump(Connection* c, int from, int to) {
     if (c->silenced.load()) return;  // black-holed: read nothing more
     const ssize_t n = read(from, buffer, sizeof(buffer));
     if (n <= 0) break;
+    bytes_[way].fetch_add(static_cast<uint64_t>(n));
     if (!SendAll(to, buffer, static_cast<size_t>(n))) {
       Shutdown(c);
       return;
@@ -199,6 +206,20 @@ void TcpProxy::Pump(Connection* c, int from, int to) {
 void TcpProxy::DelayedPump(Connection* c, int from, int to) {
   using Clock = std::chrono::steady_clock;
   const auto delay = absl::ToChronoNanoseconds(one_way_delay_);
+  const int way = from == c->client_fd ? 0 : 1;
+  // When a chunk of `size` bytes read now arrives at the far end: after
+  // the chunks before it passed the link (if it is narrow), its own time
+  // on the link, and the delay.
+  auto arrival = [&](size_t size) {
+    const Clock::time_point now = Clock::now();
+    if (bytes_per_second_ <= 0) return now + delay;
+    absl::MutexLock lock(&link_mu_);
+    Clock::time_point& free = link_free_[way];
+    free = std::max(free, now) +
+           std::chrono::duration_cast<Clock::duration>(
+               std::chrono::duration<double>(size / bytes_per_second_));
+    return free + delay;
+  };
   const auto poll_period =
       std::chrono::nanoseconds(std::chrono::milliseconds(kPollMs));
   // The chunks read and not yet written, each with when it may go.
@@ -219,7 +240,8 @@ void TcpProxy::DelayedPump(Connection* c, int from, int to) {
       if (ppoll(&pfd, 1, &timeout, nullptr) > 0) {
         const ssize_t n = recv(from, buffer, sizeof(buffer), 0);
         if (n > 0) {
-          held.emplace_back(Clock::now() + delay,
+          bytes_[way].fetch_add(static_cast<uint64_t>(n));
+          held.emplace_back(arrival(static_cast<size_t>(n)),
                             std::string(buffer, static_cast<size_t>(n)));
         } else if (n == 0 || errno != EINTR) {
           reading = false;  // the source ended: deliver what is held

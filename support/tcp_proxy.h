@@ -8,7 +8,10 @@
 //
 // A long link: Start(target, absl::Milliseconds(25)) holds every byte 25 ms
 // in each direction before forwarding it (the bench's `wan` scenario), in
-// the order read; bandwidth is loopback's.
+// the order read. A narrow one: with `bytes_per_second` too, each
+// direction's bytes (of all connections together) also take their size
+// over that rate to pass, one chunk after another, as on one shared link.
+// bytes_up() and bytes_down() count what crossed each way.
 //
 // Two ways to fail a link:
 //   - kReset: every open connection is closed (both sides see a reset or
@@ -26,6 +29,7 @@
 #define TALLY_SUPPORT_TCP_PROXY_H_
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -49,7 +53,8 @@ class TcpProxy {
   // is malformed or the delay is negative.
   static absl::StatusOr<std::unique_ptr<TcpProxy>> Start(
       const std::string& target,
-      absl::Duration one_way_delay = absl::ZeroDuration());
+      absl::Duration one_way_delay = absl::ZeroDuration(),
+      double bytes_per_second = 0);
   ~TcpProxy();
   TcpProxy(const TcpProxy&) = delete;
   TcpProxy& operator=(const TcpProxy&) = delete;
@@ -62,6 +67,9 @@ class TcpProxy {
 
   // Connections accepted so far (refused ones included).
   int accepted() const { return accepted_.load(); }
+  // Bytes forwarded so far: client to target, and target to client.
+  uint64_t bytes_up() const { return bytes_[0].load(); }
+  uint64_t bytes_down() const { return bytes_[1].load(); }
 
  private:
   struct Connection {
@@ -88,6 +96,12 @@ class TcpProxy {
   std::string target_host_;
   int target_port_ = 0;
   absl::Duration one_way_delay_;
+  double bytes_per_second_ = 0;  // 0: unlimited
+  std::atomic<uint64_t> bytes_[2] = {{0}, {0}};  // up, down
+  // When each direction's link is free again (bytes_per_second_ > 0).
+  absl::Mutex link_mu_;
+  std::chrono::steady_clock::time_point link_free_[2] ABSL_GUARDED_BY(
+      link_mu_);
 
   std::thread acceptor_;
   std::atomic<bool> stopping_{false};

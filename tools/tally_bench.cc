@@ -39,7 +39,7 @@ std::vector<Scenario> AllScenarios() {
       OpenScenario(),      NodeDiffScenario(),
       WanScenario(),       BootstrapScenario(),
       FeedScenario(),      PgScenario(),
-      PgWarmScenario(),    PgCaptureScenario(),
+      PgWarmScenario(),    PgWanScenario(),    PgCaptureScenario(),
       PgLatencyScenario(), PgApplyScenario(),
       PgBuildScenario(),   PgPgbenchChainScenario(),
   };

@@ -14,10 +14,13 @@
 //   std::vector<uint32_t> differ = DifferingBuckets(a, b);
 //   std::string only = BucketCondition(schema_a, 14, differ);  // SQL
 //
-// The row hash is the first 64 bits of md5 over the row's binary form
-// (record_send of the compared columns, in canonical order): the send
-// forms tally's own canonical rows are made of, which no session setting
-// changes, and in which a NULL and an empty string differ. A column of a
+// The row hash is PostgreSQL's hashtextextended over the row's binary form
+// (record_send of the compared columns, in canonical order, spelled in
+// hex): the send forms tally's own canonical rows are made of, which no
+// session setting changes, and in which a NULL and an empty string differ.
+// (PostgreSQL's hash functions are not promised to agree between servers
+// of different byte order or major version; there every bucket would
+// differ, and the diff would read every row: slower, never wrong.) A column of a
 // user type (an enum, a composite, a domain: its OID, which the binary
 // form embeds, differs between databases) goes in as its text instead.
 // The hash is a prune only: a bucket is skipped when its count and hash

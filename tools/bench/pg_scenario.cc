@@ -77,23 +77,8 @@ absl::StatusOr<double> TimeTally(const std::string& url_a,
   return seconds;
 }
 
-// --pg_rows as numbers.
-absl::StatusOr<std::vector<uint64_t>> Sizes() {
-  std::vector<uint64_t> sizes;
-  for (absl::string_view s :
-       absl::StrSplit(absl::GetFlag(FLAGS_pg_rows), ',', absl::SkipEmpty())) {
-    uint64_t n = 0;
-    if (!absl::SimpleAtoi(s, &n) || n < 1000) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--pg_rows: '", s, "' is not a size of 1000 or more"));
-    }
-    sizes.push_back(n);
-  }
-  return sizes;
-}
-
 absl::Status RunPg(std::ostream& out) {
-  absl::StatusOr<std::vector<uint64_t>> sizes = Sizes();
+  absl::StatusOr<std::vector<uint64_t>> sizes = PgTableSizes();
   if (!sizes.ok()) return sizes.status();
   const int runs = std::max(1, absl::GetFlag(FLAGS_pg_runs));
   absl::StatusOr<std::unique_ptr<PgCluster>> a = PgCluster::Start();
@@ -249,7 +234,7 @@ absl::Status RemoveSidecar(Sidecar& side, PgCluster& pg) {
 }
 
 absl::Status RunPgWarm(std::ostream& out) {
-  absl::StatusOr<std::vector<uint64_t>> sizes = Sizes();
+  absl::StatusOr<std::vector<uint64_t>> sizes = PgTableSizes();
   if (!sizes.ok()) return sizes.status();
   const int runs = std::max(1, absl::GetFlag(FLAGS_pg_runs));
   const std::string comparator = absl::GetFlag(FLAGS_pg_comparator);

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -135,13 +137,33 @@ absl::StatusOr<pg::Lsn> CurrentLsn(PgCluster& pg) {
   return pg::ParseLsn(absl::StripAsciiWhitespace(*text));
 }
 
+absl::StatusOr<std::vector<uint64_t>> PgTableSizes() {
+  std::vector<uint64_t> sizes;
+  for (absl::string_view s :
+       absl::StrSplit(absl::GetFlag(FLAGS_pg_rows), ',', absl::SkipEmpty())) {
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(s, &n) || n < 1000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pg_rows: '", s, "' is not a size of 1000 or more"));
+    }
+    sizes.push_back(n);
+  }
+  return sizes;
+}
+
 absl::StatusOr<double> TimePgComparator(const PgCluster& a, const PgCluster& b,
                                         const std::string& program,
                                         int expected) {
+  return TimePgComparatorAt(a.port(), b.port(), program, expected);
+}
+
+absl::StatusOr<double> TimePgComparatorAt(int port_a, int port_b,
+                                          const std::string& program,
+                                          int expected) {
   const std::string url_a = absl::StrCat(
-      "pgsql://postgres@127.0.0.1:", a.port(), "/postgres/public.t?id:a,b,c");
-  const std::string url_b = absl::StrCat(
-      "pgsql://postgres@127.0.0.1:", b.port(), "/postgres/public.t");
+      "pgsql://postgres@127.0.0.1:", port_a, "/postgres/public.t?id:a,b,c");
+  const std::string url_b = absl::StrCat("pgsql://postgres@127.0.0.1:",
+                                         port_b, "/postgres/public.t");
   const absl::Time start = absl::Now();
   const CommandResult r = testing::RunCommand(
       {"/usr/bin/env", "PGTZ=UTC", program, url_a, url_b}, absl::Minutes(10));

@@ -38,6 +38,8 @@
 // Runs of each contender (pg_scenario.cc): every PostgreSQL scenario
 // measures this many times, alternated with its baseline.
 ABSL_DECLARE_FLAG(int, pg_runs);
+ABSL_DECLARE_FLAG(std::string, pg_rows);
+ABSL_DECLARE_FLAG(std::string, pg_comparator);
 
 namespace tally {
 namespace bench {
@@ -67,6 +69,9 @@ absl::Status ExecSql(testing::PgCluster& pg, const std::string& sql);
 
 // (Re)creates t with `rows` rows (ids 1..rows) and the pgcmp extension
 // pg_comparator needs.
+// --pg_rows as numbers (each 1000 or more).
+absl::StatusOr<std::vector<uint64_t>> PgTableSizes();
+
 absl::Status FillTable(testing::PgCluster& pg, uint64_t rows);
 
 // VACUUM (FREEZE, ANALYZE) t and a CHECKPOINT, so that the contenders that
@@ -90,6 +95,10 @@ absl::StatusOr<pg::Lsn> CurrentLsn(testing::PgCluster& pg);
 
 // Times pg_comparator (`program`, PGTZ=UTC) comparing t on `a` and `b`;
 // kInternal unless it reports exactly `expected` differences.
+// The same through other ports (proxies in front of the two servers).
+absl::StatusOr<double> TimePgComparatorAt(int port_a, int port_b,
+                                          const std::string& program,
+                                          int expected);
 absl::StatusOr<double> TimePgComparator(const testing::PgCluster& a,
                                         const testing::PgCluster& b,
                                         const std::string& program,

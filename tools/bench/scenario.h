@@ -50,6 +50,7 @@ Scenario BootstrapScenario();
 Scenario FeedScenario();
 Scenario PgScenario();
 Scenario PgWarmScenario();
+Scenario PgWanScenario();
 Scenario PgCaptureScenario();
 Scenario PgLatencyScenario();
 Scenario PgApplyScenario();
