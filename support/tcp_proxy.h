@@ -96,12 +96,11 @@ class TcpProxy {
   std::string target_host_;
   int target_port_ = 0;
   absl::Duration one_way_delay_;
-  double bytes_per_second_ = 0;  // 0: unlimited
+  double bytes_per_second_ = 0;                  // 0: unlimited
   std::atomic<uint64_t> bytes_[2] = {{0}, {0}};  // up, down
   // When each direction's link is free again (bytes_per_second_ > 0).
   absl::Mutex link_mu_;
-  std::chrono::steady_clock::time_point link_free_[2] ABSL_GUARDED_BY(
-      link_mu_);
+  std::chrono::steady_clock::time_point link_free_[2] ABSL_GUARDED_BY(link_mu_);
 
   std::thread acceptor_;
   std::atomic<bool> stopping_{false};

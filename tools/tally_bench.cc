@@ -35,13 +35,11 @@ namespace {
 // The registry, in the order --scenario=all runs them.
 std::vector<Scenario> AllScenarios() {
   return {
-      DiffMemScenario(),   IngestScenario(),
-      OpenScenario(),      NodeDiffScenario(),
-      WanScenario(),       BootstrapScenario(),
-      FeedScenario(),      PgScenario(),
-      PgWarmScenario(),    PgWanScenario(),    PgCaptureScenario(),
-      PgLatencyScenario(), PgApplyScenario(),
-      PgBuildScenario(),   PgPgbenchChainScenario(),
+      DiffMemScenario(),  IngestScenario(),    OpenScenario(),
+      NodeDiffScenario(), WanScenario(),       BootstrapScenario(),
+      FeedScenario(),     PgScenario(),        PgWarmScenario(),
+      PgWanScenario(),    PgCaptureScenario(), PgLatencyScenario(),
+      PgApplyScenario(),  PgBuildScenario(),   PgPgbenchChainScenario(),
   };
 }
 

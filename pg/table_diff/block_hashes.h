@@ -20,14 +20,14 @@
 // session setting changes, and in which a NULL and an empty string differ.
 // (PostgreSQL's hash functions are not promised to agree between servers
 // of different byte order or major version; there every bucket would
-// differ, and the diff would read every row: slower, never wrong.) A column of a
-// user type (an enum, a composite, a domain: its OID, which the binary
-// form embeds, differs between databases) goes in as its text instead.
-// The hash is a prune only: a bucket is skipped when its count and hash
-// agree, and every other bucket's rows are compared by tally's canonical
-// digests, so a false "differs" costs only a bucket read; a user-type value
-// whose text is equal while its canonical form differs would be the one
-// way (besides a 64-bit collision) to miss a difference.
+// differ, and the diff would read every row: slower, never wrong.) A column of
+// a user type (an enum, a composite, a domain: its OID, which the binary form
+// embeds, differs between databases) goes in as its text instead. The hash is a
+// prune only: a bucket is skipped when its count and hash agree, and every
+// other bucket's rows are compared by tally's canonical digests, so a false
+// "differs" costs only a bucket read; a user-type value whose text is equal
+// while its canonical form differs would be the one way (besides a 64-bit
+// collision) to miss a difference.
 //
 // Needs PostgreSQL 14 or later (bit_xor).
 #ifndef TALLY_PG_TABLE_DIFF_BLOCK_HASHES_H_

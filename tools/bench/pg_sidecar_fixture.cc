@@ -160,10 +160,10 @@ absl::StatusOr<double> TimePgComparator(const PgCluster& a, const PgCluster& b,
 absl::StatusOr<double> TimePgComparatorAt(int port_a, int port_b,
                                           const std::string& program,
                                           int expected) {
-  const std::string url_a = absl::StrCat(
-      "pgsql://postgres@127.0.0.1:", port_a, "/postgres/public.t?id:a,b,c");
-  const std::string url_b = absl::StrCat("pgsql://postgres@127.0.0.1:",
-                                         port_b, "/postgres/public.t");
+  const std::string url_a = absl::StrCat("pgsql://postgres@127.0.0.1:", port_a,
+                                         "/postgres/public.t?id:a,b,c");
+  const std::string url_b =
+      absl::StrCat("pgsql://postgres@127.0.0.1:", port_b, "/postgres/public.t");
   const absl::Time start = absl::Now();
   const CommandResult r = testing::RunCommand(
       {"/usr/bin/env", "PGTZ=UTC", program, url_a, url_b}, absl::Minutes(10));

@@ -83,8 +83,9 @@ absl::Status RunPgWan(std::ostream& out) {
   absl::StatusOr<std::unique_ptr<TcpProxy>> link_b = TcpProxy::Start(
       absl::StrCat("127.0.0.1:", (*b)->port()), delay, bytes_per_second);
   if (!link_b.ok()) return link_b.status();
-  const std::string url_a = absl::StrCat(
-      "postgresql://postgres@", (*link_a)->address(), "/postgres?table=public.t");
+  const std::string url_a =
+      absl::StrCat("postgresql://postgres@", (*link_a)->address(),
+                   "/postgres?table=public.t");
   const std::string url_b =
       absl::StrCat("postgresql://postgres@", (*link_b)->address(), "/postgres");
   out << absl::StrFormat(
@@ -125,8 +126,7 @@ absl::Status RunPgWan(std::ostream& out) {
           {&baseline, &baseline_bytes, [&] {
              return TimePgComparatorAt(PortOf((*link_a)->address()),
                                        PortOf((*link_b)->address()),
-                                       absl::GetFlag(FLAGS_pg_comparator),
-                                       100);
+                                       absl::GetFlag(FLAGS_pg_comparator), 100);
            }}};
       for (const Contender& c : contenders) {
         (void)WaitForIdleCpu();
