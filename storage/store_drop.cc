@@ -43,6 +43,12 @@ absl::StatusOr<uint64_t> StoreImpl::DropKeyspace(absl::string_view name) {
   }
   {
     absl::MutexLock commit_lock(&commit_mu_);
+    // Dropped by another caller since it was found (drops record
+    // themselves under the commit token).
+    if (FindKeyspace(name) != ks) {
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "keyspace '%s' was already dropped on node %s", name, node_name_));
+    }
     if (!dropping_.insert(std::string(name)).second) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "a drop of keyspace '%s' is already under way", name));

@@ -293,6 +293,36 @@ TEST(StoreDrop, WritersDuringTheDropLoseNothingElseAndLeaveNoRow) {
   ExpectSound(*store);
 }
 
+// Two operators drop the same keyspace at once: one drop does it, the
+// other is told it was done (or is under way); nothing breaks.
+TEST(StoreDrop, TwoDropsAtOnceDropItOnce) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.path());
+  for (int round = 0; round < 20; ++round) {
+    const std::string name = absl::StrCat("ks", round);
+    Fill(*store, name, 100);
+    absl::StatusOr<uint64_t> results[2];
+    std::thread other([&] { results[1] = store->DropKeyspace(name); });
+    results[0] = store->DropKeyspace(name);
+    other.join();
+    int done = 0;
+    for (const absl::StatusOr<uint64_t>& r : results) {
+      if (r.ok()) {
+        ++done;
+        EXPECT_EQ(*r, 100u);
+      } else {
+        EXPECT_TRUE(absl::IsAlreadyExists(r.status()) ||
+                    absl::IsFailedPrecondition(r.status()))
+            << r.status();
+      }
+    }
+    EXPECT_EQ(done, 1) << name;
+  }
+  EXPECT_TRUE(store->ListKeyspaces().empty());
+  EXPECT_EQ(store->ListDroppedKeyspaces().size(), 20u);
+  ExpectSound(*store);
+}
+
 }  // namespace
 }  // namespace storage
 }  // namespace tally

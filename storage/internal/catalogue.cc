@@ -93,6 +93,7 @@ void Catalogue::RecoverRetiredId(KeyspaceId id, std::string name) {
 void Catalogue::Drop(absl::string_view name, int64_t dropped_unix_ms) {
   absl::MutexLock lock(&mu_);
   auto it = keyspaces_.find(name);
+  if (it == keyspaces_.end()) return;  // (REQUIRES broken: nothing to do)
   std::unique_ptr<Entry> entry = std::move(it->second);
   keyspaces_.erase(it);
   keyspaces_by_id_.erase(entry->keyspace.id);

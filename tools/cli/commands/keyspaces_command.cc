@@ -101,10 +101,11 @@ bool DropOn(const Context& ctx, const std::string& address,
                                  drop ? "already dropped" : "not dropped",
                                  address);
   } else {
-    std::cerr << absl::StrFormat(
-        "tally: %s of keyspace '%s' failed on node %s: %s\n",
-        drop ? "drop" : "undrop", name, address,
-        CallFailed(ctx, removed.status()).message());
+    // On stdout, one line per node: the command's own trouble line (one,
+    // on stderr) comes at the end.
+    std::cout << absl::StrFormat("%s of keyspace '%s' failed on node %s: %s\n",
+                                 drop ? "drop" : "undrop", name, address,
+                                 CallFailed(ctx, removed.status()).message());
   }
   return ok;
 }
