@@ -37,7 +37,7 @@ std::string Hash64(const std::string& row, int seed) {
                       "), 'hex'), ", seed, ")");
 }
 
-// The bucket of a row: the low `bits` of its key's hash (seed 0; the
+// The bucket of a row: the low `bits` of its key's hash (hash seed 0; the
 // row's own hash has seed 1).
 std::string BucketExpression(const TableSchema& schema, int bits) {
   return absl::StrFormat("(%s & %d)",
