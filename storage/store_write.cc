@@ -272,6 +272,11 @@ absl::StatusOr<WriteResult> StoreImpl::Enqueue(PendingWrite* writer) {
   return std::move(writer->result);
 }
 
+bool StoreImpl::RefusedAsDropped(absl::string_view keyspace) const {
+  commit_mu_.AssertHeld();
+  return dropping_.contains(keyspace) || catalogue_.IsDropped(keyspace);
+}
+
 absl::Status StoreImpl::DroppedRefusal(absl::string_view keyspace) const {
   commit_mu_.AssertHeld();
   if (dropping_.contains(keyspace)) {
@@ -299,7 +304,7 @@ bool StoreImpl::NoneTaken(
     // A dropped keyspace is this node's lasting choice, not the backend's
     // passing trouble: refusing a request for it would hold a feed back
     // for good.
-    if (!not_taken.contains(m.keyspace) || !DroppedRefusal(m.keyspace).ok()) {
+    if (!not_taken.contains(m.keyspace) || RefusedAsDropped(m.keyspace)) {
       return false;
     }
   }
@@ -366,7 +371,7 @@ absl::Status StoreImpl::CommitGroup(
           result.rejected.push_back(RejectedMutation{
               result.applied.size(), m.keyspace, m.key, it->second,
               /*not_taken=*/true,
-              /*dropped=*/!DroppedRefusal(m.keyspace).ok()});
+              /*dropped=*/RefusedAsDropped(m.keyspace)});
           result.applied.push_back(false);
           result.versions.push_back(m.version.value_or(tree::Version{}));
           continue;

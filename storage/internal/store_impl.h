@@ -327,6 +327,10 @@ class StoreImpl : public Store, private SnapshotRowReader {
       ABSL_LOCKS_EXCLUDED(commit_mu_);
   absl::Status RecordDrop(const Keyspace& ks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // True for a keyspace dropped or being dropped (no message built: asked
+  // per mutation).
+  bool RefusedAsDropped(absl::string_view keyspace) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // The refusal of a write to a keyspace dropped or being dropped; OK for
   // any other.
   absl::Status DroppedRefusal(absl::string_view keyspace) const

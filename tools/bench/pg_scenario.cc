@@ -93,12 +93,7 @@ absl::Status RunPg(std::ostream& out) {
                          "tally diff URL URL s (min/med/max)",
                          "pg_comparator s (min/med/max)", "speedup", "goal");
   for (uint64_t rows : *sizes) {
-    absl::Status s = FillTable(**a, rows);
-    if (s.ok()) s = FillTable(**b, rows);
-    if (s.ok()) s = MakeDifferences(**b, rows);
-    if (s.ok()) s = SettleTable(**a);
-    if (s.ok()) s = SettleTable(**b);
-    if (!s.ok()) return s;
+    if (absl::Status s = FillDiffering(**a, **b, rows); !s.ok()) return s;
     Samples tally;
     Samples baseline;
     for (int i = 0; i < runs; ++i) {

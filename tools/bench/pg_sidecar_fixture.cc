@@ -120,6 +120,15 @@ absl::Status SettleTable(PgCluster& pg) {
   return s.ok() ? ExecSql(pg, "CHECKPOINT") : s;
 }
 
+absl::Status FillDiffering(PgCluster& a, PgCluster& b, uint64_t rows) {
+  absl::Status s = FillTable(a, rows);
+  if (s.ok()) s = FillTable(b, rows);
+  if (s.ok()) s = MakeDifferences(b, rows);
+  if (s.ok()) s = SettleTable(a);
+  if (s.ok()) s = SettleTable(b);
+  return s;
+}
+
 absl::Status MakeDifferences(PgCluster& pg, uint64_t rows) {
   const uint64_t step = rows / 100;
   return ExecSql(

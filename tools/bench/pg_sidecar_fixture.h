@@ -81,6 +81,11 @@ absl::Status SettleTable(testing::PgCluster& pg);
 // The 100 differences on a table filled with `rows` rows.
 absl::Status MakeDifferences(testing::PgCluster& pg, uint64_t rows);
 
+// Both tables filled with `rows` rows, the 100 differences made on `b`,
+// both settled: the ad-hoc diff scenarios' starting point.
+absl::Status FillDiffering(testing::PgCluster& a, testing::PgCluster& b,
+                           uint64_t rows);
+
 // Waits until the machine is idle — at most 10% of its CPU time busy over
 // 100 ms (/proc/stat) — or 3 s have passed; returns the time waited. Each
 // contender's timed run starts from it: a pg_comparator run leaves its

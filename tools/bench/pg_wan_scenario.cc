@@ -98,12 +98,7 @@ absl::Status RunPgWan(std::ostream& out) {
                          "tally rows s", "bytes", "pg_comparator s", "bytes",
                          "hashes vs pg_comparator");
   for (uint64_t rows : *sizes) {
-    absl::Status s = FillTable(**a, rows);
-    if (s.ok()) s = FillTable(**b, rows);
-    if (s.ok()) s = MakeDifferences(**b, rows);
-    if (s.ok()) s = SettleTable(**a);
-    if (s.ok()) s = SettleTable(**b);
-    if (!s.ok()) return s;
+    if (absl::Status s = FillDiffering(**a, **b, rows); !s.ok()) return s;
     uint64_t table_bytes = 0;
     for (PgCluster* pg : {a->get(), b->get()}) {
       absl::StatusOr<std::string> size =
