@@ -58,6 +58,15 @@ struct StoreHealth {
 
 namespace {
 
+// The peers that are tallyds (not a database source).
+std::vector<PeerConfig> TallydPeers(const std::vector<PeerConfig>& peers) {
+  std::vector<PeerConfig> out;
+  for (const PeerConfig& peer : peers) {
+    if (!peer.database) out.push_back(peer);
+  }
+  return out;
+}
+
 // The feed's options: half its slots kept for the listed peers.
 FeedOptions PeerFeedOptions(const SessionScheduler* scheduler) {
   FeedOptions options;
@@ -222,9 +231,25 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
       std::make_unique<BandwidthLimiter>(config.node_bandwidth_mb * 1e6);
   node->trouble_ = std::make_unique<KeyspaceTrouble>();
   node->peers_ = config.peers;
+  // A database source has sessions of its own (no tallyd to call, no feed
+  // to follow); the scheduler runs the tallyd peers'.
+  NodeConfig tally_peers = config;
+  tally_peers.peers = TallydPeers(config.peers);
   node->scheduler_ = std::make_unique<SessionScheduler>(
-      node->store_.get(), config, client_options, node->bandwidth_.get(),
+      node->store_.get(), tally_peers, client_options, node->bandwidth_.get(),
       node->trouble_.get());
+  for (const PeerConfig& peer : config.peers) {
+    if (!peer.database) continue;
+    DatabaseSourceOptions source;
+    source.source_conninfo = peer.address;
+    source.replica_conninfo = config.postgres;
+    source.tables = config.tables;
+    source.interval = config.sync_interval;
+    source.bandwidth_bytes_per_second = config.repair_bandwidth_mb * 1e6;
+    source.node_bandwidth = node->bandwidth_.get();
+    node->database_source_ =
+        std::make_unique<DatabaseSource>(node->store_.get(), source);
+  }
   StreamLimits stream_limits;
   stream_limits.max_per_client = config.max_streams_per_client;
   stream_limits.idle_timeout = config.stream_idle_timeout;
@@ -267,11 +292,16 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   if (node->sidecar_status_ != nullptr) {
     status_sources.push_back(node->sidecar_status_.get());
   }
+  if (node->database_source_ != nullptr) {
+    status_sources.push_back(node->database_source_.get());
+  }
   // After the sidecar's: it marks the tables in trouble.
   status_sources.push_back(node->trouble_.get());
   std::string source;
   for (const PeerConfig& peer : config.peers) {
-    if (peer.role == PeerRole::kSource) source = peer.address;
+    if (peer.role == PeerRole::kSource) {
+      source = peer.database ? MaskConninfo(peer.address) : peer.address;
+    }
   }
   node->write_guard_ = std::make_unique<CopyWriteGuard>(
       config.name, std::move(source), config.read_only);
@@ -362,6 +392,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
         });
   }
   TALLY_RETURN_IF_ERROR(node->scheduler_->Start());
+  if (node->database_source_ != nullptr) node->database_source_->Start();
   node->maintenance_->Start();
   node->scrubber_->Start();
   if (!config.metrics_listen.empty()) {
@@ -430,7 +461,7 @@ absl::StatusOr<SessionScheduler::PeerChanges> NodeServer::SetPeers(
         absl::StrJoin(refused, ", ")));
   }
   TALLY_ASSIGN_OR_RETURN(SessionScheduler::PeerChanges changes,
-                         scheduler_->SetPeers(peers));
+                         scheduler_->SetPeers(TallydPeers(peers)));
   peers_ = peers;
   return changes;
 }
@@ -470,6 +501,8 @@ void NodeServer::Shutdown() {
   if (metrics_ != nullptr) metrics_->Stop();
   // Capture writes into the store: it stops before anything the store's
   // readers need, and long before the store closes.
+  // Its sessions write through the store into the sidecar's database.
+  if (database_source_ != nullptr) database_source_->Stop();
   if (sidecar_ != nullptr) sidecar_->Stop();
   if (maintenance_ != nullptr) maintenance_->Shutdown();
   if (scrubber_ != nullptr) scrubber_->Shutdown();

@@ -36,6 +36,7 @@
 #include "node/config/config.h"
 #include "node/rpc/copy_write_guard.h"
 #include "node/session/session_scheduler.h"
+#include "node/sidecar/database_source.h"
 #include "node/sidecar/postgres_sidecar.h"
 #include "node/sync/bandwidth_limiter.h"
 
@@ -123,6 +124,8 @@ class NodeServer {
   // Declared before the store: destroyed after it. Null without postgres.
   std::unique_ptr<PostgresSidecar> sidecar_;
   std::unique_ptr<PostgresStatusSource> sidecar_status_;
+  // Set when a peer is a database this sidecar copies.
+  std::unique_ptr<DatabaseSource> database_source_;
   std::unique_ptr<TableRows> table_rows_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;

@@ -119,11 +119,36 @@ bool IsLoopbackHost(absl::string_view host) {
   return absl::StartsWith(host, "127.") || host == "::1" || host == "localhost";
 }
 
+bool IsDatabasePeer(absl::string_view address) {
+  return absl::StartsWith(address, "postgresql://") ||
+         absl::StartsWith(address, "postgres://");
+}
+
 absl::StatusOr<PeerConfig> ParsePeer(absl::string_view spec) {
-  std::vector<absl::string_view> parts = absl::StrSplit(spec, ',');
+  spec = absl::StripAsciiWhitespace(spec);
+  std::vector<absl::string_view> parts;
+  if (IsDatabasePeer(spec)) {
+    // A URL may hold commas of its own (a password, a query): the options
+    // start at the first ",role=".
+    const size_t options = spec.find(",role=");
+    parts.push_back(spec.substr(0, options));
+    if (options != absl::string_view::npos) {
+      for (absl::string_view o :
+           absl::StrSplit(spec.substr(options + 1), ',')) {
+        parts.push_back(o);
+      }
+    }
+  } else {
+    parts = absl::StrSplit(spec, ',');
+  }
   PeerConfig peer;
   peer.address = std::string(absl::StripAsciiWhitespace(parts[0]));
-  TALLY_RETURN_IF_ERROR(ValidateAddress(peer.address));
+  if (IsDatabasePeer(peer.address)) {
+    peer.database = true;
+    TALLY_RETURN_IF_ERROR(ValidateConninfo(peer.address));
+  } else {
+    TALLY_RETURN_IF_ERROR(ValidateAddress(peer.address));
+  }
   for (size_t i = 1; i < parts.size(); ++i) {
     const absl::string_view option = absl::StripAsciiWhitespace(parts[i]);
     if (option == "role=source") {
@@ -134,8 +159,17 @@ absl::StatusOr<PeerConfig> ParsePeer(absl::string_view spec) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "peer '%s': unknown option '%s'; the only option is role=peer or "
           "role=source",
-          spec, option));
+          peer.database ? MaskConninfo(peer.address) : std::string(spec),
+          option));
     }
+  }
+  if (peer.database && peer.role != PeerRole::kSource) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "peer %s is a database: give it as role=source (this node then "
+        "copies its tables, reading them only). tally never writes to a "
+        "database peer, so two-way with one is not supported; to replicate "
+        "both ways, run a tallyd next to that database and peer with it",
+        MaskConninfo(peer.address)));
   }
   return peer;
 }
@@ -328,6 +362,13 @@ absl::Status ValidateConfig(const NodeConfig& config) {
   TALLY_RETURN_IF_ERROR(ValidatePeerRoles(config.peers));
   TALLY_RETURN_IF_ERROR(ValidatePostgresSettings(config));
   for (const PeerConfig& peer : config.peers) {
+    if (peer.database && config.postgres.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "peer %s is a database, which only a sidecar can copy: give "
+          "--postgres (this node's own database) and --table for each "
+          "table to copy",
+          MaskConninfo(peer.address)));
+    }
     if (peer.address == config.listen) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "peer %s is this node's own listen address", peer.address));

@@ -47,8 +47,13 @@ enum class PeerRole {
 };
 
 struct PeerConfig {
-  std::string address;  // HOST:PORT
+  // HOST:PORT of a tallyd, or the URL of a database this sidecar copies
+  // ("postgresql://reader@master:5432/app"; `database` then).
+  std::string address;
   PeerRole role = PeerRole::kPeer;
+  // A database the node reads and copies (node/sidecar/database_source.h),
+  // always role=source; a tallyd otherwise.
+  bool database = false;
 };
 
 struct NodeConfig {
@@ -149,8 +154,14 @@ struct NodeConfig {
   std::string test_fault_point;
 };
 
-// Parses "HOST:PORT" or "HOST:PORT,role=source" (or role=peer).
+// Parses "HOST:PORT" or "HOST:PORT,role=source" (or role=peer), or a
+// database's URL with ",role=source" ("postgresql://..." or
+// "postgres://...", which libpq must parse; without role=source it is
+// refused: tally never writes to a database peer).
 absl::StatusOr<PeerConfig> ParsePeer(absl::string_view spec);
+
+// True for an address that is a database's URL, not a tallyd's.
+bool IsDatabasePeer(absl::string_view address);
 
 // Durations above this are refused: a year between sessions, or a session
 // timeout of a year, is a typo, and an infinite one ("inf", "nan", "1e30")

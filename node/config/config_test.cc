@@ -32,6 +32,52 @@ TEST(ParsePeer, RejectsBadSpecs) {
               HasSubstr("role=peer or role=source"));
 }
 
+TEST(ParsePeer, ADatabaseUrlIsASourceAndItsCommasAreItsOwn) {
+  auto source = ParsePeer(
+      "postgresql://reader:pa,ss@master:5432/app?sslmode=require,"
+      "role=source");
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_TRUE(source->database);
+  EXPECT_EQ(source->role, PeerRole::kSource);
+  EXPECT_EQ(source->address,
+            "postgresql://reader:pa,ss@master:5432/app?sslmode=require");
+  EXPECT_TRUE(ParsePeer("postgres://m/app,role=source").ok());
+  EXPECT_FALSE(ParsePeer("10.0.0.3:7400")->database);
+}
+
+TEST(ParsePeer, ADatabaseUrlWithoutRoleSourceIsRefusedWithoutItsPassword) {
+  for (absl::string_view spec : {"postgresql://reader:s3cret@master/app",
+                                 "postgresql://reader:s3cret@master/app,"
+                                 "role=peer"}) {
+    absl::StatusOr<PeerConfig> peer = ParsePeer(spec);
+    ASSERT_FALSE(peer.ok()) << spec;
+    EXPECT_EQ(peer.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(peer.status().message()),
+                AllOf(HasSubstr("give it as role=source"),
+                      HasSubstr("two-way with one is not supported"),
+                      ::testing::Not(HasSubstr("s3cret"))));
+  }
+  // libpq's own parser judges the URL.
+  EXPECT_FALSE(
+      ParsePeer("postgresql://m/app?no_such_option=1,role=source").ok());
+}
+
+TEST(ValidateConfig, ADatabasePeerNeedsASidecar) {
+  NodeConfig config;
+  config.name = "n";
+  config.data_dir = "/tmp/n";
+  config.peers.push_back(*ParsePeer("postgresql://r@m/app,role=source"));
+  absl::Status s = ValidateConfig(config);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("only a sidecar can copy"));
+  config.postgres = "postgresql://tally@127.0.0.1/app";
+  config.tables = {"public.t"};
+  EXPECT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
+  // A source is the only peer, a database one too.
+  config.peers.push_back(*ParsePeer("10.0.0.2:7400"));
+  EXPECT_FALSE(ValidateConfig(config).ok());
+}
+
 TEST(ParseDuration, AcceptsUnitsAndBareSeconds) {
   EXPECT_EQ(*ParseDuration("30s"), absl::Seconds(30));
   EXPECT_EQ(*ParseDuration("500ms"), absl::Milliseconds(500));

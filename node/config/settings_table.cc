@@ -175,9 +175,12 @@ absl::Status ApplyPeer(absl::string_view, absl::string_view value,
 void ShowPeers(absl::string_view name, const NodeConfig& config,
                SettingLines* out) {
   for (const PeerConfig& peer : config.peers) {
+    // A database peer's URL may hold a password.
+    const std::string address =
+        peer.database ? MaskConninfo(peer.address) : peer.address;
     out->emplace_back(name, peer.role == PeerRole::kSource
-                                ? absl::StrCat(peer.address, ",role=source")
-                                : peer.address);
+                                ? absl::StrCat(address, ",role=source")
+                                : address);
   }
 }
 
@@ -325,6 +328,8 @@ std::vector<SettingInfo>* MakeSettingsTable() {
        "a peer; repeat for several, each peer once.\n"
        "role=source marks an authoritative source this\n"
        "node copies exactly (then it is the only peer).\n"
+       "A sidecar's source may be a database it may only\n"
+       "query: postgresql://USER@HOST/DB,role=source.\n"
        "--peer flags replace the config file's peers",
        true, false, &ApplyPeer, &ShowPeers,
        [](NodeConfig* config) { config->peers.clear(); }},

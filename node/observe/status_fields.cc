@@ -937,6 +937,110 @@ std::vector<StatusField>* MakeStatusFields() {
        "Rows a table's index holds.",
        {{"", "", "postgres.tables[].rows",
          [](S s, int i) { return Count(s.postgres().tables(i).rows()); }}}},
+
+      // A sidecar whose source is a database (peer = postgresql://...).
+      {"tally_source_sessions_ok_total",
+       kCounter,
+       StatusScope::kDatabaseSource,
+       "",
+       "sessions",
+       "Sessions with the database source that copied every table.",
+       {{"", "", "database_source.sessions_ok",
+         [](S s, int) { return Count(s.database_source().sessions_ok()); }}}},
+      {"tally_source_sessions_failed_total",
+       kCounter,
+       StatusScope::kDatabaseSource,
+       "",
+       "sessions",
+       "Sessions with the database source that failed, in whole or for "
+       "some table (the reason is in status: last_error).",
+       {{"", "", "database_source.sessions_failed",
+         [](S s, int) {
+           return Count(s.database_source().sessions_failed());
+         }}}},
+      {"tally_source_last_success_timestamp_seconds",
+       kGauge,
+       StatusScope::kDatabaseSource,
+       "",
+       "seconds",
+       "Start of the last session with the database source that copied "
+       "every table (absent before the first).",
+       {{"", "", "database_source.last_success_unix_ms",
+         [](S s, int) {
+           return UnixMs(s.database_source().last_success_unix_ms());
+         }}}},
+      {"tally_source_last_session_seconds",
+       kGauge,
+       StatusScope::kDatabaseSource,
+       "",
+       "seconds",
+       "How long the last session with the database source took.",
+       {{"", "", "database_source.last_session_seconds",
+         [](S s, int) {
+           return Real(s.database_source().last_session_seconds());
+         }}}},
+      {"tally_source_differences_total",
+       kCounter,
+       StatusScope::kDatabaseSource,
+       "",
+       "rows",
+       "Keys found different from the database source.",
+       {{"", "", "database_source.differences",
+         [](S s, int) { return Count(s.database_source().differences()); }}}},
+      {"tally_source_rows_copied_total",
+       kCounter,
+       StatusScope::kDatabaseSource,
+       "",
+       "rows",
+       "Rows copied from the database source into this node's database.",
+       {{"", "", "database_source.rows_copied",
+         [](S s, int) { return Count(s.database_source().rows_copied()); }}}},
+      {"tally_source_rows_deleted_total",
+       kCounter,
+       StatusScope::kDatabaseSource,
+       "",
+       "rows",
+       "Rows deleted here because the database source lacks them.",
+       {{"", "", "database_source.rows_deleted",
+         [](S s, int) { return Count(s.database_source().rows_deleted()); }}}},
+      {"tally_source_rows_refused_total",
+       kCounter,
+       StatusScope::kDatabaseSource,
+       "",
+       "rows",
+       "Rows left for the next session because the application changed "
+       "them here first (the compare-and-swap).",
+       {{"", "", "database_source.rows_refused",
+         [](S s, int) { return Count(s.database_source().rows_refused()); }}}},
+      {"tally_source_rows_rejected_total",
+       kCounter,
+       StatusScope::kDatabaseSource,
+       "",
+       "rows",
+       "Rows from the database source this node's database or store "
+       "would not take.",
+       {{"", "", "database_source.rows_rejected",
+         [](S s, int) { return Count(s.database_source().rows_rejected()); }}}},
+      {"tally_source_bytes_read_total",
+       kCounter,
+       StatusScope::kDatabaseSource,
+       "",
+       "bytes",
+       "Bytes read from the database source: block hashes and rows.",
+       {{"", "", "database_source.bytes_from_source",
+         [](S s, int) {
+           return Count(s.database_source().bytes_from_source());
+         }}}},
+      {"tally_source_last_session_bytes_read",
+       kGauge,
+       StatusScope::kDatabaseSource,
+       "",
+       "bytes",
+       "Bytes read from the database source by the last session.",
+       {{"", "", "database_source.last_bytes_from_source",
+         [](S s, int) {
+           return Count(s.database_source().last_bytes_from_source());
+         }}}},
   };
 }
 
@@ -1055,6 +1159,8 @@ int StatusScopeSize(const v1::StatusResponse& status, StatusScope scope) {
       return status.has_postgres() ? 1 : 0;
     case StatusScope::kPostgresTable:
       return status.has_postgres() ? status.postgres().tables_size() : 0;
+    case StatusScope::kDatabaseSource:
+      return status.has_database_source() ? 1 : 0;
   }
   return 0;
 }
@@ -1065,6 +1171,7 @@ std::pair<absl::string_view, absl::string_view> StatusScopeLabel(
     case StatusScope::kNode:
     case StatusScope::kProcess:
     case StatusScope::kPostgres:
+    case StatusScope::kDatabaseSource:
       return {};
     case StatusScope::kKeyspace:
       return {"keyspace", status.keyspaces(item).name()};

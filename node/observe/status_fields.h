@@ -53,6 +53,7 @@ enum class StatusScope {
   kProcess,          // status.process, when set
   kPostgres,         // status.postgres, when set
   kPostgresTable,    // status.postgres.tables, label keyspace
+  kDatabaseSource,   // status.database_source, when set
 };
 
 // How many items `scope` has in `status` (1 for kNode; 0 or 1 for the

@@ -194,6 +194,33 @@ std::string PostgresText(const v1::PostgresStatus& pg,
   return text;
 }
 
+// A sidecar's database source: its sessions.
+std::string DatabaseSourceText(const v1::DatabaseSourceStatus& src,
+                               absl::Time now) {
+  return Table({
+      {"source", src.source()},
+      {"state", src.state()},
+      {"last session",
+       src.last_session_start_unix_ms() <= 0
+           ? std::string("none yet")
+           : absl::StrFormat(
+                 "%s, %.1f s, %d differences, %s read from the source",
+                 SessionTime(src.last_session_start_unix_ms(), now),
+                 src.last_session_seconds(), src.last_differences(),
+                 HumanBytes(src.last_bytes_from_source()))},
+      {"last success", SessionTime(src.last_success_unix_ms(), now)},
+      {"last error", src.last_error().empty() ? "-" : src.last_error()},
+      {"sessions", absl::StrFormat("%d ok, %d failed", src.sessions_ok(),
+                                   src.sessions_failed())},
+      {"rows",
+       absl::StrFormat("%d copied, %d deleted, %d refused (changed here "
+                       "first; taken next session), %d rejected",
+                       src.rows_copied(), src.rows_deleted(),
+                       src.rows_refused(), src.rows_rejected())},
+      {"read from source", HumanBytes(src.bytes_from_source())},
+  });
+}
+
 // Whether clients may write, and on a copy what they wrote anyway.
 std::string ClientWrites(const v1::StatusResponse& status) {
   if (status.read_only()) {
@@ -539,6 +566,10 @@ std::string StatusText(const v1::StatusResponse& status,
     absl::StrAppend(
         &text, "\n",
         PostgresText(status.postgres(), KeyspacesInTrouble(status)));
+  }
+  if (status.has_database_source()) {
+    absl::StrAppend(&text, "\n",
+                    DatabaseSourceText(status.database_source(), now));
   }
   if (const std::string trouble = TroubleText(status, now); !trouble.empty()) {
     absl::StrAppend(&text, "\n", trouble);
@@ -940,6 +971,29 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
     out["postgres"]["build_seconds"] = pg.build_seconds();
   } else {
     out["postgres"] = Json();  // null: the node keeps its own rows
+  }
+  if (status.has_database_source()) {
+    const v1::DatabaseSourceStatus& src = status.database_source();
+    out["database_source"] = {
+        {"source", src.source()},
+        {"state", src.state()},
+        {"last_error",
+         src.last_error().empty() ? Json() : Json(src.last_error())},
+        {"last_session_start_unix_ms", src.last_session_start_unix_ms()},
+        {"last_success_unix_ms", FromTable()},
+        {"last_session_seconds", FromTable()},
+        {"sessions_ok", FromTable()},
+        {"sessions_failed", FromTable()},
+        {"differences", FromTable()},
+        {"last_differences", src.last_differences()},
+        {"rows_copied", FromTable()},
+        {"rows_deleted", FromTable()},
+        {"rows_refused", FromTable()},
+        {"rows_rejected", FromTable()},
+        {"bytes_from_source", FromTable()},
+        {"last_bytes_from_source", FromTable()}};
+  } else {
+    out["database_source"] = Json();  // null: no database source
   }
   SetTableNumbers(status, &out);
   return out;

@@ -1,0 +1,331 @@
+#include "node/sidecar/database_source.h"
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "node/config/postgres_settings.h"
+#include "node/observe/log.h"
+#include "pg/table_diff/table_diff.h"
+#include "pg/table_diff/table_scan.h"
+#include "pg/wire/connection.h"
+#include "tree/status_macros.h"
+
+namespace tally {
+namespace node {
+namespace {
+
+namespace v1 = ::tally::v1;
+
+// A store batch stays well below StoreOptions::max_batch_bytes (16 MiB),
+// whatever the rows' sizes.
+constexpr size_t kMaxBatchBytes = 4 << 20;
+
+// DiffTables names its sides "a" (the replica here) and "b" (the master):
+// the operator reads which database said it.
+std::string SideNamed(const absl::Status& status) {
+  std::string message(status.message());
+  if (absl::StartsWith(message, "a: ")) {
+    message = absl::StrCat("this node's database: ", message.substr(3));
+  } else if (absl::StartsWith(message, "b: ")) {
+    message = absl::StrCat("the source: ", message.substr(3));
+  }
+  return message;
+}
+
+// A role without SELECT meets "permission denied for table t": say what
+// the role needs.
+std::string WithHint(const std::string& table, std::string message) {
+  if (absl::StrContains(message, "permission denied")) {
+    absl::StrAppend(&message, " (the source's role needs SELECT on ", table,
+                    " and TEMP on its database)");
+  }
+  return message;
+}
+
+// Writes `mutations` as a copy from the source; adds what happened to
+// `result`.
+absl::Status WriteBatch(storage::Store* store,
+                        std::vector<storage::Mutation> mutations,
+                        SourceSessionResult* result) {
+  if (mutations.empty()) return absl::OkStatus();
+  std::vector<bool> deleted;
+  deleted.reserve(mutations.size());
+  for (const storage::Mutation& m : mutations) deleted.push_back(m.deleted);
+  storage::WriteRequest request;
+  request.mode = storage::ApplyMode::kSourceOverride;
+  request.mutations = std::move(mutations);
+  TALLY_ASSIGN_OR_RETURN(storage::WriteResult written,
+                         store->Write(std::move(request)));
+  for (size_t i = 0; i < written.applied.size(); ++i) {
+    if (!written.applied[i]) continue;
+    if (deleted[i]) {
+      ++result->rows_deleted;
+    } else {
+      ++result->rows_copied;
+    }
+  }
+  result->rows_refused += written.refused.size();
+  result->rows_rejected += written.rejected.size();
+  if (!written.rejected.empty()) {
+    const storage::RejectedMutation& first = written.rejected.front();
+    LogWarning("rows from the database source were not taken",
+               {{"keyspace", first.keyspace},
+                {"rows", absl::StrCat(written.rejected.size())},
+                {"reason", std::string(first.status.message())}});
+  }
+  return absl::OkStatus();
+}
+
+// One table: diff, then copy the master's rows at the differing keys.
+absl::Status SyncTable(storage::Store* store,
+                       const DatabaseSourceOptions& options,
+                       const std::string& origin, pg::Connection& replica,
+                       pg::Connection& master, const std::string& table,
+                       BandwidthLimiter* source_limit,
+                       const std::atomic<bool>* cancelled,
+                       SourceSessionResult* result) {
+  absl::StatusOr<pg::TableDiff> diff = pg::DiffTables(
+      replica, master, table, table, {}, pg::Transfer::kBlockHashes);
+  if (!diff.ok()) {
+    return absl::Status(diff.status().code(),
+                        WithHint(table, SideNamed(diff.status())));
+  }
+  result->bytes_from_replica += diff->bytes_read_a;
+  result->bytes_from_source += diff->bytes_read_b;
+  result->differences += diff->differences.size();
+  const std::string& keyspace = diff->keyspace;
+  for (size_t begin = 0; begin < diff->differences.size();
+       begin += options.batch_rows) {
+    if (cancelled->load()) return absl::CancelledError("stopped");
+    const size_t end =
+        std::min(diff->differences.size(), begin + options.batch_rows);
+    std::vector<std::string> keys;
+    keys.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      keys.push_back(diff->differences[i].key);
+    }
+    // Read now, not in the diff's snapshot: a row the master changed since
+    // is copied as it is now.
+    absl::StatusOr<std::vector<pg::CanonicalRow>> rows =
+        pg::ReadRowsByKey(master, diff->schema_b, keys);
+    if (!rows.ok()) {
+      return absl::Status(
+          rows.status().code(),
+          WithHint(table,
+                   absl::StrCat("the source: ", rows.status().message())));
+    }
+    uint64_t bytes = 0;
+    absl::flat_hash_map<std::string, std::string> values;
+    for (pg::CanonicalRow& row : *rows) {
+      bytes += row.key.size() + row.value.size();
+      values.emplace(std::move(row.key), std::move(row.value));
+    }
+    result->bytes_from_source += bytes;
+    TALLY_RETURN_IF_ERROR(source_limit->Take(bytes, cancelled));
+    if (options.node_bandwidth != nullptr) {
+      TALLY_RETURN_IF_ERROR(options.node_bandwidth->Take(bytes, cancelled));
+    }
+    std::vector<storage::Mutation> batch;
+    size_t batch_bytes = 0;
+    for (std::string& key : keys) {
+      auto it = values.find(key);
+      storage::Mutation m =
+          it == values.end()
+              ? storage::Mutation::Delete(keyspace, std::move(key))
+              : storage::Mutation::Put(keyspace, std::move(key),
+                                       std::move(it->second));
+      m.version = tree::Version{store->clock().Now(), origin};
+      batch_bytes += m.key.size() + m.value.size();
+      batch.push_back(std::move(m));
+      if (batch_bytes >= kMaxBatchBytes) {
+        TALLY_RETURN_IF_ERROR(WriteBatch(store, std::move(batch), result));
+        batch.clear();
+        batch_bytes = 0;
+      }
+    }
+    TALLY_RETURN_IF_ERROR(WriteBatch(store, std::move(batch), result));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string DatabaseSourceOrigin(absl::string_view url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == absl::string_view::npos) return std::string(url);
+  absl::string_view rest = url.substr(scheme_end + 3);
+  // user[:password]@ ends at the last '@' before the path.
+  const size_t path = rest.find_first_of("/?");
+  const size_t at = rest.substr(0, path).rfind('@');
+  if (at != absl::string_view::npos) rest = rest.substr(at + 1);
+  // The query (sslmode, passwords given as parameters) is no part of the
+  // name.
+  rest = rest.substr(0, rest.find('?'));
+  return absl::StrCat("postgresql://", rest);
+}
+
+absl::StatusOr<SourceSessionResult> RunSourceSession(
+    storage::Store* store, const DatabaseSourceOptions& options,
+    const std::atomic<bool>* cancelled) {
+  pg::ConnectOptions connect;
+  connect.application_name = "tally source";
+  absl::StatusOr<std::unique_ptr<pg::Connection>> master =
+      pg::Connection::Open(options.source_conninfo, connect);
+  if (!master.ok()) {
+    return absl::Status(
+        master.status().code(),
+        absl::StrCat("the source: ", master.status().message()));
+  }
+  absl::StatusOr<std::unique_ptr<pg::Connection>> replica =
+      pg::Connection::Open(options.replica_conninfo, connect);
+  if (!replica.ok()) {
+    return absl::Status(
+        replica.status().code(),
+        absl::StrCat("this node's database: ", replica.status().message()));
+  }
+  const std::string origin = DatabaseSourceOrigin(options.source_conninfo);
+  BandwidthLimiter source_limit(options.bandwidth_bytes_per_second);
+  SourceSessionResult result;
+  for (size_t t = 0; t < options.tables.size(); ++t) {
+    const std::string& table = options.tables[t];
+    if (cancelled->load()) return absl::CancelledError("stopped");
+    absl::Status s = SyncTable(store, options, origin, **replica, **master,
+                               table, &source_limit, cancelled, &result);
+    if (s.code() == absl::StatusCode::kCancelled) return s;
+    if (!s.ok()) {
+      result.table_errors.push_back(absl::StrCat(table, ": ", s.message()));
+      // A connection the failure left broken (the master went away) is
+      // opened again for the next table.
+      if (!(*master)->Exec("SELECT 1").ok()) {
+        absl::StatusOr<std::unique_ptr<pg::Connection>> again =
+            pg::Connection::Open(options.source_conninfo, connect);
+        if (!again.ok()) {
+          for (size_t rest = t + 1; rest < options.tables.size(); ++rest) {
+            result.table_errors.push_back(
+                absl::StrCat(options.tables[rest],
+                             ": the source: ", again.status().message()));
+          }
+          return result;
+        }
+        *master = std::move(*again);
+      }
+      if (!(*replica)->Exec("SELECT 1").ok()) {
+        absl::StatusOr<std::unique_ptr<pg::Connection>> again =
+            pg::Connection::Open(options.replica_conninfo, connect);
+        if (again.ok()) *replica = std::move(*again);
+      }
+    }
+  }
+  return result;
+}
+
+DatabaseSource::DatabaseSource(storage::Store* store,
+                               DatabaseSourceOptions options)
+    : store_(store),
+      options_(std::move(options)),
+      masked_url_(MaskConninfo(options_.source_conninfo)) {
+  status_.set_source(masked_url_);
+  status_.set_state("waiting");
+}
+
+DatabaseSource::~DatabaseSource() { Stop(); }
+
+void DatabaseSource::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void DatabaseSource::Stop() {
+  stopping_.store(true);
+  {
+    absl::MutexLock lock(&mu_);
+    stop_requested_ = true;  // ends the wait
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void DatabaseSource::FillStatus(v1::StatusResponse* response) {
+  absl::MutexLock lock(&mu_);
+  *response->mutable_database_source() = status_;
+}
+
+void DatabaseSource::Loop() {
+  std::mt19937_64 random(std::random_device{}());
+  std::uniform_real_distribution<double> jitter(0.8, 1.2);
+  absl::Duration wait = absl::Milliseconds(500);
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stop_requested_), wait);
+      if (stop_requested_) return;
+      status_.set_state("running");
+    }
+    const absl::Time start = absl::Now();
+    absl::StatusOr<SourceSessionResult> result =
+        RunSourceSession(store_, options_, &stopping_);
+    const absl::Duration took = absl::Now() - start;
+    if (!result.ok() &&
+        result.status().code() == absl::StatusCode::kCancelled &&
+        stopping_.load()) {
+      return;
+    }
+    std::string error;
+    if (!result.ok()) {
+      error = std::string(result.status().message());
+    } else if (!result->table_errors.empty()) {
+      error = absl::StrJoin(result->table_errors, "; ");
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      status_.set_state("waiting");
+      status_.set_last_session_start_unix_ms(absl::ToUnixMillis(start));
+      status_.set_last_session_seconds(absl::ToDoubleSeconds(took));
+      status_.set_last_error(error);
+      if (error.empty()) {
+        status_.set_sessions_ok(status_.sessions_ok() + 1);
+        status_.set_last_success_unix_ms(absl::ToUnixMillis(start));
+      } else {
+        status_.set_sessions_failed(status_.sessions_failed() + 1);
+      }
+      if (result.ok()) {
+        status_.set_differences(status_.differences() + result->differences);
+        status_.set_rows_copied(status_.rows_copied() + result->rows_copied);
+        status_.set_rows_deleted(status_.rows_deleted() + result->rows_deleted);
+        status_.set_rows_refused(status_.rows_refused() + result->rows_refused);
+        status_.set_rows_rejected(status_.rows_rejected() +
+                                  result->rows_rejected);
+        status_.set_bytes_from_source(status_.bytes_from_source() +
+                                      result->bytes_from_source);
+        status_.set_last_bytes_from_source(result->bytes_from_source);
+        status_.set_last_differences(result->differences);
+      }
+    }
+    const std::string seconds =
+        absl::StrFormat("%.3f", absl::ToDoubleSeconds(took));
+    if (!error.empty()) {
+      LogWarning(
+          "source session failed",
+          {{"source", masked_url_}, {"seconds", seconds}, {"error", error}});
+    }
+    if (result.ok()) {
+      LogInfo("source session ended",
+              {{"source", masked_url_},
+               {"seconds", seconds},
+               {"differences", result->differences},
+               {"copied", result->rows_copied},
+               {"deleted", result->rows_deleted},
+               {"refused", result->rows_refused},
+               {"bytes_from_source", result->bytes_from_source}});
+    }
+    wait = options_.interval * jitter(random);
+  }
+}
+
+}  // namespace node
+}  // namespace tally
