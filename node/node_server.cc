@@ -247,6 +247,9 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
     source.interval = config.sync_interval;
     source.bandwidth_bytes_per_second = config.repair_bandwidth_mb * 1e6;
     source.node_bandwidth = node->bandwidth_.get();
+    source.sidecar_ready = [sidecar = node->sidecar_.get()] {
+      return sidecar->status().phase() == "following";
+    };
     node->database_source_ =
         std::make_unique<DatabaseSource>(node->store_.get(), source);
   }

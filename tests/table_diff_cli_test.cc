@@ -15,6 +15,7 @@
 #include "support/pg_cluster.h"
 #include "support/pg_test_macros.h"
 #include "support/process.h"
+#include "support/tcp_proxy.h"
 #include "support/temp_dir.h"
 
 namespace tally {
@@ -26,6 +27,7 @@ using ::tally::testing::PgClusterOptions;
 using ::tally::testing::RunCommand;
 using ::tally::testing::RunTally;
 using ::tally::testing::TallyPath;
+using ::tally::testing::TcpProxy;
 using ::tally::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -140,6 +142,39 @@ TEST_F(TableDiffCli, BlockHashesListTheSameKeysAndRepair) {
   EXPECT_EQ(
       Sql(*a_, "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM t"),
       Sql(*b_, "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM t"));
+}
+
+// Without --transfer the tool measures each link and the table, and says
+// what it chose and why: the same tables read whole on loopback, and by
+// block hashes when b is behind a far, narrow link (10 ms, 2 MB/s).
+TEST_F(TableDiffCli, TheTransferIsChosenByTheLinkAndSaid) {
+  for (PgCluster* pg : {a_.get(), b_.get()}) {
+    Sql(*pg,
+        "INSERT INTO t SELECT g, g, md5(g::text), '2026-01-01Z' FROM "
+        "generate_series(501, 100000) g");
+  }
+  Sql(*b_, "UPDATE t SET a = 0 WHERE id = 4242");
+  const CommandResult near = RunTally({"diff", UrlA(), UrlB()});
+  EXPECT_EQ(near.exit_code, 1) << near.out << near.err;
+  EXPECT_THAT(near.out, HasSubstr("4242  differs\n"));
+  EXPECT_THAT(near.out, HasSubstr("(every row read); rows chosen: "));
+
+  absl::StatusOr<std::unique_ptr<TcpProxy>> link = TcpProxy::Start(
+      absl::StrCat("127.0.0.1:", b_->port()), absl::Milliseconds(10), 2e6);
+  ASSERT_TRUE(link.ok()) << link.status();
+  const std::string far_b =
+      absl::StrCat("postgresql://postgres@", (*link)->address(), "/postgres");
+  const CommandResult far = RunTally({"diff", UrlA(), far_b});
+  EXPECT_EQ(far.exit_code, 1) << far.out << far.err;
+  EXPECT_THAT(far.out, HasSubstr("4242  differs\n"));
+  EXPECT_THAT(far.out, HasSubstr("hashes chosen: b 2"));
+  const CommandResult json = RunTally({"diff", "--json", UrlA(), far_b});
+  EXPECT_THAT(json.out, HasSubstr(R"("transfer":"hashes")"));
+  EXPECT_THAT(json.out, HasSubstr(R"("transfer_chosen_because":"b )"));
+  // Given, it is not chosen.
+  const CommandResult given =
+      RunTally({"diff", "--json", "--transfer=rows", UrlA(), far_b});
+  EXPECT_THAT(given.out, HasSubstr(R"("transfer_chosen_because":null)"));
 }
 
 TEST_F(TableDiffCli, DryRunChangesNothingAndRepairMakesThemEqual) {

@@ -132,7 +132,9 @@ ABSL_FLAG(std::string, where, "",
           "WHERE, e.g. \"region = 'eu'\").");
 ABSL_FLAG(std::string, transfer, "",
           "diff, repair of two PostgreSQL URLs: how rows are compared. "
-          "rows (the default): every row of both tables is read here, the "
+          "auto (the default): chosen per table by measuring each link "
+          "(round trip, throughput) and the table's size, and said in the "
+          "summary; rows: every row of both tables is read here, the "
           "fastest over a fast link; hashes: each database sums its rows "
           "into 16,384 key buckets, and only the rows of the buckets that "
           "differ are read, for databases behind a slow or far link "

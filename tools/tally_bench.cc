@@ -35,11 +35,12 @@ namespace {
 // The registry, in the order --scenario=all runs them.
 std::vector<Scenario> AllScenarios() {
   return {
-      DiffMemScenario(),  IngestScenario(),    OpenScenario(),
-      NodeDiffScenario(), WanScenario(),       BootstrapScenario(),
-      FeedScenario(),     PgScenario(),        PgWarmScenario(),
-      PgWanScenario(),    PgCaptureScenario(), PgLatencyScenario(),
-      PgApplyScenario(),  PgBuildScenario(),   PgPgbenchChainScenario(),
+      DiffMemScenario(),        IngestScenario(),   OpenScenario(),
+      NodeDiffScenario(),       WanScenario(),      BootstrapScenario(),
+      FeedScenario(),           PgScenario(),       PgWarmScenario(),
+      PgWanScenario(),          PgSourceScenario(), PgCaptureScenario(),
+      PgLatencyScenario(),      PgApplyScenario(),  PgBuildScenario(),
+      PgPgbenchChainScenario(),
   };
 }
 

@@ -73,14 +73,10 @@ absl::Status WriteBatch(storage::Store* store,
   }
   result->rows_refused += written.refused.size();
   result->rows_rejected += written.rejected.size();
-  if (!written.rejected.empty()) {
-    const storage::RejectedMutation& first = written.rejected.front();
-    LogWarning("rows from the database source were not taken",
-               {{"keyspace", first.keyspace},
-                {"rows", absl::StrCat(written.rejected.size())},
-                {"reason", std::string(first.status.message())}});
-  }
-  return absl::OkStatus();
+  // Rows not taken (a table still being built, a row the database
+  // refuses) are still owed: the table's session fails, naming why, and
+  // the next one tries them again.
+  return storage::RejectionError(written);
 }
 
 // One table: diff, then copy the master's rows at the differing keys.
@@ -264,6 +260,11 @@ void DatabaseSource::Loop() {
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(absl::Condition(&stop_requested_), wait);
       if (stop_requested_) return;
+      if (options_.sidecar_ready && !options_.sidecar_ready()) {
+        status_.set_state("held");
+        wait = absl::Milliseconds(500);
+        continue;
+      }
       status_.set_state("running");
     }
     const absl::Time start = absl::Now();

@@ -44,6 +44,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,6 +87,10 @@ struct DatabaseSourceOptions {
   // (null: none; it must outlive the source).
   double bandwidth_bytes_per_second = 0;
   BandwidthLimiter* node_bandwidth = nullptr;
+  // Whether the sidecar takes rows now (it follows its database): a session
+  // due while it builds or reconnects waits for it (its rows would all be
+  // refused). Unset: always.
+  std::function<bool()> sidecar_ready;
 };
 
 // What one session did, over all tables.

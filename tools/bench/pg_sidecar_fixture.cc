@@ -256,6 +256,16 @@ absl::StatusOr<v1::PostgresStatus> Sidecar::Status() {
   return r->postgres();
 }
 
+absl::StatusOr<v1::DatabaseSourceStatus> Sidecar::SourceStatus() {
+  absl::StatusOr<v1::StatusResponse> r = client_->Status();
+  if (!r.ok()) return r.status();
+  if (!r->has_database_source()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name_, " has no database source"));
+  }
+  return r->database_source();
+}
+
 absl::Status Sidecar::AwaitFollowing(absl::Duration timeout) {
   return Await("following", 0, timeout);
 }

@@ -127,6 +127,9 @@ class Sidecar {
 
   // The status block of the sidecar, or the RPC's error.
   absl::StatusOr<v1::PostgresStatus> Status();
+  // The status of its database source (peer = postgresql://...), or the
+  // RPC's error (kFailedPrecondition without one).
+  absl::StatusOr<v1::DatabaseSourceStatus> SourceStatus();
 
   // Waits until the phase is `following`. kDeadlineExceeded (with the last
   // status and the log's tail) after `timeout`; kFailedPrecondition at once

@@ -51,6 +51,7 @@ Scenario FeedScenario();
 Scenario PgScenario();
 Scenario PgWarmScenario();
 Scenario PgWanScenario();
+Scenario PgSourceScenario();
 Scenario PgCaptureScenario();
 Scenario PgLatencyScenario();
 Scenario PgApplyScenario();

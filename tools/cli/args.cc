@@ -81,7 +81,7 @@ const std::vector<CommandSpec>& Commands() {
        2,
        "diff A B [--range=FROM:TO | --keys-from=FILE] [--third-party] "
        "[--all-keyspaces] [--values] [--columns=C,... | "
-       "--exclude-columns=C,...] [--where=COND] [--transfer=rows|hashes]",
+       "--exclude-columns=C,...] [--where=COND] [--transfer=auto|rows|hashes]",
        "list the keys that differ between nodes A and B, or between the "
        "tables of two PostgreSQL URLs (exit 1 if any); A diffs against B "
        "itself, or this tool does with --third-party",
@@ -97,7 +97,7 @@ const std::vector<CommandSpec>& Commands() {
        "[--values]] "
        "[--range=FROM:TO | --keys-from=FILE] [--third-party] "
        "[--all-keyspaces] [--columns=C,... | --exclude-columns=C,...] "
-       "[--where=COND] [--transfer=rows|hashes]",
+       "[--where=COND] [--transfer=auto|rows|hashes]",
        "make A and B equal: two-way last writer wins, or one-way from "
        "--source; run by A, or by this tool with --third-party",
        "tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401",

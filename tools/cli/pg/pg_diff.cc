@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "pg/table_diff/table_diff.h"
+#include "pg/table_diff/transfer_choice.h"
 #include "pg/wire/connection.h"
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
@@ -215,13 +216,37 @@ void PrintValues(const pg::TableSchema& schema, const pg::RowText* in_a,
   }
 }
 
-absl::StatusOr<pg::Transfer> ParseTransfer(absl::string_view transfer) {
-  if (transfer.empty() || transfer == "rows") return pg::Transfer::kRows;
+// nullopt: auto (chosen per table by pg/table_diff/transfer_choice.h).
+absl::StatusOr<std::optional<pg::Transfer>> ParseTransfer(
+    absl::string_view transfer) {
+  if (transfer.empty() || transfer == "auto") return std::nullopt;
+  if (transfer == "rows") return pg::Transfer::kRows;
   if (transfer == "hashes") return pg::Transfer::kBlockHashes;
   return absl::InvalidArgumentError(absl::StrFormat(
-      "--transfer=%s: use rows (read every row here) or hashes (block "
-      "hashes in each database, then only the rows that may differ)",
+      "--transfer=%s: use auto (the default: chosen by measuring each "
+      "link), rows (read every row here) or hashes (block hashes in each "
+      "database, then only the rows that may differ)",
       absl::CHexEscape(transfer)));
+}
+
+struct ChosenTransfer {
+  pg::Transfer transfer = pg::Transfer::kRows;
+  std::string reason;  // empty when given by --transfer
+};
+
+// --transfer, or the estimate from probing both links.
+absl::StatusOr<ChosenTransfer> PickTransfer(const PgDiffOptions& options,
+                                            Database& a, Database& b,
+                                            const TablePair& tables) {
+  TALLY_ASSIGN_OR_RETURN(const std::optional<pg::Transfer> given,
+                         ParseTransfer(options.transfer));
+  if (given.has_value()) return ChosenTransfer{*given, ""};
+  absl::StatusOr<pg::LinkProbe> pa = pg::ProbeLink(*a.conn, tables.first);
+  if (!pa.ok()) return WithSide(pa.status(), a);
+  absl::StatusOr<pg::LinkProbe> pb = pg::ProbeLink(*b.conn, tables.second);
+  if (!pb.ok()) return WithSide(pb.status(), b);
+  pg::TransferChoice choice = pg::ChooseTransfer(*pa, *pb);
+  return ChosenTransfer{choice.transfer, std::move(choice.reason)};
 }
 
 // "1.2 MB", "830 B".
@@ -240,12 +265,12 @@ const char* KindText(const pg::RowDifference& d) {
 absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
                                  Database& b, const TablePair& tables) {
   const absl::Time start = absl::Now();
-  TALLY_ASSIGN_OR_RETURN(const pg::Transfer transfer,
-                         ParseTransfer(options.transfer));
+  TALLY_ASSIGN_OR_RETURN(const ChosenTransfer transfer,
+                         PickTransfer(options, a, b, tables));
   absl::StatusOr<pg::TableDiff> diff = pg::DiffTables(
       *a.conn, *b.conn, tables.first, tables.second,
       pg::RowScope{options.columns, options.exclude_columns, options.where},
-      transfer);
+      transfer.transfer);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!diff.ok()) {
     // DiffTables names the side ("a: ..."); add which database it is.
@@ -313,6 +338,8 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
                     {"differences", n},
                     {"seconds", seconds},
                     {"transfer", hashes ? "hashes" : "rows"},
+                    {"transfer_chosen_because",
+                     transfer.reason.empty() ? Json() : Json(transfer.reason)},
                     {"rows_read_a", diff->rows_read_a},
                     {"rows_read_b", diff->rows_read_b},
                     {"bytes_read_a", diff->bytes_read_a},
@@ -343,9 +370,14 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
         side(a, diff->rows_a, diff->root_a),
         side(b, diff->rows_b, diff->root_b), seconds, Bytes(diff->bytes_read_a),
         diff->rows_read_a, Bytes(diff->bytes_read_b), diff->rows_read_b,
-        hashes ? absl::StrFormat(" (block hashes: %d of %d buckets differ)",
-                                 diff->buckets_differing, diff->buckets)
-               : "");
+        absl::StrCat(
+            hashes ? absl::StrFormat(" (block hashes: %d of %d buckets differ)",
+                                     diff->buckets_differing, diff->buckets)
+                   : " (every row read)",
+            transfer.reason.empty()
+                ? ""
+                : absl::StrCat("; ", hashes ? "hashes" : "rows",
+                               " chosen: ", transfer.reason)));
   }
   std::cout.flush();
   if (!options.repair) return n == 0 ? 0 : 1;
