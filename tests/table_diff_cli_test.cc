@@ -171,10 +171,14 @@ TEST_F(TableDiffCli, TheTransferIsChosenByTheLinkAndSaid) {
   const CommandResult json = RunTally({"diff", "--json", UrlA(), far_b});
   EXPECT_THAT(json.out, HasSubstr(R"("transfer":"hashes")"));
   EXPECT_THAT(json.out, HasSubstr(R"("transfer_chosen_because":"b )"));
-  // Given, it is not chosen.
+  // Given, it is not chosen. Reading every row through the narrow link
+  // takes seconds: --json shows the progress once a second meanwhile.
   const CommandResult given =
       RunTally({"diff", "--json", "--transfer=rows", UrlA(), far_b});
   EXPECT_THAT(given.out, HasSubstr(R"("transfer_chosen_because":null)"));
+  EXPECT_THAT(given.out, HasSubstr(R"({"progress":{)"));
+  EXPECT_THAT(given.out, HasSubstr(R"("step":"reading")"));
+  EXPECT_THAT(given.out, HasSubstr(R"("table":"public.t")"));
 }
 
 TEST_F(TableDiffCli, DryRunChangesNothingAndRepairMakesThemEqual) {

@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "pg/schema/row_codec.h"
 #include "pg/schema/schema_difference.h"
 #include "pg/table_diff/block_hashes.h"
@@ -42,6 +44,8 @@ struct Side {
   std::optional<BlockHashes> hashes;
   std::optional<TableScan> scan;
   absl::Status status;
+  uint64_t estimated_rows = 0;
+  ScanCounters counters;
 
   void Hash(absl::string_view where, int bits) {
     absl::StatusOr<BlockHashes> h =
@@ -53,7 +57,8 @@ struct Side {
     hashes.emplace(*std::move(h));
   }
 
-  void ReadSchema(const RowScope& scope) {
+  // `estimate`: also read the table's row estimate (for progress).
+  void ReadSchema(const RowScope& scope, bool estimate) {
     status = conn->Exec("BEGIN ISOLATION LEVEL REPEATABLE READ").status();
     if (!status.ok()) return;
     absl::StatusOr<TableSchema> s = TableSchema::Read(*conn, table);
@@ -65,11 +70,14 @@ struct Side {
       return;
     }
     schema.emplace(*std::move(s));
+    if (estimate) estimated_rows = EstimatedRows(*conn, *schema);
   }
 
   void Scan(absl::string_view keyspace, absl::string_view where) {
+    counters.rows.store(0);
+    counters.bytes.store(0);
     absl::StatusOr<TableScan> s =
-        TableScan::Run(*conn, *schema, keyspace, where);
+        TableScan::Run(*conn, *schema, keyspace, where, &counters);
     if (!s.ok()) {
       status = s.status();
       return;
@@ -81,11 +89,38 @@ struct Side {
 
 // Runs `step` on both sides at once, one thread each; the first error,
 // prefixed with its side. Either side's transaction is rolled back then.
+// `tick`, when set, is called about once a second from this thread until
+// both sides are done.
 template <typename Step>
-absl::Status OnBoth(Side& a, Side& b, Step step) {
-  std::thread other([&] { step(b); });
-  step(a);
-  other.join();
+absl::Status OnBoth(Side& a, Side& b, Step step,
+                    const std::function<void()>& tick = nullptr) {
+  if (tick == nullptr) {
+    std::thread other([&] { step(b); });
+    step(a);
+    other.join();
+  } else {
+    absl::Mutex mu;
+    int running = 2;
+    auto run = [&](Side& side) {
+      step(side);
+      absl::MutexLock lock(&mu);
+      --running;
+    };
+    std::thread side_a([&] { run(a); });
+    std::thread side_b([&] { run(b); });
+    auto done = [&running]() { return running == 0; };
+    while (true) {
+      {
+        absl::MutexLock lock(&mu);
+        if (mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(1))) {
+          break;
+        }
+      }
+      tick();
+    }
+    side_a.join();
+    side_b.join();
+  }
   if (!a.status.ok() || !b.status.ok()) {
     Abandon(*a.conn);
     Abandon(*b.conn);
@@ -131,7 +166,9 @@ std::vector<RowDifference> CompareScans(const TableScan& a,
 absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
                                      absl::string_view table_a,
                                      absl::string_view table_b,
-                                     const RowScope& scope, Transfer transfer) {
+                                     const RowScope& scope, Transfer transfer,
+                                     const DiffProgressFn& progress) {
+  const absl::Time start = absl::Now();
   if (absl::StrContains(scope.where, ';')) {
     return absl::InvalidArgumentError(
         "--where is one SQL condition (what follows WHERE); it may not hold "
@@ -139,8 +176,9 @@ absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
   }
   Side side_a{&a, std::string(table_a), "a"};
   Side side_b{&b, std::string(table_b), "b"};
-  TALLY_RETURN_IF_ERROR(
-      OnBoth(side_a, side_b, [&](Side& s) { s.ReadSchema(scope); }));
+  TALLY_RETURN_IF_ERROR(OnBoth(side_a, side_b, [&](Side& s) {
+    s.ReadSchema(scope, progress != nullptr);
+  }));
   if (side_a.schema->fingerprint() != side_b.schema->fingerprint()) {
     Abandon(a);
     Abandon(b);
@@ -157,9 +195,28 @@ absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
   const std::string keyspace = side_a.schema->name();
   TableDiff diff{keyspace, *side_a.schema, *side_b.schema, 0, 0, {}, {}, {}};
   diff.transfer = transfer;
+  // The progress of a step, from the sides' counters.
+  auto tick_for = [&](DiffProgress::Step step,
+                      uint64_t buckets) -> std::function<void()> {
+    if (progress == nullptr) return nullptr;
+    return [&, step, buckets] {
+      DiffProgress p;
+      p.step = step;
+      p.rows_read_a = side_a.counters.rows.load(std::memory_order_relaxed);
+      p.rows_read_b = side_b.counters.rows.load(std::memory_order_relaxed);
+      p.bytes_read_a = side_a.counters.bytes.load(std::memory_order_relaxed);
+      p.bytes_read_b = side_b.counters.bytes.load(std::memory_order_relaxed);
+      p.rows_estimated_a = side_a.estimated_rows;
+      p.rows_estimated_b = side_b.estimated_rows;
+      p.buckets_differing = buckets;
+      p.elapsed = absl::Now() - start;
+      progress(p);
+    };
+  };
   if (transfer == Transfer::kRows) {
     TALLY_RETURN_IF_ERROR(OnBoth(
-        side_a, side_b, [&](Side& s) { s.Scan(keyspace, scope.where); }));
+        side_a, side_b, [&](Side& s) { s.Scan(keyspace, scope.where); },
+        tick_for(DiffProgress::Step::kReading, 0)));
     diff.rows_a = diff.rows_read_a = side_a.scan->rows();
     diff.rows_b = diff.rows_read_b = side_b.scan->rows();
     diff.bytes_read_a = side_a.scan->bytes();
@@ -172,8 +229,9 @@ absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
   // Block hashes, then the rows of the differing buckets, in the same
   // snapshot on each side.
   const int bits = kDefaultBucketBits;
-  TALLY_RETURN_IF_ERROR(
-      OnBoth(side_a, side_b, [&](Side& s) { s.Hash(scope.where, bits); }));
+  TALLY_RETURN_IF_ERROR(OnBoth(
+      side_a, side_b, [&](Side& s) { s.Hash(scope.where, bits); },
+      tick_for(DiffProgress::Step::kHashing, 0)));
   diff.rows_a = side_a.hashes->rows;
   diff.rows_b = side_b.hashes->rows;
   diff.bytes_read_a = side_a.hashes->bytes_received;
@@ -192,8 +250,9 @@ absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
   if (!scope.where.empty()) {
     where = absl::StrCat("(", scope.where, ") AND ", where);
   }
-  TALLY_RETURN_IF_ERROR(
-      OnBoth(side_a, side_b, [&](Side& s) { s.Scan(keyspace, where); }));
+  TALLY_RETURN_IF_ERROR(OnBoth(
+      side_a, side_b, [&](Side& s) { s.Scan(keyspace, where); },
+      tick_for(DiffProgress::Step::kReading, differing.size())));
   diff.rows_read_a = side_a.scan->rows();
   diff.rows_read_b = side_b.scan->rows();
   diff.bytes_read_a += side_a.scan->bytes();

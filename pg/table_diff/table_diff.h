@@ -40,11 +40,13 @@
 #define TALLY_PG_TABLE_DIFF_TABLE_DIFF_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "pg/schema/table_schema.h"
 #include "pg/table_diff/table_scan.h"
@@ -88,6 +90,28 @@ enum class Transfer {
   kBlockHashes,
 };
 
+// Where a running DiffTables is, for a progress line.
+struct DiffProgress {
+  enum class Step {
+    kHashing,  // block hashes: each database hashes its rows (one query)
+    kReading,  // rows read here: every row, or the differing buckets'
+  };
+  Step step = Step::kReading;
+  // Rows and bytes read in this step so far (kReading), and the tables'
+  // row estimates (pg_class.reltuples + 5%; 0 when unknown).
+  uint64_t rows_read_a = 0;
+  uint64_t rows_read_b = 0;
+  uint64_t bytes_read_a = 0;
+  uint64_t bytes_read_b = 0;
+  uint64_t rows_estimated_a = 0;
+  uint64_t rows_estimated_b = 0;
+  // How many buckets are read in a kReading step of a block-hash diff (0:
+  // every row is read).
+  uint64_t buckets_differing = 0;
+  absl::Duration elapsed;  // since DiffTables began
+};
+using DiffProgressFn = std::function<void(const DiffProgress&)>;
+
 struct TableDiff {
   // The keyspace the rows were digested under: table A's qualified name.
   std::string keyspace;
@@ -126,12 +150,14 @@ struct TableDiff {
 // REQUIRES: no transaction open on either connection; `a` and `b` are
 // different connections.
 // With Transfer::kBlockHashes, also kFailedPrecondition for a server
-// older than PostgreSQL 14.
+// older than PostgreSQL 14. `progress`, when set, is called about once a
+// second from the calling thread while the databases work.
 absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
                                      absl::string_view table_a,
                                      absl::string_view table_b,
                                      const RowScope& scope = {},
-                                     Transfer transfer = Transfer::kRows);
+                                     Transfer transfer = Transfer::kRows,
+                                     const DiffProgressFn& progress = nullptr);
 
 struct RepairCounts {
   uint64_t upserted = 0;  // rows inserted or updated on the target

@@ -156,10 +156,15 @@ TableFacts ReadTableFacts(Connection& conn, const TableSchema& schema) {
 
 }  // namespace
 
+uint64_t EstimatedRows(Connection& conn, const TableSchema& schema) {
+  return ReadTableFacts(conn, schema).estimated_rows;
+}
+
 absl::StatusOr<TableScan> TableScan::Run(Connection& conn,
                                          const TableSchema& schema,
                                          absl::string_view keyspace,
-                                         absl::string_view where) {
+                                         absl::string_view where,
+                                         ScanCounters* counters) {
   TableScan scan;
   scan.keyspace_ = std::string(keyspace);
   const RowCodec codec = schema.codec();
@@ -195,7 +200,12 @@ absl::StatusOr<TableScan> TableScan::Run(Connection& conn,
                          schema.select_list(), ") TO STDOUT (FORMAT binary)");
   TALLY_RETURN_IF_ERROR(conn.CopyOut(sql, [&](absl::string_view chunk) {
     scan.bytes_ += chunk.size();
-    return reader.Feed(chunk);
+    absl::Status fed = reader.Feed(chunk);
+    if (counters != nullptr) {
+      counters->rows.store(scan.rows(), std::memory_order_relaxed);
+      counters->bytes.store(scan.bytes_, std::memory_order_relaxed);
+    }
+    return fed;
   }));
   absl::Status finished = reader.Finish();
   if (!finished.ok()) {

@@ -35,6 +35,7 @@
 #ifndef TALLY_PG_TABLE_DIFF_TABLE_SCAN_H_
 #define TALLY_PG_TABLE_DIFF_TABLE_SCAN_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -101,6 +102,17 @@ struct ScannedRow {
   tree::Digest128 digest;
 };
 
+// What a running scan has read so far, published for other threads.
+struct ScanCounters {
+  std::atomic<uint64_t> rows{0};
+  std::atomic<uint64_t> bytes{0};
+};
+
+// The planner's row estimate of `schema`'s table (pg_class.reltuples, the
+// leaves' sum for a partitioned table) plus 5% for rows written since; 0
+// when it has none (never vacuumed or analyzed) or the catalog read fails.
+uint64_t EstimatedRows(Connection& conn, const TableSchema& schema);
+
 class TableScan {
  public:
   // The scan's leaves: token >> (64 - kLeafBits). Every row updates a
@@ -119,10 +131,13 @@ class TableScan {
   // kDeadlineExceeded past the connection's query timeout), or kDataLoss
   // for a malformed COPY stream.
   // REQUIRES: `schema` was read from this connection's database.
+  // `counters`, when given, follow the rows and bytes read so far, for
+  // another thread to show (a progress line).
   static absl::StatusOr<TableScan> Run(Connection& conn,
                                        const TableSchema& schema,
                                        absl::string_view keyspace,
-                                       absl::string_view where = "");
+                                       absl::string_view where = "",
+                                       ScanCounters* counters = nullptr);
 
   TableScan(TableScan&&) = default;
   TableScan& operator=(TableScan&&) = default;

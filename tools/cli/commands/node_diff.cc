@@ -117,6 +117,53 @@ void ConnectBoth(const Context& ctx, node::NodeClient& a, node::NodeClient& b) {
   b.AwaitConnection(wait);
 }
 
+// "~1000000" or "?" for an unknown estimate.
+std::string Estimate(uint64_t rows) {
+  return rows == 0 ? std::string("?") : absl::StrCat("~", rows);
+}
+
+// A table's comparison under way: a line on the terminal, and with --json
+// a {"progress": ...} object.
+void ShowPgProgress(const Context& ctx, const PgDiffProgress& p,
+                    ProgressLine& line) {
+  std::string text;
+  if (p.step == "hashing") {
+    text = absl::StrFormat(
+        "%s: both databases hashing their rows into buckets (%s rows in a, "
+        "%s in b), %.0f s",
+        p.table, Estimate(p.rows_estimated_a), Estimate(p.rows_estimated_b),
+        p.elapsed_seconds);
+  } else if (p.buckets_differing > 0) {
+    text = absl::StrFormat(
+        "%s: reading the rows of %d differing buckets: %d from a, %d from b, "
+        "%.0f s",
+        p.table, p.buckets_differing, p.rows_read_a, p.rows_read_b,
+        p.elapsed_seconds);
+  } else {
+    text = absl::StrFormat(
+        "%s: read %d of %s rows from a (%s), %d of %s from b (%s), %.0f s",
+        p.table, p.rows_read_a, Estimate(p.rows_estimated_a),
+        HumanBytes(p.bytes_read_a), p.rows_read_b, Estimate(p.rows_estimated_b),
+        HumanBytes(p.bytes_read_b), p.elapsed_seconds);
+  }
+  line.Update(text);
+  if (!ctx.json) return;
+  PrintJson({{"progress",
+              {{"table", p.table},
+               {"step", p.step},
+               {"rows_read_a", p.rows_read_a},
+               {"rows_read_b", p.rows_read_b},
+               {"bytes_read_a", p.bytes_read_a},
+               {"bytes_read_b", p.bytes_read_b},
+               {"rows_estimated_a",
+                p.rows_estimated_a == 0 ? Json() : Json(p.rows_estimated_a)},
+               {"rows_estimated_b",
+                p.rows_estimated_b == 0 ? Json() : Json(p.rows_estimated_b)},
+               {"buckets_differing", p.buckets_differing},
+               {"elapsed_seconds", p.elapsed_seconds}}}});
+  std::cout.flush();
+}
+
 // `tally diff URL URL` / `tally repair URL URL`: two PostgreSQL databases
 // compared directly (tools/cli/pg/pg_diff.h), no node involved.
 std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
@@ -165,7 +212,15 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
   options.source = ctx.source;
   options.dry_run = ctx.dry_run;
   options.command_line = ctx.command_line;
-  return RunPgDiff(options);
+  ProgressLine progress;
+  if (progress.enabled() || ctx.json) {
+    options.on_progress = [&](const PgDiffProgress& p) {
+      ShowPgProgress(ctx, p, progress);
+    };
+  }
+  absl::StatusOr<int> code = RunPgDiff(options);
+  progress.Clear();
+  return CommandResult(std::move(code));
 }
 
 namespace {

@@ -267,10 +267,28 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
   const absl::Time start = absl::Now();
   TALLY_ASSIGN_OR_RETURN(const ChosenTransfer transfer,
                          PickTransfer(options, a, b, tables));
+  pg::DiffProgressFn progress;
+  if (options.on_progress) {
+    progress = [&](const pg::DiffProgress& p) {
+      PgDiffProgress out;
+      out.table = tables.first;
+      out.step =
+          p.step == pg::DiffProgress::Step::kHashing ? "hashing" : "reading";
+      out.rows_read_a = p.rows_read_a;
+      out.rows_read_b = p.rows_read_b;
+      out.bytes_read_a = p.bytes_read_a;
+      out.bytes_read_b = p.bytes_read_b;
+      out.rows_estimated_a = p.rows_estimated_a;
+      out.rows_estimated_b = p.rows_estimated_b;
+      out.buckets_differing = p.buckets_differing;
+      out.elapsed_seconds = absl::ToDoubleSeconds(p.elapsed);
+      options.on_progress(out);
+    };
+  }
   absl::StatusOr<pg::TableDiff> diff = pg::DiffTables(
       *a.conn, *b.conn, tables.first, tables.second,
       pg::RowScope{options.columns, options.exclude_columns, options.where},
-      transfer.transfer);
+      transfer.transfer, progress);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!diff.ok()) {
     // DiffTables names the side ("a: ..."); add which database it is.

@@ -25,6 +25,8 @@
 #ifndef TALLY_TOOLS_CLI_PG_PG_DIFF_H_
 #define TALLY_TOOLS_CLI_PG_PG_DIFF_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,23 @@
 namespace tally {
 namespace cli {
 
+// Where a running comparison of one table is (pg::DiffProgress, in the
+// CLI's words, so that this header needs no libpq).
+struct PgDiffProgress {
+  std::string table;
+  // "hashing" (each database hashes its rows into buckets) or "reading"
+  // (rows read here: every row, or the differing buckets').
+  std::string step;
+  uint64_t rows_read_a = 0;
+  uint64_t rows_read_b = 0;
+  uint64_t bytes_read_a = 0;
+  uint64_t bytes_read_b = 0;
+  uint64_t rows_estimated_a = 0;  // 0: unknown
+  uint64_t rows_estimated_b = 0;
+  uint64_t buckets_differing = 0;  // reading only some buckets; 0: all rows
+  double elapsed_seconds = 0;
+};
+
 struct PgDiffOptions {
   std::string url_a;
   std::string url_b;
@@ -42,10 +61,14 @@ struct PgDiffOptions {
   std::vector<std::string> columns;
   std::vector<std::string> exclude_columns;
   std::string where;
-  // --transfer: "rows" (read every row of both tables here; the default),
-  // or "hashes" (block hashes computed in each database, then only the
-  // rows of the buckets that differ: pg/table_diff/block_hashes.h).
+  // --transfer: "auto" or "" (chosen per table by measuring the links:
+  // pg/table_diff/transfer_choice.h), "rows" (read every row of both
+  // tables here), or "hashes" (block hashes computed in each database,
+  // then only the rows of the buckets that differ:
+  // pg/table_diff/block_hashes.h).
   std::string transfer;
+  // Called about once a second while a table is compared. Optional.
+  std::function<void(const PgDiffProgress&)> on_progress;
   // diff --values: under each differing key, the columns that differ with
   // their values on both sides (a row on one side only: its columns).
   bool values = false;
