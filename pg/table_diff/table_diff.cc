@@ -1,5 +1,6 @@
 #include "pg/table_diff/table_diff.h"
 
+#include <algorithm>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -177,7 +178,8 @@ absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
   Side side_a{&a, std::string(table_a), "a"};
   Side side_b{&b, std::string(table_b), "b"};
   TALLY_RETURN_IF_ERROR(OnBoth(side_a, side_b, [&](Side& s) {
-    s.ReadSchema(scope, progress != nullptr);
+    s.ReadSchema(scope,
+                 progress != nullptr || transfer == Transfer::kBlockHashes);
   }));
   if (side_a.schema->fingerprint() != side_b.schema->fingerprint()) {
     Abandon(a);
@@ -228,7 +230,9 @@ absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
   }
   // Block hashes, then the rows of the differing buckets, in the same
   // snapshot on each side.
-  const int bits = kDefaultBucketBits;
+  // Both sides the same bits, from the larger table's estimate.
+  const int bits =
+      BucketBitsFor(std::max(side_a.estimated_rows, side_b.estimated_rows));
   TALLY_RETURN_IF_ERROR(OnBoth(
       side_a, side_b, [&](Side& s) { s.Hash(scope.where, bits); },
       tick_for(DiffProgress::Step::kHashing, 0)));

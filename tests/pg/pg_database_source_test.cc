@@ -18,6 +18,7 @@
 #include "support/process.h"
 #include "support/tcp_proxy.h"
 #include "support/temp_dir.h"
+#include "tests/pg/pg_apply_helpers.h"
 #include "tests/pg/pg_sidecar_helpers.h"
 
 namespace tally {
@@ -379,6 +380,62 @@ TEST(PgDatabaseSource, ApplicationsHoldingLocksOnTheReplicaAreNeverAborted) {
               absl::Seconds(60)))
       << node->Log() << StatusJson(node->address());
   // The index still describes the table exactly.
+  CommandResult verify = RunTally({"verify", "--node", node->address()});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+// pgbench's TPC-B on the master (its hot branch and teller rows, its
+// accounts), the replica initialised with pgbench's own schema and no rows:
+// while the load runs, sessions copy what they find; once it stops, every
+// table is the master's, by md5 over the rows in key order.
+TEST(PgDatabaseSource, PgbenchOnTheMasterEndsWithAnExactCopy) {
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<PgCluster> master = StartTableCluster();
+  std::unique_ptr<PgCluster> replica = StartTableCluster();
+  ASSERT_NE(master, nullptr);
+  ASSERT_NE(replica, nullptr);
+  const CommandResult init =
+      pgtest::Pgbench(*master, {"-i", "-s", "1", "-q"}, absl::Seconds(60));
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  // Tables and primary keys, no rows ("-I dtp").
+  const CommandResult empty = pgtest::Pgbench(
+      *replica, {"-i", "-s", "1", "-q", "-I", "dtp"}, absl::Seconds(60));
+  ASSERT_EQ(empty.exit_code, 0) << empty.err;
+  CreateReader(*master, "reader", /*select=*/true);
+  ASSERT_TRUE(master
+                  ->Execute("GRANT SELECT ON pgbench_accounts, "
+                            "pgbench_branches, pgbench_tellers TO reader")
+                  .ok());
+  const std::vector<std::string> tables = {"public.pgbench_branches",
+                                           "public.pgbench_tellers",
+                                           "public.pgbench_accounts"};
+  TempDir dir;
+  std::unique_ptr<NodeProcess> node = pgtest::StartTablesSidecar(
+      "copy", dir.path(), *replica, FreeLoopbackAddress(),
+      {SourceUrl("reader", HostPort(*master))}, tables);
+  ASSERT_NE(node, nullptr);
+  const CommandResult bench = pgtest::Pgbench(
+      *master, {"-n", "-c", "4", "-j", "2", "-T", "10"}, absl::Seconds(60));
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_GT(pgtest::PgbenchFigure(bench.out,
+                                  "number of transactions actually processed:"),
+            100);
+  struct Keyed {
+    const char* table;
+    const char* key;
+  };
+  for (const Keyed& t :
+       {Keyed{"pgbench_branches", "bid"}, Keyed{"pgbench_tellers", "tid"},
+        Keyed{"pgbench_accounts", "aid"}}) {
+    SCOPED_TRACE(t.table);
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return pgtest::OrderedMd5(*master, t.table, t.key) ==
+                 pgtest::OrderedMd5(*replica, t.table, t.key);
+        },
+        absl::Seconds(60)))
+        << StatusJson(node->address());
+  }
   CommandResult verify = RunTally({"verify", "--node", node->address()});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
 }
