@@ -136,8 +136,7 @@ ABSL_FLAG(std::string, transfer, "",
           "(round trip, throughput) and the table's size, and said in the "
           "summary; rows: every row of both tables is read here, the "
           "fastest over a fast link; hashes: each database sums its rows "
-          "into key buckets (16,384, more for large tables), and only the "
-          "rows of the buckets that "
+          "into 16,384 key buckets, and only the rows of the buckets that "
           "differ are read, for databases behind a slow or far link "
           "(PostgreSQL 14 or later).");
 ABSL_FLAG(std::string, format, "html",

@@ -1026,7 +1026,8 @@ std::vector<StatusField>* MakeStatusFields() {
        StatusScope::kDatabaseSource,
        "",
        "bytes",
-       "Bytes read from the database source: block hashes and rows.",
+       "Bytes of values read from the database source (block hashes "
+       "and rows, without the protocol's framing).",
        {{"", "", "database_source.bytes_from_source",
          [](S s, int) {
            return Count(s.database_source().bytes_from_source());

@@ -1,7 +1,5 @@
 #include "pg/table_diff/block_hashes.h"
 
-#include <algorithm>
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -48,13 +46,6 @@ std::string BucketExpression(const TableSchema& schema, int bits) {
 }
 
 }  // namespace
-
-int BucketBitsFor(uint64_t rows) {
-  if (rows == 0) return kDefaultBucketBits;
-  const double bits = std::log2(std::sqrt(530.0 * static_cast<double>(rows)));
-  return std::clamp(static_cast<int>(std::lround(bits)), kDefaultBucketBits,
-                    kMaxBucketBits);
-}
 
 absl::StatusOr<BlockHashes> ReadBlockHashes(Connection& conn,
                                             const TableSchema& schema,

@@ -56,18 +56,10 @@ struct BlockHashes {
   uint64_t bytes_received = 0;  // of the answer's values
 };
 
-// The fewest bucket bits, and the most: 2^14 buckets (at 1M rows a bucket
-// holds ~61 rows, so 100 differences read ~6,100 rows; the answer is ~16k
-// short lines, ~285 kB) to 2^18.
+// The default number of bucket bits: 2^14 buckets. At 1M rows a bucket
+// holds ~61 rows, so 100 differences read ~6,100 rows; the answer is
+// ~16k short lines.
 inline constexpr int kDefaultBucketBits = 14;
-inline constexpr int kMaxBucketBits = 18;
-
-// The bucket bits for a table of about `rows` rows (0: unknown, the
-// default). The answer costs ~17 bytes a bucket and each differing bucket
-// brings its rows back (~90 bytes each in the benchmark table); for 100
-// differences the two balance at sqrt(530 * rows) buckets: 2^14 at 1M
-// rows, 2^16 at 5M, 2^18 from ~100M.
-int BucketBitsFor(uint64_t rows);
 
 // The buckets of `schema`'s table (the rows for which `where` holds, when
 // not empty), in the connection's current transaction. kFailedPrecondition

@@ -1,6 +1,5 @@
 #include "pg/table_diff/table_diff.h"
 
-#include <algorithm>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -178,8 +177,7 @@ absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
   Side side_a{&a, std::string(table_a), "a"};
   Side side_b{&b, std::string(table_b), "b"};
   TALLY_RETURN_IF_ERROR(OnBoth(side_a, side_b, [&](Side& s) {
-    s.ReadSchema(scope,
-                 progress != nullptr || transfer == Transfer::kBlockHashes);
+    s.ReadSchema(scope, progress != nullptr);
   }));
   if (side_a.schema->fingerprint() != side_b.schema->fingerprint()) {
     Abandon(a);
@@ -230,9 +228,7 @@ absl::StatusOr<TableDiff> DiffTables(Connection& a, Connection& b,
   }
   // Block hashes, then the rows of the differing buckets, in the same
   // snapshot on each side.
-  // Both sides the same bits, from the larger table's estimate.
-  const int bits =
-      BucketBitsFor(std::max(side_a.estimated_rows, side_b.estimated_rows));
+  const int bits = kDefaultBucketBits;
   TALLY_RETURN_IF_ERROR(OnBoth(
       side_a, side_b, [&](Side& s) { s.Hash(scope.where, bits); },
       tick_for(DiffProgress::Step::kHashing, 0)));
