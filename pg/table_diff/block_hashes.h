@@ -57,8 +57,8 @@ struct BlockHashes {
 };
 
 // The default number of bucket bits: 2^14 buckets. At 1M rows a bucket
-// holds ~61 rows, so 100 differences read ~6,100 rows; the answer is
-// ~16k short lines.
+// holds ~61 rows, so 100 differences read ~6,100 rows; the answer is one
+// value of 16 bytes a non-empty bucket (~262 kB).
 inline constexpr int kDefaultBucketBits = 14;
 
 // The buckets of `schema`'s table (the rows for which `where` holds, when

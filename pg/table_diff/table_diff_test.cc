@@ -687,6 +687,23 @@ TEST(TableDiff, BlockHashesFindExactlyWhatReadingEveryRowFinds) {
   absl::StatusOr<std::string> md5_b = pb->Execute(md5);
   ASSERT_TRUE(md5_a.ok() && md5_b.ok());
   EXPECT_EQ(*md5_a, *md5_b);
+  // The answer is 16 bytes a non-empty bucket.
+  EXPECT_EQ(equal->bytes_read_a % 16, 0u);
+  EXPECT_LE(equal->bytes_read_a, 16u * 16384);
+
+  // An empty table on one side (no bucket at all): every row of the other
+  // differs, and an empty table on both is equal.
+  Sql(*pb, "TRUNCATE w");
+  absl::StatusOr<TableDiff> one_empty = DiffTables(
+      *a, *b, "public.w", "public.w", RowScope{}, Transfer::kBlockHashes);
+  ASSERT_TRUE(one_empty.ok()) << one_empty.status();
+  EXPECT_EQ(one_empty->differences.size(), 60000u);
+  EXPECT_EQ(one_empty->rows_b, 0u);
+  Sql(*pa, "TRUNCATE w");
+  absl::StatusOr<TableDiff> both_empty = DiffTables(
+      *a, *b, "public.w", "public.w", RowScope{}, Transfer::kBlockHashes);
+  ASSERT_TRUE(both_empty.ok()) << both_empty.status();
+  EXPECT_TRUE(both_empty->differences.empty());
 }
 
 }  // namespace

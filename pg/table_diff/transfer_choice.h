@@ -15,7 +15,7 @@
 //                        no faster than the server's COPY
 //                        (kCopyBytesPerSecond);
 //   hashing            ~ table bytes / kHashBytesPerSecond (the server's
-//                        own scan and hash), plus the ~0.75 MB answer over
+//                        own scan and hash), plus the ~262 kB answer over
 //                        the link (so a small table is read whole).
 // A round trip under 1 ms counts as a LAN or this host, at no less than
 // 125 MB/s (a gigabit) whatever the probe measured. Hashes are chosen when they
