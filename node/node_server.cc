@@ -502,10 +502,11 @@ void NodeServer::Shutdown() {
   listener_watch_.reset();
   // First: a scrape reads the store and every status source.
   if (metrics_ != nullptr) metrics_->Stop();
+  // A database source's sessions write through the store into the
+  // sidecar's database: they stop first.
+  if (database_source_ != nullptr) database_source_->Stop();
   // Capture writes into the store: it stops before anything the store's
   // readers need, and long before the store closes.
-  // Its sessions write through the store into the sidecar's database.
-  if (database_source_ != nullptr) database_source_->Stop();
   if (sidecar_ != nullptr) sidecar_->Stop();
   if (maintenance_ != nullptr) maintenance_->Shutdown();
   if (scrubber_ != nullptr) scrubber_->Shutdown();
