@@ -119,15 +119,10 @@ bool IsLoopbackHost(absl::string_view host) {
   return absl::StartsWith(host, "127.") || host == "::1" || host == "localhost";
 }
 
-bool IsDatabasePeer(absl::string_view address) {
-  return absl::StartsWith(address, "postgresql://") ||
-         absl::StartsWith(address, "postgres://");
-}
-
 absl::StatusOr<PeerConfig> ParsePeer(absl::string_view spec) {
   spec = absl::StripAsciiWhitespace(spec);
   std::vector<absl::string_view> parts;
-  if (IsDatabasePeer(spec)) {
+  if (IsPostgresUrl(spec)) {
     // A URL may hold commas of its own (a password, a query): the options
     // start at the first ",role=".
     const size_t options = spec.find(",role=");
@@ -143,7 +138,7 @@ absl::StatusOr<PeerConfig> ParsePeer(absl::string_view spec) {
   }
   PeerConfig peer;
   peer.address = std::string(absl::StripAsciiWhitespace(parts[0]));
-  if (IsDatabasePeer(peer.address)) {
+  if (IsPostgresUrl(peer.address)) {
     peer.database = true;
     TALLY_RETURN_IF_ERROR(ValidateConninfo(peer.address));
   } else {

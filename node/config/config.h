@@ -160,9 +160,6 @@ struct NodeConfig {
 // refused: tally never writes to a database peer).
 absl::StatusOr<PeerConfig> ParsePeer(absl::string_view spec);
 
-// True for an address that is a database's URL, not a tallyd's.
-bool IsDatabasePeer(absl::string_view address);
-
 // Durations above this are refused: a year between sessions, or a session
 // timeout of a year, is a typo, and an infinite one ("inf", "nan", "1e30")
 // would silently mean "never".

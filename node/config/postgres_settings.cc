@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 
 namespace tally {
@@ -32,11 +33,6 @@ ParsedConninfo Parse(absl::string_view conninfo, std::string* error) {
     PQfreemem(message);
   }
   return parsed;
-}
-
-bool IsUrl(absl::string_view conninfo) {
-  return absl::StartsWith(conninfo, "postgresql://") ||
-         absl::StartsWith(conninfo, "postgres://");
 }
 
 // A URL with the user info's password and every `password=` query
@@ -115,7 +111,7 @@ std::string MaskKeywords(const PQconninfoOption* options) {
 // could not parse).
 bool MayHoldPassword(absl::string_view conninfo) {
   if (absl::StrContains(conninfo, "password")) return true;
-  if (!IsUrl(conninfo)) return false;
+  if (!IsPostgresUrl(conninfo)) return false;
   absl::string_view rest = conninfo.substr(conninfo.find("://") + 3);
   rest = rest.substr(0, rest.find_first_of("/?"));
   const size_t at = rest.rfind('@');
@@ -178,6 +174,32 @@ absl::Status CheckIdentifier(absl::string_view whole, absl::string_view part,
 
 }  // namespace
 
+bool IsPostgresUrl(absl::string_view conninfo) {
+  return absl::StartsWith(conninfo, "postgresql://") ||
+         absl::StartsWith(conninfo, "postgres://");
+}
+
+std::string ConninfoOrigin(absl::string_view conninfo) {
+  std::string error;
+  ParsedConninfo parsed = Parse(conninfo, &error);
+  if (parsed == nullptr) return "postgresql://unparsable";
+  std::string host;
+  std::string port;
+  std::string dbname;
+  for (const PQconninfoOption* o = parsed.get(); o->keyword != nullptr; ++o) {
+    if (o->val == nullptr) continue;
+    const absl::string_view keyword = o->keyword;
+    if (keyword == "host") host = o->val;
+    if (keyword == "port") port = o->val;
+    if (keyword == "dbname") dbname = o->val;
+  }
+  std::string origin = absl::StrCat("postgresql://", host,
+                                    port.empty() ? "" : ":", port, "/", dbname);
+  // An origin name holds no spaces (storage/names.h).
+  absl::StrReplaceAll({{" ", "%20"}}, &origin);
+  return origin;
+}
+
 absl::Status ValidateConninfo(absl::string_view conninfo) {
   if (conninfo.empty()) {
     return absl::InvalidArgumentError(
@@ -199,7 +221,7 @@ std::string MaskConninfo(absl::string_view conninfo) {
   std::string error;
   ParsedConninfo parsed = Parse(conninfo, &error);
   if (parsed == nullptr) return "<unparsable connection string>";
-  if (IsUrl(conninfo)) return MaskUrl(conninfo);
+  if (IsPostgresUrl(conninfo)) return MaskUrl(conninfo);
   return MaskKeywords(parsed.get());
 }
 

@@ -38,6 +38,16 @@ absl::Status ValidateConninfo(absl::string_view conninfo);
 // where a password would be in it cannot be known.
 std::string MaskConninfo(absl::string_view conninfo);
 
+// True for a libpq URL ("postgresql://..." or "postgres://..."), false
+// for a keyword string ("host=... dbname=...").
+bool IsPostgresUrl(absl::string_view conninfo);
+
+// The database `conninfo` names, as libpq parses it, without user,
+// password or any other parameter: "postgresql://HOST[:PORT]/DBNAME" (the
+// origin name of the rows a sidecar copies from that database; no secret
+// reaches a version). "postgresql://unparsable" when libpq cannot parse it.
+std::string ConninfoOrigin(absl::string_view conninfo);
+
 // A table named "SCHEMA.TABLE".
 struct QualifiedTable {
   std::string schema;

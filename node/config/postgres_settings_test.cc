@@ -21,6 +21,27 @@ TEST(MaskConninfo, MasksTheUrlPasswordAndKeepsTheRest) {
             "postgresql://u@127.0.0.1:5432/app");
 }
 
+TEST(ConninfoOrigin, NamesTheDatabaseWithoutUserPasswordOrParameters) {
+  EXPECT_EQ(ConninfoOrigin("postgresql://reader:s3cret@master.example:5432/"
+                           "app?sslmode=require&password=x"),
+            "postgresql://master.example:5432/app");
+  EXPECT_EQ(ConninfoOrigin("postgres://reader@master/app"),
+            "postgresql://master/app");
+  EXPECT_EQ(ConninfoOrigin("postgresql:///app?host=10.0.0.3&port=6432"),
+            "postgresql://10.0.0.3:6432/app");
+  EXPECT_EQ(ConninfoOrigin("host=m dbname='my app' password=s3cret"),
+            "postgresql://m/my%20app");
+  EXPECT_EQ(ConninfoOrigin("postgresql://m/app?no_such_option=1"),
+            "postgresql://unparsable");
+}
+
+TEST(IsPostgresUrl, TellsAUrlFromAKeywordString) {
+  EXPECT_TRUE(IsPostgresUrl("postgresql://m/app"));
+  EXPECT_TRUE(IsPostgresUrl("postgres://m/app"));
+  EXPECT_FALSE(IsPostgresUrl("host=m dbname=app"));
+  EXPECT_FALSE(IsPostgresUrl("10.0.0.2:7400"));
+}
+
 TEST(MaskConninfo, MasksAKeywordPasswordWhateverItsQuoting) {
   const std::string masked =
       MaskConninfo("host=127.0.0.1 port=5432 dbname=app password='a b\\'c'");

@@ -93,7 +93,6 @@ absl::Status SyncTable(storage::Store* store,
     return absl::Status(diff.status().code(),
                         WithHint(table, SideNamed(diff.status())));
   }
-  result->bytes_from_replica += diff->bytes_read_a;
   result->bytes_from_source += diff->bytes_read_b;
   result->differences += diff->differences.size();
   const std::string& keyspace = diff->keyspace;
@@ -153,20 +152,6 @@ absl::Status SyncTable(storage::Store* store,
 
 }  // namespace
 
-std::string DatabaseSourceOrigin(absl::string_view url) {
-  const size_t scheme_end = url.find("://");
-  if (scheme_end == absl::string_view::npos) return std::string(url);
-  absl::string_view rest = url.substr(scheme_end + 3);
-  // user[:password]@ ends at the last '@' before the path.
-  const size_t path = rest.find_first_of("/?");
-  const size_t at = rest.substr(0, path).rfind('@');
-  if (at != absl::string_view::npos) rest = rest.substr(at + 1);
-  // The query (sslmode, passwords given as parameters) is no part of the
-  // name.
-  rest = rest.substr(0, rest.find('?'));
-  return absl::StrCat("postgresql://", rest);
-}
-
 absl::StatusOr<SourceSessionResult> RunSourceSession(
     storage::Store* store, const DatabaseSourceOptions& options,
     const std::atomic<bool>* cancelled) {
@@ -186,7 +171,7 @@ absl::StatusOr<SourceSessionResult> RunSourceSession(
         replica.status().code(),
         absl::StrCat("this node's database: ", replica.status().message()));
   }
-  const std::string origin = DatabaseSourceOrigin(options.source_conninfo);
+  const std::string origin = ConninfoOrigin(options.source_conninfo);
   BandwidthLimiter source_limit(options.bandwidth_bytes_per_second);
   SourceSessionResult result;
   for (size_t t = 0; t < options.tables.size(); ++t) {

@@ -63,11 +63,6 @@
 namespace tally {
 namespace node {
 
-// The origin name a database source's rows get: its URL without user and
-// password ("postgresql://master.example:5432/app"). Passwords never reach
-// a version.
-std::string DatabaseSourceOrigin(absl::string_view url);
-
 struct DatabaseSourceOptions {
   // The master's URL (its role needs SELECT on the tables, and TEMP on
   // the database, which PostgreSQL grants to every role by default).
@@ -101,7 +96,6 @@ struct SourceSessionResult {
   uint64_t rows_refused = 0;   // left: the application changed them here
   uint64_t rows_rejected = 0;  // refused by the database or the store
   uint64_t bytes_from_source = 0;
-  uint64_t bytes_from_replica = 0;
   // One entry per table that failed: "public.t: <reason>".
   std::vector<std::string> table_errors;
 };

@@ -94,33 +94,29 @@ struct Side {
 template <typename Step>
 absl::Status OnBoth(Side& a, Side& b, Step step,
                     const std::function<void()>& tick = nullptr) {
-  if (tick == nullptr) {
-    std::thread other([&] { step(b); });
-    step(a);
-    other.join();
-  } else {
-    absl::Mutex mu;
-    int running = 2;
-    auto run = [&](Side& side) {
-      step(side);
+  absl::Mutex mu;
+  int running = 2;
+  auto run = [&](Side& side) {
+    step(side);
+    absl::MutexLock lock(&mu);
+    --running;
+  };
+  std::thread side_a([&] { run(a); });
+  std::thread side_b([&] { run(b); });
+  auto done = [&running]() { return running == 0; };
+  while (true) {
+    {
       absl::MutexLock lock(&mu);
-      --running;
-    };
-    std::thread side_a([&] { run(a); });
-    std::thread side_b([&] { run(b); });
-    auto done = [&running]() { return running == 0; };
-    while (true) {
-      {
-        absl::MutexLock lock(&mu);
-        if (mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(1))) {
-          break;
-        }
+      if (mu.AwaitWithTimeout(
+              absl::Condition(&done),
+              tick == nullptr ? absl::InfiniteDuration() : absl::Seconds(1))) {
+        break;
       }
-      tick();
     }
-    side_a.join();
-    side_b.join();
+    tick();
   }
+  side_a.join();
+  side_b.join();
   if (!a.status.ok() || !b.status.ok()) {
     Abandon(*a.conn);
     Abandon(*b.conn);

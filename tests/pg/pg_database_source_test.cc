@@ -75,12 +75,25 @@ void CreateReader(PgCluster& master, const std::string& user, bool select) {
   }
 }
 
-TEST(PgDatabaseSource, AReplicaBecomesTheMastersCopyWithASelectOnlyRole) {
-  TALLY_SKIP_UNLESS_POSTGRES();
-  std::unique_ptr<PgCluster> master = StartTableCluster();
-  std::unique_ptr<PgCluster> replica = StartTableCluster();
-  ASSERT_NE(master, nullptr);
-  ASSERT_NE(replica, nullptr);
+// Each test has two throwaway servers with the table t: the master and
+// the replica a sidecar keeps.
+class PgDatabaseSource : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TALLY_SKIP_UNLESS_POSTGRES();
+    master_ = StartTableCluster();
+    replica_ = StartTableCluster();
+    ASSERT_NE(master_, nullptr);
+    ASSERT_NE(replica_, nullptr);
+  }
+
+  std::unique_ptr<PgCluster> master_;
+  std::unique_ptr<PgCluster> replica_;
+};
+
+TEST_F(PgDatabaseSource, AReplicaBecomesTheMastersCopyWithASelectOnlyRole) {
+  PgCluster* master = master_.get();
+  PgCluster* replica = replica_.get();
   CreateReader(*master, "reader", /*select=*/true);
   // 20,000 rows on the master, one of them TOASTed; the replica holds an
   // older copy: most rows equal, some changed, some missing, some extra,
@@ -156,12 +169,9 @@ TEST(PgDatabaseSource, AReplicaBecomesTheMastersCopyWithASelectOnlyRole) {
   EXPECT_THAT(text.out, Not(HasSubstr("s3cret-pw")));
 }
 
-TEST(PgDatabaseSource, ARoleWithoutSelectIsNamedAndChangesNothing) {
-  TALLY_SKIP_UNLESS_POSTGRES();
-  std::unique_ptr<PgCluster> master = StartTableCluster();
-  std::unique_ptr<PgCluster> replica = StartTableCluster();
-  ASSERT_NE(master, nullptr);
-  ASSERT_NE(replica, nullptr);
+TEST_F(PgDatabaseSource, ARoleWithoutSelectIsNamedAndChangesNothing) {
+  PgCluster* master = master_.get();
+  PgCluster* replica = replica_.get();
   CreateReader(*master, "nobody", /*select=*/false);
   ASSERT_TRUE(master->Execute("INSERT INTO t VALUES (1, 1, 'm')").ok());
   ASSERT_TRUE(replica->Execute("INSERT INTO t VALUES (2, 2, 'r')").ok());
@@ -186,12 +196,10 @@ TEST(PgDatabaseSource, ARoleWithoutSelectIsNamedAndChangesNothing) {
   EXPECT_THAT(node->Log(), HasSubstr("source session failed"));
 }
 
-TEST(PgDatabaseSource, AMasterThatGoesAwayMidSessionLeavesAConsistentReplica) {
-  TALLY_SKIP_UNLESS_POSTGRES();
-  std::unique_ptr<PgCluster> master = StartTableCluster();
-  std::unique_ptr<PgCluster> replica = StartTableCluster();
-  ASSERT_NE(master, nullptr);
-  ASSERT_NE(replica, nullptr);
+TEST_F(PgDatabaseSource,
+       AMasterThatGoesAwayMidSessionLeavesAConsistentReplica) {
+  PgCluster* master = master_.get();
+  PgCluster* replica = replica_.get();
   CreateReader(*master, "reader", /*select=*/true);
   // 3,000 rows of 2 kB behind a 1 MB/s link: the first copy takes seconds.
   ASSERT_TRUE(master
@@ -256,13 +264,10 @@ std::string KeyedMd5(PgCluster& pg) {
 // A composite text key and the values whose canonical forms are easy to
 // get wrong (NULL and '', -0 and 0, numeric scale, enum, array, jsonb,
 // bytea, microseconds, a TOASTed value) come across exactly.
-TEST(PgDatabaseSource, EveryKindOfValueUnderACompositeKeyArrivesExactly) {
-  TALLY_SKIP_UNLESS_POSTGRES();
-  std::unique_ptr<PgCluster> master = StartTableCluster();
-  std::unique_ptr<PgCluster> replica = StartTableCluster();
-  ASSERT_NE(master, nullptr);
-  ASSERT_NE(replica, nullptr);
-  for (PgCluster* pg : {master.get(), replica.get()}) {
+TEST_F(PgDatabaseSource, EveryKindOfValueUnderACompositeKeyArrivesExactly) {
+  PgCluster* master = master_.get();
+  PgCluster* replica = replica_.get();
+  for (PgCluster* pg : {master, replica}) {
     ASSERT_TRUE(pg->Execute("CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy'); "
                             "CREATE TABLE k (region text, id int, n numeric, "
                             "f float8, j jsonb, raw bytea, m mood, arr int[], "
@@ -310,12 +315,9 @@ TEST(PgDatabaseSource, EveryKindOfValueUnderACompositeKeyArrivesExactly) {
 // master changes and sessions copy it: no application transaction fails
 // (no deadlock, no abort), and once they stop the replica is the master's
 // copy again.
-TEST(PgDatabaseSource, ApplicationsHoldingLocksOnTheReplicaAreNeverAborted) {
-  TALLY_SKIP_UNLESS_POSTGRES();
-  std::unique_ptr<PgCluster> master = StartTableCluster();
-  std::unique_ptr<PgCluster> replica = StartTableCluster();
-  ASSERT_NE(master, nullptr);
-  ASSERT_NE(replica, nullptr);
+TEST_F(PgDatabaseSource, ApplicationsHoldingLocksOnTheReplicaAreNeverAborted) {
+  PgCluster* master = master_.get();
+  PgCluster* replica = replica_.get();
   CreateReader(*master, "reader", /*select=*/true);
   ASSERT_TRUE(master
                   ->Execute("INSERT INTO t SELECT g, g, 'v' || g FROM "
@@ -388,12 +390,9 @@ TEST(PgDatabaseSource, ApplicationsHoldingLocksOnTheReplicaAreNeverAborted) {
 // accounts), the replica initialised with pgbench's own schema and no rows:
 // while the load runs, sessions copy what they find; once it stops, every
 // table is the master's, by md5 over the rows in key order.
-TEST(PgDatabaseSource, PgbenchOnTheMasterEndsWithAnExactCopy) {
-  TALLY_SKIP_UNLESS_POSTGRES();
-  std::unique_ptr<PgCluster> master = StartTableCluster();
-  std::unique_ptr<PgCluster> replica = StartTableCluster();
-  ASSERT_NE(master, nullptr);
-  ASSERT_NE(replica, nullptr);
+TEST_F(PgDatabaseSource, PgbenchOnTheMasterEndsWithAnExactCopy) {
+  PgCluster* master = master_.get();
+  PgCluster* replica = replica_.get();
   const CommandResult init =
       pgtest::Pgbench(*master, {"-i", "-s", "1", "-q"}, absl::Seconds(60));
   ASSERT_EQ(init.exit_code, 0) << init.err;
@@ -440,7 +439,7 @@ TEST(PgDatabaseSource, PgbenchOnTheMasterEndsWithAnExactCopy) {
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
 }
 
-TEST(PgDatabaseSource, ADatabasePeerMustBeASourceOfASidecar) {
+TEST(PgDatabaseSourceConfig, ADatabasePeerMustBeASourceOfASidecar) {
   TempDir dir;
   const std::string url = "postgresql://reader:s3cret-pw@127.0.0.1:1/app";
   CommandResult two_way =

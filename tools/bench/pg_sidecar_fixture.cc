@@ -166,6 +166,12 @@ absl::StatusOr<double> TimePgComparator(const PgCluster& a, const PgCluster& b,
   return TimePgComparatorAt(a.port(), b.port(), program, expected);
 }
 
+int PortOf(const std::string& address) {
+  int port = 0;
+  (void)absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port);
+  return port;
+}
+
 absl::StatusOr<double> TimePgComparatorAt(int port_a, int port_b,
                                           const std::string& program,
                                           int expected) {

@@ -98,6 +98,10 @@ absl::Duration WaitForIdleCpu();
 // transaction committed before the call.
 absl::StatusOr<pg::Lsn> CurrentLsn(testing::PgCluster& pg);
 
+// The port of "HOST:PORT" (0 when it has none): where pg_comparator, which
+// takes ports, reaches a proxy.
+int PortOf(const std::string& address);
+
 // Times pg_comparator (`program`, PGTZ=UTC) comparing t on `a` and `b`;
 // kInternal unless it reports exactly `expected` differences.
 // The same through other ports (proxies in front of the two servers).

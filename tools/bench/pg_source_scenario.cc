@@ -78,9 +78,7 @@ absl::Status RunPgSource(std::ostream& out) {
   absl::StatusOr<std::unique_ptr<TcpProxy>> link = TcpProxy::Start(
       absl::StrCat("127.0.0.1:", (*master)->port()), delay, bytes_per_second);
   if (!link.ok()) return link.status();
-  int link_port = 0;
-  const std::string& address = (*link)->address();
-  (void)absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &link_port);
+  const int link_port = PortOf((*link)->address());
   const std::string source = absl::StrCat(
       "postgresql://postgres@", (*link)->address(), "/postgres,role=source");
   out << absl::StrFormat(

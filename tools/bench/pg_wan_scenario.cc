@@ -40,12 +40,6 @@ using testing::CommandResult;
 using testing::PgCluster;
 using testing::TcpProxy;
 
-int PortOf(const std::string& address) {
-  int port = 0;
-  (void)absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port);
-  return port;
-}
-
 uint64_t Crossed(const TcpProxy& a, const TcpProxy& b) {
   return a.bytes_up() + a.bytes_down() + b.bytes_up() + b.bytes_down();
 }

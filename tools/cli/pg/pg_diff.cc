@@ -229,24 +229,19 @@ absl::StatusOr<std::optional<pg::Transfer>> ParseTransfer(
       absl::CHexEscape(transfer)));
 }
 
-struct ChosenTransfer {
-  pg::Transfer transfer = pg::Transfer::kRows;
-  std::string reason;  // empty when given by --transfer
-};
-
 // --transfer, or the estimate from probing both links.
-absl::StatusOr<ChosenTransfer> PickTransfer(const PgDiffOptions& options,
-                                            Database& a, Database& b,
-                                            const TablePair& tables) {
+// The reason is empty when --transfer gave it.
+absl::StatusOr<pg::TransferChoice> PickTransfer(const PgDiffOptions& options,
+                                                Database& a, Database& b,
+                                                const TablePair& tables) {
   TALLY_ASSIGN_OR_RETURN(const std::optional<pg::Transfer> given,
                          ParseTransfer(options.transfer));
-  if (given.has_value()) return ChosenTransfer{*given, ""};
+  if (given.has_value()) return pg::TransferChoice{*given, ""};
   absl::StatusOr<pg::LinkProbe> pa = pg::ProbeLink(*a.conn, tables.first);
   if (!pa.ok()) return WithSide(pa.status(), a);
   absl::StatusOr<pg::LinkProbe> pb = pg::ProbeLink(*b.conn, tables.second);
   if (!pb.ok()) return WithSide(pb.status(), b);
-  pg::TransferChoice choice = pg::ChooseTransfer(*pa, *pb);
-  return ChosenTransfer{choice.transfer, std::move(choice.reason)};
+  return pg::ChooseTransfer(*pa, *pb);
 }
 
 // "1.2 MB", "830 B".
@@ -265,7 +260,7 @@ const char* KindText(const pg::RowDifference& d) {
 absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
                                  Database& b, const TablePair& tables) {
   const absl::Time start = absl::Now();
-  TALLY_ASSIGN_OR_RETURN(const ChosenTransfer transfer,
+  TALLY_ASSIGN_OR_RETURN(const pg::TransferChoice transfer,
                          PickTransfer(options, a, b, tables));
   pg::DiffProgressFn progress;
   if (options.on_progress) {
