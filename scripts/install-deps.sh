@@ -16,6 +16,9 @@ packages=(
   # The PostgreSQL backend: libpq to build, the server for the tests'
   # throwaway clusters, pg_comparator as the benchmark's baseline.
   libpq-dev postgresql-15 postgresql-comparator
+  # The MariaDB/MySQL backend: Connector/C to build, the server for the
+  # tests' throwaway servers (the package's own service is not used).
+  libmariadb-dev mariadb-server
   # Running as a service: sd_notify (libsystemd), man pages from --help
   # (help2man), and what the install test checks them with.
   libsystemd-dev help2man systemd man-db groff-base

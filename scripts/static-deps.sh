@@ -8,14 +8,16 @@
 # loader (README "Benchmarks", pg-warm).
 #
 # Kept shared: libpq (its archive needs Kerberos and LDAP archives Debian
-# does not ship), OpenSSL (libpq loads its shared copy; two copies in one
+# does not ship), MariaDB's Connector/C (its archive needs the TLS and
+# compression libraries and loads its authentication plugins as shared
+# objects anyway), OpenSSL (libpq loads its shared copy; two copies in one
 # process must not be mixed), the C and C++ runtimes, and anything without
 # an archive. Set TALLY_STATIC_DEPS_DEBUG=1 to print the rewritten command.
 set -eu
 libdir=/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 keep_shared() {
   case "$1" in
-    libpq | libssl | libcrypto | libstdc++ | libgcc_s | libc | libm | libdl | \
+    libpq | libmariadb | libssl | libcrypto | libstdc++ | libgcc_s | libc | libm | libdl | \
       librt | libpthread | libatomic | libcpp-httplib) return 0 ;;
   esac
   return 1

@@ -24,18 +24,26 @@
 # package would start a server), and TALLY_PROMTOOL names it, which makes
 # that check required: it fails, not skips, when promtool cannot run.
 #
-# The PostgreSQL tests start their own throwaway servers
-# (support/pg_cluster.h). TALLY_REQUIRE_POSTGRES=1 makes each of them FAIL,
-# not skip, when PostgreSQL is missing, so a machine without it never reads
-# green; the check below says so up front.
+# The PostgreSQL and MariaDB tests start their own throwaway servers
+# (support/pg_cluster.h, support/mariadb_server.h). TALLY_REQUIRE_POSTGRES=1
+# and TALLY_REQUIRE_MARIADB=1 make each of them FAIL, not skip, when the
+# server is missing, so a machine without it never reads green; the checks
+# below say so up front.
+#
+# The last lines printed name every test that failed (ctest's own summary
+# of the main run scrolls away behind the sanitizer runs).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
 bash "$here/install-deps.sh"
 bash "$here/build.sh"
-export TALLY_REQUIRE_POSTGRES=1
+export TALLY_REQUIRE_POSTGRES=1 TALLY_REQUIRE_MARIADB=1
 if [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
   echo "test.sh: PostgreSQL 15 is not installed (scripts/install-deps.sh installs it)" >&2
+  exit 1
+fi
+if [ ! -x /usr/sbin/mariadbd ]; then
+  echo "test.sh: MariaDB is not installed (scripts/install-deps.sh installs mariadb-server)" >&2
   exit 1
 fi
 if ! TALLY_PROMTOOL=$(bash "$here/fetch-promtool.sh" build/promtool); then
@@ -56,13 +64,22 @@ sanitizer_log=build/sanitizer-builds.log
 ) > "$sanitizer_log" 2>&1 &
 sanitizer_builds=$!
 status=0
-(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600) || status=$?
+failed=()
+(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 600) || {
+  status=$?
+  failed+=("main: $(tr '\n' ' ' < build/Testing/Temporary/LastTestsFailed.log 2>/dev/null)")
+}
 if ! wait "$sanitizer_builds"; then
   tail -50 "$sanitizer_log" >&2
   echo "test.sh: a sanitizer build failed (whole log: $sanitizer_log)" >&2
+  for f in "${failed[@]}"; do echo "test.sh: failed in $f" >&2; done
   exit 1
 fi
 for preset in tsan asan-ubsan; do
-  ctest --preset "$preset" -j "$(nproc)" || status=$?
+  ctest --preset "$preset" -j "$(nproc)" || {
+    status=$?
+    failed+=("$preset: see its output above")
+  }
 done
+for f in "${failed[@]}"; do echo "test.sh: failed in $f" >&2; done
 exit "$status"

@@ -266,7 +266,16 @@ absl::StatusOr<RepairCounts> RepairTable(Connection& source,
   if (keys.empty()) return counts;
   TALLY_ASSIGN_OR_RETURN(std::vector<CanonicalRow> rows,
                          ReadRowsByKey(source, source_schema, keys));
-  // From here on every statement goes to the target, with its OIDs.
+  return WriteRows(target, target_schema, keys, rows);
+}
+
+absl::StatusOr<RepairCounts> WriteRows(Connection& target,
+                                       const TableSchema& target_schema,
+                                       absl::Span<const std::string> keys,
+                                       absl::Span<const CanonicalRow> rows) {
+  RepairCounts counts;
+  if (keys.empty()) return counts;
+  // Every statement goes to the target, with its OIDs.
   const TableSchema& schema = target_schema;
   absl::flat_hash_set<absl::string_view> in_source;
   for (const CanonicalRow& row : rows) in_source.insert(row.key);

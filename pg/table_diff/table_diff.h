@@ -176,6 +176,17 @@ absl::StatusOr<RepairCounts> RepairTable(Connection& source,
                                          const TableSchema& target_schema,
                                          absl::Span<const std::string> keys);
 
+// The target half of RepairTable: makes the target's rows at `keys` what
+// `rows` holds (canonical rows, as ReadRowsByKey returns them, from any
+// database whose table has the target's fingerprint; a key without a row
+// is deleted), in one transaction. Returns the connection's error; the
+// target is then unchanged.
+// REQUIRES: no transaction open on `target`.
+absl::StatusOr<RepairCounts> WriteRows(Connection& target,
+                                       const TableSchema& target_schema,
+                                       absl::Span<const std::string> keys,
+                                       absl::Span<const CanonicalRow> rows);
+
 // Re-reads the rows at `keys` on both sides and returns the keys whose
 // rows still differ (in the order of `keys`): the check of a repair
 // without another full scan.

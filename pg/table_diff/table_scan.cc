@@ -115,6 +115,22 @@ absl::Status BootstrapRowDigester::Digest(absl::Span<const Field> fields) {
   return absl::OkStatus();
 }
 
+TableScan::Builder::Builder(absl::string_view keyspace, RowCodec codec,
+                            uint64_t estimated_rows)
+    : digester_(keyspace, codec), estimated_rows_(estimated_rows) {
+  scan_.keyspace_ = std::string(keyspace);
+}
+
+absl::Status TableScan::Builder::Add(absl::Span<const Field> fields) {
+  TALLY_RETURN_IF_ERROR(digester_.Digest(fields));
+  if (!reserved_) {
+    scan_.Reserve(estimated_rows_, digester_.key().size());
+    reserved_ = true;
+  }
+  scan_.Add(digester_.key(), digester_.digest(), digester_.token());
+  return absl::OkStatus();
+}
+
 void TableScan::Reserve(uint64_t rows, size_t key_bytes) {
   records_.reserve(rows * (1 + key_bytes + sizeof(tree::Digest128)));
 }

@@ -139,6 +139,9 @@ class TableScan {
                                        absl::string_view where = "",
                                        ScanCounters* counters = nullptr);
 
+  // Makes a scan of rows read elsewhere (below).
+  class Builder;
+
   TableScan(TableScan&&) = default;
   TableScan& operator=(TableScan&&) = default;
 
@@ -182,6 +185,32 @@ class TableScan {
   std::vector<tree::Digest128> leaves_;
   std::vector<uint32_t> leaf_counts_;
   tree::Digest128 root_;
+};
+
+// Makes a scan of rows read elsewhere (another engine's table, converted
+// to canonical fields: mariadb/table.h), digested as Run digests a
+// row, so that the two scans compare with CompareScans.
+//
+//   TableScan::Builder b(keyspace, schema.codec(), estimated_rows);
+//   for (each row) TALLY_RETURN_IF_ERROR(b.Add(fields));
+//   TableScan scan = std::move(b).Finish();
+class TableScan::Builder {
+ public:
+  Builder(absl::string_view keyspace, RowCodec codec, uint64_t estimated_rows);
+  // Digests one row. Returns kInvalidArgument when `fields` is not
+  // codec.columns() long.
+  absl::Status Add(absl::Span<const Field> fields);
+  // Counts `n` more bytes read from the database.
+  void AddBytes(uint64_t n) { scan_.bytes_ += n; }
+  uint64_t rows() const { return scan_.rows_; }
+  uint64_t bytes() const { return scan_.bytes_; }
+  TableScan Finish() && { return std::move(scan_); }
+
+ private:
+  TableScan scan_;
+  BootstrapRowDigester digester_;
+  uint64_t estimated_rows_;
+  bool reserved_ = false;
 };
 
 // The canonical key and value of one row of a table.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "mariadb/url.h"
 #include "node/client/replica.h"
 #include "tools/cli/commands/command.h"
 #include "tools/cli/commands/commands.h"
@@ -167,8 +168,10 @@ void ShowPgProgress(const Context& ctx, const PgDiffProgress& p,
 // `tally diff URL URL` / `tally repair URL URL`: two PostgreSQL databases
 // compared directly (tools/cli/pg/pg_diff.h), no node involved.
 std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
-  const bool url_a = IsPostgresUrl(ctx.args[0]);
-  const bool url_b = IsPostgresUrl(ctx.args[1]);
+  const bool url_a =
+      IsPostgresUrl(ctx.args[0]) || mariadb::IsMariaDbUrl(ctx.args[0]);
+  const bool url_b =
+      IsPostgresUrl(ctx.args[1]) || mariadb::IsMariaDbUrl(ctx.args[1]);
   if (!url_a && !url_b) {
     if (!ctx.columns.empty() || !ctx.exclude_columns.empty() ||
         !ctx.where.empty() || !ctx.transfer.empty()) {
@@ -181,7 +184,8 @@ std::optional<CommandResult> MaybePostgres(const Context& ctx, bool repair) {
   }
   if (url_a != url_b) {
     return CommandResult(absl::InvalidArgumentError(
-        "give two PostgreSQL URLs or two node addresses, not one of each"));
+        "give two database URLs (postgresql://, mariadb://) or two node "
+        "addresses, not one of each"));
   }
   if (!ctx.scope.IsWhole()) {
     return CommandResult(absl::InvalidArgumentError(

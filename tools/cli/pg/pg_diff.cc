@@ -15,11 +15,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
+#include "mariadb/url.h"
 #include "pg/table_diff/table_diff.h"
 #include "pg/table_diff/transfer_choice.h"
 #include "pg/wire/connection.h"
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
+#include "tools/cli/pg/sql_diff.h"
 #include "tools/cli/pg_url.h"
 #include "tree/status_macros.h"
 
@@ -491,6 +493,10 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
 }  // namespace
 
 absl::StatusOr<int> RunPgDiff(const PgDiffOptions& options) {
+  if (mariadb::IsMariaDbUrl(options.url_a) ||
+      mariadb::IsMariaDbUrl(options.url_b)) {
+    return RunSqlDiff(options);
+  }
   Database a{{}, "a", nullptr};
   Database b{{}, "b", nullptr};
   absl::StatusOr<PostgresTarget> ta = ParsePostgresUrl(options.url_a);

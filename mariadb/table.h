@@ -1,0 +1,111 @@
+// MariaDbTable: what tally knows of one MariaDB (or MySQL) table — its
+// schema in PostgreSQL's canonical terms, so that its rows digest and
+// compare exactly as a PostgreSQL table's do (mariadb/column_mapping.h) —
+// and the reads a diff and a repair make of it.
+//
+//   TALLY_ASSIGN_OR_RETURN(MariaDbTable t, MariaDbTable::Read(conn, "db1.t"));
+//   t.schema().fingerprint();  // equal to the PostgreSQL table's when the
+//                              // columns map
+//   TALLY_ASSIGN_OR_RETURN(pg::TableScan scan, t.Scan(conn, "db1.t", ""));
+//
+// A keyspace is named "database.table". Generated columns are left out (as
+// for PostgreSQL: each database computes its own).
+//
+// Thread-safety: an immutable value once read; the reads use only the
+// connection given.
+#ifndef TALLY_MARIADB_TABLE_H_
+#define TALLY_MARIADB_TABLE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "mariadb/column_mapping.h"
+#include "mariadb/connection.h"
+#include "pg/schema/table_schema.h"
+#include "pg/table_diff/table_scan.h"
+
+namespace tally {
+namespace mariadb {
+
+class MariaDbTable {
+ public:
+  // Reads table `qualified_name` ("database.table") from
+  // information_schema. Returns kInvalidArgument for a name without a
+  // database; kNotFound when there is no such base table;
+  // kFailedPrecondition for a table without a primary key, and for columns
+  // that do not map, naming every one of them and why
+  // (mariadb/column_mapping.h); a connection's error otherwise.
+  static absl::StatusOr<MariaDbTable> Read(Connection& conn,
+                                           absl::string_view qualified_name);
+
+  // The schema as PostgreSQL would describe the same table declared with
+  // the mapped types: columns in canonical order, fingerprint.
+  const pg::TableSchema& schema() const { return *schema_; }
+  // Per canonical column, its mapping.
+  absl::Span<const ColumnMapping> mappings() const { return mappings_; }
+  // `db`.`t`.
+  const std::string& quoted_name() const { return quoted_name_; }
+  // The quoted column names in canonical order, comma separated.
+  const std::string& select_list() const { return select_list_; }
+  // information_schema.TABLES.TABLE_ROWS (InnoDB's estimate), 0 unknown.
+  uint64_t estimated_rows() const { return estimated_rows_; }
+
+  // Reads every row (for which the SQL condition `where` holds, when not
+  // empty) and digests it under `keyspace`, as pg::TableScan::Run digests
+  // a PostgreSQL row. Returns the connection's error, or the value's
+  // (kOutOfRange) naming the column, for a value PostgreSQL cannot hold.
+  absl::StatusOr<pg::TableScan> Scan(Connection& conn,
+                                     absl::string_view keyspace,
+                                     absl::string_view where,
+                                     pg::ScanCounters* counters) const;
+
+  // The rows at `keys` (canonical key bytes), as canonical key and value
+  // bytes; absent keys are not returned.
+  absl::StatusOr<std::vector<pg::CanonicalRow>> ReadRowsByKey(
+      Connection& conn, absl::Span<const std::string> keys) const;
+
+  // The canonical fields of `bytes` (a canonical key, or key + value as
+  // RowCodec encodes them) as text, one per column: the key columns' for a
+  // key; nullopt for NULL.
+  absl::StatusOr<std::vector<std::optional<std::string>>> KeyTexts(
+      absl::string_view key) const;
+
+  // Makes the rows at `keys` what `rows` holds (canonical rows, as
+  // ReadRowsByKey returns; a key without a row is deleted), in one
+  // transaction: REPLACE-free upserts (INSERT ... ON DUPLICATE KEY UPDATE)
+  // and DELETEs by key. Returns the rows written and deleted, or the
+  // server's error (a row it refuses) with nothing changed.
+  struct WriteCounts {
+    uint64_t upserted = 0;
+    uint64_t deleted = 0;
+  };
+  absl::StatusOr<WriteCounts> WriteRows(
+      Connection& conn, absl::Span<const std::string> keys,
+      absl::Span<const pg::CanonicalRow> rows) const;
+
+ private:
+  MariaDbTable() = default;
+  // The WHERE condition that picks the row at canonical key `key`.
+  absl::StatusOr<std::string> KeyCondition(Connection& conn,
+                                           absl::string_view key) const;
+  // A column's canonical bytes as a SQL literal for this table.
+  absl::StatusOr<std::string> Literal(Connection& conn, size_t column,
+                                      const pg::Field& field) const;
+
+  std::optional<pg::TableSchema> schema_;
+  std::vector<ColumnMapping> mappings_;
+  std::string quoted_name_;
+  std::string select_list_;
+  uint64_t estimated_rows_ = 0;
+};
+
+}  // namespace mariadb
+}  // namespace tally
+
+#endif  // TALLY_MARIADB_TABLE_H_
