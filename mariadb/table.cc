@@ -198,7 +198,14 @@ absl::StatusOr<std::string> MariaDbTable::Literal(
     Connection& conn, size_t column, const pg::Field& field) const {
   if (field.is_null()) return std::string("NULL");
   const ColumnMapping& m = mappings_[column];
-  TALLY_ASSIGN_OR_RETURN(std::string text, CanonicalText(m, field.bytes()));
+  absl::StatusOr<std::string> converted = CanonicalText(m, field.bytes());
+  if (!converted.ok()) {
+    return absl::Status(converted.status().code(),
+                        absl::StrCat("table ", schema_->name(), " column ",
+                                     schema_->columns()[column].name, ": ",
+                                     converted.status().message()));
+  }
+  std::string text = *std::move(converted);
   switch (m.type) {
     case CanonicalType::kInt2:
     case CanonicalType::kInt4:

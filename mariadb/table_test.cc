@@ -215,6 +215,28 @@ TEST_F(MariaDbTableTest, RowsWrittenEachWayMakeTheTablesEqual) {
   EXPECT_EQ(*pg_tz, "2030-06-01 10:00:00.25|0.1");
 }
 
+TEST_F(MariaDbTableTest, AValueMariaDbCannotHoldFailsTheWholeWrite) {
+  ASSERT_TRUE(pg_->Execute("UPDATE public.t SET f = 'NaN' WHERE id = 2; "
+                           "UPDATE public.t SET v = 'pg' WHERE id = 1")
+                  .ok());
+  const MariaDbTable maria = ReadMaria();
+  const pg::TableSchema pg_schema = ReadPg();
+  const pg::TableScan before = ScanMaria(maria);
+  const std::vector<std::string> keys =
+      DifferingKeys(before, ScanPg(pg_schema));
+  ASSERT_EQ(keys.size(), 3u);
+  absl::StatusOr<std::vector<pg::CanonicalRow>> rows =
+      pg::ReadRowsByKey(*pg_conn_, pg_schema, keys);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  absl::StatusOr<MariaDbTable::WriteCounts> wrote =
+      maria.WriteRows(*conn_, keys, *rows);
+  ASSERT_FALSE(wrote.ok());
+  EXPECT_EQ(wrote.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(wrote.status().message(), HasSubstr("column f"));
+  EXPECT_THAT(wrote.status().message(), HasSubstr("NaN"));
+  EXPECT_EQ(ScanMaria(maria).root(), before.root());
+}
+
 TEST_F(MariaDbTableTest, ARowPostgresCannotHoldIsRefusedNamingTheColumn) {
   ASSERT_TRUE(maria_
                   ->Execute("SET SESSION sql_mode = ''; INSERT INTO db1.t "

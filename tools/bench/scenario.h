@@ -57,6 +57,7 @@ Scenario PgLatencyScenario();
 Scenario PgApplyScenario();
 Scenario PgBuildScenario();
 Scenario PgPgbenchChainScenario();
+Scenario MariaDbScenario();
 
 }  // namespace bench
 }  // namespace tally
