@@ -44,9 +44,10 @@ absl::StatusOr<MariaDbTable> MariaDbTable::Read(
           "WHERE ",
           where)));
   if (tables.empty()) {
-    return absl::NotFoundError(absl::StrCat("no table ", qualified_name, " in ",
-                                            conn.display(),
-                                            " (or this user may not see it)"));
+    return absl::NotFoundError(absl::StrCat(
+        "no table ", qualified_name, " in ", conn.display(),
+        " that this user can see (a table the user has no privilege on is "
+        "hidden: it needs SELECT on it)"));
   }
   if (tables[0][0].value_or("") != "BASE TABLE") {
     return absl::FailedPreconditionError(absl::StrCat(

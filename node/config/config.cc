@@ -122,7 +122,7 @@ bool IsLoopbackHost(absl::string_view host) {
 absl::StatusOr<PeerConfig> ParsePeer(absl::string_view spec) {
   spec = absl::StripAsciiWhitespace(spec);
   std::vector<absl::string_view> parts;
-  if (IsPostgresUrl(spec)) {
+  if (IsDatabaseUrl(spec)) {
     // A URL may hold commas of its own (a password, a query): the options
     // start at the first ",role=".
     const size_t options = spec.find(",role=");
@@ -138,9 +138,9 @@ absl::StatusOr<PeerConfig> ParsePeer(absl::string_view spec) {
   }
   PeerConfig peer;
   peer.address = std::string(absl::StripAsciiWhitespace(parts[0]));
-  if (IsPostgresUrl(peer.address)) {
+  if (IsDatabaseUrl(peer.address)) {
     peer.database = true;
-    TALLY_RETURN_IF_ERROR(ValidateConninfo(peer.address));
+    TALLY_RETURN_IF_ERROR(ValidateDatabaseUrl(peer.address));
   } else {
     TALLY_RETURN_IF_ERROR(ValidateAddress(peer.address));
   }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "mariadb/url.h"
 
 namespace tally {
 namespace node {
@@ -179,7 +180,39 @@ bool IsPostgresUrl(absl::string_view conninfo) {
          absl::StartsWith(conninfo, "postgres://");
 }
 
+bool IsDatabaseUrl(absl::string_view url) {
+  return IsPostgresUrl(url) || mariadb::IsMariaDbUrl(url);
+}
+
+absl::Status ValidateDatabaseUrl(absl::string_view url) {
+  if (!mariadb::IsMariaDbUrl(url)) return ValidateConninfo(url);
+  absl::StatusOr<mariadb::MariaDbTarget> target = mariadb::ParseMariaDbUrl(url);
+  if (!target.ok()) return target.status();
+  if (target->database.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "peer %s names no database: a MariaDB source's tables are read as "
+        "DATABASE.TABLE (e.g. mariadb://reader@master/shop)",
+        target->display));
+  }
+  if (!target->tables.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "peer %s: table= is for tally diff; a source copies the node's "
+        "--table tables, each from the URL's database",
+        target->display));
+  }
+  return absl::OkStatus();
+}
+
 std::string ConninfoOrigin(absl::string_view conninfo) {
+  if (mariadb::IsMariaDbUrl(conninfo)) {
+    absl::StatusOr<mariadb::MariaDbTarget> t =
+        mariadb::ParseMariaDbUrl(conninfo);
+    if (!t.ok()) return "mariadb://unparsable";
+    std::string origin =
+        absl::StrCat("mariadb://", t->host, ":", t->port, "/", t->database);
+    absl::StrReplaceAll({{" ", "%20"}}, &origin);
+    return origin;
+  }
   std::string error;
   ParsedConninfo parsed = Parse(conninfo, &error);
   if (parsed == nullptr) return "postgresql://unparsable";
@@ -218,6 +251,11 @@ absl::Status ValidateConninfo(absl::string_view conninfo) {
 }
 
 std::string MaskConninfo(absl::string_view conninfo) {
+  if (mariadb::IsMariaDbUrl(conninfo)) {
+    absl::StatusOr<mariadb::MariaDbTarget> t =
+        mariadb::ParseMariaDbUrl(conninfo);
+    return t.ok() ? t->display : "<unparsable MariaDB URL>";
+  }
   std::string error;
   ParsedConninfo parsed = Parse(conninfo, &error);
   if (parsed == nullptr) return "<unparsable connection string>";

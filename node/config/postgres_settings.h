@@ -42,10 +42,22 @@ std::string MaskConninfo(absl::string_view conninfo);
 // for a keyword string ("host=... dbname=...").
 bool IsPostgresUrl(absl::string_view conninfo);
 
+// True for a database URL a peer may be: PostgreSQL's, or MariaDB's
+// ("mariadb://...", "mysql://...": mariadb/url.h). MaskConninfo,
+// ConninfoOrigin and ValidateDatabaseUrl take both.
+bool IsDatabaseUrl(absl::string_view url);
+
+// Checks a database peer's URL: libpq's check for a PostgreSQL one
+// (ValidateConninfo), mariadb/url.h's for a MariaDB one, which must also
+// name its database (its tables are read as DATABASE.TABLE). Never repeats
+// the password.
+absl::Status ValidateDatabaseUrl(absl::string_view url);
+
 // The database `conninfo` names, as libpq parses it, without user,
 // password or any other parameter: "postgresql://HOST[:PORT]/DBNAME" (the
 // origin name of the rows a sidecar copies from that database; no secret
 // reaches a version). "postgresql://unparsable" when libpq cannot parse it.
+// A MariaDB URL gives "mariadb://HOST:PORT/DB".
 std::string ConninfoOrigin(absl::string_view conninfo);
 
 // A table named "SCHEMA.TABLE".

@@ -1,6 +1,7 @@
 #include "node/sidecar/database_source.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <random>
 #include <utility>
@@ -10,8 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "mariadb/connection.h"
+#include "mariadb/table.h"
+#include "mariadb/url.h"
 #include "node/config/postgres_settings.h"
 #include "node/observe/log.h"
+#include "pg/schema/schema_difference.h"
 #include "pg/table_diff/table_diff.h"
 #include "pg/table_diff/table_scan.h"
 #include "pg/wire/connection.h"
@@ -39,12 +45,16 @@ std::string SideNamed(const absl::Status& status) {
   return message;
 }
 
-// A role without SELECT meets "permission denied for table t": say what
-// the role needs.
+// A role without SELECT meets "permission denied for table t" (MariaDB:
+// "SELECT command denied"): say what it needs.
 std::string WithHint(const std::string& table, std::string message) {
   if (absl::StrContains(message, "permission denied")) {
     absl::StrAppend(&message, " (the source's role needs SELECT on ", table,
                     " and TEMP on its database)");
+  } else if (absl::StrContains(message, "command denied")) {
+    // MariaDB's "SELECT command denied to user ... for table ...".
+    absl::StrAppend(&message, " (the source's user needs SELECT on ", table,
+                    ")");
   }
   return message;
 }
@@ -79,37 +89,30 @@ absl::Status WriteBatch(storage::Store* store,
   return storage::RejectionError(written);
 }
 
-// One table: diff, then copy the master's rows at the differing keys.
-absl::Status SyncTable(storage::Store* store,
-                       const DatabaseSourceOptions& options,
-                       const std::string& origin, pg::Connection& replica,
-                       pg::Connection& master, const std::string& table,
-                       BandwidthLimiter* source_limit,
-                       const std::atomic<bool>* cancelled,
-                       SourceSessionResult* result) {
-  absl::StatusOr<pg::TableDiff> diff = pg::DiffTables(
-      replica, master, table, table, {}, pg::Transfer::kBlockHashes);
-  if (!diff.ok()) {
-    return absl::Status(diff.status().code(),
-                        WithHint(table, SideNamed(diff.status())));
-  }
-  result->bytes_from_source += diff->bytes_read_b;
-  result->differences += diff->differences.size();
-  const std::string& keyspace = diff->keyspace;
-  for (size_t begin = 0; begin < diff->differences.size();
+// Reads the master's rows at some keys (canonical key bytes).
+using ReadMasterRows =
+    std::function<absl::StatusOr<std::vector<pg::CanonicalRow>>(
+        absl::Span<const std::string> keys)>;
+
+// Copies the master's rows at the differing keys of one table, in batches.
+absl::Status CopyDifferences(
+    storage::Store* store, const DatabaseSourceOptions& options,
+    const std::string& origin, const std::string& table,
+    const std::string& keyspace,
+    const std::vector<pg::RowDifference>& differences,
+    const ReadMasterRows& read_master, BandwidthLimiter* source_limit,
+    const std::atomic<bool>* cancelled, SourceSessionResult* result) {
+  result->differences += differences.size();
+  for (size_t begin = 0; begin < differences.size();
        begin += options.batch_rows) {
     if (cancelled->load()) return absl::CancelledError("stopped");
-    const size_t end =
-        std::min(diff->differences.size(), begin + options.batch_rows);
+    const size_t end = std::min(differences.size(), begin + options.batch_rows);
     std::vector<std::string> keys;
     keys.reserve(end - begin);
-    for (size_t i = begin; i < end; ++i) {
-      keys.push_back(diff->differences[i].key);
-    }
+    for (size_t i = begin; i < end; ++i) keys.push_back(differences[i].key);
     // Read now, not in the diff's snapshot: a row the master changed since
     // is copied as it is now.
-    absl::StatusOr<std::vector<pg::CanonicalRow>> rows =
-        pg::ReadRowsByKey(master, diff->schema_b, keys);
+    absl::StatusOr<std::vector<pg::CanonicalRow>> rows = read_master(keys);
     if (!rows.ok()) {
       return absl::Status(
           rows.status().code(),
@@ -150,11 +153,183 @@ absl::Status SyncTable(storage::Store* store,
   return absl::OkStatus();
 }
 
+// One table of a PostgreSQL master: a block-hash diff, then the master's
+// rows at the differing keys.
+absl::Status SyncTable(storage::Store* store,
+                       const DatabaseSourceOptions& options,
+                       const std::string& origin, pg::Connection& replica,
+                       pg::Connection& master, const std::string& table,
+                       BandwidthLimiter* source_limit,
+                       const std::atomic<bool>* cancelled,
+                       SourceSessionResult* result) {
+  absl::StatusOr<pg::TableDiff> diff = pg::DiffTables(
+      replica, master, table, table, {}, pg::Transfer::kBlockHashes);
+  if (!diff.ok()) {
+    return absl::Status(diff.status().code(),
+                        WithHint(table, SideNamed(diff.status())));
+  }
+  result->bytes_from_source += diff->bytes_read_b;
+  const pg::TableSchema& master_schema = diff->schema_b;
+  return CopyDifferences(
+      store, options, origin, table, diff->keyspace, diff->differences,
+      [&](absl::Span<const std::string> keys) {
+        return pg::ReadRowsByKey(master, master_schema, keys);
+      },
+      source_limit, cancelled, result);
+}
+
+// The MariaDB table a kept table "schema.t" is copied from: "DB.t", DB
+// being the source URL's database.
+std::string MariaDbTableOf(const std::string& database,
+                           const std::string& table) {
+  return absl::StrCat(database, ".", table.substr(table.find('.') + 1));
+}
+
+// One table of a MariaDB master: both tables read whole and digested in
+// the canonical form (mariadb/table.h: MariaDB has no fast hash to compute
+// block hashes with), then the master's rows at the differing keys.
+absl::Status SyncMariaDbTable(
+    storage::Store* store, const DatabaseSourceOptions& options,
+    const std::string& origin, pg::Connection& replica,
+    mariadb::Connection& master, const std::string& database,
+    const std::string& table, BandwidthLimiter* source_limit,
+    const std::atomic<bool>* cancelled, SourceSessionResult* result) {
+  const std::string master_table = MariaDbTableOf(database, table);
+  absl::StatusOr<pg::TableSchema> schema =
+      pg::TableSchema::Read(replica, table);
+  if (!schema.ok()) {
+    return absl::Status(
+        schema.status().code(),
+        absl::StrCat("this node's database: ", schema.status().message()));
+  }
+  absl::StatusOr<mariadb::MariaDbTable> source =
+      mariadb::MariaDbTable::Read(master, master_table);
+  if (!source.ok()) {
+    return absl::Status(
+        source.status().code(),
+        WithHint(master_table,
+                 absl::StrCat("the source: ", source.status().message())));
+  }
+  if (schema->fingerprint() != source->schema().fingerprint()) {
+    std::string why = pg::DescribeSchemaDifference(
+        schema->description(), source->schema().description());
+    absl::StrReplaceAll({{" there", " on the source"}}, &why);
+    return absl::FailedPreconditionError(
+        absl::StrCat("schemas of ", table, " and the source's ", master_table,
+                     " differ: ", why, "; their rows cannot be compared"));
+  }
+  absl::StatusOr<pg::TableScan> mine =
+      pg::TableScan::Run(replica, *schema, table);
+  if (!mine.ok()) {
+    return absl::Status(
+        mine.status().code(),
+        absl::StrCat("this node's database: ", mine.status().message()));
+  }
+  absl::StatusOr<pg::TableScan> theirs =
+      source->Scan(master, table, "", nullptr);
+  if (!theirs.ok()) {
+    return absl::Status(
+        theirs.status().code(),
+        WithHint(master_table,
+                 absl::StrCat("the source: ", theirs.status().message())));
+  }
+  result->bytes_from_source += theirs->bytes();
+  const std::vector<pg::RowDifference> differences =
+      pg::CompareScans(*mine, *theirs);
+  return CopyDifferences(
+      store, options, origin, table, table, differences,
+      [&](absl::Span<const std::string> keys) {
+        return source->ReadRowsByKey(master, keys);
+      },
+      source_limit, cancelled, result);
+}
+
+}  // namespace
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<pg::Connection>> OpenReplica(
+    const DatabaseSourceOptions& options) {
+  pg::ConnectOptions connect;
+  connect.application_name = "tally source";
+  absl::StatusOr<std::unique_ptr<pg::Connection>> replica =
+      pg::Connection::Open(options.replica_conninfo, connect);
+  if (!replica.ok()) {
+    return absl::Status(
+        replica.status().code(),
+        absl::StrCat("this node's database: ", replica.status().message()));
+  }
+  return replica;
+}
+
+// A session with a MariaDB master: one connection, each table read whole.
+absl::StatusOr<SourceSessionResult> RunMariaDbSession(
+    storage::Store* store, const DatabaseSourceOptions& options,
+    const std::atomic<bool>* cancelled) {
+  TALLY_ASSIGN_OR_RETURN(mariadb::MariaDbTarget target,
+                         mariadb::ParseMariaDbUrl(options.source_conninfo));
+  auto open_master =
+      [&]() -> absl::StatusOr<std::unique_ptr<mariadb::Connection>> {
+    absl::StatusOr<std::unique_ptr<mariadb::Connection>> c =
+        mariadb::Connection::Open(target, absl::Seconds(60));
+    if (!c.ok()) {
+      const bool denied =
+          c.status().code() == absl::StatusCode::kPermissionDenied;
+      return absl::Status(
+          c.status().code(),
+          absl::StrCat("the source: ", c.status().message(),
+                       denied ? absl::StrCat(" (the source's user needs "
+                                             "SELECT on each kept table in ",
+                                             target.database, ")")
+                              : ""));
+    }
+    return c;
+  };
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<mariadb::Connection> master,
+                         open_master());
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<pg::Connection> replica,
+                         OpenReplica(options));
+  const std::string origin = ConninfoOrigin(options.source_conninfo);
+  BandwidthLimiter source_limit(options.bandwidth_bytes_per_second);
+  SourceSessionResult result;
+  for (size_t t = 0; t < options.tables.size(); ++t) {
+    const std::string& table = options.tables[t];
+    if (cancelled->load()) return absl::CancelledError("stopped");
+    absl::Status s = SyncMariaDbTable(store, options, origin, *replica, *master,
+                                      target.database, table, &source_limit,
+                                      cancelled, &result);
+    if (s.code() == absl::StatusCode::kCancelled) return s;
+    if (s.ok()) continue;
+    result.table_errors.push_back(absl::StrCat(table, ": ", s.message()));
+    if (!master->Exec("SELECT 1").ok()) {
+      absl::StatusOr<std::unique_ptr<mariadb::Connection>> again =
+          open_master();
+      if (!again.ok()) {
+        for (size_t rest = t + 1; rest < options.tables.size(); ++rest) {
+          result.table_errors.push_back(absl::StrCat(options.tables[rest], ": ",
+                                                     again.status().message()));
+        }
+        return result;
+      }
+      master = *std::move(again);
+    }
+    if (!replica->Exec("SELECT 1").ok()) {
+      absl::StatusOr<std::unique_ptr<pg::Connection>> again =
+          OpenReplica(options);
+      if (again.ok()) replica = *std::move(again);
+    }
+  }
+  return result;
+}
+
 }  // namespace
 
 absl::StatusOr<SourceSessionResult> RunSourceSession(
     storage::Store* store, const DatabaseSourceOptions& options,
     const std::atomic<bool>* cancelled) {
+  if (mariadb::IsMariaDbUrl(options.source_conninfo)) {
+    return RunMariaDbSession(store, options, cancelled);
+  }
   pg::ConnectOptions connect;
   connect.application_name = "tally source";
   absl::StatusOr<std::unique_ptr<pg::Connection>> master =

@@ -1,5 +1,6 @@
-// DatabaseSource: a sidecar kept equal to a PostgreSQL database it may only
-// query (`peer = postgresql://reader@master/app,role=source`).
+// DatabaseSource: a sidecar kept equal to a database it may only query
+// (`peer = postgresql://reader@master/app,role=source`, or a MariaDB one:
+// `peer = mariadb://reader:pw@master/shop,role=source`).
 //
 // The master belongs to someone else: no slot, no tallyd, no trigger there,
 // only a role that may SELECT. Every sync interval (jittered by ±20%) a
@@ -21,6 +22,13 @@
 //     fresh version of the node's clock whose origin is the source's name,
 //     so the store's change log holds it and it reaches every node that
 //     follows this one. A key the master lacks is deleted (a tombstone).
+//
+// A MariaDB master (mariadb/table.h) has no fast hash to compute block
+// hashes with: step 1 reads both tables whole instead (the node's own
+// database and the master's `DB.TABLE`, DB being the URL's database and
+// TABLE the kept table's name without its schema), converts the master's
+// rows to the canonical form and compares the two scans; step 2 is the
+// same. The schemas must match as mapped (mariadb/column_mapping.h).
 //
 // A table that fails (a privilege missing on the master, a schema that
 // differs, a table gone) is reported with the reason and the others go on;

@@ -14,6 +14,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/mariadb_server.h"
+#include "support/mariadb_test_macros.h"
 #include "support/pg_test_macros.h"
 #include "support/process.h"
 #include "support/tcp_proxy.h"
@@ -34,6 +36,7 @@ using ::tally::pgtest::TableMd5;
 using ::tally::pgtest::WaitFor;
 using ::tally::testing::CommandResult;
 using ::tally::testing::FreeLoopbackAddress;
+using ::tally::testing::MariaDbServer;
 using ::tally::testing::NodeProcess;
 using ::tally::testing::PgCluster;
 using ::tally::testing::RunCommand;
@@ -456,6 +459,191 @@ TEST(PgDatabaseSourceConfig, ADatabasePeerMustBeASourceOfASidecar) {
   EXPECT_NE(no_sidecar.exit_code, 0) << no_sidecar.out << no_sidecar.err;
   EXPECT_THAT(no_sidecar.err, HasSubstr("only a sidecar can copy"));
   EXPECT_THAT(no_sidecar.err, Not(HasSubstr("s3cret-pw")));
+}
+
+// A PostgreSQL replica kept equal to a MariaDB master: each side's own
+// md5 over the same text of its ordered rows.
+constexpr char kMariaTable[] =
+    "CREATE DATABASE shop; CREATE TABLE shop.t (id bigint PRIMARY KEY, a "
+    "int, b mediumtext) DEFAULT CHARSET utf8mb4";
+constexpr char kMariaMd5[] =
+    "SET SESSION group_concat_max_len = 1 << 30; SELECT "
+    "COALESCE(MD5(GROUP_CONCAT(CONCAT_WS('|', id, COALESCE(a, 'NULL'), "
+    "COALESCE(b, 'NULL')) ORDER BY id SEPARATOR ',')), 'empty') FROM shop.t";
+constexpr char kPgMd5[] =
+    "SELECT coalesce(md5(string_agg(concat_ws('|', id, coalesce(a::text, "
+    "'NULL'), coalesce(b, 'NULL')), ',' ORDER BY id)), 'empty') FROM t";
+
+class MariaDbDatabaseSource : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TALLY_SKIP_UNLESS_POSTGRES();
+    TALLY_SKIP_UNLESS_MARIADB();
+    absl::StatusOr<std::unique_ptr<MariaDbServer>> m = MariaDbServer::Start();
+    ASSERT_TRUE(m.ok()) << m.status();
+    master_ = *std::move(m);
+    ASSERT_TRUE(master_->Execute(kMariaTable).ok());
+    ASSERT_TRUE(master_
+                    ->Execute("CREATE USER 'reader'@'127.0.0.1' IDENTIFIED BY "
+                              "'s3cret-pw'; GRANT SELECT ON shop.t TO "
+                              "'reader'@'127.0.0.1'; CREATE USER "
+                              "'nobody'@'127.0.0.1' IDENTIFIED BY "
+                              "'s3cret-pw'; CREATE TABLE shop.other (id int "
+                              "PRIMARY KEY); GRANT SELECT ON shop.other TO "
+                              "'nobody'@'127.0.0.1'")
+                    .ok());
+    replica_ = StartTableCluster();
+    ASSERT_NE(replica_, nullptr);
+  }
+  std::string MasterMd5() {
+    absl::StatusOr<std::string> r = master_->Execute(kMariaMd5);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : "";
+  }
+  std::string ReplicaMd5() {
+    absl::StatusOr<std::string> r = replica_->Execute(kPgMd5);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : "";
+  }
+  std::string SourceUrl(const std::string& user) {
+    return absl::StrCat("mariadb://", user,
+                        ":s3cret-pw@127.0.0.1:", master_->port(),
+                        "/shop,role=source");
+  }
+
+  std::unique_ptr<MariaDbServer> master_;
+  std::unique_ptr<PgCluster> replica_;
+};
+
+TEST_F(MariaDbDatabaseSource, APostgresReplicaFollowsAMariaDbMaster) {
+  // 20,000 rows on the master, one of 300 kB; the replica an older copy.
+  ASSERT_TRUE(master_
+                  ->Execute("INSERT INTO shop.t SELECT seq, seq, CONCAT('v', "
+                            "seq) FROM shop.seq_1_to_20000; UPDATE shop.t SET "
+                            "b = '' WHERE id = 7; UPDATE shop.t SET b = "
+                            "REPEAT('x', 300000) WHERE id = 8; UPDATE shop.t "
+                            "SET a = NULL WHERE id = 9")
+                  .ok());
+  ASSERT_TRUE(replica_
+                  ->Execute("INSERT INTO t SELECT g, g, 'v' || g FROM "
+                            "generate_series(1, 19000) g; UPDATE t SET a = -a "
+                            "WHERE id % 997 = 0; UPDATE t SET b = NULL WHERE "
+                            "id = 7; INSERT INTO t VALUES (50001, 1, 'extra')")
+                  .ok());
+  ASSERT_NE(MasterMd5(), ReplicaMd5());
+  TempDir dir;
+  std::unique_ptr<NodeProcess> node =
+      StartSidecar("copy", dir.path(), *replica_, FreeLoopbackAddress(),
+                   {SourceUrl("reader")});
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(
+      WaitFor([&] { return MasterMd5() == ReplicaMd5(); }, absl::Seconds(60)))
+      << node->Log();
+  std::string status = StatusJson(node->address());
+  EXPECT_THAT(status, Not(HasSubstr("s3cret-pw"))) << status;
+  EXPECT_THAT(status, HasSubstr("mariadb://reader@127.0.0.1:"));
+  EXPECT_GE(SourceNumber(status, "rows_copied"), 1000 + 3);
+  EXPECT_GE(SourceNumber(status, "rows_deleted"), 1);
+  // Through the sidecar's apply, under its replication origin.
+  EXPECT_NE(CountByOrigin(*replica_, 1, 20000, /*tally=*/true), "0");
+
+  // The master moves on, while the sidecar runs.
+  ASSERT_TRUE(master_
+                  ->Execute("UPDATE shop.t SET b = 'changed' WHERE id <= 50; "
+                            "DELETE FROM shop.t WHERE id BETWEEN 100 AND 120; "
+                            "INSERT INTO shop.t VALUES (30000, 3, 'new')")
+                  .ok());
+  ASSERT_TRUE(
+      WaitFor([&] { return MasterMd5() == ReplicaMd5(); }, absl::Seconds(60)))
+      << node->Log();
+  CommandResult verify = RunTally({"verify", "--node", node->address()});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+}
+
+TEST_F(MariaDbDatabaseSource, AUserWithoutSelectIsNamedAndNothingChanges) {
+  ASSERT_TRUE(master_->Execute("INSERT INTO shop.t VALUES (1, 1, 'a')").ok());
+  ASSERT_TRUE(replica_->Execute("INSERT INTO t VALUES (2, 2, 'b')").ok());
+  TempDir dir;
+  std::unique_ptr<NodeProcess> node =
+      StartSidecar("copy", dir.path(), *replica_, FreeLoopbackAddress(),
+                   {SourceUrl("nobody")});
+  ASSERT_NE(node, nullptr);
+  std::string status;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        status = StatusJson(node->address());
+        return SourceNumber(status, "sessions_failed") >= 1;
+      },
+      absl::Seconds(30)))
+      << status;
+  EXPECT_THAT(status, HasSubstr("no table shop.t"));
+  EXPECT_THAT(status, HasSubstr("needs SELECT"));
+  EXPECT_THAT(status, Not(HasSubstr("s3cret-pw")));
+  EXPECT_EQ(*replica_->Execute("SELECT id FROM t"), "2");
+}
+
+TEST_F(MariaDbDatabaseSource, AMasterKilledMidSessionThenBackConverges) {
+  ASSERT_TRUE(master_
+                  ->Execute("INSERT INTO shop.t SELECT seq, seq, REPEAT('y', "
+                            "500) FROM shop.seq_1_to_30000")
+                  .ok());
+  TempDir dir;
+  std::unique_ptr<NodeProcess> node =
+      StartSidecar("copy", dir.path(), *replica_, FreeLoopbackAddress(),
+                   {SourceUrl("reader")});
+  ASSERT_NE(node, nullptr);
+  // Killed while the first copy is under way (or just after it).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<std::string> n =
+            replica_->Execute("SELECT count(*) FROM t");
+        return n.ok() && *n != "0";
+      },
+      absl::Seconds(60)));
+  ASSERT_TRUE(master_->Kill().ok());
+  std::string status;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        status = StatusJson(node->address());
+        return SourceNumber(status, "sessions_failed") >= 1;
+      },
+      absl::Seconds(30)))
+      << status;
+  EXPECT_THAT(status, HasSubstr("the source"));
+  // The replica is consistent with the sidecar's index throughout.
+  CommandResult verify = RunTally({"verify", "--node", node->address()});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  ASSERT_TRUE(master_->Restart().ok());
+  ASSERT_TRUE(
+      WaitFor([&] { return MasterMd5() == ReplicaMd5(); }, absl::Seconds(60)))
+      << StatusJson(node->address());
+}
+
+TEST(MariaDbDatabaseSourceConfig, AMariaDbSourceNamesItsDatabase) {
+  TempDir dir;
+  CommandResult r = RunCommand(
+      {TallydPath(), "--check-config", "--name", "n", "--data-dir", dir.path(),
+       "--postgres", "postgresql://x@127.0.0.1:1/app", "--table", "public.t",
+       "--peer", "mariadb://reader:s3cret-pw@127.0.0.1:1,role=source"},
+      absl::Seconds(10));
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("names no database"));
+  EXPECT_THAT(r.err, Not(HasSubstr("s3cret-pw")));
+  r = RunCommand(
+      {TallydPath(), "--check-config", "--name", "n", "--data-dir", dir.path(),
+       "--postgres", "postgresql://x@127.0.0.1:1/app", "--table", "public.t",
+       "--peer", "mariadb://reader:s3cret-pw@127.0.0.1:1/shop"},
+      absl::Seconds(10));
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("give it as role=source"));
+  EXPECT_THAT(r.err, Not(HasSubstr("s3cret-pw")));
+  r = RunCommand(
+      {TallydPath(), "--check-config", "--name", "n", "--data-dir", dir.path(),
+       "--postgres", "postgresql://x@127.0.0.1:1/app", "--table", "public.t",
+       "--peer", "mariadb://reader:s3cret-pw@127.0.0.1:1/shop,role=source"},
+      absl::Seconds(10));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("s3cret-pw")));
 }
 
 }  // namespace
