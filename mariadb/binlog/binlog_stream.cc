@@ -169,10 +169,11 @@ absl::StatusOr<std::unique_ptr<BinlogStream>> BinlogStream::Open(
   if (mariadb_rpl_open(s->rpl_) != 0) {
     return s->Error("starting the binlog dump");
   }
-  // The server refuses a start position it cannot serve only after the
-  // artificial ROTATE and FORMAT_DESCRIPTION events that begin every dump:
-  // read past them now so that Open reports it. (Something always follows
-  // them: the file's GTID list, or a heartbeat.)
+  // The server answers a start position it cannot serve (error 1236) not
+  // to the dump request but to the first read: read now so that Open
+  // reports it, on through the artificial ROTATE and FORMAT_DESCRIPTION
+  // that begin every dump (something always follows them: the file's GTID
+  // list, or a heartbeat).
   for (;;) {
     TALLY_ASSIGN_OR_RETURN(BinlogEvent e, s->Fetch());
     const bool preamble =

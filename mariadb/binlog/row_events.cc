@@ -106,8 +106,11 @@ bool BitSet(absl::string_view bitmap, size_t i) {
   return (static_cast<uint8_t>(bitmap[i / 8]) >> (i % 8)) & 1;
 }
 
+// The columns the server lists signedness bits for: its numeric fields,
+// YEAR among them (a YEAR is stored as a TINYINT).
 bool IsNumeric(uint8_t type) {
   switch (type) {
+    case kYear:
     case kDecimal:
     case kTiny:
     case kShort:

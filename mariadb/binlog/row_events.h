@@ -171,7 +171,10 @@ struct RowsEvent {
 // kTime, strings and blobs their bytes (CHAR without its trailing
 // spaces, BINARY padded with zero bytes to its length), JSON its text;
 // BIT its big-endian bytes, YEAR kUint, ENUM and SET their labels when
-// logged (else kUint: the index or the bit set). NULL is kNull.
+// logged (else kUint: the index or the bit set). NULL is kNull. Text is
+// in the column's character set (TableMapColumn::charset), where a scan
+// converts it to UTF-8: the same bytes for utf8mb4 columns and ASCII
+// text only.
 //
 // Returns kFailedPrecondition for an image that lacks columns (the server
 // logs with binlog_row_image MINIMAL or NOBLOB), kInvalidArgument when the

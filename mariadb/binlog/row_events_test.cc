@@ -262,6 +262,24 @@ TEST(RowsTest, EveryTruncationIsDataLoss) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
 }
 
+TEST(RowsTest, Version2EventsSkipTheirExtraData) {
+  absl::StatusOr<TableMap> map = DecodeTableMap(TableMapBody(Hex("08"), ""));
+  ASSERT_TRUE(map.ok());
+  // Extra data of 2 more bytes after its own 2-byte length.
+  const std::string body =
+      Hex("070000000000 0100 0400 abcd 01 01 00 2a00000000000000");
+  absl::StatusOr<RowsEvent> rows = DecodeRowsEvent(kDeleteRowsV2, body, *map);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->changes.size(), 1u);
+  EXPECT_FALSE(rows->changes[0].after);
+  EXPECT_EQ((*rows->changes[0].before)[0].i, 42);
+  // A length below its own size.
+  EXPECT_EQ(DecodeRowsEvent(kDeleteRowsV2, Hex("070000000000 0100 0100"), *map)
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+}
+
 TEST(RowsTest, WrongTableIsRefused) {
   absl::StatusOr<TableMap> map = DecodeTableMap(TableMapBody(Hex("08"), ""));
   ASSERT_TRUE(map.ok());
