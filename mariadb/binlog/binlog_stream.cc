@@ -208,7 +208,7 @@ absl::Status BinlogStream::Error(absl::string_view what) const {
 absl::StatusOr<BinlogEvent> BinlogStream::Fetch() {
   for (;;) {
     // A fresh event each time: Connector/C frees the event it was handed
-    // when it cannot parse the next one, so a reused one could be freed
+    // when the read or the parse fails, so a reused one would be freed
     // twice.
     if (event_ != nullptr) {
       mariadb_free_rpl_event(event_);
@@ -232,9 +232,10 @@ absl::StatusOr<BinlogEvent> BinlogStream::Fetch() {
 
 absl::StatusOr<BinlogEvent> BinlogStream::Convert(
     const MARIADB_RPL_EVENT& raw) {
-  // The event's bytes from its header on. Connector/C keeps the packet's
-  // leading status byte in front of them or not depending on its version:
-  // the header's own length field tells.
+  // The event's bytes from its header on. Connector/C's raw data is the
+  // network packet, its status byte first (semi-synchronous replication,
+  // which would add two more, is not asked for); the header's own length
+  // field confirms where the event starts.
   const unsigned char* p = raw.raw_data;
   size_t n = raw.raw_data_size;
   if (p == nullptr || n < kHeaderBytes) {
