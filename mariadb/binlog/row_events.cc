@@ -149,11 +149,20 @@ absl::Status ReadColumnMetadata(Reader& r, TableMapColumn& c) {
     case kLongBlob:
     case kBlob:
     case kGeometry:
-    case kMysqlJson:
+    case kMysqlJson: {
+      TALLY_ASSIGN_OR_RETURN(uint64_t v, r.Uint(1, "column metadata"));
+      c.length = static_cast<uint32_t>(v);
+      break;
+    }
     case kTimestamp2:
     case kDatetime2:
     case kTime2: {
       TALLY_ASSIGN_OR_RETURN(uint64_t v, r.Uint(1, "column metadata"));
+      if (v > 6) {
+        return absl::DataLossError(absl::StrCat("malformed binlog event: ", v,
+                                                " fractional digits at offset ",
+                                                r.offset() - 1));
+      }
       c.length = static_cast<uint32_t>(v);
       break;
     }
@@ -328,8 +337,9 @@ size_t DecimalSize(int precision, int scale) {
 // The text of a stored DECIMAL: groups of 9 digits in big-endian words,
 // the leading and trailing partial groups in fewer bytes; the first bit is
 // set for non-negative numbers, and a negative number has every bit
-// inverted.
-std::string DecimalText(absl::string_view stored, int precision, int scale) {
+// inverted. kDataLoss for a group holding more digits than it may.
+absl::StatusOr<std::string> DecimalText(absl::string_view stored, int precision,
+                                        int scale, size_t offset) {
   const int integer = precision - scale;
   std::string b(stored);
   const bool negative = (static_cast<uint8_t>(b[0]) & 0x80) == 0;
@@ -338,38 +348,38 @@ std::string DecimalText(absl::string_view stored, int precision, int scale) {
     for (char& c : b) c = static_cast<char>(~static_cast<uint8_t>(c));
   }
   size_t pos = 0;
-  auto group = [&](int digits) {
+  // Appends the `digits` digits of the next group, zero-padded when
+  // `pad`.
+  auto group = [&](int digits, bool pad, std::string* out) -> absl::Status {
     const int n = kDigitBytes[digits];
     const uint64_t v = BigEndian(absl::string_view(b).substr(pos, n));
     pos += n;
-    return v;
+    const std::string text = absl::StrCat(v);
+    if (text.size() > static_cast<size_t>(digits)) {
+      return absl::DataLossError(
+          absl::StrCat("malformed binlog event: a DECIMAL group of ", digits,
+                       " digits holds ", v, " at offset ", offset + pos - n));
+    }
+    if (pad) out->append(digits - text.size(), '0');
+    *out += text;
+    return absl::OkStatus();
   };
   std::string integer_digits;
   if (integer % 9 != 0) {
-    integer_digits = absl::StrCat(group(integer % 9));
+    TALLY_RETURN_IF_ERROR(group(integer % 9, false, &integer_digits));
   }
   for (int i = 0; i < integer / 9; ++i) {
-    std::string g = absl::StrCat(group(9));
-    integer_digits.append(9 - g.size(), '0');
-    integer_digits += g;
+    TALLY_RETURN_IF_ERROR(group(9, true, &integer_digits));
   }
   const size_t first = integer_digits.find_first_not_of('0');
-  integer_digits =
-      first == std::string::npos ? "0" : integer_digits.substr(first);
   std::string out = negative ? "-" : "";
-  out += integer_digits;
+  out += first == std::string::npos ? "0" : integer_digits.substr(first);
   if (scale > 0) {
     out.push_back('.');
     for (int i = 0; i < scale / 9; ++i) {
-      std::string g = absl::StrCat(group(9));
-      out.append(9 - g.size(), '0');
-      out += g;
+      TALLY_RETURN_IF_ERROR(group(9, true, &out));
     }
-    if (scale % 9 != 0) {
-      std::string g = absl::StrCat(group(scale % 9));
-      out.append(scale % 9 - g.size(), '0');
-      out += g;
-    }
+    if (scale % 9 != 0) TALLY_RETURN_IF_ERROR(group(scale % 9, true, &out));
   }
   return out;
 }
@@ -565,10 +575,13 @@ absl::Status ReadValue(Reader& r, const TableMapColumn& c, RowsEvent& event,
             absl::StrCat("malformed binlog event: DECIMAL(", c.precision, ",",
                          c.scale, ") before offset ", r.offset()));
       }
+      const size_t at = r.offset();
       TALLY_ASSIGN_OR_RETURN(
           absl::string_view b,
           r.Bytes(DecimalSize(c.precision, c.scale), "decimal"));
-      event.text.push_back(DecimalText(b, c.precision, c.scale));
+      TALLY_ASSIGN_OR_RETURN(std::string text,
+                             DecimalText(b, c.precision, c.scale, at));
+      event.text.push_back(std::move(text));
       v.kind = Value::Kind::kBytes;
       v.bytes = event.text.back();
       return absl::OkStatus();
