@@ -30,7 +30,7 @@ constexpr size_t kChecksumBytes = 4;
 // ER_MASTER_FATAL_ERROR_READING_BINLOG: purged binlogs, unknown GTID.
 constexpr unsigned kBinlogReadError = 1236;
 
-uint64_t Little(const unsigned char* p, size_t n) {
+uint64_t LittleEndian(const unsigned char* p, size_t n) {
   uint64_t v = 0;
   for (size_t i = n; i-- > 0;) v = (v << 8) | p[i];
   return v;
@@ -241,18 +241,18 @@ absl::StatusOr<BinlogEvent> BinlogStream::Convert(
   if (p == nullptr || n < kHeaderBytes) {
     return Malformed("the event header", kHeaderBytes, n);
   }
-  if (Little(p + 9, 4) != n && n >= kHeaderBytes + 1 &&
-      Little(p + 10, 4) == n - 1) {
+  if (LittleEndian(p + 9, 4) != n && n >= kHeaderBytes + 1 &&
+      LittleEndian(p + 10, 4) == n - 1) {
     ++p;
     --n;
   }
   BinlogEvent e;
-  e.timestamp = static_cast<uint32_t>(Little(p, 4));
+  e.timestamp = static_cast<uint32_t>(LittleEndian(p, 4));
   e.type = p[4];
-  e.server_id = static_cast<uint32_t>(Little(p + 5, 4));
-  const size_t length = Little(p + 9, 4);
-  e.log_position = static_cast<uint32_t>(Little(p + 13, 4));
-  e.flags = static_cast<uint16_t>(Little(p + 17, 2));
+  e.server_id = static_cast<uint32_t>(LittleEndian(p + 5, 4));
+  const size_t length = LittleEndian(p + 9, 4);
+  e.log_position = static_cast<uint32_t>(LittleEndian(p + 13, 4));
+  e.flags = static_cast<uint16_t>(LittleEndian(p + 17, 2));
   if (length > n || length < kHeaderBytes) {
     return Malformed("the event", length, n);
   }
@@ -263,7 +263,7 @@ absl::StatusOr<BinlogEvent> BinlogStream::Convert(
     // first ROTATE is sent before the checksum algorithm is known): check.
     if (length >= kHeaderBytes + kChecksumBytes &&
         Crc32(whole.substr(0, length - kChecksumBytes)) ==
-            Little(p + length - kChecksumBytes, 4)) {
+            LittleEndian(p + length - kChecksumBytes, 4)) {
       body_end -= kChecksumBytes;
     }
   } else if (rpl_->use_checksum && e.type != kHeartbeatEvent) {
@@ -279,15 +279,15 @@ absl::StatusOr<BinlogEvent> BinlogStream::Convert(
   switch (e.type) {
     case kRotateEvent:
       if (body.size() < 8) return Malformed("ROTATE", 8, body.size());
-      e.rotate_position = Little(b, 8);
+      e.rotate_position = LittleEndian(b, 8);
       e.rotate_file = std::string(body.substr(8));
       log_file_ = e.rotate_file;
       break;
     case kGtidEvent: {
       if (body.size() < 13) return Malformed("GTID", 13, body.size());
       Gtid g;
-      g.sequence = Little(b, 8);
-      g.domain_id = static_cast<uint32_t>(Little(b + 8, 4));
+      g.sequence = LittleEndian(b, 8);
+      g.domain_id = static_cast<uint32_t>(LittleEndian(b + 8, 4));
       g.server_id = e.server_id;
       e.gtid = g;
       e.gtid_flags = b[12];
@@ -295,7 +295,7 @@ absl::StatusOr<BinlogEvent> BinlogStream::Convert(
     }
     case kXidEvent:
       if (body.size() < 8) return Malformed("XID", 8, body.size());
-      e.xid = Little(b, 8);
+      e.xid = LittleEndian(b, 8);
       break;
     case kQueryEvent: {
       // thread id 4, seconds 4, database length 1, error 2, status
@@ -303,7 +303,7 @@ absl::StatusOr<BinlogEvent> BinlogStream::Convert(
       // zero byte; the statement.
       if (body.size() < 13) return Malformed("QUERY", 13, body.size());
       const size_t db_length = b[8];
-      const size_t status_length = Little(b + 11, 2);
+      const size_t status_length = LittleEndian(b + 11, 2);
       const size_t db_at = 13 + status_length;
       if (db_at + db_length + 1 > body.size()) {
         return Malformed("QUERY", db_at + db_length + 1, body.size());
@@ -324,7 +324,7 @@ absl::StatusOr<BinlogEvent> BinlogStream::Convert(
     }
     default:
       if (IsRowsEvent(e.type) && body.size() >= 6) {
-        auto it = maps_.find(Little(b, 6));
+        auto it = maps_.find(LittleEndian(b, 6));
         if (it != maps_.end()) e.table_map = it->second;
       }
       break;

@@ -521,6 +521,28 @@ TEST_F(BinlogStreamTest, KilledServerIsUnavailableWithinTheTimeout) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(4));
 }
 
+TEST_F(BinlogStreamTest, ResumesAfterARestartFromItsGtidState) {
+  Sql("CREATE TABLE db1.k (id bigint PRIMARY KEY)");
+  absl::StatusOr<std::unique_ptr<BinlogStream>> stream = Open("");
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  Sql("INSERT INTO db1.k VALUES (1)");
+  EXPECT_THAT(InsertedIds(ReadTransactions(**stream, 1)), ElementsAre(1));
+  ASSERT_TRUE(server_->Kill().ok());
+  absl::StatusOr<BinlogEvent> e;
+  do {
+    e = (*stream)->Next(absl::Seconds(1));
+  } while (e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnavailable) << e.status();
+  const std::string resume = (*stream)->gtid_state();
+  ASSERT_TRUE(server_->Restart().ok());
+  Sql("INSERT INTO db1.k VALUES (2)");
+  // The restart began a new binlog file; the stream picks up after 1.
+  absl::StatusOr<std::unique_ptr<BinlogStream>> again = Open(resume);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_THAT(InsertedIds(ReadTransactions(**again, 1)), ElementsAre(2));
+  EXPECT_EQ((*again)->gtid_state(), Query("SELECT @@gtid_binlog_pos"));
+}
+
 TEST_F(BinlogStreamTest, SilentServerIsUnavailableAfterTheReadTimeout) {
   absl::StatusOr<std::unique_ptr<testing::TcpProxy>> proxy =
       testing::TcpProxy::Start(absl::StrCat("127.0.0.1:", server_->port()));
@@ -562,13 +584,18 @@ TEST_F(BinlogStreamTest, SessionServerIdMarksEveryEventOfItsTransaction) {
     if (e.type == kGtidEvent) {
       seen.push_back(
           absl::StrCat("gtid ", e.gtid->server_id, "/", e.server_id));
+    } else if (e.type == kAnnotateRowsEvent) {
+      seen.push_back(absl::StrCat("sql ", e.statement));
     } else if (e.type == kTableMapEvent || IsRowsEvent(e.type) ||
                e.type == kXidEvent) {
       seen.push_back(absl::StrCat(e.type, " ", e.server_id));
     }
   }
-  EXPECT_THAT(seen, ElementsAre("gtid 77/77", "19 77", "23 77", "16 77",
-                                "gtid 1/1", "19 1", "23 1", "16 1"));
+  EXPECT_THAT(
+      seen,
+      ElementsAre("gtid 77/77", "sql INSERT INTO db1.m VALUES (1)", "19 77",
+                  "23 77", "16 77", "gtid 1/1",
+                  "sql INSERT INTO db1.m VALUES (2)", "19 1", "23 1", "16 1"));
 }
 
 TEST_F(BinlogStreamTest, DdlAndTruncateComeAsQueriesAtTheirPosition) {
