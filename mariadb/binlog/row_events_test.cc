@@ -282,7 +282,7 @@ TEST(RowsTest, Version2EventsSkipTheirExtraData) {
 }
 
 // Flipped bytes anywhere give an error or some row, never a read out of
-// bounds (run under AddressSanitizer to see it). Fixed seed: the same
+// bounds (run under AddressSanitizer to see it). A fixed generator: the same
 // inputs every run.
 TEST(RowsTest, CorruptedBytesNeverReadOutOfBounds) {
   const std::string map_body = TableMapBody(
