@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "mariadb/url.h"
 #include "node/sync/schema_check.h"
 #include "storage/names.h"
 #include "tools/cli/pg_url.h"
@@ -147,11 +148,10 @@ CommandResult ForEachKeyspace(const Context& ctx,
         "--all-keyspaces and --keyspace exclude each other; give one");
   }
   for (const std::string& arg : ctx.args) {
-    if (IsPostgresUrl(arg)) {
+    if (IsPostgresUrl(arg) || mariadb::IsMariaDbUrl(arg)) {
       return absl::InvalidArgumentError(
-          "--all-keyspaces is for two nodes; between PostgreSQL databases "
-          "every table with a primary key is compared by default (--table "
-          "chooses)");
+          "--all-keyspaces is for two nodes; between databases every table "
+          "with a primary key is compared by default (--table chooses)");
     }
   }
   std::set<std::string> keyspaces;
