@@ -1,5 +1,8 @@
 #include "mariadb/table.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -91,7 +94,10 @@ absl::StatusOr<MariaDbTable> MariaDbTable::Read(
   std::vector<std::string> refused;
   for (const TextRow& r : column_rows) {
     const std::string extra = absl::AsciiStrToUpper(r[8].value_or(""));
-    if (absl::StrContains(extra, "GENERATED")) continue;
+    if (absl::StrContains(extra, "GENERATED")) {
+      t.left_out_.push_back(r[0].value_or(""));
+      continue;
+    }
     MariaDbColumn c;
     c.name = r[0].value_or("");
     c.data_type = r[1].value_or("");
@@ -146,42 +152,66 @@ absl::StatusOr<MariaDbTable> MariaDbTable::Read(
   return t;
 }
 
+RowConverter MariaDbTable::converter() const {
+  std::vector<std::string> names;
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < schema_->columns().size(); ++i) {
+    names.push_back(schema_->columns()[i].name);
+    positions.push_back(i);
+  }
+  return RowConverter(schema_->name(), mappings_, std::move(names),
+                      std::move(positions));
+}
+
+absl::StatusOr<RowConverter> MariaDbTable::ConverterFor(
+    absl::Span<const std::string> row_columns) const {
+  std::vector<std::string> names;
+  std::vector<size_t> positions;
+  for (const pg::TableColumn& c : schema_->columns()) {
+    auto it = std::find(row_columns.begin(), row_columns.end(), c.name);
+    if (it == row_columns.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "table ", schema_->name(), ": its rows no longer have column ",
+          c.name, " (the table changed since it was read)"));
+    }
+    names.push_back(c.name);
+    positions.push_back(static_cast<size_t>(it - row_columns.begin()));
+  }
+  for (const std::string& name : row_columns) {
+    if (schema_->ColumnIndex(name) == schema_->columns().size() &&
+        std::find(left_out_.begin(), left_out_.end(), name) ==
+            left_out_.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "table ", schema_->name(), ": its rows have a column ", name,
+          " it did not have (the table changed since it "
+          "was read)"));
+    }
+  }
+  return RowConverter(schema_->name(), mappings_, std::move(names),
+                      std::move(positions));
+}
+
+absl::Status MariaDbTable::ForEachRow(
+    Connection& conn, absl::string_view where,
+    const std::function<absl::Status(absl::Span<const pg::Field>)>& fn) const {
+  RowConverter convert = converter();
+  return conn.Stream(
+      absl::StrCat("SELECT ", select_list_, " FROM ", quoted_name_,
+                   where.empty() ? "" : absl::StrCat(" WHERE (", where, ")")),
+      [&](absl::Span<const Value> row) -> absl::Status {
+        TALLY_ASSIGN_OR_RETURN(absl::Span<const pg::Field> fields,
+                               convert.Convert(row));
+        return fn(fields);
+      });
+}
+
 absl::StatusOr<pg::TableScan> MariaDbTable::Scan(
     Connection& conn, absl::string_view keyspace, absl::string_view where,
     pg::ScanCounters* counters) const {
   pg::TableScan::Builder builder(keyspace, schema_->codec(), estimated_rows_);
-  const size_t n = mappings_.size();
-  std::string buffer;
-  std::vector<size_t> ends(n);
-  std::vector<bool> nulls(n);
-  std::vector<pg::Field> fields(n);
   const uint64_t before = conn.streamed_bytes();
-  const std::string sql =
-      absl::StrCat("SELECT ", select_list_, " FROM ", quoted_name_,
-                   where.empty() ? "" : absl::StrCat(" WHERE (", where, ")"));
-  absl::Status streamed =
-      conn.Stream(sql, [&](absl::Span<const Value> row) -> absl::Status {
-        buffer.clear();
-        for (size_t i = 0; i < n; ++i) {
-          nulls[i] = row[i].kind == Value::Kind::kNull;
-          if (!nulls[i]) {
-            absl::Status s = AppendCanonical(mappings_[i], row[i], &buffer);
-            if (!s.ok()) {
-              return absl::Status(
-                  s.code(),
-                  absl::StrCat("table ", schema_->name(), " column ",
-                               schema_->columns()[i].name, ": ", s.message()));
-            }
-          }
-          ends[i] = buffer.size();
-        }
-        size_t begin = 0;
-        for (size_t i = 0; i < n; ++i) {
-          fields[i] = nulls[i] ? pg::Field::Null()
-                               : pg::Field::Of(absl::string_view(buffer).substr(
-                                     begin, ends[i] - begin));
-          begin = ends[i];
-        }
+  TALLY_RETURN_IF_ERROR(ForEachRow(
+      conn, where, [&](absl::Span<const pg::Field> fields) -> absl::Status {
         TALLY_RETURN_IF_ERROR(builder.Add(fields));
         if (counters != nullptr) {
           counters->rows.store(builder.rows(), std::memory_order_relaxed);
@@ -189,8 +219,7 @@ absl::StatusOr<pg::TableScan> MariaDbTable::Scan(
                                 std::memory_order_relaxed);
         }
         return absl::OkStatus();
-      });
-  TALLY_RETURN_IF_ERROR(streamed);
+      }));
   builder.AddBytes(conn.streamed_bytes() - before);
   return std::move(builder).Finish();
 }
@@ -248,38 +277,19 @@ absl::StatusOr<std::vector<pg::CanonicalRow>> MariaDbTable::ReadRowsByKey(
     Connection& conn, absl::Span<const std::string> keys) const {
   std::vector<pg::CanonicalRow> rows;
   const pg::RowCodec codec = schema_->codec();
+  RowConverter convert = converter();
   for (size_t at = 0; at < keys.size(); at += kRowsPerStatement) {
     std::vector<std::string> conditions;
     for (size_t i = at; i < keys.size() && i < at + kRowsPerStatement; ++i) {
       TALLY_ASSIGN_OR_RETURN(std::string c, KeyCondition(conn, keys[i]));
       conditions.push_back(std::move(c));
     }
-    const size_t n = mappings_.size();
-    std::string buffer;
-    std::vector<size_t> ends(n);
-    std::vector<bool> nulls(n);
-    std::vector<pg::Field> fields(n);
     TALLY_RETURN_IF_ERROR(conn.Stream(
         absl::StrCat("SELECT ", select_list_, " FROM ", quoted_name_, " WHERE ",
                      absl::StrJoin(conditions, " OR ")),
         [&](absl::Span<const Value> row) -> absl::Status {
-          buffer.clear();
-          for (size_t i = 0; i < n; ++i) {
-            nulls[i] = row[i].kind == Value::Kind::kNull;
-            if (!nulls[i]) {
-              TALLY_RETURN_IF_ERROR(
-                  AppendCanonical(mappings_[i], row[i], &buffer));
-            }
-            ends[i] = buffer.size();
-          }
-          size_t begin = 0;
-          for (size_t i = 0; i < n; ++i) {
-            fields[i] = nulls[i]
-                            ? pg::Field::Null()
-                            : pg::Field::Of(absl::string_view(buffer).substr(
-                                  begin, ends[i] - begin));
-            begin = ends[i];
-          }
+          TALLY_ASSIGN_OR_RETURN(absl::Span<const pg::Field> fields,
+                                 convert.Convert(row));
           pg::CanonicalRow& out = rows.emplace_back();
           return codec.Encode(fields, &out.key, &out.value);
         }));

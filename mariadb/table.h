@@ -17,6 +17,7 @@
 #define TALLY_MARIADB_TABLE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "absl/types/span.h"
 #include "mariadb/column_mapping.h"
 #include "mariadb/connection.h"
+#include "mariadb/row_converter.h"
 #include "pg/schema/table_schema.h"
 #include "pg/table_diff/table_scan.h"
 
@@ -64,6 +66,23 @@ class MariaDbTable {
                                      absl::string_view keyspace,
                                      absl::string_view where,
                                      pg::ScanCounters* counters) const;
+
+  // Hands every row (for which the SQL condition `where` holds, when not
+  // empty) to `fn` as canonical fields, in the connection's transaction
+  // when one is open (a consistent snapshot). Errors as Scan's, or `fn`'s.
+  absl::Status ForEachRow(
+      Connection& conn, absl::string_view where,
+      const std::function<absl::Status(absl::Span<const pg::Field>)>& fn) const;
+
+  // The converter of rows read as select_list() lists the columns.
+  RowConverter converter() const;
+  // The converter of rows whose columns are `row_columns`, in that order
+  // (a binary log image's, by the names its TABLE_MAP carries). Returns
+  // kFailedPrecondition when a canonical column is missing from them or
+  // they hold a column the table did not have (other than a generated
+  // one): the table changed since it was read.
+  absl::StatusOr<RowConverter> ConverterFor(
+      absl::Span<const std::string> row_columns) const;
 
   // The rows at `keys` (canonical key bytes), as canonical key and value
   // bytes; absent keys are not returned.
@@ -103,6 +122,8 @@ class MariaDbTable {
   std::string quoted_name_;
   std::string select_list_;
   uint64_t estimated_rows_ = 0;
+  // Generated columns: in the table's rows, not in the canonical row.
+  std::vector<std::string> left_out_;
 };
 
 }  // namespace mariadb
