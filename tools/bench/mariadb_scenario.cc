@@ -91,20 +91,6 @@ absl::Status DifferMaria(MariaDbServer& db, uint64_t rows) {
                        rows, " + seq, 0, 'new', NOW(6) FROM db1.seq_1_to_30"));
 }
 
-absl::StatusOr<double> TimeTally(const std::string& url_a,
-                                 const std::string& url_b) {
-  const absl::Time start = absl::Now();
-  const CommandResult r = testing::RunTally(
-      {"diff", "--timeout=600", url_a, url_b}, absl::Minutes(10));
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  if (r.exit_code != 1 || !absl::StrContains(r.out, "100 keys differ")) {
-    return absl::InternalError(absl::StrCat("tally diff exited ", r.exit_code,
-                                            " without 100 differences: ", r.err,
-                                            r.out.substr(0, 500)));
-  }
-  return seconds;
-}
-
 absl::StatusOr<double> TimePtTableSync(const MariaDbServer& a,
                                        const MariaDbServer& b) {
   const absl::Time start = absl::Now();
@@ -183,7 +169,7 @@ absl::Status RunMariaDb(std::ostream& out) {
     Samples cross;
     for (int i = 0; i < runs; ++i) {
       (void)WaitForIdleCpu();
-      absl::StatusOr<double> t = TimeTally(url_a, url_b);
+      absl::StatusOr<double> t = TimeColdTallyDiff(url_a, url_b);
       if (!t.ok()) return t.status();
       maria.Add(*t);
       (void)WaitForIdleCpu();
@@ -191,7 +177,7 @@ absl::Status RunMariaDb(std::ostream& out) {
       if (!p.ok()) return p.status();
       baseline.Add(*p);
       (void)WaitForIdleCpu();
-      absl::StatusOr<double> c = TimeTally(url_pg, url_b);
+      absl::StatusOr<double> c = TimeColdTallyDiff(url_pg, url_b);
       if (!c.ok()) return c.status();
       cross.Add(*c);
     }

@@ -63,20 +63,6 @@ namespace {
 using testing::CommandResult;
 using testing::PgCluster;
 
-absl::StatusOr<double> TimeTally(const std::string& url_a,
-                                 const std::string& url_b) {
-  const absl::Time start = absl::Now();
-  const CommandResult r = testing::RunTally(
-      {"diff", "--timeout=600", url_a, url_b}, absl::Minutes(10));
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  if (r.exit_code != 1 || !absl::StrContains(r.out, "100 keys differ")) {
-    return absl::InternalError(absl::StrCat("tally diff exited ", r.exit_code,
-                                            " without 100 differences: ", r.err,
-                                            r.out.substr(0, 500)));
-  }
-  return seconds;
-}
-
 absl::Status RunPg(std::ostream& out) {
   absl::StatusOr<std::vector<uint64_t>> sizes = PgTableSizes();
   if (!sizes.ok()) return sizes.status();
@@ -99,7 +85,7 @@ absl::Status RunPg(std::ostream& out) {
     for (int i = 0; i < runs; ++i) {
       (void)WaitForIdleCpu();
       absl::StatusOr<double> t =
-          TimeTally((*a)->Uri() + "?table=public.t", (*b)->Uri());
+          TimeColdTallyDiff((*a)->Uri() + "?table=public.t", (*b)->Uri());
       if (!t.ok()) return t.status();
       tally.Add(*t);
       (void)WaitForIdleCpu();

@@ -129,6 +129,20 @@ absl::Status FillDiffering(PgCluster& a, PgCluster& b, uint64_t rows) {
   return s;
 }
 
+absl::StatusOr<double> TimeColdTallyDiff(const std::string& url_a,
+                                         const std::string& url_b) {
+  const absl::Time start = absl::Now();
+  const testing::CommandResult r = testing::RunTally(
+      {"diff", "--timeout=600", url_a, url_b}, absl::Minutes(10));
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (r.exit_code != 1 || !absl::StrContains(r.out, "100 keys differ")) {
+    return absl::InternalError(absl::StrCat("tally diff exited ", r.exit_code,
+                                            " without 100 differences: ", r.err,
+                                            r.out.substr(0, 500)));
+  }
+  return seconds;
+}
+
 absl::Status MakeDifferences(PgCluster& pg, uint64_t rows) {
   const uint64_t step = rows / 100;
   return ExecSql(

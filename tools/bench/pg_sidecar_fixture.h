@@ -86,6 +86,12 @@ absl::Status MakeDifferences(testing::PgCluster& pg, uint64_t rows);
 absl::Status FillDiffering(testing::PgCluster& a, testing::PgCluster& b,
                            uint64_t rows);
 
+// Runs `tally diff URL_A URL_B` (a fresh CLI process: connect, read,
+// compare) and returns its seconds; an error unless it exits 1 having
+// listed exactly the 100 differences the ad-hoc diff scenarios make.
+absl::StatusOr<double> TimeColdTallyDiff(const std::string& url_a,
+                                         const std::string& url_b);
+
 // Waits until the machine is idle — at most 10% of its CPU time busy over
 // 100 ms (/proc/stat) — or 3 s have passed; returns the time waited. Each
 // contender's timed run starts from it: a pg_comparator run leaves its

@@ -21,6 +21,7 @@
 #include "pg/wire/connection.h"
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
+#include "tools/cli/pg/diff_output.h"
 #include "tools/cli/pg/sql_diff.h"
 #include "tools/cli/pg_url.h"
 #include "tree/status_macros.h"
@@ -73,68 +74,47 @@ absl::StatusOr<absl::btree_set<std::string>> ListTables(Database& db) {
   return tables;
 }
 
-using TablePair = std::pair<std::string, std::string>;
-
 absl::StatusOr<std::vector<TablePair>> ChooseTables(
     const PgDiffOptions& options, Database& a, Database& b) {
-  const std::vector<std::string>& in_a = a.target.tables;
-  const std::vector<std::string>& in_b = b.target.tables;
-  std::vector<TablePair> pairs;
-  if (!options.tables.empty()) {
-    if (!in_a.empty() || !in_b.empty()) {
-      return absl::InvalidArgumentError(
-          "name the tables either with table= in the URLs or with --table, "
-          "not both");
-    }
-    for (const std::string& t : options.tables) pairs.emplace_back(t, t);
-    return pairs;
-  }
-  if (!in_a.empty() && !in_b.empty()) {
-    if (in_a.size() != in_b.size()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "URL a names %d tables and URL b %d; tables pair up in order, so "
-          "both must name as many (or only one URL names them)",
-          in_a.size(), in_b.size()));
-    }
-    for (size_t i = 0; i < in_a.size(); ++i)
-      pairs.emplace_back(in_a[i], in_b[i]);
-    return pairs;
-  }
-  if (!in_a.empty() || !in_b.empty()) {
-    for (const std::string& t : in_a.empty() ? in_b : in_a) {
-      pairs.emplace_back(t, t);
-    }
-    return pairs;
-  }
-  TALLY_ASSIGN_OR_RETURN(absl::btree_set<std::string> all_a, ListTables(a));
-  TALLY_ASSIGN_OR_RETURN(absl::btree_set<std::string> all_b, ListTables(b));
-  std::vector<std::string> only_a;
-  std::vector<std::string> only_b;
-  for (const std::string& t : all_a) {
-    if (!all_b.contains(t)) only_a.push_back(t);
-  }
-  for (const std::string& t : all_b) {
-    if (!all_a.contains(t)) only_b.push_back(t);
-  }
-  if (!only_a.empty() || !only_b.empty()) {
-    std::vector<std::string> parts;
-    if (!only_a.empty()) {
-      parts.push_back(absl::StrCat("only in a: ", absl::StrJoin(only_a, ", ")));
-    }
-    if (!only_b.empty()) {
-      parts.push_back(absl::StrCat("only in b: ", absl::StrJoin(only_b, ", ")));
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the databases hold different tables with a primary key (",
-        absl::StrJoin(parts, "; "), "); name the tables to compare"));
-  }
-  if (all_a.empty()) {
-    return absl::NotFoundError(
-        "neither database has a table with a primary key that this user can "
-        "read; name the tables with table= or --table");
-  }
-  for (const std::string& t : all_a) pairs.emplace_back(t, t);
-  return pairs;
+  return PairTables(
+      options.tables, a.target.tables, b.target.tables,
+      [&]() -> absl::StatusOr<std::vector<TablePair>> {
+        std::vector<TablePair> pairs;
+        TALLY_ASSIGN_OR_RETURN(absl::btree_set<std::string> all_a,
+                               ListTables(a));
+        TALLY_ASSIGN_OR_RETURN(absl::btree_set<std::string> all_b,
+                               ListTables(b));
+        std::vector<std::string> only_a;
+        std::vector<std::string> only_b;
+        for (const std::string& t : all_a) {
+          if (!all_b.contains(t)) only_a.push_back(t);
+        }
+        for (const std::string& t : all_b) {
+          if (!all_a.contains(t)) only_b.push_back(t);
+        }
+        if (!only_a.empty() || !only_b.empty()) {
+          std::vector<std::string> parts;
+          if (!only_a.empty()) {
+            parts.push_back(
+                absl::StrCat("only in a: ", absl::StrJoin(only_a, ", ")));
+          }
+          if (!only_b.empty()) {
+            parts.push_back(
+                absl::StrCat("only in b: ", absl::StrJoin(only_b, ", ")));
+          }
+          return absl::FailedPreconditionError(absl::StrCat(
+              "the databases hold different tables with a primary key (",
+              absl::StrJoin(parts, "; "), "); name the tables to compare"));
+        }
+        if (all_a.empty()) {
+          return absl::NotFoundError(
+              "neither database has a table with a primary key that this user "
+              "can "
+              "read; name the tables with table= or --table");
+        }
+        for (const std::string& t : all_a) pairs.emplace_back(t, t);
+        return pairs;
+      });
 }
 
 // A value as --values prints it: C-escaped, cut after 200 characters, NULL
@@ -246,18 +226,6 @@ absl::StatusOr<pg::TransferChoice> PickTransfer(const PgDiffOptions& options,
   return pg::ChooseTransfer(*pa, *pb);
 }
 
-// "1.2 MB", "830 B".
-std::string Bytes(uint64_t n) {
-  if (n < 10 * 1024) return absl::StrCat(n, " B");
-  if (n < 10 * 1024 * 1024) return absl::StrFormat("%.1f kB", n / 1024.0);
-  return absl::StrFormat("%.1f MB", n / (1024.0 * 1024.0));
-}
-
-const char* KindText(const pg::RowDifference& d) {
-  if (d.in_a && d.in_b) return "differs";
-  return d.in_a ? "only in a" : "only in b";
-}
-
 // The exit code of one table: 0 equal, 1 different.
 absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
                                  Database& b, const TablePair& tables) {
@@ -334,7 +302,8 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
       }
       std::cout << DumpJson(line) << "\n";
     } else {
-      std::cout << absl::CHexEscape((*texts)[i]) << "  " << KindText(d) << "\n";
+      PrintDifference(/*json=*/false, diff->keyspace, (*texts)[i], d.in_a,
+                      d.in_b);
       if (options.values) {
         PrintValues(diff->schema, find(values_a, keys[i]),
                     find(values_b, keys[i]), /*json=*/false, nullptr);
@@ -383,8 +352,9 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
             ? tables.first
             : absl::StrCat(tables.first, " vs ", tables.second),
         side(a, diff->rows_a, diff->root_a),
-        side(b, diff->rows_b, diff->root_b), seconds, Bytes(diff->bytes_read_a),
-        diff->rows_read_a, Bytes(diff->bytes_read_b), diff->rows_read_b,
+        side(b, diff->rows_b, diff->root_b), seconds,
+        ByteCount(diff->bytes_read_a), diff->rows_read_a,
+        ByteCount(diff->bytes_read_b), diff->rows_read_b,
         absl::StrCat(
             hashes ? absl::StrFormat(" (block hashes: %d of %d buckets differ)",
                                      diff->buckets_differing, diff->buckets)
@@ -411,36 +381,12 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
     const bool in_source = source_is_a ? d.in_a : d.in_b;
     ++(in_source ? would_upsert : would_delete);
     if (!options.dry_run) continue;
-    if (options.json) {
-      Json line = Json::object();
-      line["table"] = diff->keyspace;
-      SetBytesField(line, "key", (*texts)[i]);
-      line["would"] = in_source ? "upsert" : "delete";
-      line["on"] = target.label;
-      std::cout << DumpJson(line) << "\n";
-    } else {
-      std::cout << absl::StrFormat("would %s %s %s %s\n",
-                                   in_source ? "upsert" : "delete",
-                                   absl::CHexEscape((*texts)[i]),
-                                   in_source ? "into" : "from", target.label);
-    }
+    PrintWouldRepair(options.json, diff->keyspace, (*texts)[i], in_source,
+                     target.label);
   }
   if (options.dry_run) {
-    if (options.json) {
-      std::cout << DumpJson({{"repair",
-                              {{"table", diff->keyspace},
-                               {"source", source.label},
-                               {"dry_run", true},
-                               {"would_upsert", would_upsert},
-                               {"would_delete", would_delete}}}})
-                << "\n";
-    } else {
-      std::cout << absl::StrFormat(
-          "dry-run repair of table %s from %s: would upsert %d rows into %s "
-          "and delete %d; nothing changed\n",
-          diff->keyspace, source.label, would_upsert, target.label,
-          would_delete);
-    }
+    PrintDryRunSummary(options.json, diff->keyspace, source.label, target.label,
+                       would_upsert, would_delete);
     return 1;
   }
   absl::StatusOr<pg::RepairCounts> counts = pg::RepairTable(
@@ -461,32 +407,9 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
   absl::StatusOr<std::vector<std::string>> left_texts =
       pg::KeyTexts(*a.conn, diff->schema, left);
   if (!left_texts.ok()) return WithSide(left_texts.status(), a);
-  if (options.json) {
-    Json still = Json::array();
-    for (const std::string& t : *left_texts) still.push_back(t);
-    std::cout << DumpJson({{"repair",
-                            {{"table", diff->keyspace},
-                             {"source", source.label},
-                             {"dry_run", false},
-                             {"upserted", counts->upserted},
-                             {"deleted", counts->deleted},
-                             {"checked", keys.size()},
-                             {"still_different", still}}}})
-              << "\n";
-  } else {
-    for (const std::string& t : *left_texts) {
-      std::cout << absl::CHexEscape(t) << "  still differs\n";
-    }
-    std::cout << absl::StrFormat(
-        "repair of table %s from %s: %d rows upserted into %s, %d deleted; "
-        "re-read of the %d keys: %s\n",
-        diff->keyspace, source.label, counts->upserted, target.label,
-        counts->deleted, keys.size(),
-        left.empty() ? std::string("all equal")
-                     : absl::StrCat(left.size(),
-                                    " still differ (written during the "
-                                    "repair?); run it again"));
-  }
+  PrintRepairSummary(options.json, diff->keyspace, source.label, target.label,
+                     counts->upserted, counts->deleted, keys.size(),
+                     *left_texts);
   return left.empty() ? 0 : 1;
 }
 

@@ -23,6 +23,7 @@
 #include "pg/wire/connection.h"
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
+#include "tools/cli/pg/diff_output.h"
 #include "tools/cli/pg_url.h"
 #include "tree/status_macros.h"
 
@@ -177,59 +178,36 @@ absl::StatusOr<std::vector<std::string>> ListMariaTables(Database& db) {
   return tables;
 }
 
-using TablePair = std::pair<std::string, std::string>;
-
 absl::StatusOr<std::vector<TablePair>> ChooseTables(
     const PgDiffOptions& options, Database& a, Database& b) {
-  std::vector<TablePair> pairs;
-  if (!options.tables.empty()) {
-    if (!a.tables.empty() || !b.tables.empty()) {
-      return absl::InvalidArgumentError(
-          "name the tables either with table= in the URLs or with --table, "
-          "not both");
-    }
-    for (const std::string& t : options.tables) pairs.emplace_back(t, t);
-    return pairs;
-  }
-  if (!a.tables.empty() && !b.tables.empty()) {
-    if (a.tables.size() != b.tables.size()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "URL a names %d tables and URL b %d; tables pair up in order, so "
-          "both must name as many (or only one URL names them)",
-          a.tables.size(), b.tables.size()));
-    }
-    for (size_t i = 0; i < a.tables.size(); ++i) {
-      pairs.emplace_back(a.tables[i], b.tables[i]);
-    }
-    return pairs;
-  }
-  if (!a.tables.empty() || !b.tables.empty()) {
-    for (const std::string& t : a.tables.empty() ? b.tables : a.tables) {
-      pairs.emplace_back(t, t);
-    }
-    return pairs;
-  }
-  if (a.maria == nullptr || b.maria == nullptr) {
-    return absl::InvalidArgumentError(
-        "a PostgreSQL table and a MariaDB table have different names "
-        "(schema.table, database.table): name each side's table with "
-        "table= in its URL");
-  }
-  TALLY_ASSIGN_OR_RETURN(std::vector<std::string> in_a, ListMariaTables(a));
-  TALLY_ASSIGN_OR_RETURN(std::vector<std::string> in_b, ListMariaTables(b));
-  if (in_a != in_b) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the databases hold different tables with a primary key (a: ",
-        absl::StrJoin(in_a, ", "), "; b: ", absl::StrJoin(in_b, ", "),
-        "); name the tables to compare"));
-  }
-  if (in_a.empty()) {
-    return absl::NotFoundError(
-        "neither database has a table with a primary key; name the tables "
-        "with table= or --table");
-  }
-  for (const std::string& t : in_a) pairs.emplace_back(t, t);
-  return pairs;
+  return PairTables(
+      options.tables, a.tables, b.tables,
+      [&]() -> absl::StatusOr<std::vector<TablePair>> {
+        if (a.maria == nullptr || b.maria == nullptr) {
+          return absl::InvalidArgumentError(
+              "a PostgreSQL table and a MariaDB table have different names "
+              "(schema.table, database.table): name each side's table with "
+              "table= in its URL");
+        }
+        TALLY_ASSIGN_OR_RETURN(std::vector<std::string> in_a,
+                               ListMariaTables(a));
+        TALLY_ASSIGN_OR_RETURN(std::vector<std::string> in_b,
+                               ListMariaTables(b));
+        if (in_a != in_b) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "the databases hold different tables with a primary key (a: ",
+              absl::StrJoin(in_a, ", "), "; b: ", absl::StrJoin(in_b, ", "),
+              "); name the tables to compare"));
+        }
+        if (in_a.empty()) {
+          return absl::NotFoundError(
+              "neither database has a table with a primary key; name the "
+              "tables with table= or --table");
+        }
+        std::vector<TablePair> pairs;
+        for (const std::string& t : in_a) pairs.emplace_back(t, t);
+        return pairs;
+      });
 }
 
 // A key as text: one column's text, or a row "(1,eu)" quoted as
@@ -257,13 +235,6 @@ std::string KeyText(const std::vector<std::optional<std::string>>& columns) {
     parts.push_back(std::move(q));
   }
   return absl::StrCat("(", absl::StrJoin(parts, ","), ")");
-}
-
-std::string Bytes(uint64_t n) { return HumanBytes(n); }
-
-const char* KindText(const pg::RowDifference& d) {
-  if (d.in_a && d.in_b) return "differs";
-  return d.in_a ? "only in a" : "only in b";
 }
 
 // Scans both tables at once, one thread each, ticking the progress.
@@ -396,17 +367,8 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
     texts.push_back(std::move(t));
   }
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (options.json) {
-      Json line = Json::object();
-      line["table"] = keyspace;
-      SetBytesField(line, "key", texts[i]);
-      line["a"] = differences[i].in_a;
-      line["b"] = differences[i].in_b;
-      std::cout << DumpJson(line) << "\n";
-    } else {
-      std::cout << absl::CHexEscape(texts[i]) << "  "
-                << KindText(differences[i]) << "\n";
-    }
+    PrintDifference(options.json, keyspace, texts[i], differences[i].in_a,
+                    differences[i].in_b);
   }
   const size_t n = differences.size();
   if (options.json) {
@@ -440,8 +402,9 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
             ? tables.first
             : absl::StrCat(tables.first, " vs ", tables.second),
         a.display, scan_a->rows(), scan_a->root().ToHex(), b.display,
-        scan_b->rows(), scan_b->root().ToHex(), seconds, Bytes(scan_a->bytes()),
-        scan_a->rows(), Bytes(scan_b->bytes()), scan_b->rows());
+        scan_b->rows(), scan_b->root().ToHex(), seconds,
+        ByteCount(scan_a->bytes()), scan_a->rows(), ByteCount(scan_b->bytes()),
+        scan_b->rows());
   }
   std::cout.flush();
   if (!options.repair) return n == 0 ? 0 : 1;
@@ -461,35 +424,11 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
         source_is_a ? differences[i].in_a : differences[i].in_b;
     ++(in_source ? would_upsert : would_delete);
     if (!options.dry_run) continue;
-    if (options.json) {
-      Json line = Json::object();
-      line["table"] = keyspace;
-      SetBytesField(line, "key", texts[i]);
-      line["would"] = in_source ? "upsert" : "delete";
-      line["on"] = target.label;
-      std::cout << DumpJson(line) << "\n";
-    } else {
-      std::cout << absl::StrFormat("would %s %s %s %s\n",
-                                   in_source ? "upsert" : "delete",
-                                   absl::CHexEscape(texts[i]),
-                                   in_source ? "into" : "from", target.label);
-    }
+    PrintWouldRepair(options.json, keyspace, texts[i], in_source, target.label);
   }
   if (options.dry_run) {
-    if (options.json) {
-      std::cout << DumpJson({{"repair",
-                              {{"table", keyspace},
-                               {"source", source.label},
-                               {"dry_run", true},
-                               {"would_upsert", would_upsert},
-                               {"would_delete", would_delete}}}})
-                << "\n";
-    } else {
-      std::cout << absl::StrFormat(
-          "dry-run repair of table %s from %s: would upsert %d rows into %s "
-          "and delete %d; nothing changed\n",
-          keyspace, source.label, would_upsert, target.label, would_delete);
-    }
+    PrintDryRunSummary(options.json, keyspace, source.label, target.label,
+                       would_upsert, would_delete);
     return 1;
   }
   // The source's rows now (a row changed since the scan goes as it is).
@@ -511,32 +450,9 @@ absl::StatusOr<int> CompareTable(const PgDiffOptions& options, Database& a,
     TALLY_ASSIGN_OR_RETURN(std::string t, text_of(k));
     left_texts.push_back(std::move(t));
   }
-  if (options.json) {
-    Json still = Json::array();
-    for (const std::string& t : left_texts) still.push_back(t);
-    std::cout << DumpJson({{"repair",
-                            {{"table", keyspace},
-                             {"source", source.label},
-                             {"dry_run", false},
-                             {"upserted", counts->upserted},
-                             {"deleted", counts->deleted},
-                             {"checked", keys.size()},
-                             {"still_different", still}}}})
-              << "\n";
-  } else {
-    for (const std::string& t : left_texts) {
-      std::cout << absl::CHexEscape(t) << "  still differs\n";
-    }
-    std::cout << absl::StrFormat(
-        "repair of table %s from %s: %d rows upserted into %s, %d deleted; "
-        "re-read of the %d keys: %s\n",
-        keyspace, source.label, counts->upserted, target.label, counts->deleted,
-        keys.size(),
-        left.empty() ? std::string("all equal")
-                     : absl::StrCat(left.size(),
-                                    " still differ (written during the "
-                                    "repair?); run it again"));
-  }
+  PrintRepairSummary(options.json, keyspace, source.label, target.label,
+                     counts->upserted, counts->deleted, keys.size(),
+                     left_texts);
   return left.empty() ? 0 : 1;
 }
 
