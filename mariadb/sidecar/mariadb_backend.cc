@@ -117,6 +117,19 @@ absl::Status StreamCanonical(
   });
 }
 
+// `key` as the table's key columns and values, for messages: "(id=5)".
+std::string KeyDisplay(const MariaDbTable& table, absl::string_view key) {
+  absl::StatusOr<std::vector<std::optional<std::string>>> texts =
+      table.KeyTexts(key);
+  if (!texts.ok()) return absl::StrCat("'", absl::CHexEscape(key), "'");
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < texts->size(); ++i) {
+    parts.push_back(absl::StrCat(table.schema().columns()[i].name, "=",
+                                 (*texts)[i].value_or("NULL")));
+  }
+  return absl::StrCat("(", absl::StrJoin(parts, ", "), ")");
+}
+
 }  // namespace
 
 // One row of an ApplyRows call, staged before any transaction.
@@ -380,9 +393,8 @@ absl::Status MariaDbBackend::ApplyRows(absl::Span<const RowChange> rows,
         s.values = absl::StrCat("(", absl::StrJoin(literals, ", "), ")");
     }
     if (!ok.ok()) {
-      refuse(absl::Status(
-          ok.code(),
-          absl::StrCat("key ", absl::CHexEscape(s.key), ": ", ok.message())));
+      refuse(absl::Status(ok.code(), absl::StrCat("key ", KeyDisplay(t, s.key),
+                                                  ": ", ok.message())));
       continue;
     }
     pending.push_back(&s);
@@ -537,8 +549,8 @@ absl::Status MariaDbBackend::RunTransaction(Attempt& attempt) {
         decide(row, false,
                absl::Status(it->second.status().code(),
                             absl::StrCat("MariaDB table ", table->keyspace,
-                                         " key ", absl::CHexEscape(row->key),
-                                         ": ", it->second.status().message())));
+                                         " key ", KeyDisplay(t, row->key), ": ",
+                                         it->second.status().message())));
         continue;
       }
       const bool matches =
@@ -598,12 +610,11 @@ absl::Status MariaDbBackend::RunTransaction(Attempt& attempt) {
           // An application inserted the key meanwhile: its row stays.
           decide(part[0], false, absl::OkStatus());
         } else {
-          decide(
-              part[0], false,
-              absl::Status(s.code(),
-                           absl::StrCat("MariaDB table ", table->keyspace,
-                                        " key ", absl::CHexEscape(part[0]->key),
-                                        ": ", s.message())));
+          decide(part[0], false,
+                 absl::Status(s.code(),
+                              absl::StrCat("MariaDB table ", table->keyspace,
+                                           " key ", KeyDisplay(t, part[0]->key),
+                                           ": ", s.message())));
         }
         return absl::OkStatus();
       }
