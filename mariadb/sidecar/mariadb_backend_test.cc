@@ -498,6 +498,31 @@ TEST_F(MariaDbBackendTest, ReadsCurrentRowsAndTellsChangedFromGone) {
   EXPECT_TRUE(absl::IsDataLoss((*values)[3].status())) << (*values)[3].status();
 }
 
+TEST_F(MariaDbBackendTest, FailsTheCallWhenTheServerIsLostAndReconnects) {
+  std::unique_ptr<MariaDbBackend> backend = OpenBackend();
+  ASSERT_NE(backend, nullptr);
+  ASSERT_TRUE(server_->Kill().ok());
+  index_->Put(index_->Row(1, 1, "tally"), At(2000));
+  std::vector<RowOutcome> outcomes;
+  absl::Status lost = backend->ApplyRows(index_->changes(), &outcomes);
+  EXPECT_TRUE(absl::IsUnavailable(lost)) << lost;
+  const std::string key = index_->Key(1);
+  storage::RowLocation where{kKeyspace, 0, key};
+  const std::string payload = MariaDbBackend::PayloadOf("x");
+  EXPECT_FALSE(backend->ReadValue(where, payload).ok());
+
+  ASSERT_TRUE(server_->Restart().ok());
+  // The same call again, on a new session with the same settings.
+  absl::Status again = backend->ApplyRows(index_->changes(), &outcomes);
+  ASSERT_TRUE(again.ok()) << again;
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_TRUE(outcomes[0].applied);
+  EXPECT_EQ(Sql("SELECT b FROM db1.t WHERE id = 1"), "tally");
+  absl::StatusOr<std::string> read =
+      backend->ReadValue(where, outcomes[0].payload);
+  EXPECT_TRUE(read.ok()) << read.status();
+}
+
 // Not a timed test: prints the apply's rows/s for 10,000-row batches (9,000
 // updates of random existing keys of a 1M-row table and 1,000 inserts) with
 // the compare-and-swap, and a blind INSERT ... ON DUPLICATE KEY UPDATE of
