@@ -37,6 +37,8 @@ constexpr char kPayloadFormat = 1;
 constexpr unsigned kDuplicateKey = 1062;
 constexpr unsigned kLockWaitTimeout = 1205;
 constexpr unsigned kDeadlock = 1213;
+// MySQL's answer to a NOWAIT read that meets a lock (MariaDB answers 1205).
+constexpr unsigned kLockNowait = 3572;
 
 // The server's error number in a status made by StatusOfError ("... (error
 // 1205)"), 0 when there is none.
@@ -603,6 +605,18 @@ absl::Status MariaDbBackend::RunTransaction(Attempt& attempt) {
         for (Staged* r : part) decide(r, true, absl::OkStatus());
         return absl::OkStatus();
       }
+      if (ErrorNumber(s) == kLockWaitTimeout) {
+        // The server rolls back only the statement unless
+        // innodb_rollback_on_timeout is on: while the transaction lives,
+        // the statement's rows alone are busy and the others apply.
+        absl::StatusOr<TextRows> open = conn.Query("SELECT @@in_transaction");
+        if (!open.ok()) return open.status();
+        if (!open->empty() && (*open)[0][0].value_or("0") == "1") {
+          attempt.busy.insert(attempt.busy.end(), part.begin(), part.end());
+          return absl::OkStatus();
+        }
+        return s;
+      }
       if (ConnectionLost(s) || TransactionLost(s)) return s;
       if (part.size() == 1) {
         if (kind == Kind::kInsert && ErrorNumber(s) == kDuplicateKey &&
@@ -622,6 +636,54 @@ absl::Status MariaDbBackend::RunTransaction(Attempt& attempt) {
       TALLY_RETURN_IF_ERROR(write(kind, part.subspan(0, half)));
       return write(kind, part.subspan(half));
     };
+    // An application's uncommitted INSERT of a key is invisible to both
+    // reads above. Probe the keys to insert with NOWAIT (it fails at once
+    // on such a row) so that the apply's INSERT does not wait on it while
+    // holding the locks it took: an application waiting for those could
+    // then deadlock with the apply and, lighter, be the one rolled back.
+    std::vector<Staged*> probed;
+    std::function<absl::Status(absl::Span<Staged* const>)> probe =
+        [&](absl::Span<Staged* const> part) -> absl::Status {
+      if (part.empty()) return absl::OkStatus();
+      absl::flat_hash_map<std::string, bool> appeared;
+      absl::Status s = StreamCanonical(
+          conn, t,
+          absl::StrCat("SELECT ", t.select_list(), " FROM ", t.quoted_name(),
+                       " WHERE ", KeysCondition(t, part), " FOR UPDATE NOWAIT"),
+          [&](std::string key, absl::StatusOr<std::string>) {
+            appeared.emplace(std::move(key), true);
+          });
+      if (s.ok()) {
+        for (Staged* r : part) {
+          // A row committed since the reads above: tried again.
+          (appeared.contains(r->key) ? attempt.busy : probed).push_back(r);
+        }
+        return absl::OkStatus();
+      }
+      const unsigned n = ErrorNumber(s);
+      if (n != kLockWaitTimeout && n != kLockNowait) return s;
+      absl::StatusOr<TextRows> open = conn.Query("SELECT @@in_transaction");
+      if (!open.ok()) return open.status();
+      if (open->empty() || (*open)[0][0].value_or("0") != "1") return s;
+      if (part.size() == 1) {
+        attempt.busy.push_back(part[0]);
+        return absl::OkStatus();
+      }
+      const size_t half = part.size() / 2;
+      TALLY_RETURN_IF_ERROR(probe(part.subspan(0, half)));
+      return probe(part.subspan(half));
+    };
+    for (absl::Span<Staged* const> part :
+         Statements(absl::Span<Staged* const>(inserts),
+                    [](const Staged& s) { return s.key_condition.size(); })) {
+      absl::Status s = probe(part);
+      if (TransactionLost(s) || ErrorNumber(s) == kLockNowait) {
+        return retry_all();
+      }
+      if (!s.ok()) return fail(s);
+    }
+    inserts = std::move(probed);
+
     for (const auto& step :
          {std::pair<Kind, std::vector<Staged*>*>{Kind::kUpdate, &updates},
           {Kind::kDelete, &deletes},

@@ -27,6 +27,9 @@
 //     it did not return (present there = busy; absent = absent);
 //     each locked row's content is digested with the expected version and
 //     compared with IndexedRow::digest; a row to be absent must be absent;
+//     the keys to insert are probed with FOR UPDATE NOWAIT (an
+//     application's uncommitted INSERT, invisible to both reads, fails it
+//     at once: busy);
 //     matching rows are written: INSERT .. ON DUPLICATE KEY UPDATE of the
 //     locked rows (nobody can change them before COMMIT), DELETE by key,
 //     plain INSERT of the absent ones (an INSERT meeting a row an
@@ -38,10 +41,12 @@
 // application's write wins and its capture indexes it.
 //
 // The application first. The apply never waits for a row lock an
-// application holds (SKIP LOCKED); the waits it cannot skip (an INSERT
-// meeting an application's uncommitted row) end at lock_wait_timeout. A
-// lock wait timeout or a deadlock rolls the whole transaction back. Busy
-// rows, and the rows of a transaction rolled back that way, are tried again
+// application holds (SKIP LOCKED, NOWAIT); the waits it cannot skip (an
+// INSERT meeting a row an application inserted between the probe and the
+// INSERT) end at lock_wait_timeout: the
+// rows of that statement are busy and the others apply (a deadlock, or a
+// timeout under innodb_rollback_on_timeout, rolls the whole transaction
+// back and all its rows are busy). Busy rows are tried again
 // in later transactions half as large, for up to busy_retry_for, then left
 // as not applied (the application's write is captured; anti-entropy covers
 // the rest). So the application's transaction never fails because of the
@@ -67,10 +72,10 @@
 // CREATE on `tally`; the apply needs INSERT and UPDATE on it.
 //
 // Reads. ReadValues sends one `SELECT <columns> ... WHERE key IN (...)` per
-// keyspace per call on a reader connection (consistent, non-locking reads)
-// and answers a row only while its content still digests to the payload:
-// kAborted when the table holds another value (changed since: its capture
-// indexes the change), kUnavailable when it holds no row (a delete not
+// keyspace per call (per 1,000 keys) on a reader connection (consistent,
+// non-locking reads) and answers a row only while its content still digests to
+// the payload: kAborted when the table holds another value (changed since: its
+// capture indexes the change), kUnavailable when it holds no row (a delete not
 // indexed yet).
 //
 //   MariaDbBackendOptions o;

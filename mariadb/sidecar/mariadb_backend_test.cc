@@ -350,30 +350,118 @@ TEST_F(MariaDbBackendTest, NeverWaitsForAnApplicationsRowLock) {
             "1\tapp\n2\ttally");
 }
 
-TEST_F(MariaDbBackendTest, KeepsAnApplicationsConcurrentInsert) {
-  std::unique_ptr<MariaDbBackend> backend = OpenBackend();
-  ASSERT_NE(backend, nullptr);
+// The application commits its insert before (0.4 s) or after (1.6 s) the
+// apply's lock wait timeout, or after the apply's busy retry time (3 s, the
+// retry time then 1 s): the apply never waits on the uncommitted row (its
+// other rows apply at once), and meets the application's row once it is
+// committed, or leaves the key busy.
+class ConcurrentInsertTest : public MariaDbBackendTest,
+                             public ::testing::WithParamInterface<int> {};
+
+TEST_P(ConcurrentInsertTest, KeepsTheApplicationsRow) {
+  MariaDbBackendOptions o = Options();
+  o.busy_retry_for = absl::Seconds(GetParam() >= 3000 ? 1 : 3);
+  absl::StatusOr<std::unique_ptr<MariaDbBackend>> backend =
+      MariaDbBackend::Open(o);
+  ASSERT_TRUE(backend.ok()) << backend.status();
   std::unique_ptr<Connection> app = Connect();
   ASSERT_NE(app, nullptr);
   ASSERT_TRUE(app->Exec("START TRANSACTION").ok());
   ASSERT_TRUE(app->Exec("INSERT INTO db1.t VALUES (7000, 1, 'app')").ok());
   absl::Status app_commit;
   std::thread holder([&] {
-    absl::SleepFor(absl::Milliseconds(400));
+    absl::SleepFor(absl::Milliseconds(GetParam()));
     app_commit = app->Exec("COMMIT");
   });
   const tree::Version v2 = At(2000);
   index_->Put(index_->Row(7000, 1, "tally"), v2);
   index_->Put(index_->Row(7001, 1, "tally"), v2);
-  std::vector<RowOutcome> outcomes = Apply(*backend);
+  index_->Put(index_->Row(1, 1, "tally"), v2);  // an update, applies
+  std::vector<RowOutcome> outcomes = Apply(**backend);
   holder.join();
   EXPECT_TRUE(app_commit.ok()) << app_commit;
-  ASSERT_EQ(outcomes.size(), 2u);
+  ASSERT_EQ(outcomes.size(), 3u);
   EXPECT_FALSE(outcomes[0].applied);
   EXPECT_TRUE(outcomes[0].rejected.ok()) << outcomes[0].rejected;
   EXPECT_TRUE(outcomes[1].applied);
+  EXPECT_TRUE(outcomes[2].applied);
   EXPECT_EQ(Sql("SELECT id, b FROM db1.t WHERE id >= 7000 ORDER BY id"),
             "7000\tapp\n7001\ttally");
+}
+
+INSTANTIATE_TEST_SUITE_P(HoldMillis, ConcurrentInsertTest,
+                         ::testing::Values(400, 1600, 3000));
+
+TEST_F(MariaDbBackendTest,
+       AppliesCompositeKeysTombstonesAndRefusesUnkeptTables) {
+  Sql("CREATE TABLE db1.c (id bigint, tag varchar(20) COLLATE "
+      "utf8mb4_nopad_bin, n int, PRIMARY KEY (id, tag)) DEFAULT CHARSET "
+      "utf8mb4; INSERT INTO db1.c VALUES (1, 'a', 1), (1, 'b', 2), (2, 'a', "
+      "3)");
+  MariaDbBackendOptions o = Options();
+  o.tables = {kKeyspace, "db1.c"};
+  absl::StatusOr<std::unique_ptr<MariaDbBackend>> opened =
+      MariaDbBackend::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  MariaDbBackend& backend = **opened;
+  absl::StatusOr<MariaDbTable> c = MariaDbTable::Read(*conn_, "db1.c");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const pg::RowCodec codec = c->schema().codec();
+  auto row = [&](int64_t id, const std::string& tag, int32_t n) {
+    const std::string id_bytes = BigEndian(static_cast<uint64_t>(id), 8);
+    const std::string n_bytes = BigEndian(static_cast<uint32_t>(n), 4);
+    pg::CanonicalRow r;
+    EXPECT_TRUE(codec
+                    .Encode({pg::Field::Of(id_bytes), pg::Field::Of(tag),
+                             pg::Field::Of(n_bytes)},
+                            &r.key, &r.value)
+                    .ok());
+    return r;
+  };
+  const tree::Version v1 = At(1000), v2 = At(2000);
+  const std::vector<pg::CanonicalRow> before = {row(1, "a", 1), row(1, "b", 2),
+                                                row(2, "a", 3)};
+  const pg::CanonicalRow put = row(1, "b", 20), insert = row(3, "a ", 4);
+  // (1,'a') updated, (1,'b') deleted, (2,'a') a tombstone in the index that
+  // the table still holds (refused), (3,'a ') inserted over a tombstone.
+  std::vector<RowChange> changes(5);
+  const pg::CanonicalRow updated = row(1, "a", 10);
+  changes[0].row = {"db1.c", 0, updated.key};
+  changes[0].value = updated.value;
+  changes[0].expected.digest =
+      tree::RowDigest("db1.c", before[0].key, v1, false, before[0].value);
+  changes[1].row = {"db1.c", 0, before[1].key};
+  changes[1].kind = RowChange::Kind::kDelete;
+  changes[1].expected.digest =
+      tree::RowDigest("db1.c", before[1].key, v1, false, before[1].value);
+  changes[2].row = {"db1.c", 0, before[2].key};
+  changes[2].value = put.value;
+  changes[2].expected.deleted = true;
+  changes[3].row = {"db1.c", 0, insert.key};
+  changes[3].value = insert.value;
+  changes[3].expected.deleted = true;
+  changes[4].row = {"db1.gone", 0, insert.key};
+  changes[4].value = insert.value;
+  for (RowChange& ch : changes) {
+    ch.version = &v2;
+    if (&ch != &changes[4]) {
+      ch.expected.exists = true;
+      ch.expected.version = &v1;
+    }
+  }
+  std::vector<RowOutcome> outcomes;
+  ASSERT_TRUE(backend.ApplyRows(changes, &outcomes).ok());
+  ASSERT_EQ(outcomes.size(), 5u);
+  EXPECT_TRUE(outcomes[0].applied);
+  EXPECT_TRUE(outcomes[1].applied);
+  EXPECT_FALSE(outcomes[2].applied);
+  EXPECT_TRUE(outcomes[2].rejected.ok());
+  EXPECT_TRUE(outcomes[3].applied) << outcomes[3].rejected;
+  EXPECT_FALSE(outcomes[4].applied);
+  EXPECT_THAT(outcomes[4].rejected.message(), HasSubstr("db1.gone"));
+  EXPECT_EQ(Sql("SELECT id, CONCAT('[', tag, ']'), n FROM db1.c ORDER BY id, "
+                "tag"),
+            "1\t[a]\t10\n2\t[a]\t3\n3\t[a ]\t4");
 }
 
 TEST_F(MariaDbBackendTest, IsolatesARefusedRow) {
