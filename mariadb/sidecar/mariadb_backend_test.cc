@@ -6,6 +6,7 @@
 #include "mariadb/sidecar/mariadb_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -611,6 +612,63 @@ TEST_F(MariaDbBackendTest, FailsTheCallWhenTheServerIsLostAndReconnects) {
   EXPECT_TRUE(read.ok()) << read.status();
 }
 
+TEST_F(MariaDbBackendTest, ReadsFromManyThreadsWhileApplying) {
+  std::unique_ptr<MariaDbBackend> backend = OpenBackend();
+  ASSERT_NE(backend, nullptr);
+  std::vector<pg::CanonicalRow> rows;
+  for (int id = 1; id <= 200; ++id) {
+    rows.push_back(index_->Row(id, id, "first"));
+    index_->Put(rows.back(), At(2000));
+  }
+  std::vector<RowOutcome> first = Apply(*backend);
+  std::vector<storage::RowLocation> locations;
+  std::vector<absl::string_view> payloads;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_TRUE(first[i].applied);
+    locations.push_back({kKeyspace, 0, rows[i].key});
+    payloads.push_back(first[i].payload);
+  }
+  index_->Commit(first);
+  std::atomic<bool> stop{false};
+  std::atomic<int> values{0}, changed{0}, other{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        auto got = backend->ReadValues(locations, payloads);
+        if (!got.ok()) {
+          other++;
+          continue;
+        }
+        for (size_t i = 0; i < got->size(); ++i) {
+          if ((*got)[i].ok() && *(*got)[i] == rows[i].value) {
+            values++;
+          } else if (absl::IsAborted((*got)[i].status())) {
+            changed++;
+          } else {
+            other++;
+          }
+        }
+      }
+    });
+  }
+  for (int round = 0; round < 5; ++round) {
+    for (int id = 1; id <= 200; ++id) {
+      index_->Put(index_->Row(id, id, absl::StrCat("round", round)),
+                  At(3000 + round));
+    }
+    std::vector<RowOutcome> outcomes = Apply(*backend);
+    for (const RowOutcome& o : outcomes) EXPECT_TRUE(o.applied);
+    index_->Commit(outcomes);
+  }
+  stop = true;
+  for (std::thread& t : readers) t.join();
+  // Every answer is the indexed value or "changed since"; never an error.
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_GT(changed.load(), 0);
+  EXPECT_GT(values.load() + changed.load(), 0);
+}
+
 // Not a timed test: prints the apply's rows/s for 10,000-row batches (9,000
 // updates of random existing keys of a 1M-row table and 1,000 inserts) with
 // the compare-and-swap, and a blind INSERT ... ON DUPLICATE KEY UPDATE of
@@ -631,7 +689,8 @@ TEST_F(MariaDbBackendTest, MeasureApplyRate) {
   std::mt19937_64 random(42);
   int next_new = kRows + 1;
   std::vector<double> cas, blind;
-  for (int run = 0; run < 3; ++run) {
+  // Run 0 warms the buffer pool and the sessions up and is not counted.
+  for (int run = 0; run < 4; ++run) {
     for (int method = 0; method < 2; ++method) {
       std::vector<int> ids;
       std::vector<bool> taken(kRows + 1);
@@ -666,7 +725,7 @@ TEST_F(MariaDbBackendTest, MeasureApplyRate) {
         for (const auto& o : outcomes) applied += o.applied;
         EXPECT_EQ(applied, rows.size());
         index.Commit(outcomes);
-        cas.push_back(rows.size() / absl::ToDoubleSeconds(took));
+        if (run > 0) cas.push_back(rows.size() / absl::ToDoubleSeconds(took));
       } else {
         std::vector<std::string> keys;
         for (const auto& r : rows) keys.push_back(r.key);
@@ -675,7 +734,9 @@ TEST_F(MariaDbBackendTest, MeasureApplyRate) {
         took = absl::Now() - start;
         const tree::Version v = At(2000 + run);
         for (const auto& r : rows) index.Hold(r, v);
-        blind.push_back(rows.size() / absl::ToDoubleSeconds(took));
+        if (run > 0) {
+          blind.push_back(rows.size() / absl::ToDoubleSeconds(took));
+        }
       }
     }
   }
