@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -507,6 +510,81 @@ TEST_F(MariaDbBackendTest, RefusesValuesMariaDbCannotHold) {
   EXPECT_TRUE(outcomes[1].applied);
   EXPECT_EQ(Sql("SELECT b FROM db1.t WHERE id IN (1, 2) ORDER BY id"),
             "v1\nfine");
+}
+
+// Canonical bytes from PostgreSQL that MariaDB cannot hold (a NaN, a
+// timestamp past 2038), and a value that collides on a secondary unique key:
+// each refused alone, and the upsert of a locked row never writes another
+// row than its own.
+TEST_F(MariaDbBackendTest, RefusesPostgresValuesAndSecondaryKeyCollisions) {
+  Sql("CREATE TABLE db1.u (id bigint PRIMARY KEY, e varchar(10) NOT NULL "
+      "UNIQUE, f double, tz timestamp(6) NULL DEFAULT NULL) DEFAULT CHARSET "
+      "utf8mb4; INSERT INTO db1.u VALUES (1, 'x', 1, NULL), (2, 'y', 2, "
+      "NULL), (3, 'z', 3, NULL)");
+  MariaDbBackendOptions o = Options();
+  o.tables = {"db1.u"};
+  absl::StatusOr<std::unique_ptr<MariaDbBackend>> opened =
+      MariaDbBackend::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  absl::StatusOr<MariaDbTable> u = MariaDbTable::Read(*conn_, "db1.u");
+  ASSERT_TRUE(u.ok()) << u.status();
+  ASSERT_EQ(u->schema().columns()[1].name, "e");
+  const pg::RowCodec codec = u->schema().codec();
+  auto bits = [](double d) {
+    uint64_t b;
+    std::memcpy(&b, &d, 8);
+    return BigEndian(b, 8);
+  };
+  auto row = [&](int64_t id, const std::string& e, double f,
+                 std::optional<int64_t> tz_micros) {
+    const std::string id_bytes = BigEndian(static_cast<uint64_t>(id), 8);
+    const std::string f_bytes = bits(f);
+    const std::string tz_bytes =
+        BigEndian(static_cast<uint64_t>(tz_micros.value_or(0)), 8);
+    pg::CanonicalRow r;
+    EXPECT_TRUE(codec
+                    .Encode({pg::Field::Of(id_bytes), pg::Field::Of(e),
+                             pg::Field::Of(f_bytes),
+                             tz_micros.has_value() ? pg::Field::Of(tz_bytes)
+                                                   : pg::Field::Null()},
+                            &r.key, &r.value)
+                    .ok());
+    return r;
+  };
+  const tree::Version v1 = At(1000), v2 = At(2000);
+  const std::vector<pg::CanonicalRow> before = {row(1, "x", 1, std::nullopt),
+                                                row(2, "y", 2, std::nullopt),
+                                                row(3, "z", 3, std::nullopt)};
+  // PostgreSQL's timestamptz counts microseconds from 2000-01-01.
+  const int64_t year_2040 = int64_t{1262304000} * 1000000;
+  const std::vector<pg::CanonicalRow> after = {
+      row(1, "y", 10, std::nullopt),            // collides with row 2's e
+      row(2, "y", std::nan(""), std::nullopt),  // NaN
+      row(3, "z", 30, year_2040),               // past 2038
+      row(4, "w", 40, 0)};                      // fine: an insert
+  std::vector<RowChange> changes(after.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    changes[i].row = {"db1.u", 0, after[i].key};
+    changes[i].value = after[i].value;
+    changes[i].version = &v2;
+    if (i < before.size()) {
+      changes[i].expected.exists = true;
+      changes[i].expected.version = &v1;
+      changes[i].expected.digest =
+          tree::RowDigest("db1.u", before[i].key, v1, false, before[i].value);
+    }
+  }
+  std::vector<RowOutcome> outcomes;
+  ASSERT_TRUE((*opened)->ApplyRows(changes, &outcomes).ok());
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_FALSE(outcomes[i].applied) << i;
+    EXPECT_FALSE(outcomes[i].rejected.ok()) << i;
+    EXPECT_THAT(outcomes[i].rejected.message(),
+                HasSubstr(absl::StrCat("id=", i + 1)));
+  }
+  EXPECT_TRUE(outcomes[3].applied) << outcomes[3].rejected;
+  EXPECT_EQ(Sql("SELECT id, e, f, tz IS NULL FROM db1.u ORDER BY id"),
+            "1\tx\t1\t1\n2\ty\t2\t1\n3\tz\t3\t1\n4\tw\t40\t0");
 }
 
 TEST_F(MariaDbBackendTest, MarksItsWritesWithTheSessionServerId) {
