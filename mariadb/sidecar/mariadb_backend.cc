@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mariadb/row_converter.h"
 #include "mariadb/sidecar/apply_log.h"
 #include "pg/schema/row_codec.h"
 #include "pg/schema/schema_difference.h"
@@ -61,60 +62,41 @@ bool TransactionLost(const absl::Status& s) {
 // The connection is gone: the call fails.
 bool ConnectionLost(const absl::Status& s) { return absl::IsUnavailable(s); }
 
-// Reads the rows `sql` selects (a kept table's columns in canonical order)
-// and hands each to `fn` as canonical key and value bytes, or as its key
-// and the error of a value PostgreSQL cannot hold.
+// Reads the rows `sql` selects (a kept table's select_list()) and hands
+// each to `fn` as canonical key and value bytes, or as its key and the
+// error of a value PostgreSQL cannot hold.
 absl::Status StreamCanonical(
     Connection& conn, const MariaDbTable& table, const std::string& sql,
     const std::function<void(std::string key,
                              absl::StatusOr<std::string> value)>& fn) {
   const pg::RowCodec codec = table.schema().codec();
-  const size_t n = table.mappings().size();
   const size_t key_columns = table.schema().key_columns();
-  std::string buffer;
-  std::vector<size_t> ends(n);
-  std::vector<bool> nulls(n);
-  std::vector<pg::Field> fields(n);
+  RowConverter rows = table.converter();
+  // The key columns alone, to name a row whose other values do not convert.
+  std::vector<ColumnMapping> key_mappings(
+      table.mappings().begin(), table.mappings().begin() + key_columns);
+  std::vector<std::string> key_names;
+  std::vector<size_t> key_positions;
+  for (size_t i = 0; i < key_columns; ++i) {
+    key_names.push_back(table.schema().columns()[i].name);
+    key_positions.push_back(i);
+  }
+  RowConverter keys(table.schema().name(), std::move(key_mappings),
+                    std::move(key_names), std::move(key_positions));
   return conn.Stream(sql, [&](absl::Span<const Value> row) -> absl::Status {
-    buffer.clear();
-    absl::Status unreadable;
-    size_t converted = 0;
-    for (size_t i = 0; i < n; ++i) {
-      nulls[i] = row[i].kind == Value::Kind::kNull;
-      if (!nulls[i]) {
-        absl::Status s = AppendCanonical(table.mappings()[i], row[i], &buffer);
-        if (!s.ok()) {
-          unreadable = absl::Status(
-              s.code(),
-              absl::StrCat("table ", table.schema().name(), " column ",
-                           table.schema().columns()[i].name, ": ",
-                           s.message()));
-          break;
-        }
-      }
-      ends[i] = buffer.size();
-      converted = i + 1;
-    }
-    size_t begin = 0;
-    for (size_t i = 0; i < converted; ++i) {
-      fields[i] = nulls[i] ? pg::Field::Null()
-                           : pg::Field::Of(absl::string_view(buffer).substr(
-                                 begin, ends[i] - begin));
-      begin = ends[i];
-    }
     std::string key, value;
-    if (!unreadable.ok()) {
-      // A key column always converts (it was written from a canonical
-      // key); without its key the row cannot be named, so it is left out
-      // and reads as absent.
-      if (converted < key_columns) return absl::OkStatus();
-      TALLY_RETURN_IF_ERROR(codec.EncodeKey(
-          absl::MakeConstSpan(fields).subspan(0, key_columns), &key));
-      fn(std::move(key), unreadable);
+    absl::StatusOr<absl::Span<const pg::Field>> fields = rows.Convert(row);
+    if (fields.ok()) {
+      TALLY_RETURN_IF_ERROR(codec.Encode(*fields, &key, &value));
+      fn(std::move(key), std::move(value));
       return absl::OkStatus();
     }
-    TALLY_RETURN_IF_ERROR(codec.Encode(fields, &key, &value));
-    fn(std::move(key), std::move(value));
+    // A key column always converts (it was written from a canonical key);
+    // a row without its key cannot be named, so it reads as absent.
+    absl::StatusOr<absl::Span<const pg::Field>> key_fields = keys.Convert(row);
+    if (!key_fields.ok()) return absl::OkStatus();
+    TALLY_RETURN_IF_ERROR(codec.EncodeKey(*key_fields, &key));
+    fn(std::move(key), fields.status());
     return absl::OkStatus();
   });
 }
