@@ -10,20 +10,23 @@ namespace {
 
 constexpr uint8_t kFormat = 1;
 
-void PutU32(uint32_t v, std::string* out) {
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    out->push_back(static_cast<char>((v >> shift) & 0xff));
-  }
-}
-
 void PutU64(uint64_t v, std::string* out) {
   for (int shift = 56; shift >= 0; shift -= 8) {
     out->push_back(static_cast<char>((v >> shift) & 0xff));
   }
 }
 
+// LEB128: 7 bits a byte, low bits first; most counts and indexes take one.
+void PutVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
 void PutString(absl::string_view s, std::string* out) {
-  PutU32(static_cast<uint32_t>(s.size()), out);
+  PutVarint(s.size(), out);
   out->append(s.data(), s.size());
 }
 
@@ -46,8 +49,18 @@ class Reader {
     in_.remove_prefix(bytes);
     return v;
   }
+  uint64_t GetVarint() {
+    uint64_t v = 0;
+    for (int shift = 0; ok_ && shift < 64; shift += 7) {
+      const uint64_t byte = Get(1);
+      v |= (byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return v;
+    }
+    ok_ = false;
+    return 0;
+  }
   absl::string_view GetString() {
-    const uint64_t n = Get(4);
+    const uint64_t n = GetVarint();
     if (!ok_ || in_.size() < n) {
       ok_ = false;
       return {};
@@ -80,16 +93,16 @@ std::string EncodeApplyLog(const ApplyLog& log) {
   std::string out;
   out.push_back(static_cast<char>(kFormat));
   PutU64(log.sequence, &out);
-  PutU32(static_cast<uint32_t>(keyspaces.size()), &out);
+  PutVarint(keyspaces.size(), &out);
   for (absl::string_view k : keyspaces) PutString(k, &out);
-  PutU32(static_cast<uint32_t>(origins.size()), &out);
+  PutVarint(origins.size(), &out);
   for (absl::string_view o : origins) PutString(o, &out);
-  PutU32(static_cast<uint32_t>(log.rows.size()), &out);
+  PutVarint(log.rows.size(), &out);
   for (const AppliedRow& r : log.rows) {
-    PutU32(keyspace_index[r.keyspace], &out);
+    PutVarint(keyspace_index[r.keyspace], &out);
     PutString(r.key, &out);
     PutU64(r.version.timestamp.raw(), &out);
-    PutU32(origin_index[r.version.origin], &out);
+    PutVarint(origin_index[r.version.origin], &out);
     out.push_back(static_cast<char>((r.deleted || r.erased ? 1 : 0) |
                                     (r.erased ? 2 : 0)));
   }
@@ -105,7 +118,7 @@ absl::StatusOr<ApplyLog> DecodeApplyLog(absl::string_view bytes) {
   log.sequence = in.Get(8);
   // Every entry takes at least one byte: a larger count is not ours (and
   // must not size an allocation).
-  const uint64_t keyspace_count = in.Get(4);
+  const uint64_t keyspace_count = in.GetVarint();
   if (keyspace_count > bytes.size()) {
     return absl::DataLossError("malformed tally apply log record (count)");
   }
@@ -114,7 +127,7 @@ absl::StatusOr<ApplyLog> DecodeApplyLog(absl::string_view bytes) {
     if (!in.ok()) break;
     k = std::string(in.GetString());
   }
-  const uint64_t origin_count = in.ok() ? in.Get(4) : 0;
+  const uint64_t origin_count = in.ok() ? in.GetVarint() : 0;
   if (origin_count > bytes.size()) {
     return absl::DataLossError("malformed tally apply log record (count)");
   }
@@ -123,13 +136,13 @@ absl::StatusOr<ApplyLog> DecodeApplyLog(absl::string_view bytes) {
     if (!in.ok()) break;
     o = std::string(in.GetString());
   }
-  const uint64_t count = in.ok() ? in.Get(4) : 0;
+  const uint64_t count = in.ok() ? in.GetVarint() : 0;
   for (uint64_t i = 0; i < count && in.ok(); ++i) {
     AppliedRow r;
-    const uint64_t k = in.Get(4);
+    const uint64_t k = in.GetVarint();
     r.key = std::string(in.GetString());
     r.version.timestamp = tree::HlcTimestamp::FromRaw(in.Get(8));
-    const uint64_t o = in.Get(4);
+    const uint64_t o = in.GetVarint();
     const uint64_t flags = in.Get(1);
     if (!in.ok() || k >= keyspaces.size() || o >= origins.size() || flags > 3) {
       return absl::DataLossError("malformed tally apply log record (row)");

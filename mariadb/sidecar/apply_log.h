@@ -14,14 +14,18 @@
 // stamping them as local changes; when the store did commit, the same
 // versions change nothing.
 //
-// Bytes (integers big-endian):
+// Bytes (u64 big-endian; var = LEB128 varint, 7 bits a byte, low first):
 //   u8  format (1)
-//   u64 sequence (increasing per node within one process; informative)
-//   u32 keyspace count, then per keyspace: u32 length + name
-//   u32 origin count,   then per origin:   u32 length + long name
-//   u32 row count, then per row: u32 keyspace index, u32 length + key,
-//       u64 HLC timestamp, u32 origin index, u8 flags (bit 0: deleted,
+//   u64 sequence (increasing per node; informative)
+//   var keyspace count, then per keyspace: var length + name
+//   var origin count,   then per origin:   var length + long name
+//   var row count, then per row: var keyspace index, var length + key,
+//       u64 HLC timestamp, var origin index, u8 flags (bit 0: deleted,
 //       bit 1: erased, no tombstone left)
+// Names are listed once and the integers are short, so a row costs its key
+// and 12 bytes (24 for a bigint key): the binary log carries the record
+// about three times (the statement's text, and the before and after images
+// of the node's row).
 //
 //   ApplyLog log{7, {{"db1.t", key, version, false, false}}};
 //   std::string bytes = EncodeApplyLog(log);
