@@ -274,8 +274,8 @@ absl::StatusOr<std::unique_ptr<MariaDbBackend>> MariaDbBackend::Open(
             ": the user needs CREATE on `tally` (or create it: CREATE TABLE ",
             log_table,
             " (node varchar(255) COLLATE utf8mb4_bin PRIMARY KEY, sequence "
-            "bigint unsigned NOT NULL, applied longblob NOT NULL)) and INSERT, "
-            "UPDATE on it: ",
+            "bigint unsigned NOT NULL, applied longblob NOT NULL)) and SELECT, "
+            "INSERT, UPDATE on it: ",
             s.message()));
       }
       TALLY_RETURN_IF_ERROR(s);

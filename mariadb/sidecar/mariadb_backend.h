@@ -69,7 +69,7 @@
 // events; when the store did commit, the same versions change nothing. The
 // table holds one row per node (each transaction replaces it), so it needs
 // no cleanup. Open creates the schema and table when missing, which needs
-// CREATE on `tally`; the apply needs INSERT and UPDATE on it.
+// CREATE on `tally`; the apply needs SELECT, INSERT and UPDATE on it.
 //
 // Reads. ReadValues sends one `SELECT <columns> ... WHERE key IN (...)` per
 // keyspace per call (per 1,000 keys) on a reader connection (consistent,

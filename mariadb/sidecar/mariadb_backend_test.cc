@@ -631,6 +631,15 @@ TEST_F(MariaDbBackendTest, MarksItsWritesWithTheSessionServerId) {
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
   EXPECT_THAT(refused.status().message(), HasSubstr("BINLOG REPLAY"));
+
+  // BINLOG REPLAY, but no CREATE for a missing apply log.
+  Sql("DROP DATABASE tally; CREATE USER replay@'%'; GRANT ALL ON db1.* TO "
+      "replay@'%'; GRANT BINLOG REPLAY ON *.* TO replay@'%'");
+  o.url = server_->Url("db1", "replay");
+  refused = MariaDbBackend::Open(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("needs CREATE on `tally`"));
 }
 
 TEST_F(MariaDbBackendTest, ReadsCurrentRowsAndTellsChangedFromGone) {
