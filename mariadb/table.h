@@ -108,14 +108,20 @@ class MariaDbTable {
       Connection& conn, absl::Span<const std::string> keys,
       absl::Span<const pg::CanonicalRow> rows) const;
 
- private:
-  MariaDbTable() = default;
-  // The WHERE condition that picks the row at canonical key `key`.
+  // The WHERE condition that picks the row at canonical key `key`:
+  // "(`id` = 5 AND `tag` = 'eu')". Returns kDataLoss (or the value's
+  // error, naming the column) for bytes that are not a key of this table.
   absl::StatusOr<std::string> KeyCondition(Connection& conn,
                                            absl::string_view key) const;
-  // A column's canonical bytes as a SQL literal for this table.
+  // Column `column`'s canonical bytes `field` as a SQL literal for this
+  // table ("NULL", "42", X'00ff', 'text' quoted for `conn`'s session).
+  // Returns the error of CanonicalText naming the table and column for
+  // bytes MariaDB cannot take as that column's value.
   absl::StatusOr<std::string> Literal(Connection& conn, size_t column,
                                       const pg::Field& field) const;
+
+ private:
+  MariaDbTable() = default;
 
   std::optional<pg::TableSchema> schema_;
   std::vector<ColumnMapping> mappings_;
