@@ -13,7 +13,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -761,103 +760,6 @@ TEST_F(MariaDbBackendTest, ReadsFromManyThreadsWhileApplying) {
   EXPECT_EQ(other.load(), 0);
   EXPECT_GT(changed.load(), 0);
   EXPECT_GT(values.load() + changed.load(), 0);
-}
-
-// Not a timed test: prints the apply's rows/s for 10,000-row batches (9,000
-// updates of random existing keys of a 1M-row table and 1,000 inserts) with
-// the compare-and-swap, and a blind INSERT ... ON DUPLICATE KEY UPDATE of
-// the same rows (MariaDbTable::WriteRows) as the baseline.
-TEST_F(MariaDbBackendTest, MeasureApplyRate) {
-  if (std::getenv("TALLY_MARIADB_APPLY_BENCH") == nullptr) {
-    GTEST_SKIP() << "set TALLY_MARIADB_APPLY_BENCH=1 to measure";
-  }
-  constexpr int kRows = 1000000;
-  Sql(
-      absl::StrCat("INSERT INTO db1.t SELECT seq, seq, CONCAT('v', seq) "
-                   "FROM seq_2001_to_",
-                   kRows));
-  // The index holds each row from the first batch that touches it.
-  Index index(table_->schema().codec());
-  std::unique_ptr<MariaDbBackend> backend = OpenBackend();
-  ASSERT_NE(backend, nullptr);
-  std::mt19937_64 random(42);
-  int next_new = kRows + 1;
-  std::vector<double> cas, blind;
-  std::vector<int64_t> cas_log_bytes, blind_log_bytes;
-  // The binary log grows by one file here (max_binlog_size is far larger).
-  auto BinlogPosition = [&] {
-    const std::vector<std::string> status =
-        absl::StrSplit(Sql("SHOW MASTER STATUS"), '\t');
-    int64_t position = 0;
-    EXPECT_TRUE(status.size() >= 2 && absl::SimpleAtoi(status[1], &position));
-    return position;
-  };
-  // Run 0 warms the buffer pool and the sessions up and is not counted.
-  for (int run = 0; run < 4; ++run) {
-    for (int method = 0; method < 2; ++method) {
-      std::vector<int> ids;
-      std::vector<bool> taken(kRows + 1);
-      while (ids.size() < 9000) {
-        const int id = 1 + static_cast<int>(random() % kRows);
-        if (!taken[id]) {
-          taken[id] = true;
-          ids.push_back(id);
-        }
-      }
-      for (int id : ids) {
-        pg::CanonicalRow initial = index.Row(id, id, absl::StrCat("v", id));
-        if (!index.Holds(initial.key)) index.Hold(initial, At(1000));
-      }
-      for (int i = 0; i < 1000; ++i) ids.push_back(next_new++);
-      std::vector<pg::CanonicalRow> rows;
-      for (int id : ids) {
-        rows.push_back(index.Row(id, id + run + 1,
-                                 absl::StrCat("r", run, "m", method, "-", id)));
-      }
-      absl::Time start;
-      absl::Duration took;
-      const int64_t log_before = BinlogPosition();
-      if (method == 0) {
-        const tree::Version v = At(2000 + run);
-        for (const auto& r : rows) index.Put(r, v);
-        const std::vector<RowChange>& changes = index.changes();
-        std::vector<RowOutcome> outcomes;
-        start = absl::Now();
-        ASSERT_TRUE(backend->ApplyRows(changes, &outcomes).ok());
-        took = absl::Now() - start;
-        size_t applied = 0;
-        for (const auto& o : outcomes) applied += o.applied;
-        EXPECT_EQ(applied, rows.size());
-        index.Commit(outcomes);
-        if (run > 0) {
-          cas.push_back(rows.size() / absl::ToDoubleSeconds(took));
-          cas_log_bytes.push_back(BinlogPosition() - log_before);
-        }
-      } else {
-        std::vector<std::string> keys;
-        for (const auto& r : rows) keys.push_back(r.key);
-        start = absl::Now();
-        ASSERT_TRUE(table_->WriteRows(*conn_, keys, rows).ok());
-        took = absl::Now() - start;
-        const tree::Version v = At(2000 + run);
-        for (const auto& r : rows) index.Hold(r, v);
-        if (run > 0) {
-          blind.push_back(rows.size() / absl::ToDoubleSeconds(took));
-          blind_log_bytes.push_back(BinlogPosition() - log_before);
-        }
-      }
-    }
-  }
-  auto summary = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return absl::StrFormat("min %.0f median %.0f max %.0f rows/s", v.front(),
-                           v[v.size() / 2], v.back());
-  };
-  std::printf("apply with compare-and-swap: %s\n", summary(cas).c_str());
-  std::printf("blind upsert (baseline):     %s\n", summary(blind).c_str());
-  std::printf("binary log bytes per batch: apply %s, blind upsert %s\n",
-              absl::StrJoin(cas_log_bytes, "/").c_str(),
-              absl::StrJoin(blind_log_bytes, "/").c_str());
 }
 
 }  // namespace
