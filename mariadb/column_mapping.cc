@@ -103,8 +103,11 @@ absl::Status OutOfRange(const Value& v, absl::string_view type) {
 
 absl::Status AppendInteger(const Value& v, int bytes, absl::string_view type,
                            std::string* out) {
-  const int64_t min = -(int64_t{1} << (8 * bytes - 1));
-  const int64_t max = (int64_t{1} << (8 * bytes - 1)) - 1;
+  // The signed range of `bytes` bytes, computed in unsigned arithmetic
+  // (shifting into, or negating, int64's sign bit is undefined).
+  const uint64_t half = uint64_t{1} << (8 * bytes - 1);
+  const int64_t max = static_cast<int64_t>(half - 1);
+  const int64_t min = -max - 1;
   int64_t x = 0;
   if (v.kind == Value::Kind::kInt) {
     x = v.i;

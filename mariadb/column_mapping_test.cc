@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
@@ -132,6 +133,13 @@ TEST(ColumnMapping, IntegersAreBigEndianAndChecked) {
       AppendCanonical(Map(Column("smallint", "smallint")), Int(70000), &out)
           .code(),
       absl::StatusCode::kOutOfRange);
+  // bigint's ends (the range check there must not overflow itself).
+  EXPECT_EQ(Hex(Int(std::numeric_limits<int64_t>::min()),
+                Map(Column("bigint", "bigint"))),
+            "8000000000000000");
+  EXPECT_EQ(Hex(Int(std::numeric_limits<int64_t>::max()),
+                Map(Column("bigint", "bigint"))),
+            "7fffffffffffffff");
 }
 
 TEST(ColumnMapping, DecimalsAreNumericsInBase10000WithTheColumnsScale) {
