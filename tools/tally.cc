@@ -8,6 +8,7 @@
 //   tally repair --source=A 127.0.0.1:7400 127.0.0.1:7401
 //   tally diff --third-party 127.0.0.1:7400 127.0.0.1:7401
 //   tally diff 'postgresql://a/app?table=public.t' 'postgresql://b/app'
+//   tally diff 'postgresql://a/app?table=public.t' 'mariadb://u@b/s?table=s.t'
 //   tally verify --data-dir=/var/lib/tally
 //   tally recover --data-dir=/var/lib/tally
 //   tally --node=127.0.0.1:7400 peer pause 127.0.0.1:7401
@@ -114,10 +115,11 @@ ABSL_FLAG(bool, third_party, false,
           "each other. Used anyway when A cannot reach B or is an older "
           "tallyd.");
 ABSL_FLAG(std::vector<std::string>, table, {},
-          "diff, repair of two PostgreSQL URLs: the tables to compare; verify "
-          "of a sidecar: the tables to verify; "
-          "SCHEMA.TABLE, comma separated or repeated (or table= in the "
-          "URLs; default: every table with a primary key).");
+          "diff, repair of two database URLs (PostgreSQL or MariaDB): the "
+          "tables to compare; verify of a sidecar: the tables to verify; "
+          "SCHEMA.TABLE (MariaDB: DATABASE.TABLE), comma separated or "
+          "repeated (or table= in the URLs; default: every table with a "
+          "primary key).");
 ABSL_FLAG(std::vector<std::string>, columns, {},
           "diff, repair of two PostgreSQL URLs: compare only these columns "
           "(and the primary key, always); comma separated. A repair writes "
@@ -127,7 +129,7 @@ ABSL_FLAG(std::vector<std::string>, exclude_columns, {},
           "the comparison (a `updated_at DEFAULT now()` column); comma "
           "separated; not a primary-key column.");
 ABSL_FLAG(std::string, where, "",
-          "diff, repair of two PostgreSQL URLs: compare only the rows for "
+          "diff, repair of two database URLs: compare only the rows for "
           "which this SQL condition holds, on each side (what follows "
           "WHERE, e.g. \"region = 'eu'\").");
 ABSL_FLAG(std::string, transfer, "",

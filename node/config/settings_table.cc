@@ -329,7 +329,8 @@ std::vector<SettingInfo>* MakeSettingsTable() {
        "role=source marks an authoritative source this\n"
        "node copies exactly (then it is the only peer).\n"
        "A sidecar's source may be a database it may only\n"
-       "query: postgresql://USER@HOST/DB,role=source.\n"
+       "query: postgresql://USER@HOST/DB,role=source, or\n"
+       "a MariaDB one: mariadb://USER@HOST/DB,role=source.\n"
        "--peer flags replace the config file's peers",
        true, false, &ApplyPeer, &ShowPeers,
        [](NodeConfig* config) { config->peers.clear(); }},
