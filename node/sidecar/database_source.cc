@@ -262,48 +262,32 @@ absl::StatusOr<std::unique_ptr<pg::Connection>> OpenReplica(
   return replica;
 }
 
-// A session with a MariaDB master: one connection, each table read whole.
-absl::StatusOr<SourceSessionResult> RunMariaDbSession(
-    storage::Store* store, const DatabaseSourceOptions& options,
-    const std::atomic<bool>* cancelled) {
-  TALLY_ASSIGN_OR_RETURN(mariadb::MariaDbTarget target,
-                         mariadb::ParseMariaDbUrl(options.source_conninfo));
-  auto open_master =
-      [&]() -> absl::StatusOr<std::unique_ptr<mariadb::Connection>> {
-    absl::StatusOr<std::unique_ptr<mariadb::Connection>> c =
-        mariadb::Connection::Open(target, absl::Seconds(60));
-    if (!c.ok()) {
-      const bool denied =
-          c.status().code() == absl::StatusCode::kPermissionDenied;
-      return absl::Status(
-          c.status().code(),
-          absl::StrCat("the source: ", c.status().message(),
-                       denied ? absl::StrCat(" (the source's user needs "
-                                             "SELECT on each kept table in ",
-                                             target.database, ")")
-                              : ""));
-    }
-    return c;
-  };
-  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<mariadb::Connection> master,
-                         open_master());
+// The tables of one session, in order. A table's failure is reported and
+// the next table goes on; a connection the failure left broken (the master
+// went away) is opened again for the next table, and when the master cannot
+// be reached any more the remaining tables are reported failed with why.
+template <typename Master>
+absl::StatusOr<SourceSessionResult> SyncTables(
+    const DatabaseSourceOptions& options, const std::atomic<bool>* cancelled,
+    const std::function<absl::StatusOr<std::unique_ptr<Master>>()>& open_master,
+    const std::function<absl::Status(Master&, pg::Connection&,
+                                     const std::string&, BandwidthLimiter*,
+                                     SourceSessionResult*)>& sync_table) {
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Master> master, open_master());
   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<pg::Connection> replica,
                          OpenReplica(options));
-  const std::string origin = ConninfoOrigin(options.source_conninfo);
   BandwidthLimiter source_limit(options.bandwidth_bytes_per_second);
   SourceSessionResult result;
   for (size_t t = 0; t < options.tables.size(); ++t) {
     const std::string& table = options.tables[t];
     if (cancelled->load()) return absl::CancelledError("stopped");
-    absl::Status s = SyncMariaDbTable(store, options, origin, *replica, *master,
-                                      target.database, table, &source_limit,
-                                      cancelled, &result);
+    absl::Status s =
+        sync_table(*master, *replica, table, &source_limit, &result);
     if (s.code() == absl::StatusCode::kCancelled) return s;
     if (s.ok()) continue;
     result.table_errors.push_back(absl::StrCat(table, ": ", s.message()));
     if (!master->Exec("SELECT 1").ok()) {
-      absl::StatusOr<std::unique_ptr<mariadb::Connection>> again =
-          open_master();
+      absl::StatusOr<std::unique_ptr<Master>> again = open_master();
       if (!again.ok()) {
         for (size_t rest = t + 1; rest < options.tables.size(); ++rest) {
           result.table_errors.push_back(absl::StrCat(options.tables[rest], ": ",
@@ -327,59 +311,53 @@ absl::StatusOr<SourceSessionResult> RunMariaDbSession(
 absl::StatusOr<SourceSessionResult> RunSourceSession(
     storage::Store* store, const DatabaseSourceOptions& options,
     const std::atomic<bool>* cancelled) {
-  if (mariadb::IsMariaDbUrl(options.source_conninfo)) {
-    return RunMariaDbSession(store, options, cancelled);
-  }
-  pg::ConnectOptions connect;
-  connect.application_name = "tally source";
-  absl::StatusOr<std::unique_ptr<pg::Connection>> master =
-      pg::Connection::Open(options.source_conninfo, connect);
-  if (!master.ok()) {
-    return absl::Status(
-        master.status().code(),
-        absl::StrCat("the source: ", master.status().message()));
-  }
-  absl::StatusOr<std::unique_ptr<pg::Connection>> replica =
-      pg::Connection::Open(options.replica_conninfo, connect);
-  if (!replica.ok()) {
-    return absl::Status(
-        replica.status().code(),
-        absl::StrCat("this node's database: ", replica.status().message()));
-  }
   const std::string origin = ConninfoOrigin(options.source_conninfo);
-  BandwidthLimiter source_limit(options.bandwidth_bytes_per_second);
-  SourceSessionResult result;
-  for (size_t t = 0; t < options.tables.size(); ++t) {
-    const std::string& table = options.tables[t];
-    if (cancelled->load()) return absl::CancelledError("stopped");
-    absl::Status s = SyncTable(store, options, origin, **replica, **master,
-                               table, &source_limit, cancelled, &result);
-    if (s.code() == absl::StatusCode::kCancelled) return s;
-    if (!s.ok()) {
-      result.table_errors.push_back(absl::StrCat(table, ": ", s.message()));
-      // A connection the failure left broken (the master went away) is
-      // opened again for the next table.
-      if (!(*master)->Exec("SELECT 1").ok()) {
-        absl::StatusOr<std::unique_ptr<pg::Connection>> again =
-            pg::Connection::Open(options.source_conninfo, connect);
-        if (!again.ok()) {
-          for (size_t rest = t + 1; rest < options.tables.size(); ++rest) {
-            result.table_errors.push_back(
-                absl::StrCat(options.tables[rest],
-                             ": the source: ", again.status().message()));
-          }
-          return result;
-        }
-        *master = std::move(*again);
-      }
-      if (!(*replica)->Exec("SELECT 1").ok()) {
-        absl::StatusOr<std::unique_ptr<pg::Connection>> again =
-            pg::Connection::Open(options.replica_conninfo, connect);
-        if (again.ok()) *replica = std::move(*again);
-      }
-    }
+  if (mariadb::IsMariaDbUrl(options.source_conninfo)) {
+    // A MariaDB master: each table read whole.
+    TALLY_ASSIGN_OR_RETURN(mariadb::MariaDbTarget target,
+                           mariadb::ParseMariaDbUrl(options.source_conninfo));
+    return SyncTables<mariadb::Connection>(
+        options, cancelled,
+        [&]() -> absl::StatusOr<std::unique_ptr<mariadb::Connection>> {
+          absl::StatusOr<std::unique_ptr<mariadb::Connection>> c =
+              mariadb::Connection::Open(target, absl::Seconds(60));
+          if (c.ok()) return c;
+          const bool denied =
+              c.status().code() == absl::StatusCode::kPermissionDenied;
+          return absl::Status(
+              c.status().code(),
+              absl::StrCat("the source: ", c.status().message(),
+                           denied ? absl::StrCat(" (the source's user needs "
+                                                 "SELECT on each kept table "
+                                                 "in ",
+                                                 target.database, ")")
+                                  : ""));
+        },
+        [&](mariadb::Connection& master, pg::Connection& replica,
+            const std::string& table, BandwidthLimiter* limit,
+            SourceSessionResult* result) {
+          return SyncMariaDbTable(store, options, origin, replica, master,
+                                  target.database, table, limit, cancelled,
+                                  result);
+        });
   }
-  return result;
+  return SyncTables<pg::Connection>(
+      options, cancelled,
+      [&]() -> absl::StatusOr<std::unique_ptr<pg::Connection>> {
+        pg::ConnectOptions connect;
+        connect.application_name = "tally source";
+        absl::StatusOr<std::unique_ptr<pg::Connection>> c =
+            pg::Connection::Open(options.source_conninfo, connect);
+        if (c.ok()) return c;
+        return absl::Status(c.status().code(),
+                            absl::StrCat("the source: ", c.status().message()));
+      },
+      [&](pg::Connection& master, pg::Connection& replica,
+          const std::string& table, BandwidthLimiter* limit,
+          SourceSessionResult* result) {
+        return SyncTable(store, options, origin, replica, master, table, limit,
+                         cancelled, result);
+      });
 }
 
 DatabaseSource::DatabaseSource(storage::Store* store,
