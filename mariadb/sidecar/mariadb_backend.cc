@@ -794,10 +794,16 @@ MariaDbBackend::ReadValues(
           "MariaDB table ", rows[i].keyspace, " is not kept by this node"));
       continue;
     }
+    if (stored_payloads[i].empty()) {
+      // A tombstone: no row describes it; its value is empty.
+      out[i] = std::string();
+      continue;
+    }
     if (stored_payloads[i].size() != kPayloadSize ||
         stored_payloads[i][0] != kPayloadFormat) {
       out[i] = absl::DataLossError(
-          "not a MariaDB backend payload (a row value digest)");
+          absl::StrCat("not a MariaDB backend payload (a row value digest): ",
+                       absl::CHexEscape(stored_payloads[i])));
       continue;
     }
     Wanted w{i, "", ""};

@@ -16,11 +16,11 @@
 #include "absl/time/clock.h"
 #include "pg/sidecar/build_marker.h"
 #include "pg/sidecar/commit_stamp.h"
-#include "pg/sidecar/gathered_rows.h"
 #include "pg/sidecar/lost_deletes.h"
 #include "pg/wire/binary_copy.h"
 #include "pg/wire/field.h"
 #include "pg/wire/replication_messages.h"
+#include "storage/gathered_rows.h"
 #include "tree/status_macros.h"
 #include "tree/token.h"
 
@@ -529,8 +529,8 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
     // to its memtable and flushes tables that do not overlap, where the
     // scan's order (a hash order in the index) would miss the CPU cache at
     // every step of each insert.
-    GatheredRows absent(index.empty() ? estimated[table] + estimated[table] / 16
-                                      : 0);
+    storage::GatheredRows absent(
+        index.empty() ? estimated[table] + estimated[table] / 16 : 0);
     absl::flat_hash_set<std::string> seen;
     const bool track_seen = !index.empty();
     // Index lost: keys deleted here; those the scan finds were written

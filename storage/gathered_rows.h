@@ -1,7 +1,7 @@
-// GatheredRows: the rows a build reads that the index does not hold, kept
-// until the whole table is read, then handed out in the index's (token,
-// key) order, in which Store::LoadAbsent appends them without a read per
-// row (pg/sidecar/bootstrap.h).
+// GatheredRows: the rows a sidecar's build reads that the index does not
+// hold, kept until the whole table is read, then handed out in the index's
+// (token, key) order, in which Store::LoadAbsent appends them without a
+// read per row (pg/sidecar/bootstrap.h, mariadb/sidecar/sidecar.h).
 //
 // A first build gathers every row of its largest table, so the layout is
 // what its speed comes down to: one std::vector of storage::Mutation (a
@@ -20,8 +20,8 @@
 //   }));
 //
 // Thread-compatible.
-#ifndef TALLY_PG_SIDECAR_GATHERED_ROWS_H_
-#define TALLY_PG_SIDECAR_GATHERED_ROWS_H_
+#ifndef TALLY_STORAGE_GATHERED_ROWS_H_
+#define TALLY_STORAGE_GATHERED_ROWS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -37,7 +37,7 @@
 #include "tree/version.h"
 
 namespace tally {
-namespace pg {
+namespace storage {
 
 class GatheredRows {
  public:
@@ -83,7 +83,7 @@ class GatheredRows {
   std::vector<std::string> origins_;
 };
 
-}  // namespace pg
+}  // namespace storage
 }  // namespace tally
 
-#endif  // TALLY_PG_SIDECAR_GATHERED_ROWS_H_
+#endif  // TALLY_STORAGE_GATHERED_ROWS_H_

@@ -1,4 +1,4 @@
-#include "pg/sidecar/gathered_rows.h"
+#include "storage/gathered_rows.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,7 +8,7 @@
 #include "tree/status_macros.h"
 
 namespace tally {
-namespace pg {
+namespace storage {
 namespace {
 
 void Store32(char* p, uint32_t v) { std::memcpy(p, &v, sizeof(v)); }
@@ -112,5 +112,5 @@ absl::Status GatheredRows::ForEach(
   return absl::OkStatus();
 }
 
-}  // namespace pg
+}  // namespace storage
 }  // namespace tally

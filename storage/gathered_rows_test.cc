@@ -1,4 +1,4 @@
-#include "pg/sidecar/gathered_rows.h"
+#include "storage/gathered_rows.h"
 
 #include <string>
 #include <vector>
@@ -9,7 +9,7 @@
 #include "tree/hlc.h"
 
 namespace tally {
-namespace pg {
+namespace storage {
 namespace {
 
 struct Seen {
@@ -99,5 +99,5 @@ TEST(GatheredRows, StopsAtTheFirstError) {
 }
 
 }  // namespace
-}  // namespace pg
+}  // namespace storage
 }  // namespace tally
