@@ -90,7 +90,7 @@ absl::Status SalvageReportedDamage(const NodeConfig& config,
   if (!storage::TablesReportedDamaged(config.data_dir)) {
     return absl::OkStatus();
   }
-  if (!config.postgres.empty()) {
+  if (HasSidecar(config)) {
     LogError(
         "store: its tables were found damaged (a block LevelDB cannot "
         "decode); a sidecar's index is not salvaged but rebuilt: stop the "
@@ -133,23 +133,26 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
     const NodeConfig& config, PostgresSidecarFactory sidecar_factory) {
   TALLY_RETURN_IF_ERROR(ValidateConfig(config));
   std::unique_ptr<NodeServer> node(new NodeServer());
-  if (!config.postgres.empty()) {
+  if (HasSidecar(config)) {
     if (sidecar_factory == nullptr) {
       return absl::UnimplementedError(
-          "--postgres: this tallyd was built without the PostgreSQL sidecar "
-          "(pg/sidecar/sidecar.h); run it without --postgres and --table");
+          "--postgres/--mariadb: this tallyd was built without the database "
+          "sidecars; run it without --postgres, --mariadb and --table");
     }
-    LogInfo("PostgreSQL sidecar",
-            {{"database", MaskConninfo(config.postgres)},
+    LogInfo(config.postgres.empty() ? "MariaDB sidecar" : "PostgreSQL sidecar",
+            {{"database", MaskConninfo(SidecarDatabase(config))},
              {"tables", absl::StrJoin(config.tables, ",")}});
     // Before the store opens: the store opens with its backend, and a
     // database that is not fit (wal_level, privileges, keys) ends the start
     // here, with the sidecar's message naming the fix.
     TALLY_ASSIGN_OR_RETURN(node->sidecar_, sidecar_factory(config));
     node->sidecar_status_ = std::make_unique<PostgresStatusSource>(
-        node->sidecar_.get(), config.postgres);
-    node->table_rows_ =
-        std::make_unique<TableRows>(config.postgres, config.tables);
+        node->sidecar_.get(), SidecarDatabase(config));
+    if (!config.postgres.empty()) {
+      // get/put/del by primary key as text: PostgreSQL tables only.
+      node->table_rows_ =
+          std::make_unique<TableRows>(config.postgres, config.tables);
+    }
   }
 
   storage::StoreOptions store_options;
@@ -177,7 +180,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   }
   store_options.on_table_damage =
       [health = node->store_health_,
-       sidecar = !config.postgres.empty()](const absl::Status& status) {
+       sidecar = HasSidecar(config)](const absl::Status& status) {
         LogError(sidecar ? "store: a table block cannot be decoded; the rows "
                            "around it cannot be read or written. Stop the "
                            "node, move its data directory aside leaving an "
@@ -201,8 +204,7 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
   TALLY_RETURN_IF_ERROR(SalvageReportedDamage(config, store_options));
   absl::StatusOr<std::unique_ptr<storage::Store>> store =
       storage::Store::Open(config.data_dir, store_options);
-  if (!store.ok() && absl::IsDataLoss(store.status()) &&
-      config.postgres.empty() &&
+  if (!store.ok() && absl::IsDataLoss(store.status()) && !HasSidecar(config) &&
       storage::TablesReportedDamaged(config.data_dir)) {
     // The open itself read the damaged block (its own records).
     TALLY_RETURN_IF_ERROR(SalvageReportedDamage(config, store_options));

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/types/span.h"
+#include "mariadb/url.h"
 #include "node/client/client.h"
 #include "node/client/tls.h"
 #include "node/config/postgres_settings.h"
@@ -274,21 +275,54 @@ absl::Status ValidatePostgresSettings(const NodeConfig& config) {
         "PostgreSQL sidecar's",
         config.test_fault_point));
   }
-  if (config.postgres.empty()) {
+  if (!config.postgres.empty() && !config.mariadb.empty()) {
+    return absl::InvalidArgumentError(
+        "--postgres and --mariadb are both set: a node is a sidecar to one "
+        "database; run one tallyd per database");
+  }
+  if (!HasSidecar(config)) {
     if (!config.tables.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--table %s needs --postgres: tables are kept only by a sidecar to "
-          "a PostgreSQL database (give --postgres URL, or drop --table)",
+          "--table %s needs --postgres or --mariadb: tables are kept only by "
+          "a sidecar to a database (give --postgres URL or --mariadb URL, or "
+          "drop --table)",
           config.tables.front()));
+    }
+    if (config.mariadb_server_id != 0) {
+      return absl::InvalidArgumentError("--mariadb-server-id needs --mariadb");
     }
     return absl::OkStatus();
   }
-  TALLY_RETURN_IF_ERROR(ValidateConninfo(config.postgres));
+  if (!config.mariadb.empty()) {
+    if (!mariadb::IsMariaDbUrl(config.mariadb)) {
+      return absl::InvalidArgumentError(
+          "--mariadb takes a mariadb://USER:PASSWORD@HOST:PORT/DB or "
+          "mysql://... URL");
+    }
+    absl::StatusOr<mariadb::MariaDbTarget> target =
+        mariadb::ParseMariaDbUrl(config.mariadb);
+    if (!target.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mariadb: ", target.status().message()));
+    }
+    if (!target->tables.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--mariadb %s: table= is for tally diff; give the tables to keep "
+          "as --table DATABASE.TABLE",
+          target->display));
+    }
+  } else {
+    TALLY_RETURN_IF_ERROR(ValidateConninfo(config.postgres));
+  }
   if (config.tables.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--postgres %s needs at least one --table SCHEMA.TABLE: the tables "
-        "to keep",
-        MaskConninfo(config.postgres)));
+        "--%s %s needs at least one --table %s: the tables to keep",
+        config.postgres.empty() ? "mariadb" : "postgres",
+        MaskConninfo(SidecarDatabase(config)),
+        config.postgres.empty() ? "DATABASE.TABLE" : "SCHEMA.TABLE"));
+  }
+  if (config.mariadb_server_id != 0 && config.mariadb.empty()) {
+    return absl::InvalidArgumentError("--mariadb-server-id needs --mariadb");
   }
   for (const std::string& table : config.tables) {
     TALLY_RETURN_IF_ERROR(ParseQualifiedTable(table).status());
@@ -359,9 +393,9 @@ absl::Status ValidateConfig(const NodeConfig& config) {
   for (const PeerConfig& peer : config.peers) {
     if (peer.database && config.postgres.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "peer %s is a database, which only a sidecar can copy: give "
-          "--postgres (this node's own database) and --table for each "
-          "table to copy",
+          "peer %s is a database, which only a sidecar to PostgreSQL can "
+          "copy: give --postgres (this node's own database) and --table for "
+          "each table to copy",
           MaskConninfo(peer.address)));
     }
     if (peer.address == config.listen) {
@@ -370,6 +404,19 @@ absl::Status ValidateConfig(const NodeConfig& config) {
     }
   }
   return absl::OkStatus();
+}
+
+uint32_t MariaDbServerId(const NodeConfig& config) {
+  if (config.mariadb_server_id != 0) {
+    return static_cast<uint32_t>(config.mariadb_server_id);
+  }
+  uint32_t hash = 2166136261u;  // FNV-1a: the same id at every start
+  for (unsigned char c : config.name) {
+    hash ^= c;
+    hash *= 16777619u;
+  }
+  // Even, so that the id and the reader's (id + 1) stay in the range.
+  return 1000000000u + (hash % 500000000u) * 2u;
 }
 
 }  // namespace node

@@ -109,9 +109,17 @@ struct NodeConfig {
   // a password maybe: show it only through MaskConninfo
   // (node/config/postgres_settings.h).
   std::string postgres;
-  // The tables a sidecar keeps, "schema.table", each the keyspace of that
-  // name; in the order given, each once. Required with `postgres`, refused
-  // without it.
+  // MariaDB (or MySQL) sidecar: a mariadb:// or mysql:// URL naming the
+  // server (mariadb/url.h). Empty: none. Exclusive with `postgres`; shown
+  // only through MaskConninfo, like it.
+  std::string mariadb;
+  // The session server_id that marks this node's own writes in the
+  // MariaDB binary log (its binlog reader registers as the next one); 0:
+  // derived from the node name (MariaDbServerId).
+  int mariadb_server_id = 0;
+  // The tables a sidecar keeps, "schema.table" ("database.table" for
+  // MariaDB), each the keyspace of that name; in the order given, each
+  // once. Required with `postgres` or `mariadb`, refused without either.
   std::vector<std::string> tables;
   // How often the sidecar compares each table's schema in the catalog with
   // the one its index was built with (pg/sidecar/sidecar.h); also at start.
@@ -207,6 +215,20 @@ absl::Status ApplyCommandLineSettings(
 // What the sample config (packaging/tallyd.conf) gives `name`, refused by
 // ValidateConfig: "CHANGE-ME/db-1".
 inline constexpr absl::string_view kSampleNamePlaceholder = "CHANGE-ME";
+
+// True when the node is a sidecar to a database (PostgreSQL or MariaDB).
+inline bool HasSidecar(const NodeConfig& config) {
+  return !config.postgres.empty() || !config.mariadb.empty();
+}
+// The sidecar's database: `postgres` or `mariadb`, whichever is set.
+inline const std::string& SidecarDatabase(const NodeConfig& config) {
+  return config.postgres.empty() ? config.mariadb : config.postgres;
+}
+// The server_id a MariaDB sidecar's apply marks its writes with:
+// `mariadb_server_id` when set, else one derived from the node name (FNV-1a)
+// in 1,000,000,000..1,999,999,998 — far from the small ids servers are
+// usually given; its binlog reader takes the id after it.
+uint32_t MariaDbServerId(const NodeConfig& config);
 
 // Checks a complete config: a name (not the sample's placeholder), a data
 // directory, a valid listen

@@ -210,6 +210,20 @@ void ShowPostgres(absl::string_view name, const NodeConfig& config,
   }
 }
 
+void ShowMariaDb(absl::string_view name, const NodeConfig& config,
+                 SettingLines* out) {
+  if (!config.mariadb.empty()) {
+    out->emplace_back(name, MaskConninfo(config.mariadb));
+  }
+}
+// Shown with --mariadb: the id in use, derived or given.
+void ShowMariaDbServerId(absl::string_view name, const NodeConfig& config,
+                         SettingLines* out) {
+  if (!config.mariadb.empty()) {
+    out->emplace_back(name, absl::StrCat(MariaDbServerId(config)));
+  }
+}
+
 // Shown only with TLS on.
 void ShowTlsRefreshInterval(absl::string_view name, const NodeConfig& config,
                             SettingLines* out) {
@@ -418,8 +432,9 @@ std::vector<SettingInfo>* MakeSettingsTable() {
        false, false, &ApplyString<&C::postgres>, &ShowPostgres},
       {"table", "PostgreSQL sidecar", "SCHEMA.TABLE",
        "a table the sidecar keeps, as the keyspace of that\n"
-       "name (needs --postgres; repeat for several, each\n"
-       "once; every table needs a primary key).\n"
+       "name (needs --postgres or --mariadb, where it is\n"
+       "DATABASE.TABLE; repeat for several, each once;\n"
+       "every table needs a primary key).\n"
        "--table flags replace the config file's tables",
        true, false, &ApplyTable, &ShowTables,
        [](NodeConfig* config) { config->tables.clear(); }},
@@ -430,6 +445,24 @@ std::vector<SettingInfo>* MakeSettingsTable() {
        "(default 60s; also at start)",
        false, false, &ApplyDuration<&C::pg_schema_check_interval>,
        &ShowDuration<&C::pg_schema_check_interval>},
+      {"mariadb", "MariaDB sidecar", "URL",
+       "be a sidecar to this MariaDB (or MySQL) server:\n"
+       "mariadb://USER:PASSWORD@HOST:PORT/DB (or mysql://);\n"
+       "the rows live in its tables (--table DB.TABLE), the\n"
+       "store keeps only their index. Needs log_bin,\n"
+       "binlog_format=ROW, binlog_row_image=FULL,\n"
+       "binlog_row_metadata=FULL and a user with REPLICATION\n"
+       "SLAVE, BINLOG MONITOR, BINLOG REPLAY; the password\n"
+       "is never shown",
+       false, false, &ApplyString<&C::mariadb>, &ShowMariaDb},
+      {"mariadb-server-id", "MariaDB sidecar", "N",
+       "the session server_id marking this node's own\n"
+       "writes in the binary log (its binlog reader takes\n"
+       "N+1); both must differ from every server's and\n"
+       "replica's (default: derived from the node name,\n"
+       "1000000000..1999999998)",
+       false, false, &ApplyInt<&C::mariadb_server_id, 1, 2147483646>,
+       &ShowMariaDbServerId},
       {"metrics-listen", "Monitoring", "HOST:PORT",
        "Prometheus metrics over HTTP at /metrics and\n"
        "a status page at / (default off; port 0 picks\n"

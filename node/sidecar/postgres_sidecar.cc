@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "node/config/postgres_settings.h"
 #include "node/observe/log.h"
+#include "node/sidecar/mariadb_sidecar.h"
 #include "pg/sidecar/sidecar.h"
 #include "pg/wire/lsn.h"
 #include "storage/names.h"
@@ -48,6 +49,7 @@ class PgSidecar final : public PostgresSidecar {
   v1::PostgresStatus status() const override {
     const pg::SidecarStatus s = sidecar_->status();
     v1::PostgresStatus out;
+    out.set_engine("postgresql");
     out.set_slot(s.slot);
     out.set_publication(s.publication);
     out.set_origin(s.origin);
@@ -164,6 +166,7 @@ absl::Status ValidateVerifyTablesRequest(
 PostgresSidecarFactory DefaultPostgresSidecarFactory() {
   return [](const NodeConfig& config)
              -> absl::StatusOr<std::unique_ptr<PostgresSidecar>> {
+    if (!config.mariadb.empty()) return MakeMariaDbSidecar(config);
     pg::SidecarOptions options;
     options.conninfo = config.postgres;
     options.tables = config.tables;

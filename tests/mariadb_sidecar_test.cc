@@ -1,0 +1,297 @@
+// tallyd --mariadb, as operators run it: real tallyd processes, each next to
+// a real throwaway MariaDB server (and one next to PostgreSQL), peered over
+// loopback. Applications write on every side at once; the tests prove the
+// tables equal with each database's own md5 over its rows in key order, and
+// the index equal to its table with `tally verify` — not with tally's diff.
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "mariadb/connection.h"
+#include "mariadb/url.h"
+#include "support/mariadb_server.h"
+#include "support/mariadb_test_macros.h"
+#include "support/pg_cluster.h"
+#include "support/pg_test_macros.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+#include "tests/pg/pg_sidecar_helpers.h"
+
+namespace tally {
+namespace {
+
+using ::tally::pgtest::JsonNumber;
+using ::tally::pgtest::StatusJson;
+using ::tally::pgtest::WaitFor;
+using ::tally::testing::CommandResult;
+using ::tally::testing::FreeLoopbackAddress;
+using ::tally::testing::MariaDbServer;
+using ::tally::testing::NodeProcess;
+using ::tally::testing::PgCluster;
+using ::tally::testing::RunTally;
+using ::tally::testing::TempDir;
+
+// A server with database `public` (so that its table's keyspace,
+// public.t, is a PostgreSQL sidecar's too) and t (id bigint PRIMARY KEY,
+// a int, b text) holding `rows` rows.
+std::unique_ptr<MariaDbServer> StartServerWithTable(int rows) {
+  absl::StatusOr<std::unique_ptr<MariaDbServer>> m = MariaDbServer::Start();
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return nullptr;
+  std::string sql =
+      "CREATE DATABASE public; USE public; CREATE TABLE t (id bigint "
+      "PRIMARY KEY, a int, b text) DEFAULT CHARSET utf8mb4;";
+  if (rows > 0) {
+    absl::StrAppend(&sql, "INSERT INTO t SELECT seq, seq, CONCAT('v', seq) ",
+                    "FROM seq_1_to_", rows, ";");
+  }
+  absl::StatusOr<std::string> made = (*m)->Execute(sql);
+  EXPECT_TRUE(made.ok()) << made.status();
+  return *std::move(m);
+}
+
+std::unique_ptr<mariadb::Connection> Connect(MariaDbServer& server) {
+  absl::StatusOr<mariadb::MariaDbTarget> target =
+      mariadb::ParseMariaDbUrl(server.Url("public"));
+  EXPECT_TRUE(target.ok());
+  absl::StatusOr<std::unique_ptr<mariadb::Connection>> c =
+      mariadb::Connection::Open(*target, absl::Seconds(30));
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : nullptr;
+}
+
+// The md5 of t's rows in key order, written the same way on both engines:
+// "id,a,b" per row (\N for NULL), ';' between rows.
+std::string MariaDbMd5(MariaDbServer& server) {
+  absl::StatusOr<std::string> md5 = server.Execute(
+      "SET SESSION group_concat_max_len = 1073741824; SELECT "
+      "IFNULL(MD5(GROUP_CONCAT(CONCAT_WS(',', id, IFNULL(a, '\\\\N'), "
+      "IFNULL(b, '\\\\N')) ORDER BY id SEPARATOR ';')), 'empty') FROM t",
+      "public");
+  EXPECT_TRUE(md5.ok()) << md5.status();
+  return md5.ok() ? *md5 : "?";
+}
+std::string PgMd5(PgCluster& pg) {
+  absl::StatusOr<std::string> md5 = pg.Execute(
+      "SELECT coalesce(md5(string_agg(concat_ws(',', id, coalesce(a::text, "
+      "'\\N'), coalesce(b, '\\N')), ';' ORDER BY id)), 'empty') FROM t");
+  EXPECT_TRUE(md5.ok()) << md5.status();
+  return md5.ok() ? *md5 : "?";
+}
+
+std::unique_ptr<NodeProcess> StartMariaDbSidecar(
+    const std::string& name, const std::string& data_dir, MariaDbServer& server,
+    const std::string& listen, const std::vector<std::string>& peers) {
+  std::vector<std::string> flags = {"--mariadb",       server.Url("public"),
+                                    "--table",         "public.t",
+                                    "--sync-interval", "1s"};
+  for (const std::string& peer : peers) {
+    flags.push_back("--peer");
+    flags.push_back(peer);
+  }
+  absl::StatusOr<std::unique_ptr<NodeProcess>> node =
+      NodeProcess::Start(name, data_dir, flags, listen);
+  EXPECT_TRUE(node.ok()) << node.status();
+  return node.ok() ? *std::move(node) : nullptr;
+}
+
+bool Following(const std::string& address) {
+  return absl::StrContains(StatusJson(address), R"("phase":"following")");
+}
+
+// `tally verify` of the node: its index describes its table exactly.
+void ExpectVerified(const std::string& address) {
+  const CommandResult r =
+      RunTally({"verify", "--node", address}, absl::Seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
+// `count` single-row transactions on `server`, each an UPDATE (or an INSERT
+// of a new key) of t, with values naming `writer` and the step.
+void Write(MariaDbServer& server, const std::string& writer, int first_id,
+           int ids, int count) {
+  std::unique_ptr<mariadb::Connection> c = Connect(server);
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < count; ++i) {
+    const int id = first_id + (i * 7919) % ids;
+    const absl::Status s = c->Exec(absl::StrCat(
+        "INSERT INTO t VALUES (", id, ", ", i, ", '", writer, "-", i,
+        "') ON DUPLICATE KEY UPDATE a = VALUES(a), b = VALUES(b)"));
+    ASSERT_TRUE(s.ok()) << s;
+  }
+}
+
+TEST(MariaDbSidecarTest, TwoSidecarsConvergeUnderWritesOnBothSides) {
+  TALLY_SKIP_UNLESS_MARIADB();
+  std::unique_ptr<MariaDbServer> m1 = StartServerWithTable(3000);
+  std::unique_ptr<MariaDbServer> m2 = StartServerWithTable(0);
+  ASSERT_NE(m1, nullptr);
+  ASSERT_NE(m2, nullptr);
+  TempDir d1, d2;
+  const std::string a1 = FreeLoopbackAddress();
+  const std::string a2 = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> n1 =
+      StartMariaDbSidecar("m-1", d1.path(), *m1, a1, {a2});
+  std::unique_ptr<NodeProcess> n2 =
+      StartMariaDbSidecar("m-2", d2.path(), *m2, a2, {a1});
+  ASSERT_NE(n1, nullptr);
+  ASSERT_NE(n2, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Following(a1) && Following(a2); },
+                      absl::Seconds(60)))
+      << n1->Log() << n2->Log();
+  // The second server starts empty: the first's rows reach it.
+  ASSERT_TRUE(WaitFor([&] { return MariaDbMd5(*m1) == MariaDbMd5(*m2); },
+                      absl::Seconds(60)))
+      << n2->Log();
+
+  // 5,000 transactions on each side at once: each side's own keys, and
+  // 100 keys both write.
+  std::thread w1([&] { Write(*m1, "one", 1, 2000, 4000); });
+  std::thread w2([&] { Write(*m2, "two", 2001, 2000, 4000); });
+  std::thread h1([&] { Write(*m1, "hot1", 5001, 100, 1000); });
+  std::thread h2([&] { Write(*m2, "hot2", 5001, 100, 1000); });
+  w1.join();
+  w2.join();
+  h1.join();
+  h2.join();
+  ASSERT_TRUE(WaitFor([&] { return MariaDbMd5(*m1) == MariaDbMd5(*m2); },
+                      absl::Seconds(120)))
+      << n1->Log() << n2->Log();
+  // Each side's own keys hold its last write on both servers.
+  for (MariaDbServer* m : {m1.get(), m2.get()}) {
+    absl::StatusOr<std::string> mine = m->Execute(
+        "SELECT count(*) FROM t WHERE (id BETWEEN 1 AND 2000 AND b NOT LIKE "
+        "'one-%') OR (id BETWEEN 2001 AND 4000 AND b NOT LIKE 'two-%')",
+        "public");
+    ASSERT_TRUE(mine.ok());
+    EXPECT_EQ(*mine, "0");
+  }
+  ExpectVerified(a1);
+  ExpectVerified(a2);
+  // No echo: once converged, nothing moves. Each node captured its own
+  // transactions (and replayed the other's applies as its own), and the
+  // counts stay still.
+  const std::string s1 = StatusJson(a1);
+  const long long captured1 = JsonNumber(s1, "transactions_captured");
+  const long long own1 = JsonNumber(s1, "own_transactions_replayed");
+  EXPECT_GT(own1, 0) << s1;
+  // The applications' 5,000, and none of the peer's echoed back as local.
+  EXPECT_LE(captured1 - own1, 5000 + 5) << s1;
+  absl::SleepFor(absl::Seconds(4));
+  EXPECT_EQ(JsonNumber(StatusJson(a1), "transactions_captured"), captured1);
+  EXPECT_EQ(MariaDbMd5(*m1), MariaDbMd5(*m2));
+}
+
+TEST(MariaDbSidecarTest, PostgresAndMariaDbSidecarsReplicateIntoEachOther) {
+  TALLY_SKIP_UNLESS_MARIADB();
+  TALLY_SKIP_UNLESS_POSTGRES();
+  std::unique_ptr<MariaDbServer> m = StartServerWithTable(2000);
+  ASSERT_NE(m, nullptr);
+  std::unique_ptr<PgCluster> pg = pgtest::StartTableCluster();
+  ASSERT_NE(pg, nullptr);
+  TempDir dm, dp;
+  const std::string am = FreeLoopbackAddress();
+  const std::string ap = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> nm =
+      StartMariaDbSidecar("maria", dm.path(), *m, am, {ap});
+  std::unique_ptr<NodeProcess> np =
+      pgtest::StartSidecar("pg", dp.path(), *pg, ap, {am});
+  ASSERT_NE(nm, nullptr);
+  ASSERT_NE(np, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Following(am) && Following(ap); },
+                      absl::Seconds(60)))
+      << nm->Log() << np->Log();
+  ASSERT_TRUE(
+      WaitFor([&] { return MariaDbMd5(*m) == PgMd5(*pg); }, absl::Seconds(60)))
+      << nm->Log() << np->Log();
+  // Writes on both engines: each reaches the other once.
+  ASSERT_TRUE(pg->Execute("INSERT INTO t SELECT g, g, 'pg-' || g FROM "
+                          "generate_series(10001, 10500) g; UPDATE t SET b = "
+                          "'pg-upd' WHERE id <= 100; DELETE FROM t WHERE id "
+                          "BETWEEN 101 AND 150")
+                  .ok());
+  ASSERT_TRUE(m->Execute("INSERT INTO t SELECT seq, seq, CONCAT('m-', seq) "
+                         "FROM seq_20001_to_20500; UPDATE t SET b = NULL "
+                         "WHERE id BETWEEN 1001 AND 1100; DELETE FROM t WHERE "
+                         "id BETWEEN 1500 AND 1550",
+                         "public")
+                  .ok());
+  ASSERT_TRUE(
+      WaitFor([&] { return MariaDbMd5(*m) == PgMd5(*pg); }, absl::Seconds(60)))
+      << nm->Log() << np->Log();
+  absl::StatusOr<std::string> count = m->Execute(
+      "SELECT count(*) FROM t WHERE b = 'pg-upd' OR b LIKE 'pg-%'", "public");
+  ASSERT_TRUE(count.ok());
+  EXPECT_EQ(*count, "600");
+  ExpectVerified(am);
+  ExpectVerified(ap);
+  // No echo: the MariaDB node captured only its own application's
+  // transactions (3 statements), and nothing moves once converged.
+  const long long captured =
+      JsonNumber(StatusJson(am), "transactions_captured");
+  EXPECT_LE(captured, 3 + 3);
+  absl::SleepFor(absl::Seconds(4));
+  EXPECT_EQ(JsonNumber(StatusJson(am), "transactions_captured"), captured);
+}
+
+TEST(MariaDbSidecarTest, KilledMidStreamResumesWithNothingLostOrTwice) {
+  TALLY_SKIP_UNLESS_MARIADB();
+  std::unique_ptr<MariaDbServer> m1 = StartServerWithTable(2000);
+  std::unique_ptr<MariaDbServer> m2 = StartServerWithTable(2000);
+  ASSERT_NE(m1, nullptr);
+  ASSERT_NE(m2, nullptr);
+  TempDir d1, d2;
+  const std::string a1 = FreeLoopbackAddress();
+  const std::string a2 = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> n1 =
+      StartMariaDbSidecar("k-1", d1.path(), *m1, a1, {a2});
+  std::unique_ptr<NodeProcess> n2 =
+      StartMariaDbSidecar("k-2", d2.path(), *m2, a2, {a1});
+  ASSERT_TRUE(WaitFor([&] { return Following(a1) && Following(a2); },
+                      absl::Seconds(60)));
+  // SIGKILL the first node while both servers take writes, then start it
+  // again on the same store: it resumes from its stored GTID state.
+  std::thread w1([&] { Write(*m1, "one", 1, 1000, 3000); });
+  std::thread w2([&] { Write(*m2, "two", 1001, 1000, 3000); });
+  absl::SleepFor(absl::Milliseconds(700));
+  n1->Kill();
+  w1.join();
+  w2.join();
+  n1 = StartMariaDbSidecar("k-1", d1.path(), *m1, a1, {a2});
+  ASSERT_NE(n1, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return MariaDbMd5(*m1) == MariaDbMd5(*m2); },
+                      absl::Seconds(120)))
+      << n1->Log() << n2->Log();
+  ExpectVerified(a1);
+  ExpectVerified(a2);
+  // Resumed, not rebuilt (no "building the index" after the restart).
+  EXPECT_EQ(JsonNumber(StatusJson(a1), "builds"), 0) << n1->Log();
+}
+
+TEST(MariaDbSidecarTest, RefusesAServerSetUpWrongNamingTheFix) {
+  TALLY_SKIP_UNLESS_MARIADB();
+  absl::StatusOr<std::unique_ptr<MariaDbServer>> m =
+      MariaDbServer::Start({{"--binlog-row-image=MINIMAL"}});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE((*m)->Execute("CREATE DATABASE public; CREATE TABLE public.t "
+                            "(id bigint PRIMARY KEY, b text)")
+                  .ok());
+  TempDir d;
+  const CommandResult r = testing::RunCommand(
+      {testing::TallydPath(), "--name", "bad", "--data-dir", d.path(),
+       "--listen", FreeLoopbackAddress(), "--mariadb", (*m)->Url("public"),
+       "--table", "public.t"},
+      absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "binlog_row_image")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "FULL")) << r.err;
+}
+
+}  // namespace
+}  // namespace tally
