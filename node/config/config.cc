@@ -393,9 +393,9 @@ absl::Status ValidateConfig(const NodeConfig& config) {
   for (const PeerConfig& peer : config.peers) {
     if (peer.database && config.postgres.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "peer %s is a database, which only a sidecar to PostgreSQL can "
-          "copy: give --postgres (this node's own database) and --table for "
-          "each table to copy",
+          "peer %s is a database, which only a sidecar can copy (a sidecar "
+          "to PostgreSQL): give --postgres (this node's own database) and "
+          "--table for each table to copy",
           MaskConninfo(peer.address)));
     }
     if (peer.address == config.listen) {

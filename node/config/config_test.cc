@@ -749,3 +749,67 @@ TEST(ApplySetting, PeersDifferingOnlyInCaseAreOnePeer) {
 }  // namespace
 }  // namespace node
 }  // namespace tally
+
+namespace tally {
+namespace node {
+namespace {
+
+TEST(MariaDbSettings, ReadTheServerAndTablesAndDeriveTheServerId) {
+  NodeConfig config;
+  ASSERT_TRUE(ApplyConfigText("name = eu/db-1\ndata-dir = /tmp/x\n"
+                              "mariadb = 'mariadb://t:pw@127.0.0.1:3306/app'\n"
+                              "table = app.users\n",
+                              &config)
+                  .ok());
+  EXPECT_EQ(config.mariadb, "mariadb://t:pw@127.0.0.1:3306/app");
+  EXPECT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
+  EXPECT_TRUE(HasSidecar(config));
+  EXPECT_EQ(SidecarDatabase(config), config.mariadb);
+  // Derived from the name: the same at every start, even (the reader takes
+  // the next), away from the small ids servers get.
+  const uint32_t id = MariaDbServerId(config);
+  EXPECT_EQ(MariaDbServerId(config), id);
+  EXPECT_GE(id, 1000000000u);
+  EXPECT_LE(id, 1999999998u);
+  EXPECT_EQ(id % 2, 0u);
+  config.name = "eu/db-2";
+  EXPECT_NE(MariaDbServerId(config), id);
+  ASSERT_TRUE(ApplySetting("mariadb-server-id", "4242", &config).ok());
+  EXPECT_EQ(MariaDbServerId(config), 4242u);
+  EXPECT_FALSE(ApplySetting("mariadb-server-id", "0", &config).ok());
+  EXPECT_FALSE(ApplySetting("mariadb-server-id", "4294967295", &config).ok());
+}
+
+TEST(MariaDbSettings, AreRefusedWithTheFixWithoutTheirPassword) {
+  NodeConfig config;
+  config.name = "a";
+  config.data_dir = "/tmp/x";
+  config.mariadb = "mariadb://tally:s3cret@127.0.0.1/app";
+  const absl::Status no_table = ValidateConfig(config);
+  EXPECT_EQ(no_table.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_table.message()),
+              AllOf(HasSubstr("--mariadb"), HasSubstr("DATABASE.TABLE"),
+                    ::testing::Not(HasSubstr("s3cret"))));
+  config.tables = {"app.users"};
+  EXPECT_TRUE(ValidateConfig(config).ok());
+  config.postgres = "dbname=app";
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              HasSubstr("--postgres and --mariadb are both set"));
+  config.postgres.clear();
+  config.mariadb = "postgresql://tally:s3cret@127.0.0.1/app";
+  EXPECT_THAT(
+      std::string(ValidateConfig(config).message()),
+      AllOf(HasSubstr("mariadb://"), ::testing::Not(HasSubstr("s3cret"))));
+  config.mariadb = "mariadb://tally:s3cret@127.0.0.1/app?table=app.users";
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              AllOf(HasSubstr("table="), ::testing::Not(HasSubstr("s3cret"))));
+  config.mariadb.clear();
+  config.tables.clear();
+  config.mariadb_server_id = 7;
+  EXPECT_THAT(std::string(ValidateConfig(config).message()),
+              HasSubstr("--mariadb-server-id needs --mariadb"));
+}
+
+}  // namespace
+}  // namespace node
+}  // namespace tally

@@ -59,11 +59,15 @@ TEST(EffectiveSettings, NameEverySettingOnce) {
   for (const auto& [name, value] : EffectiveSettings(EverySetting())) {
     names.insert(name);
   }
+  // EverySetting is a PostgreSQL sidecar; the MariaDB sidecar's settings
+  // are shown only with --mariadb (MaskTheMariaDbPasswordAndShowTheServerId).
   for (absl::string_view name : SettingNames()) {
-    EXPECT_EQ(names.count(std::string(name)), name == "table" ? 2u : 1u)
-        << name;
+    const size_t want = name == "table"                                    ? 2u
+                        : name == "mariadb" || name == "mariadb-server-id" ? 0u
+                                                                           : 1u;
+    EXPECT_EQ(names.count(std::string(name)), want) << name;
   }
-  EXPECT_EQ(names.size(), SettingNames().size() + 1);
+  EXPECT_EQ(names.size(), SettingNames().size() + 1 - 2);
 }
 
 // The printed settings are a config file that gives the same config.
@@ -114,6 +118,18 @@ TEST(EffectiveSettings, MaskThePostgresPassword) {
   config.postgres = "host=db dbname=app password=s3cret";
   text = Text(config);
   EXPECT_THAT(text, HasSubstr("postgres = "));
+  EXPECT_THAT(text, Not(HasSubstr("s3cret")));
+}
+
+TEST(EffectiveSettings, MaskTheMariaDbPasswordAndShowTheServerId) {
+  NodeConfig config = EverySetting();
+  config.postgres.clear();
+  config.mariadb = "mariadb://tally:s3cret@127.0.0.1:3306/app";
+  config.mariadb_server_id = 4242;
+  const std::string text = Text(config);
+  EXPECT_THAT(text,
+              HasSubstr("mariadb = mariadb://tally@127.0.0.1:3306/app\n"));
+  EXPECT_THAT(text, HasSubstr("mariadb-server-id = 4242\n"));
   EXPECT_THAT(text, Not(HasSubstr("s3cret")));
 }
 
