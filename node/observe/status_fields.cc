@@ -4,9 +4,13 @@
 #include <cmath>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "node/observe/session_phase.h"
 #include "node/observe/version.h"
 
@@ -1219,23 +1223,31 @@ void StatusFieldSamples(const StatusField& field,
   }
 }
 
-namespace {
-
-struct KeyedSeries {
-  const StatusField* field;
-  const StatusSeries* series;
-};
-
-// The table's series by JSON key, built once.
-const absl::flat_hash_map<absl::string_view, KeyedSeries>& SeriesByJsonKey() {
-  static const auto* const kIndex = [] {
-    auto* index = new absl::flat_hash_map<absl::string_view, KeyedSeries>;
+const std::vector<StatusNumberRef>& StatusNumbersWithJsonKey() {
+  static const auto* const kNumbers = [] {
+    auto* numbers = new std::vector<StatusNumberRef>;
     for (const StatusField& field : StatusFields()) {
       for (const StatusSeries& series : field.series) {
         if (!series.json_key.empty()) {
-          index->emplace(series.json_key, KeyedSeries{&field, &series});
+          numbers->push_back(StatusNumberRef{&field, &series});
         }
       }
+    }
+    return numbers;
+  }();
+  return *kNumbers;
+}
+
+namespace {
+
+// The table's numbers by JSON key: their index in
+// StatusNumbersWithJsonKey(), built once.
+const absl::flat_hash_map<absl::string_view, int>& NumberIndexByJsonKey() {
+  static const auto* const kIndex = [] {
+    auto* index = new absl::flat_hash_map<absl::string_view, int>;
+    const std::vector<StatusNumberRef>& numbers = StatusNumbersWithJsonKey();
+    for (int i = 0; i < static_cast<int>(numbers.size()); ++i) {
+      index->emplace(numbers[i].series->json_key, i);
     }
     return index;
   }();
@@ -1250,16 +1262,17 @@ std::string UnknownKeyText(absl::string_view json_key) {
 
 absl::StatusOr<StatusValue> StatusNumber(const v1::StatusResponse& status,
                                          absl::string_view json_key, int item) {
-  const auto& index = SeriesByJsonKey();
+  const auto& index = NumberIndexByJsonKey();
   const auto it = index.find(json_key);
   if (it == index.end()) {
     return absl::NotFoundError(UnknownKeyText(json_key));
   }
-  if (item < 0 || item >= StatusScopeSize(status, it->second.field->scope)) {
+  const StatusNumberRef& number = StatusNumbersWithJsonKey()[it->second];
+  if (item < 0 || item >= StatusScopeSize(status, number.field->scope)) {
     return absl::NotFoundError(
         absl::StrFormat("status number %s has no item %d", json_key, item));
   }
-  return it->second.series->value(status, item);
+  return number.series->value(status, item);
 }
 
 uint64_t StatusCount(const v1::StatusResponse& status,
@@ -1307,6 +1320,79 @@ std::string StatusNumberText(const v1::StatusResponse& status,
       return absl::StrCat(value->count());
   }
   return "";
+}
+
+std::string StatusNumberCaption(absl::string_view json_key) {
+  std::vector<std::string> words;
+  for (absl::string_view part : absl::StrSplit(json_key, '.')) {
+    // "peers[]" and "<origin>" name the item, which the views show apart.
+    if (absl::EndsWith(part, "[]") || absl::StartsWith(part, "<")) continue;
+    words.push_back(absl::StrReplaceAll(part, {{"_", " "}}));
+  }
+  return absl::StrJoin(words, " ");
+}
+
+std::string StatusValueForPeople(const StatusValue& value,
+                                 absl::string_view unit) {
+  const auto with_unit = [unit](std::string number) {
+    if (!unit.empty()) absl::StrAppend(&number, " ", unit);
+    return number;
+  };
+  switch (value.kind()) {
+    case StatusValue::Kind::kCount:
+      return with_unit(absl::StrCat(value.count()));
+    case StatusValue::Kind::kFlag:
+      return value.count() != 0 ? "yes" : "no";
+    case StatusValue::Kind::kReal:
+      return with_unit(FormatPrometheusValue(value.real()));
+    case StatusValue::Kind::kUnixMs:
+      return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                              absl::FromUnixMillis(value.unix_ms()),
+                              absl::UTCTimeZone());
+    case StatusValue::Kind::kAbsent:
+      break;
+  }
+  return "-";
+}
+
+StatusNumberReader::StatusNumberReader(const v1::StatusResponse& status)
+    : status_(status), placed_(StatusNumbersWithJsonKey().size(), false) {}
+
+void StatusNumberReader::Mark(absl::string_view json_key) {
+  const auto& index = NumberIndexByJsonKey();
+  const auto it = index.find(json_key);
+  if (it != index.end()) {
+    placed_[it->second] = true;
+  } else if (std::find(unknown_.begin(), unknown_.end(), json_key) ==
+             unknown_.end()) {
+    unknown_.emplace_back(json_key);
+  }
+}
+
+std::string StatusNumberReader::Text(absl::string_view json_key, int item) {
+  Mark(json_key);
+  return StatusNumberText(status_, json_key, item);
+}
+
+uint64_t StatusNumberReader::Count(absl::string_view json_key, int item) {
+  Mark(json_key);
+  return StatusCount(status_, json_key, item);
+}
+
+double StatusNumberReader::Real(absl::string_view json_key, int item) {
+  Mark(json_key);
+  return StatusReal(status_, json_key, item);
+}
+
+void StatusNumberReader::Place(absl::string_view json_key) { Mark(json_key); }
+
+std::vector<StatusNumberRef> StatusNumberReader::Unplaced() const {
+  std::vector<StatusNumberRef> unplaced;
+  const std::vector<StatusNumberRef>& numbers = StatusNumbersWithJsonKey();
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    if (!placed_[i]) unplaced.push_back(numbers[i]);
+  }
+  return unplaced;
 }
 
 std::string StatusFieldsMarkdown() {

@@ -3,16 +3,23 @@
 // unit, where the number lives in the StatusResponse (an accessor), and its
 // key in `tally status --json`.
 //
-// The table drives RenderPrometheus (node/observe/metrics.h), the generated
-// metrics reference (docs/reference/metrics.md, from
-// StatusFieldsMarkdown()) and the numbers of `tally status --json` that
-// have a JSON key here: the JSON's layout (tools/cli/status.cc) names where
-// each goes and the table fills it. The text view (`tally status`) and the
-// status page read those numbers by their JSON key (StatusNumber), so that
-// what each number is lives here once; their layouts are written by hand.
-// The proto (tally/v1/tally.proto) stays the wire schema; this table is what
-// the node tells operators about it. A new status number needs one row here
-// and its places in the layouts.
+// The table drives every surface that shows these numbers: RenderPrometheus
+// (node/observe/metrics.h), the generated metrics reference
+// (docs/reference/metrics.md, from StatusFieldsMarkdown()), the numbers of
+// `tally status --json` that have a JSON key here (the JSON's layout in
+// tools/cli/status.cc names where each goes and the table fills it), and the
+// two views for people: the text of `tally status` and the status page
+// (node/observe/status_page.h). The views read every number through a
+// StatusNumberReader, by its JSON key: their layouts place the numbers they
+// name, and each ends with the numbers its layout does not name (the
+// reader's Unplaced), by caption, item and value. The proto
+// (tally/v1/tally.proto) stays the wire schema; this table is what the node
+// tells operators about it.
+//
+// A new status number needs one row here, with a JSON key: it is then in
+// /metrics, the reference, the JSON (at the end of its object, until the
+// JSON's layout names its place) and the "other numbers" of both views
+// (until their layouts name its place or leave it out on purpose).
 //
 //   for (const StatusField& f : StatusFields()) {
 //     ... f.metric, f.help, f.series[i].value(status, item) ...
@@ -169,8 +176,9 @@ std::string StatusFieldsMarkdown();
 
 // The number whose JSON key is `json_key` ("feed.sent",
 // "peers[].rows_sent") for item `item` of its scope, read through the
-// table's accessor: how the text view and the status page read the numbers
-// the table holds, so that each number has one definition. kNotFound for a
+// table's accessor: how the views for people read the numbers the table
+// holds (through StatusNumberReader), so that each number has one
+// definition. kNotFound for a
 // key the table does not hold, and for an item past the scope's end.
 absl::StatusOr<StatusValue> StatusNumber(
     const ::tally::v1::StatusResponse& status, absl::string_view json_key,
@@ -186,6 +194,72 @@ double StatusReal(const ::tally::v1::StatusResponse& status,
                   absl::string_view json_key, int item = 0);
 std::string StatusNumberText(const ::tally::v1::StatusResponse& status,
                              absl::string_view json_key, int item = 0);
+
+// A number of the table that has a JSON key: its family and its series.
+struct StatusNumberRef {
+  const StatusField* field;
+  const StatusSeries* series;
+};
+
+// Every number of the table that has a JSON key, in the table's order.
+const std::vector<StatusNumberRef>& StatusNumbersWithJsonKey();
+
+// A number's name for people, from its JSON key: the words of the key
+// without the lists' parts, which the item names ("peers[].feed.lag_entries":
+// "feed lag entries"; "process.open_fds": "process open fds").
+std::string StatusNumberCaption(absl::string_view json_key);
+
+// `value` for people, in `unit` (the field's): "12 rows", "2.5 seconds",
+// "yes" or "no" for a flag, a time as "2027-01-15T07:59:48Z", "-" when
+// absent.
+std::string StatusValueForPeople(const StatusValue& value,
+                                 absl::string_view unit);
+
+// How a view for people reads the table's numbers: by JSON key, through the
+// table's accessor (as StatusNumberText, StatusCount and StatusReal), while
+// remembering each key it read, so that the view can then show the numbers
+// its layout does not name — a number new to the table — by caption
+// (Unplaced). A view whose layout leaves a number out on purpose, or shows
+// it only in some states, says so with Place.
+//
+//   StatusNumberReader numbers(status);
+//   ... numbers.Text("feed.sent") ... numbers.Count("peers[].rows_sent", i)
+//   for (const StatusNumberRef& ref : numbers.Unplaced()) ...
+//
+// One per rendering; not thread-safe. `status` must outlive the reader.
+class StatusNumberReader {
+ public:
+  explicit StatusNumberReader(const ::tally::v1::StatusResponse& status);
+
+  StatusNumberReader(const StatusNumberReader&) = delete;
+  StatusNumberReader& operator=(const StatusNumberReader&) = delete;
+
+  const ::tally::v1::StatusResponse& status() const { return status_; }
+
+  // StatusNumberText, StatusCount and StatusReal of `json_key`; each marks
+  // the key placed.
+  std::string Text(absl::string_view json_key, int item = 0);
+  uint64_t Count(absl::string_view json_key, int item = 0);
+  double Real(absl::string_view json_key, int item = 0);
+
+  // Marks `json_key` placed without reading it.
+  void Place(absl::string_view json_key);
+
+  // The numbers with a JSON key that were neither read nor placed, in the
+  // table's order.
+  std::vector<StatusNumberRef> Unplaced() const;
+  // The keys read or placed that the table lacks (a view's typo, or a
+  // number the table lost), in the order first met.
+  const std::vector<std::string>& unknown_keys() const { return unknown_; }
+
+ private:
+  void Mark(absl::string_view json_key);
+
+  const ::tally::v1::StatusResponse& status_;
+  // By the number's index in StatusNumbersWithJsonKey().
+  std::vector<bool> placed_;
+  std::vector<std::string> unknown_;
+};
 
 }  // namespace node
 }  // namespace tally

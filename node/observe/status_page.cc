@@ -45,6 +45,75 @@ th{background:#f5f7fa;font-weight:600}td.n{text-align:right;font-variant-numeric
 
 std::string FormatCount(uint64_t n) { return absl::StrCat(n); }
 
+// The numbers of the status table this page leaves to `tally status`, its
+// JSON and /metrics: the page is the node, its keyspaces and its peers at a
+// glance. A number the table gains is not here, so it shows under "Other
+// numbers" until the page gives it a place or adds it here.
+constexpr absl::string_view kNumbersLeftToTallyStatus[] = {
+    "origins[].rows",
+    "diffs_running",
+    "peers[].bytes_repaired",
+    "node_bandwidth_bytes_per_second",
+    "peers[].rows_erased",
+    "rows_changed_during_session",
+    "ties_resolved",
+    "peers[].conflicts",
+    "peers[].rows_changed_during_session",
+    "feed.sent",
+    "feed.received",
+    "feed.applied",
+    "feed.skipped_own",
+    "feed.skipped_superseded",
+    "feed.not_newer",
+    "feed.refused_skew",
+    "peers[].feed.skipped_own",
+    "peers[].feed.skipped_superseded",
+    "peers[].feed.not_newer",
+    "peers[].feed.refused_skew",
+    "peers[].feed.reconnects",
+    "peers[].clock_behind_seconds",
+    "peers[].feed.position",
+    "subscriptions[].sent",
+    "subscriptions[].position",
+    "copy_writes.<origin>",
+    "read_only",
+    "writes_refused",
+    "log_entries_trimmed",
+    "tombstones_purged",
+    "scrub.passes",
+    "scrub.rows_checked",
+    "scrub.damaged_rows_found",
+    "scrub.leaves_repaired",
+    "scrub.damaged_rows",
+    "process.cpu_seconds",
+    "process.virtual_bytes",
+    "process.open_fds",
+    "process.max_fds",
+    "process.threads",
+    "process.start_unix_ms",
+    "postgres.slot_lag_bytes",
+    "postgres.capture_lag_seconds",
+    "postgres.transactions_captured",
+    "postgres.rows_captured",
+    "postgres.own_transactions_replayed",
+    "postgres.rows_applied",
+    "postgres.rows_refused",
+    "postgres.build_rows_done",
+    "postgres.build_rows_estimated",
+    "postgres.tables[].rows",
+    "database_source.sessions_ok",
+    "database_source.sessions_failed",
+    "database_source.last_success_unix_ms",
+    "database_source.last_session_seconds",
+    "database_source.differences",
+    "database_source.rows_copied",
+    "database_source.rows_deleted",
+    "database_source.rows_refused",
+    "database_source.rows_rejected",
+    "database_source.bytes_from_source",
+    "database_source.last_bytes_from_source",
+};
+
 std::string FormatUtc(int64_t unix_ms) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
                           absl::FromUnixMillis(unix_ms), absl::UTCTimeZone());
@@ -152,8 +221,9 @@ void AppendStrip(const std::string& peer, const std::string& keyspace,
   absl::StrAppend(out, "</span></div>\n");
 }
 
-void AppendHeader(const v1::StatusResponse& status, absl::Time now,
+void AppendHeader(StatusNumberReader& numbers, absl::Time now,
                   std::string* out) {
+  const v1::StatusResponse& status = numbers.status();
   absl::StrAppend(out, "<h1>tally node <span id=\"node-name\">",
                   EscapeHtml(status.node_name()), "</span></h1>\n");
   absl::StrAppendFormat(
@@ -163,14 +233,11 @@ void AppendHeader(const v1::StatusResponse& status, absl::Time now,
       "rows erased %s, conflicts %s &middot; as of %s, reloads every %d "
       "s</p>\n",
       EscapeHtml(status.listen().empty() ? "?" : status.listen()),
-      status.epoch(), StatusNumberText(status, "first_sequence"),
-      StatusNumberText(status, "last_sequence"),
-      StatusNumberText(status, "sessions_running"),
-      StatusNumberText(status, "sessions_ok"),
-      StatusNumberText(status, "sessions_failed"),
-      StatusNumberText(status, "rows_erased"),
-      StatusNumberText(status, "conflicts"), FormatUtc(absl::ToUnixMillis(now)),
-      kStatusPageRefreshSeconds);
+      status.epoch(), numbers.Text("first_sequence"),
+      numbers.Text("last_sequence"), numbers.Text("sessions_running"),
+      numbers.Text("sessions_ok"), numbers.Text("sessions_failed"),
+      numbers.Text("rows_erased"), numbers.Text("conflicts"),
+      FormatUtc(absl::ToUnixMillis(now)), kStatusPageRefreshSeconds);
   if (!status.store_write_error().empty()) {
     absl::StrAppend(out,
                     "<p class=\"warn\">The store refuses writes until the node "
@@ -185,7 +252,8 @@ void AppendHeader(const v1::StatusResponse& status, absl::Time now,
   }
 }
 
-void AppendKeyspaces(const v1::StatusResponse& status, std::string* out) {
+void AppendKeyspaces(StatusNumberReader& numbers, std::string* out) {
+  const v1::StatusResponse& status = numbers.status();
   absl::StrAppend(out, "<h2>Keyspaces</h2>\n");
   if (status.keyspaces().empty()) {
     absl::StrAppend(out, "<p class=\"dim\">none yet</p>\n");
@@ -196,25 +264,28 @@ void AppendKeyspaces(const v1::StatusResponse& status, std::string* out) {
                   "<th>Tree depth</th><th>Root changes</th></tr>\n");
   for (int i = 0; i < status.keyspaces_size(); ++i) {
     const v1::KeyspaceSummary& ks = status.keyspaces(i);
-    absl::StrAppend(out, "<tr data-keyspace=\"", EscapeHtml(ks.name()),
-                    "\"><td>", EscapeHtml(ks.name()), "</td><td class=\"n\">",
-                    StatusNumberText(status, "keyspaces[].rows", i),
-                    "</td><td class=\"n\">", ks.depth(),
-                    "</td><td class=\"n\">",
-                    StatusNumberText(status, "keyspaces[].root_changes", i),
-                    "</td></tr>\n");
+    absl::StrAppend(
+        out, "<tr data-keyspace=\"", EscapeHtml(ks.name()), "\"><td>",
+        EscapeHtml(ks.name()), "</td><td class=\"n\">",
+        numbers.Text("keyspaces[].rows", i), "</td><td class=\"n\">",
+        ks.depth(), "</td><td class=\"n\">",
+        numbers.Text("keyspaces[].root_changes", i), "</td></tr>\n");
   }
   absl::StrAppend(out, "</table>\n");
 }
 
 // Keyspaces whose rows from peers were left out (node/feed/keyspace_trouble.h):
 // nothing when none ever was; a warning while one is in trouble.
-void AppendTrouble(const v1::StatusResponse& status, absl::Time now,
+void AppendTrouble(StatusNumberReader& numbers, absl::Time now,
                    std::string* out) {
+  const v1::StatusResponse& status = numbers.status();
   if (status.keyspace_trouble().empty()) return;
+  std::vector<bool> in_trouble_now;
   int in_trouble = 0;
-  for (const v1::KeyspaceTroubleStatus& t : status.keyspace_trouble()) {
-    if (t.in_trouble()) ++in_trouble;
+  for (int i = 0; i < status.keyspace_trouble_size(); ++i) {
+    in_trouble_now.push_back(
+        numbers.Count("keyspace_trouble[].in_trouble", i) != 0);
+    if (in_trouble_now.back()) ++in_trouble;
   }
   absl::StrAppend(out, "<h2>Keyspaces in trouble</h2>\n");
   if (in_trouble > 0) {
@@ -230,12 +301,14 @@ void AppendTrouble(const v1::StatusResponse& status, absl::Time now,
                   "<th>State</th><th>Reason</th><th>Rows left out</th>"
                   "<th>Peer</th><th>Last key</th><th>Last</th><th>Error</th>"
                   "</tr>\n");
-  for (const v1::KeyspaceTroubleStatus& t : status.keyspace_trouble()) {
+  for (int i = 0; i < status.keyspace_trouble_size(); ++i) {
+    const v1::KeyspaceTroubleStatus& t = status.keyspace_trouble(i);
     absl::StrAppend(
         out, "<tr data-keyspace=\"", EscapeHtml(t.keyspace()), "\"><td>",
         EscapeHtml(t.keyspace()), "</td><td",
-        t.in_trouble() ? " class=\"warn\">in trouble since " : ">flowing again",
-        t.in_trouble() ? EscapeHtml(When(t.since_unix_ms(), now)) : "",
+        in_trouble_now[i] ? " class=\"warn\">in trouble since "
+                          : ">flowing again",
+        in_trouble_now[i] ? EscapeHtml(When(t.since_unix_ms(), now)) : "",
         "</td><td>", EscapeHtml(t.reason()), "</td><td class=\"n\">",
         FormatCount(t.rows_rejected()), "</td><td>", EscapeHtml(t.peer()),
         "</td><td><code>", EscapeHtml(t.last_key()), "</code></td><td>",
@@ -247,10 +320,13 @@ void AppendTrouble(const v1::StatusResponse& status, absl::Time now,
 
 // The running session, or the last one: phase, keyspace, progress. A
 // paused peer says so first: its last session's "done" would read as a
-// peer in sync.
-void AppendSession(const v1::PeerStatus& peer, std::string* out) {
+// peer in sync. `peer` is item `i` of the status's peers.
+void AppendSession(StatusNumberReader& numbers, int i, std::string* out) {
+  const v1::PeerStatus& peer = numbers.status().peers(i);
   const v1::SessionProgress& s = peer.session();
-  if (peer.paused()) {
+  // Read before the phase decides whether the line names it.
+  const double phase_seconds = numbers.Real("peers[].session.phase_seconds", i);
+  if (numbers.Count("peers[].paused", i) != 0) {
     absl::StrAppend(out, "<span class=\"phase phase-paused\">paused</span>");
     if (peer.paused_since_unix_ms() > 0) {
       absl::StrAppend(out, " since ", FormatUtc(peer.paused_since_unix_ms()));
@@ -267,7 +343,7 @@ void AppendSession(const v1::PeerStatus& peer, std::string* out) {
     absl::StrAppend(out, " &middot; keyspace ", EscapeHtml(s.keyspace()));
   }
   if (s.phase_since_unix_ms() != 0) {
-    absl::StrAppend(out, " &middot; for ", FormatSeconds(s.phase_seconds()));
+    absl::StrAppend(out, " &middot; for ", FormatSeconds(phase_seconds));
   }
   if (s.keyspaces() > 0) {
     const double share =
@@ -304,8 +380,9 @@ void AppendSession(const v1::PeerStatus& peer, std::string* out) {
   }
 }
 
-void AppendPeers(const v1::StatusResponse& status, absl::Time now,
+void AppendPeers(StatusNumberReader& numbers, absl::Time now,
                  std::string* out) {
+  const v1::StatusResponse& status = numbers.status();
   absl::StrAppend(out, "<h2>Peers</h2>\n");
   if (status.peers().empty()) {
     absl::StrAppend(out, "<p class=\"dim\">no peers (--peer)</p>\n");
@@ -318,18 +395,18 @@ void AppendPeers(const v1::StatusResponse& status, absl::Time now,
       "in / out (all sessions)</th><th>Feed</th></tr>\n");
   for (int i = 0; i < status.peers_size(); ++i) {
     const v1::PeerStatus& peer = status.peers(i);
-    auto n = [&status, i](absl::string_view key) {
-      return StatusNumberText(status, key, i);
+    auto n = [&numbers, i](absl::string_view key) {
+      return numbers.Text(key, i);
     };
     absl::StrAppend(
         out, "<tr class=\"peer\" data-peer=\"", EscapeHtml(peer.address()),
         "\"><td>", EscapeHtml(peer.address()), "<br><span class=\"dim\">",
         EscapeHtml(peer.name().empty() ? "(name not yet known)" : peer.name()),
         " &middot; ", EscapeHtml(peer.role()), "</span></td><td>");
-    AppendSession(peer, out);
+    AppendSession(numbers, i, out);
     absl::StrAppend(out, "</td><td>started ",
-                    When(static_cast<int64_t>(StatusCount(
-                             status, "peers[].last_session_unix_ms", i)),
+                    When(static_cast<int64_t>(
+                             numbers.Count("peers[].last_session_unix_ms", i)),
                          now));
     if (!peer.last_outcome().empty()) {
       const bool ok = peer.last_outcome() == "ok";
@@ -337,20 +414,20 @@ void AppendPeers(const v1::StatusResponse& status, absl::Time now,
                       EscapeHtml(peer.last_outcome()), "</span>");
     }
     absl::StrAppend(out, "<br><span class=\"dim\">last success ",
-                    When(static_cast<int64_t>(StatusCount(
-                             status, "peers[].last_success_unix_ms", i)),
+                    When(static_cast<int64_t>(
+                             numbers.Count("peers[].last_success_unix_ms", i)),
                          now),
                     "</span></td>");
     absl::StrAppend(out, "<td class=\"n\">", n("peers[].sessions_ok"), " / ",
                     n("peers[].sessions_failed"), "</td><td class=\"n\">",
                     n("peers[].rows_received"), " / ", n("peers[].rows_sent"),
                     "</td><td>");
-    absl::StrAppend(out, StatusCount(status, "peers[].feed.connected", i) != 0
+    absl::StrAppend(out, numbers.Count("peers[].feed.connected", i) != 0
                              ? "<span class=\"ok\">connected</span>"
                              : "<span class=\"bad\">not connected</span>");
     absl::StrAppend(
         out, "<br>lag ", n("peers[].feed.lag_entries"), " entries, ",
-        FormatSeconds(StatusReal(status, "peers[].feed.lag_seconds", i)),
+        FormatSeconds(numbers.Real("peers[].feed.lag_seconds", i)),
         "<br><span class=\"dim\">", n("peers[].feed.applied"), " applied of ",
         n("peers[].feed.received"), " received</span></td></tr>\n");
   }
@@ -475,7 +552,41 @@ uint64_t SegmentFirstToken(uint64_t segment, uint64_t segments) {
   return static_cast<uint64_t>(first);  // 2^64 (the end) wraps to 0
 }
 
+std::string RenderOtherNumbers(const StatusNumberReader& numbers) {
+  const v1::StatusResponse& status = numbers.status();
+  std::string rows;
+  for (const StatusNumberRef& number : numbers.Unplaced()) {
+    const StatusField& field = *number.field;
+    const int items = StatusScopeSize(status, field.scope);
+    for (int item = 0; item < items; ++item) {
+      const auto [label, value] = StatusScopeLabel(status, field.scope, item);
+      absl::StrAppend(
+          &rows, "<tr data-key=\"", EscapeHtml(number.series->json_key),
+          "\"><td>", EscapeHtml(StatusNumberCaption(number.series->json_key)),
+          "</td><td>",
+          label.empty() ? std::string("")
+                        : EscapeHtml(absl::StrCat(label, " ", value)),
+          "</td><td class=\"n\">",
+          EscapeHtml(StatusValueForPeople(number.series->value(status, item),
+                                          field.unit)),
+          "</td></tr>\n");
+    }
+  }
+  for (const std::string& key : numbers.unknown_keys()) {
+    absl::StrAppend(&rows, "<tr><td>",
+                    EscapeHtml(absl::StrCat("<no status number ", key, ">")),
+                    "</td><td></td><td></td></tr>\n");
+  }
+  if (rows.empty()) return "";
+  return absl::StrCat(
+      "<h2>Other numbers</h2>\n<table id=\"other-numbers\"><tr><th>Number"
+      "</th><th>Of</th><th>Value</th></tr>\n",
+      rows, "</table>\n");
+}
+
 std::string RenderStatusPage(const v1::StatusResponse& status, absl::Time now) {
+  StatusNumberReader numbers(status);
+  for (absl::string_view key : kNumbersLeftToTallyStatus) numbers.Place(key);
   std::string out;
   absl::StrAppend(&out,
                   "<!DOCTYPE html>\n<html lang=\"en\"><head><meta "
@@ -483,11 +594,12 @@ std::string RenderStatusPage(const v1::StatusResponse& status, absl::Time now) {
                   kStatusPageRefreshSeconds,
                   "\">\n<title>tally: ", EscapeHtml(status.node_name()),
                   "</title>\n<style>", kStyle, "</style></head>\n<body>\n");
-  AppendHeader(status, now, &out);
-  AppendTrouble(status, now, &out);
-  AppendKeyspaces(status, &out);
-  AppendPeers(status, now, &out);
+  AppendHeader(numbers, now, &out);
+  AppendTrouble(numbers, now, &out);
+  AppendKeyspaces(numbers, &out);
+  AppendPeers(numbers, now, &out);
   AppendHeatMaps(status, &out);
+  absl::StrAppend(&out, RenderOtherNumbers(numbers));
   absl::StrAppend(&out,
                   "<p class=\"meta\">Metrics for Prometheus: <a "
                   "href=\"/metrics\">/metrics</a></p>\n</body></html>\n");

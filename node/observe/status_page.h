@@ -9,7 +9,11 @@
 // each way, feed lag) and, per peer and keyspace, a heat map of the token
 // space: one strip of PeerStatus.heat's segments for the last session and
 // one for the last sessions together, each segment coloured by the
-// differences found there (node/sync/repair_heat.h). No script: the drawing is
+// differences found there (node/sync/repair_heat.h). Its numbers come from
+// the status table (node/observe/status_fields.h), read by JSON key; the
+// table's numbers the page neither shows nor leaves to `tally status` on
+// purpose (a number new to the table) end it, under "Other numbers"
+// (RenderOtherNumbers). No script: the drawing is
 // inline SVG, each segment with a tooltip (<title>) giving its token range
 // and counts, and the page reloads itself every kStatusPageRefreshSeconds.
 //
@@ -32,6 +36,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "node/observe/status_fields.h"
 #include "tally/v1/tally.pb.h"
 
 namespace tally {
@@ -47,6 +52,13 @@ inline constexpr int kStatusPageRefreshSeconds = 5;
 // The whole page, as of `now` (for "12 s ago").
 std::string RenderStatusPage(const ::tally::v1::StatusResponse& status,
                              absl::Time now);
+
+// The numbers of the status table that `numbers` has neither read nor
+// placed, a table row each per item of their scope (caption, item, value
+// for people; each row's data-key is the JSON key), under the heading
+// "Other numbers": the page's last part, where a number new to the table
+// shows until the page gives it a place. Empty when there is none.
+std::string RenderOtherNumbers(const StatusNumberReader& numbers);
 
 // `text` safe in HTML text and in a double- or single-quoted attribute:
 // & < > " ' as character references.

@@ -305,6 +305,87 @@ TEST(RenderStatusPage, ANodeWithoutPeersOrKeyspacesSaysSo) {
   EXPECT_EQ(Count(html, "<svg"), 0);
 }
 
+// A status with one item in every scope of the status table, each number
+// set.
+v1::StatusResponse StatusWithEveryScope() {
+  v1::StatusResponse status = StatusWithHeat();
+  status.set_last_sequence(91);
+  status.set_read_only(true);
+  status.add_origins()->set_origin("eu/db-1");
+  v1::OriginRows* copy = status.add_copy_writes();
+  copy->set_origin("eu/db-3");
+  copy->set_rows(4);
+  v1::KeyspaceTroubleStatus* trouble = status.add_keyspace_trouble();
+  trouble->set_keyspace("users");
+  trouble->set_in_trouble(true);
+  status.add_subscriptions()->set_subscriber("eu/db-4");
+  status.mutable_process()->set_open_fds(12);
+  status.mutable_postgres()->set_phase("building");
+  status.mutable_postgres()->add_tables()->set_keyspace("users");
+  status.mutable_database_source()->set_rows_copied(5);
+  v1::PeerStatus* peer = status.mutable_peers(0);
+  peer->set_paused(true);
+  peer->set_feed_lag_entries(17);
+  peer->mutable_session()->set_phase("repair");
+  return status;
+}
+
+// Every number of the status table is on the page or left to `tally
+// status` on purpose: none ends under "Other numbers".
+TEST(RenderStatusPage, EveryNumberOfTheTableIsPlacedOrLeftOut) {
+  v1::StatusResponse status = StatusWithEveryScope();
+  for (StatusScope scope :
+       {StatusScope::kNode, StatusScope::kKeyspace, StatusScope::kOrigin,
+        StatusScope::kPeer, StatusScope::kKeyspaceTrouble,
+        StatusScope::kSubscriber, StatusScope::kCopyWrites,
+        StatusScope::kProcess, StatusScope::kPostgres,
+        StatusScope::kPostgresTable, StatusScope::kDatabaseSource}) {
+    ASSERT_GT(StatusScopeSize(status, scope), 0) << static_cast<int>(scope);
+  }
+  std::string html = RenderStatusPage(status, kNow);
+  EXPECT_THAT(html, Not(HasSubstr("Other numbers"))) << html;
+  EXPECT_THAT(html, Not(HasSubstr("no status number")));
+
+  status.mutable_peers(0)->set_paused(false);
+  status.mutable_peers(0)->mutable_session()->set_phase_since_unix_ms(0);
+  status.mutable_keyspace_trouble(0)->set_in_trouble(false);
+  html = RenderStatusPage(status, kNow);
+  EXPECT_THAT(html, Not(HasSubstr("Other numbers"))) << html;
+}
+
+// A number the page does not name — as a number new to the status table
+// is — shows under "Other numbers" with its caption, item and value.
+TEST(RenderStatusPage, ANumberThePageDoesNotNameShowsUnderOtherNumbers) {
+  const v1::StatusResponse status = StatusWithEveryScope();
+  StatusNumberReader nothing_read(status);
+  const std::string html = RenderOtherNumbers(nothing_read);
+  EXPECT_THAT(html, HasSubstr("<h2>Other numbers</h2>\n<table "
+                              "id=\"other-numbers\">"));
+  EXPECT_THAT(html, HasSubstr("<tr data-key=\"peers[].feed.lag_entries\">"
+                              "<td>feed lag entries</td><td>peer "
+                              "10.0.0.2:7000</td><td class=\"n\">17 "
+                              "entries</td></tr>"));
+  EXPECT_THAT(html, HasSubstr("<tr data-key=\"last_sequence\"><td>last "
+                              "sequence</td><td></td>"));
+  EXPECT_THAT(html, HasSubstr("<tr data-key=\"peers[].paused\"><td>paused"
+                              "</td><td>peer 10.0.0.2:7000</td><td "
+                              "class=\"n\">yes</td></tr>"));
+  for (const StatusNumberRef& number : StatusNumbersWithJsonKey()) {
+    EXPECT_THAT(html, HasSubstr(absl::StrCat(
+                          "<tr data-key=\"",
+                          EscapeHtml(number.series->json_key), "\">")));
+  }
+
+  StatusNumberReader all_placed(status);
+  for (const StatusNumberRef& number : StatusNumbersWithJsonKey()) {
+    all_placed.Place(number.series->json_key);
+  }
+  EXPECT_EQ(RenderOtherNumbers(all_placed), "");
+  all_placed.Place("peers[].no_such_number");
+  EXPECT_THAT(RenderOtherNumbers(all_placed),
+              HasSubstr("&lt;no status number peers[].no_such_number&gt;"));
+}
+
 TEST(MetricsServer, ServesThePageAtTheRootAsHtml) {
   auto server = MetricsServer::Start(
       "127.0.0.1:0", [] { return absl::StatusOr<std::string>("m 1\n"); },

@@ -97,17 +97,20 @@ std::vector<std::string> KeyspacesInTrouble(const v1::StatusResponse& status) {
 // The keyspaces whose rows from peers were left out: a line each while in
 // trouble (and the ones recovered since the node started, with their
 // counts); empty when none ever was.
-std::string TroubleText(const v1::StatusResponse& status, absl::Time now) {
+std::string TroubleText(node::StatusNumberReader& numbers, absl::Time now) {
+  const v1::StatusResponse& status = numbers.status();
   if (status.keyspace_trouble_size() == 0) return "";
   std::vector<std::vector<std::string>> rows = {
       {"KEYSPACE IN TROUBLE", "STATE", "REASON", "ROWS LEFT OUT", "PEER",
        "LAST KEY", "LAST", "ERROR"}};
-  for (const v1::KeyspaceTroubleStatus& t : status.keyspace_trouble()) {
+  for (int i = 0; i < status.keyspace_trouble_size(); ++i) {
+    const v1::KeyspaceTroubleStatus& t = status.keyspace_trouble(i);
     rows.push_back(
         {t.keyspace(),
-         t.in_trouble() ? absl::StrCat("TROUBLE since ",
-                                       SessionTime(t.since_unix_ms(), now))
-                        : "flowing again",
+         numbers.Count("keyspace_trouble[].in_trouble", i) != 0
+             ? absl::StrCat("TROUBLE since ",
+                            SessionTime(t.since_unix_ms(), now))
+             : "flowing again",
          t.reason(), absl::StrCat(t.rows_rejected()),
          t.peer().empty() ? "-" : t.peer(),
          t.last_key().empty() ? "-" : absl::StrCat("'", t.last_key(), "'"),
@@ -119,8 +122,13 @@ std::string TroubleText(const v1::StatusResponse& status, absl::Time now) {
 
 // A sidecar to PostgreSQL: its database, slot and capture, then a line per
 // table.
-std::string PostgresText(const v1::PostgresStatus& pg,
+std::string PostgresText(node::StatusNumberReader& numbers,
                          const std::vector<std::string>& in_trouble) {
+  const v1::PostgresStatus& pg = numbers.status().postgres();
+  // Read before the phase decides whether the line names them.
+  const uint64_t build_rows_done = numbers.Count("postgres.build_rows_done");
+  const uint64_t build_rows_estimated =
+      numbers.Count("postgres.build_rows_estimated");
   std::string phase = pg.phase().empty() ? std::string("-") : pg.phase();
   if (!in_trouble.empty()) {
     // Capture may follow while a keyspace's rows from peers are left out:
@@ -132,15 +140,15 @@ std::string PostgresText(const v1::PostgresStatus& pg,
                         "IN TROUBLE)",
                         in_trouble.size(), absl::StrJoin(in_trouble, ", ")));
   }
-  if (pg.phase() == "building" && pg.build_rows_estimated() > 0) {
+  if (pg.phase() == "building" && build_rows_estimated > 0) {
     absl::StrAppend(
-        &phase, absl::StrFormat(
-                    " (%d of ~%d rows, %.0f rows/s, %s)", pg.build_rows_done(),
-                    pg.build_rows_estimated(), pg.build_rows_per_second(),
-                    EtaText(pg.has_build_eta_seconds()
-                                ? std::optional<absl::Duration>(
-                                      absl::Seconds(pg.build_eta_seconds()))
-                                : std::nullopt)));
+        &phase,
+        absl::StrFormat(" (%d of ~%d rows, %.0f rows/s, %s)", build_rows_done,
+                        build_rows_estimated, pg.build_rows_per_second(),
+                        EtaText(pg.has_build_eta_seconds()
+                                    ? std::optional<absl::Duration>(
+                                          absl::Seconds(pg.build_eta_seconds()))
+                                    : std::nullopt)));
   }
   std::vector<std::vector<std::string>> rows = {
       {"postgres", pg.database()},
@@ -154,19 +162,23 @@ std::string PostgresText(const v1::PostgresStatus& pg,
        absl::StrFormat("received %s, confirmed %s",
                        pg.received_lsn().empty() ? "-" : pg.received_lsn(),
                        pg.confirmed_lsn().empty() ? "-" : pg.confirmed_lsn())},
-      {"slot lag", absl::StrCat(HumanBytes(pg.slot_lag_bytes()),
-                                pg.slot_wal_status().empty()
-                                    ? std::string()
-                                    : absl::StrCat(" (wal_status ",
-                                                   pg.slot_wal_status(), ")"))},
-      {"capture lag", absl::StrFormat("%.1f s", pg.capture_lag_seconds())},
+      {"slot lag",
+       absl::StrCat(
+           HumanBytes(numbers.Count("postgres.slot_lag_bytes")),
+           pg.slot_wal_status().empty()
+               ? std::string()
+               : absl::StrCat(" (wal_status ", pg.slot_wal_status(), ")"))},
+      {"capture lag",
+       absl::StrFormat("%.1f s", numbers.Real("postgres.capture_lag_seconds"))},
       {"captured",
        absl::StrFormat("%d transactions, %d rows (own applies replayed: %d)",
-                       pg.transactions_captured(), pg.rows_captured(),
-                       pg.own_transactions_replayed())},
+                       numbers.Count("postgres.transactions_captured"),
+                       numbers.Count("postgres.rows_captured"),
+                       numbers.Count("postgres.own_transactions_replayed"))},
       {"applied", absl::StrFormat("%d rows (refused, changed by the "
                                   "application since indexed: %d)",
-                                  pg.rows_applied(), pg.rows_refused())},
+                                  numbers.Count("postgres.rows_applied"),
+                                  numbers.Count("postgres.rows_refused"))},
   };
   if (pg.index_lost()) {
     // Worth a line only when it happened: the build after a lost index.
@@ -178,7 +190,8 @@ std::string PostgresText(const v1::PostgresStatus& pg,
   std::string text = Table(rows);
   std::vector<std::vector<std::string>> tables = {
       {"TABLE", "STATE", "ROWS", "SCHEMA FINGERPRINT"}};
-  for (const v1::PostgresTable& t : pg.tables()) {
+  for (int i = 0; i < pg.tables_size(); ++i) {
+    const v1::PostgresTable& t = pg.tables(i);
     tables.push_back(
         {t.keyspace(),
          // The reason is in KEYSPACE IN TROUBLE below; the JSON has it
@@ -187,16 +200,24 @@ std::string PostgresText(const v1::PostgresStatus& pg,
              ? t.state()
              : absl::StrCat(t.state(),
                             ", IN TROUBLE (rows from peers left out)"),
-         absl::StrCat(t.rows()),
+         numbers.Text("postgres.tables[].rows", i),
          t.schema_fingerprint().empty() ? "-" : t.schema_fingerprint()});
   }
   absl::StrAppend(&text, "\n", Section(tables, "no tables"));
   return text;
 }
 
-// A sidecar's database source: its sessions.
-std::string DatabaseSourceText(const v1::DatabaseSourceStatus& src,
+// A sidecar's database source: its sessions. The total of differences is
+// left to the JSON and /metrics (the last session's is here).
+std::string DatabaseSourceText(node::StatusNumberReader& numbers,
                                absl::Time now) {
+  const v1::DatabaseSourceStatus& src = numbers.status().database_source();
+  numbers.Place("database_source.differences");
+  // Read before the last session decides whether its line names them.
+  const double last_session_seconds =
+      numbers.Real("database_source.last_session_seconds");
+  const uint64_t last_bytes_from_source =
+      numbers.Count("database_source.last_bytes_from_source");
   return Table({
       {"source", src.source()},
       {"state", src.state()},
@@ -206,29 +227,42 @@ std::string DatabaseSourceText(const v1::DatabaseSourceStatus& src,
            : absl::StrFormat(
                  "%s, %.1f s, %d differences, %s read from the source",
                  SessionTime(src.last_session_start_unix_ms(), now),
-                 src.last_session_seconds(), src.last_differences(),
-                 HumanBytes(src.last_bytes_from_source()))},
-      {"last success", SessionTime(src.last_success_unix_ms(), now)},
+                 last_session_seconds, src.last_differences(),
+                 HumanBytes(last_bytes_from_source))},
+      {"last success", SessionTime(static_cast<int64_t>(numbers.Count(
+                                       "database_source.last_success_unix_ms")),
+                                   now)},
       {"last error", src.last_error().empty() ? "-" : src.last_error()},
-      {"sessions", absl::StrFormat("%d ok, %d failed", src.sessions_ok(),
-                                   src.sessions_failed())},
+      {"sessions",
+       absl::StrFormat("%d ok, %d failed",
+                       numbers.Count("database_source.sessions_ok"),
+                       numbers.Count("database_source.sessions_failed"))},
       {"rows",
        absl::StrFormat("%d copied, %d deleted, %d refused (changed here "
                        "first; taken next session), %d rejected",
-                       src.rows_copied(), src.rows_deleted(),
-                       src.rows_refused(), src.rows_rejected())},
-      {"read from source", HumanBytes(src.bytes_from_source())},
+                       numbers.Count("database_source.rows_copied"),
+                       numbers.Count("database_source.rows_deleted"),
+                       numbers.Count("database_source.rows_refused"),
+                       numbers.Count("database_source.rows_rejected"))},
+      {"read from source",
+       HumanBytes(numbers.Count("database_source.bytes_from_source"))},
   });
 }
 
 // Whether clients may write, and on a copy what they wrote anyway.
-std::string ClientWrites(const v1::StatusResponse& status) {
-  if (status.read_only()) {
-    return absl::StrCat("refused (--read-only): ", status.writes_refused(),
+std::string ClientWrites(node::StatusNumberReader& numbers) {
+  // Both read in either case: each is this line's.
+  const bool read_only = numbers.Count("read_only") != 0;
+  const std::string writes_refused = numbers.Text("writes_refused");
+  numbers.Place("copy_writes.<origin>");
+  if (read_only) {
+    return absl::StrCat("refused (--read-only): ", writes_refused,
                         " rows refused");
   }
   uint64_t copy_writes = 0;
-  for (const v1::OriginRows& o : status.copy_writes()) copy_writes += o.rows();
+  for (int i = 0; i < numbers.status().copy_writes_size(); ++i) {
+    copy_writes += numbers.Count("copy_writes.<origin>", i);
+  }
   if (copy_writes == 0) return "accepted";
   return absl::StrCat("WARNING: ", copy_writes,
                       " rows written directly to this copy of its source "
@@ -236,8 +270,8 @@ std::string ClientWrites(const v1::StatusResponse& status) {
 }
 
 // The peers table's RUNNING column: whether a session runs, and a pause.
-std::string Running(const v1::PeerStatus& p) {
-  if (!p.paused()) return p.session_running() ? "yes" : "no";
+std::string Running(const v1::PeerStatus& p, bool paused) {
+  if (!paused) return p.session_running() ? "yes" : "no";
   return p.session_running() ? "paused, stopping" : "paused";
 }
 
@@ -273,15 +307,18 @@ std::string HumanSeconds(double seconds) {
 
 // The process (StatusResponse.process) and the node's repair limit: rows of
 // their own table under the summary.
-std::string ResourcesText(const v1::StatusResponse& status, absl::Time now) {
+std::string ResourcesText(node::StatusNumberReader& numbers, absl::Time now) {
+  const v1::StatusResponse& status = numbers.status();
   std::vector<std::vector<std::string>> rows;
   if (!status.has_process()) {
     rows.push_back({"process", "unknown (the node did not report it)"});
   } else {
     const v1::ProcessStatus& p = status.process();
     std::string up = "-";
-    if (p.start_unix_ms() > 0) {
-      const absl::Time start = absl::FromUnixMillis(p.start_unix_ms());
+    const int64_t start_unix_ms =
+        static_cast<int64_t>(numbers.Count("process.start_unix_ms"));
+    if (start_unix_ms > 0) {
+      const absl::Time start = absl::FromUnixMillis(start_unix_ms);
       up = absl::StrCat(
           HumanSeconds(std::max(0.0, absl::ToDoubleSeconds(now - start))),
           " (since ",
@@ -290,18 +327,23 @@ std::string ResourcesText(const v1::StatusResponse& status, absl::Time now) {
     }
     rows.push_back({"up", up});
     rows.push_back({"cpu", absl::StrFormat("%.1f s (user + system), %d threads",
-                                           p.cpu_seconds(), p.threads())});
+                                           numbers.Real("process.cpu_seconds"),
+                                           numbers.Count("process.threads"))});
+    // Resident memory by kind is one family of labelled samples in the
+    // table, with no JSON key for each kind: read here from the status.
     rows.push_back(
         {"memory",
          absl::StrCat("resident ", HumanBytes(p.resident_anon_bytes()),
                       " anon (heap), ", HumanBytes(p.resident_file_bytes()),
                       " file (mapped tables), ",
                       HumanBytes(p.resident_shmem_bytes()), " shared; virtual ",
-                      HumanBytes(p.virtual_bytes()))});
-    std::string fds = absl::StrCat(p.open_fds(), " open");
-    if (p.max_fds() > 0) {
-      absl::StrAppend(&fds, " of ", p.max_fds());
-      if (p.open_fds() * 10 >= p.max_fds() * 8) {
+                      HumanBytes(numbers.Count("process.virtual_bytes")))});
+    const uint64_t open_fds = numbers.Count("process.open_fds");
+    const uint64_t max_fds = numbers.Count("process.max_fds");
+    std::string fds = absl::StrCat(open_fds, " open");
+    if (max_fds > 0) {
+      absl::StrAppend(&fds, " of ", max_fds);
+      if (open_fds * 10 >= max_fds * 8) {
         absl::StrAppend(&fds,
                         " (WARNING: near the limit; raise LimitNOFILE "
                         "or ulimit -n)");
@@ -309,7 +351,7 @@ std::string ResourcesText(const v1::StatusResponse& status, absl::Time now) {
     }
     rows.push_back({"open files", fds});
   }
-  const double bandwidth = status.node_bandwidth_bytes_per_second();
+  const double bandwidth = numbers.Real("node_bandwidth_bytes_per_second");
   rows.push_back(
       {"node bandwidth",
        bandwidth > 0
@@ -497,13 +539,23 @@ Json HeatJson(const v1::PeerStatus& p) {
 std::string StatusText(const v1::StatusResponse& status,
                        absl::string_view dialed, absl::Time now) {
   // The numbers the status table holds, by their JSON key
-  // (node::StatusNumber): the node's, and item i's of a list.
-  auto n = [&status](absl::string_view key, int item = 0) {
-    return node::StatusNumberText(status, key, item);
+  // (node::StatusNumberReader): the node's, and item i's of a list. The
+  // ones the layout below does not name end the text (OtherNumbersText).
+  node::StatusNumberReader numbers(status);
+  auto n = [&numbers](absl::string_view key, int item = 0) {
+    return numbers.Text(key, item);
   };
+  // Left to the JSON and /metrics: the diffs tools run against this node,
+  // and of each peer the last success, the rows applications changed during
+  // its sessions and how far this clock is behind its.
+  for (absl::string_view key : {"diffs_running", "peers[].last_success_unix_ms",
+                                "peers[].rows_changed_during_session",
+                                "peers[].clock_behind_seconds"}) {
+    numbers.Place(key);
+  }
   std::string log = n("last_sequence");
-  if (node::StatusCount(status, "first_sequence") > 0 ||
-      node::StatusCount(status, "log_entries_trimmed") > 0) {
+  if (numbers.Count("first_sequence") > 0 ||
+      numbers.Count("log_entries_trimmed") > 0) {
     absl::StrAppend(&log, " (oldest kept ", n("first_sequence"), ", ",
                     n("log_entries_trimmed"), " trimmed)");
   }
@@ -515,18 +567,18 @@ std::string StatusText(const v1::StatusResponse& status,
                     ? std::string("writable")
                     : absl::StrCat("REFUSING WRITES until restarted: ",
                                    status.store_write_error())},
-      {"client writes", ClientWrites(status)},
+      {"client writes", ClientWrites(numbers)},
       {"last sequence", log},
       {"sessions",
-       absl::StrCat(
-           n("sessions_running"), " running, ", n("sessions_ok"), " ok, ",
-           n("sessions_failed"), " failed (", n("rows_erased"),
-           " rows erased, ", n("conflicts"), " conflicts",
-           node::StatusCount(status, "rows_changed_during_session") == 0
-               ? std::string(")")
-               : absl::StrCat(", ", n("rows_changed_during_session"),
-                              " rows changed by applications during "
-                              "them, left to the capture)"))},
+       absl::StrCat(n("sessions_running"), " running, ", n("sessions_ok"),
+                    " ok, ", n("sessions_failed"), " failed (",
+                    n("rows_erased"), " rows erased, ", n("conflicts"),
+                    " conflicts",
+                    numbers.Count("rows_changed_during_session") == 0
+                        ? std::string(")")
+                        : absl::StrCat(", ", n("rows_changed_during_session"),
+                                       " rows changed by applications during "
+                                       "them, left to the capture)"))},
       {"feed sent",
        absl::StrCat(n("feed.sent"), " (skipped: ", n("feed.skipped_own"),
                     " own, ", n("feed.skipped_superseded"), " superseded)")},
@@ -561,17 +613,15 @@ std::string StatusText(const v1::StatusResponse& status,
            n("scrub.leaves_repaired"),
            " leaves repaired; damaged now: ", n("scrub.damaged_rows"))},
   });
-  absl::StrAppend(&text, "\n", ResourcesText(status, now));
+  absl::StrAppend(&text, "\n", ResourcesText(numbers, now));
   if (status.has_postgres()) {
-    absl::StrAppend(
-        &text, "\n",
-        PostgresText(status.postgres(), KeyspacesInTrouble(status)));
+    absl::StrAppend(&text, "\n",
+                    PostgresText(numbers, KeyspacesInTrouble(status)));
   }
   if (status.has_database_source()) {
-    absl::StrAppend(&text, "\n",
-                    DatabaseSourceText(status.database_source(), now));
+    absl::StrAppend(&text, "\n", DatabaseSourceText(numbers, now));
   }
-  if (const std::string trouble = TroubleText(status, now); !trouble.empty()) {
+  if (const std::string trouble = TroubleText(numbers, now); !trouble.empty()) {
     absl::StrAppend(&text, "\n", trouble);
   }
   for (const v1::UnlistedCaller& caller : status.unlisted_callers()) {
@@ -612,18 +662,18 @@ std::string StatusText(const v1::StatusResponse& status,
     if (p.last_outcome().size() > kMaxCellWidth) {
       absl::StrAppend(&outcomes, WrappedNote(p.address(), p.last_outcome()));
     }
-    peers.push_back(
-        {p.address(), p.role(), p.name().empty() ? "-" : p.name(),
-         SessionTime(static_cast<int64_t>(node::StatusCount(
-                         status, "peers[].last_session_unix_ms", i)),
-                     now),
-         p.last_outcome().empty() ? "-" : CutCell(p.last_outcome()), Running(p),
-         absl::StrCat(n("peers[].sessions_ok", i), "/",
-                      n("peers[].sessions_failed", i)),
-         absl::StrCat(n("peers[].rows_received", i), "/",
-                      n("peers[].rows_sent", i)),
-         n("peers[].rows_erased", i), n("peers[].conflicts", i),
-         HumanBytes(node::StatusCount(status, "peers[].bytes_repaired", i))});
+    peers.push_back({p.address(), p.role(), p.name().empty() ? "-" : p.name(),
+                     SessionTime(static_cast<int64_t>(numbers.Count(
+                                     "peers[].last_session_unix_ms", i)),
+                                 now),
+                     p.last_outcome().empty() ? "-" : CutCell(p.last_outcome()),
+                     Running(p, numbers.Count("peers[].paused", i) != 0),
+                     absl::StrCat(n("peers[].sessions_ok", i), "/",
+                                  n("peers[].sessions_failed", i)),
+                     absl::StrCat(n("peers[].rows_received", i), "/",
+                                  n("peers[].rows_sent", i)),
+                     n("peers[].rows_erased", i), n("peers[].conflicts", i),
+                     HumanBytes(numbers.Count("peers[].bytes_repaired", i))});
   }
   absl::StrAppend(&text, "\n", Section(peers, "no peers"));
   if (!outcomes.empty()) {
@@ -634,15 +684,18 @@ std::string StatusText(const v1::StatusResponse& status,
     std::vector<std::vector<std::string>> sessions = {
         {"SESSION WITH", "PHASE", "KEYSPACE", "FOR", "KEYSPACES", "DIFFERENCES",
          "ROWS IN/OUT"}};
-    for (const v1::PeerStatus& p : status.peers()) {
+    for (int i = 0; i < status.peers_size(); ++i) {
+      const v1::PeerStatus& p = status.peers(i);
       const v1::SessionProgress& s = p.session();
       std::string phase = s.phase().empty() ? "idle" : s.phase();
       if (!s.failed_in().empty())
         absl::StrAppend(&phase, " in ", s.failed_in());
+      const double phase_seconds =
+          numbers.Real("peers[].session.phase_seconds", i);
       sessions.push_back({p.address(), phase,
                           s.keyspace().empty() ? "-" : s.keyspace(),
                           s.phase_since_unix_ms() > 0
-                              ? absl::StrFormat("%.1f s", s.phase_seconds())
+                              ? absl::StrFormat("%.1f s", phase_seconds)
                               : std::string("-"),
                           absl::StrCat(s.keyspaces_done(), "/", s.keyspaces()),
                           absl::StrCat(s.differences()),
@@ -679,12 +732,11 @@ std::string StatusText(const v1::StatusResponse& status,
     for (int i = 0; i < status.peers_size(); ++i) {
       feeds.push_back(
           {status.peers(i).address(),
-           node::StatusCount(status, "peers[].feed.connected", i) != 0 ? "yes"
-                                                                       : "no",
+           numbers.Count("peers[].feed.connected", i) != 0 ? "yes" : "no",
            n("peers[].feed.position", i),
-           absl::StrFormat(
-               "%s entries, %.1f s", n("peers[].feed.lag_entries", i),
-               node::StatusReal(status, "peers[].feed.lag_seconds", i)),
+           absl::StrFormat("%s entries, %.1f s",
+                           n("peers[].feed.lag_entries", i),
+                           numbers.Real("peers[].feed.lag_seconds", i)),
            n("peers[].feed.received", i), n("peers[].feed.applied", i),
            n("peers[].feed.not_newer", i),
            absl::StrCat(n("peers[].feed.skipped_own", i), "/",
@@ -704,7 +756,33 @@ std::string StatusText(const v1::StatusResponse& status,
          absl::StrCat(s.skipped_own(), "/", s.skipped_superseded())});
   }
   absl::StrAppend(&text, "\n", Section(subscribers, "no subscribers"));
+  if (const std::string other = OtherNumbersText(numbers); !other.empty()) {
+    absl::StrAppend(&text, "\n", other);
+  }
   return text;
+}
+
+std::string OtherNumbersText(const node::StatusNumberReader& numbers) {
+  const v1::StatusResponse& status = numbers.status();
+  std::vector<std::vector<std::string>> rows = {
+      {"OTHER NUMBER", "OF", "VALUE"}};
+  for (const node::StatusNumberRef& number : numbers.Unplaced()) {
+    const node::StatusField& field = *number.field;
+    const int items = node::StatusScopeSize(status, field.scope);
+    for (int item = 0; item < items; ++item) {
+      const auto [label, value] =
+          node::StatusScopeLabel(status, field.scope, item);
+      rows.push_back(
+          {node::StatusNumberCaption(number.series->json_key),
+           label.empty() ? std::string("-") : absl::StrCat(label, " ", value),
+           node::StatusValueForPeople(number.series->value(status, item),
+                                      field.unit)});
+    }
+  }
+  for (const std::string& key : numbers.unknown_keys()) {
+    rows.push_back({absl::StrCat("<no status number ", key, ">"), "-", "-"});
+  }
+  return rows.size() > 1 ? Table(rows) : std::string();
 }
 
 namespace {

@@ -12,7 +12,9 @@
 // differences drawn as strips of the token space (tools/cli/heat_strip.h),
 // the last session and the recent ones, on one scale with its legend —,
 // the feeds this node follows (per peer: connected, lag, counters) and the
-// subscribers it serves. The JSON holds every field of the response.
+// subscribers it serves; last, the numbers of the status table
+// (node/observe/status_fields.h) that this layout does not name
+// (OtherNumbersText). The JSON holds every field of the response.
 //
 //   std::cout << StatusText(response, client->address(), absl::Now());
 //   std::cout << DumpJson(StatusJson(response, client->address())) << "\n";
@@ -25,6 +27,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "node/observe/status_fields.h"
 #include "tally/v1/tally.pb.h"
 #include "tools/cli/format.h"
 
@@ -35,6 +38,12 @@ namespace cli {
 // not report its listen address; `now` dates "last session ... ago".
 std::string StatusText(const ::tally::v1::StatusResponse& status,
                        absl::string_view dialed, absl::Time now);
+
+// The numbers of the status table that `numbers` has neither read nor
+// placed, a row each per item of their scope (caption, item, value for
+// people): StatusText's last table, where a number new to the table shows
+// until the layout gives it a place. Empty when there is none.
+std::string OtherNumbersText(const node::StatusNumberReader& numbers);
 
 // The JSON's numbers that /metrics exports come from the status table
 // (node/observe/status_fields.h): the layout here names their keys and

@@ -2,11 +2,15 @@
 // (node/observe/status_fields.h): every number the table says the JSON holds
 // is there, at its key, with the value /metrics shows; every place the
 // JSON's layout keeps for the table is filled.
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
@@ -230,6 +234,133 @@ TEST(StatusFieldsJson, EachItemsNumbersLandInItsOwnObjectInTheLayoutsOrder) {
   // A node that reports no process or PostgreSQL status: null.
   EXPECT_TRUE(json["process"].is_null());
   EXPECT_TRUE(json["postgres"].is_null());
+}
+
+// The table's rows of `text` (Table: columns two or more spaces apart),
+// each split into its cells.
+std::vector<std::vector<std::string>> TableRows(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> cells;
+    for (absl::string_view cell :
+         absl::StrSplit(absl::StripLeadingAsciiWhitespace(line), "  ",
+                        absl::SkipEmpty())) {
+      cells.emplace_back(absl::StripAsciiWhitespace(cell));
+    }
+    rows.push_back(std::move(cells));
+  }
+  return rows;
+}
+
+// Every number of the table has its place in the text's layout, or is left
+// out of it on purpose: none ends under OTHER NUMBER, whatever the state
+// that decides which lines the layout writes.
+TEST(StatusFieldsText, TheLayoutPlacesEveryNumberOfTheTable) {
+  v1::StatusResponse status;
+  int next = 1;
+  FillDistinct(&status, 3, &next);
+  std::vector<std::pair<std::string, v1::StatusResponse>> states;
+  states.push_back({"every field set", status});
+  v1::StatusResponse writable = status;
+  writable.set_read_only(false);
+  writable.mutable_peers(0)->set_paused(false);
+  writable.mutable_keyspace_trouble(0)->set_in_trouble(false);
+  states.push_back({"writable, nothing paused or in trouble", writable});
+  v1::StatusResponse building = status;
+  building.mutable_postgres()->set_phase("building");
+  states.push_back({"building", building});
+  v1::StatusResponse nothing_yet = status;
+  nothing_yet.mutable_database_source()->set_last_session_start_unix_ms(0);
+  nothing_yet.mutable_process()->set_max_fds(0);
+  nothing_yet.mutable_process()->set_start_unix_ms(0);
+  nothing_yet.mutable_peers(0)->mutable_session()->set_phase_since_unix_ms(0);
+  states.push_back({"no session, limit or start yet", nothing_yet});
+  for (const auto& [name, state] : states) {
+    const std::string text =
+        StatusText(state, "", absl::FromUnixSeconds(2000000000));
+    EXPECT_FALSE(absl::StrContains(text, "OTHER NUMBER")) << name << "\n"
+                                                          << text;
+    EXPECT_FALSE(absl::StrContains(text, "<no status number")) << name;
+  }
+}
+
+// A number the layout does not name — as a number new to the table is —
+// shows in OtherNumbersText with its caption, its item and its value.
+TEST(StatusFieldsText, ANumberTheLayoutDoesNotNameShowsUnderOtherNumbers) {
+  v1::StatusResponse status;
+  int next = 1;
+  FillDistinct(&status, 3, &next);
+  node::StatusNumberReader nothing_read(status);
+  const std::vector<std::vector<std::string>> rows =
+      TableRows(OtherNumbersText(nothing_read));
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"OTHER NUMBER", "OF", "VALUE"}));
+  int checked = 0;
+  for (const node::StatusNumberRef& number : node::StatusNumbersWithJsonKey()) {
+    const node::StatusField& field = *number.field;
+    ASSERT_EQ(node::StatusScopeSize(status, field.scope), 1)
+        << number.series->json_key;
+    const auto [label, value] = node::StatusScopeLabel(status, field.scope, 0);
+    const std::vector<std::string> row = {
+        node::StatusNumberCaption(number.series->json_key),
+        label.empty() ? std::string("-") : absl::StrCat(label, " ", value),
+        node::StatusValueForPeople(number.series->value(status, 0),
+                                   field.unit)};
+    EXPECT_NE(std::find(rows.begin(), rows.end(), row), rows.end())
+        << absl::StrJoin(row, " | ");
+    ++checked;
+  }
+  EXPECT_EQ(rows.size(), 1 + checked);
+
+  // The layout's reads and places take numbers off the list.
+  node::StatusNumberReader some_read(status);
+  some_read.Text("feed.sent");
+  some_read.Count("peers[].rows_sent");
+  some_read.Place("process.open_fds");
+  const std::string other = OtherNumbersText(some_read);
+  EXPECT_TRUE(absl::StrContains(other, "feed skipped own"));
+  EXPECT_FALSE(absl::StrContains(other, "feed sent")) << other;
+  EXPECT_FALSE(absl::StrContains(other, "rows sent")) << other;
+  EXPECT_FALSE(absl::StrContains(other, "process open fds")) << other;
+
+  // Every number placed: nothing to show.
+  node::StatusNumberReader all_placed(status);
+  for (const node::StatusNumberRef& number : node::StatusNumbersWithJsonKey()) {
+    all_placed.Place(number.series->json_key);
+  }
+  EXPECT_EQ(OtherNumbersText(all_placed), "");
+  // A key the table lacks is said so.
+  all_placed.Place("feed.no_such_number");
+  EXPECT_EQ(all_placed.unknown_keys(),
+            std::vector<std::string>{"feed.no_such_number"});
+  EXPECT_TRUE(absl::StrContains(OtherNumbersText(all_placed),
+                                "<no status number feed.no_such_number>"));
+}
+
+TEST(StatusNumberCaption, IsTheKeysWordsWithoutTheListsParts) {
+  EXPECT_EQ(node::StatusNumberCaption("sessions_ok"), "sessions ok");
+  EXPECT_EQ(node::StatusNumberCaption("peers[].feed.lag_entries"),
+            "feed lag entries");
+  EXPECT_EQ(node::StatusNumberCaption("copy_writes.<origin>"), "copy writes");
+  EXPECT_EQ(node::StatusNumberCaption("postgres.tables[].rows"),
+            "postgres rows");
+}
+
+TEST(StatusValueForPeople, WritesTheValueInItsUnit) {
+  EXPECT_EQ(node::StatusValueForPeople(node::StatusValue::Count(12), "rows"),
+            "12 rows");
+  EXPECT_EQ(node::StatusValueForPeople(node::StatusValue::Count(3), ""), "3");
+  EXPECT_EQ(node::StatusValueForPeople(node::StatusValue::Real(2.5), "seconds"),
+            "2.5 seconds");
+  EXPECT_EQ(node::StatusValueForPeople(node::StatusValue::Flag(true), ""),
+            "yes");
+  EXPECT_EQ(node::StatusValueForPeople(node::StatusValue::Flag(false), ""),
+            "no");
+  EXPECT_EQ(node::StatusValueForPeople(node::StatusValue::UnixMs(1800000000123),
+                                       "seconds"),
+            "2027-01-15T08:00:00Z");
+  EXPECT_EQ(node::StatusValueForPeople(node::StatusValue::Absent(), "seconds"),
+            "-");
 }
 
 }  // namespace
