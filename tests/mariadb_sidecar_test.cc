@@ -186,6 +186,17 @@ TEST(MariaDbSidecarTest, TwoSidecarsConvergeUnderWritesOnBothSides) {
   absl::SleepFor(absl::Seconds(4));
   EXPECT_EQ(JsonNumber(StatusJson(a1), "transactions_captured"), captured1);
   EXPECT_EQ(MariaDbMd5(*m1), MariaDbMd5(*m2));
+  // The text view speaks of the MariaDB side: server id, GTID position.
+  const CommandResult text =
+      RunTally({"status", "--node", a1}, absl::Seconds(10));
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  for (const char* want :
+       {"mariadb://root@", "following", "server id", "indexed GTID 0-",
+        "1 (last: no index position stored (a first start))"}) {
+    EXPECT_TRUE(absl::StrContains(text.out, want)) << want << "\n" << text.out;
+  }
+  EXPECT_FALSE(absl::StrContains(text.out, "OTHER NUMBER")) << text.out;
+  EXPECT_TRUE(absl::StrContains(StatusJson(a1), R"("engine":"mariadb")"));
 }
 
 TEST(MariaDbSidecarTest, PostgresAndMariaDbSidecarsReplicateIntoEachOther) {

@@ -459,8 +459,8 @@ TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
     }
   }
   // The 56 of every node (without a process, a session or a copy's writes)
-  // and the sidecar's 14.
-  EXPECT_EQ(families.size(), 56u + 14u);
+  // and the sidecar's 15.
+  EXPECT_EQ(families.size(), 56u + 15u);
   // Without a sidecar none of them.
   EXPECT_THAT(RenderPrometheus(SmallStatus()),
               ::testing::Not(HasSubstr("tally_pg_")));

@@ -890,6 +890,16 @@ std::vector<StatusField>* MakeStatusFields() {
          [](S s, int) {
            return Count(s.postgres().own_transactions_replayed());
          }}}},
+      {"tally_pg_builds_total",
+       kCounter,
+       StatusScope::kPostgres,
+       "",
+       "builds",
+       "Index builds and rebuilds since the node started, by a sidecar to "
+       "MariaDB (its DDL, TRUNCATE and purged-log rebuilds); a sidecar to "
+       "PostgreSQL reports 0.",
+       {{"", "", "postgres.builds",
+         [](S s, int) { return Count(s.postgres().builds()); }}}},
       {"tally_pg_rows_applied_total",
        kCounter,
        StatusScope::kPostgres,

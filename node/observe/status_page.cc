@@ -98,6 +98,7 @@ constexpr absl::string_view kNumbersLeftToTallyStatus[] = {
     "postgres.own_transactions_replayed",
     "postgres.rows_applied",
     "postgres.rows_refused",
+    "postgres.builds",
     "postgres.build_rows_done",
     "postgres.build_rows_estimated",
     "postgres.tables[].rows",

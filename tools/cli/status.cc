@@ -150,24 +150,50 @@ std::string PostgresText(node::StatusNumberReader& numbers,
                                           absl::Seconds(pg.build_eta_seconds()))
                                     : std::nullopt)));
   }
-  std::vector<std::vector<std::string>> rows = {
-      {"postgres", pg.database()},
-      {"phase", phase},
-      {"last error", pg.last_error().empty() ? "-" : pg.last_error()},
-      {"slot", absl::StrCat(pg.slot(), " (publication ", pg.publication(),
-                            ", origin ", pg.origin(), ")")},
-      {"system id",
-       pg.system_identifier().empty() ? "-" : pg.system_identifier()},
-      {"position",
-       absl::StrFormat("received %s, confirmed %s",
-                       pg.received_lsn().empty() ? "-" : pg.received_lsn(),
-                       pg.confirmed_lsn().empty() ? "-" : pg.confirmed_lsn())},
-      {"slot lag",
-       absl::StrCat(
-           HumanBytes(numbers.Count("postgres.slot_lag_bytes")),
-           pg.slot_wal_status().empty()
-               ? std::string()
-               : absl::StrCat(" (wal_status ", pg.slot_wal_status(), ")"))},
+  const uint64_t builds = numbers.Count("postgres.builds");
+  std::vector<std::vector<std::string>> rows;
+  if (pg.engine() == "mariadb") {
+    // A MariaDB sidecar: a binary log read from a GTID state, no slot
+    // (so no slot lag to show).
+    (void)numbers.Count("postgres.slot_lag_bytes");
+    rows = {
+        {"mariadb", pg.database()},
+        {"phase", phase},
+        {"last error", pg.last_error().empty() ? "-" : pg.last_error()},
+        {"server id", absl::StrCat(pg.server_id(), " (its binlog reader: ",
+                                   pg.server_id() + 1, ")")},
+        {"position",
+         absl::StrFormat("indexed GTID %s, server at %s",
+                         pg.indexed_gtid().empty() ? "-" : pg.indexed_gtid(),
+                         pg.server_gtid().empty() ? "-" : pg.server_gtid())},
+        {"builds",
+         builds == 0
+             ? std::string("0 (resumed from the stored position)")
+             : absl::StrCat(builds, " (last: ", pg.last_rebuild_reason(), ")")},
+    };
+  } else {
+    rows = {
+        {"postgres", pg.database()},
+        {"phase", phase},
+        {"last error", pg.last_error().empty() ? "-" : pg.last_error()},
+        {"slot", absl::StrCat(pg.slot(), " (publication ", pg.publication(),
+                              ", origin ", pg.origin(), ")")},
+        {"system id",
+         pg.system_identifier().empty() ? "-" : pg.system_identifier()},
+        {"position",
+         absl::StrFormat(
+             "received %s, confirmed %s",
+             pg.received_lsn().empty() ? "-" : pg.received_lsn(),
+             pg.confirmed_lsn().empty() ? "-" : pg.confirmed_lsn())},
+        {"slot lag",
+         absl::StrCat(
+             HumanBytes(numbers.Count("postgres.slot_lag_bytes")),
+             pg.slot_wal_status().empty()
+                 ? std::string()
+                 : absl::StrCat(" (wal_status ", pg.slot_wal_status(), ")"))},
+    };
+  }
+  const std::vector<std::vector<std::string>> common = {
       {"capture lag",
        absl::StrFormat("%.1f s", numbers.Real("postgres.capture_lag_seconds"))},
       {"captured",
@@ -180,6 +206,7 @@ std::string PostgresText(node::StatusNumberReader& numbers,
                                   numbers.Count("postgres.rows_applied"),
                                   numbers.Count("postgres.rows_refused"))},
   };
+  rows.insert(rows.end(), common.begin(), common.end());
   if (pg.index_lost()) {
     // Worth a line only when it happened: the build after a lost index.
     rows.push_back(
@@ -1043,6 +1070,12 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
         {"index_lost", pg.index_lost()},
         {"index_loss_fresh_rows", pg.index_loss_fresh_rows()},
         {"tables", std::move(tables)}};
+    out["postgres"]["engine"] = pg.engine();
+    out["postgres"]["server_id"] = pg.server_id();
+    out["postgres"]["indexed_gtid"] = pg.indexed_gtid();
+    out["postgres"]["server_gtid"] = pg.server_gtid();
+    out["postgres"]["builds"] = FromTable();
+    out["postgres"]["last_rebuild_reason"] = pg.last_rebuild_reason();
     out["postgres"]["build_rows_per_second"] = pg.build_rows_per_second();
     out["postgres"]["build_eta_seconds"] =
         pg.has_build_eta_seconds() ? Json(pg.build_eta_seconds()) : Json();
