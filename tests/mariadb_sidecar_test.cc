@@ -44,9 +44,16 @@ std::unique_ptr<MariaDbServer> StartServerWithTable(int rows) {
   absl::StatusOr<std::unique_ptr<MariaDbServer>> m = MariaDbServer::Start();
   EXPECT_TRUE(m.ok()) << m.status();
   if (!m.ok()) return nullptr;
+  // The user docs/mariadb.md's quick start creates, with exactly its
+  // privileges: the sidecars run as it.
   std::string sql =
       "CREATE DATABASE public; USE public; CREATE TABLE t (id bigint "
-      "PRIMARY KEY, a int, b text) DEFAULT CHARSET utf8mb4;";
+      "PRIMARY KEY, a int, b text) DEFAULT CHARSET utf8mb4; "
+      "CREATE USER tally@'127.0.0.1' IDENTIFIED BY 'secret'; "
+      "GRANT SELECT, INSERT, UPDATE, DELETE ON public.* TO "
+      "tally@'127.0.0.1'; GRANT CREATE, SELECT, INSERT, UPDATE ON tally.* "
+      "TO tally@'127.0.0.1'; GRANT REPLICATION SLAVE, BINLOG MONITOR, "
+      "BINLOG REPLAY ON *.* TO tally@'127.0.0.1';";
   if (rows > 0) {
     absl::StrAppend(&sql, "INSERT INTO t SELECT seq, seq, CONCAT('v', seq) ",
                     "FROM seq_1_to_", rows, ";");
@@ -88,9 +95,10 @@ std::string PgMd5(PgCluster& pg) {
 std::unique_ptr<NodeProcess> StartMariaDbSidecar(
     const std::string& name, const std::string& data_dir, MariaDbServer& server,
     const std::string& listen, const std::vector<std::string>& peers) {
-  std::vector<std::string> flags = {"--mariadb",       server.Url("public"),
-                                    "--table",         "public.t",
-                                    "--sync-interval", "1s"};
+  std::vector<std::string> flags = {
+      "--mariadb",       server.Url("public", "tally", "secret"),
+      "--table",         "public.t",
+      "--sync-interval", "1s"};
   for (const std::string& peer : peers) {
     flags.push_back("--peer");
     flags.push_back(peer);
@@ -191,7 +199,7 @@ TEST(MariaDbSidecarTest, TwoSidecarsConvergeUnderWritesOnBothSides) {
       RunTally({"status", "--node", a1}, absl::Seconds(10));
   EXPECT_EQ(text.exit_code, 0) << text.err;
   for (const char* want :
-       {"mariadb://root@", "following", "server id", "indexed GTID 0-",
+       {"mariadb://tally@", "following", "server id", "indexed GTID 0-",
         "1 (last: no index position stored (a first start))"}) {
     EXPECT_TRUE(absl::StrContains(text.out, want)) << want << "\n" << text.out;
   }
@@ -283,6 +291,43 @@ TEST(MariaDbSidecarTest, KilledMidStreamResumesWithNothingLostOrTwice) {
   ExpectVerified(a2);
   // Resumed, not rebuilt (no "building the index" after the restart).
   EXPECT_EQ(JsonNumber(StatusJson(a1), "builds"), 0) << n1->Log();
+}
+
+TEST(MariaDbSidecarTest, ServerKilledMidStreamIsFollowedAgainOnceBack) {
+  TALLY_SKIP_UNLESS_MARIADB();
+  std::unique_ptr<MariaDbServer> m1 = StartServerWithTable(2000);
+  std::unique_ptr<MariaDbServer> m2 = StartServerWithTable(2000);
+  ASSERT_NE(m1, nullptr);
+  ASSERT_NE(m2, nullptr);
+  TempDir d1, d2;
+  const std::string a1 = FreeLoopbackAddress();
+  const std::string a2 = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> n1 =
+      StartMariaDbSidecar("s-1", d1.path(), *m1, a1, {a2});
+  std::unique_ptr<NodeProcess> n2 =
+      StartMariaDbSidecar("s-2", d2.path(), *m2, a2, {a1});
+  ASSERT_TRUE(WaitFor([&] { return Following(a1) && Following(a2); },
+                      absl::Seconds(60)));
+  // The first server crashes while the second's writes arrive to be
+  // applied to it; it comes back, and its own writes resume too.
+  std::thread w2([&] { Write(*m2, "two", 1001, 1000, 2000); });
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(m1->Kill().ok());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(StatusJson(a1), R"("phase":"reconnecting")");
+      },
+      absl::Seconds(30)))
+      << StatusJson(a1);
+  w2.join();
+  ASSERT_TRUE(m1->Restart().ok());
+  Write(*m1, "one", 1, 1000, 1000);
+  ASSERT_TRUE(WaitFor([&] { return MariaDbMd5(*m1) == MariaDbMd5(*m2); },
+                      absl::Seconds(120)))
+      << n1->Log() << n2->Log();
+  EXPECT_TRUE(Following(a1));
+  ExpectVerified(a1);
+  ExpectVerified(a2);
 }
 
 TEST(MariaDbSidecarTest, RefusesAServerSetUpWrongNamingTheFix) {

@@ -415,9 +415,44 @@ absl::Status Sidecar::Impl::RunOnce() {
   } else {
     TALLY_ASSIGN_OR_RETURN(position, Build(stored, reason));
   }
+  // Whether the last build was for a log that could not be read: the same
+  // failure right after it is not worth another build.
+  bool rebuilt_for_unreadable_log = false;
   for (;;) {
+    uint64_t stored_before;
+    {
+      absl::MutexLock lock(&mu_);
+      stored_before = status_.transactions_captured;
+    }
     absl::Status s = Follow(position);
     if (stopping()) return absl::OkStatus();
+    bool progressed;
+    {
+      absl::MutexLock lock(&mu_);
+      progressed = status_.transactions_captured != stored_before;
+    }
+    if (absl::IsFailedPrecondition(s) || absl::IsDataLoss(s) ||
+        absl::IsInternal(s)) {
+      // The server sends a log the client cannot read from the stored
+      // position (seen after a server crash: Connector/C's "Malformed
+      // packet" on the crashed binlog file), or an event that does not
+      // decode. Waiting does not help; a build from a new snapshot starts
+      // the log after it, and finds in the tables whatever it held.
+      if (rebuilt_for_unreadable_log && !progressed) return s;
+      TALLY_ASSIGN_OR_RETURN(auto stored_now, store->backend_position());
+      if (stored_now.has_value()) {
+        TALLY_ASSIGN_OR_RETURN(position,
+                               CapturePosition::Decode(stored_now->bytes));
+      }
+      TALLY_ASSIGN_OR_RETURN(
+          position,
+          Build(position, absl::StrCat("the binary log cannot be read from "
+                                       "the stored position: ",
+                                       s.message())));
+      rebuilt_for_unreadable_log = true;
+      continue;
+    }
+    rebuilt_for_unreadable_log = false;
     if (absl::IsOutOfRange(s)) {
       // The server no longer holds the log from the position.
       Log(absl::StrCat("mariadb sidecar: ", s.message(), "; rebuilding"));
