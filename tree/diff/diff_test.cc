@@ -1,4 +1,4 @@
-#include "tree/diff.h"
+#include "tree/diff/diff.h"
 
 #include <algorithm>
 #include <cmath>
@@ -223,7 +223,7 @@ TEST_P(DiffPropertyTest, FindsExactlyTheDifferingKeys) {
       EXPECT_EQ(result.stats.digests, HandshakeDigests(options));
     }
     // Each pass within the bound: a pass that misses a difference under
-    // short fingerprints (~1% of seeded diffs, tree/diff.h "Fingerprints")
+    // short fingerprints (~1% of seeded diffs, tree/diff/diff.h "Fingerprints")
     // is followed by one more. Seed 3830699722 (n = 100,000, d = 1) takes
     // two, and failed the bound of one pass.
     EXPECT_LE(result.stats.passes, static_cast<uint64_t>(options.max_passes));

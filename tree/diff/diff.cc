@@ -1,4 +1,4 @@
-#include "tree/diff.h"
+#include "tree/diff/diff.h"
 
 #include <xxhash.h>
 
@@ -13,7 +13,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
-#include "tree/diff_cost.h"
+#include "tree/diff/diff_cost.h"
 #include "tree/fingerprint.h"
 #include "tree/status_macros.h"
 
