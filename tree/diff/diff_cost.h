@@ -2,7 +2,7 @@
 // rows is a cost too"): what one step of a diff costs on the wire for each
 // way of asking the views, the fingerprint widths, the round budget by size,
 // and the choice between listing a mismatched node and expanding it, which
-// the planner (tree/diff/diff.cc) makes for every node every round.
+// the planner (tree/diff/diff_planner.h) makes for every node every round.
 // EstimateDiffCost (tree/diff/diff.h) is the same model over a tree whose nodes
 // of a level are all alike.
 //
