@@ -110,10 +110,12 @@ class DiffPlanner {
 // The differences each mismatched child of a node is expected to hold, from
 // the share of its `children` that differed (`mismatched`, at least 1;
 // Poisson occupancy), the node's own estimate `parent_expected` and the sum
-// `count_gap` of the mismatched children's row count gaps. When all
-// children differed, the share says only "many": it is taken as if one had
-// not, and the parent's estimate kept if larger. Row count gaps are
-// differences too, whatever the share says. At least 1.
+// `count_gap` of the mismatched children's row count gaps. When all s
+// children differed, the share says only "many": the estimate is then at
+// least 3 s ln s (the d for which all would differ with probability
+// 1 - 1/s^2; s ln 2s for a single child), and the parent's estimate if
+// larger. Row count gaps are differences too, whatever the share says. At
+// least 1.
 double ExpectedPerChild(double parent_expected, uint64_t children,
                         uint64_t mismatched, double count_gap);
 
