@@ -19,7 +19,7 @@
 #include "storage/internal/records.h"
 #include "support/temp_dir.h"
 #include "tests/killed_child.h"
-#include "tree/diff.h"
+#include "tree/diff/diff.h"
 
 namespace tally {
 namespace storage {

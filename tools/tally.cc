@@ -15,9 +15,9 @@
 //   tally sync 127.0.0.1:7400 --peer=127.0.0.1:7401
 //
 // A thin front end: the node's client library (node/client/client.h) does the
-// talking, tree/diff.h the diffing and node/sync/sync.h the repairing (on node
-// A, through Admin.RunDiff, or here with --third-party); this file parses the
-// command line into a cli::Context and runs one command, each in a file of
+// talking, tree/diff/diff.h the diffing and node/sync/sync.h the repairing (on
+// node A, through Admin.RunDiff, or here with --third-party); this file parses
+// the command line into a cli::Context and runs one command, each in a file of
 // its own (tools/cli/commands/commands.h), which prints. Exit codes follow
 // diff(1): 0 equal / success, 1 different (or `get` of an absent key, as grep's
 // "no match"; or a repair that leaves the nodes different), 2 trouble — always

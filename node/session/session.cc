@@ -285,7 +285,7 @@ absl::Status Session::SyncKeyspace(const std::string& keyspace) {
   options.keyspace = keyspace;
   options.a_is_source = from_source;
   // The local store answers in process: the diff sends its fingerprints and
-  // the peer answers which differ (tree/diff.h, DiffOptions::own_view).
+  // the peer answers which differ (tree/diff/diff.h, DiffOptions::own_view).
   options.diff.own_view = from_source ? tree::DiffOptions::OwnView::kB
                                       : tree::DiffOptions::OwnView::kA;
   options.deadline = result_.start + options_.timeout;

@@ -14,7 +14,7 @@
 //   a side that still holds it is reported as the keyspace's trouble
 //   (kTroubleDropped) until it is dropped there too:
 //   2. Diff: compare the two Merkle trees for the differing keys
-//      (node/sync/sync.h, tree/diff.h);
+//      (node/sync/sync.h, tree/diff/diff.h);
 //   3. Repair: fetch and write a batch of them.
 //      The diff hands its differences to the repair a batch at a time as it
 //      finds them (so memory stays bounded), so a keyspace with many

@@ -266,7 +266,7 @@ absl::StatusOr<v1::RunDiffSummary> RunDiffAgainstPeer(
   sync.keyspace = keyspace;
   sync.scope = ScopeOf(request);
   // This node's store answers in process, as in a session: the diff sends
-  // its fingerprints and the peer answers which differ (tree/diff.h,
+  // its fingerprints and the peer answers which differ (tree/diff/diff.h,
   // DiffOptions::own_view), so the nodes' link carries a session's bytes.
   sync.diff.own_view =
       swapped ? tree::DiffOptions::OwnView::kB : tree::DiffOptions::OwnView::kA;

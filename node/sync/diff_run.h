@@ -18,7 +18,7 @@
 //      to `events` as they come. A dry run and a diff change nothing.
 //   4. Roots: after a real repair, both roots read again (the proof the
 //      tool shows); for a run limited to a range or keys, the roots of that
-//      part only (tree/diff_scope.h), which are all it made equal.
+//      part only (tree/diff/diff_scope.h), which are all it made equal.
 //   5. Summary: the counts, returned.
 //
 // A keyspace absent on both nodes is not an error here: the summary says
@@ -46,7 +46,7 @@
 #include "node/sync/bandwidth_limiter.h"
 #include "storage/store.h"
 #include "tally/v1/tally.pb.h"
-#include "tree/diff_scope.h"
+#include "tree/diff/diff_scope.h"
 
 namespace tally {
 namespace node {

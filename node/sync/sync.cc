@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "tree/absent_as_empty_view.h"
+#include "tree/diff/absent_as_empty_view.h"
 #include "tree/status_macros.h"
 
 namespace tally {

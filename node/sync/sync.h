@@ -2,7 +2,7 @@
 //
 // This is the anti-entropy session's work, and `tally repair`'s:
 //
-//  1. Diff (tree/diff.h): handshake, descent, sub-leaf ranges, row lists —
+//  1. Diff (tree/diff/diff.h): handshake, descent, sub-leaf ranges, row lists —
 //     the exact set of differing keys with each side's version.
 //  2. Repair, in batches as differences arrive (memory stays bounded):
 //     - two-way (last writer wins): for each key the side with the higher
@@ -32,8 +32,8 @@
 #include "absl/time/time.h"
 #include "node/client/replica.h"
 #include "node/sync/bandwidth_limiter.h"
-#include "tree/diff.h"
-#include "tree/diff_scope.h"
+#include "tree/diff/diff.h"
+#include "tree/diff/diff_scope.h"
 
 namespace tally {
 namespace node {

@@ -35,7 +35,7 @@
 #include "support/tcp_proxy.h"
 #include "tools/bench/scenario.h"
 #include "tools/bench/store_fixture.h"
-#include "tree/diff.h"
+#include "tree/diff/diff.h"
 
 ABSL_FLAG(std::string, tallyd, "",
           "diff, bootstrap: path of tallyd (default: ../node/tallyd next to "

@@ -23,7 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "tools/bench/scenario.h"
-#include "tree/diff.h"
+#include "tree/diff/diff.h"
 #include "tree/digest.h"
 #include "tree/memory_tree_view.h"
 #include "tree/status_macros.h"

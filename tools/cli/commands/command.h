@@ -31,7 +31,7 @@
 #include "node/client/tls.h"
 #include "tools/cli/args.h"
 #include "tools/cli/format.h"
-#include "tree/diff_scope.h"
+#include "tree/diff/diff_scope.h"
 #include "tree/version.h"
 
 namespace tally {

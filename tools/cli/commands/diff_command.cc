@@ -18,8 +18,8 @@
 #include "tools/cli/commands/node_diff.h"
 #include "tools/cli/commands/row_value.h"
 #include "tools/cli/format.h"
-#include "tree/absent_as_empty_view.h"
-#include "tree/diff.h"
+#include "tree/diff/absent_as_empty_view.h"
+#include "tree/diff/diff.h"
 #include "tree/status_macros.h"
 
 namespace tally {

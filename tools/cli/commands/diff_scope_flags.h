@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "tally/v1/tally.pb.h"
-#include "tree/diff_scope.h"
+#include "tree/diff/diff_scope.h"
 
 namespace tally {
 namespace cli {

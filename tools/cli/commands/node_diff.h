@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "node/client/client.h"
 #include "tools/cli/commands/command.h"
-#include "tree/diff.h"
+#include "tree/diff/diff.h"
 #include "tree/merkle_tree.h"
 
 namespace tally {

@@ -7,7 +7,7 @@
 #include "tools/cli/commands/command.h"
 #include "tools/cli/commands/commands.h"
 #include "tools/cli/commands/repair_report.h"
-#include "tree/key_list_view.h"
+#include "tree/diff/key_list_view.h"
 #include "tree/status_macros.h"
 
 namespace tally {

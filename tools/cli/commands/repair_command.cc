@@ -28,8 +28,8 @@
 #include "tools/cli/commands/row_value.h"
 #include "tools/cli/format.h"
 #include "tools/cli/progress_report.h"
-#include "tree/absent_as_empty_view.h"
-#include "tree/diff.h"
+#include "tree/diff/absent_as_empty_view.h"
+#include "tree/diff/diff.h"
 #include "tree/progress_meter.h"
 #include "tree/status_macros.h"
 

@@ -11,11 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "tree/diff.h"
-#include "tree/diff_scope.h"
-#include "tree/key_list_view.h"
+#include "tree/diff/diff.h"
+#include "tree/diff/diff_scope.h"
+#include "tree/diff/key_list_view.h"
+#include "tree/diff/token_range_view.h"
 #include "tree/memory_tree_view.h"
-#include "tree/token_range_view.h"
 
 namespace tally {
 namespace tree {

@@ -1,4 +1,4 @@
-#include "tree/diff.h"
+#include "tree/diff/diff.h"
 
 #include <algorithm>
 #include <cmath>
@@ -223,7 +223,7 @@ TEST_P(DiffPropertyTest, FindsExactlyTheDifferingKeys) {
       EXPECT_EQ(result.stats.digests, HandshakeDigests(options));
     }
     // Each pass within the bound: a pass that misses a difference under
-    // short fingerprints (~1% of seeded diffs, tree/diff.h "Fingerprints")
+    // short fingerprints (~1% of seeded diffs, tree/diff/diff.h "Fingerprints")
     // is followed by one more. Seed 3830699722 (n = 100,000, d = 1) takes
     // two, and failed the bound of one pass.
     EXPECT_LE(result.stats.passes, static_cast<uint64_t>(options.max_passes));
@@ -843,35 +843,6 @@ TEST(Diff, APeerFromBeforeSeedsIsAskedThePlainWay) {
     EXPECT_EQ(stats.passes, 1u);
     EXPECT_TRUE(stats.verified);
   }
-}
-
-TEST(MemoryTreeView, RejectsMalformedRequests) {
-  auto view = MemoryTreeView::Create(8, {});
-  ASSERT_TRUE(view.ok());
-  ViewRequest bad_level;
-  bad_level.descend.push_back({NodeRef{65, 0}, 1});
-  EXPECT_EQ((*view)->Exchange(bad_level).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  ViewRequest bad_index;
-  bad_index.list.push_back(NodeRef{3, 8});
-  EXPECT_EQ((*view)->Exchange(bad_index).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  ViewRequest too_far;
-  too_far.descend.push_back({NodeRef{60, 0}, 5});
-  EXPECT_EQ((*view)->Exchange(too_far).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  ViewRequest too_many;
-  too_many.descend.push_back({NodeRef{0, 0}, 16});
-  too_many.descend.push_back({NodeRef{1, 0}, 1});
-  EXPECT_EQ((*view)->Exchange(too_many).status().code(),
-            absl::StatusCode::kResourceExhausted);
-}
-
-TEST(MemoryTreeView, RejectsDuplicateKeys) {
-  std::vector<RowEntry> rows{MakeRow("k", "1", 1, "o", false),
-                             MakeRow("k", "2", 2, "o", false)};
-  EXPECT_EQ(MemoryTreeView::Create(8, rows).status().code(),
-            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

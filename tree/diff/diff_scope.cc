@@ -1,9 +1,9 @@
-#include "tree/diff_scope.h"
+#include "tree/diff/diff_scope.h"
 
 #include "absl/strings/str_cat.h"
-#include "tree/absent_as_empty_view.h"
+#include "tree/diff/absent_as_empty_view.h"
+#include "tree/diff/token_range_view.h"
 #include "tree/status_macros.h"
-#include "tree/token_range_view.h"
 
 namespace tally {
 namespace tree {

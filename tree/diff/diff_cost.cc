@@ -1,4 +1,4 @@
-#include "tree/diff_cost.h"
+#include "tree/diff/diff_cost.h"
 
 #include <algorithm>
 #include <cmath>

@@ -23,8 +23,8 @@
 //   absl::Status s = DiffViews(part_a, part_b, options, sink, &stats);
 //
 // Thread-compatible, like the view it wraps: one diff at a time.
-#ifndef TALLY_TREE_TOKEN_RANGE_VIEW_H_
-#define TALLY_TREE_TOKEN_RANGE_VIEW_H_
+#ifndef TALLY_TREE_DIFF_TOKEN_RANGE_VIEW_H_
+#define TALLY_TREE_DIFF_TOKEN_RANGE_VIEW_H_
 
 #include <optional>
 
@@ -75,4 +75,4 @@ class TokenRangeView : public TreeView {
 }  // namespace tree
 }  // namespace tally
 
-#endif  // TALLY_TREE_TOKEN_RANGE_VIEW_H_
+#endif  // TALLY_TREE_DIFF_TOKEN_RANGE_VIEW_H_

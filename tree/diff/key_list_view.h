@@ -21,8 +21,8 @@
 // bounded by the list the caller gives (node/sync/diff_run.h caps a request).
 //
 // Thread-compatible: one diff at a time.
-#ifndef TALLY_TREE_KEY_LIST_VIEW_H_
-#define TALLY_TREE_KEY_LIST_VIEW_H_
+#ifndef TALLY_TREE_DIFF_KEY_LIST_VIEW_H_
+#define TALLY_TREE_DIFF_KEY_LIST_VIEW_H_
 
 #include <memory>
 #include <optional>
@@ -85,4 +85,4 @@ class KeyListView : public TreeView {
 }  // namespace tree
 }  // namespace tally
 
-#endif  // TALLY_TREE_KEY_LIST_VIEW_H_
+#endif  // TALLY_TREE_DIFF_KEY_LIST_VIEW_H_

@@ -8,15 +8,15 @@
 //   TreeView& view = part != nullptr ? *part : whole;
 //
 // Thread-safe: a value type; the views it makes are thread-compatible.
-#ifndef TALLY_TREE_DIFF_SCOPE_H_
-#define TALLY_TREE_DIFF_SCOPE_H_
+#ifndef TALLY_TREE_DIFF_DIFF_SCOPE_H_
+#define TALLY_TREE_DIFF_DIFF_SCOPE_H_
 
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "tree/key_list_view.h"
+#include "tree/diff/key_list_view.h"
 #include "tree/token_range.h"
 #include "tree/tree_view.h"
 
@@ -48,4 +48,4 @@ absl::StatusOr<std::optional<ViewSummary>> ScopedSummary(
 }  // namespace tree
 }  // namespace tally
 
-#endif  // TALLY_TREE_DIFF_SCOPE_H_
+#endif  // TALLY_TREE_DIFF_DIFF_SCOPE_H_

@@ -1,4 +1,4 @@
-#include "tree/token_range_view.h"
+#include "tree/diff/token_range_view.h"
 
 #include <algorithm>
 #include <utility>

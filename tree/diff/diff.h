@@ -5,7 +5,7 @@
 //
 // docs/design/diff.md says how and why: the handshake, the descent planned
 // every round by a cost model of the wire and of the rows the views read
-// (tree/diff_cost.h), the listing below it, the ways of asking the views
+// (tree/diff/diff_cost.h), the listing below it, the ways of asking the views
 // (DiffOptions::own_view, seeded), the short fingerprints under a per-pass
 // seed, and the rule that adds a round. What a caller relies on:
 //  - The result is exact. A pass whose differences do not account for the
@@ -34,8 +34,8 @@
 //         // nullptr: the key is absent on that side.
 //         return absl::OkStatus();
 //       }, &stats);
-#ifndef TALLY_TREE_DIFF_H_
-#define TALLY_TREE_DIFF_H_
+#ifndef TALLY_TREE_DIFF_DIFF_H_
+#define TALLY_TREE_DIFF_DIFF_H_
 
 #include <cstdint>
 #include <functional>
@@ -165,4 +165,4 @@ absl::Status DiffViews(TreeView& a, TreeView& b, const DiffOptions& options,
 }  // namespace tree
 }  // namespace tally
 
-#endif  // TALLY_TREE_DIFF_H_
+#endif  // TALLY_TREE_DIFF_DIFF_H_

@@ -1,4 +1,4 @@
-#include "tree/key_list_view.h"
+#include "tree/diff/key_list_view.h"
 
 #include <algorithm>
 #include <utility>

@@ -2,20 +2,20 @@
 // rows is a cost too"): what one step of a diff costs on the wire for each
 // way of asking the views, the fingerprint widths, the round budget by size,
 // and the choice between listing a mismatched node and expanding it, which
-// the planner (tree/diff.cc) makes for every node every round.
-// EstimateDiffCost (tree/diff.h) is the same model over a tree whose nodes
+// the planner (tree/diff/diff_planner.h) makes for every node every round.
+// EstimateDiffCost (tree/diff/diff.h) is the same model over a tree whose nodes
 // of a level are all alike.
 //
 // Thread-compatible: a CostModel memoises its answers; one per round of one
 // diff.
-#ifndef TALLY_TREE_DIFF_COST_H_
-#define TALLY_TREE_DIFF_COST_H_
+#ifndef TALLY_TREE_DIFF_DIFF_COST_H_
+#define TALLY_TREE_DIFF_DIFF_COST_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
 
-#include "tree/diff.h"
+#include "tree/diff/diff.h"
 
 namespace tally {
 namespace tree {
@@ -131,4 +131,4 @@ class CostModel {
 }  // namespace tree
 }  // namespace tally
 
-#endif  // TALLY_TREE_DIFF_COST_H_
+#endif  // TALLY_TREE_DIFF_DIFF_COST_H_

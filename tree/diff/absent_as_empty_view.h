@@ -15,8 +15,8 @@
 //   }
 //
 // Thread-compatible, like the view it wraps: one diff at a time.
-#ifndef TALLY_TREE_ABSENT_AS_EMPTY_VIEW_H_
-#define TALLY_TREE_ABSENT_AS_EMPTY_VIEW_H_
+#ifndef TALLY_TREE_DIFF_ABSENT_AS_EMPTY_VIEW_H_
+#define TALLY_TREE_DIFF_ABSENT_AS_EMPTY_VIEW_H_
 
 #include <memory>
 #include <optional>
@@ -80,4 +80,4 @@ absl::Status KeyspaceAbsentOnBoth(absl::string_view keyspace,
 }  // namespace tree
 }  // namespace tally
 
-#endif  // TALLY_TREE_ABSENT_AS_EMPTY_VIEW_H_
+#endif  // TALLY_TREE_DIFF_ABSENT_AS_EMPTY_VIEW_H_

@@ -1,4 +1,4 @@
-#include "tree/absent_as_empty_view.h"
+#include "tree/diff/absent_as_empty_view.h"
 
 #include <memory>
 #include <set>
@@ -8,7 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tree/diff.h"
+#include "tree/diff/diff.h"
 #include "tree/memory_tree_view.h"
 
 namespace tally {

@@ -1,4 +1,4 @@
-#include "tree/absent_as_empty_view.h"
+#include "tree/diff/absent_as_empty_view.h"
 
 #include "absl/strings/str_format.h"
 #include "tree/status_macros.h"
