@@ -780,7 +780,10 @@ absl::Status Sidecar::Impl::Follow(CapturePosition position) {
   // commit) when the batch is full, the oldest has waited, or the server
   // is idle.
   std::vector<storage::Mutation> batch;
+  // Transactions read since the last stored position, and of them those
+  // of the applications that changed kept tables (the status counts).
   uint64_t batch_transactions = 0;
+  uint64_t batch_captured = 0;
   uint64_t batch_own = 0;
   uint32_t batch_last_second = 0;
   std::optional<absl::Time> batch_since;
@@ -799,9 +802,10 @@ absl::Status Sidecar::Impl::Follow(CapturePosition position) {
     absl::MutexLock lock(&mu_);
     status_.rows_captured += rows;
     if (with_position) {
-      status_.transactions_captured += batch_transactions;
+      status_.transactions_captured += batch_captured;
       status_.own_transactions_replayed += batch_own;
       batch_transactions = 0;
+      batch_captured = 0;
       batch_own = 0;
       batch_since.reset();
       status_.capture_lag =
@@ -914,6 +918,7 @@ absl::Status Sidecar::Impl::Follow(CapturePosition position) {
     position.gtid = stream->gtid_state();
     position.last_stamp = std::max(position.last_stamp, stamps.last());
     ++batch_transactions;
+    if (!own && !txn->rows.empty()) ++batch_captured;
     batch_last_second = txn->commit_second;
     if (!batch_since.has_value()) batch_since = absl::Now();
     if (batch.size() >= options_.batch_rows ||

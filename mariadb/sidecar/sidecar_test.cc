@@ -240,6 +240,25 @@ TEST_F(MariaDbSidecarTest, MissingTableIsMissingUntilCreated) {
   EXPECT_TRUE(sidecar_->backend()->TakesRows("db1.later").ok());
 }
 
+TEST_F(MariaDbSidecarTest, AHalfMillionRowTransactionIsIndexedWhole) {
+  Sql("INSERT INTO t SELECT seq, seq, CONCAT('w', seq) FROM "
+      "seq_3001_to_500000");
+  StartSidecar();
+  ExpectIndexEqualsTable();
+  // One transaction of 500,000 row updates: stored in parts, the position
+  // with the last, every row at the transaction's version.
+  Sql("UPDATE t SET a = a + 1, b = CONCAT(b, '+')");
+  ExpectIndexEqualsTable();
+  const SidecarStatus s = sidecar_->status();
+  EXPECT_EQ(s.rows_captured, 500000u);
+  EXPECT_EQ(s.transactions_captured, 1u);
+  absl::StatusOr<storage::Row> first = store_->Get("db1.t", Key(1));
+  absl::StatusOr<storage::Row> last = store_->Get("db1.t", Key(500000));
+  ASSERT_TRUE(first.ok() && last.ok());
+  EXPECT_EQ(first->version, last->version);
+  EXPECT_EQ(first->version.origin, "node-m");
+}
+
 TEST_F(MariaDbSidecarTest, PrepareRefusesABadServerSetUpNamingTheFix) {
   absl::StatusOr<std::unique_ptr<MariaDbServer>> m =
       MariaDbServer::Start({{"--binlog-format=STATEMENT"}});
