@@ -88,7 +88,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "pg/sidecar/fault_points.h"
+#include "pg/sidecar/apply/fault_points.h"
 #include "pg/wire/lsn.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
@@ -116,8 +116,8 @@ struct SidecarOptions {
   // store's default_depth: tallyd --default-depth).
   int keyspace_depth = tree::kDefaultDepth;
   // Crash tests only (tallyd --test-fault-point): the points of
-  // pg/sidecar/fault_points.h, passed to the apply and the capture; the sidecar
-  // itself reaches apply-after-store-commit. Null: none.
+  // pg/sidecar/apply/fault_points.h, passed to the apply and the capture; the
+  // sidecar itself reaches apply-after-store-commit. Null: none.
   std::shared_ptr<FaultPoints> fault_points;
 };
 
