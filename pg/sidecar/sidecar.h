@@ -25,11 +25,13 @@
 // pg/schema/names.h's ReplicationBaseName(node name). Keyspaces are the tables'
 // qualified names ("public.users").
 //
-// Lifecycle of the thread: build (no position stored, or a rebuild: the slot
-// is missing or lost, the database has another system identifier, the
-// stored LSN is below the slot's confirmed_flush_lsn, a table changed; the
-// whole decision, with every reason, is pg/sidecar/index_decision.h) or resume,
-// then follow. A connection failure never ends it: it retries with a backoff of
+// Lifecycle of the thread (its phases, events and transitions, with every
+// backoff, are the state machine of pg/sidecar/lifecycle.h): build (no
+// position stored, or a rebuild: the slot is missing or lost, the database
+// has another system identifier, the stored LSN is below the slot's
+// confirmed_flush_lsn, a table changed; the whole decision, with every
+// reason, is pg/sidecar/index_decision.h) or resume, then follow. A
+// connection failure never ends it: it retries with a backoff of
 // 1 s doubling to 30 s, phase "reconnecting" with the reason; so do the
 // other errors a later attempt may not meet (a dropped table, a refused
 // store write). An error that retrying cannot help (kDataLoss: a malformed
