@@ -157,8 +157,8 @@ struct NodeConfig {
   // clock is wrong.
   absl::Duration test_clock_offset = absl::ZeroDuration();
   // For crash tests only (hidden `test-fault-point`): "NAME[:COUNT]", a
-  // point of pg/sidecar/fault_points.h at which the sidecar kills the process
-  // (the COUNT-th time it is reached). Needs `postgres`. Empty: none.
+  // point of pg/sidecar/apply/fault_points.h at which the sidecar kills the
+  // process (the COUNT-th time it is reached). Needs `postgres`. Empty: none.
   std::string test_fault_point;
 };
 

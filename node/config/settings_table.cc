@@ -15,7 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "node/config/postgres_settings.h"
 #include "node/observe/log.h"
-#include "pg/sidecar/fault_points.h"
+#include "pg/sidecar/apply/fault_points.h"
 #include "tree/status_macros.h"
 #include "tree/token.h"
 

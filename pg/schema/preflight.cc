@@ -129,7 +129,8 @@ absl::StatusOr<std::vector<TableSchema>> Preflight(
   }
   if (!superuser) {
     // The apply runs with session_replication_role = replica (see
-    // pg/sidecar/pg_backend.h); PostgreSQL 15 lets a superuser grant SET on it.
+    // pg/sidecar/apply/pg_backend.h); PostgreSQL 15 lets a superuser grant SET
+    // on it.
     bool may_set = false;
     if (conn.server_version() >= 150000) {
       absl::StatusOr<Result> p = conn.ExecParams(

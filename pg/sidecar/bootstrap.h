@@ -110,8 +110,8 @@
 #include "absl/strings/string_view.h"
 #include "pg/schema/names.h"
 #include "pg/schema/table_schema.h"
+#include "pg/sidecar/apply/row_token.h"
 #include "pg/sidecar/capture_position.h"
-#include "pg/sidecar/row_token.h"
 #include "pg/wire/connection.h"
 #include "pg/wire/replication_stream.h"
 #include "storage/store.h"
@@ -233,7 +233,8 @@ struct IndexEntry {
   tree::Version version;
   bool deleted = false;
   tree::Digest128 digest;
-  // The CAS token (pg/sidecar/row_token.h) of the row version it describes.
+  // The CAS token (pg/sidecar/apply/row_token.h) of the row version it
+  // describes.
   std::string payload;
   // The store marked it damaged (storage::IndexRecord::damaged): out of
   // its leaf until a write replaces it.

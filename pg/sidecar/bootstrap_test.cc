@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "pg/schema/names.h"
 #include "pg/schema/table_schema.h"
-#include "pg/sidecar/pg_backend.h"
+#include "pg/sidecar/apply/pg_backend.h"
 #include "pg/wire/connection.h"
 #include "storage/internal/fault_injection_env.h"
 #include "storage/store.h"

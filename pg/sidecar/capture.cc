@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "pg/schema/row_codec.h"
-#include "pg/sidecar/apply_message.h"
+#include "pg/sidecar/apply/apply_message.h"
 #include "pg/sidecar/bootstrap.h"
 #include "pg/wire/field.h"
 #include "pg/wire/replication_messages.h"

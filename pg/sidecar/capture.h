@@ -4,12 +4,12 @@
 // The stream (pgoutput protocol 1, binary) delivers whole transactions at
 // their commit. For each one:
 //  - a transaction whose Origin message names this node's own apply origin
-//    was tally's own apply (pg/sidecar/pg_backend.h): its rows are indexed from
-//    its 'tally.apply' message (pg/sidecar/apply_message.h) with the versions
-//    it carries and its token, never as local changes. When the store already
-//    committed that apply, the same version and digest change nothing (no
-//    change-log entry, no echo to peers); when tallyd died between the two
-//    commits, this indexes them. Rows it lists as erased (a source
+//    was tally's own apply (pg/sidecar/apply/pg_backend.h): its rows are
+//    indexed from its 'tally.apply' message (pg/sidecar/apply/apply_message.h)
+//    with the versions it carries and its token, never as local changes. When
+//    the store already committed that apply, the same version and digest change
+//    nothing (no change-log entry, no echo to peers); when tallyd died between
+//    the two commits, this indexes them. Rows it lists as erased (a source
 //    override's) are left out (the source's next session erases them
 //    again), and rows it does not list are not indexed;
 //  - any other transaction gets one version, its commit time
@@ -79,10 +79,10 @@
 #include "absl/time/time.h"
 #include "pg/schema/names.h"
 #include "pg/schema/table_schema.h"
+#include "pg/sidecar/apply/fault_points.h"
+#include "pg/sidecar/apply/row_token.h"
 #include "pg/sidecar/capture_position.h"
 #include "pg/sidecar/commit_stamp.h"
-#include "pg/sidecar/fault_points.h"
-#include "pg/sidecar/row_token.h"
 #include "pg/wire/connection.h"
 #include "pg/wire/field.h"
 #include "pg/wire/pgoutput.h"
@@ -107,7 +107,7 @@ struct CaptureOptions {
   ConnectOptions connect;
   // Crash tests only: each store write of captured changes reaches
   // capture-after-index-commit before its confirmation
-  // (pg/sidecar/fault_points.h). Null: none.
+  // (pg/sidecar/apply/fault_points.h). Null: none.
   std::shared_ptr<FaultPoints> fault_points;
 };
 

@@ -20,12 +20,13 @@
 #include "pg/schema/preflight.h"
 #include "pg/schema/schema_difference.h"
 #include "pg/schema/table_schema.h"
+#include "pg/sidecar/apply/pg_backend.h"
 #include "pg/sidecar/bootstrap.h"
 #include "pg/sidecar/build_marker.h"
 #include "pg/sidecar/capture.h"
 #include "pg/sidecar/capture_position.h"
 #include "pg/sidecar/index_decision.h"
-#include "pg/sidecar/pg_backend.h"
+#include "pg/sidecar/lifecycle.h"
 #include "pg/wire/replication_messages.h"
 #include "pg/wire/replication_stream.h"
 #include "storage/names.h"
@@ -36,8 +37,6 @@ namespace tally {
 namespace pg {
 namespace {
 
-constexpr absl::Duration kMinBackoff = absl::Seconds(1);
-constexpr absl::Duration kMaxBackoff = absl::Seconds(30);
 constexpr absl::Duration kSlotPollInterval = absl::Seconds(2);
 // The least time between two catalog checks the backend asked for (a
 // dropped table's rows keep failing until the check finds it missing).
@@ -252,12 +251,6 @@ absl::StatusOr<bool> PublishesViaRoot(Connection& conn,
   return r.rows() == 1 && r.Value(0, 0) == "t";
 }
 
-// Errors that retrying cannot mend: the sidecar stops ("failed").
-bool Permanent(const absl::Status& s) {
-  return absl::IsDataLoss(s) || absl::IsInvalidArgument(s) ||
-         absl::IsOutOfRange(s);
-}
-
 }  // namespace
 
 class Sidecar::Impl {
@@ -273,7 +266,7 @@ class Sidecar::Impl {
         backend_(std::make_shared<SidecarBackend>(pg_, gate_)),
         tables_(std::move(tables)),
         missing_(std::move(missing)) {
-    status_.phase = "preparing";
+    loop_.database_reached = pg_ != nullptr;
     status_.slot = names_.slot;
     status_.publication = names_.publication;
     status_.origin = names_.origin;
@@ -349,7 +342,8 @@ class Sidecar::Impl {
   SidecarStatus status() const {
     absl::MutexLock lock(&mu_);
     SidecarStatus s = status_;
-    if (s.phase == "building") {
+    s.phase = std::string(SidecarPhaseName(loop_.phase));
+    if (loop_.phase == SidecarPhase::kBuilding) {
       const tree::ProgressEstimate e = build_meter_.Estimate(absl::Now());
       s.build_rows_per_second = e.rate;
       s.build_remaining = e.remaining;
@@ -384,17 +378,18 @@ class Sidecar::Impl {
     for (;;) {
       {
         absl::MutexLock lock(&mu_);
-        if (status_.phase == "failed") {
+        if (loop_.phase == SidecarPhase::kFailed) {
           return absl::FailedPreconditionError(
               absl::StrCat("the sidecar failed: ", status_.last_error));
         }
-        if (status_.phase == "following" && status_.confirmed_lsn >= target) {
+        if (loop_.phase == SidecarPhase::kFollowing &&
+            status_.confirmed_lsn >= target) {
           return absl::OkStatus();
         }
         if (absl::Now() >= deadline) {
           return absl::DeadlineExceededError(absl::StrFormat(
               "not caught up with %s: phase %s, confirmed %s%s",
-              FormatLsn(target), status_.phase,
+              FormatLsn(target), SidecarPhaseName(loop_.phase),
               FormatLsn(status_.confirmed_lsn),
               status_.last_error.empty()
                   ? ""
@@ -486,10 +481,27 @@ class Sidecar::Impl {
     }
   }
 
-  void SetPhase(absl::string_view phase, absl::string_view error) {
+  // Moves the lifecycle (pg/sidecar/lifecycle.h) on by `event`, which
+  // `error` explains when it is one; returns what the thread does next.
+  SidecarStep Advance(SidecarEvent event, const absl::Status& error) {
     absl::MutexLock lock(&mu_);
-    status_.phase = std::string(phase);
-    status_.last_error = std::string(error);
+    return AdvanceLocked(event, error);
+  }
+  SidecarStep AdvanceLocked(SidecarEvent event, const absl::Status& error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const SidecarStep step = NextSidecarStep(loop_, event);
+    loop_ = step.next;
+    switch (step.last_error) {
+      case SidecarLastError::kKeep:
+        break;
+      case SidecarLastError::kRecord:
+        status_.last_error = error.ToString();
+        break;
+      case SidecarLastError::kClear:
+        status_.last_error.clear();
+        break;
+    }
+    return step;
   }
 
   // Sets the state of every keyspace whose table exists; the others are
@@ -519,83 +531,75 @@ class Sidecar::Impl {
     }
   }
 
-  // Reaches a database that was down when tallyd started: retries with
-  // backoff while it is unavailable; then the preflight's refusal (a
-  // setting, a privilege, a key) is final: phase "failed", naming the fix.
-  // False when stopping or failed.
-  bool AwaitDatabase() {
-    absl::Duration backoff = kMinBackoff;
-    while (!stopping_.load()) {
-      absl::StatusOr<Reached> reached = ReachDatabase(options_, names_);
-      if (reached.ok()) {
-        pg_ = reached->pg;
-        {
-          absl::MutexLock lock(&mu_);
-          AdoptSchemas(std::move(reached->tables), std::move(reached->missing));
-        }
-        backend_->set_inner(reached->pg);
-        Log("reached the database");
-        return true;
-      }
-      if (!absl::IsUnavailable(reached.status())) {
-        Log(absl::StrCat("failed: ", reached.status().ToString()));
-        SetPhase("failed", reached.status().ToString());
-        return false;
-      }
-      Log(absl::StrCat("the database is unreachable; retrying in ",
-                       absl::FormatDuration(backoff), ": ",
-                       reached.status().ToString()));
-      SetPhase("reconnecting", reached.status().ToString());
-      Sleep(backoff);
-      backoff = std::min(backoff * 2, kMaxBackoff);
+  // Reaches a database that was down when tallyd started, once: on success
+  // the schemas and the backend are the thread's and the store's.
+  absl::Status ReachDatabaseOnce() {
+    absl::StatusOr<Reached> reached = ReachDatabase(options_, names_);
+    if (!reached.ok()) return reached.status();
+    pg_ = reached->pg;
+    {
+      absl::MutexLock lock(&mu_);
+      AdoptSchemas(std::move(reached->tables), std::move(reached->missing));
     }
-    return false;
+    backend_->set_inner(reached->pg);
+    Log("reached the database");
+    return absl::OkStatus();
   }
 
+  // The thread: a short loop over the lifecycle's steps. Stop is checked
+  // before each, and wins over how the last one ended.
   void Run() {
-    if (pg_ == nullptr && !AwaitDatabase()) {
-      if (stopping_.load()) SetPhase("stopped", "");
+    SidecarStep step = Advance(SidecarEvent::kStarted, absl::OkStatus());
+    for (;;) {
+      if (stopping_.load()) {
+        step = Advance(SidecarEvent::kStopRequested, absl::OkStatus());
+      }
+      switch (step.action) {
+        case SidecarAction::kReachDatabase: {
+          const absl::Status reached = ReachDatabaseOnce();
+          step = Advance(ReachEvent(reached, stopping_.load()), reached);
+          LogStep(step, reached);
+          break;
+        }
+        case SidecarAction::kIndexAndFollow: {
+          const absl::Status s = RunOnce();
+          {
+            absl::MutexLock lock(&mu_);
+            capture_ = nullptr;
+          }
+          step =
+              Advance(AttemptEndEvent(s, stopping_.load(), schema_changed_), s);
+          LogStep(step, s);
+          break;
+        }
+        case SidecarAction::kWait:
+          Sleep(step.wait);
+          step = Advance(SidecarEvent::kWaited, absl::OkStatus());
+          break;
+        case SidecarAction::kExit:
+          return;
+      }
+    }
+  }
+
+  // Logs why the thread fails or waits after `error`.
+  void LogStep(const SidecarStep& step, const absl::Status& error) const {
+    if (step.last_error != SidecarLastError::kRecord) return;
+    if (step.next.phase == SidecarPhase::kFailed) {
+      Log(absl::StrCat("failed: ", error.ToString()));
       return;
     }
-    absl::Duration backoff = kMinBackoff;
-    while (!stopping_.load()) {
-      const absl::Status s = RunOnce();
-      {
-        absl::MutexLock lock(&mu_);
-        capture_ = nullptr;
-      }
-      if (stopping_.load()) break;
-      if (s.ok()) continue;
-      if (Permanent(s)) {
-        Log(absl::StrCat("failed: ", s.ToString()));
-        SetPhase("failed", s.ToString());
-        return;
-      }
-      if (schema_changed_ && absl::IsAborted(s)) {
-        // The capture saw a schema change (kAborted says so): rebuild at
-        // once.
-        backoff = kMinBackoff;
-        continue;
-      }
-      if (schema_changed_) {
-        // The rebuild itself failed: logged, and retried with the same
-        // backoff as a lost connection, not in a tight loop.
-        Log(absl::StrCat("rebuilding again in ", absl::FormatDuration(backoff),
-                         ": ", s.ToString()));
-        SetPhase("reconnecting", s.ToString());
-        Sleep(backoff);
-        backoff = std::min(backoff * 2, kMaxBackoff);
-        if (made_progress_.exchange(false)) backoff = kMinBackoff;
-        continue;
-      }
-      Log(absl::StrCat("reconnecting in ", absl::FormatDuration(backoff), ": ",
-                       s.ToString()));
-      SetPhase("reconnecting", s.ToString());
-      Sleep(backoff);
-      backoff = std::min(backoff * 2, kMaxBackoff);
-      if (made_progress_.exchange(false)) backoff = kMinBackoff;
+    const std::string wait = absl::FormatDuration(step.wait);
+    if (!step.next.database_reached) {
+      Log(absl::StrCat("the database is unreachable; retrying in ", wait, ": ",
+                       error.ToString()));
+    } else if (schema_changed_) {
+      // The rebuild itself failed: retried with the same backoff as a lost
+      // connection, not in a tight loop.
+      Log(absl::StrCat("rebuilding again in ", wait, ": ", error.ToString()));
+    } else {
+      Log(absl::StrCat("reconnecting in ", wait, ": ", error.ToString()));
     }
-    SetPhase("stopped", "");
   }
 
   // The node's replication slot as pg_replication_slots shows it.
@@ -801,7 +805,7 @@ class Sidecar::Impl {
         missing_ = missing;
       }
       SetKeyspaceStates(rebuild ? "rebuilding" : "building");
-      SetPhase("building", "");
+      Advance(SidecarEvent::kBuildStarted, absl::OkStatus());
       stream.reset();  // the build opens its own
       BuildOptions o;
       o.conninfo = options_.conninfo;
@@ -851,7 +855,7 @@ class Sidecar::Impl {
                                     : std::string("unknown")));
       };
       TALLY_ASSIGN_OR_RETURN(BuildResult built, BuildIndex(o, store));
-      made_progress_.store(true);
+      Advance(SidecarEvent::kBuilt, absl::OkStatus());
       uint64_t fresh_rows = 0;
       for (const TableBuildCounts& c : built.tables) {
         fresh_rows += c.fresh_rows;
@@ -944,11 +948,9 @@ class Sidecar::Impl {
     {
       absl::MutexLock lock(&mu_);
       capture_ = capture.get();
-      status_.phase = "following";
-      status_.last_error.clear();
+      AdvanceLocked(SidecarEvent::kResumed, absl::OkStatus());
       status_.confirmed_lsn = position->resume_lsn;
     }
-    made_progress_.store(true);
     absl::Time next_poll = absl::InfinitePast();
     absl::Time next_check = absl::Now() + options_.schema_check_interval;
     absl::Time last_check = absl::Now();
@@ -1038,7 +1040,6 @@ class Sidecar::Impl {
 
   std::atomic<bool> stopping_{false};
   // Used by the thread only.
-  std::atomic<bool> made_progress_{false};
   bool schema_changed_ = false;
   std::string schema_change_reason_;
 
@@ -1051,6 +1052,9 @@ class Sidecar::Impl {
   // Kept tables missing from the database (dropped); tables_ lacks them.
   absl::flat_hash_set<std::string> missing_ ABSL_GUARDED_BY(mu_);
   Capture* capture_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The lifecycle's state: the phase status() names, the backoff.
+  SidecarLoopState loop_ ABSL_GUARDED_BY(mu_);
+  // All but the phase, which status() takes from loop_.
   SidecarStatus status_ ABSL_GUARDED_BY(mu_);
   // The current (or last) build's rows read over time.
   tree::ProgressMeter build_meter_ ABSL_GUARDED_BY(mu_) =

@@ -25,11 +25,13 @@
 // pg/schema/names.h's ReplicationBaseName(node name). Keyspaces are the tables'
 // qualified names ("public.users").
 //
-// Lifecycle of the thread: build (no position stored, or a rebuild: the slot
-// is missing or lost, the database has another system identifier, the
-// stored LSN is below the slot's confirmed_flush_lsn, a table changed; the
-// whole decision, with every reason, is pg/sidecar/index_decision.h) or resume,
-// then follow. A connection failure never ends it: it retries with a backoff of
+// Lifecycle of the thread (its phases, events and transitions, with every
+// backoff, are the state machine of pg/sidecar/lifecycle.h): build (no
+// position stored, or a rebuild: the slot is missing or lost, the database
+// has another system identifier, the stored LSN is below the slot's
+// confirmed_flush_lsn, a table changed; the whole decision, with every
+// reason, is pg/sidecar/index_decision.h) or resume, then follow. A
+// connection failure never ends it: it retries with a backoff of
 // 1 s doubling to 30 s, phase "reconnecting" with the reason; so do the
 // other errors a later attempt may not meet (a dropped table, a refused
 // store write). An error that retrying cannot help (kDataLoss: a malformed
@@ -88,7 +90,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "pg/sidecar/fault_points.h"
+#include "pg/sidecar/apply/fault_points.h"
 #include "pg/wire/lsn.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
@@ -116,8 +118,8 @@ struct SidecarOptions {
   // store's default_depth: tallyd --default-depth).
   int keyspace_depth = tree::kDefaultDepth;
   // Crash tests only (tallyd --test-fault-point): the points of
-  // pg/sidecar/fault_points.h, passed to the apply and the capture; the sidecar
-  // itself reaches apply-after-store-commit. Null: none.
+  // pg/sidecar/apply/fault_points.h, passed to the apply and the capture; the
+  // sidecar itself reaches apply-after-store-commit. Null: none.
   std::shared_ptr<FaultPoints> fault_points;
 };
 

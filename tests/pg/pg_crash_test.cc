@@ -2,11 +2,12 @@
 // PostgreSQL servers, killed where a crash must lose nothing and do nothing
 // twice.
 //
-//  - tallyd SIGKILLed by its own fault points (pg/sidecar/fault_points.h, the
-//    hidden --test-fault-point setting): in the capture between the store's
-//    commit and the slot's confirmation; in an apply before PostgreSQL's
-//    COMMIT, between PostgreSQL's COMMIT and the store's, and after the
-//    store's; then restarted without it.
+//  - tallyd SIGKILLed by its own fault points
+//    (pg/sidecar/apply/fault_points.h, the hidden --test-fault-point
+//    setting): in the capture between the store's commit and the slot's
+//    confirmation; in an apply before PostgreSQL's COMMIT, between
+//    PostgreSQL's COMMIT and the store's, and after the store's; then
+//    restarted without it.
 //  - the server stopped as by a crash (`pg_ctl -m immediate`) while the
 //    sidecar captures application writes, and while it applies a peer's;
 //    tallyd keeps running and reconnects.

@@ -1,4 +1,4 @@
-#include "pg/sidecar/apply_message.h"
+#include "pg/sidecar/apply/apply_message.h"
 
 #include <string>
 

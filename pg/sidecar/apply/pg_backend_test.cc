@@ -1,4 +1,4 @@
-#include "pg/sidecar/pg_backend.h"
+#include "pg/sidecar/apply/pg_backend.h"
 
 #include <iostream>
 #include <memory>
@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "pg/schema/row_codec.h"
-#include "pg/sidecar/apply_message.h"
+#include "pg/sidecar/apply/apply_message.h"
 #include "pg/wire/binary_copy.h"
 #include "pg/wire/internal/big_endian.h"
 #include "pg/wire/lsn.h"

@@ -1,4 +1,4 @@
-#include "pg/sidecar/row_token.h"
+#include "pg/sidecar/apply/row_token.h"
 
 #include <string>
 

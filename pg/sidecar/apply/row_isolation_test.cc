@@ -1,4 +1,4 @@
-#include "pg/sidecar/row_isolation.h"
+#include "pg/sidecar/apply/row_isolation.h"
 
 #include <algorithm>
 #include <set>

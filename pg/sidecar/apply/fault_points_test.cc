@@ -1,4 +1,4 @@
-#include "pg/sidecar/fault_points.h"
+#include "pg/sidecar/apply/fault_points.h"
 
 #include <signal.h>
 

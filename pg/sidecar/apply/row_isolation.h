@@ -1,9 +1,9 @@
 // Row isolation: finding, among a group of rows one statement applies, the
 // rows the database refuses, so that the others are applied all the same.
 //
-// The apply (pg/sidecar/pg_backend.h) writes a table's rows with one statement
-// in a SAVEPOINT. When the statement fails, the savepoint is rolled back and
-// the error classified (ClassifyApplyError):
+// The apply (pg/sidecar/apply/pg_backend.h) writes a table's rows with one
+// statement in a SAVEPOINT. When the statement fails, the savepoint is rolled
+// back and the error classified (ClassifyApplyError):
 //   kRows   a row's value broke a rule (a CHECK, NOT NULL, a unique index
 //           other than the key, a value out of range, a trigger's RAISE):
 //           the group is halved and each half tried again, down to the
@@ -25,8 +25,8 @@
 //   for (uint32_t row : o.busy) ...;          // try again later
 //
 // Thread-safety: a pure function of its arguments.
-#ifndef TALLY_PG_SIDECAR_ROW_ISOLATION_H_
-#define TALLY_PG_SIDECAR_ROW_ISOLATION_H_
+#ifndef TALLY_PG_SIDECAR_APPLY_ROW_ISOLATION_H_
+#define TALLY_PG_SIDECAR_APPLY_ROW_ISOLATION_H_
 
 #include <cstdint>
 #include <utility>
@@ -79,4 +79,4 @@ IsolationOutcome IsolateRows(
 }  // namespace pg
 }  // namespace tally
 
-#endif  // TALLY_PG_SIDECAR_ROW_ISOLATION_H_
+#endif  // TALLY_PG_SIDECAR_APPLY_ROW_ISOLATION_H_

@@ -2,9 +2,9 @@
 // keyspace per table ("public.users").
 //
 // The store keeps the index (token, key -> version, digest) and, in place
-// of each row's value, the RowToken (pg/sidecar/row_token.h) of the PostgreSQL
-// row version it describes: the commit timestamp and replication origin of the
-// transaction that wrote it. Values are the canonical bytes of
+// of each row's value, the RowToken (pg/sidecar/apply/row_token.h) of the
+// PostgreSQL row version it describes: the commit timestamp and replication
+// origin of the transaction that wrote it. Values are the canonical bytes of
 // pg/schema/row_codec.h; a tombstone keeps an empty payload.
 //
 // Apply. One connection per database holds the node's replication origin
@@ -20,7 +20,7 @@
 //   BEGIN; SELECT pg_replication_origin_xact_setup(<stamp as LSN>, <stamp>);
 //   SET CONSTRAINTS ALL IMMEDIATE;
 //   per table, in a SAVEPOINT: binary COPY of the rows into a temp table,
-//     then one statement (pg/sidecar/apply_sql.h) that locks the rows it
+//     then one statement (pg/sidecar/apply/apply_sql.h) that locks the rows it
 //     updates or deletes with FOR UPDATE SKIP LOCKED (a row an application
 //     holds is skipped: busy), UPDATEs and DELETEs rows whose
 //     pg_xact_commit_timestamp_origin(xmin) still equals the expected
@@ -28,7 +28,7 @@
 //     NOTHING, checks that rows to be absent are, and returns the rows it
 //     applied and the busy ones;
 //   pg_logical_emit_message(true, 'tally.apply', <the changed rows>)
-//     (pg/sidecar/apply_message.h); COMMIT.
+//     (pg/sidecar/apply/apply_message.h); COMMIT.
 // Each transaction has its own stamp: a unique, increasing timestamp (µs
 // since 2000, at least one above the last one the origin's progress
 // recorded) used both as the transaction's commit timestamp and as its
@@ -51,7 +51,7 @@
 //
 // Refused rows. A statement the database fails is rolled back to its
 // savepoint and the rows it refuses are found by bisection
-// (pg/sidecar/row_isolation.h); each gets RowOutcome::rejected naming the
+// (pg/sidecar/apply/row_isolation.h); each gets RowOutcome::rejected naming the
 // table, the key and the database's message, and the others are applied. So do
 // rows that are not the table's encoding (a column added on one side
 // first) and rows of a keyspace that is no kept table. Only a lost
@@ -90,8 +90,8 @@
 // Thread-safety: ApplyRows is called by one thread at a time (the store's
 // commit leader); ReadValue(s) and SchemaFingerprint from any thread,
 // concurrently with it. Each connection is guarded by its own mutex.
-#ifndef TALLY_PG_SIDECAR_PG_BACKEND_H_
-#define TALLY_PG_SIDECAR_PG_BACKEND_H_
+#ifndef TALLY_PG_SIDECAR_APPLY_PG_BACKEND_H_
+#define TALLY_PG_SIDECAR_APPLY_PG_BACKEND_H_
 
 #include <cstdint>
 #include <memory>
@@ -108,8 +108,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "pg/schema/table_schema.h"
-#include "pg/sidecar/fault_points.h"
-#include "pg/sidecar/row_token.h"
+#include "pg/sidecar/apply/fault_points.h"
+#include "pg/sidecar/apply/row_token.h"
 #include "pg/wire/connection.h"
 #include "storage/row_backend.h"
 
@@ -149,10 +149,10 @@ struct PgBackendOptions {
   // held until its COMMIT.
   size_t max_rows_per_transaction = 2500;
   // The most statements one table's part of a transaction may take to
-  // isolate the rows the database refuses (pg/sidecar/row_isolation.h).
+  // isolate the rows the database refuses (pg/sidecar/apply/row_isolation.h).
   int max_isolation_attempts = 64;
   // Crash tests only: the apply reaches apply-before-pg-commit and
-  // apply-after-pg-commit (pg/sidecar/fault_points.h). Null: none.
+  // apply-after-pg-commit (pg/sidecar/apply/fault_points.h). Null: none.
   std::shared_ptr<FaultPoints> fault_points;
 };
 
@@ -312,4 +312,4 @@ class PgBackend final : public storage::RowBackend {
 }  // namespace pg
 }  // namespace tally
 
-#endif  // TALLY_PG_SIDECAR_PG_BACKEND_H_
+#endif  // TALLY_PG_SIDECAR_APPLY_PG_BACKEND_H_

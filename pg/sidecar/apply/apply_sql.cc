@@ -1,4 +1,4 @@
-#include "pg/sidecar/apply_sql.h"
+#include "pg/sidecar/apply/apply_sql.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
 // The 'tally.apply' logical-decoding message: what one apply transaction
 // changed, written into the same PostgreSQL transaction as the rows.
 //
-// The apply (pg/sidecar/pg_backend.h) commits PostgreSQL first and the store's
-// WriteBatch second. If tallyd dies between the two, PostgreSQL holds rows
-// the index does not describe. Every apply transaction therefore also
+// The apply (pg/sidecar/apply/pg_backend.h) commits PostgreSQL first and the
+// store's WriteBatch second. If tallyd dies between the two, PostgreSQL holds
+// rows the index does not describe. Every apply transaction therefore also
 // calls `pg_logical_emit_message(true, 'tally.apply', <these bytes>)`: the
 // message is decoded at the transaction's commit, in the slot's stream, and
 // the capture (which resumes from the store's position, before that
@@ -12,10 +12,10 @@
 // commit, the same versions and digests change nothing: the replay is
 // idempotent.
 //
-// Bytes (integers big-endian):
+// Bytes (integers big-endian; RowToken is pg/sidecar/apply/row_token.h's):
 //   u8  format (1)
 //   u64 apply sequence (the LSN given to pg_replication_origin_xact_setup)
-//   11  the RowToken every applied row version gets (pg/sidecar/row_token.h)
+//   11  the RowToken every applied row version gets
 //   u32 keyspace count, then per keyspace: u32 length + name
 //   u32 origin count,   then per origin:   u32 length + long name
 //   u32 row count, then per row: u32 keyspace index, u32 length + key,
@@ -29,8 +29,8 @@
 //   TALLY_ASSIGN_OR_RETURN(ApplyMessage back, DecodeApplyMessage(bytes));
 //
 // Thread-safety: pure functions and value types.
-#ifndef TALLY_PG_SIDECAR_APPLY_MESSAGE_H_
-#define TALLY_PG_SIDECAR_APPLY_MESSAGE_H_
+#ifndef TALLY_PG_SIDECAR_APPLY_APPLY_MESSAGE_H_
+#define TALLY_PG_SIDECAR_APPLY_APPLY_MESSAGE_H_
 
 #include <cstdint>
 #include <string>
@@ -38,7 +38,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "pg/sidecar/row_token.h"
+#include "pg/sidecar/apply/row_token.h"
 #include "tree/version.h"
 
 namespace tally {
@@ -82,4 +82,4 @@ absl::StatusOr<ApplyMessage> DecodeApplyMessage(absl::string_view bytes);
 }  // namespace pg
 }  // namespace tally
 
-#endif  // TALLY_PG_SIDECAR_APPLY_MESSAGE_H_
+#endif  // TALLY_PG_SIDECAR_APPLY_APPLY_MESSAGE_H_

@@ -24,8 +24,8 @@
 //   TALLY_ASSIGN_OR_RETURN(RowToken back, RowToken::Decode(payload));
 //
 // Thread-safety: a value type.
-#ifndef TALLY_PG_SIDECAR_ROW_TOKEN_H_
-#define TALLY_PG_SIDECAR_ROW_TOKEN_H_
+#ifndef TALLY_PG_SIDECAR_APPLY_ROW_TOKEN_H_
+#define TALLY_PG_SIDECAR_APPLY_ROW_TOKEN_H_
 
 #include <cstdint>
 #include <optional>
@@ -86,4 +86,4 @@ struct RowToken {
 }  // namespace pg
 }  // namespace tally
 
-#endif  // TALLY_PG_SIDECAR_ROW_TOKEN_H_
+#endif  // TALLY_PG_SIDECAR_APPLY_ROW_TOKEN_H_

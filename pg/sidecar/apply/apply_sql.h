@@ -1,6 +1,6 @@
-// The SQL of the apply (pg/sidecar/pg_backend.h): the staging table a table's
-// rows are copied into, the COPY that fills it, the statement that merges them
-// into the table, and the apply session's settings.
+// The SQL of the apply (pg/sidecar/apply/pg_backend.h): the staging table a
+// table's rows are copied into, the COPY that fills it, the statement that
+// merges them into the table, and the apply session's settings.
 //
 // The staging table has fixed columns, then the table's own in canonical
 // order (c0, c1, ...):
@@ -8,7 +8,8 @@
 //   op   "char"    'u' update under the CAS, 'd' delete under the CAS,
 //                  'i' insert if absent, 'n' nothing to write (applied if
 //                  the row is absent)
-//   ets  timestamptz, eor oid: the expected token (pg/sidecar/row_token.h)
+//   ets  timestamptz, eor oid: the expected token (a RowToken,
+//                  pg/sidecar/apply/row_token.h)
 //
 // The merge statement (MergeSql) never waits for a row lock: it first locks
 // the rows to update and delete with `FOR UPDATE OF t SKIP LOCKED`, so that
@@ -29,8 +30,8 @@
 // (ApplySessionSettings) bounds them.
 //
 // Thread-safety: pure functions.
-#ifndef TALLY_PG_SIDECAR_APPLY_SQL_H_
-#define TALLY_PG_SIDECAR_APPLY_SQL_H_
+#ifndef TALLY_PG_SIDECAR_APPLY_APPLY_SQL_H_
+#define TALLY_PG_SIDECAR_APPLY_APPLY_SQL_H_
 
 #include <string>
 #include <vector>
@@ -68,4 +69,4 @@ std::string ApplyDeadlockTimeoutSql(absl::Duration timeout);
 }  // namespace pg
 }  // namespace tally
 
-#endif  // TALLY_PG_SIDECAR_APPLY_SQL_H_
+#endif  // TALLY_PG_SIDECAR_APPLY_APPLY_SQL_H_

@@ -1,4 +1,4 @@
-#include "pg/sidecar/row_token.h"
+#include "pg/sidecar/apply/row_token.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"

@@ -1,4 +1,4 @@
-#include "pg/sidecar/pg_backend.h"
+#include "pg/sidecar/apply/pg_backend.h"
 
 #include <algorithm>
 #include <utility>
@@ -9,9 +9,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "pg/schema/row_codec.h"
-#include "pg/sidecar/apply_message.h"
-#include "pg/sidecar/apply_sql.h"
-#include "pg/sidecar/row_isolation.h"
+#include "pg/sidecar/apply/apply_message.h"
+#include "pg/sidecar/apply/apply_sql.h"
+#include "pg/sidecar/apply/row_isolation.h"
 #include "pg/wire/binary_copy.h"
 #include "pg/wire/internal/big_endian.h"
 #include "pg/wire/lsn.h"

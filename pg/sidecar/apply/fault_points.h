@@ -37,8 +37,8 @@
 //   f->Reach(FaultPoint::kApplyAfterPgCommit);  // the 2nd time: killed
 //
 // Thread-safe: Reach may be called from any thread.
-#ifndef TALLY_PG_SIDECAR_FAULT_POINTS_H_
-#define TALLY_PG_SIDECAR_FAULT_POINTS_H_
+#ifndef TALLY_PG_SIDECAR_APPLY_FAULT_POINTS_H_
+#define TALLY_PG_SIDECAR_APPLY_FAULT_POINTS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -103,4 +103,4 @@ inline void ReachFaultPoint(const std::shared_ptr<FaultPoints>& faults,
 }  // namespace pg
 }  // namespace tally
 
-#endif  // TALLY_PG_SIDECAR_FAULT_POINTS_H_
+#endif  // TALLY_PG_SIDECAR_APPLY_FAULT_POINTS_H_
