@@ -26,7 +26,7 @@
 #include "mariadb/url.h"
 #include "pg/schema/names.h"
 #include "pg/schema/row_codec.h"
-#include "storage/gathered_rows.h"
+#include "storage/bulk/gathered_rows.h"
 #include "tree/digest.h"
 #include "tree/status_macros.h"
 

@@ -20,7 +20,7 @@
 #include "pg/wire/binary_copy.h"
 #include "pg/wire/field.h"
 #include "pg/wire/replication_messages.h"
-#include "storage/gathered_rows.h"
+#include "storage/bulk/gathered_rows.h"
 #include "tree/status_macros.h"
 #include "tree/token.h"
 

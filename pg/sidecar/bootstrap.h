@@ -15,7 +15,7 @@
 // index's last row — all of them at a first build; the others, and the
 // changed rows of keys the index holds, go through Store::Write. So a
 // build holds the new keys' rows of its largest table in memory
-// (storage/gathered_rows.h: ~45 bytes and the key and value per row). The
+// (storage/bulk/gathered_rows.h: ~45 bytes and the key and value per row). The
 // loaded rows that get the bootstrap version are unlogged
 // (storage::Mutation::unlogged): they enter no change-log entry, so the feed
 // does not re-send a first build's rows to every peer (each built the same

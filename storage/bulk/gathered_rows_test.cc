@@ -1,4 +1,4 @@
-#include "storage/gathered_rows.h"
+#include "storage/bulk/gathered_rows.h"
 
 #include <string>
 #include <vector>

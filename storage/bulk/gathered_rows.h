@@ -20,8 +20,8 @@
 //   }));
 //
 // Thread-compatible.
-#ifndef TALLY_STORAGE_GATHERED_ROWS_H_
-#define TALLY_STORAGE_GATHERED_ROWS_H_
+#ifndef TALLY_STORAGE_BULK_GATHERED_ROWS_H_
+#define TALLY_STORAGE_BULK_GATHERED_ROWS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -86,4 +86,4 @@ class GatheredRows {
 }  // namespace storage
 }  // namespace tally
 
-#endif  // TALLY_STORAGE_GATHERED_ROWS_H_
+#endif  // TALLY_STORAGE_BULK_GATHERED_ROWS_H_
