@@ -40,7 +40,7 @@ std::vector<Scenario> AllScenarios() {
       FeedScenario(),           PgScenario(),       PgWarmScenario(),
       PgWanScenario(),          PgSourceScenario(), PgCaptureScenario(),
       PgLatencyScenario(),      PgApplyScenario(),  PgBuildScenario(),
-      PgPgbenchChainScenario(), MariaDbScenario(),
+      PgPgbenchChainScenario(), MariaDbScenario(),  MariaDbSidecarScenario(),
   };
 }
 

@@ -35,6 +35,7 @@
 #include "support/mariadb_server.h"
 #include "support/pg_cluster.h"
 #include "support/process.h"
+#include "tools/bench/mariadb_fixture.h"
 #include "tools/bench/pg_sidecar_fixture.h"
 #include "tools/bench/scenario.h"
 
@@ -52,22 +53,6 @@ using testing::CommandResult;
 using testing::MariaDbServer;
 using testing::PgCluster;
 
-absl::Status Maria(MariaDbServer& db, const std::string& sql) {
-  absl::StatusOr<std::string> r = db.Execute(sql);
-  return r.status();
-}
-
-absl::Status FillMaria(MariaDbServer& db, uint64_t rows) {
-  return Maria(
-      db, absl::StrCat("CREATE DATABASE IF NOT EXISTS db1; DROP TABLE IF "
-                       "EXISTS db1.t; CREATE TABLE db1.t (id bigint PRIMARY "
-                       "KEY, a int, b varchar(40), c datetime(6)); INSERT "
-                       "INTO db1.t SELECT seq, seq, MD5(seq), TIMESTAMP "
-                       "'2026-01-01 00:00:00' + INTERVAL seq SECOND FROM "
-                       "db1.seq_1_to_",
-                       rows, "; ANALYZE TABLE db1.t"));
-}
-
 absl::Status FillPg(PgCluster& pg, uint64_t rows) {
   return ExecSql(
       pg, absl::StrCat("DROP TABLE IF EXISTS t; CREATE TABLE t (id bigint "
@@ -80,7 +65,7 @@ absl::Status FillPg(PgCluster& pg, uint64_t rows) {
 
 absl::Status DifferMaria(MariaDbServer& db, uint64_t rows) {
   const uint64_t step = rows / 100;
-  return Maria(
+  return MariaExec(
       db, absl::StrCat("UPDATE db1.t SET a = -a WHERE id IN (SELECT 1 + seq * ",
                        step,
                        " FROM db1.seq_0_to_39); DELETE FROM db1.t WHERE "
@@ -155,8 +140,8 @@ absl::Status RunMariaDb(std::ostream& out) {
                          "tally maria-maria s", "pt-table-sync s", "speedup",
                          "tally pg-maria s");
   for (uint64_t rows : *sizes) {
-    absl::Status s = FillMaria(**a, rows);
-    if (s.ok()) s = FillMaria(**b, rows);
+    absl::Status s = FillMariaTable(**a, rows);
+    if (s.ok()) s = FillMariaTable(**b, rows);
     if (s.ok()) s = DifferMaria(**b, rows);
     if (s.ok()) s = FillPg(**pg, rows);
     if (s.ok()) s = SettleTable(**pg);

@@ -58,6 +58,7 @@ Scenario PgApplyScenario();
 Scenario PgBuildScenario();
 Scenario PgPgbenchChainScenario();
 Scenario MariaDbScenario();
+Scenario MariaDbSidecarScenario();
 
 }  // namespace bench
 }  // namespace tally

@@ -1,0 +1,38 @@
+// What the MariaDB scenarios of tally-bench share: the benchmark table in
+// a throwaway server (support/mariadb_server.h), filled the same way for
+// every scenario so that their figures describe the same rows.
+//
+//   testing::MariaDbServerOptions options;
+//   options.options = {"--innodb-buffer-pool-size=1G"};
+//   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<testing::MariaDbServer> db,
+//                          testing::MariaDbServer::Start(options));
+//   TALLY_RETURN_IF_ERROR(FillMariaTable(*db, 1000000));
+//
+// The table is db1.t(id bigint primary key, a int, b varchar(40), c
+// datetime(6)), ids 1..rows, filled from the sequence engine's
+// seq_1_to_N (one INSERT ... SELECT, so the binary log holds it as one
+// transaction).
+#ifndef TALLY_TOOLS_BENCH_MARIADB_FIXTURE_H_
+#define TALLY_TOOLS_BENCH_MARIADB_FIXTURE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "support/mariadb_server.h"
+
+namespace tally {
+namespace bench {
+
+// Runs `sql` (one or more statements) with the mariadb client as root,
+// discarding its output.
+absl::Status MariaExec(testing::MariaDbServer& db, const std::string& sql);
+
+// (Re)creates db1.t with `rows` rows (ids 1..rows) and analyzes it, so that
+// information_schema's row estimate is close.
+absl::Status FillMariaTable(testing::MariaDbServer& db, uint64_t rows);
+
+}  // namespace bench
+}  // namespace tally
+
+#endif  // TALLY_TOOLS_BENCH_MARIADB_FIXTURE_H_
