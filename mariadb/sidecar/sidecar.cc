@@ -295,6 +295,9 @@ class Sidecar::Impl {
   absl::Status WriteBatch(std::vector<storage::Mutation> mutations,
                           const std::optional<CapturePosition>& position);
   void RefreshKeyspaceRows();
+  // Reads the server's @@gtid_binlog_pos into the status on `conn`
+  // (opened when null, dropped on an error).
+  void RefreshServerGtid(std::unique_ptr<Connection>& conn);
 
   const SidecarOptions options_;
   const MariaDbTarget target_;
@@ -731,6 +734,24 @@ absl::Status Sidecar::Impl::WriteBatch(
   return absl::OkStatus();
 }
 
+void Sidecar::Impl::RefreshServerGtid(std::unique_ptr<Connection>& conn) {
+  if (conn == nullptr) {
+    absl::StatusOr<std::unique_ptr<Connection>> opened =
+        Connection::Open(target_, absl::Seconds(5));
+    if (!opened.ok()) return;
+    conn = *std::move(opened);
+  }
+  absl::StatusOr<TextRows> rows =
+      conn->Query("SELECT @@global.gtid_binlog_pos");
+  if (!rows.ok()) {
+    conn.reset();  // opened again next time
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  status_.server_gtid =
+      rows->empty() || !(*rows)[0][0].has_value() ? "" : *(*rows)[0][0];
+}
+
 void Sidecar::Impl::RefreshKeyspaceRows() {
   storage::Store* store;
   {
@@ -764,6 +785,10 @@ absl::Status Sidecar::Impl::Follow(CapturePosition position) {
     kept[name] = table.has_value() ? &*table : nullptr;
   }
   TransactionReader reader(kept, options_.node_name);
+  // For the status's "server at": the server's last GTID, read now and
+  // then while idle (none: the field keeps its last value).
+  std::unique_ptr<Connection> server;
+  RefreshServerGtid(server);
   BinlogCommitStamps stamps;
   stamps.Resume(position.last_stamp);
   {
@@ -840,6 +865,7 @@ absl::Status Sidecar::Impl::Follow(CapturePosition position) {
       }
       if (absl::Now() - last_refresh > absl::Seconds(2)) {
         RefreshKeyspaceRows();
+        RefreshServerGtid(server);
         last_refresh = absl::Now();
       }
       continue;

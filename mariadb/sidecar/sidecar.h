@@ -122,7 +122,8 @@ struct SidecarStatus {
   std::string last_error;  // the reason for reconnecting or failed
   uint32_t server_id = 0;  // the apply's
   // The GTID state the store holds everything up to, and the server's
-  // last (@@gtid_binlog_pos, read at each flush and every few seconds).
+  // last (@@gtid_binlog_pos, read when following starts, every few
+  // seconds while idle, and by AwaitCaughtUp).
   std::string indexed_gtid;
   std::string server_gtid;
   // now - commit second of the last transaction indexed while behind;
