@@ -244,6 +244,17 @@ std::vector<StatusField>* MakeStatusFields() {
        "(tally peer pause), 0 otherwise.",
        {{"", "", "peers[].paused",
          [](S s, int i) { return Flag(Peer(s, i).paused()); }}}},
+      {"tally_peer_paused_since_timestamp_seconds",
+       kGauge,
+       kPeer,
+       "",
+       "seconds",
+       "When an operator paused the sessions with the peer (Unix "
+       "seconds); absent while they are not paused.",
+       {{"", "", "peers[].paused_since_unix_ms",
+         [](S s, int i) {
+           return UnixMs(Peer(s, i).paused_since_unix_ms());
+         }}}},
       {"tally_session_phase_seconds",
        kGauge,
        kPeer,
@@ -679,6 +690,20 @@ std::vector<StatusField>* MakeStatusFields() {
        "subscription.",
        {{"", "", "subscriptions[].sent",
          [](S s, int i) { return Count(s.subscriptions(i).sent()); }}}},
+      {"tally_feed_subscriber_entries_skipped_total",
+       kCounter,
+       StatusScope::kSubscriber,
+       "",
+       "entries",
+       "Change-log entries the subscriber's current subscription skipped, "
+       "by reason: own (written by the subscriber itself) and superseded "
+       "(a newer change of the key follows).",
+       {{"reason", "own", "subscriptions[].skipped_own",
+         [](S s, int i) { return Count(s.subscriptions(i).skipped_own()); }},
+        {"reason", "superseded", "subscriptions[].skipped_superseded",
+         [](S s, int i) {
+           return Count(s.subscriptions(i).skipped_superseded());
+         }}}},
       {"tally_feed_subscriber_position",
        kGauge,
        StatusScope::kSubscriber,

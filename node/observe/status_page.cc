@@ -81,6 +81,8 @@ constexpr absl::string_view kNumbersLeftToTallyStatus[] = {
     "peers[].clock_behind_seconds",
     "peers[].feed.position",
     "subscriptions[].sent",
+    "subscriptions[].skipped_own",
+    "subscriptions[].skipped_superseded",
     "subscriptions[].position",
     "copy_writes.<origin>",
     "read_only",
@@ -351,10 +353,12 @@ void AppendSession(StatusNumberReader& numbers, int i, std::string* out) {
   const v1::SessionProgress& s = peer.session();
   // Read before the phase decides whether the line names it.
   const double phase_seconds = numbers.Real("peers[].session.phase_seconds", i);
+  const int64_t paused_since_unix_ms =
+      static_cast<int64_t>(numbers.Count("peers[].paused_since_unix_ms", i));
   if (numbers.Count("peers[].paused", i) != 0) {
     absl::StrAppend(out, "<span class=\"phase phase-paused\">paused</span>");
-    if (peer.paused_since_unix_ms() > 0) {
-      absl::StrAppend(out, " since ", FormatUtc(peer.paused_since_unix_ms()));
+    if (paused_since_unix_ms > 0) {
+      absl::StrAppend(out, " since ", FormatUtc(paused_since_unix_ms));
     }
     absl::StrAppend(out, " (tally peer resume)<br>last session: ");
   }

@@ -590,11 +590,11 @@ std::string StatusText(const v1::StatusResponse& status,
   // Left to the JSON and /metrics: the diffs tools run against this node,
   // and of each peer the last success, the rows applications changed during
   // its sessions, how far this clock is behind its and the changes of its
-  // feed left out (the node's total is here).
+  // feed left out (the node's total is here), and since when it is paused.
   for (absl::string_view key :
        {"diffs_running", "peers[].last_success_unix_ms",
         "peers[].rows_changed_during_session", "peers[].clock_behind_seconds",
-        "peers[].feed.rejected"}) {
+        "peers[].feed.rejected", "peers[].paused_since_unix_ms"}) {
     numbers.Place(key);
   }
   const double clock_behind_seconds = numbers.Real("clock_behind_seconds");
@@ -798,7 +798,8 @@ std::string StatusText(const v1::StatusResponse& status,
     subscribers.push_back(
         {s.subscriber(), n("subscriptions[].position", i),
          n("subscriptions[].sent", i),
-         absl::StrCat(s.skipped_own(), "/", s.skipped_superseded())});
+         absl::StrCat(n("subscriptions[].skipped_own", i), "/",
+                      n("subscriptions[].skipped_superseded", i))});
   }
   absl::StrAppend(&text, "\n", Section(subscribers, "no subscribers"));
   if (const std::string other = OtherNumbersText(numbers); !other.empty()) {
@@ -999,7 +1000,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                  {"bytes_repaired", FromTable()},
                  {"clock_behind_seconds", FromTable()},
                  {"paused", FromTable()},
-                 {"paused_since_unix_ms", p.paused_since_unix_ms()}};
+                 {"paused_since_unix_ms", FromTable()}};
     peer["feed"] = {
         {"connected", FromTable()},          {"position", FromTable()},
         {"lag_entries", FromTable()},        {"lag_seconds", FromTable()},
@@ -1050,12 +1051,11 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   }
   out["subscriptions"] = Json::array();
   for (const v1::FeedSubscriptionStatus& s : status.subscriptions()) {
-    out["subscriptions"].push_back(
-        {{"subscriber", s.subscriber()},
-         {"position", FromTable()},
-         {"sent", FromTable()},
-         {"skipped_own", s.skipped_own()},
-         {"skipped_superseded", s.skipped_superseded()}});
+    out["subscriptions"].push_back({{"subscriber", s.subscriber()},
+                                    {"position", FromTable()},
+                                    {"sent", FromTable()},
+                                    {"skipped_own", FromTable()},
+                                    {"skipped_superseded", FromTable()}});
   }
   if (status.has_postgres()) {
     const v1::PostgresStatus& pg = status.postgres();
