@@ -153,6 +153,16 @@ std::vector<StatusField>* MakeStatusFields() {
        "Commits that changed the keyspace's Merkle root.",
        {{"", "", "keyspaces[].root_changes",
          [](S s, int i) { return Count(s.keyspaces(i).root_changes()); }}}},
+      // The tree's shape, which follows from the rows (tally_keyspace_rows):
+      // no family of its own.
+      {"",
+       kGauge,
+       StatusScope::kKeyspace,
+       "",
+       "levels",
+       "Depth of the keyspace's Merkle tree.",
+       {{"", "", "keyspaces[].depth",
+         [](S s, int i) { return Count(s.keyspaces(i).depth()); }}}},
       {"tally_origin_rows",
        kGauge,
        StatusScope::kOrigin,
@@ -1618,7 +1628,7 @@ std::string StatusFieldsMarkdown() {
       "\n"
       "Numbers `tally status` (its text, `--json` and the status page) shows "
       "that are no family of their own: each is a sum or a maximum of a "
-      "family's series, or a part of one.\n"
+      "family's series, a part of one, or follows from one.\n"
       "\n"
       "| JSON | Labels | Unit | Meaning |\n"
       "|---|---|---|---|\n");

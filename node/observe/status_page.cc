@@ -289,7 +289,7 @@ void AppendKeyspaces(StatusNumberReader& numbers, std::string* out) {
         out, "<tr data-keyspace=\"", EscapeHtml(ks.name()), "\"><td>",
         EscapeHtml(ks.name()), "</td><td class=\"n\">",
         numbers.Text("keyspaces[].rows", i), "</td><td class=\"n\">",
-        ks.depth(), "</td><td class=\"n\">",
+        numbers.Text("keyspaces[].depth", i), "</td><td class=\"n\">",
         numbers.Text("keyspaces[].root_changes", i), "</td></tr>\n");
   }
   absl::StrAppend(out, "</table>\n");

@@ -687,7 +687,7 @@ std::string StatusText(const v1::StatusResponse& status,
   for (int i = 0; i < status.keyspaces_size(); ++i) {
     const v1::KeyspaceSummary& ks = status.keyspaces(i);
     keyspaces.push_back({ks.name(), n("keyspaces[].rows", i),
-                         absl::StrCat(ks.depth()), RootHex(ks.root()),
+                         n("keyspaces[].depth", i), RootHex(ks.root()),
                          n("keyspaces[].root_changes", i)});
   }
   absl::StrAppend(&text, "\n", Section(keyspaces, "no keyspaces"));
@@ -973,7 +973,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
     out["keyspaces"].push_back({{"name", ks.name()},
                                 {"rows", FromTable()},
-                                {"depth", ks.depth()},
+                                {"depth", FromTable()},
                                 {"root", RootHex(ks.root())},
                                 {"root_changes", FromTable()}});
   }
