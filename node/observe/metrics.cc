@@ -77,7 +77,7 @@ std::string RenderPrometheus(const v1::StatusResponse& status) {
   // Every family of node/observe/status_fields.h, in its order.
   std::string out;
   for (const StatusField& field : StatusFields()) {
-    AppendFamily(field, status, &out);
+    if (HasFamily(field)) AppendFamily(field, status, &out);
   }
   return out;
 }

@@ -351,11 +351,13 @@ TEST(RenderPrometheus, EveryFamilyHasHelpAndTypeOnceAndCountersEndInTotal) {
     }
     EXPECT_TRUE(named) << line << " under " << family;
   }
-  // Every family, with a peer and a subscriber: 58 of the node (the session
+  // Every family, with a peer and a subscriber: 60 of the node (the session
   // duration histogram, the copy's writes, the paused gauge, the node's
-  // bandwidth limit, the rows sessions left to the capture and the
-  // unlisted callers among them) and 8 of the process.
-  EXPECT_EQ(seen.size(), 66u);
+  // bandwidth limit, the rows sessions left to the capture, the unlisted
+  // callers, the upstream's changes left out and the subscriber's skipped
+  // entries among them; a peer not paused has no paused-since time) and 8
+  // of the process.
+  EXPECT_EQ(seen.size(), 68u);
   // A peer with no session yet has no time series (a 0 would read as 1970).
   EXPECT_THAT(text, Not(HasSubstr("_timestamp_seconds")));
 }
@@ -458,9 +460,12 @@ TEST(RenderPrometheus, ASidecarAddsItsFamiliesAndItsPhaseAsOneSeriesEach) {
       EXPECT_TRUE(families.insert(words[2]).second) << "twice: " << words[2];
     }
   }
-  // The 56 of every node (without a process, a session or a copy's writes)
-  // and the sidecar's 15.
-  EXPECT_EQ(families.size(), 56u + 15u);
+  // The 58 of every node (without a process, a session or a copy's writes;
+  // the upstream's changes left out and the subscriber's skipped entries
+  // among them) and the sidecar's 19 (the build's rate and time so far and
+  // the lost index's two among them; the time left is absent while not
+  // known).
+  EXPECT_EQ(families.size(), 58u + 19u);
   // Without a sidecar none of them.
   EXPECT_THAT(RenderPrometheus(SmallStatus()),
               ::testing::Not(HasSubstr("tally_pg_")));

@@ -98,19 +98,6 @@ void BuildInfo(S, MetricSink sink) {
   sink("", labels, Count(1));
 }
 
-void ResidentMemory(S s, MetricSink sink) {
-  if (!s.has_process()) return;
-  const v1::ProcessStatus& p = s.process();
-  const std::pair<absl::string_view, uint64_t> kinds[] = {
-      {"anon", p.resident_anon_bytes()},
-      {"file", p.resident_file_bytes()},
-      {"shmem", p.resident_shmem_bytes()}};
-  for (const auto& [kind, bytes] : kinds) {
-    const Label labels[] = {{"kind", kind}};
-    sink("", labels, Count(bytes));
-  }
-}
-
 void PostgresInfo(S s, MetricSink sink) {
   if (!s.has_postgres()) return;
   const v1::PostgresStatus& pg = s.postgres();
@@ -166,6 +153,16 @@ std::vector<StatusField>* MakeStatusFields() {
        "Commits that changed the keyspace's Merkle root.",
        {{"", "", "keyspaces[].root_changes",
          [](S s, int i) { return Count(s.keyspaces(i).root_changes()); }}}},
+      // The tree's shape, which follows from the rows (tally_keyspace_rows):
+      // no family of its own.
+      {"",
+       kGauge,
+       StatusScope::kKeyspace,
+       "",
+       "levels",
+       "Depth of the keyspace's Merkle tree.",
+       {{"", "", "keyspaces[].depth",
+         [](S s, int i) { return Count(s.keyspaces(i).depth()); }}}},
       {"tally_origin_rows",
        kGauge,
        StatusScope::kOrigin,
@@ -257,6 +254,17 @@ std::vector<StatusField>* MakeStatusFields() {
        "(tally peer pause), 0 otherwise.",
        {{"", "", "peers[].paused",
          [](S s, int i) { return Flag(Peer(s, i).paused()); }}}},
+      {"tally_peer_paused_since_timestamp_seconds",
+       kGauge,
+       kPeer,
+       "",
+       "seconds",
+       "When an operator paused the sessions with the peer (Unix "
+       "seconds); absent while they are not paused.",
+       {{"", "", "peers[].paused_since_unix_ms",
+         [](S s, int i) {
+           return UnixMs(Peer(s, i).paused_since_unix_ms());
+         }}}},
       {"tally_session_phase_seconds",
        kGauge,
        kPeer,
@@ -375,7 +383,7 @@ std::vector<StatusField>* MakeStatusFields() {
        "",
        "writes",
        "Writes whose row the store read first (last writer wins).",
-       {{"", "", "",
+       {{"", "", "row_filter.rows_read",
          [](S s, int) { return Count(s.row_filter().rows_read()); }}}},
       {"tally_row_filter_reads_skipped_total",
        kCounter,
@@ -383,7 +391,7 @@ std::vector<StatusField>* MakeStatusFields() {
        "",
        "writes",
        "Writes of keys the row filter showed absent: no read.",
-       {{"", "", "",
+       {{"", "", "row_filter.reads_skipped",
          [](S s, int) { return Count(s.row_filter().reads_skipped()); }}}},
       {"tally_row_filter_bytes",
        kGauge,
@@ -391,7 +399,7 @@ std::vector<StatusField>* MakeStatusFields() {
        "",
        "bytes",
        "Memory of the store's row filters (about 1.5 bytes a row).",
-       {{"", "", "",
+       {{"", "", "row_filter.memory_bytes",
          [](S s, int) { return Count(s.row_filter().memory_bytes()); }}}},
       {"tally_row_filter_keyspaces_unbuilt",
        kGauge,
@@ -405,6 +413,24 @@ std::vector<StatusField>* MakeStatusFields() {
            return Count(
                uint64_t{s.row_filter().keyspaces() - s.row_filter().built()});
          }}}},
+      // The two numbers tally_row_filter_keyspaces_unbuilt is the
+      // difference of: the views say "3 of 4 built".
+      {"",
+       kGauge,
+       kNode,
+       "",
+       "keyspaces",
+       "Keyspaces with a row filter.",
+       {{"", "", "row_filter.keyspaces",
+         [](S s, int) { return Count(s.row_filter().keyspaces()); }}}},
+      {"",
+       kGauge,
+       kNode,
+       "",
+       "keyspaces",
+       "Keyspaces whose row filter is built.",
+       {{"", "", "row_filter.built",
+         [](S s, int) { return Count(s.row_filter().built()); }}}},
       {"tally_peer_conflicts_total",
        kCounter,
        kPeer,
@@ -474,6 +500,19 @@ std::vector<StatusField>* MakeStatusFields() {
        "ahead of this node's clock.",
        {{"", "", "feed.refused_skew",
          [](S s, int) { return Count(s.feed().refused_skew()); }}}},
+      // sum(tally_feed_upstream_entries_rejected_total) in a query: no
+      // family of its own.
+      {"",
+       kCounter,
+       kNode,
+       "",
+       "changes",
+       "Received changes left out because their keyspace was in trouble, "
+       "over all upstreams (tally_feed_upstream_entries_rejected_total has "
+       "each upstream's; tally_keyspace_rows_rejected_total says which "
+       "keyspace and why).",
+       {{"", "", "feed.rejected",
+         [](S s, int) { return Count(s.feed().rejected()); }}}},
 
       // Keyspaces in trouble (node/feed/keyspace_trouble.h): listed only once
       // one had rows left out, so a node without trouble shows neither
@@ -503,6 +542,40 @@ std::vector<StatusField>* MakeStatusFields() {
        "session syncs it).",
        {{"", "", "keyspace_trouble[].in_trouble",
          [](S s, int i) { return Flag(s.keyspace_trouble(i).in_trouble()); }}}},
+      {"tally_keyspace_trouble_since_timestamp_seconds",
+       kGauge,
+       StatusScope::kKeyspaceTrouble,
+       "",
+       "seconds",
+       "When the keyspace's current trouble began (Unix seconds); absent "
+       "while its rows flow.",
+       {{"", "", "keyspace_trouble[].since_unix_ms",
+         [](S s, int i) {
+           return UnixMs(s.keyspace_trouble(i).since_unix_ms());
+         }}}},
+      {"tally_keyspace_last_row_left_out_timestamp_seconds",
+       kGauge,
+       StatusScope::kKeyspaceTrouble,
+       "",
+       "seconds",
+       "When a row of the keyspace from a peer was last left out (Unix "
+       "seconds).",
+       {{"", "", "keyspace_trouble[].last_unix_ms",
+         [](S s, int i) {
+           return UnixMs(s.keyspace_trouble(i).last_unix_ms());
+         }}}},
+      // sum without (reason) (tally_keyspace_rows_rejected_total).
+      {"",
+       kCounter,
+       StatusScope::kKeyspaceTrouble,
+       "",
+       "rows",
+       "Rows of the keyspace from peers left out since the node started, "
+       "every reason.",
+       {{"", "", "keyspace_trouble[].rows_rejected",
+         [](S s, int i) {
+           return Count(s.keyspace_trouble(i).rows_rejected());
+         }}}},
 
       // The change feed, per upstream peer.
       {"tally_feed_upstream_entries_received_total",
@@ -544,6 +617,16 @@ std::vector<StatusField>* MakeStatusFields() {
        "Changes from the peer refused for a timestamp too far ahead.",
        {{"", "", "peers[].feed.refused_skew",
          [](S s, int i) { return Count(Peer(s, i).feed_refused_skew()); }}}},
+      {"tally_feed_upstream_entries_rejected_total",
+       kCounter,
+       kPeer,
+       "",
+       "changes",
+       "Changes from the peer's feed left out because their keyspace was "
+       "in trouble; the feed moves past them, and sessions repair them once "
+       "the cause is gone.",
+       {{"", "", "peers[].feed.rejected",
+         [](S s, int i) { return Count(Peer(s, i).feed_rejected()); }}}},
       {"tally_feed_lag_entries",
        kGauge,
        kPeer,
@@ -588,6 +671,16 @@ std::vector<StatusField>* MakeStatusFields() {
        "handshake (negative: ahead).",
        {{"", "", "peers[].clock_behind_seconds",
          [](S s, int i) { return Real(Peer(s, i).clock_behind_seconds()); }}}},
+      // max(tally_clock_behind_seconds) in a query: no family of its own.
+      {"",
+       kGauge,
+       kNode,
+       "",
+       "seconds",
+       "The most this node's clock was behind any peer's at the last "
+       "handshakes (0 when not behind).",
+       {{"", "", "clock_behind_seconds",
+         [](S s, int) { return Real(s.clock_behind_seconds()); }}}},
       {"tally_feed_upstream_position",
        kGauge,
        kPeer,
@@ -607,6 +700,20 @@ std::vector<StatusField>* MakeStatusFields() {
        "subscription.",
        {{"", "", "subscriptions[].sent",
          [](S s, int i) { return Count(s.subscriptions(i).sent()); }}}},
+      {"tally_feed_subscriber_entries_skipped_total",
+       kCounter,
+       StatusScope::kSubscriber,
+       "",
+       "entries",
+       "Change-log entries the subscriber's current subscription skipped, "
+       "by reason: own (written by the subscriber itself) and superseded "
+       "(a newer change of the key follows).",
+       {{"reason", "own", "subscriptions[].skipped_own",
+         [](S s, int i) { return Count(s.subscriptions(i).skipped_own()); }},
+        {"reason", "superseded", "subscriptions[].skipped_superseded",
+         [](S s, int i) {
+           return Count(s.subscriptions(i).skipped_superseded());
+         }}}},
       {"tally_feed_subscriber_position",
        kGauge,
        StatusScope::kSubscriber,
@@ -763,13 +870,17 @@ std::vector<StatusField>* MakeStatusFields() {
       {"tally_process_resident_memory_bytes",
        kGauge,
        StatusScope::kProcess,
-       "`kind` = `anon` / `file` / `shmem`",
+       "",
        "bytes",
        "Resident memory by kind: anon (heap, trees, caches: what the "
        "node uses), file (LevelDB's mapped tables and the binary: page "
        "cache the kernel reclaims at will) and shmem.",
-       {},
-       &ResidentMemory},
+       {{"kind", "anon", "process.resident_anon_bytes",
+         [](S s, int) { return Count(s.process().resident_anon_bytes()); }},
+        {"kind", "file", "process.resident_file_bytes",
+         [](S s, int) { return Count(s.process().resident_file_bytes()); }},
+        {"kind", "shmem", "process.resident_shmem_bytes",
+         [](S s, int) { return Count(s.process().resident_shmem_bytes()); }}}},
       {"process_virtual_memory_bytes",
        kGauge,
        StatusScope::kProcess,
@@ -934,6 +1045,60 @@ std::vector<StatusField>* MakeStatusFields() {
        "start.",
        {{"", "", "postgres.build_rows_estimated",
          [](S s, int) { return Count(s.postgres().build_rows_estimated()); }}}},
+      {"tally_pg_build_rows_per_second",
+       kGauge,
+       StatusScope::kPostgres,
+       "",
+       "rows per second",
+       "While building: rows scanned per second over the last 30 s; 0 "
+       "otherwise.",
+       {{"", "", "postgres.build_rows_per_second",
+         [](S s, int) { return Real(s.postgres().build_rows_per_second()); }}}},
+      // Absent, and null in the JSON, while not known: a 0 would read as
+      // "done".
+      {"tally_pg_build_eta_seconds",
+       kGauge,
+       StatusScope::kPostgres,
+       "",
+       "seconds",
+       "While building: the time left at that rate to the estimated rows; "
+       "absent when not known (no estimate, nothing moving, or the "
+       "estimate passed).",
+       {{"", "", "postgres.build_eta_seconds",
+         [](S s, int) {
+           return s.postgres().has_build_eta_seconds()
+                      ? Real(s.postgres().build_eta_seconds())
+                      : StatusValue::Absent();
+         },
+         /*json_null_when_absent=*/true}}},
+      {"tally_pg_build_seconds",
+       kGauge,
+       StatusScope::kPostgres,
+       "",
+       "seconds",
+       "While building: seconds since the build started; 0 otherwise.",
+       {{"", "", "postgres.build_seconds",
+         [](S s, int) { return Real(s.postgres().build_seconds()); }}}},
+      {"tally_pg_index_lost",
+       kGauge,
+       StatusScope::kPostgres,
+       "",
+       "",
+       "1 when the last build found the index lost (none in the store, "
+       "the database marked as built) and rebuilt it.",
+       {{"", "", "postgres.index_lost",
+         [](S s, int) { return Flag(s.postgres().index_lost()); }}}},
+      {"tally_pg_index_loss_fresh_rows",
+       kGauge,
+       StatusScope::kPostgres,
+       "",
+       "rows",
+       "Rows the application last wrote here that the build after a lost "
+       "index gave fresh local versions; 0 after any other build.",
+       {{"", "", "postgres.index_loss_fresh_rows",
+         [](S s, int) {
+           return Count(s.postgres().index_loss_fresh_rows());
+         }}}},
       {"tally_pg_table_ready",
        kGauge,
        StatusScope::kPostgresTable,
@@ -993,6 +1158,17 @@ std::vector<StatusField>* MakeStatusFields() {
          [](S s, int) {
            return Real(s.database_source().last_session_seconds());
          }}}},
+      {"tally_source_last_session_timestamp_seconds",
+       kGauge,
+       StatusScope::kDatabaseSource,
+       "",
+       "seconds",
+       "Start of the last session with the database source, whatever its "
+       "outcome (absent before the first).",
+       {{"", "", "database_source.last_session_start_unix_ms",
+         [](S s, int) {
+           return UnixMs(s.database_source().last_session_start_unix_ms());
+         }}}},
       {"tally_source_differences_total",
        kCounter,
        StatusScope::kDatabaseSource,
@@ -1001,6 +1177,16 @@ std::vector<StatusField>* MakeStatusFields() {
        "Keys found different from the database source.",
        {{"", "", "database_source.differences",
          [](S s, int) { return Count(s.database_source().differences()); }}}},
+      {"tally_source_last_session_differences",
+       kGauge,
+       StatusScope::kDatabaseSource,
+       "",
+       "rows",
+       "Keys the last session found different from the database source.",
+       {{"", "", "database_source.last_differences",
+         [](S s, int) {
+           return Count(s.database_source().last_differences());
+         }}}},
       {"tally_source_rows_copied_total",
        kCounter,
        StatusScope::kDatabaseSource,
@@ -1394,6 +1580,13 @@ double StatusNumberReader::Real(absl::string_view json_key, int item) {
   return StatusReal(status_, json_key, item);
 }
 
+StatusValue StatusNumberReader::Value(absl::string_view json_key, int item) {
+  Mark(json_key);
+  const absl::StatusOr<StatusValue> value =
+      StatusNumber(status_, json_key, item);
+  return value.ok() ? *value : StatusValue::Absent();
+}
+
 void StatusNumberReader::Place(absl::string_view json_key) { Mark(json_key); }
 
 std::vector<StatusNumberRef> StatusNumberReader::Unplaced() const {
@@ -1422,9 +1615,27 @@ std::string StatusFieldsMarkdown() {
       "| Metric | Type | Labels | Unit | JSON | Meaning |\n"
       "|---|---|---|---|---|---|\n";
   for (const StatusField& field : StatusFields()) {
+    if (!HasFamily(field)) continue;
     absl::StrAppend(&out, "| `", field.metric, "` | ",
                     MetricTypeName(field.type), " | ", Cell(LabelsOf(field)),
                     " | ", field.unit, " | ", Cell(JsonKeysOf(field)), " | ",
+                    Cell(field.help), " |\n");
+  }
+  absl::StrAppend(
+      &out,
+      "\n"
+      "## Numbers of `tally status` only\n"
+      "\n"
+      "Numbers `tally status` (its text, `--json` and the status page) shows "
+      "that are no family of their own: each is a sum or a maximum of a "
+      "family's series, a part of one, or follows from one.\n"
+      "\n"
+      "| JSON | Labels | Unit | Meaning |\n"
+      "|---|---|---|---|\n");
+  for (const StatusField& field : StatusFields()) {
+    if (HasFamily(field)) continue;
+    absl::StrAppend(&out, "| ", Cell(JsonKeysOf(field)), " | ",
+                    Cell(LabelsOf(field)), " | ", field.unit, " | ",
                     Cell(field.help), " |\n");
   }
   return out;

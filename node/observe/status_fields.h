@@ -19,7 +19,11 @@
 // A new status number needs one row here, with a JSON key: it is then in
 // /metrics, the reference, the JSON (at the end of its object, until the
 // JSON's layout names its place) and the "other numbers" of both views
-// (until their layouts name its place or leave it out on purpose).
+// (until their layouts name its place or leave it out on purpose). A number
+// that is no metric of its own (a sum or a maximum of a family's series, a
+// part of a ratio another family exports) gets a row without a family name:
+// the JSON, the views and the reference's second table have it, /metrics
+// does not.
 //
 //   for (const StatusField& f : StatusFields()) {
 //     ... f.metric, f.help, f.series[i].value(status, item) ...
@@ -138,11 +142,16 @@ struct StatusSeries {
   // such number (it shows it otherwise, or not at all).
   absl::string_view json_key;
   StatusValue (*value)(const ::tally::v1::StatusResponse& status, int item);
+  // Whether the JSON writes null for an absent value (a time left that is
+  // not known) instead of 0 (a time that has not come yet).
+  bool json_null_when_absent = false;
 };
 
 // One metric family.
 struct StatusField {
-  absl::string_view metric;  // the family's name
+  // The family's name; empty for a row that is no metric (HasFamily): its
+  // series, each with a JSON key, are numbers of `tally status` only.
+  absl::string_view metric;
   MetricType type;
   StatusScope scope;
   // The labels `samples` writes, for the reference ("`peer`, `phase`");
@@ -162,7 +171,14 @@ struct StatusField {
                   MetricSink sink) = nullptr;
 };
 
-// Every family, in the order of the exposition.
+// Whether `field` is a family of /metrics (it has a name); the exposition
+// and the reference's table of families leave out the rows that are not.
+inline bool HasFamily(const StatusField& field) {
+  return !field.metric.empty();
+}
+
+// Every row: the families in the order of the exposition, and the rows
+// without a family among them.
 const std::vector<StatusField>& StatusFields();
 
 // Writes every sample of `field` for `status` into `sink`, labels of the
@@ -241,6 +257,10 @@ class StatusNumberReader {
   std::string Text(absl::string_view json_key, int item = 0);
   uint64_t Count(absl::string_view json_key, int item = 0);
   double Real(absl::string_view json_key, int item = 0);
+  // The value itself, for a view that tells an absent value from 0 (a time
+  // left not known); Absent for a key the table lacks, which it remembers
+  // as the others do.
+  StatusValue Value(absl::string_view json_key, int item = 0);
 
   // Marks `json_key` placed without reading it.
   void Place(absl::string_view json_key);

@@ -52,6 +52,13 @@ std::string FormatCount(uint64_t n) { return absl::StrCat(n); }
 constexpr absl::string_view kNumbersLeftToTallyStatus[] = {
     "origins[].rows",
     "diffs_running",
+    "row_filter.rows_read",
+    "row_filter.reads_skipped",
+    "row_filter.memory_bytes",
+    "row_filter.keyspaces",
+    "row_filter.built",
+    "feed.rejected",
+    "peers[].feed.rejected",
     "peers[].bytes_repaired",
     "node_bandwidth_bytes_per_second",
     "peers[].rows_erased",
@@ -74,6 +81,8 @@ constexpr absl::string_view kNumbersLeftToTallyStatus[] = {
     "peers[].clock_behind_seconds",
     "peers[].feed.position",
     "subscriptions[].sent",
+    "subscriptions[].skipped_own",
+    "subscriptions[].skipped_superseded",
     "subscriptions[].position",
     "copy_writes.<origin>",
     "read_only",
@@ -91,6 +100,9 @@ constexpr absl::string_view kNumbersLeftToTallyStatus[] = {
     "process.max_fds",
     "process.threads",
     "process.start_unix_ms",
+    "process.resident_anon_bytes",
+    "process.resident_file_bytes",
+    "process.resident_shmem_bytes",
     "postgres.slot_lag_bytes",
     "postgres.capture_lag_seconds",
     "postgres.transactions_captured",
@@ -101,11 +113,18 @@ constexpr absl::string_view kNumbersLeftToTallyStatus[] = {
     "postgres.builds",
     "postgres.build_rows_done",
     "postgres.build_rows_estimated",
+    "postgres.build_rows_per_second",
+    "postgres.build_eta_seconds",
+    "postgres.build_seconds",
+    "postgres.index_lost",
+    "postgres.index_loss_fresh_rows",
     "postgres.tables[].rows",
     "database_source.sessions_ok",
     "database_source.sessions_failed",
     "database_source.last_success_unix_ms",
     "database_source.last_session_seconds",
+    "database_source.last_session_start_unix_ms",
+    "database_source.last_differences",
     "database_source.differences",
     "database_source.rows_copied",
     "database_source.rows_deleted",
@@ -245,11 +264,12 @@ void AppendHeader(StatusNumberReader& numbers, absl::Time now,
                     "is restarted: ",
                     EscapeHtml(status.store_write_error()), "</p>\n");
   }
-  if (status.clock_behind_seconds() > kClockBehindWarningSeconds) {
+  const double clock_behind_seconds = numbers.Real("clock_behind_seconds");
+  if (clock_behind_seconds > kClockBehindWarningSeconds) {
     absl::StrAppendFormat(out,
                           "<p class=\"warn\">This node's clock is %.1f s "
                           "behind a peer's: fix its time source (NTP).</p>\n",
-                          status.clock_behind_seconds());
+                          clock_behind_seconds);
   }
 }
 
@@ -269,7 +289,7 @@ void AppendKeyspaces(StatusNumberReader& numbers, std::string* out) {
         out, "<tr data-keyspace=\"", EscapeHtml(ks.name()), "\"><td>",
         EscapeHtml(ks.name()), "</td><td class=\"n\">",
         numbers.Text("keyspaces[].rows", i), "</td><td class=\"n\">",
-        ks.depth(), "</td><td class=\"n\">",
+        numbers.Text("keyspaces[].depth", i), "</td><td class=\"n\">",
         numbers.Text("keyspaces[].root_changes", i), "</td></tr>\n");
   }
   absl::StrAppend(out, "</table>\n");
@@ -304,16 +324,22 @@ void AppendTrouble(StatusNumberReader& numbers, absl::Time now,
                   "</tr>\n");
   for (int i = 0; i < status.keyspace_trouble_size(); ++i) {
     const v1::KeyspaceTroubleStatus& t = status.keyspace_trouble(i);
+    // Read before the state decides whether the row names it.
+    const int64_t since_unix_ms = static_cast<int64_t>(
+        numbers.Count("keyspace_trouble[].since_unix_ms", i));
+    const int64_t last_unix_ms = static_cast<int64_t>(
+        numbers.Count("keyspace_trouble[].last_unix_ms", i));
     absl::StrAppend(
         out, "<tr data-keyspace=\"", EscapeHtml(t.keyspace()), "\"><td>",
         EscapeHtml(t.keyspace()), "</td><td",
         in_trouble_now[i] ? " class=\"warn\">in trouble since "
                           : ">flowing again",
-        in_trouble_now[i] ? EscapeHtml(When(t.since_unix_ms(), now)) : "",
+        in_trouble_now[i] ? EscapeHtml(When(since_unix_ms, now)) : "",
         "</td><td>", EscapeHtml(t.reason()), "</td><td class=\"n\">",
-        FormatCount(t.rows_rejected()), "</td><td>", EscapeHtml(t.peer()),
-        "</td><td><code>", EscapeHtml(t.last_key()), "</code></td><td>",
-        EscapeHtml(When(t.last_unix_ms(), now)), "</td><td>",
+        FormatCount(numbers.Count("keyspace_trouble[].rows_rejected", i)),
+        "</td><td>", EscapeHtml(t.peer()), "</td><td><code>",
+        EscapeHtml(t.last_key()), "</code></td><td>",
+        EscapeHtml(When(last_unix_ms, now)), "</td><td>",
         EscapeHtml(t.last_error()), "</td></tr>\n");
   }
   absl::StrAppend(out, "</table>\n");
@@ -327,10 +353,12 @@ void AppendSession(StatusNumberReader& numbers, int i, std::string* out) {
   const v1::SessionProgress& s = peer.session();
   // Read before the phase decides whether the line names it.
   const double phase_seconds = numbers.Real("peers[].session.phase_seconds", i);
+  const int64_t paused_since_unix_ms =
+      static_cast<int64_t>(numbers.Count("peers[].paused_since_unix_ms", i));
   if (numbers.Count("peers[].paused", i) != 0) {
     absl::StrAppend(out, "<span class=\"phase phase-paused\">paused</span>");
-    if (peer.paused_since_unix_ms() > 0) {
-      absl::StrAppend(out, " since ", FormatUtc(peer.paused_since_unix_ms()));
+    if (paused_since_unix_ms > 0) {
+      absl::StrAppend(out, " since ", FormatUtc(paused_since_unix_ms));
     }
     absl::StrAppend(out, " (tally peer resume)<br>last session: ");
   }

@@ -105,16 +105,20 @@ std::string TroubleText(node::StatusNumberReader& numbers, absl::Time now) {
        "LAST KEY", "LAST", "ERROR"}};
   for (int i = 0; i < status.keyspace_trouble_size(); ++i) {
     const v1::KeyspaceTroubleStatus& t = status.keyspace_trouble(i);
+    // Read before the state decides whether the line names it.
+    const int64_t since_unix_ms = static_cast<int64_t>(
+        numbers.Count("keyspace_trouble[].since_unix_ms", i));
     rows.push_back(
         {t.keyspace(),
          numbers.Count("keyspace_trouble[].in_trouble", i) != 0
-             ? absl::StrCat("TROUBLE since ",
-                            SessionTime(t.since_unix_ms(), now))
+             ? absl::StrCat("TROUBLE since ", SessionTime(since_unix_ms, now))
              : "flowing again",
-         t.reason(), absl::StrCat(t.rows_rejected()),
+         t.reason(), numbers.Text("keyspace_trouble[].rows_rejected", i),
          t.peer().empty() ? "-" : t.peer(),
          t.last_key().empty() ? "-" : absl::StrCat("'", t.last_key(), "'"),
-         SessionTime(t.last_unix_ms(), now),
+         SessionTime(static_cast<int64_t>(
+                         numbers.Count("keyspace_trouble[].last_unix_ms", i)),
+                     now),
          t.last_error().empty() ? "-" : t.last_error()});
   }
   return Table(rows);
@@ -129,6 +133,12 @@ std::string PostgresText(node::StatusNumberReader& numbers,
   const uint64_t build_rows_done = numbers.Count("postgres.build_rows_done");
   const uint64_t build_rows_estimated =
       numbers.Count("postgres.build_rows_estimated");
+  const double build_rows_per_second =
+      numbers.Real("postgres.build_rows_per_second");
+  const node::StatusValue build_eta =
+      numbers.Value("postgres.build_eta_seconds");
+  // The JSON's and /metrics': the line says the rate and the time left.
+  numbers.Place("postgres.build_seconds");
   std::string phase = pg.phase().empty() ? std::string("-") : pg.phase();
   if (!in_trouble.empty()) {
     // Capture may follow while a keyspace's rows from peers are left out:
@@ -142,13 +152,13 @@ std::string PostgresText(node::StatusNumberReader& numbers,
   }
   if (pg.phase() == "building" && build_rows_estimated > 0) {
     absl::StrAppend(
-        &phase,
-        absl::StrFormat(" (%d of ~%d rows, %.0f rows/s, %s)", build_rows_done,
-                        build_rows_estimated, pg.build_rows_per_second(),
-                        EtaText(pg.has_build_eta_seconds()
-                                    ? std::optional<absl::Duration>(
-                                          absl::Seconds(pg.build_eta_seconds()))
-                                    : std::nullopt)));
+        &phase, absl::StrFormat(
+                    " (%d of ~%d rows, %.0f rows/s, %s)", build_rows_done,
+                    build_rows_estimated, build_rows_per_second,
+                    EtaText(build_eta.kind() == node::StatusValue::Kind::kReal
+                                ? std::optional<absl::Duration>(
+                                      absl::Seconds(build_eta.real()))
+                                : std::nullopt)));
   }
   const uint64_t builds = numbers.Count("postgres.builds");
   std::vector<std::vector<std::string>> rows;
@@ -207,12 +217,14 @@ std::string PostgresText(node::StatusNumberReader& numbers,
                                   numbers.Count("postgres.rows_refused"))},
   };
   rows.insert(rows.end(), common.begin(), common.end());
-  if (pg.index_lost()) {
+  const uint64_t index_loss_fresh_rows =
+      numbers.Count("postgres.index_loss_fresh_rows");
+  if (numbers.Count("postgres.index_lost") != 0) {
     // Worth a line only when it happened: the build after a lost index.
     rows.push_back(
         {"index lost", absl::StrFormat("rebuilt; %d rows last written here got "
                                        "fresh versions",
-                                       pg.index_loss_fresh_rows())});
+                                       index_loss_fresh_rows)});
   }
   std::string text = Table(rows);
   std::vector<std::vector<std::string>> tables = {
@@ -245,16 +257,20 @@ std::string DatabaseSourceText(node::StatusNumberReader& numbers,
       numbers.Real("database_source.last_session_seconds");
   const uint64_t last_bytes_from_source =
       numbers.Count("database_source.last_bytes_from_source");
+  const uint64_t last_differences =
+      numbers.Count("database_source.last_differences");
+  const int64_t last_session_start_unix_ms = static_cast<int64_t>(
+      numbers.Count("database_source.last_session_start_unix_ms"));
   return Table({
       {"source", src.source()},
       {"state", src.state()},
       {"last session",
-       src.last_session_start_unix_ms() <= 0
+       last_session_start_unix_ms <= 0
            ? std::string("none yet")
            : absl::StrFormat(
                  "%s, %.1f s, %d differences, %s read from the source",
-                 SessionTime(src.last_session_start_unix_ms(), now),
-                 last_session_seconds, src.last_differences(),
+                 SessionTime(last_session_start_unix_ms, now),
+                 last_session_seconds, last_differences,
                  HumanBytes(last_bytes_from_source))},
       {"last success", SessionTime(static_cast<int64_t>(numbers.Count(
                                        "database_source.last_success_unix_ms")),
@@ -340,7 +356,6 @@ std::string ResourcesText(node::StatusNumberReader& numbers, absl::Time now) {
   if (!status.has_process()) {
     rows.push_back({"process", "unknown (the node did not report it)"});
   } else {
-    const v1::ProcessStatus& p = status.process();
     std::string up = "-";
     const int64_t start_unix_ms =
         static_cast<int64_t>(numbers.Count("process.start_unix_ms"));
@@ -356,14 +371,15 @@ std::string ResourcesText(node::StatusNumberReader& numbers, absl::Time now) {
     rows.push_back({"cpu", absl::StrFormat("%.1f s (user + system), %d threads",
                                            numbers.Real("process.cpu_seconds"),
                                            numbers.Count("process.threads"))});
-    // Resident memory by kind is one family of labelled samples in the
-    // table, with no JSON key for each kind: read here from the status.
     rows.push_back(
         {"memory",
-         absl::StrCat("resident ", HumanBytes(p.resident_anon_bytes()),
-                      " anon (heap), ", HumanBytes(p.resident_file_bytes()),
+         absl::StrCat("resident ",
+                      HumanBytes(numbers.Count("process.resident_anon_bytes")),
+                      " anon (heap), ",
+                      HumanBytes(numbers.Count("process.resident_file_bytes")),
                       " file (mapped tables), ",
-                      HumanBytes(p.resident_shmem_bytes()), " shared; virtual ",
+                      HumanBytes(numbers.Count("process.resident_shmem_bytes")),
+                      " shared; virtual ",
                       HumanBytes(numbers.Count("process.virtual_bytes")))});
     const uint64_t open_fds = numbers.Count("process.open_fds");
     const uint64_t max_fds = numbers.Count("process.max_fds");
@@ -504,11 +520,10 @@ std::string HeatMapText(const v1::StatusResponse& status) {
 // StatusResponse.process, or null from a node that did not report it.
 Json ProcessJson(const v1::StatusResponse& status) {
   if (!status.has_process()) return Json();
-  const v1::ProcessStatus& p = status.process();
   return {{"cpu_seconds", FromTable()},
-          {"resident_anon_bytes", p.resident_anon_bytes()},
-          {"resident_file_bytes", p.resident_file_bytes()},
-          {"resident_shmem_bytes", p.resident_shmem_bytes()},
+          {"resident_anon_bytes", FromTable()},
+          {"resident_file_bytes", FromTable()},
+          {"resident_shmem_bytes", FromTable()},
           {"virtual_bytes", FromTable()},
           {"open_fds", FromTable()},
           {"max_fds", FromTable()},
@@ -574,12 +589,15 @@ std::string StatusText(const v1::StatusResponse& status,
   };
   // Left to the JSON and /metrics: the diffs tools run against this node,
   // and of each peer the last success, the rows applications changed during
-  // its sessions and how far this clock is behind its.
-  for (absl::string_view key : {"diffs_running", "peers[].last_success_unix_ms",
-                                "peers[].rows_changed_during_session",
-                                "peers[].clock_behind_seconds"}) {
+  // its sessions, how far this clock is behind its and the changes of its
+  // feed left out (the node's total is here), and since when it is paused.
+  for (absl::string_view key :
+       {"diffs_running", "peers[].last_success_unix_ms",
+        "peers[].rows_changed_during_session", "peers[].clock_behind_seconds",
+        "peers[].feed.rejected", "peers[].paused_since_unix_ms"}) {
     numbers.Place(key);
   }
+  const double clock_behind_seconds = numbers.Real("clock_behind_seconds");
   std::string log = n("last_sequence");
   if (numbers.Count("first_sequence") > 0 ||
       numbers.Count("log_entries_trimmed") > 0) {
@@ -613,24 +631,24 @@ std::string StatusText(const v1::StatusResponse& status,
        absl::StrCat(n("feed.received"), " (applied ", n("feed.applied"),
                     ", not newer ", n("feed.not_newer"),
                     ", refused timestamps ", n("feed.refused_skew"),
-                    status.feed().rejected() == 0
+                    numbers.Count("feed.rejected") == 0
                         ? std::string(")")
-                        : absl::StrFormat(", left out %d: keyspaces in "
-                                          "trouble)",
-                                          status.feed().rejected()))},
+                        : absl::StrCat(", left out ", n("feed.rejected"),
+                                       ": keyspaces in trouble)"))},
       {"tombstones purged", n("tombstones_purged")},
       {"ties resolved", n("ties_resolved")},
       {"row filter",
        absl::StrFormat(
            "%d of %d keyspaces built, %.2f MB; writes: %d read their row, "
            "%d skipped the read",
-           status.row_filter().built(), status.row_filter().keyspaces(),
-           status.row_filter().memory_bytes() / 1e6,
-           status.row_filter().rows_read(),
-           status.row_filter().reads_skipped())},
+           numbers.Count("row_filter.built"),
+           numbers.Count("row_filter.keyspaces"),
+           numbers.Count("row_filter.memory_bytes") / 1e6,
+           numbers.Count("row_filter.rows_read"),
+           numbers.Count("row_filter.reads_skipped"))},
       {"clock behind",
-       absl::StrFormat("%.1f s%s", status.clock_behind_seconds(),
-                       status.clock_behind_seconds() > 5
+       absl::StrFormat("%.1f s%s", clock_behind_seconds,
+                       clock_behind_seconds > 5
                            ? " (far behind: fix its time source)"
                            : "")},
       {"scrub",
@@ -669,7 +687,7 @@ std::string StatusText(const v1::StatusResponse& status,
   for (int i = 0; i < status.keyspaces_size(); ++i) {
     const v1::KeyspaceSummary& ks = status.keyspaces(i);
     keyspaces.push_back({ks.name(), n("keyspaces[].rows", i),
-                         absl::StrCat(ks.depth()), RootHex(ks.root()),
+                         n("keyspaces[].depth", i), RootHex(ks.root()),
                          n("keyspaces[].root_changes", i)});
   }
   absl::StrAppend(&text, "\n", Section(keyspaces, "no keyspaces"));
@@ -780,7 +798,8 @@ std::string StatusText(const v1::StatusResponse& status,
     subscribers.push_back(
         {s.subscriber(), n("subscriptions[].position", i),
          n("subscriptions[].sent", i),
-         absl::StrCat(s.skipped_own(), "/", s.skipped_superseded())});
+         absl::StrCat(n("subscriptions[].skipped_own", i), "/",
+                      n("subscriptions[].skipped_superseded", i))});
   }
   absl::StrAppend(&text, "\n", Section(subscribers, "no subscribers"));
   if (const std::string other = OtherNumbersText(numbers); !other.empty()) {
@@ -840,7 +859,7 @@ Json* JsonAt(Json* root, absl::string_view path, int item,
 // Writes every number of the status table that has a JSON key into `out`,
 // at that key, for every item of its scope (StatusJson's last step): a flag
 // as true or false, a time as Unix milliseconds, a value /metrics leaves
-// out as 0.
+// out as 0 (or null, for a series that says so).
 void SetTableNumbers(const v1::StatusResponse& status, Json* out) {
   for (const node::StatusField& field : node::StatusFields()) {
     const int items = node::StatusScopeSize(status, field.scope);
@@ -865,7 +884,7 @@ void SetTableNumbers(const v1::StatusResponse& status, Json* out) {
             *at = value.unix_ms();
             break;
           case node::StatusValue::Kind::kAbsent:
-            *at = 0;
+            *at = series.json_null_when_absent ? Json() : Json(0);
             break;
         }
       }
@@ -897,7 +916,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   out["first_sequence"] = FromTable();
   out["log_entries_trimmed"] = FromTable();
   out["tombstones_purged"] = FromTable();
-  out["clock_behind_seconds"] = status.clock_behind_seconds();
+  out["clock_behind_seconds"] = FromTable();
   out["scrub"] = Json{{"passes", FromTable()},
                       {"rows_checked", FromTable()},
                       {"damaged_rows_found", FromTable()},
@@ -913,7 +932,11 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   out["conflicts"] = FromTable();
   out["rows_changed_during_session"] = FromTable();
   out["ties_resolved"] = FromTable();
-  const v1::FeedTotals& feed = status.feed();
+  out["row_filter"] = {{"keyspaces", FromTable()},
+                       {"built", FromTable()},
+                       {"memory_bytes", FromTable()},
+                       {"rows_read", FromTable()},
+                       {"reads_skipped", FromTable()}};
   out["feed"] = {{"sent", FromTable()},
                  {"skipped_own", FromTable()},
                  {"skipped_superseded", FromTable()},
@@ -921,7 +944,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                  {"applied", FromTable()},
                  {"not_newer", FromTable()},
                  {"refused_skew", FromTable()},
-                 {"rejected", feed.rejected()}};
+                 {"rejected", FromTable()}};
   out["keyspace_trouble"] = Json::array();
   for (const v1::KeyspaceTroubleStatus& t : status.keyspace_trouble()) {
     Json by_reason = Json::object();
@@ -933,9 +956,9 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                                        {"last_error", t.last_error()},
                                        {"last_key", t.last_key()},
                                        {"peer", t.peer()},
-                                       {"last_unix_ms", t.last_unix_ms()},
-                                       {"since_unix_ms", t.since_unix_ms()},
-                                       {"rows_rejected", t.rows_rejected()},
+                                       {"last_unix_ms", FromTable()},
+                                       {"since_unix_ms", FromTable()},
+                                       {"rows_rejected", FromTable()},
                                        {"rejected", std::move(by_reason)}});
   }
   out["unlisted_callers"] = Json::array();
@@ -950,7 +973,7 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   for (const v1::KeyspaceSummary& ks : status.keyspaces()) {
     out["keyspaces"].push_back({{"name", ks.name()},
                                 {"rows", FromTable()},
-                                {"depth", ks.depth()},
+                                {"depth", FromTable()},
                                 {"root", RootHex(ks.root())},
                                 {"root_changes", FromTable()}});
   }
@@ -977,14 +1000,14 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
                  {"bytes_repaired", FromTable()},
                  {"clock_behind_seconds", FromTable()},
                  {"paused", FromTable()},
-                 {"paused_since_unix_ms", p.paused_since_unix_ms()}};
+                 {"paused_since_unix_ms", FromTable()}};
     peer["feed"] = {
         {"connected", FromTable()},          {"position", FromTable()},
         {"lag_entries", FromTable()},        {"lag_seconds", FromTable()},
         {"received", FromTable()},           {"applied", FromTable()},
         {"not_newer", FromTable()},          {"skipped_own", FromTable()},
         {"skipped_superseded", FromTable()}, {"refused_skew", FromTable()},
-        {"rejected", p.feed_rejected()},     {"reconnects", FromTable()}};
+        {"rejected", FromTable()},           {"reconnects", FromTable()}};
     const v1::SessionProgress& s = p.session();
     peer["session"] = {{"phase", s.phase().empty() ? "idle" : s.phase()},
                        {"failed_in", s.failed_in()},
@@ -1028,12 +1051,11 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
   }
   out["subscriptions"] = Json::array();
   for (const v1::FeedSubscriptionStatus& s : status.subscriptions()) {
-    out["subscriptions"].push_back(
-        {{"subscriber", s.subscriber()},
-         {"position", FromTable()},
-         {"sent", FromTable()},
-         {"skipped_own", s.skipped_own()},
-         {"skipped_superseded", s.skipped_superseded()}});
+    out["subscriptions"].push_back({{"subscriber", s.subscriber()},
+                                    {"position", FromTable()},
+                                    {"sent", FromTable()},
+                                    {"skipped_own", FromTable()},
+                                    {"skipped_superseded", FromTable()}});
   }
   if (status.has_postgres()) {
     const v1::PostgresStatus& pg = status.postgres();
@@ -1067,8 +1089,8 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
         {"own_transactions_replayed", FromTable()},
         {"rows_applied", FromTable()},
         {"rows_refused", FromTable()},
-        {"index_lost", pg.index_lost()},
-        {"index_loss_fresh_rows", pg.index_loss_fresh_rows()},
+        {"index_lost", FromTable()},
+        {"index_loss_fresh_rows", FromTable()},
         {"tables", std::move(tables)}};
     out["postgres"]["engine"] = pg.engine();
     out["postgres"]["server_id"] = pg.server_id();
@@ -1076,10 +1098,9 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
     out["postgres"]["server_gtid"] = pg.server_gtid();
     out["postgres"]["builds"] = FromTable();
     out["postgres"]["last_rebuild_reason"] = pg.last_rebuild_reason();
-    out["postgres"]["build_rows_per_second"] = pg.build_rows_per_second();
-    out["postgres"]["build_eta_seconds"] =
-        pg.has_build_eta_seconds() ? Json(pg.build_eta_seconds()) : Json();
-    out["postgres"]["build_seconds"] = pg.build_seconds();
+    out["postgres"]["build_rows_per_second"] = FromTable();
+    out["postgres"]["build_eta_seconds"] = FromTable();
+    out["postgres"]["build_seconds"] = FromTable();
   } else {
     out["postgres"] = Json();  // null: the node keeps its own rows
   }
@@ -1090,13 +1111,13 @@ Json StatusJson(const v1::StatusResponse& status, absl::string_view dialed) {
         {"state", src.state()},
         {"last_error",
          src.last_error().empty() ? Json() : Json(src.last_error())},
-        {"last_session_start_unix_ms", src.last_session_start_unix_ms()},
+        {"last_session_start_unix_ms", FromTable()},
         {"last_success_unix_ms", FromTable()},
         {"last_session_seconds", FromTable()},
         {"sessions_ok", FromTable()},
         {"sessions_failed", FromTable()},
         {"differences", FromTable()},
-        {"last_differences", src.last_differences()},
+        {"last_differences", FromTable()},
         {"rows_copied", FromTable()},
         {"rows_deleted", FromTable()},
         {"rows_refused", FromTable()},
