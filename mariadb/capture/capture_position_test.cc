@@ -31,7 +31,8 @@ TEST(CapturePositionTest, RefusesOtherBytes) {
        {absl::string_view("\x01\x00\x00\x00", 4), absl::string_view(""),
         absl::string_view("mariadb/1\ngtid\t0-1-1"),
         absl::string_view("mariadb/1\ngtid\t0-1-1\nstamp\tx"),
-        absl::string_view("mariadb/1\ngtid\t\nstamp\t1\ntable\ta\tf\ntable\ta\tg"),
+        absl::string_view(
+            "mariadb/1\ngtid\t\nstamp\t1\ntable\ta\tf\ntable\ta\tg"),
         absl::string_view("mariadb/1\ngtid\t\nstamp\t1\nwhat\t1")}) {
     absl::StatusOr<CapturePosition> p = CapturePosition::Decode(bad);
     EXPECT_TRUE(absl::IsDataLoss(p.status())) << bad;
