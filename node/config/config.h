@@ -109,7 +109,7 @@ struct NodeConfig {
   // a password maybe: show it only through MaskConninfo
   // (node/config/postgres_settings.h).
   std::string postgres;
-  // MariaDB (or MySQL) sidecar: a mariadb:// or mysql:// URL naming the
+  // MariaDB sidecar: a mariadb:// (or mysql://) URL naming the
   // server (mariadb/url.h). Empty: none. Exclusive with `postgres`; shown
   // only through MaskConninfo, like it.
   std::string mariadb;

@@ -446,8 +446,8 @@ std::vector<SettingInfo>* MakeSettingsTable() {
        false, false, &ApplyDuration<&C::pg_schema_check_interval>,
        &ShowDuration<&C::pg_schema_check_interval>},
       {"mariadb", "MariaDB sidecar", "URL",
-       "be a sidecar to this MariaDB (or MySQL) server:\n"
-       "mariadb://USER:PASSWORD@HOST:PORT/DB (or mysql://);\n"
+       "be a sidecar to this MariaDB server (tested with\n"
+       "10.11; not MySQL): mariadb://USER:PASSWORD@HOST:PORT/DB;\n"
        "the rows live in its tables (--table DB.TABLE), the\n"
        "store keeps only their index. Needs log_bin,\n"
        "binlog_format=ROW, binlog_row_image=FULL,\n"
