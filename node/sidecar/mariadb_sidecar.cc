@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "mariadb/sidecar/sidecar.h"
 #include "node/observe/log.h"
+#include "node/sidecar/verify_tables.h"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -62,52 +63,19 @@ class MariaDbNodeSidecar final : public PostgresSidecar {
 
   absl::StatusOr<v1::VerifyTablesResponse> VerifyTables(
       const v1::VerifyTablesRequest& request) override {
-    const absl::Duration catch_up =
-        request.catch_up_ms() == 0 ? absl::Seconds(60)
-                                   : absl::Milliseconds(request.catch_up_ms());
-    const size_t max_keys = request.max_keys() == 0 ? 100 : request.max_keys();
-    std::vector<std::string> keyspaces;
+    std::vector<std::string> kept;
     for (const mariadb::SidecarKeyspaceStatus& k :
          sidecar_->status().keyspaces) {
-      if (request.keyspace().empty() || k.name == request.keyspace()) {
-        keyspaces.push_back(k.name);
-      }
+      kept.push_back(k.name);
     }
-    if (keyspaces.empty()) {
-      return absl::NotFoundError(absl::StrFormat(
-          "verify: %s is not a table this node keeps (--table)",
-          request.keyspace().empty() ? "no table" : request.keyspace()));
-    }
-    // Changes not captured yet would show as differences: first catch up.
-    const absl::Status caught = sidecar_->AwaitCaughtUp(catch_up);
-    if (absl::IsDeadlineExceeded(caught)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "verify: the sidecar has not caught up with its database: ",
-          caught.message(), "; verify again later"));
-    }
-    TALLY_RETURN_IF_ERROR(caught);
-    v1::VerifyTablesResponse response;
-    for (const std::string& keyspace : keyspaces) {
-      TALLY_ASSIGN_OR_RETURN(mariadb::VerifyResult r,
-                             sidecar_->Verify(keyspace));
-      v1::TableVerify* t = response.add_tables();
-      t->set_keyspace(keyspace);
-      t->set_table_rows(r.table_rows);
-      t->set_index_rows(r.index_rows);
-      t->set_mismatched(r.mismatched_keys.size());
-      t->set_missing_from_index(r.missing_from_index.size());
-      t->set_missing_from_table(r.missing_from_table.size());
-      for (size_t i = 0; i < r.mismatched_keys.size() && i < max_keys; ++i) {
-        t->add_mismatched_keys(r.mismatched_keys[i]);
-      }
-      for (size_t i = 0; i < r.missing_from_index.size() && i < max_keys; ++i) {
-        t->add_missing_from_index_keys(r.missing_from_index[i]);
-      }
-      for (size_t i = 0; i < r.missing_from_table.size() && i < max_keys; ++i) {
-        t->add_missing_from_table_keys(r.missing_from_table[i]);
-      }
-    }
-    return response;
+    return VerifyKeyspaces(
+        request, kept,
+        [&](absl::Duration timeout) {
+          return sidecar_->AwaitCaughtUp(timeout);
+        },
+        [&](const std::string& keyspace) {
+          return sidecar_->Verify(keyspace);
+        });
   }
 
  private:
