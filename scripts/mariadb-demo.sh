@@ -83,6 +83,7 @@ MP=$(free_port)
 "${AS_MY[@]}" mariadbd --no-defaults --datadir="$WORK/my/data" \
   --socket="$WORK/my/sock" --pid-file="$WORK/my/pid" --port="$MP" \
   --bind-address=127.0.0.1 --skip-name-resolve --log-error="$WORK/my/log" \
+  --tmpdir="$WORK/my" \
   --log-bin="$WORK/my/data/bin" --binlog-format=ROW --binlog-row-image=FULL \
   --binlog-row-metadata=FULL --server-id=1 2>>"$WORK/my/stderr" &
 MYPID=$!

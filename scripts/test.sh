@@ -35,8 +35,18 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
+# How long each phase took, printed at the end (CI must stay under 30
+# minutes on two cores; these say where the time goes).
+phases=()
+phase_start=$SECONDS
+phase_done() {
+  phases+=("$1 $(((SECONDS - phase_start) / 60))m$(((SECONDS - phase_start) % 60))s")
+  phase_start=$SECONDS
+}
 bash "$here/install-deps.sh"
+phase_done "install"
 bash "$here/build.sh"
+phase_done "build"
 export TALLY_REQUIRE_POSTGRES=1 TALLY_REQUIRE_MARIADB=1
 if [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
   echo "test.sh: PostgreSQL 15 is not installed (scripts/install-deps.sh installs it)" >&2
@@ -77,6 +87,7 @@ if ! grep -q "100% tests passed" "$main_log"; then
   status=8
   failed+=("main: $(tr '\n' ' ' < build/Testing/Temporary/LastTestsFailed.log 2>/dev/null)")
 fi
+phase_done "main tests"
 retried=$(grep -E '\*\*\*(Failed|Timeout|Exception)|\(Failed\)|\(Timeout\)' "$main_log" |
   sed -E 's/.*Test +#[0-9]+: ([^ ]+) .*/\1/' | sort -u | tr '\n' ' ' || true)
 if ! wait "$sanitizer_builds"; then
@@ -85,12 +96,15 @@ if ! wait "$sanitizer_builds"; then
   for f in "${failed[@]}"; do echo "test.sh: failed in $f" >&2; done
   exit 1
 fi
+phase_done "sanitizer builds (after the main tests)"
 for preset in tsan asan-ubsan; do
   ctest --preset "$preset" -j "$(nproc)" || {
     status=$?
     failed+=("$preset: see its output above")
   }
 done
+phase_done "sanitizer tests"
+echo "test.sh: took ${phases[*]/%/,} in all $((SECONDS / 60))m$((SECONDS % 60))s" >&2
 if [ -n "$retried" ]; then
   echo "test.sh: failed once, then run again: $retried" >&2
 fi

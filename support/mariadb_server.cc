@@ -175,6 +175,12 @@ absl::StatusOr<std::unique_ptr<MariaDbServer>> MariaDbServer::Start(
     return absl::InternalError(
         absl::StrCat("cp -a of the template: ", copied.err));
   }
+  // A server's own temporary directory: a starting mariadbd deletes every
+  // "#sql*" file in its tmpdir, which would pull the temporary tables out
+  // from under the queries of the servers other tests run beside it.
+  std::error_code made;
+  fs::create_directory(*root + "/tmp", made);
+  if (made) return absl::InternalError("cannot make " + *root + "/tmp");
   absl::Status owned = GiveToServerUser(*root);
   if (!owned.ok()) return owned;
   absl::Status started = server->StartServer();
@@ -196,6 +202,7 @@ absl::Status MariaDbServer::StartServer() {
         "--socket=" + root_ + "/mysqld.sock",
         "--pid-file=" + root_ + "/mariadbd.pid",
         "--log-error=" + root_ + "/server.log",
+        "--tmpdir=" + root_ + "/tmp",
         absl::StrCat("--port=", port_),
         "--bind-address=127.0.0.1",
         "--skip-name-resolve",
