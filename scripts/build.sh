@@ -23,6 +23,10 @@ if [ ! -f build/CMakeCache.txt ]; then
   if command -v ccache >/dev/null; then
     options+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   fi
+  # LLVM's linker: the ~60 programs link in a fraction of the time.
+  if command -v ld.lld >/dev/null; then
+    options+=(-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld)
+  fi
 fi
 cmake -S . -B build "${options[@]}" >/dev/null
 targets=()

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake g++ make ninja-build pkg-config
-  clang
+  clang lld
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libleveldb-dev libsnappy-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
