@@ -26,6 +26,8 @@
 #include "node/rpc/stream_limiter.h"
 #include "node/rpc/sync_runner.h"
 #include "node/session/session_scheduler.h"
+#include "node/sidecar/mariadb_table_rows.h"
+#include "node/sidecar/postgres_table_rows.h"
 #include "node/sidecar/table_rows.h"
 #include "node/upkeep/maintenance.h"
 #include "node/upkeep/scrubber.h"
@@ -148,10 +150,13 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
     TALLY_ASSIGN_OR_RETURN(node->sidecar_, sidecar_factory(config));
     node->sidecar_status_ = std::make_unique<PostgresStatusSource>(
         node->sidecar_.get(), SidecarDatabase(config));
+    // get/put/del of the tables' rows by primary key as text.
     if (!config.postgres.empty()) {
-      // get/put/del by primary key as text: PostgreSQL tables only.
-      node->table_rows_ =
-          std::make_unique<TableRows>(config.postgres, config.tables);
+      node->table_rows_ = NewPostgresTableRows(config.postgres, config.tables);
+    } else {
+      TALLY_ASSIGN_OR_RETURN(
+          node->table_rows_,
+          NewMariaDbTableRows(config.mariadb, config.tables));
     }
   }
 

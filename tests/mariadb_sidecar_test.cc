@@ -26,6 +26,9 @@
 namespace tally {
 namespace {
 
+using ::tally::pgtest::ExpectDiedAt;
+using ::tally::pgtest::ExpectLogSettlesAt;
+using ::tally::pgtest::Following;
 using ::tally::pgtest::JsonNumber;
 using ::tally::pgtest::StatusJson;
 using ::tally::pgtest::WaitFor;
@@ -92,9 +95,11 @@ std::string PgMd5(PgCluster& pg) {
   return md5.ok() ? *md5 : "?";
 }
 
+// `extra`: more flags (a fault point).
 std::unique_ptr<NodeProcess> StartMariaDbSidecar(
     const std::string& name, const std::string& data_dir, MariaDbServer& server,
-    const std::string& listen, const std::vector<std::string>& peers) {
+    const std::string& listen, const std::vector<std::string>& peers,
+    const std::vector<std::string>& extra = {}) {
   std::vector<std::string> flags = {
       "--mariadb",       server.Url("public", "tally", "secret"),
       "--table",         "public.t",
@@ -103,14 +108,11 @@ std::unique_ptr<NodeProcess> StartMariaDbSidecar(
     flags.push_back("--peer");
     flags.push_back(peer);
   }
+  flags.insert(flags.end(), extra.begin(), extra.end());
   absl::StatusOr<std::unique_ptr<NodeProcess>> node =
       NodeProcess::Start(name, data_dir, flags, listen);
   EXPECT_TRUE(node.ok()) << node.status();
   return node.ok() ? *std::move(node) : nullptr;
-}
-
-bool Following(const std::string& address) {
-  return absl::StrContains(StatusJson(address), R"("phase":"following")");
 }
 
 // `tally verify` of the node: its index describes its table exactly.
@@ -371,6 +373,230 @@ TEST(MariaDbSidecarTest, ServerKilledMidStreamIsFollowedAgainOnceBack) {
   EXPECT_TRUE(Following(a1));
   ExpectVerified(a1);
   ExpectVerified(a2);
+}
+
+// `txns` transactions of `rows` new keys each from `first` (b =
+// 'tag-id'), `gap` apart, so that the sidecar stores (or applies) them in
+// several writes.
+void InsertTransactions(MariaDbServer& server, long long first, int txns,
+                        int rows, absl::string_view tag, absl::Duration gap) {
+  for (int i = 0; i < txns; ++i) {
+    const long long lo = first + static_cast<long long>(i) * rows;
+    absl::StatusOr<std::string> r = server.Execute(
+        absl::StrCat("INSERT INTO t SELECT seq, seq, CONCAT('", tag,
+                     "-', seq) FROM seq_", lo, "_to_", lo + rows - 1),
+        "public");
+    ASSERT_TRUE(r.ok()) << r.status();
+    absl::SleepFor(gap);
+  }
+}
+
+// tallyd dies after a store write of captured rows, while the application
+// goes on writing; restarted, it resumes from the GTID state it stored
+// with them. First after the 3rd of 12 small transactions; then in the
+// middle of one 25,000-row transaction, stored in parts of 10,000 (the
+// GTID state goes with the last part only, so the restart reads the whole
+// transaction again and must not index its first parts twice).
+TEST(MariaDbSidecarTest, CaptureKilledAfterAStoreWriteIndexesEachChangeOnce) {
+  TALLY_SKIP_UNLESS_MARIADB();
+  std::unique_ptr<MariaDbServer> m = StartServerWithTable(0);
+  ASSERT_NE(m, nullptr);
+  TempDir d;
+  const std::string a = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> n = StartMariaDbSidecar(
+      "crash-c", d.path(), *m, a, {},
+      {"--test-fault-point", "capture-after-index-commit:3"});
+  ASSERT_NE(n, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Following(a); }, absl::Seconds(60)))
+      << n->Log();
+  ASSERT_NO_FATAL_FAILURE(
+      InsertTransactions(*m, 1, 12, 10, "a", absl::Milliseconds(150)));
+  ASSERT_NO_FATAL_FAILURE(ExpectDiedAt(*n, "capture-after-index-commit"));
+  // While it is down: 50 updates, 20 deletes.
+  ASSERT_TRUE(m->Execute("UPDATE t SET a = a + 1000 WHERE id <= 50; DELETE "
+                         "FROM t WHERE id BETWEEN 101 AND 120",
+                         "public")
+                  .ok());
+  n = StartMariaDbSidecar(
+      "crash-c", d.path(), *m, a, {},
+      {"--test-fault-point", "capture-after-index-commit:2"});
+  ASSERT_NE(n, nullptr);
+  // Its first store write is what it missed; the second, a part of this.
+  ASSERT_TRUE(WaitFor([&] { return Following(a); }, absl::Seconds(60)))
+      << n->Log();
+  ASSERT_NO_FATAL_FAILURE(
+      InsertTransactions(*m, 1001, 1, 25000, "big", absl::ZeroDuration()));
+  ASSERT_NO_FATAL_FAILURE(ExpectDiedAt(*n, "capture-after-index-commit"));
+
+  n = StartMariaDbSidecar("crash-c", d.path(), *m, a, {});
+  ASSERT_NE(n, nullptr);
+  // 120 inserts + 50 updates + 20 deletes + 25,000 inserts, one log entry
+  // each.
+  ASSERT_NO_FATAL_FAILURE(ExpectLogSettlesAt(a, 25190, *n));
+  ExpectVerified(a);
+  EXPECT_EQ(JsonNumber(StatusJson(a), "builds"), 0) << n->Log();
+}
+
+// Two MariaDB sidecars peering each other; tallyd A is killed in an apply
+// of B's rows at a fault point — the 7th apply, of updates, which A makes
+// under the compare-and-swap — then restarted without it.
+class MariaDbApplyCrash : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MariaDbApplyCrash, AppliesEveryPeerRowOnceWithoutEcho) {
+  TALLY_SKIP_UNLESS_MARIADB();
+  const std::string point = GetParam();
+  std::unique_ptr<MariaDbServer> ma = StartServerWithTable(0);
+  std::unique_ptr<MariaDbServer> mb = StartServerWithTable(0);
+  ASSERT_NE(ma, nullptr);
+  ASSERT_NE(mb, nullptr);
+  TempDir da, db;
+  const std::string aa = FreeLoopbackAddress();
+  const std::string ab = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> na =
+      StartMariaDbSidecar("crash-a", da.path(), *ma, aa, {ab},
+                          {"--test-fault-point", absl::StrCat(point, ":7")});
+  std::unique_ptr<NodeProcess> nb =
+      StartMariaDbSidecar("crash-b", db.path(), *mb, ab, {aa});
+  ASSERT_NE(na, nullptr);
+  ASSERT_NE(nb, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Following(aa) && Following(ab); },
+                      absl::Seconds(60)))
+      << na->Log() << nb->Log();
+  // B's application: 5 transactions of inserts, then 5 of updates of those
+  // rows, each reaching A in an apply of its own; B goes on while A is
+  // down.
+  ASSERT_NO_FATAL_FAILURE(
+      InsertTransactions(*mb, 1001, 5, 10, "b", absl::Milliseconds(300)));
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(mb->Execute(absl::StrCat("UPDATE t SET a = a + 1, b = "
+                                         "'b-upd' WHERE id BETWEEN ",
+                                         1001 + i * 10, " AND ", 1010 + i * 10),
+                            "public")
+                    .ok());
+    absl::SleepFor(absl::Milliseconds(300));
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectDiedAt(*na, point));
+  ASSERT_NO_FATAL_FAILURE(
+      InsertTransactions(*mb, 1051, 2, 10, "b", absl::ZeroDuration()));
+
+  na = StartMariaDbSidecar("crash-a", da.path(), *ma, aa, {ab});
+  ASSERT_NE(na, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return MariaDbMd5(*ma) == MariaDbMd5(*mb); },
+                      absl::Seconds(60)))
+      << na->Log() << nb->Log();
+  // Each of B's 70 inserts and 50 updates is one change in each log:
+  // applied once on A (a second apply, or A's capture taking its own apply
+  // for a local change, would add entries), nothing echoed to B.
+  ASSERT_NO_FATAL_FAILURE(ExpectLogSettlesAt(aa, 120, *na));
+  ASSERT_NO_FATAL_FAILURE(ExpectLogSettlesAt(ab, 120, *nb));
+  EXPECT_EQ(MariaDbMd5(*ma), MariaDbMd5(*mb));
+  EXPECT_EQ(*ma->Execute("SELECT count(*) FROM t WHERE b = 'b-upd'", "public"),
+            "50");
+  EXPECT_EQ(JsonNumber(StatusJson(ab), "rows_applied"), 0) << StatusJson(ab);
+  ExpectVerified(aa);
+  ExpectVerified(ab);
+}
+
+INSTANTIATE_TEST_SUITE_P(FaultPoints, MariaDbApplyCrash,
+                         ::testing::Values("apply-before-db-commit",
+                                           "apply-after-db-commit",
+                                           "apply-after-store-commit"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           std::string name;
+                           for (const char* c = p.param; *c != '\0'; ++c) {
+                             if (*c != '-') name.push_back(*c);
+                           }
+                           return name;
+                         });
+
+// The application on A holds a row's lock for 4 s, writing it; the peer's
+// write of that row commits on B just after (older than the application's
+// commit) and reaches A's sidecar while the lock is held. The apply never
+// waits the application out or breaks its transaction, and the
+// application's write, the last, ends on both servers.
+TEST(MariaDbSidecarTest, AnApplicationHoldingARowLockWinsOverAnOlderPeerWrite) {
+  TALLY_SKIP_UNLESS_MARIADB();
+  std::unique_ptr<MariaDbServer> ma = StartServerWithTable(10);
+  std::unique_ptr<MariaDbServer> mb = StartServerWithTable(10);
+  ASSERT_NE(ma, nullptr);
+  ASSERT_NE(mb, nullptr);
+  TempDir da, db;
+  const std::string aa = FreeLoopbackAddress();
+  const std::string ab = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> na =
+      StartMariaDbSidecar("lock-a", da.path(), *ma, aa, {ab});
+  std::unique_ptr<NodeProcess> nb =
+      StartMariaDbSidecar("lock-b", db.path(), *mb, ab, {aa});
+  ASSERT_TRUE(WaitFor([&] { return Following(aa) && Following(ab); },
+                      absl::Seconds(60)));
+  std::unique_ptr<mariadb::Connection> app = Connect(*ma);
+  ASSERT_NE(app, nullptr);
+  ASSERT_TRUE(app->Exec("START TRANSACTION").ok());
+  ASSERT_TRUE(app->Exec("UPDATE t SET a = 1, b = 'app' WHERE id = 7").ok());
+  ASSERT_TRUE(
+      mb->Execute("UPDATE t SET a = 2, b = 'peer' WHERE id = 7", "public")
+          .ok());
+  absl::SleepFor(absl::Seconds(4));
+  const absl::Status committed = app->Exec("COMMIT");
+  ASSERT_TRUE(committed.ok()) << committed;
+  auto row = [](MariaDbServer& m) {
+    absl::StatusOr<std::string> r =
+        m.Execute("SELECT CONCAT(a, b) FROM t WHERE id = 7", "public");
+    return r.ok() ? *r : r.status().ToString();
+  };
+  EXPECT_TRUE(WaitFor([&] { return row(*ma) == "1app" && row(*mb) == "1app"; },
+                      absl::Seconds(20)))
+      << "a: " << row(*ma) << " b: " << row(*mb) << "\n"
+      << na->Log() << nb->Log();
+  // And they stay so over three sync intervals.
+  const absl::Time until = absl::Now() + absl::Seconds(3);
+  while (absl::Now() < until) {
+    ASSERT_EQ(row(*ma), "1app");
+    ASSERT_EQ(row(*mb), "1app");
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  EXPECT_EQ(MariaDbMd5(*ma), MariaDbMd5(*mb));
+}
+
+// tally get/put/del on a MariaDB sidecar's table: ordinary writes the
+// capture indexes and the peer receives.
+TEST(MariaDbSidecarTest, GetPutDelByPrimaryKeyReachThePeer) {
+  TALLY_SKIP_UNLESS_MARIADB();
+  std::unique_ptr<MariaDbServer> m1 = StartServerWithTable(10);
+  std::unique_ptr<MariaDbServer> m2 = StartServerWithTable(10);
+  ASSERT_NE(m1, nullptr);
+  ASSERT_NE(m2, nullptr);
+  TempDir d1, d2;
+  const std::string a1 = FreeLoopbackAddress();
+  const std::string a2 = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> n1 =
+      StartMariaDbSidecar("r-1", d1.path(), *m1, a1, {a2});
+  std::unique_ptr<NodeProcess> n2 =
+      StartMariaDbSidecar("r-2", d2.path(), *m2, a2, {a1});
+  ASSERT_TRUE(WaitFor([&] { return Following(a1) && Following(a2); },
+                      absl::Seconds(60)));
+  CommandResult put = RunTally(
+      {"--node", a1, "--keyspace", "public.t", "put", "42", R"({"b":"hi"})"});
+  EXPECT_EQ(put.exit_code, 0) << put.out << put.err;
+  EXPECT_TRUE(absl::StrContains(put.out, "written to the database")) << put.out;
+  CommandResult del =
+      RunTally({"--node", a1, "--keyspace", "public.t", "del", "3"});
+  EXPECT_EQ(del.exit_code, 0) << del.out << del.err;
+  CommandResult get =
+      RunTally({"--node", a2, "--keyspace", "public.t", "get", "7"});
+  EXPECT_EQ(get.exit_code, 0) << get.out << get.err;
+  EXPECT_TRUE(absl::StrContains(get.out, R"("b" : "v7")")) << get.out;
+  const CommandResult bad = RunTally(
+      {"--node", a1, "--keyspace", "public.t", "put", "4x", R"({"b":"x"})"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(bad.err, "holds integers")) << bad.err;
+  ASSERT_TRUE(WaitFor([&] { return MariaDbMd5(*m1) == MariaDbMd5(*m2); },
+                      absl::Seconds(30)))
+      << n1->Log() << n2->Log();
+  EXPECT_EQ(*m2->Execute("SELECT CONCAT(count(*), ',', SUM(id = 42 AND b = "
+                         "'hi'), ',', SUM(id = 3)) FROM t",
+                         "public"),
+            "10,1,0");
 }
 
 TEST(MariaDbSidecarTest, RefusesAServerSetUpWrongNamingTheFix) {

@@ -748,6 +748,8 @@ absl::Status MariaDbBackend::RunTransaction(Attempt& attempt) {
                                  conn.display(), ": ", s.message())));
     }
   }
+  pg::ReachFaultPoint(options_.fault_points,
+                      pg::FaultPoint::kApplyBeforeDbCommit);
   absl::Status committed = conn.Exec("COMMIT");
   if (!committed.ok()) {
     return absl::Status(
@@ -755,6 +757,8 @@ absl::Status MariaDbBackend::RunTransaction(Attempt& attempt) {
         absl::StrCat("COMMIT of an apply transaction in ", conn.display(), ": ",
                      committed.message()));
   }
+  pg::ReachFaultPoint(options_.fault_points,
+                      pg::FaultPoint::kApplyAfterDbCommit);
   if (!log.rows.empty()) sequence_ = log.sequence;
   return absl::OkStatus();
 }

@@ -109,6 +109,7 @@
 #include "mariadb/connection.h"
 #include "mariadb/table.h"
 #include "mariadb/url.h"
+#include "pg/sidecar/apply/fault_points.h"
 #include "storage/row_backend.h"
 
 namespace tally {
@@ -134,6 +135,9 @@ struct MariaDbBackendOptions {
   size_t max_rows_per_transaction = 10000;
   // Connecting, and each read or write on a connection.
   absl::Duration io_timeout = absl::Seconds(30);
+  // Crash tests only: the apply reaches apply-before-db-commit and
+  // apply-after-db-commit (pg/sidecar/apply/fault_points.h). Null: none.
+  std::shared_ptr<pg::FaultPoints> fault_points;
 };
 
 class MariaDbBackend : public storage::RowBackend {

@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "mariadb/binlog/binlog_stream.h"
@@ -101,11 +102,17 @@ class SidecarBackend final : public storage::RowBackend {
                          std::vector<storage::RowOutcome>* outcomes) override {
     TALLY_ASSIGN_OR_RETURN(std::shared_ptr<MariaDbBackend> in, inner());
     TALLY_RETURN_IF_ERROR(in->ApplyRows(rows, outcomes));
+    bool any_applied = false;
     for (const storage::RowOutcome& o : *outcomes) {
       (o.applied ? applied_ : refused_).fetch_add(1);
+      any_applied = any_applied || o.applied;
     }
+    if (any_applied) apply_awaits_store_.store(true);
     return absl::OkStatus();
   }
+  // True once per apply with applied rows, after it: at the store's next
+  // change-log notification that apply's rows are committed.
+  bool TakeApplyAwaitingStore() { return apply_awaits_store_.exchange(false); }
   absl::StatusOr<std::string> ReadValue(
       const storage::RowLocation& row,
       absl::string_view stored_payload) const override {
@@ -168,6 +175,7 @@ class SidecarBackend final : public storage::RowBackend {
   std::shared_ptr<MariaDbBackend> inner_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> applied_{0};
   std::atomic<uint64_t> refused_{0};
+  std::atomic<bool> apply_awaits_store_{false};
 };
 
 // Per replication domain, the sequence of its last transaction.
@@ -225,6 +233,21 @@ class Sidecar::Impl {
     if (started_) return absl::FailedPreconditionError("already started");
     started_ = true;
     store_ = store;
+    if (options_.fault_points != nullptr &&
+        options_.fault_points->armed().has_value()) {
+      const pg::FaultPoint p = *options_.fault_points->armed();
+      Log(absl::StrFormat("FOR TESTS: fault point %s armed (time %d)",
+                          pg::FaultPointName(p),
+                          options_.fault_points->count()));
+      if (p == pg::FaultPoint::kApplyAfterStoreCommit) {
+        listener_ = store->AddChangeListener([this](storage::Sequence) {
+          if (backend_->TakeApplyAwaitingStore()) {
+            options_.fault_points->Reach(
+                pg::FaultPoint::kApplyAfterStoreCommit);
+          }
+        });
+      }
+    }
     thread_ = std::thread([this] { Run(); });
     return absl::OkStatus();
   }
@@ -235,6 +258,15 @@ class Sidecar::Impl {
       stopping_ = true;
     }
     if (thread_.joinable()) thread_.join();
+    int listener = -1;
+    storage::Store* store = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      std::swap(listener, listener_);
+      store = store_;
+    }
+    if (listener >= 0 && store != nullptr)
+      store->RemoveChangeListener(listener);
     absl::MutexLock lock(&mu_);
     if (started_) status_.phase = "stopped";
   }
@@ -258,6 +290,16 @@ class Sidecar::Impl {
   absl::StatusOr<VerifyResult> Verify(absl::string_view keyspace);
 
  private:
+  // The options of the apply over the tables `present`.
+  MariaDbBackendOptions BackendOptions(std::vector<std::string> present) const {
+    MariaDbBackendOptions bo;
+    bo.url = options_.url;
+    bo.tables = std::move(present);
+    bo.apply_server_id = options_.server_id;
+    bo.node = options_.node_name;
+    bo.fault_points = options_.fault_points;
+    return bo;
+  }
   void Log(absl::string_view line) const {
     if (options_.log) {
       options_.log(line);
@@ -313,6 +355,8 @@ class Sidecar::Impl {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   storage::Store* store_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The store's change listener of apply-after-store-commit; -1: none.
+  int listener_ ABSL_GUARDED_BY(mu_) = -1;
   SidecarStatus status_ ABSL_GUARDED_BY(mu_);
   // The GTID state the store holds everything up to (parsed).
   std::map<uint32_t, uint64_t> indexed_ ABSL_GUARDED_BY(mu_);
@@ -406,13 +450,8 @@ absl::Status Sidecar::Impl::RunOnce() {
       gate_->SetMissing(name, !table.has_value());
       if (table.has_value()) present.push_back(name);
     }
-    MariaDbBackendOptions bo;
-    bo.url = options_.url;
-    bo.tables = present;
-    bo.apply_server_id = options_.server_id;
-    bo.node = options_.node_name;
     TALLY_ASSIGN_OR_RETURN(std::shared_ptr<MariaDbBackend> inner,
-                           MariaDbBackend::Open(bo));
+                           MariaDbBackend::Open(BackendOptions(present)));
     backend_->set_inner(std::move(inner));
     for (const auto& [name, table] : tables_) gate_->Open(name);
   } else {
@@ -527,13 +566,8 @@ absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
   for (const auto& [name, table] : tables_) {
     if (table.has_value()) present.push_back(name);
   }
-  MariaDbBackendOptions bo;
-  bo.url = options_.url;
-  bo.tables = present;
-  bo.apply_server_id = options_.server_id;
-  bo.node = options_.node_name;
   TALLY_ASSIGN_OR_RETURN(std::shared_ptr<MariaDbBackend> inner,
-                         MariaDbBackend::Open(bo));
+                         MariaDbBackend::Open(BackendOptions(present)));
   backend_->set_inner(std::move(inner));
 
   const tree::Version fresh{store->clock().Now(), options_.node_name};
@@ -824,6 +858,10 @@ absl::Status Sidecar::Impl::Follow(CapturePosition position) {
                               ? std::optional<CapturePosition>(position)
                               : std::nullopt));
     batch.clear();
+    if (rows > 0) {
+      pg::ReachFaultPoint(options_.fault_points,
+                          pg::FaultPoint::kCaptureAfterIndexCommit);
+    }
     absl::MutexLock lock(&mu_);
     status_.rows_captured += rows;
     if (with_position) {

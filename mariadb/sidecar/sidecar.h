@@ -75,6 +75,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "pg/sidecar/apply/fault_points.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
 #include "tree/token.h"
@@ -105,6 +106,9 @@ struct SidecarOptions {
   absl::Duration heartbeat_period = absl::Milliseconds(100);
   // Rows per store write, for the build and for the capture.
   size_t batch_rows = 10000;
+  // Crash tests only: the points of pg/sidecar/apply/fault_points.h this
+  // sidecar reaches (all four). Null: none.
+  std::shared_ptr<pg::FaultPoints> fault_points;
 };
 
 struct SidecarKeyspaceStatus {

@@ -269,10 +269,11 @@ absl::Status ValidatePeerRoles(const std::vector<PeerConfig>& peers) {
 }
 
 absl::Status ValidatePostgresSettings(const NodeConfig& config) {
-  if (config.postgres.empty() && !config.test_fault_point.empty()) {
+  if (config.postgres.empty() && config.mariadb.empty() &&
+      !config.test_fault_point.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--test-fault-point %s needs --postgres: the fault points are the "
-        "PostgreSQL sidecar's",
+        "--test-fault-point %s needs --postgres or --mariadb: the fault "
+        "points are the sidecar's",
         config.test_fault_point));
   }
   if (!config.postgres.empty() && !config.mariadb.empty()) {

@@ -677,17 +677,21 @@ TEST(PostgresSettings, AreRefusedOneWithoutTheOther) {
 
 // The crash tests' hidden setting: a known point, optionally with a count,
 // and only on a sidecar; a misspelt point is refused, naming the points.
-TEST(PostgresSettings, TheTestFaultPointMustBeKnownAndNeedsPostgres) {
+TEST(PostgresSettings, TheTestFaultPointMustBeKnownAndNeedsASidecar) {
   NodeConfig config;
   config.name = "a";
   config.data_dir = "/tmp/x";
   ASSERT_TRUE(
-      ApplySetting("test-fault-point", "apply-after-pg-commit:2", &config)
+      ApplySetting("test-fault-point", "apply-after-db-commit:2", &config)
           .ok());
-  EXPECT_EQ(config.test_fault_point, "apply-after-pg-commit:2");
+  EXPECT_EQ(config.test_fault_point, "apply-after-db-commit:2");
   EXPECT_THAT(std::string(ValidateConfig(config).message()),
-              HasSubstr("--test-fault-point apply-after-pg-commit:2 needs "
-                        "--postgres"));
+              HasSubstr("--test-fault-point apply-after-db-commit:2 needs "
+                        "--postgres or --mariadb"));
+  config.mariadb = "mariadb://tally@127.0.0.1/db1";
+  config.tables = {"db1.users"};
+  EXPECT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config);
+  config.mariadb.clear();
   config.postgres = "dbname=app";
   config.tables = {"public.users"};
   EXPECT_TRUE(ValidateConfig(config).ok());
@@ -697,7 +701,7 @@ TEST(PostgresSettings, TheTestFaultPointMustBeKnownAndNeedsPostgres) {
   EXPECT_THAT(std::string(unknown.message()),
               AllOf(HasSubstr("after-commit"),
                     HasSubstr("capture-after-index-commit")));
-  EXPECT_EQ(ApplySetting("test-fault-point", "apply-after-pg-commit:0", &config)
+  EXPECT_EQ(ApplySetting("test-fault-point", "apply-after-db-commit:0", &config)
                 .code(),
             absl::StatusCode::kInvalidArgument);
 }

@@ -46,7 +46,7 @@ NodeConfig EverySetting() {
   config.maintenance_interval = absl::Milliseconds(500);
   config.scrub_interval = absl::Hours(1);
   config.test_clock_offset = absl::Seconds(-600);
-  config.test_fault_point = "apply-after-pg-commit:2";
+  config.test_fault_point = "apply-after-db-commit:2";
   return config;
 }
 

@@ -92,6 +92,10 @@ absl::StatusOr<std::unique_ptr<PostgresSidecar>> MakeMariaDbSidecar(
   options.node_name = config.name;
   options.server_id = MariaDbServerId(config);
   options.keyspace_depth = config.default_depth;
+  if (!config.test_fault_point.empty()) {
+    TALLY_ASSIGN_OR_RETURN(options.fault_points,
+                           pg::FaultPoints::Parse(config.test_fault_point));
+  }
   options.log = [name = config.name](absl::string_view line) {
     LogInfo(absl::StrCat("mariadb: ", line), {{"name", name}});
   };

@@ -43,6 +43,8 @@ namespace tally {
 namespace {
 
 using ::tally::pgtest::CountByOrigin;
+using ::tally::pgtest::ExpectDiedAt;
+using ::tally::pgtest::ExpectLogSettlesAt;
 using ::tally::pgtest::Following;
 using ::tally::pgtest::JsonNumber;
 using ::tally::pgtest::StartSidecar;
@@ -56,8 +58,6 @@ using ::tally::testing::PgCluster;
 using ::tally::testing::PostgresBinDir;
 using ::tally::testing::SpawnCommand;
 using ::tally::testing::TempDir;
-
-constexpr int kKilledBySigkill = 128 + SIGKILL;
 
 // Inserts `txns` transactions of `rows` new keys each from `first` (b =
 // 'tag-id'), one psql call (one transaction) each, `gap` apart, so that
@@ -95,35 +95,6 @@ pid_t SpawnInsertLoad(PgCluster& pg, long long first, int txns, int rows,
       {PostgresBinDir() + "/psql", "-X", "-q", "-At", "-h", "127.0.0.1", "-p",
        absl::StrCat(pg.port()), "-U", "postgres", "-d", "postgres", "-f", file},
       out);
-}
-
-// Waits for `node` to die at fault point `point`: its log names the point
-// and it ends by SIGKILL.
-void ExpectDiedAt(NodeProcess& node, absl::string_view point) {
-  const std::string line = absl::StrCat("fault point ", point, " reached");
-  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(node.Log(), line); },
-                      absl::Seconds(30)))
-      << node.Log();
-  EXPECT_EQ(node.Stop(absl::Seconds(10)), kKilledBySigkill) << node.Log();
-}
-
-// The node's last change-log sequence (-1 when status fails).
-long long LastSequence(const std::string& address) {
-  return JsonNumber(StatusJson(address), "last_sequence");
-}
-
-// Waits until the node at `address` follows and its change log holds
-// `entries`, then checks it stays so for 1.5 s (a late duplicate would add
-// one).
-void ExpectLogSettlesAt(const std::string& address, long long entries,
-                        NodeProcess& node) {
-  ASSERT_TRUE(WaitFor(
-      [&] { return Following(address) && LastSequence(address) >= entries; },
-      absl::Seconds(30)))
-      << StatusJson(address) << "\n"
-      << node.Log();
-  absl::SleepFor(absl::Milliseconds(1500));
-  EXPECT_EQ(LastSequence(address), entries) << StatusJson(address);
 }
 
 // Opens the stopped node's store with a sidecar in this process, lets it
@@ -319,8 +290,8 @@ TEST_P(PgApplyCrash, AppliesEveryPeerRowOnceWithoutEcho) {
 }
 
 INSTANTIATE_TEST_SUITE_P(FaultPoints, PgApplyCrash,
-                         ::testing::Values("apply-before-pg-commit",
-                                           "apply-after-pg-commit",
+                         ::testing::Values("apply-before-db-commit",
+                                           "apply-after-db-commit",
                                            "apply-after-store-commit"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            std::string name;

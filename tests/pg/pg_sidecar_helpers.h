@@ -15,6 +15,7 @@
 #ifndef TALLY_TESTS_PG_PG_SIDECAR_HELPERS_H_
 #define TALLY_TESTS_PG_PG_SIDECAR_HELPERS_H_
 
+#include <csignal>
 #include <functional>
 #include <memory>
 #include <regex>
@@ -140,6 +141,35 @@ inline std::string CountByOrigin(PgCluster& pg, long long lo, long long hi,
                    tally ? "<> 0" : "= 0"));
   EXPECT_TRUE(n.ok()) << n.status();
   return n.ok() ? *n : "?";
+}
+
+// Waits for `node` to die at fault point `point`: its log names the point
+// and it ends by SIGKILL.
+inline void ExpectDiedAt(NodeProcess& node, absl::string_view point) {
+  const std::string line = absl::StrCat("fault point ", point, " reached");
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(node.Log(), line); },
+                      absl::Seconds(30)))
+      << node.Log();
+  EXPECT_EQ(node.Stop(absl::Seconds(10)), 128 + SIGKILL) << node.Log();
+}
+
+// The node's last change-log sequence (-1 when status fails).
+inline long long LastSequence(const std::string& address) {
+  return JsonNumber(StatusJson(address), "last_sequence");
+}
+
+// Waits until the node at `address` follows and its change log holds
+// `entries`, then checks it stays so for 1.5 s (a late duplicate would add
+// one).
+inline void ExpectLogSettlesAt(const std::string& address, long long entries,
+                               NodeProcess& node) {
+  ASSERT_TRUE(WaitFor(
+      [&] { return Following(address) && LastSequence(address) >= entries; },
+      absl::Seconds(30)))
+      << StatusJson(address) << "\n"
+      << node.Log();
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_EQ(LastSequence(address), entries) << StatusJson(address);
 }
 
 }  // namespace pgtest

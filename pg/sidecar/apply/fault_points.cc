@@ -15,8 +15,8 @@ namespace {
 
 constexpr FaultPoint kAll[] = {
     FaultPoint::kCaptureAfterIndexCommit,
-    FaultPoint::kApplyBeforePgCommit,
-    FaultPoint::kApplyAfterPgCommit,
+    FaultPoint::kApplyBeforeDbCommit,
+    FaultPoint::kApplyAfterDbCommit,
     FaultPoint::kApplyAfterStoreCommit,
 };
 
@@ -26,10 +26,10 @@ absl::string_view FaultPointName(FaultPoint point) {
   switch (point) {
     case FaultPoint::kCaptureAfterIndexCommit:
       return "capture-after-index-commit";
-    case FaultPoint::kApplyBeforePgCommit:
-      return "apply-before-pg-commit";
-    case FaultPoint::kApplyAfterPgCommit:
-      return "apply-after-pg-commit";
+    case FaultPoint::kApplyBeforeDbCommit:
+      return "apply-before-db-commit";
+    case FaultPoint::kApplyAfterDbCommit:
+      return "apply-after-db-commit";
     case FaultPoint::kApplyAfterStoreCommit:
       return "apply-after-store-commit";
   }

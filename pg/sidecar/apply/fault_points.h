@@ -5,36 +5,43 @@
 // `--test-fault-point=NAME[:COUNT]` setting; a node without it arms none,
 // and reaching a point then costs one comparison.
 //
-// The points, and what a test that kills tallyd there and restarts it
-// proves (tests/pg/pg_crash_test.cc):
+// The points are the same in both sidecars (PostgreSQL: the capture of
+// pg/sidecar/capture.h and the apply of pg/sidecar/apply/pg_backend.h;
+// MariaDB: mariadb/sidecar/sidecar.h and mariadb/sidecar/mariadb_backend.h).
+// Where each is, and what a test that kills tallyd there and restarts it
+// proves (tests/pg/pg_crash_test.cc, tests/mariadb_sidecar_test.cc):
 //
 //  capture-after-index-commit   in the capture, after a store write of
-//      captured changes (index records and the stream position, one
-//      WriteBatch) returned, before the position is confirmed to the slot.
-//      Proves that a replay from the slot's older confirmed position
-//      indexes nothing twice: the stored position, not the slot's, says
-//      where to resume.
-//  apply-before-pg-commit       in an apply, after the staging COPY, the
-//      compare-and-swap statements and the 'tally.apply' message ran, before
-//      COMMIT. Proves that an apply PostgreSQL never committed leaves
-//      nothing behind: the peer's rows arrive again and are applied once.
-//  apply-after-pg-commit        in an apply, after PostgreSQL's COMMIT,
+//      captured changes returned. PostgreSQL: the write holds the index
+//      records and the stream position (one WriteBatch), and the position
+//      is not yet confirmed to the slot; a replay from the slot's older
+//      confirmed position must index nothing twice: the stored position,
+//      not the slot's, says where to resume. MariaDB: the write holds the
+//      rows and, at a transaction's end, the GTID state; a transaction
+//      stored in parts is read again from its start after a restart, and
+//      its parts already stored must not count twice.
+//  apply-before-db-commit       in an apply, after the compare-and-swap
+//      statements and the record naming the applied versions (PostgreSQL's
+//      'tally.apply' message, MariaDB's tally.apply_log row) ran, before
+//      the database's COMMIT. Proves that an apply the database never
+//      committed leaves nothing behind: the peer's rows arrive again and
+//      are applied once.
+//  apply-after-db-commit        in an apply, after the database's COMMIT,
 //      before the store's WriteBatch of those rows. Proves that the capture
-//      indexes the committed rows from the transaction's 'tally.apply'
-//      message with the peer's versions: nothing lost, nothing applied
-//      twice, nothing echoed back.
+//      indexes the committed rows from that record with the peer's
+//      versions: nothing lost, nothing applied twice, nothing echoed back.
 //  apply-after-store-commit     after the store committed an apply's rows
-//      (its change-log notification), before the capture confirmed past
-//      that transaction. Proves that the capture's replay of an apply the
-//      store already holds is a no-op (same version and digest).
+//      (its change-log notification), before the capture read that
+//      transaction. Proves that the capture's replay of an apply the store
+//      already holds is a no-op (same version and digest).
 //
 // COUNT (default 1) kills at the COUNT-th time the point is reached, so a
 // test can let earlier batches through.
 //
 //   TALLY_ASSIGN_OR_RETURN(std::shared_ptr<FaultPoints> f,
-//                          FaultPoints::Parse("apply-after-pg-commit:2"));
+//                          FaultPoints::Parse("apply-after-db-commit:2"));
 //   ...
-//   f->Reach(FaultPoint::kApplyAfterPgCommit);  // the 2nd time: killed
+//   f->Reach(FaultPoint::kApplyAfterDbCommit);  // the 2nd time: killed
 //
 // Thread-safe: Reach may be called from any thread.
 #ifndef TALLY_PG_SIDECAR_APPLY_FAULT_POINTS_H_
@@ -54,12 +61,12 @@ namespace pg {
 
 enum class FaultPoint {
   kCaptureAfterIndexCommit,
-  kApplyBeforePgCommit,
-  kApplyAfterPgCommit,
+  kApplyBeforeDbCommit,
+  kApplyAfterDbCommit,
   kApplyAfterStoreCommit,
 };
 
-// The point's name as the setting spells it ("apply-after-pg-commit").
+// The point's name as the setting spells it ("apply-after-db-commit").
 absl::string_view FaultPointName(FaultPoint point);
 
 class FaultPoints {

@@ -14,8 +14,8 @@ using ::testing::HasSubstr;
 
 TEST(FaultPoints, EveryPointParsesByItsName) {
   for (FaultPoint p :
-       {FaultPoint::kCaptureAfterIndexCommit, FaultPoint::kApplyBeforePgCommit,
-        FaultPoint::kApplyAfterPgCommit, FaultPoint::kApplyAfterStoreCommit}) {
+       {FaultPoint::kCaptureAfterIndexCommit, FaultPoint::kApplyBeforeDbCommit,
+        FaultPoint::kApplyAfterDbCommit, FaultPoint::kApplyAfterStoreCommit}) {
     absl::StatusOr<std::shared_ptr<FaultPoints>> f =
         FaultPoints::Parse(FaultPointName(p));
     ASSERT_TRUE(f.ok()) << f.status();
@@ -23,9 +23,9 @@ TEST(FaultPoints, EveryPointParsesByItsName) {
     EXPECT_EQ((*f)->count(), 1u);
   }
   absl::StatusOr<std::shared_ptr<FaultPoints>> f =
-      FaultPoints::Parse("apply-after-pg-commit:3");
+      FaultPoints::Parse("apply-after-db-commit:3");
   ASSERT_TRUE(f.ok()) << f.status();
-  EXPECT_EQ((*f)->armed(), FaultPoint::kApplyAfterPgCommit);
+  EXPECT_EQ((*f)->armed(), FaultPoint::kApplyAfterDbCommit);
   EXPECT_EQ((*f)->count(), 3u);
 }
 
@@ -33,7 +33,7 @@ TEST(FaultPoints, AnEmptySpecArmsNothing) {
   absl::StatusOr<std::shared_ptr<FaultPoints>> f = FaultPoints::Parse("");
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_FALSE((*f)->armed().has_value());
-  (*f)->Reach(FaultPoint::kApplyAfterPgCommit);  // returns
+  (*f)->Reach(FaultPoint::kApplyAfterDbCommit);  // returns
 }
 
 TEST(FaultPoints, AnUnknownNameOrCountIsRefusedNamingThePoints) {
@@ -45,8 +45,8 @@ TEST(FaultPoints, AnUnknownNameOrCountIsRefusedNamingThePoints) {
                     HasSubstr("capture-after-index-commit"),
                     HasSubstr("apply-after-store-commit")));
   for (const char* bad :
-       {"apply-after-pg-commit:0", "apply-after-pg-commit:x",
-        "apply-after-pg-commit:", "apply-after-pg-commit:-1"}) {
+       {"apply-after-db-commit:0", "apply-after-db-commit:x",
+        "apply-after-db-commit:", "apply-after-db-commit:-1"}) {
     EXPECT_EQ(FaultPoints::Parse(bad).status().code(),
               absl::StatusCode::kInvalidArgument)
         << bad;
@@ -57,21 +57,21 @@ TEST(FaultPointsDeathTest, TheArmedPointKillsAtItsCountAndNoOther) {
   EXPECT_EXIT(
       {
         std::shared_ptr<FaultPoints> f =
-            *FaultPoints::Parse("apply-after-pg-commit:2");
-        f->Reach(FaultPoint::kApplyBeforePgCommit);  // another point
-        f->Reach(FaultPoint::kApplyAfterPgCommit);   // the first time
-        f->Reach(FaultPoint::kApplyBeforePgCommit);
-        f->Reach(FaultPoint::kApplyAfterPgCommit);  // the second: killed
+            *FaultPoints::Parse("apply-after-db-commit:2");
+        f->Reach(FaultPoint::kApplyBeforeDbCommit);  // another point
+        f->Reach(FaultPoint::kApplyAfterDbCommit);   // the first time
+        f->Reach(FaultPoint::kApplyBeforeDbCommit);
+        f->Reach(FaultPoint::kApplyAfterDbCommit);  // the second: killed
         _exit(0);
       },
       ::testing::KilledBySignal(SIGKILL),
-      "fault point apply-after-pg-commit reached \\(time 2\\): killed");
+      "fault point apply-after-db-commit reached \\(time 2\\): killed");
   // Not reached often enough: the process lives on.
   EXPECT_EXIT(
       {
         std::shared_ptr<FaultPoints> f =
-            *FaultPoints::Parse("apply-after-pg-commit:2");
-        f->Reach(FaultPoint::kApplyAfterPgCommit);
+            *FaultPoints::Parse("apply-after-db-commit:2");
+        f->Reach(FaultPoint::kApplyAfterDbCommit);
         _exit(0);
       },
       ::testing::ExitedWithCode(0), "");

@@ -729,10 +729,10 @@ absl::Status PgBackend::ApplyTransaction(const StagedCall& call,
                Param::Text(std::string(kApplyMessagePrefix)),
                Param::Binary(EncodeApplyMessage(message), kByteaOid)})
           .status());
-  ReachFaultPoint(options_.fault_points, FaultPoint::kApplyBeforePgCommit);
+  ReachFaultPoint(options_.fault_points, FaultPoint::kApplyBeforeDbCommit);
   TALLY_RETURN_IF_ERROR(
       WithContext(apply_->Exec("COMMIT").status(), "committing an apply"));
-  ReachFaultPoint(options_.fault_points, FaultPoint::kApplyAfterPgCommit);
+  ReachFaultPoint(options_.fault_points, FaultPoint::kApplyAfterDbCommit);
   last_stamp_ = stamp;
   const std::string token = message.token.Encode();
   for (uint32_t i : applied) {

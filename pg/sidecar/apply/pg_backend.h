@@ -151,8 +151,8 @@ struct PgBackendOptions {
   // The most statements one table's part of a transaction may take to
   // isolate the rows the database refuses (pg/sidecar/apply/row_isolation.h).
   int max_isolation_attempts = 64;
-  // Crash tests only: the apply reaches apply-before-pg-commit and
-  // apply-after-pg-commit (pg/sidecar/apply/fault_points.h). Null: none.
+  // Crash tests only: the apply reaches apply-before-db-commit and
+  // apply-after-db-commit (pg/sidecar/apply/fault_points.h). Null: none.
   std::shared_ptr<FaultPoints> fault_points;
 };
 

@@ -14,7 +14,7 @@ ReadValue ReadRowValue(const Context& ctx, node::NodeClient& node,
   if (!r.ok()) return {std::nullopt, std::string(r.status().message())};
   if (!r->has_row()) {
     return {std::nullopt,
-            "a PostgreSQL table's row: read it with tally get and its primary "
+            "a sidecar's table's row: read it with tally get and its primary "
             "key"};
   }
   if (r->row().deleted()) return {std::nullopt, "deleted"};

@@ -1,4 +1,4 @@
-// put, get, del: one row of a node, by key (a PostgreSQL table's row by
+// put, get, del: one row of a node, by key (a sidecar's table's row by
 // its key values, as JSON).
 #include <cstdio>
 #include <iostream>
@@ -24,7 +24,7 @@ namespace cli {
 namespace {
 
 // Positional arguments [first, last) as bytes (ArgBytes each): the key as
-// a PostgreSQL table takes it, one text value per primary-key column.
+// a sidecar's table takes it, one text value per primary-key column.
 absl::StatusOr<std::vector<std::string>> KeyValues(const Context& ctx,
                                                    size_t first, size_t last) {
   std::vector<std::string> values;
@@ -41,7 +41,7 @@ std::string KeyValuesText(const std::vector<std::string>& key) {
   return absl::StrCat("(", absl::StrJoin(escaped, ", "), ")");
 }
 
-// A PostgreSQL table's row (GetResponse.row_json) as JSON, or the text when
+// A sidecar's table's row (GetResponse.row_json) as JSON, or the text when
 // it does not parse (it always should).
 Json RowJson(const std::string& text) {
   Json row = Json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -50,7 +50,7 @@ Json RowJson(const std::string& text) {
 
 }  // namespace
 
-// put KEY VALUE, or for a PostgreSQL table put KEY... JSON: the node
+// put KEY VALUE, or for a sidecar's table put KEY... JSON: the node
 // answers for the form its keyspace takes (tally.proto PutRequest).
 CommandResult Put(const Context& ctx) {
   TALLY_RETURN_IF_ERROR(CheckKeyspace(ctx));
@@ -72,7 +72,7 @@ CommandResult Put(const Context& ctx) {
                  {"postgres", true}});
     } else {
       std::cout << absl::StrFormat(
-          "put %s in table %s: written to PostgreSQL (its version is "
+          "put %s in table %s: written to the database (its version is "
           "stamped when the sidecar captures it)\n",
           KeyValuesText(key_values), ctx.keyspace);
     }
@@ -111,8 +111,8 @@ CommandResult Delete(const Context& ctx) {
                  {"deleted", true}});
     } else {
       std::cout << absl::StrFormat(
-          "deleted %s from table %s in PostgreSQL (the sidecar captures the "
-          "delete as a tombstone)\n",
+          "deleted %s from table %s in the database (the sidecar captures "
+          "the delete as a tombstone)\n",
           KeyValuesText(key_values), ctx.keyspace);
     }
     return 0;
@@ -143,7 +143,7 @@ CommandResult Get(const Context& ctx) {
       client->Get(ctx.keyspace, key, key_values);
   if (absl::IsNotFound(r.status()) &&
       absl::StrContains(r.status().message(), ": no row with key (")) {
-    // A PostgreSQL table answers for itself (node/sidecar/table_rows.h): the
+    // A sidecar's table answers for itself (node/sidecar/table_rows.h): the
     // table exists and the row does not.
     std::fprintf(stderr, "tally: %s\n",
                  std::string(r.status().message()).c_str());
@@ -165,7 +165,7 @@ CommandResult Get(const Context& ctx) {
   }
   if (!r.ok()) return CallFailed(ctx, r.status());
   if (!r->has_row()) {
-    // A PostgreSQL table's row, as the table holds it now.
+    // A sidecar's table's row, as the table holds it now.
     if (ctx.json) {
       PrintJson({{"keyspace", ctx.keyspace},
                  {"key", key_values},

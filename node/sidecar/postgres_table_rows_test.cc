@@ -1,4 +1,4 @@
-#include "node/sidecar/table_rows.h"
+#include "node/sidecar/postgres_table_rows.h"
 
 #include <memory>
 
@@ -36,7 +36,7 @@ class TableRowsTest : public ::testing::Test {
                              "sku text, PRIMARY KEY (line, order_id));"
                              "CREATE TABLE nokey (a int)")
                     .ok());
-    rows_ = std::make_unique<TableRows>(
+    rows_ = NewPostgresTableRows(
         pg_->Uri(), std::vector<std::string>{"public.users", "public.items",
                                              "public.nokey"});
   }
@@ -105,14 +105,15 @@ TEST_F(TableRowsTest, ArraysJsonAndCompositesGoBackInAsTheyCameOut) {
   Sql("INSERT INTO docs VALUES (1, ARRAY['a', 'b c', NULL, '{x}'], "
       "'{{1,2},{3,4}}', '{\"k\": [1, \"two\"]}', '[true, null]', "
       "ROW(7, 'seven'), '5')");
-  TableRows rows(pg_->Uri(), {"public.docs"});
-  absl::StatusOr<std::string> row = rows.Get("public.docs", {"1"});
+  std::unique_ptr<TableRows> rows =
+      NewPostgresTableRows(pg_->Uri(), {"public.docs"});
+  absl::StatusOr<std::string> row = rows->Get("public.docs", {"1"});
   ASSERT_TRUE(row.ok()) << row.status();
   EXPECT_THAT(*row, HasSubstr(R"("tags" : ["a","b c",null,"{x}"])"));
   const std::string before =
       Sql("SELECT md5(d::text) FROM docs d WHERE id = 1");
   Sql("DELETE FROM docs");
-  ASSERT_TRUE(rows.Put("public.docs", {"1"}, *row).ok()) << *row;
+  ASSERT_TRUE(rows->Put("public.docs", {"1"}, *row).ok()) << *row;
   EXPECT_EQ(Sql("SELECT md5(d::text) FROM docs d WHERE id = 1"), before)
       << *row;
   EXPECT_EQ(Sql("SELECT jsonb_typeof(num) || ',' || (doc->'k'->>1) FROM "

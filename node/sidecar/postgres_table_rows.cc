@@ -1,4 +1,4 @@
-#include "node/sidecar/table_rows.h"
+#include "node/sidecar/postgres_table_rows.h"
 
 #include <algorithm>
 #include <memory>
@@ -121,16 +121,25 @@ std::string DescribeKey(const std::vector<std::string>& key) {
   return absl::StrCat("(", absl::StrJoin(key, ", "), ")");
 }
 
-}  // namespace
+class PostgresTableRows : public TableRows {
+ public:
+  PostgresTableRows(std::string conninfo, std::vector<std::string> tables)
+      : TableRows(std::move(tables)), conninfo_(std::move(conninfo)) {}
 
-TableRows::TableRows(std::string conninfo, std::vector<std::string> tables)
-    : conninfo_(std::move(conninfo)), tables_(std::move(tables)) {}
+  absl::StatusOr<std::string> Get(
+      absl::string_view keyspace,
+      const std::vector<std::string>& key) const override;
+  absl::Status Put(absl::string_view keyspace,
+                   const std::vector<std::string>& key,
+                   absl::string_view json) const override;
+  absl::Status Delete(absl::string_view keyspace,
+                      const std::vector<std::string>& key) const override;
 
-bool TableRows::Holds(absl::string_view keyspace) const {
-  return std::find(tables_.begin(), tables_.end(), keyspace) != tables_.end();
-}
+ private:
+  const std::string conninfo_;
+};
 
-absl::StatusOr<std::string> TableRows::Get(
+absl::StatusOr<std::string> PostgresTableRows::Get(
     absl::string_view keyspace, const std::vector<std::string>& key) const {
   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<pg::Connection> c, Connect(conninfo_));
   TALLY_ASSIGN_OR_RETURN(Table table, ReadTable(*c, keyspace));
@@ -165,9 +174,9 @@ absl::StatusOr<std::string> TableRows::Get(
   return std::string(r.Value(0, 0));
 }
 
-absl::Status TableRows::Put(absl::string_view keyspace,
-                            const std::vector<std::string>& key,
-                            absl::string_view json) const {
+absl::Status PostgresTableRows::Put(absl::string_view keyspace,
+                                    const std::vector<std::string>& key,
+                                    absl::string_view json) const {
   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<pg::Connection> c, Connect(conninfo_));
   TALLY_ASSIGN_OR_RETURN(Table table, ReadTable(*c, keyspace));
   TALLY_RETURN_IF_ERROR(CheckKey(table, keyspace, key));
@@ -269,8 +278,8 @@ absl::Status TableRows::Put(absl::string_view keyspace,
   return c->ExecParams(sql, params).status();
 }
 
-absl::Status TableRows::Delete(absl::string_view keyspace,
-                               const std::vector<std::string>& key) const {
+absl::Status PostgresTableRows::Delete(
+    absl::string_view keyspace, const std::vector<std::string>& key) const {
   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<pg::Connection> c, Connect(conninfo_));
   TALLY_ASSIGN_OR_RETURN(Table table, ReadTable(*c, keyspace));
   TALLY_RETURN_IF_ERROR(CheckKey(table, keyspace, key));
@@ -286,6 +295,14 @@ absl::Status TableRows::Delete(absl::string_view keyspace,
                                                DescribeKey(key), keyspace));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+std::unique_ptr<TableRows> NewPostgresTableRows(
+    std::string conninfo, std::vector<std::string> tables) {
+  return std::make_unique<PostgresTableRows>(std::move(conninfo),
+                                             std::move(tables));
 }
 
 }  // namespace node
