@@ -391,6 +391,32 @@ void InsertTransactions(MariaDbServer& server, long long first, int txns,
   }
 }
 
+// Two servers with `rows` rows each and a sidecar on each peering the
+// other (A with `extra_a` flags too), both following.
+struct PeeredPair {
+  std::unique_ptr<MariaDbServer> ma, mb;
+  TempDir da, db;
+  std::string aa = FreeLoopbackAddress();
+  std::string ab = FreeLoopbackAddress();
+  std::unique_ptr<NodeProcess> na, nb;
+};
+void StartPeeredPair(const std::string& prefix, int rows, PeeredPair* p,
+                     const std::vector<std::string>& extra_a = {}) {
+  p->ma = StartServerWithTable(rows);
+  p->mb = StartServerWithTable(rows);
+  ASSERT_NE(p->ma, nullptr);
+  ASSERT_NE(p->mb, nullptr);
+  p->na = StartMariaDbSidecar(prefix + "-a", p->da.path(), *p->ma, p->aa,
+                              {p->ab}, extra_a);
+  p->nb =
+      StartMariaDbSidecar(prefix + "-b", p->db.path(), *p->mb, p->ab, {p->aa});
+  ASSERT_NE(p->na, nullptr);
+  ASSERT_NE(p->nb, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Following(p->aa) && Following(p->ab); },
+                      absl::Seconds(60)))
+      << p->na->Log() << p->nb->Log();
+}
+
 // tallyd dies after a store write of captured rows, while the application
 // goes on writing; restarted, it resumes from the GTID state it stored
 // with them. First after the 3rd of 12 small transactions; then in the
@@ -445,43 +471,35 @@ class MariaDbApplyCrash : public ::testing::TestWithParam<const char*> {};
 TEST_P(MariaDbApplyCrash, AppliesEveryPeerRowOnceWithoutEcho) {
   TALLY_SKIP_UNLESS_MARIADB();
   const std::string point = GetParam();
-  std::unique_ptr<MariaDbServer> ma = StartServerWithTable(0);
-  std::unique_ptr<MariaDbServer> mb = StartServerWithTable(0);
-  ASSERT_NE(ma, nullptr);
-  ASSERT_NE(mb, nullptr);
-  TempDir da, db;
-  const std::string aa = FreeLoopbackAddress();
-  const std::string ab = FreeLoopbackAddress();
-  std::unique_ptr<NodeProcess> na =
-      StartMariaDbSidecar("crash-a", da.path(), *ma, aa, {ab},
-                          {"--test-fault-point", absl::StrCat(point, ":7")});
-  std::unique_ptr<NodeProcess> nb =
-      StartMariaDbSidecar("crash-b", db.path(), *mb, ab, {aa});
-  ASSERT_NE(na, nullptr);
-  ASSERT_NE(nb, nullptr);
-  ASSERT_TRUE(WaitFor([&] { return Following(aa) && Following(ab); },
-                      absl::Seconds(60)))
-      << na->Log() << nb->Log();
+  PeeredPair p;
+  ASSERT_NO_FATAL_FAILURE(StartPeeredPair(
+      "crash", 0, &p, {"--test-fault-point", absl::StrCat(point, ":7")}));
+  MariaDbServer& ma = *p.ma;
+  MariaDbServer& mb = *p.mb;
+  const std::string& aa = p.aa;
+  const std::string& ab = p.ab;
+  std::unique_ptr<NodeProcess>& na = p.na;
+  std::unique_ptr<NodeProcess>& nb = p.nb;
   // B's application: 5 transactions of inserts, then 5 of updates of those
   // rows, each reaching A in an apply of its own; B goes on while A is
   // down.
   ASSERT_NO_FATAL_FAILURE(
-      InsertTransactions(*mb, 1001, 5, 10, "b", absl::Milliseconds(300)));
+      InsertTransactions(mb, 1001, 5, 10, "b", absl::Milliseconds(300)));
   for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE(mb->Execute(absl::StrCat("UPDATE t SET a = a + 1, b = "
-                                         "'b-upd' WHERE id BETWEEN ",
-                                         1001 + i * 10, " AND ", 1010 + i * 10),
-                            "public")
+    ASSERT_TRUE(mb.Execute(absl::StrCat("UPDATE t SET a = a + 1, b = "
+                                        "'b-upd' WHERE id BETWEEN ",
+                                        1001 + i * 10, " AND ", 1010 + i * 10),
+                           "public")
                     .ok());
     absl::SleepFor(absl::Milliseconds(300));
   }
   ASSERT_NO_FATAL_FAILURE(ExpectDiedAt(*na, point));
   ASSERT_NO_FATAL_FAILURE(
-      InsertTransactions(*mb, 1051, 2, 10, "b", absl::ZeroDuration()));
+      InsertTransactions(mb, 1051, 2, 10, "b", absl::ZeroDuration()));
 
-  na = StartMariaDbSidecar("crash-a", da.path(), *ma, aa, {ab});
+  na = StartMariaDbSidecar("crash-a", p.da.path(), ma, aa, {ab});
   ASSERT_NE(na, nullptr);
-  ASSERT_TRUE(WaitFor([&] { return MariaDbMd5(*ma) == MariaDbMd5(*mb); },
+  ASSERT_TRUE(WaitFor([&] { return MariaDbMd5(ma) == MariaDbMd5(mb); },
                       absl::Seconds(60)))
       << na->Log() << nb->Log();
   // Each of B's 70 inserts and 50 updates is one change in each log:
@@ -489,8 +507,8 @@ TEST_P(MariaDbApplyCrash, AppliesEveryPeerRowOnceWithoutEcho) {
   // for a local change, would add entries), nothing echoed to B.
   ASSERT_NO_FATAL_FAILURE(ExpectLogSettlesAt(aa, 120, *na));
   ASSERT_NO_FATAL_FAILURE(ExpectLogSettlesAt(ab, 120, *nb));
-  EXPECT_EQ(MariaDbMd5(*ma), MariaDbMd5(*mb));
-  EXPECT_EQ(*ma->Execute("SELECT count(*) FROM t WHERE b = 'b-upd'", "public"),
+  EXPECT_EQ(MariaDbMd5(ma), MariaDbMd5(mb));
+  EXPECT_EQ(*ma.Execute("SELECT count(*) FROM t WHERE b = 'b-upd'", "public"),
             "50");
   EXPECT_EQ(JsonNumber(StatusJson(ab), "rows_applied"), 0) << StatusJson(ab);
   ExpectVerified(aa);
@@ -516,26 +534,16 @@ INSTANTIATE_TEST_SUITE_P(FaultPoints, MariaDbApplyCrash,
 // application's write, the last, ends on both servers.
 TEST(MariaDbSidecarTest, AnApplicationHoldingARowLockWinsOverAnOlderPeerWrite) {
   TALLY_SKIP_UNLESS_MARIADB();
-  std::unique_ptr<MariaDbServer> ma = StartServerWithTable(10);
-  std::unique_ptr<MariaDbServer> mb = StartServerWithTable(10);
-  ASSERT_NE(ma, nullptr);
-  ASSERT_NE(mb, nullptr);
-  TempDir da, db;
-  const std::string aa = FreeLoopbackAddress();
-  const std::string ab = FreeLoopbackAddress();
-  std::unique_ptr<NodeProcess> na =
-      StartMariaDbSidecar("lock-a", da.path(), *ma, aa, {ab});
-  std::unique_ptr<NodeProcess> nb =
-      StartMariaDbSidecar("lock-b", db.path(), *mb, ab, {aa});
-  ASSERT_TRUE(WaitFor([&] { return Following(aa) && Following(ab); },
-                      absl::Seconds(60)));
-  std::unique_ptr<mariadb::Connection> app = Connect(*ma);
+  PeeredPair p;
+  ASSERT_NO_FATAL_FAILURE(StartPeeredPair("lock", 10, &p));
+  MariaDbServer& ma = *p.ma;
+  MariaDbServer& mb = *p.mb;
+  std::unique_ptr<mariadb::Connection> app = Connect(ma);
   ASSERT_NE(app, nullptr);
   ASSERT_TRUE(app->Exec("START TRANSACTION").ok());
   ASSERT_TRUE(app->Exec("UPDATE t SET a = 1, b = 'app' WHERE id = 7").ok());
   ASSERT_TRUE(
-      mb->Execute("UPDATE t SET a = 2, b = 'peer' WHERE id = 7", "public")
-          .ok());
+      mb.Execute("UPDATE t SET a = 2, b = 'peer' WHERE id = 7", "public").ok());
   absl::SleepFor(absl::Seconds(4));
   const absl::Status committed = app->Exec("COMMIT");
   ASSERT_TRUE(committed.ok()) << committed;
@@ -544,37 +552,30 @@ TEST(MariaDbSidecarTest, AnApplicationHoldingARowLockWinsOverAnOlderPeerWrite) {
         m.Execute("SELECT CONCAT(a, b) FROM t WHERE id = 7", "public");
     return r.ok() ? *r : r.status().ToString();
   };
-  EXPECT_TRUE(WaitFor([&] { return row(*ma) == "1app" && row(*mb) == "1app"; },
+  EXPECT_TRUE(WaitFor([&] { return row(ma) == "1app" && row(mb) == "1app"; },
                       absl::Seconds(20)))
-      << "a: " << row(*ma) << " b: " << row(*mb) << "\n"
-      << na->Log() << nb->Log();
+      << "a: " << row(ma) << " b: " << row(mb) << "\n"
+      << p.na->Log() << p.nb->Log();
   // And they stay so over three sync intervals.
   const absl::Time until = absl::Now() + absl::Seconds(3);
   while (absl::Now() < until) {
-    ASSERT_EQ(row(*ma), "1app");
-    ASSERT_EQ(row(*mb), "1app");
+    ASSERT_EQ(row(ma), "1app");
+    ASSERT_EQ(row(mb), "1app");
     absl::SleepFor(absl::Milliseconds(250));
   }
-  EXPECT_EQ(MariaDbMd5(*ma), MariaDbMd5(*mb));
+  EXPECT_EQ(MariaDbMd5(ma), MariaDbMd5(mb));
 }
 
 // tally get/put/del on a MariaDB sidecar's table: ordinary writes the
 // capture indexes and the peer receives.
 TEST(MariaDbSidecarTest, GetPutDelByPrimaryKeyReachThePeer) {
   TALLY_SKIP_UNLESS_MARIADB();
-  std::unique_ptr<MariaDbServer> m1 = StartServerWithTable(10);
-  std::unique_ptr<MariaDbServer> m2 = StartServerWithTable(10);
-  ASSERT_NE(m1, nullptr);
-  ASSERT_NE(m2, nullptr);
-  TempDir d1, d2;
-  const std::string a1 = FreeLoopbackAddress();
-  const std::string a2 = FreeLoopbackAddress();
-  std::unique_ptr<NodeProcess> n1 =
-      StartMariaDbSidecar("r-1", d1.path(), *m1, a1, {a2});
-  std::unique_ptr<NodeProcess> n2 =
-      StartMariaDbSidecar("r-2", d2.path(), *m2, a2, {a1});
-  ASSERT_TRUE(WaitFor([&] { return Following(a1) && Following(a2); },
-                      absl::Seconds(60)));
+  PeeredPair p;
+  ASSERT_NO_FATAL_FAILURE(StartPeeredPair("rows", 10, &p));
+  MariaDbServer& m1 = *p.ma;
+  MariaDbServer& m2 = *p.mb;
+  const std::string& a1 = p.aa;
+  const std::string& a2 = p.ab;
   CommandResult put = RunTally(
       {"--node", a1, "--keyspace", "public.t", "put", "42", R"({"b":"hi"})"});
   EXPECT_EQ(put.exit_code, 0) << put.out << put.err;
@@ -590,12 +591,12 @@ TEST(MariaDbSidecarTest, GetPutDelByPrimaryKeyReachThePeer) {
       {"--node", a1, "--keyspace", "public.t", "put", "4x", R"({"b":"x"})"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(bad.err, "holds integers")) << bad.err;
-  ASSERT_TRUE(WaitFor([&] { return MariaDbMd5(*m1) == MariaDbMd5(*m2); },
+  ASSERT_TRUE(WaitFor([&] { return MariaDbMd5(m1) == MariaDbMd5(m2); },
                       absl::Seconds(30)))
-      << n1->Log() << n2->Log();
-  EXPECT_EQ(*m2->Execute("SELECT CONCAT(count(*), ',', SUM(id = 42 AND b = "
-                         "'hi'), ',', SUM(id = 3)) FROM t",
-                         "public"),
+      << p.na->Log() << p.nb->Log();
+  EXPECT_EQ(*m2.Execute("SELECT CONCAT(count(*), ',', SUM(id = 42 AND b = "
+                        "'hi'), ',', SUM(id = 3)) FROM t",
+                        "public"),
             "10,1,0");
 }
 

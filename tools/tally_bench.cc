@@ -41,6 +41,7 @@ std::vector<Scenario> AllScenarios() {
       PgWanScenario(),          PgSourceScenario(), PgCaptureScenario(),
       PgLatencyScenario(),      PgApplyScenario(),  PgBuildScenario(),
       PgPgbenchChainScenario(), MariaDbScenario(),  MariaDbSidecarScenario(),
+      MariaDbLatencyScenario(),
   };
 }
 

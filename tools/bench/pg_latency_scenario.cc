@@ -29,10 +29,8 @@
 // the runs, 200 writes at 100/s on each path warm it up (the
 // subscription's worker, the feed subscriptions) and must arrive.
 #include <algorithm>
-#include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -44,6 +42,7 @@
 #include "pg/wire/connection.h"
 #include "support/pg_cluster.h"
 #include "support/process.h"
+#include "tools/bench/latency_run.h"
 #include "tools/bench/pg_sidecar_fixture.h"
 #include "tools/bench/scenario.h"
 
@@ -61,13 +60,6 @@ namespace {
 
 using testing::PgCluster;
 
-struct RunFigures {
-  double p50_ms = 0;
-  double p99_ms = 0;
-  double max_ms = 0;
-  double rate = 0;  // transactions per second the writer achieved
-};
-
 // Opens a plain connection to `pg`.
 absl::StatusOr<std::unique_ptr<pg::Connection>> Connect(const PgCluster& pg) {
   pg::ConnectOptions options;
@@ -75,101 +67,46 @@ absl::StatusOr<std::unique_ptr<pg::Connection>> Connect(const PgCluster& pg) {
   return pg::Connection::Open(pg.Uri(), options);
 }
 
-// One run on `table`: `count` writes on A at `rate`/s, tokens from `base`.
-absl::StatusOr<RunFigures> MeasureRun(const PgCluster& a, const PgCluster& b,
-                                      const std::string& table, int keys,
-                                      int rate, int count, int base) {
+// One run on `table` (tools/bench/latency_run.h).
+absl::StatusOr<LatencyFigures> MeasureRun(const PgCluster& a,
+                                          const PgCluster& b,
+                                          const std::string& table, int keys,
+                                          int rate, int count, int64_t base) {
   absl::StatusOr<std::unique_ptr<pg::Connection>> writer = Connect(a);
   if (!writer.ok()) return writer.status();
   absl::StatusOr<std::unique_ptr<pg::Connection>> reader = Connect(b);
   if (!reader.ok()) return reader.status();
-
-  std::vector<absl::Time> sent(count);
-  std::vector<absl::Time> seen(count, absl::InfiniteFuture());
-  std::atomic<int> written{0};
-  std::atomic<bool> writer_done{false};
-  absl::Status write_status;
-  absl::Time write_end;
   const std::string update = absl::StrCat(
       "UPDATE ", table,
       " SET a = $1::int, b = 'tok-' || $1, c = to_timestamp($2::float8) "
       "WHERE id = $3::bigint");
-  const absl::Time start = absl::Now() + absl::Milliseconds(100);
-  std::thread writing([&] {
-    for (int i = 0; i < count; ++i) {
-      const absl::Time due = start + absl::Seconds(1) * i / rate;
-      const absl::Time now = absl::Now();
-      if (due > now) absl::SleepFor(due - now);
-      sent[i] = absl::Now();
-      absl::StatusOr<pg::Result> r = (*writer)->ExecParams(
-          update,
-          {pg::Param::Text(absl::StrCat(base + i)),
-           pg::Param::Text(absl::StrFormat(
-               "%.6f", absl::ToDoubleSeconds(sent[i] - absl::UnixEpoch()))),
-           pg::Param::Text(absl::StrCat(i % keys + 1))});
-      if (!r.ok()) {
-        write_status = r.status();
-        break;
-      }
-      written.store(i + 1, std::memory_order_release);
-    }
-    write_end = absl::Now();
-    writer_done.store(true, std::memory_order_release);
-  });
-
-  // next[k]: the first write of key k+1 not yet seen in B.
-  std::vector<int> next(keys);
-  for (int k = 0; k < keys; ++k) next[k] = k;
-  int visible = 0;
-  absl::Status read_status;
   const std::string poll = absl::StrCat("SELECT id, a FROM ", table);
-  absl::Time give_up = absl::InfiniteFuture();
-  while (visible < count) {
-    absl::StatusOr<pg::Result> r = (*reader)->Exec(poll);
-    const absl::Time now = absl::Now();
-    if (!r.ok()) {
-      read_status = r.status();
-      break;
-    }
-    for (int row = 0; row < r->rows(); ++row) {
-      int64_t id = 0, token = 0;
-      if (!absl::SimpleAtoi(r->Value(row, 0), &id) ||
-          !absl::SimpleAtoi(r->Value(row, 1), &token) || id < 1 || id > keys) {
-        continue;
-      }
-      int& i = next[id - 1];
-      while (i < count && base + i <= token) {
-        seen[i] = now;
-        ++visible;
-        i += keys;
-      }
-    }
-    if (give_up == absl::InfiniteFuture() &&
-        writer_done.load(std::memory_order_acquire)) {
-      if (written.load(std::memory_order_acquire) < count) break;  // failed
-      give_up = now + absl::Minutes(5);
-    }
-    if (now > give_up) break;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  writing.join();
-  if (!write_status.ok()) return write_status;
-  if (!read_status.ok()) return read_status;
-  if (visible < count) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        table, ": ", count - visible, " of ", count,
-        " writes on A not visible in B 5 min after the last was sent"));
-  }
-  Samples ms;
-  for (int i = 0; i < count; ++i) {
-    ms.Add(absl::ToDoubleMilliseconds(seen[i] - sent[i]));
-  }
-  RunFigures f;
-  f.p50_ms = ms.Quantile(0.5);
-  f.p99_ms = ms.Quantile(0.99);
-  f.max_ms = ms.Max();
-  f.rate = count / absl::ToDoubleSeconds(write_end - sent[0]);
-  return f;
+  return MeasureLatency(
+      [&](int64_t token, int64_t key, absl::Time sent) {
+        return (*writer)
+            ->ExecParams(
+                update,
+                {pg::Param::Text(absl::StrCat(token)),
+                 pg::Param::Text(absl::StrFormat(
+                     "%.6f", absl::ToDoubleSeconds(sent - absl::UnixEpoch()))),
+                 pg::Param::Text(absl::StrCat(key))})
+            .status();
+      },
+      [&]() -> absl::StatusOr<std::vector<KeyToken>> {
+        absl::StatusOr<pg::Result> r = (*reader)->Exec(poll);
+        if (!r.ok()) return r.status();
+        std::vector<KeyToken> rows;
+        rows.reserve(r->rows());
+        for (int row = 0; row < r->rows(); ++row) {
+          KeyToken kt;
+          if (absl::SimpleAtoi(r->Value(row, 0), &kt.key) &&
+              absl::SimpleAtoi(r->Value(row, 1), &kt.token)) {
+            rows.push_back(kt);
+          }
+        }
+        return rows;
+      },
+      table, keys, rate, count, base);
 }
 
 absl::Status CreateTables(PgCluster& pg, int keys) {
@@ -242,49 +179,20 @@ absl::Status RunPgLatency(std::ostream& out) {
   if (s.ok()) s = (*side_b)->AwaitFollowing(absl::Minutes(2));
   if (!s.ok()) return s;
 
-  // A short warm-up of each path (the subscription's worker starts, the
-  // feed subscriptions connect); it must deliver, or the runs cannot.
-  int base = 1000000;
-  for (const char* table : {"t", "t2"}) {
-    absl::StatusOr<RunFigures> warm =
-        MeasureRun(**a, **b, table, keys, 100, 200, base);
-    if (!warm.ok()) return warm.status();
-    base += 1000000;
-  }
-
-  std::vector<RunFigures> tally, native;
-  for (int run = 0; run < runs; ++run) {
-    for (int k = 0; k < 2; ++k) {
-      const bool tally_turn = (k == run % 2);
-      absl::StatusOr<RunFigures> f = MeasureRun(
-          **a, **b, tally_turn ? "t" : "t2", keys, rate, count, base);
-      if (!f.ok()) return f.status();
-      base += 1000000;
-      (tally_turn ? tally : native).push_back(*f);
-    }
-  }
-
-  auto line = [&out](const char* name, const std::vector<RunFigures>& v) {
-    Samples p50, p99, max, achieved;
-    for (const RunFigures& f : v) {
-      p50.Add(f.p50_ms);
-      p99.Add(f.p99_ms);
-      max.Add(f.max_ms);
-      achieved.Add(f.rate);
-    }
-    out << absl::StrFormat("%-38s %-20s %-20s %-22s %-20s\n", name,
-                           p50.Text("%.1f"), p99.Text("%.1f"), max.Text("%.0f"),
-                           achieved.Text("%.0f"));
-  };
+  absl::StatusOr<LatencyRuns> measured = RunAlternated(
+      [&](const std::string& table, int run_rate, int run_count, int64_t base) {
+        return MeasureRun(**a, **b, table, keys, run_rate, run_count, base);
+      },
+      runs, rate, count);
+  if (!measured.ok()) return measured.status();
   out << absl::StrFormat(
       "pg-latency: a write on A visible in B, %d transactions/s for %d s on "
       "%d keys; %d runs each, alternated\n",
       rate, seconds, keys, runs);
-  out << absl::StrFormat("%-38s %-20s %-20s %-22s %-20s\n", "",
-                         "p50 ms (min/med/max)", "p99 ms (min/med/max)",
-                         "max ms (min/med/max)", "writes/s achieved");
-  line("tally: two peered sidecars", tally);
-  line("PostgreSQL logical replication A->B", native);
+  PrintLatencyHeader(out);
+  PrintLatencyLine(out, "tally: two peered sidecars", measured->tally);
+  PrintLatencyLine(out, "PostgreSQL logical replication A->B",
+                   measured->baseline);
   out << "goal: tally p99 <= 200 ms\n";
   return absl::OkStatus();
 }

@@ -219,14 +219,22 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(
     const std::vector<std::string>& peers,
     const std::vector<std::string>& extra,
     const std::vector<std::string>& tables) {
+  std::vector<std::string> flags = {"--postgres", pg.Uri()};
+  for (const std::string& table : tables) {
+    flags.push_back("--table");
+    flags.push_back(table);
+  }
+  return StartWith(name, std::move(flags), listen, peers, extra);
+}
+
+absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::StartWith(
+    const std::string& name, std::vector<std::string> database_flags,
+    const std::string& listen, const std::vector<std::string>& peers,
+    const std::vector<std::string>& extra) {
   std::unique_ptr<Sidecar> s(new Sidecar());
   s->name_ = name;
   s->listen_ = listen;
-  s->flags_ = {"--postgres", pg.Uri()};
-  for (const std::string& table : tables) {
-    s->flags_.push_back("--table");
-    s->flags_.push_back(table);
-  }
+  s->flags_ = std::move(database_flags);
   for (const std::string& peer : peers) {
     s->flags_.push_back("--peer");
     s->flags_.push_back(peer);

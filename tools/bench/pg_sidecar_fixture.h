@@ -131,6 +131,12 @@ class Sidecar {
       const std::string& listen, const std::vector<std::string>& peers,
       const std::vector<std::string>& extra = {},
       const std::vector<std::string>& tables = {"public.t"});
+  // The same next to any database: `database_flags` name it and its tables
+  // ({"--mariadb", URL, "--table", "db1.t"}).
+  static absl::StatusOr<std::unique_ptr<Sidecar>> StartWith(
+      const std::string& name, std::vector<std::string> database_flags,
+      const std::string& listen, const std::vector<std::string>& peers,
+      const std::vector<std::string>& extra = {});
 
   const std::string& address() const { return listen_; }
   testing::NodeProcess& process() { return *process_; }

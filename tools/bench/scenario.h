@@ -59,6 +59,7 @@ Scenario PgBuildScenario();
 Scenario PgPgbenchChainScenario();
 Scenario MariaDbScenario();
 Scenario MariaDbSidecarScenario();
+Scenario MariaDbLatencyScenario();
 
 }  // namespace bench
 }  // namespace tally
