@@ -29,6 +29,7 @@ using ::tally::testing::RunTally;
 using ::tally::testing::TallyPath;
 using ::tally::testing::TcpProxy;
 using ::tally::testing::TempDir;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -157,7 +158,12 @@ TEST_F(TableDiffCli, TheTransferIsChosenByTheLinkAndSaid) {
   const CommandResult near = RunTally({"diff", UrlA(), UrlB()});
   EXPECT_EQ(near.exit_code, 1) << near.out << near.err;
   EXPECT_THAT(near.out, HasSubstr("4242  differs\n"));
-  EXPECT_THAT(near.out, HasSubstr("(every row read); rows chosen: "));
+  // Loopback is fast enough that reading every row is usually cheaper; on a
+  // machine busy enough that the measured link is slow (32 MB/s under a
+  // CI run's load), hashes are, and the tool is right to choose them. Each
+  // choice says why; the far link below proves the choice follows it.
+  EXPECT_THAT(near.out, AnyOf(HasSubstr("(every row read); rows chosen: "),
+                              HasSubstr("hashes chosen: b ")));
 
   absl::StatusOr<std::unique_ptr<TcpProxy>> link = TcpProxy::Start(
       absl::StrCat("127.0.0.1:", b_->port()), absl::Milliseconds(10), 2e6);

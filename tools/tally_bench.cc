@@ -35,13 +35,13 @@ namespace {
 // The registry, in the order --scenario=all runs them.
 std::vector<Scenario> AllScenarios() {
   return {
-      DiffMemScenario(),        IngestScenario(),   OpenScenario(),
-      NodeDiffScenario(),       WanScenario(),      BootstrapScenario(),
-      FeedScenario(),           PgScenario(),       PgWarmScenario(),
-      PgWanScenario(),          PgSourceScenario(), PgCaptureScenario(),
-      PgLatencyScenario(),      PgApplyScenario(),  PgBuildScenario(),
-      PgPgbenchChainScenario(), MariaDbScenario(),  MariaDbSidecarScenario(),
-      MariaDbLatencyScenario(),
+      DiffMemScenario(),        IngestScenario(),      OpenScenario(),
+      NodeDiffScenario(),       WanScenario(),         BootstrapScenario(),
+      FeedScenario(),           PgScenario(),          PgWarmScenario(),
+      PgWanScenario(),          PgSourceScenario(),    PgCaptureScenario(),
+      PgLatencyScenario(),      PgApplyScenario(),     PgBuildScenario(),
+      PgPgbenchChainScenario(), MariaDbScenario(),     MariaDbSidecarScenario(),
+      MariaDbLatencyScenario(), MariaDbWarmScenario(),
   };
 }
 

@@ -18,8 +18,12 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/flags/declare.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "support/mariadb_server.h"
+
+ABSL_DECLARE_FLAG(std::string, pt_table_sync);
 
 namespace tally {
 namespace bench {
@@ -27,6 +31,16 @@ namespace bench {
 // Runs `sql` (one or more statements) with the mariadb client as root,
 // discarding its output.
 absl::Status MariaExec(testing::MariaDbServer& db, const std::string& sql);
+
+// The 100 differences on db1.t filled with `rows` rows: 40 updates, 30
+// deletes, 30 inserts, spread over the table.
+absl::Status DifferMaria(testing::MariaDbServer& db, uint64_t rows);
+
+// Times `pt-table-sync --print A B` on db1.t (--pt_table_sync); kInternal
+// unless it prints exactly 100 statements (the differences DifferMaria
+// makes).
+absl::StatusOr<double> TimePtTableSync(const testing::MariaDbServer& a,
+                                       const testing::MariaDbServer& b);
 
 // (Re)creates db1.t with `rows` rows (ids 1..rows) and analyzes it, so that
 // information_schema's row estimate is close.

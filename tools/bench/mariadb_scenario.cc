@@ -42,14 +42,11 @@
 ABSL_FLAG(std::string, mariadb_rows, "1000000",
           "mariadb: table sizes, comma separated (e.g. 1000000,5000000)");
 ABSL_FLAG(int, mariadb_runs, 3, "mariadb: runs of each contender per size");
-ABSL_FLAG(std::string, pt_table_sync, "/usr/bin/pt-table-sync",
-          "mariadb: the baseline's program (percona-toolkit)");
 
 namespace tally {
 namespace bench {
 namespace {
 
-using testing::CommandResult;
 using testing::MariaDbServer;
 using testing::PgCluster;
 
@@ -61,46 +58,6 @@ absl::Status FillPg(PgCluster& pg, uint64_t rows) {
                        "'2026-01-01 00:00:00' + g * interval '1 s' FROM "
                        "generate_series(1, ",
                        rows, ") g"));
-}
-
-absl::Status DifferMaria(MariaDbServer& db, uint64_t rows) {
-  const uint64_t step = rows / 100;
-  return MariaExec(
-      db, absl::StrCat("UPDATE db1.t SET a = -a WHERE id IN (SELECT 1 + seq * ",
-                       step,
-                       " FROM db1.seq_0_to_39); DELETE FROM db1.t WHERE "
-                       "id IN (SELECT 2 + seq * ",
-                       step,
-                       " FROM db1.seq_40_to_69); INSERT INTO db1.t "
-                       "SELECT ",
-                       rows, " + seq, 0, 'new', NOW(6) FROM db1.seq_1_to_30"));
-}
-
-absl::StatusOr<double> TimePtTableSync(const MariaDbServer& a,
-                                       const MariaDbServer& b) {
-  const absl::Time start = absl::Now();
-  const CommandResult r = testing::RunCommand(
-      {absl::GetFlag(FLAGS_pt_table_sync), "--print",
-       absl::StrCat("h=127.0.0.1,P=", a.port(), ",u=root,D=db1,t=t"),
-       absl::StrCat("h=127.0.0.1,P=", b.port(), ",u=root,D=db1,t=t")},
-      absl::Minutes(30));
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  int statements = 0;
-  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
-    if (absl::StartsWith(line, "INSERT ") ||
-        absl::StartsWith(line, "UPDATE ") ||
-        absl::StartsWith(line, "DELETE ") ||
-        absl::StartsWith(line, "REPLACE ")) {
-      ++statements;
-    }
-  }
-  // Its exit status is 2 when a table differed.
-  if (r.exit_code != 2 || statements != 100) {
-    return absl::InternalError(
-        absl::StrCat("pt-table-sync exited ", r.exit_code, " with ", statements,
-                     " statements (expected 100): ", r.err.substr(0, 500)));
-  }
-  return seconds;
 }
 
 absl::StatusOr<std::vector<uint64_t>> Sizes() {

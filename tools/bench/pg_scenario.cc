@@ -33,7 +33,6 @@
 // is A's own diff time (the diff alone).
 #include <algorithm>
 #include <memory>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -99,53 +98,6 @@ absl::Status RunPg(std::ostream& out) {
                            ">= 3x");
   }
   return absl::OkStatus();
-}
-
-// A tallyd's summary of `tally --json diff`: differences and A's seconds.
-struct NodeDiff {
-  double cli_seconds = 0;   // the whole CLI process
-  double node_seconds = 0;  // the summary's `seconds` (A's diff with B)
-  // A's whole run: its connection to B, the handshake and schema check,
-  // the diff (A's log line `run diff ... duration_ms=`).
-  double run_seconds = 0;
-  // The summary's exchanges and bytes between A and B.
-  int64_t rounds = 0;
-  int64_t bytes = 0;
-};
-
-absl::StatusOr<NodeDiff> TimeNodeDiff(Sidecar& a, Sidecar& b) {
-  const absl::Time start = absl::Now();
-  const CommandResult r = testing::RunTally(
-      {"--keyspace", "public.t", "--json", "diff", a.address(), b.address()},
-      absl::Minutes(5));
-  NodeDiff d;
-  d.cli_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  // The last run's line in A's log.
-  static const std::regex kRunMillis(R"re(run diff .* duration_ms=(\d+))re");
-  const std::string log = a.process().Log();
-  for (std::sregex_iterator it(log.begin(), log.end(), kRunMillis), end;
-       it != end; ++it) {
-    d.run_seconds = std::stod((*it)[1]) / 1000;
-  }
-  static const std::regex kDifferences(R"re("differences":(\d+))re");
-  static const std::regex kSeconds(R"re("seconds":([0-9.eE+-]+))re");
-  std::smatch m;
-  int found = -1;
-  if (std::regex_search(r.out, m, kDifferences)) found = std::stoi(m[1]);
-  if (std::regex_search(r.out, m, kSeconds)) d.node_seconds = std::stod(m[1]);
-  static const std::regex kRounds(R"re("rounds":(\d+))re");
-  static const std::regex kSent(R"re("bytes_sent":(\d+))re");
-  static const std::regex kReceived(R"re("bytes_received":(\d+))re");
-  if (std::regex_search(r.out, m, kRounds)) d.rounds = std::stoll(m[1]);
-  if (std::regex_search(r.out, m, kSent)) d.bytes += std::stoll(m[1]);
-  if (std::regex_search(r.out, m, kReceived)) d.bytes += std::stoll(m[1]);
-  if (r.exit_code != 1 || found != 100) {
-    return absl::InternalError(absl::StrCat(
-        "tally diff of the sidecars exited ", r.exit_code, " with ", found,
-        " differences (expected 100): ", r.err,
-        r.out.substr(r.out.size() > 500 ? r.out.size() - 500 : 0)));
-  }
-  return d;
 }
 
 // psql's binary COPY of t to /dev/null: the scan the build starts with.
@@ -288,7 +240,8 @@ absl::Status RunPgWarm(std::ostream& out) {
     for (int i = 0; i < 2 * runs; ++i) {
       (void)WaitForIdleCpu();
       if ((i % 2 == 0) == (i / 2 % 2 == 0)) {
-        absl::StatusOr<NodeDiff> d = TimeNodeDiff(**side_a, **side_b);
+        absl::StatusOr<NodeDiff> d =
+            TimeNodeDiff(**side_a, **side_b, "public.t");
         if (!d.ok()) return d.status();
         cli.Add(d->cli_seconds * 1000);
         node.Add(d->node_seconds * 1000);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <regex>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -330,6 +331,42 @@ absl::Status Sidecar::Await(const char* what, pg::Lsn lsn,
       name_, " not ", what,
       lsn != 0 ? absl::StrCat(" ", pg::FormatLsn(lsn)) : "", " after ",
       absl::FormatDuration(timeout), ": ", last, "\n", Tail(process_->Log())));
+}
+
+absl::StatusOr<NodeDiff> TimeNodeDiff(Sidecar& a, Sidecar& b,
+                                      const std::string& keyspace) {
+  const absl::Time start = absl::Now();
+  const testing::CommandResult r = testing::RunTally(
+      {"--keyspace", keyspace, "--json", "diff", a.address(), b.address()},
+      absl::Minutes(5));
+  NodeDiff d;
+  d.cli_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  // The last run's line in A's log.
+  static const std::regex kRunMillis(R"re(run diff .* duration_ms=(\d+))re");
+  const std::string log = a.process().Log();
+  for (std::sregex_iterator it(log.begin(), log.end(), kRunMillis), end;
+       it != end; ++it) {
+    d.run_seconds = std::stod((*it)[1]) / 1000;
+  }
+  static const std::regex kDifferences(R"re("differences":(\d+))re");
+  static const std::regex kSeconds(R"re("seconds":([0-9.eE+-]+))re");
+  std::smatch m;
+  int found = -1;
+  if (std::regex_search(r.out, m, kDifferences)) found = std::stoi(m[1]);
+  if (std::regex_search(r.out, m, kSeconds)) d.node_seconds = std::stod(m[1]);
+  static const std::regex kRounds(R"re("rounds":(\d+))re");
+  static const std::regex kSent(R"re("bytes_sent":(\d+))re");
+  static const std::regex kReceived(R"re("bytes_received":(\d+))re");
+  if (std::regex_search(r.out, m, kRounds)) d.rounds = std::stoll(m[1]);
+  if (std::regex_search(r.out, m, kSent)) d.bytes += std::stoll(m[1]);
+  if (std::regex_search(r.out, m, kReceived)) d.bytes += std::stoll(m[1]);
+  if (r.exit_code != 1 || found != 100) {
+    return absl::InternalError(absl::StrCat(
+        "tally diff of the sidecars exited ", r.exit_code, " with ", found,
+        " differences (expected 100): ", r.err,
+        r.out.substr(r.out.size() > 500 ? r.out.size() - 500 : 0)));
+  }
+  return d;
 }
 
 }  // namespace bench

@@ -173,6 +173,23 @@ class Sidecar {
   std::unique_ptr<node::NodeClient> client_;
 };
 
+// A tallyd's summary of `tally --json diff`: differences and A's seconds.
+struct NodeDiff {
+  double cli_seconds = 0;   // the whole CLI process
+  double node_seconds = 0;  // the summary's `seconds` (A's diff with B)
+  // A's whole run: its connection to B, the handshake and schema check,
+  // the diff (A's log line `run diff ... duration_ms=`).
+  double run_seconds = 0;
+  // The summary's exchanges and bytes between A and B.
+  int64_t rounds = 0;
+  int64_t bytes = 0;
+};
+
+// Runs `tally --keyspace KEYSPACE --json diff A B` (a whole CLI process);
+// kInternal unless it exits 1 having found exactly 100 differences.
+absl::StatusOr<NodeDiff> TimeNodeDiff(Sidecar& a, Sidecar& b,
+                                      const std::string& keyspace);
+
 }  // namespace bench
 }  // namespace tally
 

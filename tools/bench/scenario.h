@@ -60,6 +60,7 @@ Scenario PgPgbenchChainScenario();
 Scenario MariaDbScenario();
 Scenario MariaDbSidecarScenario();
 Scenario MariaDbLatencyScenario();
+Scenario MariaDbWarmScenario();
 
 }  // namespace bench
 }  // namespace tally
