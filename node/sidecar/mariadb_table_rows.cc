@@ -17,6 +17,7 @@
 #include "mariadb/connection.h"
 #include "mariadb/table.h"
 #include "mariadb/url.h"
+#include "nlohmann/json.hpp"
 #include "tree/status_macros.h"
 
 namespace tally {
@@ -171,36 +172,11 @@ std::string DescribeKey(const std::vector<std::string>& key) {
   return absl::StrCat("(", absl::StrJoin(key, ", "), ")");
 }
 
-// `s` as a JSON string.
+// `s` as a JSON string (a text column's value is UTF-8: the session's
+// character set; anything else would be replaced, never thrown).
 std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out.push_back('"');
-  return out;
+  return nlohmann::json(std::string(s))
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // The JSON path of member `name`: $."a\"b".

@@ -90,6 +90,22 @@ absl::StatusOr<LatencyFigures> MeasureLatency(const LatencyWrite& write,
   return f;
 }
 
+absl::StatusOr<int> LatencyRunWrites(absl::string_view prefix, int rate,
+                                     int seconds, int keys) {
+  if (rate < 1 || seconds < 1 || keys < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", prefix, "_rate, --", prefix, "_seconds and --",
+                     prefix, "_keys must be positive"));
+  }
+  const int64_t count = static_cast<int64_t>(rate) * seconds;
+  if (count >= 1000000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", prefix, "_rate x --", prefix,
+                     "_seconds: under 1,000,000 writes a run"));
+  }
+  return static_cast<int>(count);
+}
+
 absl::StatusOr<LatencyRuns> RunAlternated(const MeasureLatencyRun& measure,
                                           int runs, int rate, int count) {
   // Each run's tokens start a million past the last's: every token is

@@ -61,6 +61,13 @@ absl::StatusOr<LatencyFigures> MeasureLatency(const LatencyWrite& write,
                                               int rate, int count,
                                               int64_t base);
 
+// The writes of a run, rate x seconds, from the flags
+// --PREFIX_rate, --PREFIX_seconds and --PREFIX_keys; kInvalidArgument naming
+// them when one is not positive or a run would make a million writes or
+// more (RunAlternated starts each run's tokens a million past the last's).
+absl::StatusOr<int> LatencyRunWrites(absl::string_view prefix, int rate,
+                                     int seconds, int keys);
+
 // The runs of a latency scenario, whose two paths write two tables: "t"
 // (tally) and "t2" (the baseline). First a warm-up of each path (200
 // writes at 100/s, which must arrive: the replication's workers start,

@@ -111,17 +111,10 @@ absl::Status RunMariaDbLatency(std::ostream& out) {
   const int seconds = absl::GetFlag(FLAGS_mariadb_latency_seconds);
   const int keys = absl::GetFlag(FLAGS_mariadb_latency_keys);
   const int runs = std::max(1, absl::GetFlag(FLAGS_mariadb_latency_runs));
-  if (rate < 1 || seconds < 1 || keys < 1) {
-    return absl::InvalidArgumentError(
-        "--mariadb_latency_rate, --mariadb_latency_seconds and "
-        "--mariadb_latency_keys must be positive");
-  }
-  const int count = rate * seconds;
-  if (count >= 1000000) {
-    return absl::InvalidArgumentError(
-        "--mariadb_latency_rate x --mariadb_latency_seconds: under "
-        "1,000,000 writes a run");
-  }
+  absl::StatusOr<int> writes =
+      LatencyRunWrites("mariadb_latency", rate, seconds, keys);
+  if (!writes.ok()) return writes.status();
+  const int count = *writes;
   absl::StatusOr<std::unique_ptr<MariaDbServer>> a = MariaDbServer::Start();
   if (!a.ok()) return a.status();
   testing::MariaDbServerOptions replica;

@@ -129,17 +129,10 @@ absl::Status RunPgLatency(std::ostream& out) {
   const int seconds = absl::GetFlag(FLAGS_pg_latency_seconds);
   const int keys = absl::GetFlag(FLAGS_pg_latency_keys);
   const int runs = std::max(1, absl::GetFlag(FLAGS_pg_runs));
-  if (rate < 1 || seconds < 1 || keys < 1) {
-    return absl::InvalidArgumentError(
-        "--pg_latency_rate, --pg_latency_seconds and --pg_latency_keys must "
-        "be positive");
-  }
-  const int count = rate * seconds;
-  if (count >= 1000000) {
-    return absl::InvalidArgumentError(
-        "--pg_latency_rate x --pg_latency_seconds: under 1,000,000 writes a "
-        "run");
-  }
+  absl::StatusOr<int> writes =
+      LatencyRunWrites("pg_latency", rate, seconds, keys);
+  if (!writes.ok()) return writes.status();
+  const int count = *writes;
   absl::StatusOr<std::unique_ptr<PgCluster>> a = PgCluster::Start();
   if (!a.ok()) return a.status();
   absl::StatusOr<std::unique_ptr<PgCluster>> b = PgCluster::Start();
