@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "mariadb/row_converter.h"
 #include "mariadb/sidecar/apply_log.h"
+#include "mariadb/sidecar/tally_tables.h"
 #include "pg/schema/row_codec.h"
 #include "pg/schema/schema_difference.h"
 #include "pg/wire/field.h"
@@ -250,36 +251,11 @@ absl::StatusOr<std::unique_ptr<MariaDbBackend>> MariaDbBackend::Open(
     Connection& c = *backend->apply_;
     const std::string log_table = absl::StrCat(
         QuoteIdentifier(kApplyLogSchema), ".", QuoteIdentifier(kApplyLogTable));
-    TALLY_ASSIGN_OR_RETURN(
-        TextRows present,
-        c.Query(absl::StrCat(
-            "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = ",
-            c.Quote(kApplyLogSchema),
-            " AND TABLE_NAME = ", c.Quote(kApplyLogTable))));
-    if (present.empty()) {
-      // The privilege is checked before IF NOT EXISTS: create only when
-      // missing, so that a user without CREATE runs on a prepared schema.
-      absl::Status s = c.Exec(absl::StrCat("CREATE DATABASE IF NOT EXISTS ",
-                                           QuoteIdentifier(kApplyLogSchema)));
-      if (s.ok()) {
-        s = c.Exec(absl::StrCat(
-            "CREATE TABLE IF NOT EXISTS ", log_table,
-            " (node varchar(255) COLLATE utf8mb4_bin PRIMARY KEY, "
-            "sequence bigint unsigned NOT NULL, applied longblob NOT NULL) "
-            "ENGINE=InnoDB DEFAULT CHARSET utf8mb4"));
-      }
-      if (absl::IsPermissionDenied(s)) {
-        return absl::PermissionDeniedError(absl::StrCat(
-            "cannot create tally's apply log ", log_table, " in ", c.display(),
-            ": the user needs CREATE on `tally` (or create it: CREATE TABLE ",
-            log_table,
-            " (node varchar(255) COLLATE utf8mb4_bin PRIMARY KEY, sequence "
-            "bigint unsigned NOT NULL, applied longblob NOT NULL)) and SELECT, "
-            "INSERT, UPDATE on it: ",
-            s.message()));
-      }
-      TALLY_RETURN_IF_ERROR(s);
-    }
+    TALLY_RETURN_IF_ERROR(EnsureTallyTable(
+        c, kApplyLogTable,
+        "node varchar(255) COLLATE utf8mb4_bin PRIMARY KEY, sequence bigint "
+        "unsigned NOT NULL, applied longblob NOT NULL",
+        "tally's apply log"));
     TALLY_ASSIGN_OR_RETURN(
         TextRows last,
         c.Query(absl::StrCat("SELECT sequence FROM ", log_table,

@@ -21,6 +21,8 @@
 #include "mariadb/capture/preflight.h"
 #include "mariadb/capture/snapshot.h"
 #include "mariadb/connection.h"
+#include "mariadb/sidecar/index_marker.h"
+#include "mariadb/sidecar/local_writes.h"
 #include "mariadb/sidecar/mariadb_backend.h"
 #include "mariadb/sidecar/transaction_reader.h"
 #include "mariadb/table.h"
@@ -326,11 +328,22 @@ class Sidecar::Impl {
   absl::StatusOr<std::map<std::string, std::optional<MariaDbTable>>> ReadTables(
       Connection& conn);
   // Builds every kept table from one snapshot; returns the position after.
+  // `lost_since`: the index was lost; the first build's GTID state.
   absl::StatusOr<CapturePosition> Build(
-      const std::optional<CapturePosition>& stored, absl::string_view reason);
+      const std::optional<CapturePosition>& stored, absl::string_view reason,
+      const std::optional<std::string>& lost_since = std::nullopt);
+  // Builds one table. `first`: rows get the bootstrap version, except, when
+  // `lost` is given, the rows it says were written here (fresh), and a
+  // tombstone (fresh) goes to each key it says was deleted here that the
+  // table does not hold.
   absl::Status BuildTable(Connection& conn, const std::string& keyspace,
                           const std::optional<MariaDbTable>& table, bool first,
-                          const tree::Version& fresh);
+                          const tree::Version& fresh, const LocalWrites* lost);
+  // The rows the server's applications wrote between the GTID states
+  // `since` and `until` (ReadLocalWrites), each limit logged; none known
+  // when the server holds no log to read.
+  absl::StatusOr<LocalWrites> ReadLostWrites(const std::string& since,
+                                             const std::string& until);
   // Follows the binary log from `position` until an error, Stop, or a
   // transaction that asks for a rebuild (kAborted with the reason).
   absl::Status Follow(CapturePosition position);
@@ -416,6 +429,11 @@ absl::Status Sidecar::Impl::RunOnce() {
   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
                          Connection::Open(target_, kIoTimeout));
   TALLY_RETURN_IF_ERROR(CheckServerForSidecar(*conn));
+  TALLY_ASSIGN_OR_RETURN(const uint32_t here, ServerId(*conn));
+  TALLY_ASSIGN_OR_RETURN(std::optional<IndexMarker> marker,
+                         ReadIndexMarker(*conn, options_.node_name));
+  // A marker another server wrote (a copy of the `tally` database) is none.
+  if (marker.has_value() && marker->server_id != here) marker.reset();
   TALLY_ASSIGN_OR_RETURN(auto stored_bytes, store->backend_position());
   std::optional<CapturePosition> stored;
   if (stored_bytes.has_value()) {
@@ -423,11 +441,26 @@ absl::Status Sidecar::Impl::RunOnce() {
                            CapturePosition::Decode(stored_bytes->bytes));
   }
   TALLY_ASSIGN_OR_RETURN(tables_, ReadTables(*conn));
+  if (stored.has_value() && !marker.has_value()) {
+    // An index built before markers existed (or on a server whose marker
+    // went): its position stands in for the first build's.
+    TALLY_RETURN_IF_ERROR(WriteIndexMarker(
+        *conn, IndexMarker{options_.node_name, here, stored->gtid}));
+  }
   conn.reset();
 
   // Build unless the stored position describes the tables as they are.
   std::string reason;
-  if (!stored.has_value()) {
+  std::optional<std::string> lost_since;
+  if (!stored.has_value() && marker.has_value()) {
+    lost_since = marker->first_build_gtid;
+    reason = absl::StrCat(
+        "index lost: the store holds no index, but the server's "
+        "tally.index_marker says this node's index was built (first build "
+        "at GTID ",
+        marker->first_build_gtid,
+        "); rows written here since then get fresh versions");
+  } else if (!stored.has_value()) {
     reason = "no index position stored (a first start)";
   } else {
     for (const auto& [name, table] : tables_) {
@@ -455,7 +488,7 @@ absl::Status Sidecar::Impl::RunOnce() {
     backend_->set_inner(std::move(inner));
     for (const auto& [name, table] : tables_) gate_->Open(name);
   } else {
-    TALLY_ASSIGN_OR_RETURN(position, Build(stored, reason));
+    TALLY_ASSIGN_OR_RETURN(position, Build(stored, reason, lost_since));
   }
   // Whether the last build was for a log that could not be read: the same
   // failure right after it is not worth another build.
@@ -516,7 +549,8 @@ absl::Status Sidecar::Impl::RunOnce() {
 }
 
 absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
-    const std::optional<CapturePosition>& stored, absl::string_view reason) {
+    const std::optional<CapturePosition>& stored, absl::string_view reason,
+    const std::optional<std::string>& lost_since) {
   storage::Store* store;
   {
     absl::MutexLock lock(&mu_);
@@ -528,6 +562,8 @@ absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
     status_.build_elapsed = absl::ZeroDuration();
     ++status_.builds;
     status_.last_rebuild_reason = std::string(reason);
+    status_.index_lost = lost_since.has_value();
+    status_.index_loss_fresh_rows = 0;
     for (SidecarKeyspaceStatus& k : status_.keyspaces) {
       k.state = stored.has_value() ? "rebuilding" : "building";
     }
@@ -570,6 +606,12 @@ absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
                          MariaDbBackend::Open(BackendOptions(present)));
   backend_->set_inner(std::move(inner));
 
+  // Index lost: the rows this server's applications wrote since the first
+  // build, from the binary log up to the snapshot.
+  std::optional<LocalWrites> lost_writes;
+  if (lost_since.has_value()) {
+    TALLY_ASSIGN_OR_RETURN(lost_writes, ReadLostWrites(*lost_since, at.gtid));
+  }
   const tree::Version fresh{store->clock().Now(), options_.node_name};
   const absl::Time began = absl::Now();
   CapturePosition position;
@@ -584,7 +626,8 @@ absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
       auto it = stored->fingerprints.find(name);
       first = it == stored->fingerprints.end() || it->second == kMissingTable;
     }
-    TALLY_RETURN_IF_ERROR(BuildTable(*conn, name, table, first, fresh));
+    TALLY_RETURN_IF_ERROR(BuildTable(*conn, name, table, first, fresh,
+                                     lost_writes ? &*lost_writes : nullptr));
     position.fingerprints[name] = table.has_value()
                                       ? table->schema().fingerprint()
                                       : std::string(kMissingTable);
@@ -597,6 +640,15 @@ absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
   // The position goes last: a build cut short leaves the old one (or
   // none), and the next start builds again.
   TALLY_RETURN_IF_ERROR(WriteBatch({}, position));
+  // The marker, once an index is stored: kept when it names this server
+  // (the first build's position stays), written otherwise.
+  TALLY_ASSIGN_OR_RETURN(const uint32_t here, ServerId(*conn));
+  TALLY_ASSIGN_OR_RETURN(std::optional<IndexMarker> marker,
+                         ReadIndexMarker(*conn, options_.node_name));
+  if (!marker.has_value() || marker->server_id != here) {
+    TALLY_RETURN_IF_ERROR(WriteIndexMarker(
+        *conn, IndexMarker{options_.node_name, here, at.gtid}));
+  }
   for (const auto& [name, table] : tables_) {
     gate_->SetMissing(name, !table.has_value());
     gate_->Open(name);
@@ -617,10 +669,58 @@ absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
   return position;
 }
 
+absl::StatusOr<LocalWrites> Sidecar::Impl::ReadLostWrites(
+    const std::string& since, const std::string& until) {
+  LocalWritesOptions o;
+  o.from_gtid = since;
+  o.to_gtid = until;
+  for (const auto& [name, table] : tables_) {
+    o.tables[name] = table.has_value() ? &*table : nullptr;
+  }
+  o.node = options_.node_name;
+  o.apply_server_id = options_.server_id;
+  absl::StatusOr<LocalWrites> w = ReadLocalWrites(target_, o);
+  if (absl::IsFailedPrecondition(w.status())) {
+    Log(absl::StrCat(
+        "mariadb sidecar: index lost, and the binary log since the first "
+        "build cannot be read (",
+        w.status().message(),
+        "): every row keeps the bootstrap version, so a write made here "
+        "that the peers had not received is replaced by the peers' row"));
+    LocalWrites none;
+    none.complete = false;
+    return none;
+  }
+  TALLY_RETURN_IF_ERROR(w.status());
+  if (!w->complete) {
+    Log(
+        absl::StrCat("mariadb sidecar: index lost; the binary log from the "
+                     "first build (GTID ",
+                     since,
+                     ") is purged, read from the oldest the server holds "
+                     "(GTID ",
+                     w->read_from,
+                     "): rows written here before it keep the bootstrap "
+                     "version"));
+  }
+  if (w->unreadable_transactions > 0) {
+    Log(absl::StrCat("mariadb sidecar: index lost; ",
+                     w->unreadable_transactions,
+                     " transactions since the first build could not be read "
+                     "with the tables as they are now (written before a "
+                     "schema change): their rows keep the bootstrap version"));
+  }
+  Log(absl::StrCat("mariadb sidecar: index lost; read ", w->transactions,
+                   " transactions of the binary log from GTID ", w->read_from,
+                   " to ", until));
+  return w;
+}
+
 absl::Status Sidecar::Impl::BuildTable(Connection& conn,
                                        const std::string& keyspace,
                                        const std::optional<MariaDbTable>& table,
-                                       bool first, const tree::Version& fresh) {
+                                       bool first, const tree::Version& fresh,
+                                       const LocalWrites* lost) {
   storage::Store* store;
   {
     absl::MutexLock lock(&mu_);
@@ -661,6 +761,28 @@ absl::Status Sidecar::Impl::BuildTable(Connection& conn,
   }
 
   const tree::Version version = first ? pg::BootstrapVersion() : fresh;
+  // Index lost: the keys written (deleted) here since the first build, as
+  // the build meets them.
+  uint64_t lost_fresh = 0;
+  absl::flat_hash_map<std::string, bool> lost_deleted;
+  if (lost != nullptr) {
+    auto it = lost->keys.find(keyspace);
+    if (it != lost->keys.end()) {
+      for (const auto& [key, written] : it->second) {
+        if (!written) lost_deleted.emplace(key, false);
+      }
+    }
+  }
+  auto version_of = [&](const std::string& key) -> const tree::Version& {
+    if (lost != nullptr && first) {
+      lost_deleted.erase(key);
+      if (lost->Written(keyspace, key)) {
+        ++lost_fresh;
+        return fresh;
+      }
+    }
+    return version;
+  };
   const pg::RowCodec codec = table->schema().codec();
   // Rows of keys the index does not hold, at a build into an empty
   // keyspace: loaded in the index's order without a read per row.
@@ -680,7 +802,7 @@ absl::Status Sidecar::Impl::BuildTable(Connection& conn,
         }
         const std::string payload = MariaDbBackend::PayloadOf(value);
         if (load) {
-          gathered.Add(key, value, payload, version);
+          gathered.Add(key, value, payload, version_of(key));
           return absl::OkStatus();
         }
         auto it = index.find(key);
@@ -693,7 +815,7 @@ absl::Status Sidecar::Impl::BuildTable(Connection& conn,
           }
         }
         storage::Mutation m = storage::Mutation::Put(keyspace, key, value);
-        m.version = version;
+        m.version = version_of(key);
         m.supersedes_stored = true;
         m.captured_payload = payload;
         batch.push_back(std::move(m));
@@ -718,15 +840,16 @@ absl::Status Sidecar::Impl::BuildTable(Connection& conn,
     TALLY_RETURN_IF_ERROR(
         gathered.ForEach(keyspace, [&](storage::Mutation m) -> absl::Status {
           // Every replica builds the same rows with the bootstrap version:
-          // no peer needs them from the feed.
-          m.unlogged = first;
+          // no peer needs them from the feed. (A row written here before a
+          // lost index has a fresh version: the feed sends it.)
+          m.unlogged = first && m.version == pg::BootstrapVersion();
           request.mutations.push_back(std::move(m));
           if (request.mutations.size() >= options_.batch_rows) {
             return load_batch();
           }
           return absl::OkStatus();
         }));
-    return load_batch();
+    TALLY_RETURN_IF_ERROR(load_batch());
   }
   // Live index rows the table no longer holds.
   for (const auto& [k, entry] : index) {
@@ -737,7 +860,28 @@ absl::Status Sidecar::Impl::BuildTable(Connection& conn,
     batch.push_back(std::move(d));
     if (batch.size() >= options_.batch_rows) TALLY_RETURN_IF_ERROR(flush());
   }
-  return flush();
+  if (lost == nullptr || !first) return flush();
+  // Index lost: a key deleted here since the first build that the table
+  // does not hold gets a tombstone, so that the peers' row does not come
+  // back.
+  for (const auto& [k, unused] : lost_deleted) {
+    storage::Mutation d = storage::Mutation::Delete(keyspace, k);
+    d.version = fresh;
+    d.supersedes_stored = true;
+    batch.push_back(std::move(d));
+    if (batch.size() >= options_.batch_rows) TALLY_RETURN_IF_ERROR(flush());
+  }
+  TALLY_RETURN_IF_ERROR(flush());
+  {
+    absl::MutexLock lock(&mu_);
+    status_.index_loss_fresh_rows += lost_fresh;
+  }
+  Log(absl::StrCat("mariadb sidecar: index lost: table ", keyspace, ": ",
+                   lost_fresh, " of ", scanned,
+                   " rows were last written here and got fresh versions (the "
+                   "rest kept the bootstrap version); ",
+                   lost_deleted.size(), " rows deleted here got tombstones"));
+  return absl::OkStatus();
 }
 
 absl::Status Sidecar::Impl::WriteBatch(

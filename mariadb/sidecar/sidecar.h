@@ -39,6 +39,14 @@
 // such a transaction changed that the log does not list (a trigger's) are
 // the database's own doing and are captured as local changes.
 //
+// Index lost. A start with no stored position whose server holds this
+// node's index marker (index_marker.h: an index was built here before) is
+// a loss, not a first start: rows the server's applications wrote since the
+// first build (read from the binary log, local_writes.h) may not have
+// reached the peers, so they get fresh versions, and keys deleted here get
+// tombstones; the others keep the bootstrap version, so that the peers'
+// rows win over them. Logged per table, and in the status.
+//
 // Rebuilds. The whole index (every kept table, from one snapshot, each
 // reconciled against what the index holds) is rebuilt when: no position is
 // stored (a first start, or a build that did not finish); a table's
@@ -141,6 +149,10 @@ struct SidecarStatus {
   absl::Duration build_elapsed;
   uint64_t builds = 0;  // builds and rebuilds since start
   std::string last_rebuild_reason;
+  // The last build found the index lost (index_marker.h), and gave this
+  // many rows written here since the first build fresh versions.
+  bool index_lost = false;
+  uint64_t index_loss_fresh_rows = 0;
   uint64_t transactions_captured = 0;
   uint64_t rows_captured = 0;
   uint64_t own_transactions_replayed = 0;

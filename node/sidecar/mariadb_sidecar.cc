@@ -53,6 +53,8 @@ class MariaDbNodeSidecar final : public PostgresSidecar {
     out.set_build_seconds(absl::ToDoubleSeconds(s.build_elapsed));
     out.set_builds(s.builds);
     out.set_last_rebuild_reason(s.last_rebuild_reason);
+    out.set_index_lost(s.index_lost);
+    out.set_index_loss_fresh_rows(s.index_loss_fresh_rows);
     out.set_transactions_captured(s.transactions_captured);
     out.set_rows_captured(s.rows_captured);
     out.set_own_transactions_replayed(s.own_transactions_replayed);
