@@ -249,7 +249,8 @@ absl::StatusOr<std::unique_ptr<NodeServer>> NodeServer::Start(
     if (!peer.database) continue;
     DatabaseSourceOptions source;
     source.source_conninfo = peer.address;
-    source.replica_conninfo = config.postgres;
+    source.replica_conninfo =
+        config.postgres.empty() ? config.mariadb : config.postgres;
     source.tables = config.tables;
     source.interval = config.sync_interval;
     source.bandwidth_bytes_per_second = config.repair_bandwidth_mb * 1e6;

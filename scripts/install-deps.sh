@@ -19,8 +19,9 @@ packages=(
   # The MariaDB/MySQL backend: Connector/C to build, the server for the
   # tests' throwaway servers (the package's own service is not used).
   libmariadb-dev mariadb-server
-  # The MariaDB benchmark's baseline (pt-table-sync).
-  percona-toolkit
+  # The MariaDB benchmark's baseline (pt-table-sync), and an outside
+  # workload for the MariaDB sidecar's tests (sysbench).
+  percona-toolkit sysbench
   # Running as a service: sd_notify (libsystemd), man pages from --help
   # (help2man), and what the install test checks them with.
   libsystemd-dev help2man systemd man-db groff-base

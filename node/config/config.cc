@@ -392,11 +392,11 @@ absl::Status ValidateConfig(const NodeConfig& config) {
   TALLY_RETURN_IF_ERROR(ValidatePeerRoles(config.peers));
   TALLY_RETURN_IF_ERROR(ValidatePostgresSettings(config));
   for (const PeerConfig& peer : config.peers) {
-    if (peer.database && config.postgres.empty()) {
+    if (peer.database && config.postgres.empty() && config.mariadb.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "peer %s is a database, which only a sidecar can copy (a sidecar "
-          "to PostgreSQL): give --postgres (this node's own database) and "
-          "--table for each table to copy",
+          "peer %s is a database, which only a sidecar can copy: give "
+          "--postgres or --mariadb (this node's own database) and --table for "
+          "each table to copy",
           MaskConninfo(peer.address)));
     }
     if (peer.address == config.listen) {

@@ -185,48 +185,85 @@ std::string MariaDbTableOf(const std::string& database,
   return absl::StrCat(database, ".", table.substr(table.find('.') + 1));
 }
 
-// One table of a MariaDB master: both tables read whole and digested in
-// the canonical form (mariadb/table.h: MariaDB has no fast hash to compute
-// block hashes with), then the master's rows at the differing keys.
-absl::Status SyncMariaDbTable(
-    storage::Store* store, const DatabaseSourceOptions& options,
-    const std::string& origin, pg::Connection& replica,
-    mariadb::Connection& master, const std::string& database,
-    const std::string& table, BandwidthLimiter* source_limit,
-    const std::atomic<bool>* cancelled, SourceSessionResult* result) {
-  const std::string master_table = MariaDbTableOf(database, table);
-  absl::StatusOr<pg::TableSchema> schema =
-      pg::TableSchema::Read(replica, table);
-  if (!schema.ok()) {
+// A table's schema and rows, read the same way from either engine, so that
+// one comparison by full scans serves every pairing of the node's database
+// and the master.
+absl::StatusOr<pg::TableSchema> ReadTable(pg::Connection& conn,
+                                          const std::string& table) {
+  return pg::TableSchema::Read(conn, table);
+}
+absl::StatusOr<mariadb::MariaDbTable> ReadTable(mariadb::Connection& conn,
+                                                const std::string& table) {
+  return mariadb::MariaDbTable::Read(conn, table);
+}
+const pg::TableSchema& SchemaOf(const pg::TableSchema& schema) {
+  return schema;
+}
+const pg::TableSchema& SchemaOf(const mariadb::MariaDbTable& table) {
+  return table.schema();
+}
+absl::StatusOr<pg::TableScan> ScanTable(pg::Connection& conn,
+                                        const pg::TableSchema& schema,
+                                        const std::string& keyspace) {
+  return pg::TableScan::Run(conn, schema, keyspace);
+}
+absl::StatusOr<pg::TableScan> ScanTable(mariadb::Connection& conn,
+                                        const mariadb::MariaDbTable& table,
+                                        const std::string& keyspace) {
+  return table.Scan(conn, keyspace, "", nullptr);
+}
+absl::StatusOr<std::vector<pg::CanonicalRow>> ReadRows(
+    pg::Connection& conn, const pg::TableSchema& schema,
+    absl::Span<const std::string> keys) {
+  return pg::ReadRowsByKey(conn, schema, keys);
+}
+absl::StatusOr<std::vector<pg::CanonicalRow>> ReadRows(
+    mariadb::Connection& conn, const mariadb::MariaDbTable& table,
+    absl::Span<const std::string> keys) {
+  return table.ReadRowsByKey(conn, keys);
+}
+
+// One table compared by reading both sides whole and digesting them in the
+// canonical form (a MariaDB side has no fast hash to compute block hashes
+// with), then the master's rows at the differing keys. `master_table` is
+// the table's name on the master.
+template <typename Replica, typename Master>
+absl::Status SyncByScans(storage::Store* store,
+                         const DatabaseSourceOptions& options,
+                         const std::string& origin, Replica& replica,
+                         Master& master, const std::string& table,
+                         const std::string& master_table,
+                         BandwidthLimiter* source_limit,
+                         const std::atomic<bool>* cancelled,
+                         SourceSessionResult* result) {
+  auto mine = ReadTable(replica, table);
+  if (!mine.ok()) {
     return absl::Status(
-        schema.status().code(),
-        absl::StrCat("this node's database: ", schema.status().message()));
+        mine.status().code(),
+        absl::StrCat("this node's database: ", mine.status().message()));
   }
-  absl::StatusOr<mariadb::MariaDbTable> source =
-      mariadb::MariaDbTable::Read(master, master_table);
+  auto source = ReadTable(master, master_table);
   if (!source.ok()) {
     return absl::Status(
         source.status().code(),
         WithHint(master_table,
                  absl::StrCat("the source: ", source.status().message())));
   }
-  if (schema->fingerprint() != source->schema().fingerprint()) {
+  if (SchemaOf(*mine).fingerprint() != SchemaOf(*source).fingerprint()) {
     std::string why = pg::DescribeSchemaDifference(
-        schema->description(), source->schema().description());
+        SchemaOf(*mine).description(), SchemaOf(*source).description());
     absl::StrReplaceAll({{" there", " on the source"}}, &why);
     return absl::FailedPreconditionError(
         absl::StrCat("schemas of ", table, " and the source's ", master_table,
                      " differ: ", why, "; their rows cannot be compared"));
   }
-  absl::StatusOr<pg::TableScan> mine =
-      pg::TableScan::Run(replica, *schema, table);
-  if (!mine.ok()) {
+  absl::StatusOr<pg::TableScan> ours = ScanTable(replica, *mine, table);
+  if (!ours.ok()) {
     return absl::Status(
-        mine.status().code(),
-        absl::StrCat("this node's database: ", mine.status().message()));
+        ours.status().code(),
+        absl::StrCat("this node's database: ", ours.status().message()));
   }
-  absl::StatusOr<pg::TableScan> theirs =
-      source->Scan(master, table, "", nullptr);
+  absl::StatusOr<pg::TableScan> theirs = ScanTable(master, *source, table);
   if (!theirs.ok()) {
     return absl::Status(
         theirs.status().code(),
@@ -235,11 +272,11 @@ absl::Status SyncMariaDbTable(
   }
   result->bytes_from_source += theirs->bytes();
   const std::vector<pg::RowDifference> differences =
-      pg::CompareScans(*mine, *theirs);
+      pg::CompareScans(*ours, *theirs);
   return CopyDifferences(
       store, options, origin, table, table, differences,
       [&](absl::Span<const std::string> keys) {
-        return source->ReadRowsByKey(master, keys);
+        return ReadRows(master, *source, keys);
       },
       source_limit, cancelled, result);
 }
@@ -248,12 +285,25 @@ absl::Status SyncMariaDbTable(
 
 namespace {
 
-absl::StatusOr<std::unique_ptr<pg::Connection>> OpenReplica(
-    const DatabaseSourceOptions& options) {
+// The node's own database: PostgreSQL (a libpq URL) or MariaDB.
+absl::StatusOr<std::unique_ptr<pg::Connection>> OpenDatabase(
+    const std::string& url, pg::Connection* /*type*/) {
   pg::ConnectOptions connect;
   connect.application_name = "tally source";
-  absl::StatusOr<std::unique_ptr<pg::Connection>> replica =
-      pg::Connection::Open(options.replica_conninfo, connect);
+  return pg::Connection::Open(url, connect);
+}
+absl::StatusOr<std::unique_ptr<mariadb::Connection>> OpenDatabase(
+    const std::string& url, mariadb::Connection* /*type*/) {
+  TALLY_ASSIGN_OR_RETURN(mariadb::MariaDbTarget target,
+                         mariadb::ParseMariaDbUrl(url));
+  return mariadb::Connection::Open(target, absl::Seconds(60));
+}
+
+template <typename Replica>
+absl::StatusOr<std::unique_ptr<Replica>> OpenReplica(
+    const DatabaseSourceOptions& options) {
+  absl::StatusOr<std::unique_ptr<Replica>> replica =
+      OpenDatabase(options.replica_conninfo, static_cast<Replica*>(nullptr));
   if (!replica.ok()) {
     return absl::Status(
         replica.status().code(),
@@ -262,20 +312,41 @@ absl::StatusOr<std::unique_ptr<pg::Connection>> OpenReplica(
   return replica;
 }
 
+// The master, with what its user needs said on a refusal.
+template <typename Master>
+absl::StatusOr<std::unique_ptr<Master>> OpenMaster(
+    const DatabaseSourceOptions& options) {
+  absl::StatusOr<std::unique_ptr<Master>> c =
+      OpenDatabase(options.source_conninfo, static_cast<Master*>(nullptr));
+  if (c.ok()) return c;
+  std::string hint;
+  if (c.status().code() == absl::StatusCode::kPermissionDenied &&
+      mariadb::IsMariaDbUrl(options.source_conninfo)) {
+    absl::StatusOr<mariadb::MariaDbTarget> target =
+        mariadb::ParseMariaDbUrl(options.source_conninfo);
+    hint = absl::StrCat(
+        " (the source's user needs SELECT on each kept table "
+        "in ",
+        target.ok() ? target->database : "its database", ")");
+  }
+  return absl::Status(c.status().code(),
+                      absl::StrCat("the source: ", c.status().message(), hint));
+}
+
 // The tables of one session, in order. A table's failure is reported and
 // the next table goes on; a connection the failure left broken (the master
 // went away) is opened again for the next table, and when the master cannot
 // be reached any more the remaining tables are reported failed with why.
-template <typename Master>
+template <typename Replica, typename Master>
 absl::StatusOr<SourceSessionResult> SyncTables(
     const DatabaseSourceOptions& options, const std::atomic<bool>* cancelled,
-    const std::function<absl::StatusOr<std::unique_ptr<Master>>()>& open_master,
-    const std::function<absl::Status(Master&, pg::Connection&,
-                                     const std::string&, BandwidthLimiter*,
-                                     SourceSessionResult*)>& sync_table) {
-  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Master> master, open_master());
-  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<pg::Connection> replica,
-                         OpenReplica(options));
+    const std::function<absl::Status(Master&, Replica&, const std::string&,
+                                     BandwidthLimiter*, SourceSessionResult*)>&
+        sync_table) {
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Master> master,
+                         OpenMaster<Master>(options));
+  TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Replica> replica,
+                         OpenReplica<Replica>(options));
   BandwidthLimiter source_limit(options.bandwidth_bytes_per_second);
   SourceSessionResult result;
   for (size_t t = 0; t < options.tables.size(); ++t) {
@@ -287,7 +358,8 @@ absl::StatusOr<SourceSessionResult> SyncTables(
     if (s.ok()) continue;
     result.table_errors.push_back(absl::StrCat(table, ": ", s.message()));
     if (!master->Exec("SELECT 1").ok()) {
-      absl::StatusOr<std::unique_ptr<Master>> again = open_master();
+      absl::StatusOr<std::unique_ptr<Master>> again =
+          OpenMaster<Master>(options);
       if (!again.ok()) {
         for (size_t rest = t + 1; rest < options.tables.size(); ++rest) {
           result.table_errors.push_back(absl::StrCat(options.tables[rest], ": ",
@@ -298,12 +370,36 @@ absl::StatusOr<SourceSessionResult> SyncTables(
       master = *std::move(again);
     }
     if (!replica->Exec("SELECT 1").ok()) {
-      absl::StatusOr<std::unique_ptr<pg::Connection>> again =
-          OpenReplica(options);
+      absl::StatusOr<std::unique_ptr<Replica>> again =
+          OpenReplica<Replica>(options);
       if (again.ok()) replica = *std::move(again);
     }
   }
   return result;
+}
+
+// A session between a node's database of type Replica and a master of
+// type Master, both read whole.
+template <typename Replica, typename Master>
+absl::StatusOr<SourceSessionResult> ScanSession(
+    storage::Store* store, const DatabaseSourceOptions& options,
+    const std::string& origin, const std::atomic<bool>* cancelled) {
+  // A MariaDB master's table is DB.TABLE, DB being its URL's database.
+  std::string database;
+  if (mariadb::IsMariaDbUrl(options.source_conninfo)) {
+    TALLY_ASSIGN_OR_RETURN(mariadb::MariaDbTarget target,
+                           mariadb::ParseMariaDbUrl(options.source_conninfo));
+    database = target.database;
+  }
+  return SyncTables<Replica, Master>(
+      options, cancelled,
+      [&](Master& master, Replica& replica, const std::string& table,
+          BandwidthLimiter* limit, SourceSessionResult* result) {
+        const std::string master_table =
+            database.empty() ? table : MariaDbTableOf(database, table);
+        return SyncByScans(store, options, origin, replica, master, table,
+                           master_table, limit, cancelled, result);
+      });
 }
 
 }  // namespace
@@ -312,46 +408,21 @@ absl::StatusOr<SourceSessionResult> RunSourceSession(
     storage::Store* store, const DatabaseSourceOptions& options,
     const std::atomic<bool>* cancelled) {
   const std::string origin = ConninfoOrigin(options.source_conninfo);
-  if (mariadb::IsMariaDbUrl(options.source_conninfo)) {
-    // A MariaDB master: each table read whole.
-    TALLY_ASSIGN_OR_RETURN(mariadb::MariaDbTarget target,
-                           mariadb::ParseMariaDbUrl(options.source_conninfo));
-    return SyncTables<mariadb::Connection>(
-        options, cancelled,
-        [&]() -> absl::StatusOr<std::unique_ptr<mariadb::Connection>> {
-          absl::StatusOr<std::unique_ptr<mariadb::Connection>> c =
-              mariadb::Connection::Open(target, absl::Seconds(60));
-          if (c.ok()) return c;
-          const bool denied =
-              c.status().code() == absl::StatusCode::kPermissionDenied;
-          return absl::Status(
-              c.status().code(),
-              absl::StrCat("the source: ", c.status().message(),
-                           denied ? absl::StrCat(" (the source's user needs "
-                                                 "SELECT on each kept table "
-                                                 "in ",
-                                                 target.database, ")")
-                                  : ""));
-        },
-        [&](mariadb::Connection& master, pg::Connection& replica,
-            const std::string& table, BandwidthLimiter* limit,
-            SourceSessionResult* result) {
-          return SyncMariaDbTable(store, options, origin, replica, master,
-                                  target.database, table, limit, cancelled,
-                                  result);
-        });
+  const bool mariadb_master = mariadb::IsMariaDbUrl(options.source_conninfo);
+  if (mariadb::IsMariaDbUrl(options.replica_conninfo)) {
+    return mariadb_master
+               ? ScanSession<mariadb::Connection, mariadb::Connection>(
+                     store, options, origin, cancelled)
+               : ScanSession<mariadb::Connection, pg::Connection>(
+                     store, options, origin, cancelled);
   }
-  return SyncTables<pg::Connection>(
+  if (mariadb_master) {
+    return ScanSession<pg::Connection, mariadb::Connection>(store, options,
+                                                            origin, cancelled);
+  }
+  // Both PostgreSQL: block hashes computed by each database.
+  return SyncTables<pg::Connection, pg::Connection>(
       options, cancelled,
-      [&]() -> absl::StatusOr<std::unique_ptr<pg::Connection>> {
-        pg::ConnectOptions connect;
-        connect.application_name = "tally source";
-        absl::StatusOr<std::unique_ptr<pg::Connection>> c =
-            pg::Connection::Open(options.source_conninfo, connect);
-        if (c.ok()) return c;
-        return absl::Status(c.status().code(),
-                            absl::StrCat("the source: ", c.status().message()));
-      },
       [&](pg::Connection& master, pg::Connection& replica,
           const std::string& table, BandwidthLimiter* limit,
           SourceSessionResult* result) {

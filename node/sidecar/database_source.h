@@ -23,12 +23,14 @@
 //     so the store's change log holds it and it reaches every node that
 //     follows this one. A key the master lacks is deleted (a tombstone).
 //
-// A MariaDB master (mariadb/table.h) has no fast hash to compute block
-// hashes with: step 1 reads both tables whole instead (the node's own
-// database and the master's `DB.TABLE`, DB being the URL's database and
-// TABLE the kept table's name without its schema), converts the master's
-// rows to the canonical form and compares the two scans; step 2 is the
-// same. The schemas must match as mapped (mariadb/column_mapping.h).
+// When either database is MariaDB (mariadb/table.h: no fast hash to compute
+// block hashes with), step 1 reads both tables whole instead and compares
+// the two scans in the canonical form; step 2 is the same. The node's own
+// database may be MariaDB (a MariaDB sidecar: `replica_conninfo` a
+// mariadb:// URL) and the master either engine. A MariaDB master's table is
+// `DB.TABLE`, DB being its URL's database and TABLE the kept table's name
+// without its schema; a PostgreSQL master's has the kept table's name. The
+// schemas must match as mapped (mariadb/column_mapping.h).
 //
 // A table that fails (a privilege missing on the master, a schema that
 // differs, a table gone) is reported with the reason and the others go on;
@@ -75,7 +77,7 @@ struct DatabaseSourceOptions {
   // The master's URL (its role needs SELECT on the tables, and TEMP on
   // the database, which PostgreSQL grants to every role by default).
   std::string source_conninfo;
-  // The node's own database (tallyd --postgres).
+  // The node's own database (tallyd --postgres, or --mariadb's URL).
   std::string replica_conninfo;
   // The kept tables, qualified ("public.users"); each has the same name on
   // the master.

@@ -29,6 +29,7 @@ namespace {
 using ::tally::pgtest::CountByOrigin;
 using ::tally::pgtest::Following;
 using ::tally::pgtest::JsonNumber;
+using ::tally::pgtest::SourceNumber;
 using ::tally::pgtest::StartSidecar;
 using ::tally::pgtest::StartTableCluster;
 using ::tally::pgtest::StatusJson;
@@ -56,14 +57,6 @@ std::string SourceUrl(const std::string& user, const std::string& host_port) {
 
 std::string HostPort(const PgCluster& pg) {
   return absl::StrCat("127.0.0.1:", pg.port());
-}
-
-// A number of the status's database_source section (-1 without one).
-long long SourceNumber(const std::string& status_json,
-                       const std::string& field) {
-  const size_t at = status_json.find("\"database_source\":{");
-  if (at == std::string::npos) return -1;
-  return JsonNumber(status_json.substr(at), field);
 }
 
 // A role that may log in and SELECT from t, nothing more.

@@ -131,6 +131,14 @@ inline long long JsonNumber(const std::string& json, const std::string& field) {
   return std::stoll(m[1]);
 }
 
+// A number of the status's database_source section (-1 without one).
+inline long long SourceNumber(const std::string& status_json,
+                              const std::string& field) {
+  const size_t at = status_json.find("\"database_source\":{");
+  if (at == std::string::npos) return -1;
+  return JsonNumber(status_json.substr(at), field);
+}
+
 // Rows of t in [lo, hi] whose last commit came through a replication origin
 // (`tally`: the sidecar's apply), or not (`local`: the application's).
 inline std::string CountByOrigin(PgCluster& pg, long long lo, long long hi,
