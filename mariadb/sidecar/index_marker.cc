@@ -16,14 +16,15 @@ std::string MarkerTable() {
 
 }  // namespace
 
-absl::StatusOr<uint32_t> ServerId(Connection& conn) {
-  TALLY_ASSIGN_OR_RETURN(TextRows rows, conn.Query("SELECT @@server_id"));
-  uint32_t id = 0;
-  if (rows.empty() || !rows[0][0].has_value() ||
-      !absl::SimpleAtoi(*rows[0][0], &id)) {
-    return absl::InternalError("SELECT @@server_id gave no number");
+absl::StatusOr<std::string> ServerIdentity(Connection& conn) {
+  TALLY_ASSIGN_OR_RETURN(
+      TextRows rows,
+      conn.Query("SELECT CONCAT('server_id ', @@server_id, ' on ', "
+                 "@@hostname, ':', @@port, ' ', @@datadir)"));
+  if (rows.empty() || !rows[0][0].has_value()) {
+    return absl::InternalError("the server did not say its identity");
   }
-  return id;
+  return *rows[0][0];
 }
 
 absl::StatusOr<std::optional<IndexMarker>> ReadIndexMarker(
@@ -37,17 +38,17 @@ absl::StatusOr<std::optional<IndexMarker>> ReadIndexMarker(
   if (present.empty()) return std::nullopt;
   TALLY_ASSIGN_OR_RETURN(
       TextRows rows, conn.Query(absl::StrCat(
-                         "SELECT server_id, first_build_gtid FROM ",
-                         MarkerTable(), " WHERE node = ", conn.Quote(node))));
+                         "SELECT server, first_build_gtid FROM ", MarkerTable(),
+                         " WHERE node = ", conn.Quote(node))));
   if (rows.empty()) return std::nullopt;
   IndexMarker m;
   m.node = std::string(node);
-  if (!rows[0][0].has_value() || !rows[0][1].has_value() ||
-      !absl::SimpleAtoi(*rows[0][0], &m.server_id)) {
+  if (!rows[0][0].has_value() || !rows[0][1].has_value()) {
     return absl::DataLossError(absl::StrCat(
         "the index marker of node ", node, " in ", MarkerTable(),
-        " is not one tally wrote (server_id or first_build_gtid missing)"));
+        " is not one tally wrote (server or first_build_gtid missing)"));
   }
+  m.server = *rows[0][0];
   m.first_build_gtid = *rows[0][1];
   return m;
 }
@@ -55,17 +56,18 @@ absl::StatusOr<std::optional<IndexMarker>> ReadIndexMarker(
 absl::Status WriteIndexMarker(Connection& conn, const IndexMarker& marker) {
   TALLY_RETURN_IF_ERROR(EnsureTallyTable(
       conn, kIndexMarkerTable,
-      "node varchar(255) COLLATE utf8mb4_bin PRIMARY KEY, server_id int "
-      "unsigned NOT NULL, first_build_gtid text NOT NULL, written timestamp(6) "
-      "NOT NULL DEFAULT CURRENT_TIMESTAMP(6)",
+      "node varchar(255) COLLATE utf8mb4_bin PRIMARY KEY, server text NOT "
+      "NULL, first_build_gtid text NOT NULL, written timestamp(6) NOT NULL "
+      "DEFAULT CURRENT_TIMESTAMP(6)",
       "tally's index marker"));
-  return conn.Exec(absl::StrCat(
-      "INSERT INTO ", MarkerTable(),
-      " (node, server_id, first_build_gtid) VALUES (", conn.Quote(marker.node),
-      ", ", marker.server_id, ", ", conn.Quote(marker.first_build_gtid),
-      ") ON DUPLICATE KEY UPDATE server_id = VALUES(server_id), "
-      "first_build_gtid = VALUES(first_build_gtid), written = "
-      "CURRENT_TIMESTAMP(6)"));
+  return conn.Exec(
+      absl::StrCat("INSERT INTO ", MarkerTable(),
+                   " (node, server, first_build_gtid) VALUES (",
+                   conn.Quote(marker.node), ", ", conn.Quote(marker.server),
+                   ", ", conn.Quote(marker.first_build_gtid),
+                   ") ON DUPLICATE KEY UPDATE server = VALUES(server), "
+                   "first_build_gtid = VALUES(first_build_gtid), written = "
+                   "CURRENT_TIMESTAMP(6)"));
 }
 
 }  // namespace mariadb

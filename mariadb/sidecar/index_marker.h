@@ -7,21 +7,25 @@
 // The marker is the node's row in `tally`.`index_marker`, beside the apply
 // log (apply_log.h) and, like it, keyed by the node's name:
 //   node             the node's name
-//   server_id        the server's @@server_id when the index was built
+//   server           the server the index was built on (ServerIdentity)
 //   first_build_gtid the GTID state of the node's first build's snapshot
 // It is written once a build has stored its position (kept as it is when
 // it already names this server), and by a start that resumes from a stored
 // position while no marker names this server (an index built before markers
 // existed: that position stands in for the first build's).
 //
-// The server_id tells a copy apart: the `tally` database restored on another
-// server (a dump, or a native replica, which replicates the table) holds a
-// marker of another server, and a start there is a first start.
+// The server's identity tells a copy apart: the `tally` database restored on
+// another server (a dump, or a native replica, which replicates the table)
+// holds a marker of another server, and a start there is a first start.
+// MariaDB has no server UUID; the identity is its @@server_id, @@hostname,
+// @@port and @@datadir, so a server moved to another host or directory
+// counts as another (its start is a first start: the peers' rows win, as
+// before markers existed).
 //
 //   TALLY_ASSIGN_OR_RETURN(std::optional<IndexMarker> m,
 //                          ReadIndexMarker(conn, "db-3"));
-//   TALLY_ASSIGN_OR_RETURN(uint32_t here, ServerId(conn));
-//   bool lost = m.has_value() && m->server_id == here;
+//   TALLY_ASSIGN_OR_RETURN(std::string here, ServerIdentity(conn));
+//   bool lost = m.has_value() && m->server == here;
 //
 // Thread-compatible: the functions use the connection they are given.
 #ifndef TALLY_MARIADB_SIDECAR_INDEX_MARKER_H_
@@ -43,12 +47,12 @@ inline constexpr absl::string_view kIndexMarkerTable = "index_marker";
 
 struct IndexMarker {
   std::string node;
-  uint32_t server_id = 0;
+  std::string server;
   std::string first_build_gtid;
 };
 
-// The server's @@server_id.
-absl::StatusOr<uint32_t> ServerId(Connection& conn);
+// "server_id 1 on HOST:PORT DATADIR".
+absl::StatusOr<std::string> ServerIdentity(Connection& conn);
 
 // The node's marker; nullopt when none (or no marker table yet).
 absl::StatusOr<std::optional<IndexMarker>> ReadIndexMarker(

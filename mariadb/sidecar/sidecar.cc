@@ -429,11 +429,17 @@ absl::Status Sidecar::Impl::RunOnce() {
   TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
                          Connection::Open(target_, kIoTimeout));
   TALLY_RETURN_IF_ERROR(CheckServerForSidecar(*conn));
-  TALLY_ASSIGN_OR_RETURN(const uint32_t here, ServerId(*conn));
+  TALLY_ASSIGN_OR_RETURN(const std::string here, ServerIdentity(*conn));
   TALLY_ASSIGN_OR_RETURN(std::optional<IndexMarker> marker,
                          ReadIndexMarker(*conn, options_.node_name));
   // A marker another server wrote (a copy of the `tally` database) is none.
-  if (marker.has_value() && marker->server_id != here) marker.reset();
+  if (marker.has_value() && marker->server != here) {
+    Log(absl::StrCat("mariadb sidecar: the index marker of ",
+                     options_.node_name, " names another server (",
+                     marker->server, "; this is ", here,
+                     "): a copy of the tally database, not this node's"));
+    marker.reset();
+  }
   TALLY_ASSIGN_OR_RETURN(auto stored_bytes, store->backend_position());
   std::optional<CapturePosition> stored;
   if (stored_bytes.has_value()) {
@@ -642,10 +648,10 @@ absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
   TALLY_RETURN_IF_ERROR(WriteBatch({}, position));
   // The marker, once an index is stored: kept when it names this server
   // (the first build's position stays), written otherwise.
-  TALLY_ASSIGN_OR_RETURN(const uint32_t here, ServerId(*conn));
+  TALLY_ASSIGN_OR_RETURN(const std::string here, ServerIdentity(*conn));
   TALLY_ASSIGN_OR_RETURN(std::optional<IndexMarker> marker,
                          ReadIndexMarker(*conn, options_.node_name));
-  if (!marker.has_value() || marker->server_id != here) {
+  if (!marker.has_value() || marker->server != here) {
     TALLY_RETURN_IF_ERROR(WriteIndexMarker(
         *conn, IndexMarker{options_.node_name, here, at.gtid}));
   }

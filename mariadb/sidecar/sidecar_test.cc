@@ -7,6 +7,7 @@
 // digest recomputed from the table's value), not with tally's own diff.
 #include "mariadb/sidecar/sidecar.h"
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -274,6 +275,47 @@ TEST_F(MariaDbSidecarTest, PrepareRefusesABadServerSetUpNamingTheFix) {
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("binlog_format"));
   o.server_id = 0;
   EXPECT_TRUE(absl::IsInvalidArgument(Sidecar::Prepare(o).status()));
+}
+
+// The store emptied with the server's marker naming it: a loss (rows the
+// application wrote since the first build get fresh versions); a marker
+// naming another server (a copy of the tally database): a first start.
+TEST_F(MariaDbSidecarTest,
+       AnEmptiedStoreIsALossUnlessTheMarkerIsAnotherServers) {
+  StartSidecar();
+  ExpectIndexEqualsTable();
+  StopSidecar();
+  Sql("UPDATE t SET b = 'while-down' WHERE id <= 3");
+  std::filesystem::remove_all(dir_.path());
+  std::filesystem::create_directories(dir_.path());
+  StartSidecar();
+  ExpectIndexEqualsTable();
+  EXPECT_TRUE(sidecar_->status().index_lost);
+  EXPECT_EQ(sidecar_->status().index_loss_fresh_rows, 3u);
+  EXPECT_THAT(sidecar_->status().last_rebuild_reason, HasSubstr("index lost"));
+  absl::StatusOr<storage::Row> r = store_->Get("db1.t", Key(2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->version.origin, "node-m");
+  r = store_->Get("db1.t", Key(7));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->version.origin, "tally.bootstrap");
+  StopSidecar();
+
+  Sql("UPDATE tally.index_marker SET server = 'server_id 1 on elsewhere:3306 "
+      "/var/lib/mysql/'");
+  std::filesystem::remove_all(dir_.path());
+  std::filesystem::create_directories(dir_.path());
+  StartSidecar();
+  ExpectIndexEqualsTable();
+  EXPECT_FALSE(sidecar_->status().index_lost);
+  EXPECT_THAT(sidecar_->status().last_rebuild_reason, HasSubstr("first start"));
+  r = store_->Get("db1.t", Key(2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->version.origin, "tally.bootstrap");
+  // The marker names this server again.
+  EXPECT_EQ(
+      Sql("SELECT server LIKE '% on elsewhere:%' FROM tally.index_marker"),
+      "0");
 }
 
 }  // namespace
