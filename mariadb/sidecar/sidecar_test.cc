@@ -20,6 +20,7 @@
 #include "pg/schema/row_codec.h"
 #include "storage/store.h"
 #include "support/mariadb_test_macros.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 #include "tree/version.h"
 
@@ -275,6 +276,30 @@ TEST_F(MariaDbSidecarTest, PrepareRefusesABadServerSetUpNamingTheFix) {
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("binlog_format"));
   o.server_id = 0;
   EXPECT_TRUE(absl::IsInvalidArgument(Sidecar::Prepare(o).status()));
+}
+
+// Percona's pt-table-checksum run on the server (it logs its chunk
+// statements in statement format, each reading the kept table): the
+// sidecar sees them and rebuilds nothing.
+TEST_F(MariaDbSidecarTest, PtTableChecksumOnTheServerRebuildsNothing) {
+  StartSidecar();
+  ExpectIndexEqualsTable();
+  const uint64_t builds = sidecar_->status().builds;
+  const testing::CommandResult checked = testing::RunCommand(
+      {"/usr/bin/pt-table-checksum", "--databases=db1", "--tables=t",
+       "--replicate=percona.checksums", "--recursion-method=none",
+       "--no-check-binlog-format", "--chunk-size=500",
+       absl::StrCat("h=127.0.0.1,P=", server_->port(), ",u=root")},
+      absl::Seconds(120));
+  ASSERT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+  EXPECT_THAT(checked.out, HasSubstr("db1.t"));
+  // Its statements are in the log as statements naming db1.t.
+  EXPECT_THAT(Sql("SHOW BINLOG EVENTS"),
+              HasSubstr("FROM `db1`.`t` FORCE INDEX(`PRIMARY`)"));
+  Sql("UPDATE t SET b = 'after' WHERE id = 1");
+  ExpectIndexEqualsTable();
+  EXPECT_EQ(sidecar_->status().builds, builds)
+      << sidecar_->status().last_rebuild_reason;
 }
 
 // The store emptied with the server's marker naming it: a loss (rows the

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "mariadb/binlog/row_events.h"
+#include "mariadb/sidecar/statement_tables.h"
 #include "pg/schema/row_codec.h"
 #include "tree/status_macros.h"
 
@@ -22,11 +23,6 @@ bool IsTransactionControl(absl::string_view statement) {
     if (absl::StartsWithIgnoreCase(s, word)) return true;
   }
   return false;
-}
-
-bool IsIdentifierChar(char c) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-         c == '$' || c == '.' || static_cast<unsigned char>(c) >= 0x80;
 }
 
 }  // namespace
@@ -152,16 +148,9 @@ absl::Status TransactionReader::AddApplyLog(const binlog::BinlogEvent& event) {
 
 void TransactionReader::NoteStatement(const binlog::BinlogEvent& event) {
   if (IsTransactionControl(event.statement)) return;
-  // The statement's words, backticks dropped: `db`.`t` reads as db.t.
-  std::vector<std::string> words(1);
-  for (char c : event.statement) {
-    if (c == '`') continue;
-    if (IsIdentifierChar(c)) {
-      words.back().push_back(c);
-    } else if (!words.back().empty()) {
-      words.emplace_back();
-    }
-  }
+  // The names of the tables it may change (statement_tables.h).
+  const std::vector<std::string> words =
+      TablesAStatementMayChange(event.statement);
   for (const auto& [keyspace, table] : tables_) {
     const std::vector<absl::string_view> parts =
         absl::StrSplit(keyspace, absl::MaxSplits('.', 1));

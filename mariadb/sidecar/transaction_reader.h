@@ -17,13 +17,18 @@
 // the new one.
 //
 // A statement (QUERY event) other than BEGIN/COMMIT/ROLLBACK/SAVEPOINT
-// that names a kept table — ALTER, DROP, TRUNCATE, RENAME, CREATE, an
-// OPTIMIZE that rebuilds it — asks for a rebuild of that table at its
-// position: DDL is not decoded, and a TRUNCATE logs no rows. The match is
-// by name (the table's name as a word of the statement, with its database
-// the statement's or the default one), so a statement merely mentioning a
-// kept table's name rebuilds it needlessly, which is safe (a rebuild keeps
-// the versions of rows it finds unchanged).
+// that may change a kept table — ALTER, DROP, TRUNCATE, RENAME, CREATE, an
+// OPTIMIZE that rebuilds it, DML in statement format — asks for a rebuild
+// of that table at its position: DDL is not decoded, and a TRUNCATE logs
+// no rows. Which tables a statement may change is read from its words
+// (statement_tables.h: the target of an INSERT, REPLACE, single-table
+// DELETE; the tables of an UPDATE; every name of anything else), each
+// matched by name with its database the statement's or the default one.
+// So a statement that only reads a kept table (pt-table-checksum's REPLACE
+// INTO percona.checksums ... SELECT ... FROM it) changes nothing, and one
+// merely mentioning a kept table's name elsewhere may rebuild it
+// needlessly, which is safe (a rebuild keeps the versions of rows it
+// finds unchanged).
 //
 //   TransactionReader reader(tables, "db-3");
 //   for (;;) {
