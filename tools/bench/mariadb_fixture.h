@@ -24,6 +24,7 @@
 #include "support/mariadb_server.h"
 
 ABSL_DECLARE_FLAG(std::string, pt_table_sync);
+ABSL_DECLARE_FLAG(std::string, pt_table_checksum);
 
 namespace tally {
 namespace bench {
@@ -41,6 +42,28 @@ absl::Status DifferMaria(testing::MariaDbServer& db, uint64_t rows);
 // makes).
 absl::StatusOr<double> TimePtTableSync(const testing::MariaDbServer& a,
                                        const testing::MariaDbServer& b);
+
+// Makes `replica` (started with a server_id of its own) a GTID replica of
+// `master` from the master's position now, replicating `do_table` only
+// when not empty.
+absl::Status MakeMariaReplica(testing::MariaDbServer& master,
+                              testing::MariaDbServer& replica,
+                              const std::string& do_table = "");
+
+// Percona's master/replica workflow on db1.t, timed in its two steps:
+// `pt-table-checksum` on the master (chunk checksums computed on the
+// master and, through statement-based replication, by the replica;
+// --pt_table_checksum), then `pt-table-sync --replicate --sync-to-master
+// --print` on the replica (the rows of the chunks that differ).
+// kInternal unless the checksum finds differing chunks and the sync prints
+// exactly 100 statements.
+struct PerconaTimes {
+  double checksum_seconds = 0;
+  double sync_seconds = 0;
+  int differing_chunks = 0;
+};
+absl::StatusOr<PerconaTimes> TimePtTableChecksumAndSync(
+    testing::MariaDbServer& master, const testing::MariaDbServer& replica);
 
 // (Re)creates db1.t with `rows` rows (ids 1..rows) and analyzes it, so that
 // information_schema's row estimate is close.

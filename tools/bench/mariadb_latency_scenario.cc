@@ -127,16 +127,7 @@ absl::Status RunMariaDbLatency(std::ostream& out) {
   if (!s.ok()) return s;
 
   // The baseline's replication, t2 only, from A's position now.
-  absl::StatusOr<std::string> position =
-      (*a)->Execute("SELECT @@gtid_binlog_pos");
-  if (!position.ok()) return position.status();
-  s = MariaExec(
-      **b,
-      absl::StrFormat("SET GLOBAL replicate_do_table = 'db1.t2'; SET GLOBAL "
-                      "gtid_slave_pos = '%s'; CHANGE MASTER TO MASTER_HOST = "
-                      "'127.0.0.1', MASTER_PORT = %d, MASTER_USER = 'root', "
-                      "MASTER_USE_GTID = slave_pos; START SLAVE",
-                      *position, (*a)->port()));
+  s = MakeMariaReplica(**a, **b, "db1.t2");
   if (!s.ok()) return s;
 
   // tally's, t only.
