@@ -915,5 +915,30 @@ TEST(MariaDbSidecarTest, RefusesAServerSetUpWrongNamingTheFix) {
   EXPECT_TRUE(absl::StrContains(r.err, "FULL")) << r.err;
 }
 
+// A kept table whose foreign key cascades: the cascaded rows never reach
+// the binary log, so tallyd refuses it at start, naming the constraint.
+TEST(MariaDbSidecarTest, RefusesATableWhoseForeignKeyCascades) {
+  TALLY_SKIP_UNLESS_MARIADB();
+  std::unique_ptr<MariaDbServer> m = StartServerWithTable(10);
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->Execute("CREATE TABLE public.c (id bigint PRIMARY KEY, tid "
+                         "bigint, CONSTRAINT c_t FOREIGN KEY (tid) REFERENCES "
+                         "public.t (id) ON UPDATE CASCADE)")
+                  .ok());
+  TempDir d;
+  const CommandResult r =
+      testing::RunCommand({testing::TallydPath(), "--name", "fk", "--data-dir",
+                           d.path(), "--listen", FreeLoopbackAddress(),
+                           "--mariadb", m->Url("public", "tally", "secret"),
+                           "--table", "public.t", "--table", "public.c"},
+                          absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(
+      r.err,
+      "foreign key c_t to public.t is ON DELETE RESTRICT ON UPDATE "
+      "CASCADE"))
+      << r.err;
+}
+
 }  // namespace
 }  // namespace tally

@@ -1,6 +1,8 @@
 #include "mariadb/capture/preflight.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -83,6 +85,42 @@ absl::Status CheckServerForSidecar(Connection& conn) {
   return absl::FailedPreconditionError(
       absl::StrCat("this MariaDB server cannot have a tally sidecar yet: ",
                    absl::StrJoin(problems, "; ")));
+}
+
+absl::Status CheckTableForSidecar(Connection& conn, absl::string_view table) {
+  const size_t dot = table.find('.');
+  if (dot == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", table, " is not qualified as database.table"));
+  }
+  TALLY_ASSIGN_OR_RETURN(
+      TextRows cascading,
+      conn.Query(
+          absl::StrCat("SELECT CONSTRAINT_NAME, UNIQUE_CONSTRAINT_SCHEMA, "
+                       "REFERENCED_TABLE_NAME, DELETE_RULE, UPDATE_RULE FROM "
+                       "information_schema.REFERENTIAL_CONSTRAINTS WHERE "
+                       "CONSTRAINT_SCHEMA = ",
+                       conn.Quote(table.substr(0, dot)),
+                       " AND TABLE_NAME = ", conn.Quote(table.substr(dot + 1)),
+                       " AND (DELETE_RULE NOT IN ('RESTRICT', 'NO ACTION') OR "
+                       "UPDATE_RULE NOT IN ('RESTRICT', 'NO ACTION')) ORDER BY "
+                       "CONSTRAINT_NAME")));
+  if (cascading.empty()) return absl::OkStatus();
+  std::vector<std::string> named;
+  for (const TextRow& row : cascading) {
+    auto text = [&](size_t i) { return row[i].value_or(""); };
+    named.push_back(absl::StrCat("foreign key ", text(0), " to ", text(1), ".",
+                                 text(2), " is ON DELETE ", text(3),
+                                 " ON UPDATE ", text(4)));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "table ", table, ": ", absl::StrJoin(named, "; "),
+      ". MariaDB does not write the rows a cascading foreign key changes "
+      "into the binary log, so tally would not see them and the peers' "
+      "copies would keep the old rows: make each ON DELETE RESTRICT ON "
+      "UPDATE RESTRICT (the application then changes the referencing rows "
+      "itself, and those changes are logged), or do not keep ",
+      table));
 }
 
 }  // namespace mariadb

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "mariadb/connection.h"
 
 namespace tally {
@@ -32,6 +33,16 @@ namespace mariadb {
 // ("binlog_format is STATEMENT: set binlog_format=ROW (SET GLOBAL and in
 // the server's configuration); ..."); a connection's error.
 absl::Status CheckServerForSidecar(Connection& conn);
+
+// What a sidecar needs of a kept table `table` ("db.t") beyond its columns
+// and key (mariadb/table.h): no foreign key of it may cascade (ON DELETE or
+// ON UPDATE CASCADE, SET NULL, SET DEFAULT). MariaDB does not write the
+// rows a cascading action changes into the binary log (the replica's
+// InnoDB is expected to cascade by itself), so no binary log reader sees
+// them, and tally's apply, like a replica's, runs with foreign_key_checks
+// off. Returns kFailedPrecondition naming each such constraint, its parent
+// and the fix; a connection's error.
+absl::Status CheckTableForSidecar(Connection& conn, absl::string_view table);
 
 }  // namespace mariadb
 }  // namespace tally

@@ -415,6 +415,7 @@ Sidecar::Impl::ReadTables(Connection& conn) {
       continue;
     }
     TALLY_RETURN_IF_ERROR(t.status());
+    TALLY_RETURN_IF_ERROR(CheckTableForSidecar(conn, name));
     out[name] = std::move(*t);
   }
   return out;
@@ -1276,6 +1277,7 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Prepare(
       if (!table.ok() && !absl::IsNotFound(table.status())) {
         return table.status();
       }
+      if (table.ok()) TALLY_RETURN_IF_ERROR(CheckTableForSidecar(**conn, t));
     }
   } else if (!absl::IsUnavailable(conn.status())) {
     return conn.status();
