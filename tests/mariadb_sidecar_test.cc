@@ -862,6 +862,77 @@ TEST(MariaDbSidecarTest, SysbenchOnBothSidesConverges) {
   EXPECT_EQ(SbtestMd5(*mb), sum);
 }
 
+// Large values reach the peer whole: rows up to the store's value limit
+// (1 MiB; 900 kB here, and 50 of 200 kB in one transaction). A row over the
+// limit (15 MB) is not indexed: its keyspace alone is refused, named in the
+// status, while the other keyspace goes on replicating; once the row fits
+// again, the keyspace takes rows again and converges.
+TEST(MariaDbSidecarTest,
+     LargeValuesReachThePeerAndAnOversizeRowRefusesItsKeyspaceAlone) {
+  TALLY_SKIP_UNLESS_MARIADB();
+  std::unique_ptr<MariaDbServer> ma = StartServerWithTable(10);
+  std::unique_ptr<MariaDbServer> mb = StartServerWithTable(10);
+  ASSERT_NE(ma, nullptr);
+  ASSERT_NE(mb, nullptr);
+  for (MariaDbServer* m : {ma.get(), mb.get()}) {
+    ASSERT_TRUE(m->Execute("CREATE TABLE public.big (id bigint PRIMARY KEY, "
+                           "v longtext, w longblob) DEFAULT CHARSET utf8mb4")
+                    .ok());
+  }
+  TempDir da, db;
+  const std::string aa = FreeLoopbackAddress();
+  const std::string ab = FreeLoopbackAddress();
+  const std::vector<std::string> big = {"--table", "public.big"};
+  std::unique_ptr<NodeProcess> na =
+      StartMariaDbSidecar("big-a", da.path(), *ma, aa, {ab}, big);
+  std::unique_ptr<NodeProcess> nb =
+      StartMariaDbSidecar("big-b", db.path(), *mb, ab, {aa}, big);
+  ASSERT_NE(na, nullptr);
+  ASSERT_NE(nb, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Following(aa) && Following(ab); },
+                      absl::Seconds(60)));
+  auto md5 = [](MariaDbServer& m) {
+    absl::StatusOr<std::string> r = m.Execute(
+        "SELECT COUNT(*), IFNULL(MD5(GROUP_CONCAT(CONCAT_WS(',', id, "
+        "MD5(v), MD5(w)) ORDER BY id)), 'empty') FROM public.big");
+    return r.ok() ? *r : r.status().ToString();
+  };
+  ASSERT_TRUE(ma->Execute("INSERT INTO public.big VALUES (1, REPEAT('x', "
+                          "900000), NULL), (2, REPEAT('é', 400000), "
+                          "RANDOM_BYTES(1024)); INSERT INTO public.big SELECT "
+                          "seq, REPEAT(CHAR(65 + seq % 26), 200000), NULL FROM "
+                          "public.seq_10_to_59")
+                  .ok());
+  ASSERT_TRUE(WaitFor([&] { return md5(*ma) == md5(*mb); }, absl::Seconds(60)))
+      << md5(*ma) << " / " << md5(*mb) << na->Log() << nb->Log();
+
+  // A 15 MB row: public.big is refused on A, public.t is not.
+  ASSERT_TRUE(ma->Execute("INSERT INTO public.big VALUES (100, REPEAT('y', "
+                          "15000000), NULL)")
+                  .ok());
+  ASSERT_TRUE(WaitFor(
+      [&] { return absl::StrContains(StatusJson(aa), R"("state":"refused")"); },
+      absl::Seconds(30)))
+      << StatusJson(aa) << na->Log();
+  EXPECT_TRUE(absl::StrContains(StatusJson(aa), "over the value limit"))
+      << StatusJson(aa);
+  EXPECT_TRUE(Following(aa)) << StatusJson(aa);
+  ASSERT_TRUE(ma->Execute("UPDATE public.t SET b = 'still' WHERE id = 3").ok());
+  EXPECT_TRUE(WaitFor([&] { return MariaDbMd5(*ma) == MariaDbMd5(*mb); },
+                      absl::Seconds(30)))
+      << na->Log() << nb->Log();
+
+  // The row shrinks: the keyspace takes rows again and converges.
+  ASSERT_TRUE(
+      ma->Execute("UPDATE public.big SET v = 'small' WHERE id = 100").ok());
+  ASSERT_TRUE(WaitFor([&] { return md5(*ma) == md5(*mb); }, absl::Seconds(60)))
+      << md5(*ma) << " / " << md5(*mb) << na->Log() << nb->Log();
+  EXPECT_EQ(md5(*ma).substr(0, 3), "53\t");
+  EXPECT_FALSE(absl::StrContains(StatusJson(aa), R"("state":"refused")"));
+  ExpectVerified(aa);
+  ExpectVerified(ab);
+}
+
 // tally get/put/del on a MariaDB sidecar's table: ordinary writes the
 // capture indexes and the peer receives.
 TEST(MariaDbSidecarTest, GetPutDelByPrimaryKeyReachThePeer) {

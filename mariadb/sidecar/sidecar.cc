@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -42,6 +43,14 @@ namespace {
 // rows.
 constexpr absl::string_view kMissingFingerprint =
     "postgresql/missing (the table is not in this node's MariaDB database)";
+
+// The same for a keyspace refused for a row over the store's value limit,
+// and the fingerprint its stored position records (a restart then rebuilds
+// it, and looks again).
+constexpr absl::string_view kRefusedFingerprint =
+    "postgresql/refused (a row of this node's MariaDB table is over the value "
+    "limit)";
+constexpr absl::string_view kRefusedTable = "refused: a row over the limit";
 
 constexpr absl::Duration kIoTimeout = absl::Seconds(30);
 
@@ -78,11 +87,26 @@ class KeyspaceGate {
     absl::MutexLock lock(&mu_);
     return missing_.count(std::string(keyspace)) != 0;
   }
+  // Refused (a row over the value limit), why; empty `why`: not refused.
+  void SetRefused(const std::string& keyspace, std::string why) {
+    absl::MutexLock lock(&mu_);
+    if (why.empty()) {
+      refused_.erase(keyspace);
+    } else {
+      refused_[keyspace] = std::move(why);
+    }
+  }
+  std::string refused(absl::string_view keyspace) const {
+    absl::MutexLock lock(&mu_);
+    auto it = refused_.find(std::string(keyspace));
+    return it == refused_.end() ? "" : it->second;
+  }
 
  private:
   mutable absl::Mutex mu_;
   std::set<std::string> closed_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> missing_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);
 };
 
 // The backend the store gets: the MariaDbBackend of the tables as last
@@ -141,11 +165,18 @@ class SidecarBackend final : public storage::RowBackend {
           "keyspace ", keyspace,
           " is being built from its table; it takes no rows until then"));
     }
+    if (const std::string why = gate_->refused(keyspace); !why.empty()) {
+      // kNotFound as for a missing table: this keyspace alone is left out.
+      return absl::NotFoundError(why);
+    }
     return inner().status();
   }
   absl::StatusOr<std::string> SchemaFingerprint(
       absl::string_view keyspace) const override {
     if (gate_->missing(keyspace)) return std::string(kMissingFingerprint);
+    if (!gate_->refused(keyspace).empty()) {
+      return std::string(kRefusedFingerprint);
+    }
     if (gate_->closed(keyspace)) {
       return absl::UnavailableError(absl::StrCat(
           "keyspace ", keyspace, " is being built from its table"));
@@ -350,6 +381,16 @@ class Sidecar::Impl {
   absl::Status WriteBatch(std::vector<storage::Mutation> mutations,
                           const std::optional<CapturePosition>& position);
   void RefreshKeyspaceRows();
+  // Whether `value` (of `key` in `keyspace`) may be indexed; a row over the
+  // value limit is noted (the keyspace refused while any is), one that
+  // fits again is cleared. `position` gets the keyspace's fingerprint as
+  // it is now (kRefusedTable while refused, so a restart rebuilds it).
+  // Capture thread only.
+  bool Fits(const std::string& keyspace, const std::string& key,
+            const std::optional<std::string>& value, CapturePosition* position);
+  // Shows the keyspace's refusal (or its end) in the gate, the status and
+  // `position`.
+  void ShowRefusal(const std::string& keyspace, CapturePosition* position);
   // Reads the server's @@gtid_binlog_pos into the status on `conn`
   // (opened when null, dropped on an error).
   void RefreshServerGtid(std::unique_ptr<Connection>& conn);
@@ -362,6 +403,9 @@ class Sidecar::Impl {
   // The tables as last read, by keyspace (nullopt: missing). The capture
   // thread's alone.
   std::map<std::string, std::optional<MariaDbTable>> tables_;
+  // Per keyspace, the keys of rows over the value limit, not indexed. The
+  // capture thread's alone.
+  std::map<std::string, std::set<std::string>> oversize_;
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;
@@ -638,6 +682,7 @@ absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
     position.fingerprints[name] = table.has_value()
                                       ? table->schema().fingerprint()
                                       : std::string(kMissingTable);
+    ShowRefusal(name, &position);
     {
       absl::MutexLock lock(&mu_);
       status_.build_elapsed = absl::Now() - began;
@@ -665,7 +710,9 @@ absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
     status_.build_elapsed = absl::Now() - began;
     for (SidecarKeyspaceStatus& k : status_.keyspaces) {
       const auto& table = tables_[k.name];
-      k.state = table.has_value() ? "ready" : "missing";
+      k.state = !table.has_value()          ? "missing"
+                : oversize_[k.name].empty() ? "ready"
+                                            : "refused";
       k.fingerprint = table.has_value() ? table->schema().fingerprint() : "";
     }
   }
@@ -757,6 +804,8 @@ absl::Status Sidecar::Impl::BuildTable(Connection& conn,
     out.swap(batch);
     return WriteBatch(std::move(out), std::nullopt);
   };
+  // The build looks at every row again.
+  oversize_[keyspace].clear();
   if (!table.has_value()) {
     // Missing: the index forgets the table's rows (no tombstone: a DROP is
     // not replicated).
@@ -806,6 +855,15 @@ absl::Status Sidecar::Impl::BuildTable(Connection& conn,
           absl::MutexLock lock(&mu_);
           status_.build_rows_done += 4096;
           if (stopping_) return absl::CancelledError("stopping");
+        }
+        if (value.size() > options_.max_value_bytes) {
+          // Not indexed; the keyspace is refused (ShowRefusal after the
+          // table). An index row of the key stays as it is.
+          (void)Fits(keyspace, key, value, nullptr);
+          if (auto it = index.find(key); it != index.end()) {
+            it->second.seen = true;
+          }
+          return absl::OkStatus();
         }
         const std::string payload = MariaDbBackend::PayloadOf(value);
         if (load) {
@@ -952,6 +1010,61 @@ void Sidecar::Impl::RefreshKeyspaceRows() {
   for (SidecarKeyspaceStatus& k : status_.keyspaces) k.rows = rows[k.name];
 }
 
+bool Sidecar::Impl::Fits(const std::string& keyspace, const std::string& key,
+                         const std::optional<std::string>& value,
+                         CapturePosition* position) {
+  const bool over =
+      value.has_value() && value->size() > options_.max_value_bytes;
+  std::set<std::string>& keys = oversize_[keyspace];
+  if (over) {
+    Log(absl::StrFormat(
+        "mariadb sidecar: WARNING keyspace %s: the row of key '%s' is %d "
+        "bytes, over the value limit of %d (max_value_bytes); not indexed, "
+        "and the keyspace takes and sends no rows while a row of it is over "
+        "the limit",
+        keyspace, absl::CHexEscape(key.substr(0, 64)), value->size(),
+        options_.max_value_bytes));
+    if (keys.insert(key).second && keys.size() == 1) {
+      ShowRefusal(keyspace, position);
+    }
+    return false;
+  }
+  if (keys.erase(key) > 0 && keys.empty()) {
+    Log(absl::StrCat("mariadb sidecar: keyspace ", keyspace,
+                     ": no row is over the value limit any more; it takes "
+                     "and sends rows again"));
+    ShowRefusal(keyspace, position);
+  }
+  return true;
+}
+
+void Sidecar::Impl::ShowRefusal(const std::string& keyspace,
+                                CapturePosition* position) {
+  const std::set<std::string>& keys = oversize_[keyspace];
+  std::string why;
+  if (!keys.empty()) {
+    why = absl::StrFormat(
+        "keyspace %s is refused: %d of its rows are over the value limit of "
+        "%d bytes (max_value_bytes; first key '%s'); it takes and sends no "
+        "rows until none is",
+        keyspace, keys.size(), options_.max_value_bytes,
+        absl::CHexEscape(keys.begin()->substr(0, 64)));
+  }
+  gate_->SetRefused(keyspace, why);
+  const auto& table = tables_[keyspace];
+  if (position != nullptr && table.has_value()) {
+    position->fingerprints[keyspace] = keys.empty()
+                                           ? table->schema().fingerprint()
+                                           : std::string(kRefusedTable);
+  }
+  absl::MutexLock lock(&mu_);
+  for (SidecarKeyspaceStatus& k : status_.keyspaces) {
+    if (k.name != keyspace) continue;
+    k.trouble = why;
+    if (table.has_value()) k.state = keys.empty() ? "ready" : "refused";
+  }
+}
+
 absl::Status Sidecar::Impl::Follow(CapturePosition position) {
   storage::Store* store;
   {
@@ -1082,6 +1195,7 @@ absl::Status Sidecar::Impl::Follow(CapturePosition position) {
       }
       std::optional<tree::Version> local;
       for (CapturedRow& row : txn->rows) {
+        if (!Fits(row.keyspace, row.key, row.value, &position)) continue;
         auto it = listed.find({row.keyspace, row.key});
         storage::Mutation m =
             row.value.has_value()
@@ -1112,6 +1226,7 @@ absl::Status Sidecar::Impl::Follow(CapturePosition position) {
       if (!store->clock().Observe(stamp).ok()) stamp = store->clock().Now();
       const tree::Version version{stamp, own_origin};
       for (CapturedRow& row : txn->rows) {
+        if (!Fits(row.keyspace, row.key, row.value, &position)) continue;
         storage::Mutation m =
             row.value.has_value()
                 ? storage::Mutation::Put(row.keyspace, std::move(row.key),

@@ -86,6 +86,7 @@
 #include "pg/sidecar/apply/fault_points.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
+#include "storage/store_options.h"
 #include "tree/token.h"
 
 namespace tally {
@@ -114,6 +115,10 @@ struct SidecarOptions {
   absl::Duration heartbeat_period = absl::Milliseconds(100);
   // Rows per store write, for the build and for the capture.
   size_t batch_rows = 10000;
+  // The store's value limit (StoreOptions::max_value_bytes). A row whose
+  // canonical value is longer is not indexed: its keyspace is refused
+  // (takes and shows no rows, state "refused") until no row of it is.
+  size_t max_value_bytes = storage::StoreOptions().max_value_bytes;
   // Crash tests only: the points of pg/sidecar/apply/fault_points.h this
   // sidecar reaches (all four). Null: none.
   std::shared_ptr<pg::FaultPoints> fault_points;
@@ -122,8 +127,10 @@ struct SidecarOptions {
 struct SidecarKeyspaceStatus {
   std::string name;         // "db.t"
   std::string fingerprint;  // the mapped schema's; empty while missing
-  // "building", "ready", "rebuilding", "missing" (as pg/sidecar/sidecar.h).
+  // "building", "ready", "rebuilding", "missing" (as pg/sidecar/sidecar.h),
+  // "refused" (a row over the value limit: `trouble` says which).
   std::string state;
+  std::string trouble;
   uint64_t rows = 0;  // rows in the index (tombstones included)
 };
 

@@ -73,6 +73,7 @@ class MariaDbSidecarTest : public ::testing::Test {
     o.tables = std::move(tables);
     o.node_name = "node-m";
     o.server_id = kServerId;
+    o.max_value_bytes = max_value_bytes_;
     o.log = [](absl::string_view line) {
       fprintf(stderr, "%.*s\n", (int)line.size(), line.data());
     };
@@ -126,6 +127,7 @@ class MariaDbSidecarTest : public ::testing::Test {
   }
   std::string Key(int64_t id) { return Row(id, 0, "").key; }
 
+  size_t max_value_bytes_ = storage::StoreOptions().max_value_bytes;
   testing::TempDir dir_;
   std::unique_ptr<MariaDbServer> server_;
   std::unique_ptr<Sidecar> sidecar_;
@@ -300,6 +302,40 @@ TEST_F(MariaDbSidecarTest, PtTableChecksumOnTheServerRebuildsNothing) {
   ExpectIndexEqualsTable();
   EXPECT_EQ(sidecar_->status().builds, builds)
       << sidecar_->status().last_rebuild_reason;
+}
+
+// A row over the value limit (here 50 bytes) is not indexed and refuses
+// its keyspace, also across a restart (its position records the refusal,
+// so the start rebuilds and looks again), until the row fits again.
+TEST_F(MariaDbSidecarTest, ARowOverTheValueLimitRefusesItsKeyspaceUntilItFits) {
+  // A row's canonical value is about 20 bytes plus b's length.
+  max_value_bytes_ = 50;
+  Sql("UPDATE t SET b = REPEAT('z', 40) WHERE id = 6");
+  StartSidecar();
+  ASSERT_TRUE(sidecar_->AwaitCaughtUp(absl::Seconds(60)).ok());
+  auto state = [&] { return sidecar_->status().keyspaces[0].state; };
+  EXPECT_EQ(state(), "refused");
+  EXPECT_THAT(sidecar_->status().keyspaces[0].trouble,
+              HasSubstr("over the value limit of 50 bytes"));
+  const absl::Status takes = sidecar_->backend()->TakesRows("db1.t");
+  EXPECT_TRUE(absl::IsNotFound(takes)) << takes;
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("db1.t", Key(6)).status()));
+  // Other rows go on being indexed.
+  Sql("UPDATE t SET b = 'other' WHERE id = 7");
+  ASSERT_TRUE(sidecar_->AwaitCaughtUp(absl::Seconds(60)).ok());
+  EXPECT_EQ(store_->Get("db1.t", Key(7))->value, Row(7, 7, "other").value);
+
+  StopSidecar();
+  StartSidecar();
+  ASSERT_TRUE(sidecar_->AwaitCaughtUp(absl::Seconds(60)).ok());
+  EXPECT_EQ(state(), "refused");
+  EXPECT_THAT(sidecar_->status().last_rebuild_reason, HasSubstr("changed"));
+
+  Sql("UPDATE t SET b = 'fits' WHERE id = 6");
+  ASSERT_TRUE(sidecar_->AwaitCaughtUp(absl::Seconds(60)).ok());
+  EXPECT_EQ(state(), "ready");
+  EXPECT_TRUE(sidecar_->backend()->TakesRows("db1.t").ok());
+  ExpectIndexEqualsTable();
 }
 
 // The store emptied with the server's marker naming it: a loss (rows the
