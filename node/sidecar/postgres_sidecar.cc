@@ -70,6 +70,7 @@ class PgSidecar final : public PostgresSidecar {
       t->set_state(k.state);
       t->set_schema_fingerprint(k.fingerprint);
       t->set_rows(k.rows);
+      if (!k.trouble.empty()) t->set_trouble(k.trouble);
     }
     out.set_build_rows_done(s.build_rows_done);
     out.set_build_rows_estimated(s.build_rows_estimated);

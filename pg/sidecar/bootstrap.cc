@@ -547,6 +547,13 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
           if (deleted_here != nullptr) deleted_here->erase(row.key);
           const tree::Version* version = nullptr;
           auto it = index.find(row.key);
+          if (row.value.size() > options.max_value_bytes) {
+            // Not indexed; the keyspace is refused (the caller). An index
+            // row of the key stays as it is.
+            result.oversize[t.name()].insert(std::string(row.key));
+            if (it != index.end()) seen.insert(std::string(row.key));
+            return absl::OkStatus();
+          }
           if (it == index.end()) {
             if (rebuild) {
               version = rebuild_version(row.token, nullptr);
@@ -622,6 +629,9 @@ absl::StatusOr<BuildResult> BuildIndex(const BuildOptions& options,
   }
   TALLY_ASSIGN_OR_RETURN(Result committed, reader->Exec("COMMIT"));
   (void)committed;
+  for (const auto& [name, keys] : result.oversize) {
+    result.position.fingerprints[name] = std::string(kRefusedTable);
+  }
   TALLY_RETURN_IF_ERROR(
       writer.Flush(storage::BackendPosition{result.position.Encode()}));
   progress.rows_written = writer.written();

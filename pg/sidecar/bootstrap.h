@@ -98,8 +98,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -115,6 +117,7 @@
 #include "pg/wire/connection.h"
 #include "pg/wire/replication_stream.h"
 #include "storage/store.h"
+#include "storage/store_options.h"
 #include "tree/digest.h"
 #include "tree/version.h"
 
@@ -124,6 +127,15 @@ namespace pg {
 // What the position records for a kept table that is missing from the
 // database (dropped): CapturePosition::fingerprints[table].
 inline constexpr absl::string_view kMissingTable = "missing";
+
+// What the position records for a kept table with rows over the store's
+// value limit, not indexed (the keyspace is refused): a later start sees
+// a schema it does not match and builds the table again, looking again.
+inline constexpr absl::string_view kRefusedTable =
+    "refused: rows over the value limit";
+
+// Per keyspace, the keys of rows over the value limit, not indexed.
+using OversizeKeys = std::map<std::string, std::set<std::string>>;
 
 // Progress of a build, reported every few seconds and at the end.
 struct BuildProgress {
@@ -159,6 +171,10 @@ struct BuildOptions {
   // win over the reloaded ones and none of theirs is deleted.
   std::vector<std::string> afresh;
   size_t batch_rows = 10000;
+  // The store's value limit (StoreOptions::max_value_bytes): a longer row
+  // is not indexed but listed in BuildResult::oversize (an index row of
+  // its key stays as it was), and its table recorded as kRefusedTable.
+  size_t max_value_bytes = storage::StoreOptions().max_value_bytes;
   absl::Duration progress_interval = absl::Seconds(5);
   std::function<void(const BuildProgress&)> on_progress;
   ConnectOptions connect;
@@ -190,6 +206,8 @@ struct BuildResult {
   // goes on without its deletes).
   std::string old_slot_error;
   std::vector<std::string> truncated_while_lost;
+  // Rows over the value limit, not indexed.
+  OversizeKeys oversize;
   // The replication connection that created the slot, idle: start
   // replication on it from position.resume_lsn.
   std::unique_ptr<ReplicationStream> stream;

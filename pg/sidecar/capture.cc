@@ -1,6 +1,7 @@
 #include "pg/sidecar/capture.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <utility>
 #include <variant>
@@ -58,7 +59,12 @@ struct Capture::Transaction {
 // The mutations of one store write, a key at most once per version.
 class Capture::Batch {
  public:
+  // `admit`: whether a mutation may go in (false: left out).
+  explicit Batch(std::function<bool(const storage::Mutation&)> admit)
+      : admit_(std::move(admit)) {}
+
   void Add(storage::Mutation m) {
+    if (!admit_(m)) return;
     auto key = std::make_pair(m.keyspace, m.key);
     auto it = where_.find(key);
     if (it != where_.end() &&
@@ -120,6 +126,7 @@ class Capture::Batch {
   }
 
  private:
+  const std::function<bool(const storage::Mutation&)> admit_;
   storage::WriteRequest request_;
   absl::flat_hash_map<std::pair<std::string, std::string>, size_t> where_;
   bool complete_ = false;
@@ -150,7 +157,9 @@ Capture::Capture(const CaptureOptions& options, storage::Store* store,
     : options_(options),
       store_(store),
       reader_(std::move(reader)),
-      batch_(std::make_unique<Batch>()),
+      batch_(std::make_unique<Batch>(
+          [this](const storage::Mutation& m) { return Admit(m); })),
+      oversize_(options.oversize),
       position_(std::move(start)) {
   for (const TableSchema& t : options_.tables) {
     auto ks = std::make_unique<Keyspace>(t);
@@ -759,12 +768,42 @@ absl::Status Capture::Flush(bool partial) {
       counters_.last_commit_time_us = batch_->commit_time_us();
     }
   }
-  batch_ = std::make_unique<Batch>();
+  batch_ = std::make_unique<Batch>(
+      [this](const storage::Mutation& m) { return Admit(m); });
   if (txn != nullptr && txn->version.has_value()) {
     // The rest of the transaction orders after what was just stored.
     txn->version = tree::Version{Accepted(stamps_.Bump()), options_.node_name};
   }
   return absl::OkStatus();
+}
+
+bool Capture::Admit(const storage::Mutation& m) {
+  const bool over = !m.deleted && m.value.size() > options_.max_value_bytes;
+  std::set<std::string>& keys = oversize_[m.keyspace];
+  bool changed;
+  if (over) {
+    changed = keys.insert(m.key).second && keys.size() == 1;
+  } else {
+    changed = keys.erase(m.key) > 0;
+    if (!changed) return true;  // the common case: nothing to note
+    changed = keys.empty();
+  }
+  if (changed) {
+    // The position's record of the keyspace, stored with the next write.
+    std::string fingerprint(kRefusedTable);
+    if (keys.empty()) {
+      for (const TableSchema& t : options_.tables) {
+        if (t.name() == m.keyspace) fingerprint = t.stored_fingerprint();
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    position_.fingerprints[m.keyspace] = std::move(fingerprint);
+  }
+  if (options_.on_oversize) {
+    options_.on_oversize(m.keyspace, m.key, over ? m.value.size() : 0,
+                         keys.size());
+  }
+  return !over;
 }
 
 absl::Status Capture::Confirm(ReplicationStream& stream, bool reply_requested) {

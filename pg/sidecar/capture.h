@@ -81,6 +81,7 @@
 #include "pg/schema/table_schema.h"
 #include "pg/sidecar/apply/fault_points.h"
 #include "pg/sidecar/apply/row_token.h"
+#include "pg/sidecar/bootstrap.h"
 #include "pg/sidecar/capture_position.h"
 #include "pg/sidecar/commit_stamp.h"
 #include "pg/wire/connection.h"
@@ -109,6 +110,19 @@ struct CaptureOptions {
   // capture-after-index-commit before its confirmation
   // (pg/sidecar/apply/fault_points.h). Null: none.
   std::shared_ptr<FaultPoints> fault_points;
+  // The store's value limit: a row longer is not indexed. Its keyspace is
+  // then refused by the sidecar (on_oversize tells it) while any of its rows
+  // is over, and the position records the keyspace as kRefusedTable, so
+  // that a start rebuilds it and looks again.
+  size_t max_value_bytes = storage::StoreOptions().max_value_bytes;
+  // The rows over the limit when the capture starts (the build's).
+  OversizeKeys oversize;
+  // Called on Follow's thread for a row over the limit (`bytes` its size)
+  // and for a key of `oversize` written within the limit or deleted
+  // (`bytes` 0); `rows_over`: the keyspace's rows over the limit now.
+  std::function<void(const std::string& keyspace, const std::string& key,
+                     size_t bytes, size_t rows_over)>
+      on_oversize;
 };
 
 struct CaptureCounters {
@@ -187,6 +201,9 @@ class Capture {
   static absl::Status EncodeChange(const Relation& relation,
                                    const RowChange& change,
                                    EncodedChange* encoded);
+  // Whether `m` may go into a batch: false for a row over the value
+  // limit (noted, see CaptureOptions::max_value_bytes).
+  bool Admit(const storage::Mutation& m);
   void KeepOwnChange(Transaction& txn, Keyspace& ks, EncodedChange change);
   void AddLocalChange(Transaction& txn, Keyspace& ks, EncodedChange change);
   absl::Status OnTruncate(const TruncateMessage& m);
@@ -237,6 +254,7 @@ class Capture {
   absl::flat_hash_map<std::string, OriginId> origin_ids_;
   std::unique_ptr<Transaction> txn_;
   std::unique_ptr<Batch> batch_;
+  OversizeKeys oversize_;
   CommitStamps stamps_;
   std::string schema_changed_;
   Lsn last_sent_status_ = kInvalidLsn;

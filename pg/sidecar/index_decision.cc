@@ -60,6 +60,13 @@ Found StoredSchemaChange(const CapturePosition& position,
                            " is kept now but was not when the index was "
                            "built")};
     }
+    if (it->second == kRefusedTable) {
+      return {IndexReason::kTableChanged,
+              absl::StrCat("table ", t.name(),
+                           " had rows over the value limit when the index "
+                           "was last written: it is built again to look at "
+                           "them")};
+    }
     if (it->second == kMissingTable) {
       return {IndexReason::kTableBack,
               absl::StrCat("table ", t.name(),

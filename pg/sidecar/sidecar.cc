@@ -4,13 +4,16 @@
 #include <atomic>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -70,6 +73,20 @@ class KeyspaceGate {
     absl::MutexLock lock(&mu_);
     return missing_.contains(ks);
   }
+  // Refused (rows over the value limit), why; empty `why`: not refused.
+  void SetRefused(const std::string& ks, std::string why) {
+    absl::MutexLock lock(&mu_);
+    if (why.empty()) {
+      refused_.erase(ks);
+    } else {
+      refused_[ks] = std::move(why);
+    }
+  }
+  std::string refused(absl::string_view ks) const {
+    absl::MutexLock lock(&mu_);
+    auto it = refused_.find(ks);
+    return it == refused_.end() ? "" : it->second;
+  }
   // The backend met a table that does not exist (a peer's row refused, a
   // read failed): the catalog check should run now rather than at its next
   // interval, so that a dropped table becomes missing within seconds.
@@ -83,7 +100,12 @@ class KeyspaceGate {
   mutable absl::Mutex mu_;
   absl::flat_hash_set<std::string> closed_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> missing_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);
 };
+
+// The same for a keyspace refused for rows over the value limit.
+constexpr absl::string_view kRefusedFingerprint =
+    "postgresql/refused (rows of this node's table are over the value limit)";
 
 // The fingerprint a missing table's keyspace shows peers: no table has it
 // (it lacks kFingerprintPrefix), so their sessions refuse that keyspace
@@ -160,11 +182,18 @@ class SidecarBackend final : public storage::RowBackend {
                        " is rebuilding (its index is being built from the "
                        "table); it takes no rows until then"));
     }
+    if (const std::string why = gate_->refused(keyspace); !why.empty()) {
+      // kNotFound as for a missing table: this keyspace alone is left out.
+      return absl::NotFoundError(why);
+    }
     return inner().status();
   }
   absl::StatusOr<std::string> SchemaFingerprint(
       absl::string_view keyspace) const override {
     if (gate_->missing(keyspace)) return std::string(kMissingFingerprint);
+    if (!gate_->refused(keyspace).empty()) {
+      return std::string(kRefusedFingerprint);
+    }
     if (gate_->closed(keyspace)) {
       return absl::UnavailableError(
           absl::StrCat("keyspace ", keyspace,
@@ -513,6 +542,28 @@ class Sidecar::Impl {
     }
   }
 
+  // Shows keyspace `ks`'s refusal for rows over the value limit (or its
+  // end, with none left in oversize_) in the gate and the status.
+  void ShowRefusal(const std::string& ks) {
+    const std::set<std::string>& keys = oversize_[ks];
+    std::string why;
+    if (!keys.empty()) {
+      why = absl::StrFormat(
+          "keyspace %s is refused: %d of its rows are over the value limit "
+          "of %d bytes (max_value_bytes; first key '%s'); it takes and sends "
+          "no rows until none is",
+          ks, keys.size(), options_.max_value_bytes,
+          absl::CHexEscape(keys.begin()->substr(0, 64)));
+    }
+    gate_->SetRefused(ks, why);
+    absl::MutexLock lock(&mu_);
+    SidecarKeyspaceStatus& k = KeyspaceStatus(ks);
+    k.trouble = why;
+    if (k.state == "ready" || k.state == "refused") {
+      k.state = keys.empty() ? "ready" : "refused";
+    }
+  }
+
   // The status entry of keyspace `name` (one per configured table).
   SidecarKeyspaceStatus& KeyspaceStatus(absl::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -817,6 +868,7 @@ class Sidecar::Impl {
       o.missing.assign(missing.begin(), missing.end());
       std::sort(o.missing.begin(), o.missing.end());
       o.afresh = decision.afresh;
+      o.max_value_bytes = options_.max_value_bytes;
       for (const std::string& name : o.missing) {
         Log(absl::StrCat("table ", name,
                          " is missing (dropped): its keyspace takes no rows "
@@ -896,12 +948,17 @@ class Sidecar::Impl {
       gate_->SetMissing(missing);
       gate_->OpenAll();
       SetKeyspaceStates("ready");
+      oversize_ = built.oversize;
+      for (const auto& [ks, keys] : oversize_) ShowRefusal(ks);
       position = built.position;
       stream = std::move(built.stream);
     } else {
       gate_->SetMissing(missing);
       gate_->OpenAll();
       SetKeyspaceStates("ready");
+      // A position that records no refusal: no row was over the limit.
+      for (const auto& [ks, keys] : oversize_) gate_->SetRefused(ks, "");
+      oversize_.clear();
       if (position->fingerprints.empty()) {
         // A position written before fingerprints were recorded: the
         // capture's next write records the schemas it follows with.
@@ -943,6 +1000,29 @@ class Sidecar::Impl {
     co.tables = tables;
     co.node_name = options_.node_name;
     co.fault_points = options_.fault_points;
+    co.oversize = oversize_;
+    co.max_value_bytes = options_.max_value_bytes;
+    co.on_oversize = [this](const std::string& ks, const std::string& key,
+                            size_t bytes, size_t rows_over) {
+      if (bytes > 0) {
+        Log(absl::StrFormat(
+            "WARNING keyspace %s: the row of key '%s' is %d bytes, over the "
+            "value limit of %d (max_value_bytes); not indexed, and the "
+            "keyspace takes and sends no rows while a row of it is over the "
+            "limit",
+            ks, absl::CHexEscape(key.substr(0, 64)), bytes,
+            options_.max_value_bytes));
+        oversize_[ks].insert(key);
+      } else {
+        oversize_[ks].erase(key);
+        if (rows_over == 0) {
+          Log(absl::StrCat("keyspace ", ks,
+                           ": no row is over the value limit any more; it "
+                           "takes and sends rows again"));
+        }
+      }
+      ShowRefusal(ks);
+    };
     TALLY_ASSIGN_OR_RETURN(std::unique_ptr<Capture> capture,
                            Capture::Create(co, store, *position));
     {
@@ -1050,6 +1130,9 @@ class Sidecar::Impl {
   std::thread thread_ ABSL_GUARDED_BY(mu_);
   std::vector<TableSchema> tables_ ABSL_GUARDED_BY(mu_);
   // Kept tables missing from the database (dropped); tables_ lacks them.
+  // Per keyspace, the keys of rows over the value limit, not indexed (the
+  // build's, then the capture's). The thread's alone.
+  OversizeKeys oversize_;
   absl::flat_hash_set<std::string> missing_ ABSL_GUARDED_BY(mu_);
   Capture* capture_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The lifecycle's state: the phase status() names, the backoff.

@@ -94,6 +94,7 @@
 #include "pg/wire/lsn.h"
 #include "storage/row_backend.h"
 #include "storage/store.h"
+#include "storage/store_options.h"
 #include "tree/token.h"
 
 namespace tally {
@@ -121,6 +122,10 @@ struct SidecarOptions {
   // pg/sidecar/apply/fault_points.h, passed to the apply and the capture; the
   // sidecar itself reaches apply-after-store-commit. Null: none.
   std::shared_ptr<FaultPoints> fault_points;
+  // The store's value limit (StoreOptions::max_value_bytes). A row whose
+  // canonical value is longer is not indexed: its keyspace is refused
+  // (takes and shows no rows, state "refused") until no row of it is.
+  size_t max_value_bytes = storage::StoreOptions().max_value_bytes;
 };
 
 // One kept table.
@@ -131,8 +136,11 @@ struct SidecarKeyspaceStatus {
   // lost slot: sessions for it are refused until it is rebuilt), "missing"
   // (the table was dropped: the keyspace takes no rows, peers' sessions
   // refuse it, its index holds none; fingerprint empty).
+  // Also "refused": rows of it are over the value limit (`trouble` says
+  // which); it takes and sends no rows until none is.
   std::string state;
   uint64_t rows = 0;  // rows in the index (tombstones included)
+  std::string trouble;
 };
 
 struct SidecarStatus {
