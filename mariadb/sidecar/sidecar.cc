@@ -51,6 +51,11 @@ constexpr absl::string_view kRefusedFingerprint =
     "postgresql/refused (a row of this node's MariaDB table is over the value "
     "limit)";
 constexpr absl::string_view kRefusedTable = "refused: a row over the limit";
+// And for a kept table changed into one tally cannot keep (a column it
+// cannot map, no primary key, a cascading foreign key): its index rows are
+// forgotten as a missing table's, and it is built afresh once it can be
+// kept again.
+constexpr absl::string_view kUnkeptTable = "refused: the table cannot be kept";
 
 constexpr absl::Duration kIoTimeout = absl::Seconds(30);
 
@@ -389,8 +394,12 @@ class Sidecar::Impl {
   bool Fits(const std::string& keyspace, const std::string& key,
             const std::optional<std::string>& value, CapturePosition* position);
   // Shows the keyspace's refusal (or its end) in the gate, the status and
-  // `position`.
+  // `position`: a table that cannot be kept (unkept_), or rows over the
+  // value limit.
   void ShowRefusal(const std::string& keyspace, CapturePosition* position);
+  // What a position records for the kept table `keyspace` as last read:
+  // its fingerprint, kUnkeptTable or kMissingTable.
+  std::string RecordedFingerprint(const std::string& keyspace) const;
   // Reads the server's @@gtid_binlog_pos into the status on `conn`
   // (opened when null, dropped on an error).
   void RefreshServerGtid(std::unique_ptr<Connection>& conn);
@@ -406,6 +415,9 @@ class Sidecar::Impl {
   // Per keyspace, the keys of rows over the value limit, not indexed. The
   // capture thread's alone.
   std::map<std::string, std::set<std::string>> oversize_;
+  // Kept tables the server holds but tally cannot keep as they are now,
+  // with why (ReadTables). The capture thread's alone.
+  std::map<std::string, std::string> unkept_;
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;
@@ -452,14 +464,23 @@ void Sidecar::Impl::Run() {
 absl::StatusOr<std::map<std::string, std::optional<MariaDbTable>>>
 Sidecar::Impl::ReadTables(Connection& conn) {
   std::map<std::string, std::optional<MariaDbTable>> out;
+  unkept_.clear();
   for (const std::string& name : options_.tables) {
     absl::StatusOr<MariaDbTable> t = MariaDbTable::Read(conn, name);
     if (absl::IsNotFound(t.status())) {
       out[name] = std::nullopt;
       continue;
     }
-    TALLY_RETURN_IF_ERROR(t.status());
-    TALLY_RETURN_IF_ERROR(CheckTableForSidecar(conn, name));
+    const absl::Status keepable =
+        t.ok() ? CheckTableForSidecar(conn, name) : t.status();
+    if (absl::IsFailedPrecondition(keepable)) {
+      // Changed into a table tally cannot keep (Prepare refused such a one
+      // at start): this keyspace alone is refused.
+      out[name] = std::nullopt;
+      unkept_[name] = std::string(keepable.message());
+      continue;
+    }
+    TALLY_RETURN_IF_ERROR(keepable);
     out[name] = std::move(*t);
   }
   return out;
@@ -516,8 +537,7 @@ absl::Status Sidecar::Impl::RunOnce() {
   } else {
     for (const auto& [name, table] : tables_) {
       auto it = stored->fingerprints.find(name);
-      const std::string now = table.has_value() ? table->schema().fingerprint()
-                                                : std::string(kMissingTable);
+      const std::string now = RecordedFingerprint(name);
       if (it == stored->fingerprints.end() || it->second != now) {
         reason =
             absl::StrCat("table ", name, " changed while tallyd was stopped");
@@ -531,13 +551,16 @@ absl::Status Sidecar::Impl::RunOnce() {
     // The gate and backend for the tables as they are.
     std::vector<std::string> present;
     for (const auto& [name, table] : tables_) {
-      gate_->SetMissing(name, !table.has_value());
+      gate_->SetMissing(name, !table.has_value() && unkept_.count(name) == 0);
       if (table.has_value()) present.push_back(name);
     }
     TALLY_ASSIGN_OR_RETURN(std::shared_ptr<MariaDbBackend> inner,
                            MariaDbBackend::Open(BackendOptions(present)));
     backend_->set_inner(std::move(inner));
-    for (const auto& [name, table] : tables_) gate_->Open(name);
+    for (const auto& [name, table] : tables_) {
+      ShowRefusal(name, nullptr);
+      gate_->Open(name);
+    }
   } else {
     TALLY_ASSIGN_OR_RETURN(position, Build(stored, reason, lost_since));
   }
@@ -675,13 +698,12 @@ absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
     bool first = !stored.has_value();
     if (stored.has_value()) {
       auto it = stored->fingerprints.find(name);
-      first = it == stored->fingerprints.end() || it->second == kMissingTable;
+      first = it == stored->fingerprints.end() || it->second == kMissingTable ||
+              it->second == kUnkeptTable;
     }
     TALLY_RETURN_IF_ERROR(BuildTable(*conn, name, table, first, fresh,
                                      lost_writes ? &*lost_writes : nullptr));
-    position.fingerprints[name] = table.has_value()
-                                      ? table->schema().fingerprint()
-                                      : std::string(kMissingTable);
+    position.fingerprints[name] = RecordedFingerprint(name);
     ShowRefusal(name, &position);
     {
       absl::MutexLock lock(&mu_);
@@ -702,7 +724,7 @@ absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
         *conn, IndexMarker{options_.node_name, here, at.gtid}));
   }
   for (const auto& [name, table] : tables_) {
-    gate_->SetMissing(name, !table.has_value());
+    gate_->SetMissing(name, !table.has_value() && unkept_.count(name) == 0);
     gate_->Open(name);
   }
   {
@@ -710,7 +732,8 @@ absl::StatusOr<CapturePosition> Sidecar::Impl::Build(
     status_.build_elapsed = absl::Now() - began;
     for (SidecarKeyspaceStatus& k : status_.keyspaces) {
       const auto& table = tables_[k.name];
-      k.state = !table.has_value()          ? "missing"
+      k.state = unkept_.count(k.name) != 0  ? "refused"
+                : !table.has_value()        ? "missing"
                 : oversize_[k.name].empty() ? "ready"
                                             : "refused";
       k.fingerprint = table.has_value() ? table->schema().fingerprint() : "";
@@ -810,7 +833,9 @@ absl::Status Sidecar::Impl::BuildTable(Connection& conn,
     // Missing: the index forgets the table's rows (no tombstone: a DROP is
     // not replicated).
     for (const auto& [key, entry] : index) {
-      batch.push_back(storage::Mutation::Erase(keyspace, key));
+      storage::Mutation e = storage::Mutation::Erase(keyspace, key);
+      e.version = fresh;  // a captured change carries one
+      batch.push_back(std::move(e));
       if (batch.size() >= options_.batch_rows) TALLY_RETURN_IF_ERROR(flush());
     }
     return flush();
@@ -1042,7 +1067,12 @@ void Sidecar::Impl::ShowRefusal(const std::string& keyspace,
                                 CapturePosition* position) {
   const std::set<std::string>& keys = oversize_[keyspace];
   std::string why;
-  if (!keys.empty()) {
+  if (auto u = unkept_.find(keyspace); u != unkept_.end()) {
+    why = absl::StrCat("keyspace ", keyspace,
+                       " is refused: it takes and sends no rows until its "
+                       "table can be kept again: ",
+                       u->second);
+  } else if (!keys.empty()) {
     why = absl::StrFormat(
         "keyspace %s is refused: %d of its rows are over the value limit of "
         "%d bytes (max_value_bytes; first key '%s'); it takes and sends no "
@@ -1061,8 +1091,20 @@ void Sidecar::Impl::ShowRefusal(const std::string& keyspace,
   for (SidecarKeyspaceStatus& k : status_.keyspaces) {
     if (k.name != keyspace) continue;
     k.trouble = why;
-    if (table.has_value()) k.state = keys.empty() ? "ready" : "refused";
+    if (table.has_value() || unkept_.count(keyspace) != 0) {
+      k.state = why.empty() ? "ready" : "refused";
+    }
   }
+}
+
+std::string Sidecar::Impl::RecordedFingerprint(
+    const std::string& keyspace) const {
+  auto it = tables_.find(keyspace);
+  if (it != tables_.end() && it->second.has_value()) {
+    return it->second->schema().fingerprint();
+  }
+  return std::string(unkept_.count(keyspace) != 0 ? kUnkeptTable
+                                                  : kMissingTable);
 }
 
 absl::Status Sidecar::Impl::Follow(CapturePosition position) {

@@ -338,6 +338,60 @@ TEST_F(MariaDbSidecarTest, ARowOverTheValueLimitRefusesItsKeyspaceUntilItFits) {
   ExpectIndexEqualsTable();
 }
 
+// A kept table altered into one tally cannot keep (here: its primary key
+// dropped) is refused alone, named in the status, while the other table
+// goes on; altered back, it is built afresh and taken again; dropped, it
+// is missing.
+TEST_F(MariaDbSidecarTest, ATableAlteredIntoOneTallyCannotKeepIsRefusedAlone) {
+  Sql("CREATE TABLE u (id bigint PRIMARY KEY, v int); INSERT INTO u VALUES "
+      "(1, 1), (2, 2)");
+  StartSidecar({"db1.t", "db1.u"});
+  ExpectIndexEqualsTable("db1.u");
+  auto u_status = [&] {
+    for (const SidecarKeyspaceStatus& k : sidecar_->status().keyspaces) {
+      if (k.name == "db1.u") return k;
+    }
+    return SidecarKeyspaceStatus{};
+  };
+  Sql("ALTER TABLE u DROP PRIMARY KEY");
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (u_status().state != "refused" && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(u_status().state, "refused") << sidecar_->status().last_error;
+  EXPECT_THAT(u_status().trouble, HasSubstr("has no primary key"));
+  EXPECT_TRUE(absl::IsNotFound(sidecar_->backend()->TakesRows("db1.u")));
+  // The other table goes on.
+  Sql("UPDATE t SET b = 'after' WHERE id = 1");
+  ExpectIndexEqualsTable("db1.t");
+
+  Sql("ALTER TABLE u ADD PRIMARY KEY (id); INSERT INTO u VALUES (3, 3)");
+  const absl::Time back = absl::Now() + absl::Seconds(30);
+  while (u_status().state != "ready" && absl::Now() < back) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(u_status().state, "ready") << u_status().trouble;
+  EXPECT_TRUE(sidecar_->backend()->TakesRows("db1.u").ok());
+  ExpectIndexEqualsTable("db1.u");
+
+  // Dropped while its index holds rows: missing, its rows forgotten (this
+  // failed the sidecar before: the erases carried no version).
+  Sql("DROP TABLE u");
+  const absl::Time gone = absl::Now() + absl::Seconds(30);
+  while (u_status().state != "missing" && absl::Now() < gone) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(u_status().state, "missing") << sidecar_->status().last_error;
+  const absl::Time follows = absl::Now() + absl::Seconds(30);
+  while (sidecar_->status().phase != "following" && absl::Now() < follows) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(sidecar_->status().phase, "following");
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("db1.u", Key(1)).status()));
+  Sql("UPDATE t SET b = 'later' WHERE id = 2");
+  ExpectIndexEqualsTable("db1.t");
+}
+
 // The store emptied with the server's marker naming it: a loss (rows the
 // application wrote since the first build get fresh versions); a marker
 // naming another server (a copy of the tally database): a first start.
