@@ -63,6 +63,14 @@
 // fingerprint no table has, so that their sessions refuse that keyspace
 // alone; it is built afresh once a table of that name exists again.
 //
+// Refused keyspaces. The same holds, state "refused" with the reason in
+// the status's `trouble`, for a kept table changed into one tally cannot
+// keep (no primary key, a column it cannot map, a cascading foreign key:
+// mariadb/capture/preflight.h), built afresh once it can be kept again; and
+// for a keyspace with rows over the value limit (not indexed; the position
+// records the refusal, so a start rebuilds and looks again), until none is.
+// One keyspace refused never stops the others.
+//
 // Errors. A connection failure never ends the thread: it retries with a
 // backoff of 1 s doubling to 30 s, phase "reconnecting" with the reason.
 // An error no retry can help (a refused preflight, kInvalidArgument,
