@@ -159,10 +159,12 @@ TEST_F(TableDiffCli, TheTransferIsChosenByTheLinkAndSaid) {
   EXPECT_EQ(near.exit_code, 1) << near.out << near.err;
   EXPECT_THAT(near.out, HasSubstr("4242  differs\n"));
   // Loopback is fast enough that reading every row is usually cheaper; on a
-  // machine busy enough that the measured link is slow (32 MB/s under a
-  // CI run's load), hashes are, and the tool is right to choose them. Each
-  // choice says why; the far link below proves the choice follows it.
+  // machine busy enough that a measured link is slow (22-32 MB/s under a
+  // CI run's load, to a or to b), hashes are, and the tool is right to
+  // choose them. Each choice says why; the far link below proves the
+  // choice follows it.
   EXPECT_THAT(near.out, AnyOf(HasSubstr("(every row read); rows chosen: "),
+                              HasSubstr("hashes chosen: a "),
                               HasSubstr("hashes chosen: b ")));
 
   absl::StatusOr<std::unique_ptr<TcpProxy>> link = TcpProxy::Start(
